@@ -1,0 +1,204 @@
+"""Provider-neutral context items: plain dataclasses that round-trip through JSON.
+
+The same items are sent to the model, shown to the user and saved in transcripts.
+Each has a ``type`` tag (``item.to_dict()["type"]``) so ``item_from_dict`` can
+rebuild it; unknown keys in a dict are kept in ``meta`` so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import uuid
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar, Literal, Union
+
+__all__ = [
+    "Message",
+    "ToolCall",
+    "ToolResult",
+    "Reasoning",
+    "Summary",
+    "Item",
+    "item_from_dict",
+    "new_call_id",
+]
+
+Role = Literal["user", "assistant", "system"]
+
+
+def new_call_id() -> str:
+    """A fresh tool-call id, for servers that send none (or ``""``)."""
+    return "call_" + uuid.uuid4().hex[:24]
+
+
+def _short(text: str, limit: int = 80) -> str:
+    one_line = " ".join(text.split())
+    return one_line if len(one_line) <= limit else one_line[: limit - 1] + "…"
+
+
+class _ItemBase:
+    """Shared JSON and repr behaviour."""
+
+    type: ClassVar[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict with a ``type`` tag."""
+        data = asdict(self)  # type: ignore[call-overload]
+        return {"type": self.type, **data}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):  # type: ignore[no-untyped-def]
+        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        known = {k: v for k, v in data.items() if k in names}
+        extra = {k: v for k, v in data.items() if k not in names and k != "type"}
+        if extra and "meta" in names:
+            known["meta"] = {**known.get("meta", {}), **extra}
+        return cls(**known)
+
+    def summary(self) -> str:
+        """One line for tables."""
+        raise NotImplementedError
+
+    @property
+    def label(self) -> str:
+        return self.type
+
+    def _repr_markdown_(self) -> str:
+        return f"**{self.label}** — {html.escape(self.summary())}"
+
+
+@dataclass
+class Message(_ItemBase):
+    """A user, assistant or system message."""
+
+    type: ClassVar[str] = "message"
+    role: Role
+    content: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        return _short(self.content)
+
+    @property
+    def label(self) -> str:
+        return self.role
+
+    def __repr__(self) -> str:
+        return f"Message({self.role}: {_short(self.content, 60)!r})"
+
+    def _repr_markdown_(self) -> str:
+        return f"**{self.role}**\n\n{self.content}"
+
+
+@dataclass
+class ToolCall(_ItemBase):
+    """A request by the model to run a tool with JSON arguments."""
+
+    type: ClassVar[str] = "tool_call"
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    # The arguments exactly as the server sent them, when they did not parse as JSON:
+    # kept so the model can be told what was wrong and the transcript stays honest.
+    raw_arguments: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        if self.name == "python" and "code" in self.arguments:
+            return f"python: {_short(str(self.arguments['code']), 70)}"
+        return f"{self.name}({_short(json.dumps(self.arguments, ensure_ascii=False), 70)})"
+
+    @property
+    def label(self) -> str:
+        return "tool call"
+
+    def __repr__(self) -> str:
+        return f"ToolCall({self.summary()!r}, id={self.id!r})"
+
+    def _repr_markdown_(self) -> str:
+        if self.name == "python" and "code" in self.arguments:
+            return f"**tool call** `python` ({self.id})\n\n```python\n{self.arguments['code']}\n```"
+        args = json.dumps(self.arguments, indent=2, ensure_ascii=False)
+        return f"**tool call** `{self.name}` ({self.id})\n\n```json\n{args}\n```"
+
+
+@dataclass
+class ToolResult(_ItemBase):
+    """What a tool call produced. ``output`` is the text the model sees."""
+
+    type: ClassVar[str] = "tool_result"
+    call_id: str
+    output: str
+    error: bool = False
+    name: str = ""
+    # Rich outputs (nbformat output dicts) for display and transcripts; the model
+    # sees only ``output``.
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    execution_count: int | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        return ("error: " if self.error else "") + _short(self.output)
+
+    @property
+    def label(self) -> str:
+        return "tool error" if self.error else "tool result"
+
+    def __repr__(self) -> str:
+        flag = ", error=True" if self.error else ""
+        return f"ToolResult({_short(self.output, 60)!r}, call_id={self.call_id!r}{flag})"
+
+    def _repr_markdown_(self) -> str:
+        return f"**{self.label}** ({self.call_id})\n\n```\n{self.output}\n```"
+
+
+@dataclass
+class Reasoning(_ItemBase):
+    """Reasoning text a model exposed; ``details`` keeps opaque data to send back."""
+
+    type: ClassVar[str] = "reasoning"
+    content: str
+    details: Any = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        return _short(self.content) if self.content else "(opaque reasoning)"
+
+    def __repr__(self) -> str:
+        return f"Reasoning({_short(self.content, 60)!r})"
+
+
+@dataclass
+class Summary(_ItemBase):
+    """A compaction summary that stands in for ``replaced`` older items."""
+
+    type: ClassVar[str] = "summary"
+    content: str
+    replaced: list[dict[str, Any]] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        return f"[{len(self.replaced)} items] " + _short(self.content)
+
+    def __repr__(self) -> str:
+        return f"Summary({len(self.replaced)} items: {_short(self.content, 50)!r})"
+
+
+Item = Union[Message, ToolCall, ToolResult, Reasoning, Summary]
+
+_TYPES: dict[str, type] = {
+    cls.type: cls for cls in (Message, ToolCall, ToolResult, Reasoning, Summary)
+}
+
+
+def item_from_dict(data: dict[str, Any]) -> Item:
+    """Rebuild an item from ``Item.to_dict()`` output."""
+    try:
+        cls = _TYPES[data["type"]]
+    except KeyError:
+        raise ValueError(f"not an ipyagent item: type={data.get('type')!r}") from None
+    return cls.from_dict(data)  # type: ignore[no-any-return]

@@ -1,0 +1,92 @@
+"""What every model client speaks: a request in, a stream of events out.
+
+A client turns a ``ModelRequest`` (provider-neutral items + tool schemas) into its wire
+format, streams the reply and yields ``TextDelta`` / ``ReasoningDelta`` /
+``ToolCallDelta`` events as they arrive, then exactly one ``TurnComplete`` holding the
+assembled ``Turn``. Infrastructure failures raise ``ipyagent.errors.ModelError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Protocol, Sequence, Union, runtime_checkable
+
+from ..items import Item, Reasoning, ToolCall
+
+__all__ = [
+    "ModelRequest",
+    "Turn",
+    "TextDelta",
+    "ReasoningDelta",
+    "ToolCallDelta",
+    "TurnComplete",
+    "ModelEvent",
+    "Model",
+]
+
+
+@dataclass
+class ModelRequest:
+    """One request: the conversation so far, the tools on offer, sampling settings."""
+
+    system: str
+    items: Sequence[Item]
+    tools: list[dict[str, Any]] = field(default_factory=list)  # JSON-schema function specs
+    temperature: float | None = None
+    max_tokens: int | None = None
+    tool_choice: str | None = None  # "auto" | "none" | "required" | a tool name
+
+
+@dataclass
+class Turn:
+    """One assembled assistant reply."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    reasoning: Reasoning | None = None
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None  # as the server reported it (last one wins)
+    model: str | None = None  # as the server named it
+
+
+@dataclass
+class TextDelta:
+    text: str
+
+
+@dataclass
+class ReasoningDelta:
+    text: str
+
+
+@dataclass
+class ToolCallDelta:
+    """A fragment of tool call ``index``; ``name``/``id`` set when first known."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass
+class TurnComplete:
+    turn: Turn
+
+
+ModelEvent = Union[TextDelta, ReasoningDelta, ToolCallDelta, TurnComplete]
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A model client."""
+
+    name: str
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Yield events for one reply; the last one is ``TurnComplete``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
