@@ -1,0 +1,88 @@
+"""The engine loop: one background event loop that owns every async resource.
+
+Why: the httpx client and the sibling kernel's zmq sockets belong to the loop that made
+them. A Jupyter kernel already runs a loop in the main thread, and a plain ``run()``
+called there must not block that loop's own coroutines nor re-enter it. So every
+coroutine of the engine runs on this one daemon thread's loop:
+
+* ``run_sync(coro)`` blocks the calling thread until the coroutine finishes — safe from
+  a plain script *and* from inside a running loop (a notebook cell);
+* ``await run_async(coro)`` lets a running loop (the notebook's) wait without blocking,
+  so comm messages (widget clicks) keep flowing while the engine works.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from typing import Any, Coroutine, TypeVar
+
+__all__ = ["engine_loop", "run_sync", "run_async", "on_engine_loop"]
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+_thread: threading.Thread | None = None
+
+
+def engine_loop() -> asyncio.AbstractEventLoop:
+    """The engine's event loop, started on first use."""
+    global _loop, _thread
+    with _lock:
+        if _loop is None or _loop.is_closed() or _thread is None or not _thread.is_alive():
+            loop = asyncio.new_event_loop()
+            ready = threading.Event()
+
+            def _run() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+
+            _thread = threading.Thread(target=_run, name="ipyagent-engine", daemon=True)
+            _thread.start()
+            ready.wait()
+            _loop = loop
+        return _loop
+
+
+def on_engine_loop() -> bool:
+    """True when called from code already running on the engine loop."""
+    try:
+        return asyncio.get_running_loop() is _loop
+    except RuntimeError:
+        return False
+
+
+def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    """Schedule ``coro`` on the engine loop; returns a thread-safe future."""
+    return asyncio.run_coroutine_threadsafe(coro, engine_loop())
+
+
+def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+    """Run ``coro`` on the engine loop and block until it is done.
+
+    Ctrl-C (KeyboardInterrupt) while waiting cancels the coroutine and re-raises.
+    """
+    if on_engine_loop():
+        coro.close()
+        raise RuntimeError("run_sync() called from the engine loop itself; await instead")
+    future = submit(coro)
+    try:
+        return future.result(timeout)
+    except BaseException:
+        future.cancel()
+        raise
+
+
+async def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """Await ``coro`` on the engine loop from any running loop (cancellation propagates)."""
+    if on_engine_loop():
+        return await coro
+    future = submit(coro)
+    try:
+        return await asyncio.wrap_future(future)
+    except asyncio.CancelledError:
+        future.cancel()
+        raise
