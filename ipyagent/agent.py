@@ -1,0 +1,482 @@
+"""``Agent``: the tool-calling loop, configured with traitlets.
+
+One step = one model request → append the assistant's items → for each tool call:
+approve → execute → append its result. ``run`` repeats steps until a stop reason:
+``done`` (a turn without tool calls), ``max_steps``, ``circuit_breaker`` (the same tool
+failed N times in a row), ``budget`` (``max_tokens`` spent), ``denied`` (a denial that
+stops the run) or ``error`` (the endpoint failed after retries).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any, Callable, Iterable
+
+from traitlets import Bool, Enum, Float, Int, List, TraitError, Unicode, Union, validate
+from traitlets.config import Configurable
+
+from . import _loop
+from .approval import ApprovalPolicy, Approver, CallbackApprover
+from .context import Context
+from .errors import ApprovalError, ConfigError, ModelError
+from .events import (
+    Event, Notice, RunFinished, RunResult, RunStarted, Step, StepFinished, StepStarted,
+    StopReason, ToolCallDecided, ToolCallFinished, ToolCallRequested, Usage,
+)
+from .items import Message, ToolCall, ToolResult
+from .models.base import Model, ModelRequest, TurnComplete
+from .tools import Tool, Toolbox
+
+__all__ = ["Agent", "DEFAULT_SYSTEM_PROMPT"]
+
+DEFAULT_SYSTEM_PROMPT = """\
+You are an assistant working inside a user's Jupyter notebook. You can run Python with \
+the `python` tool: it executes in a separate, persistent Python kernel (variables persist \
+between calls; the user's own variables are not there unless they share them). Use it for \
+anything that needs computing, checking or reading files, instead of guessing. Each call is \
+shown to the user and may need their approval. Keep code short; print what you need to \
+see. When you are done, answer plainly and concisely, with the key numbers."""
+
+Listener = Callable[[Event], Any]
+
+
+class Agent(Configurable):
+    """An LLM agent whose Python runs in an isolated sibling kernel."""
+
+    model = Unicode("demo", help=(
+        "Model name sent to the endpoint; 'demo' is the built-in deterministic offline model."
+    )).tag(config=True)
+    base_url = Unicode("", help=(
+        "OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1 (Ollama). "
+        "Empty: https://api.openai.com/v1."
+    )).tag(config=True)
+    api_key_env = Unicode("OPENAI_API_KEY", help=(
+        "Name of the environment variable holding the API key. The key is read when a "
+        "request is made and is never stored, shown or logged."
+    )).tag(config=True)
+    system_prompt = Unicode(DEFAULT_SYSTEM_PROMPT, help="System prompt for the model.").tag(config=True)
+    approval = Enum(["auto", "ask", "deny"], default_value="auto", help=(
+        "Who approves tool calls: 'auto' runs them, 'ask' asks (notebook buttons, terminal "
+        "prompt, or approval_hook), 'deny' refuses them all."
+    )).tag(config=True)
+    allow = List(Unicode(), help="Tool names that run without asking, whatever `approval` says.").tag(config=True)
+    max_steps = Int(20, help="Stop after this many iterations (stop reason 'max_steps').").tag(config=True)
+    circuit_breaker = Int(3, help=(
+        "Stop when the same tool fails this many times in a row (stop reason 'circuit_breaker')."
+    )).tag(config=True)
+    max_tokens = Int(0, help=(
+        "Token budget for the whole session, input + output (stop reason 'budget'); 0: unlimited."
+    )).tag(config=True)
+    temperature = Union([Float(), Unicode()], default_value=None, allow_none=True, help=(
+        "Sampling temperature; None: the server's default."
+    )).tag(config=True)
+    request_max_tokens = Int(None, allow_none=True, help=(
+        "Maximum output tokens per model request; None: the server's default."
+    )).tag(config=True)
+    tool_choice = Unicode(None, allow_none=True, help=(
+        "'auto', 'none', 'required' or a tool name; None: the server's default."
+    )).tag(config=True)
+    timeout = Float(120.0, help="Seconds to wait for the model endpoint per request.").tag(config=True)
+    max_retries = Int(3, help="Retries on 429, 5xx and dropped connections.").tag(config=True)
+    python_tool = Bool(True, help="Offer the `python` tool (runs in the sibling kernel).").tag(config=True)
+    kernel_name = Unicode("python3", help="Kernelspec of the sibling kernel.").tag(config=True)
+    cwd = Unicode("", help="Working directory of the sibling kernel; empty: the current directory.").tag(config=True)
+    tool_timeout = Float(60.0, help=(
+        "Seconds a python tool call may run before it is interrupted (state is kept)."
+    )).tag(config=True)
+    memory_limit = Unicode("", help=(
+        "Address-space limit of the sibling kernel, e.g. '4GB'; empty: no limit."
+    )).tag(config=True)
+
+    @validate("max_steps")
+    def _check_max_steps(self, proposal: Any) -> int:
+        if proposal["value"] < 1:
+            raise TraitError(f"Agent.max_steps must be at least 1, not {proposal['value']}")
+        return proposal["value"]
+
+    @validate("circuit_breaker", "max_tokens", "max_retries")
+    def _check_non_negative(self, proposal: Any) -> int:
+        if proposal["value"] < 0:
+            raise TraitError(f"Agent.{proposal['trait'].name} must be >= 0, not {proposal['value']}")
+        return proposal["value"]
+
+    @validate("temperature")
+    def _check_temperature(self, proposal: Any) -> float | None:
+        value = proposal["value"]
+        if value is None or value == "":
+            return None
+        try:
+            return float(value)
+        except ValueError:
+            raise TraitError(f"Agent.temperature must be a number, not {value!r}") from None
+
+    def __init__(self, *, client: Model | None = None, http_client: Any = None,
+                 tools: Iterable[Tool | Callable[..., Any]] = (),
+                 approval_hook: Approver | Callable[..., Any] | None = None,
+                 **kwargs: Any) -> None:
+        """Settings as keyword arguments; ``client`` injects a model client (tests, custom APIs)."""
+        super().__init__(**kwargs)
+        self.context = Context(system=self.system_prompt)
+        self.tools = Toolbox(tools)
+        self.listeners: list[Listener] = []
+        self.usage = Usage()
+        self._client = client
+        self._client_injected = client is not None
+        self._http_client = http_client
+        self._policy = ApprovalPolicy(mode=self.approval, allow=list(self.allow))
+        if approval_hook is not None:
+            self.approval_hook = approval_hook
+        self._failures: tuple[str, int] = ("", 0)
+        self._steps_in_run = 0
+        self._step_counter = 0
+        self._kernel: Any = None
+        self._closed = False
+        self.observe(self._settings_changed, names=["model", "base_url", "api_key_env",
+                                                     "timeout", "max_retries"])
+        self.observe(self._policy_changed, names=["approval", "allow"])
+        self.observe(self._system_changed, names=["system_prompt"])
+        if self.python_tool:
+            self._add_python_tool()
+
+    # -- configuration ---------------------------------------------------------------
+    @property
+    def approval_hook(self) -> Approver | None:
+        """The UI asked when ``approval == 'ask'``: an object with ``async decide(call)``."""
+        return self._policy.ui
+
+    @approval_hook.setter
+    def approval_hook(self, hook: Approver | Callable[..., Any] | None) -> None:
+        if hook is not None and not hasattr(hook, "decide"):
+            hook = CallbackApprover(hook)  # a plain function
+        self._policy.ui = hook  # type: ignore[assignment]
+
+    def _policy_changed(self, change: Any) -> None:
+        self._policy.mode = self.approval
+        self._policy.allow = list(self.allow)
+
+    def _system_changed(self, change: Any) -> None:
+        self.context.system = self.system_prompt
+
+    def _settings_changed(self, change: Any) -> None:
+        if not self._client_injected and self._client is not None:
+            old, self._client = self._client, None
+            _loop.submit(old.aclose())
+
+    @property
+    def client(self) -> Model:
+        """The model client for the current settings (built on first use)."""
+        if self._client is None:
+            self._client = self._make_client()
+        return self._client
+
+    def _make_client(self) -> Model:
+        if self.model == "demo":
+            from .models.demo import DemoModel
+
+            return DemoModel()
+        from .models.openai_chat import OpenAIChatModel
+
+        # Read the key now, at use: it lives only in the client's request headers.
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        return OpenAIChatModel(
+            self.model, base_url=self.base_url or "https://api.openai.com/v1", api_key=key,
+            client=self._http_client, timeout=self.timeout, max_retries=self.max_retries)
+
+    @property
+    def kernel(self) -> Any:
+        """The sibling kernel that runs the ``python`` tool (started in the background)."""
+        if self._kernel is None:
+            from .kernel import SiblingKernel
+
+            self._kernel = SiblingKernel(
+                cwd=self.cwd or os.getcwd(), timeout=self.tool_timeout,
+                memory_limit=self.memory_limit or None, kernel_name=self.kernel_name,
+                secret_env_vars=[self.api_key_env] if self.api_key_env else [])
+            self._kernel.start_background()
+        return self._kernel
+
+    def _add_python_tool(self) -> None:
+        async def run_python(call: ToolCall) -> ToolResult:
+            execution = await self.kernel.execute_async(str(call.arguments["code"]))
+            return ToolResult(
+                call_id=call.id, name=call.name, output=execution.text or "(no output)",
+                error=execution.status != "ok", outputs=list(execution.outputs),
+                execution_count=execution.execution_count,
+                meta={"status": execution.status})
+
+        self.tools.add(Tool(
+            name="python",
+            description=("Run Python code in a persistent, isolated IPython kernel and return "
+                         "what it prints, the value of the last expression, or the error."),
+            parameters={"type": "object", "properties": {"code": {
+                "type": "string", "description": "Python source to execute."}},
+                "required": ["code"], "additionalProperties": False},
+            handler=run_python))
+
+    # -- running ---------------------------------------------------------------------
+    def run(self, task: str | None = None, *, on_event: Listener | None = None) -> RunResult:
+        """Run until a stop reason (blocking). In a notebook prefer ``await agent.arun()``."""
+        self._check_blocking_ok()
+        return _loop.run_sync(self._arun(task, on_event))
+
+    async def arun(self, task: str | None = None, *, on_event: Listener | None = None) -> RunResult:
+        """Run until a stop reason, awaiting (approval clicks keep flowing meanwhile)."""
+        return await _loop.run_async(self._arun(task, on_event))
+
+    def step(self, task: str | None = None, *, on_event: Listener | None = None) -> Step:
+        """Run one iteration (after adding ``task``, if given)."""
+        self._check_blocking_ok()
+        return _loop.run_sync(self._astep_public(task, on_event))
+
+    async def astep(self, task: str | None = None, *, on_event: Listener | None = None) -> Step:
+        """Run one iteration, awaiting."""
+        return await _loop.run_async(self._astep_public(task, on_event))
+
+    def _check_blocking_ok(self) -> None:
+        # A blocking call inside a running loop (a notebook cell) stops the kernel from
+        # reading widget clicks, so a button-based approval could never be answered.
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        ui = self._policy.ui
+        if self.approval == "ask" and ui is not None and getattr(ui, "needs_event_loop", False):
+            raise ApprovalError(
+                "agent.run() would block this cell, so the Approve button could never be "
+                "clicked: use `await agent.arun(...)` or the %agent magic instead")
+
+    def pending(self) -> bool:
+        """True when the context ends with something the model has not answered yet."""
+        for item in reversed(self.context):
+            if isinstance(item, (ToolResult,)):
+                return True
+            if isinstance(item, Message):
+                return item.role == "user"
+            if isinstance(item, ToolCall):
+                return False  # an unanswered call: the context is mid-step
+        return False
+
+    def _begin(self, task: str | None) -> None:
+        if self._closed:
+            raise ConfigError("this agent is closed; create a new one")
+        if task is not None and task.strip():
+            self.context.add_user(task)
+        elif not self.pending():
+            raise ConfigError("nothing to continue: give a task")
+
+    async def _arun(self, task: str | None, on_event: Listener | None) -> RunResult:
+        self._begin(task)
+        started = time.perf_counter()
+        listeners = self._listeners(on_event)
+        self._emit(listeners, RunStarted(task))
+        steps: list[Step] = []
+        usage = Usage()
+        self._failures = ("", 0)
+        while True:
+            step = await self._astep(listeners, steps_so_far=len(steps))
+            steps.append(step)
+            usage.add(step.usage)
+            if step.stop_reason:
+                break
+        result = RunResult(
+            stop_reason=step.stop_reason or "done", text=_final_text(steps), steps=steps,
+            usage=usage, duration=time.perf_counter() - started, error=step.error)
+        self._emit(listeners, RunFinished(result))
+        return result
+
+    async def _astep_public(self, task: str | None, on_event: Listener | None) -> Step:
+        self._begin(task)
+        return await self._astep(self._listeners(on_event), steps_so_far=0)
+
+    def _listeners(self, extra: Listener | None) -> list[Listener]:
+        return [*self.listeners, *([extra] if extra else [])]
+
+    def _emit(self, listeners: list[Listener], event: Event) -> None:
+        for listener in listeners:
+            try:
+                listener(event)
+            except Exception as exc:  # a broken display must never break the run
+                self.log.warning("ipyagent listener %r failed: %s", listener, exc)
+
+    async def _astep(self, listeners: list[Listener], steps_so_far: int) -> Step:
+        """One iteration. Never raises for model/tool failures: they end up in the Step."""
+        self._step_counter += 1
+        step = Step(index=self._step_counter)
+        started = time.perf_counter()
+        self._emit(listeners, StepStarted(step.index))
+        if self.max_tokens and self.usage.total >= self.max_tokens:
+            return self._finish(step, started, listeners, "budget",
+                                f"token budget spent ({self.usage.total} of {self.max_tokens})")
+        request = ModelRequest(
+            system=self.context.system, items=list(self.context), tools=self.tools.specs(),
+            temperature=self.temperature, max_tokens=self.request_max_tokens,
+            tool_choice=self.tool_choice)
+        turn = None
+        try:
+            async for event in self.client.stream(request):
+                if isinstance(event, TurnComplete):
+                    turn = event.turn
+                else:
+                    self._emit(listeners, event)  # type: ignore[arg-type]
+        except ModelError as exc:
+            # Nothing of a failed reply is appended: the context stays valid to retry.
+            return self._finish(step, started, listeners, "error", str(exc))
+        if turn is None:
+            return self._finish(step, started, listeners, "error",
+                                "the model client ended without a reply")
+        step.text, step.tool_calls, step.finish_reason = turn.text, turn.tool_calls, turn.finish_reason
+        step.usage = Usage.from_server(turn.usage) or Usage(
+            self.context.tokens, len(turn.text) // 4 + 1, 1, estimated=True)
+        self.usage.add(step.usage)
+        if turn.reasoning is not None:
+            self.context.append(turn.reasoning)
+        if turn.text or not turn.tool_calls:
+            self.context.append(Message("assistant", turn.text))
+        for call in turn.tool_calls:
+            self.context.append(call)
+        stop, why = await self._run_calls(step, listeners)
+        if stop:
+            return self._finish(step, started, listeners, stop, why)
+        if not turn.tool_calls:
+            return self._finish(step, started, listeners, "done")
+        if self.max_tokens and self.usage.total >= self.max_tokens:
+            return self._finish(step, started, listeners, "budget",
+                                f"token budget spent ({self.usage.total} of {self.max_tokens})")
+        if steps_so_far + 1 >= self.max_steps:
+            return self._finish(step, started, listeners, "max_steps",
+                                f"reached max_steps={self.max_steps}")
+        return self._finish(step, started, listeners, None)
+
+    def _finish(self, step: Step, started: float, listeners: list[Listener],
+                stop: StopReason | None, why: str | None = None) -> Step:
+        step.stop_reason, step.error = stop, why
+        step.duration = time.perf_counter() - started
+        if stop == "error" and why:
+            self._emit(listeners, Notice(why, "error"))
+        self._emit(listeners, StepFinished(step))
+        return step
+
+    async def _run_calls(self, step: Step,
+                         listeners: list[Listener]) -> tuple[StopReason | None, str | None]:
+        """Approve and execute each call in order; every call gets exactly one result."""
+        stop: StopReason | None = None
+        why: str | None = None
+        calls = step.tool_calls
+        for i, call in enumerate(calls):
+            try:
+                if stop == "denied":
+                    result = ToolResult(call.id, "Not run: an earlier call in this turn was "
+                                        "denied.", error=True, name=call.name,
+                                        meta={"skipped": True})
+                else:
+                    result = await self._run_one(call, step, listeners)
+                    if result.meta.get("denied") and result.meta.get("stop"):
+                        stop, why = "denied", result.meta.get("reason") or "denied by the user"
+            except BaseException:
+                # Interrupted (Ctrl-C, cancelled cell): answer every open call so the
+                # context stays valid, then let the interruption through.
+                for open_call in calls[i:]:
+                    self.context.append(ToolResult(open_call.id, "Interrupted by the user.",
+                                                   error=True, name=open_call.name,
+                                                   meta={"interrupted": True}))
+                raise
+            self.context.append(result)
+            step.results.append(result)
+            self._emit(listeners, ToolCallFinished(call, result))
+            if stop is None and self._count_failure(call, result):
+                stop, why = "circuit_breaker", (
+                    f"{call.name!r} failed {self.circuit_breaker} times in a row")
+        return stop, why
+
+    async def _run_one(self, call: ToolCall, step: Step, listeners: list[Listener]) -> ToolResult:
+        self._emit(listeners, ToolCallRequested(call))
+        decision = await self._policy.decide(call)
+        step.decisions.append(decision)
+        self._emit(listeners, ToolCallDecided(call, decision))
+        if not decision.approved:
+            reason = decision.reason
+            # A denial with a reason is guidance: the model gets it and the run goes on.
+            # A bare denial (or a policy one) stops the run.
+            stops = decision.by != "user" or not reason
+            text = "The user denied this tool call." if decision.by == "user" else (
+                "This tool call was not approved.")
+            return ToolResult(call.id, text + (f" Reason: {reason}" if reason else ""),
+                              error=True, name=call.name,
+                              meta={"denied": True, "reason": reason, "by": decision.by,
+                                    "stop": stops})
+        if decision.action == "edit" and decision.arguments is not None:
+            call.meta["original_arguments"] = call.arguments
+            call.arguments = decision.arguments  # the context records what actually ran
+            call.raw_arguments = None
+        result = await self.tools.execute(call)
+        if decision.action == "edit":
+            result.meta["edited"] = True
+            result.output = "Note: the user edited this call before it ran.\n" + result.output
+        return result
+
+    def _count_failure(self, call: ToolCall, result: ToolResult) -> bool:
+        """Track consecutive failures of one tool; True when the breaker trips."""
+        if result.meta.get("denied") or not self.circuit_breaker:
+            return False
+        name, count = self._failures
+        if result.error:
+            count = count + 1 if name == call.name else 1
+            self._failures = (call.name, count)
+            return count >= self.circuit_breaker
+        if name == call.name:
+            self._failures = ("", 0)
+        return False
+
+    # -- lifecycle -------------------------------------------------------------------
+    def reset(self, *, kernel: bool = False) -> None:
+        """Start a new conversation (the sibling kernel is kept unless ``kernel=True``)."""
+        self.context = Context(system=self.system_prompt)
+        self.usage = Usage()
+        self._step_counter = 0
+        self._policy.always.clear()
+        if kernel and self._kernel is not None:
+            self._kernel.restart()
+
+    def close(self) -> None:
+        """Shut down the sibling kernel and the model client's connections."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._client is not None and not self._client_injected:
+            try:
+                _loop.run_sync(self._client.aclose(), timeout=5)
+            except Exception:
+                pass
+        if self._kernel is not None:
+            self._kernel.shutdown()
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = "offline" if self.model == "demo" else (self.base_url or "api.openai.com")
+        return (f"<Agent model={self.model!r} ({where}) approval={self.approval!r} "
+                f"items={len(self.context)} tools={self.tools.names}>")
+
+    def _repr_html_(self) -> str:
+        import html
+
+        rows = "".join(
+            f"<tr><td>{name}</td><td>{html.escape(repr(getattr(self, name)))}</td></tr>"
+            for name in ("model", "base_url", "approval", "allow", "max_steps", "max_tokens"))
+        return (f"<div><b>ipyagent Agent</b> — {len(self.context)} items, {self.usage} tokens, "
+                f"tools: {', '.join(self.tools.names) or 'none'}<table>{rows}</table></div>")
+
+
+def _final_text(steps: list[Step]) -> str:
+    """The answer: the last step's text (a run that stops early may have none)."""
+    for step in reversed(steps):
+        if step.text:
+            return step.text
+    return ""
+

@@ -1,0 +1,154 @@
+"""Approval: nothing runs until a policy, a person or a hook says so.
+
+The seam is ``async decide(call) -> Decision``. ``ApprovalPolicy`` applies the agent's
+settings (``auto`` / ``ask`` / ``deny``, the ``allow`` list, "always" answers given this
+session) and, under ``ask``, defers to a UI: the notebook widgets, a terminal prompt, or
+any callable hook. Where nobody can be asked, the call is denied with a reason that says
+how to allow it — never silently run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Literal, Protocol, Union
+
+from .items import ToolCall
+
+__all__ = ["Decision", "Approver", "ApprovalPolicy", "TerminalApprover", "CallbackApprover"]
+
+Action = Literal["approve", "deny", "edit"]
+
+
+@dataclass
+class Decision:
+    """The answer for one tool call."""
+
+    action: Action
+    reason: str = ""
+    # For "edit": the arguments that should run instead (e.g. edited code).
+    arguments: dict[str, Any] | None = None
+    # "always": approve this tool for the rest of the session.
+    scope: Literal["once", "always"] = "once"
+    by: str = ""  # who decided: "policy", "allow-list", "user", "hook", "timeout"
+
+    @property
+    def approved(self) -> bool:
+        return self.action in ("approve", "edit")
+
+    def __repr__(self) -> str:
+        extra = f", reason={self.reason!r}" if self.reason else ""
+        return f"Decision({self.action}{', always' if self.scope == 'always' else ''}{extra})"
+
+
+class Approver(Protocol):
+    """Anything that can decide on a tool call."""
+
+    async def decide(self, call: ToolCall) -> Decision: ...
+
+
+HookResult = Union[Decision, bool, str, None]
+Hook = Callable[[ToolCall], Union[HookResult, Awaitable[HookResult]]]
+
+
+class CallbackApprover:
+    """Wrap a function ``call -> Decision | bool | "approve"/"deny"`` (sync or async)."""
+
+    def __init__(self, fn: Hook) -> None:
+        self.fn = fn
+
+    async def decide(self, call: ToolCall) -> Decision:
+        value = self.fn(call)
+        if inspect.isawaitable(value):
+            value = await value
+        if isinstance(value, Decision):
+            return value
+        if value is True or value in ("approve", "yes", "y"):
+            return Decision("approve", by="hook")
+        if isinstance(value, str) and value not in ("deny", "no", "n"):
+            return Decision("deny", reason=value, by="hook")
+        return Decision("deny", reason="denied by the approval hook", by="hook")
+
+
+class TerminalApprover:
+    """A y/n/e/a prompt on the terminal (stdin)."""
+
+    def __init__(self, input_fn: Callable[[str], str] = input,
+                 output: Any = None) -> None:
+        self.input_fn = input_fn
+        self.output = output
+
+    def _show(self, call: ToolCall) -> None:
+        out = self.output or sys.stdout
+        if call.name == "python" and "code" in call.arguments:
+            body = str(call.arguments["code"])
+        else:
+            body = json.dumps(call.arguments, indent=2, ensure_ascii=False)
+        print(f"\n── tool call: {call.name} ──\n{body}\n", file=out, flush=True)
+
+    async def decide(self, call: ToolCall) -> Decision:
+        self._show(call)
+        while True:
+            # input() blocks: run it in a worker thread so the engine loop stays live.
+            answer = (await asyncio.to_thread(
+                self.input_fn, "Run it? [y]es / [n]o / [e]dit / [a]lways: ")).strip().lower()
+            if answer in ("y", "yes"):
+                return Decision("approve", by="user")
+            if answer in ("a", "always"):
+                return Decision("approve", scope="always", by="user")
+            if answer in ("n", "no"):
+                reason = (await asyncio.to_thread(
+                    self.input_fn, "Reason for the model (optional): ")).strip()
+                return Decision("deny", reason=reason, by="user")
+            if answer in ("e", "edit"):
+                return await self._edit(call)
+
+    async def _edit(self, call: ToolCall) -> Decision:
+        key = "code" if "code" in call.arguments else None
+        prompt = ("New code (end with a line holding only '.'):\n" if key
+                  else "New arguments as JSON (end with a line holding only '.'):\n")
+        print(prompt, end="", file=self.output or sys.stdout, flush=True)
+        lines: list[str] = []
+        while True:
+            line = await asyncio.to_thread(self.input_fn, "")
+            if line.strip() == ".":
+                break
+            lines.append(line)
+        text = "\n".join(lines)
+        if key:
+            return Decision("edit", arguments={**call.arguments, key: text}, by="user")
+        try:
+            return Decision("edit", arguments=json.loads(text), by="user")
+        except json.JSONDecodeError as exc:
+            return Decision("deny", reason=f"edited arguments were not JSON ({exc})", by="user")
+
+
+@dataclass
+class ApprovalPolicy:
+    """The agent's approval settings applied to each call."""
+
+    mode: Literal["auto", "ask", "deny"] = "auto"
+    allow: list[str] = field(default_factory=list)
+    ui: Approver | None = None
+    always: set[str] = field(default_factory=set)  # tools approved "always" this session
+
+    async def decide(self, call: ToolCall) -> Decision:
+        if call.name in self.allow or call.name in self.always:
+            return Decision("approve", by="allow-list")
+        if self.mode == "auto":
+            return Decision("approve", by="policy")
+        if self.mode == "deny":
+            return Decision("deny", by="policy", reason=(
+                "the approval policy is 'deny'; set Agent.approval = 'ask' or 'auto', "
+                f"or add {call.name!r} to Agent.allow"))
+        if self.ui is None:
+            return Decision("deny", by="policy", reason=(
+                "approval is 'ask' but there is no way to ask here (no notebook widgets, no "
+                f"terminal); set Agent.approval = 'auto' or add {call.name!r} to Agent.allow"))
+        decision = await self.ui.decide(call)
+        if decision.approved and decision.scope == "always":
+            self.always.add(call.name)
+        return decision

@@ -1,0 +1,73 @@
+"""The ``ipyagent`` command: run one task from a terminal and stream it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from traitlets import TraitError
+
+from ._version import __version__
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ipyagent", description="Run an ipyagent task from the terminal.")
+    p.add_argument("--version", action="version", version=f"ipyagent {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run one task and print the answer")
+    run.add_argument("task", help="what to do, e.g. 'Use Python to compute 2**100'")
+    run.add_argument("--model", default="demo", help="model name ('demo': offline, no key)")
+    run.add_argument("--base-url", default="", help="OpenAI-compatible endpoint URL")
+    run.add_argument("--api-key-env", default="OPENAI_API_KEY",
+                     help="environment variable holding the API key")
+    run.add_argument("--approve", choices=["auto", "ask", "deny"], default=None,
+                     help="tool-call approval (default: ask on a terminal, auto otherwise)")
+    run.add_argument("--max-steps", type=int, default=20)
+    run.add_argument("--save", metavar="PATH", help="save the transcript notebook here")
+    run.add_argument("--quiet", action="store_true", help="print only the final answer")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; the exit code is 0 only when the run ended ``done``."""
+    args = _parser().parse_args(argv)
+    from .agent import Agent
+    from .approval import TerminalApprover
+    from .display_terminal import TerminalDisplay
+    from .errors import IpyagentError
+
+    approve = args.approve or ("ask" if sys.stdin.isatty() else "auto")
+    try:
+        agent = Agent(model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
+                      approval=approve, max_steps=args.max_steps)
+    except TraitError as exc:
+        print(f"ipyagent: {exc}", file=sys.stderr)
+        return 2
+    if approve == "ask":
+        agent.approval_hook = TerminalApprover()
+    with agent:
+        try:
+            display = None if args.quiet else TerminalDisplay()
+            result = agent.run(args.task, on_event=display)
+        except KeyboardInterrupt:
+            print("\nipyagent: interrupted", file=sys.stderr)
+            return 130
+        except IpyagentError as exc:
+            print(f"ipyagent: {exc}", file=sys.stderr)
+            return 2
+        if args.quiet:
+            print(result.text)
+        if args.save:
+            try:
+                agent.save(args.save)  # type: ignore[attr-defined]
+            except (AttributeError, OSError, IpyagentError) as exc:
+                print(f"ipyagent: could not save the transcript: {exc}", file=sys.stderr)
+    return 0 if result.stop_reason == "done" else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""``Context``: the conversation as an ordered, editable list of items.
+
+It is data: the same items are sent to the model, shown to the user and saved. It acts
+like a list (``len``, indexing, slicing, iteration, ``append``/``insert``/``pop``/
+``remove``) and keeps a per-item token estimate so that appending is O(1).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any, Iterable, Iterator, MutableSequence, overload
+
+from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
+
+__all__ = ["Context", "estimate_tokens"]
+
+_ITEM_TYPES = (Message, ToolCall, ToolResult, Reasoning, Summary)
+
+
+def estimate_tokens(item: Item) -> int:
+    """A cheap token estimate: ~4 characters per token, plus per-item overhead."""
+    # Why not a tokenizer: the estimate only guards budgets; exact counts come from
+    # the server's reported usage when it sends one.
+    if isinstance(item, ToolCall):
+        text = item.name + (item.raw_arguments or json.dumps(item.arguments, ensure_ascii=False))
+    elif isinstance(item, ToolResult):
+        text = item.output
+    else:
+        text = getattr(item, "content", "") or ""
+    return 4 + (len(text) + 3) // 4
+
+
+class Context(MutableSequence[Item]):
+    """The ordered items of a conversation plus its system prompt."""
+
+    def __init__(self, items: Iterable[Item] = (), system: str = "") -> None:
+        self.system = system
+        self._items: list[Item] = []
+        self._tokens: list[int] = []
+        self._total = 0
+        self.extend(items)
+
+    # -- list protocol -------------------------------------------------------------
+    @overload
+    def __getitem__(self, index: int) -> Item: ...
+    @overload
+    def __getitem__(self, index: slice) -> Context: ...
+    def __getitem__(self, index: int | slice) -> Item | Context:
+        if isinstance(index, slice):
+            return Context(self._items[index], system=self.system)
+        return self._items[index]
+
+    def __setitem__(self, index: int | slice, value: Any) -> None:  # type: ignore[override]
+        if isinstance(index, slice):
+            values = list(value)
+            for v in values:
+                _check(v)
+            self._items[index] = values
+        else:
+            _check(value)
+            self._items[index] = value
+        self._recount()
+
+    def __delitem__(self, index: int | slice) -> None:
+        del self._items[index]
+        self._recount()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[Item]:
+        return iter(self._items)
+
+    def insert(self, index: int, value: Item) -> None:
+        _check(value)
+        self._items.insert(index, value)
+        self._recount()
+
+    def append(self, value: Item) -> None:
+        """Append one item (O(1): only its own tokens are estimated)."""
+        _check(value)
+        self._items.append(value)
+        n = estimate_tokens(value)
+        self._tokens.append(n)
+        self._total += n
+
+    def clear(self) -> None:
+        self._items.clear()
+        self._recount()
+
+    def _recount(self) -> None:
+        self._tokens = [estimate_tokens(i) for i in self._items]
+        self._total = sum(self._tokens)
+
+    # -- helpers -------------------------------------------------------------------
+    def add_user(self, text: str) -> Message:
+        """Append a user message and return it."""
+        msg = Message("user", text)
+        self.append(msg)
+        return msg
+
+    @property
+    def tokens(self) -> int:
+        """Estimated tokens of the system prompt plus every item."""
+        return self._total + (len(self.system) + 3) // 4
+
+    def item_tokens(self, index: int) -> int:
+        return self._tokens[index]
+
+    def tool_call(self, call_id: str) -> ToolCall | None:
+        """The call with this id, if present."""
+        for item in self._items:
+            if isinstance(item, ToolCall) and item.id == call_id:
+                return item
+        return None
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        return [i.to_dict() for i in self._items]
+
+    @classmethod
+    def from_dicts(cls, data: Iterable[dict[str, Any]], system: str = "") -> Context:
+        return cls((item_from_dict(d) for d in data), system=system)
+
+    def copy(self) -> Context:
+        return Context.from_dicts(self.to_dicts(), system=self.system)
+
+    def to_notebook(self) -> Any:
+        """The context as an nbformat v4 notebook (one cell per item)."""
+        from .notebook_export import context_to_notebook
+
+        return context_to_notebook(self)
+
+    # -- reprs ---------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"<Context: {len(self)} items, ~{self.tokens} tokens>"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Context):
+            return self._items == other._items and self.system == other.system
+        if isinstance(other, list):
+            return self._items == other
+        return NotImplemented
+
+    def _repr_html_(self) -> str:
+        rows = []
+        for i, (item, tok) in enumerate(zip(self._items, self._tokens)):
+            rows.append(
+                f"<tr><td style='text-align:right'>{i}</td><td>{html.escape(item.label)}</td>"
+                f"<td style='text-align:left'>{html.escape(item.summary())}</td>"
+                f"<td style='text-align:right'>{tok}</td></tr>"
+            )
+        system = html.escape(" ".join(self.system.split())[:120])
+        return (
+            "<div class='ipyagent-context'>"
+            f"<div><b>Context</b> — {len(self)} items, ~{self.tokens} tokens</div>"
+            f"<div style='color:#666;font-size:90%'>system: {system}</div>"
+            "<table><thead><tr><th>#</th><th>kind</th><th style='text-align:left'>summary</th>"
+            "<th>tokens</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
+        )
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        lines = [repr(self)]
+        for i, item in enumerate(self._items):
+            lines.append(f"  {i:>3}  {item.label:<12} {item.summary()}")
+        p.text("\n".join(lines))
+
+
+def _check(value: object) -> None:
+    if not isinstance(value, _ITEM_TYPES):
+        raise TypeError(
+            f"a Context holds Message/ToolCall/ToolResult/Reasoning/Summary items, "
+            f"not {type(value).__name__}"
+        )

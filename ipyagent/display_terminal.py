@@ -1,0 +1,74 @@
+"""Plain-text rendering of a run, for terminals, scripts and terminal IPython."""
+
+from __future__ import annotations
+
+import sys
+from typing import IO, Any
+
+from .events import (
+    Notice, RunFinished, StepStarted, ToolCallDecided, ToolCallFinished, ToolCallRequested,
+)
+from .models.base import ReasoningDelta, TextDelta
+
+__all__ = ["TerminalDisplay"]
+
+
+class TerminalDisplay:
+    """A listener that streams a run as plain text."""
+
+    def __init__(self, stream: IO[str] | None = None, show_reasoning: bool = False,
+                 max_output_lines: int = 40) -> None:
+        self.stream = stream
+        self.show_reasoning = show_reasoning
+        self.max_output_lines = max_output_lines
+        self._at_line_start = True
+
+    @property
+    def out(self) -> IO[str]:
+        return self.stream or sys.stdout
+
+    def _write(self, text: str) -> None:
+        if text:
+            self.out.write(text)
+            self.out.flush()
+            self._at_line_start = text.endswith("\n")
+
+    def _line(self, text: str) -> None:
+        if not self._at_line_start:
+            self._write("\n")
+        self._write(text + "\n")
+
+    def __call__(self, event: Any) -> None:
+        if isinstance(event, TextDelta):
+            self._write(event.text)
+        elif isinstance(event, ReasoningDelta):
+            if self.show_reasoning:
+                self._write(event.text)
+        elif isinstance(event, StepStarted):
+            pass
+        elif isinstance(event, ToolCallRequested):
+            call = event.call
+            if call.name == "python" and "code" in call.arguments:
+                body = "\n".join("  │ " + ln for ln in str(call.arguments["code"]).splitlines())
+                self._line(f"  ┌ python ({call.id})\n{body}")
+            else:
+                self._line(f"  ┌ {call.summary()} ({call.id})")
+        elif isinstance(event, ToolCallDecided):
+            d = event.decision
+            if not d.approved:
+                self._line(f"  ✗ denied" + (f": {d.reason}" if d.reason else ""))
+            elif d.action == "edit":
+                self._line("  ✎ edited before running")
+        elif isinstance(event, ToolCallFinished):
+            if event.result.meta.get("denied"):
+                return
+            lines = event.result.output.rstrip().splitlines()
+            if len(lines) > self.max_output_lines:
+                half = self.max_output_lines // 2
+                lines = lines[:half] + [f"… {len(lines) - 2 * half} more lines …"] + lines[-half:]
+            mark = "✗" if event.result.error else "└"
+            self._line("\n".join(f"  {mark} " + ln for ln in lines) or f"  {mark} (no output)")
+        elif isinstance(event, Notice):
+            self._line(f"[{event.level}] {event.message}")
+        elif isinstance(event, RunFinished):
+            self._line(f"── {event.result.footer()}")

@@ -1,0 +1,191 @@
+"""What an agent run reports as it goes, and what it returns.
+
+Listeners (``Agent.listeners``, or ``on_event=`` for one run) receive the model's stream
+events (``TextDelta``, ``ReasoningDelta``, ``ToolCallDelta`` from ``ipyagent.models``)
+interleaved with the loop's own events below, in order. Displays are listeners.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+from .approval import Decision
+from .items import ToolCall, ToolResult
+from .models.base import ReasoningDelta, TextDelta, ToolCallDelta
+
+__all__ = [
+    "StopReason",
+    "Usage",
+    "Step",
+    "RunResult",
+    "RunStarted",
+    "StepStarted",
+    "ToolCallRequested",
+    "ToolCallDecided",
+    "ToolCallFinished",
+    "StepFinished",
+    "RunFinished",
+    "Notice",
+    "Event",
+]
+
+StopReason = Literal["done", "max_steps", "circuit_breaker", "budget", "denied", "error"]
+
+
+@dataclass
+class Usage:
+    """Tokens in and out; ``estimated`` when the server reported none."""
+
+    input: int = 0
+    output: int = 0
+    requests: int = 0
+    estimated: bool = False
+
+    @property
+    def total(self) -> int:
+        return self.input + self.output
+
+    def add(self, other: Usage) -> None:
+        self.input += other.input
+        self.output += other.output
+        self.requests += other.requests
+        self.estimated = self.estimated or other.estimated
+
+    def __str__(self) -> str:
+        approx = "~" if self.estimated else ""
+        return f"{approx}{self.input} in / {approx}{self.output} out"
+
+    @classmethod
+    def from_server(cls, usage: dict[str, Any] | None) -> Usage | None:
+        """Normalise the usage shapes of Chat Completions, Responses and Anthropic."""
+        if not usage:
+            return None
+        into = usage.get("prompt_tokens", usage.get("input_tokens"))
+        out = usage.get("completion_tokens", usage.get("output_tokens"))
+        if into is None and out is None:
+            return None
+        return cls(int(into or 0), int(out or 0), 1, bool(usage.get("estimated")))
+
+
+@dataclass
+class Step:
+    """One iteration: one model request and the tool calls it made."""
+
+    index: int
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    results: list[ToolResult] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str | None = None
+    duration: float = 0.0
+    stop_reason: StopReason | None = None  # set when this step ends the run
+    error: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.stop_reason is not None
+
+    def __repr__(self) -> str:
+        calls = ", ".join(c.name for c in self.tool_calls) or "no tool calls"
+        end = f", stop={self.stop_reason}" if self.stop_reason else ""
+        return f"<Step {self.index}: {calls}{end}>"
+
+    def _repr_markdown_(self) -> str:
+        lines = [f"**Step {self.index}** ({self.duration:.2f}s, {self.usage})"]
+        if self.text:
+            lines.append(self.text)
+        for call, result in zip(self.tool_calls, self.results):
+            lines.append(call._repr_markdown_())
+            lines.append(result._repr_markdown_())
+        if self.stop_reason:
+            lines.append(f"_stop: {self.stop_reason}_" + (f" — {self.error}" if self.error else ""))
+        return "\n\n".join(lines)
+
+
+@dataclass
+class RunResult:
+    """How a run ended."""
+
+    stop_reason: StopReason
+    text: str
+    steps: list[Step] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    duration: float = 0.0
+    error: str | None = None  # one line, for stop_reason "error" (and denials' reasons)
+
+    @property
+    def ok(self) -> bool:
+        return self.stop_reason == "done"
+
+    def __repr__(self) -> str:
+        text = " ".join(self.text.split())
+        text = text if len(text) < 60 else text[:59] + "…"
+        return (f"RunResult(stop_reason={self.stop_reason!r}, steps={len(self.steps)}, "
+                f"usage={self.usage}, text={text!r})")
+
+    def footer(self) -> str:
+        """One line: stop reason, steps, tokens, time."""
+        line = (f"{self.stop_reason} · {len(self.steps)} step{'s' * (len(self.steps) != 1)} · "
+                f"{self.usage} tokens · {self.duration:.1f}s")
+        return line + (f" · {self.error}" if self.error else "")
+
+    def _repr_html_(self) -> str:
+        color = "#1a7f37" if self.ok else "#b35900"
+        return (f"<div><div>{html.escape(self.text)}</div>"
+                f"<div style='color:{color};font-size:90%'>{html.escape(self.footer())}</div></div>")
+
+
+@dataclass
+class RunStarted:
+    task: str | None
+
+
+@dataclass
+class StepStarted:
+    index: int
+
+
+@dataclass
+class ToolCallRequested:
+    """A complete call, before approval."""
+
+    call: ToolCall
+
+
+@dataclass
+class ToolCallDecided:
+    call: ToolCall
+    decision: Decision
+
+
+@dataclass
+class ToolCallFinished:
+    call: ToolCall
+    result: ToolResult
+
+
+@dataclass
+class StepFinished:
+    step: Step
+
+
+@dataclass
+class RunFinished:
+    result: RunResult
+
+
+@dataclass
+class Notice:
+    """Something the user should see (a retry, a restarted kernel, a skipped call)."""
+
+    message: str
+    level: Literal["info", "warning", "error"] = "info"
+
+
+Event = Union[
+    TextDelta, ReasoningDelta, ToolCallDelta, RunStarted, StepStarted, ToolCallRequested,
+    ToolCallDecided, ToolCallFinished, StepFinished, RunFinished, Notice,
+]

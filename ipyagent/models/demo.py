@@ -1,0 +1,189 @@
+"""The demo model: deterministic, offline, and honest about being a demo.
+
+It plans a small task from the tools it is given and the outcome of each call, so it
+drives the real loop, the real approval and the real sibling kernel:
+
+* with a ``python`` tool and a Python expression in the task (``2**100``, ``sum(range(10))``):
+  compute it → hit a real error (``len`` of an int) → recover using the kernel's kept
+  state → answer from the tool's actual output;
+* with a ``python`` tool and no expression: count the task's words in Python, answer;
+* with other tools: call every tool whose required arguments it can fill (in parallel),
+  then report their results;
+* a denied call: acknowledge it and stop. Every reply is labelled ``[demo model]``.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import re
+from typing import Any, AsyncIterator
+
+from ..items import Message, ToolCall, ToolResult
+from .base import ModelEvent, ModelRequest, TextDelta, ToolCallDelta, Turn, TurnComplete
+
+__all__ = ["DemoModel"]
+
+LABEL = "[demo model]"
+
+
+class DemoModel:
+    """A scripted, deterministic stand-in for an LLM."""
+
+    name = "demo"
+
+    def __init__(self, chunk_size: int = 12, delay: float = 0.0) -> None:
+        self.chunk_size = chunk_size
+        self.delay = delay  # per text chunk, to make streaming visible in demos
+        self.calls = 0  # requests made, for tests and the footer
+
+    def __repr__(self) -> str:
+        return "DemoModel()"
+
+    async def aclose(self) -> None:
+        return None
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self.calls += 1
+        text, calls = self._plan(request)
+        for i in range(0, len(text), self.chunk_size):
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            yield TextDelta(text[i : i + self.chunk_size])
+        for index, call in enumerate(calls):
+            yield ToolCallDelta(index, id=call.id, name=call.name,
+                                arguments=json.dumps(call.arguments))
+        prompt = sum(len(getattr(i, "content", "") or getattr(i, "output", "") or "")
+                      for i in request.items) // 4 + len(request.system) // 4
+        usage = {"prompt_tokens": prompt, "completion_tokens": max(1, len(text) // 4),
+                 "estimated": True}
+        yield TurnComplete(Turn(text=text, tool_calls=calls, usage=usage, model="demo",
+                                finish_reason="tool_calls" if calls else "stop"))
+
+    # -- planning ------------------------------------------------------------------
+    def _plan(self, request: ModelRequest) -> tuple[str, list[ToolCall]]:
+        items = list(request.items)
+        start = max((i for i, it in enumerate(items)
+                     if isinstance(it, Message) and it.role == "user"), default=-1)
+        if start < 0:
+            return f"{LABEL} There is no task for me yet: add a user message.", []
+        task = items[start].content  # type: ignore[union-attr]
+        results = [it for it in items[start + 1 :] if isinstance(it, ToolResult)]
+        tools = {spec["name"]: spec for spec in request.tools}
+        n_calls = sum(isinstance(it, ToolCall) for it in items[start + 1 :])
+
+        denied = [r for r in results if r.meta.get("denied")]
+        if denied:
+            reason = denied[-1].meta.get("reason") or "no reason given"
+            return (f"{LABEL} Understood: the call was not approved ({reason}), so I did "
+                    "not run anything. Tell me how you would like to proceed."), []
+        if "python" in tools:
+            return self._plan_python(task, results, n_calls)
+        if tools:
+            return self._plan_tools(task, tools, results, n_calls)
+        return (f"{LABEL} I have no tools, so I cannot compute anything. "
+                f"Your task was: {task!r}"), []
+
+    def _call(self, name: str, arguments: dict[str, Any], n: int) -> ToolCall:
+        # Deterministic ids, so that runs (and their transcripts) are reproducible.
+        return ToolCall(id=f"demo_call_{n}", name=name, arguments=arguments)
+
+    def _plan_python(self, task: str, results: list[ToolResult],
+                     n: int) -> tuple[str, list[ToolCall]]:
+        expr = find_expression(task)
+        if expr is None:
+            if not results:
+                code = (f"task = {task!r}\nwords = task.split()\n"
+                        "print(len(words), 'words;', 'longest:', max(words, key=len))")
+                return (f"{LABEL} I found no Python expression in the task, so I will "
+                        "analyse its text in Python.", [self._call("python", {"code": code}, n)])
+            return self._answer(task, results[-1], "I analysed the task's text")
+        if not results:
+            code = (f"value = {expr}\nprint(f'value = {{value!r}}')\n"
+                    "print(f'digits: {len(value)}')")
+            return (f"{LABEL} I'll evaluate `{expr}` in the sibling kernel and count its "
+                    "digits.", [self._call("python", {"code": code}, n)])
+        last = results[-1]
+        if last.error and len(results) == 1 and "TypeError" in last.output:
+            code = ("text = str(value)\n"
+                    "print(f'digits: {len(text.lstrip(\"-\").split(\".\")[0])}')")
+            return (f"{LABEL} `len()` does not work on a number, but the kernel kept "
+                    "`value`, so I'll count the digits of its text form.",
+                    [self._call("python", {"code": code}, n)])
+        return self._answer(task, last, f"I evaluated `{expr}`", results)
+
+    def _answer(self, task: str, last: ToolResult, what: str,
+                results: list[ToolResult] | None = None) -> tuple[str, list[ToolCall]]:
+        outputs = [_printed_part(r) for r in (results or [last])]
+        shown = "\n".join(o for o in outputs if o) or last.output.strip()
+        status = "It failed:" if last.error else "The sibling kernel printed:"
+        return (f"{LABEL} {what} in Python. {status}\n\n```\n{shown}\n```\n\n"
+                "(This answer was produced by the built-in demo model, not an LLM.)"), []
+
+    def _plan_tools(self, task: str, tools: dict[str, dict[str, Any]],
+                    results: list[ToolResult], n: int) -> tuple[str, list[ToolCall]]:
+        if results:
+            lines = [f"- `{r.name}`: {'error: ' if r.error else ''}{r.output.strip()}"
+                     for r in results]
+            return f"{LABEL} Here is what the tools returned:\n\n" + "\n".join(lines), []
+        calls = []
+        numbers = [float(x) if "." in x else int(x) for x in re.findall(r"-?\d+(?:\.\d+)?", task)]
+        for name, spec in tools.items():
+            args = fill_arguments(spec.get("parameters", {}), task, numbers)
+            if args is not None:
+                calls.append(self._call(name, args, n + len(calls)))
+        if not calls:
+            return (f"{LABEL} None of the tools ({', '.join(tools)}) take arguments I can "
+                    "fill from the task, so I cannot help with it."), []
+        names = ", ".join(f"`{c.name}`" for c in calls)
+        return f"{LABEL} I'll call {names}.", calls
+
+
+def find_expression(task: str) -> str | None:
+    """The longest substring of ``task`` that parses as a Python expression computing something."""
+    candidates = re.findall(r"`([^`]+)`", task)
+    candidates += re.findall(r"[\w.()\[\]\s*+\-/%,<>=!]+", task)
+    best = None
+    for raw in candidates:
+        text = raw.strip().rstrip(".?,")
+        if not text or not any(ch.isdigit() for ch in text):
+            continue
+        try:
+            tree = ast.parse(text, mode="eval")
+        except SyntaxError:
+            continue
+        if isinstance(tree.body, ast.Constant):
+            continue  # a bare number is not a computation
+        if best is None or len(text) > len(best):
+            best = text
+    return best
+
+
+def fill_arguments(schema: dict[str, Any], task: str,
+                   numbers: list[int | float]) -> dict[str, Any] | None:
+    """Arguments for a tool from the task text, or None when a required one cannot be filled."""
+    args: dict[str, Any] = {}
+    pool = list(numbers)
+    for name in schema.get("required", []):
+        kind = schema.get("properties", {}).get(name, {}).get("type")
+        if kind == "string":
+            args[name] = task
+        elif kind in ("integer", "number") and pool:
+            value = pool.pop(0)
+            args[name] = int(value) if kind == "integer" else value
+        else:
+            return None
+    return args
+
+
+def _printed_part(result: ToolResult) -> str:
+    """What a call printed before any traceback (the error itself was already handled)."""
+    if not result.error:
+        return result.output.strip()
+    kept = []
+    for line in result.output.splitlines():
+        if re.match(r"\s*(Traceback|-{5,}|Error:|\w+(Error|Exception)\b)", line):
+            break
+        kept.append(line)
+    return "\n".join(kept).strip()
