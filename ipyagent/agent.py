@@ -15,7 +15,7 @@ import time
 from typing import Any, Callable, Iterable
 
 from traitlets import Bool, Enum, Float, Int, List, TraitError, Unicode, Union, validate
-from traitlets.config import Configurable
+from traitlets.config import LoggingConfigurable
 
 from . import _loop
 from .approval import ApprovalPolicy, Approver, CallbackApprover
@@ -42,7 +42,7 @@ see. When you are done, answer plainly and concisely, with the key numbers."""
 Listener = Callable[[Event], Any]
 
 
-class Agent(Configurable):
+class Agent(LoggingConfigurable):
     """An LLM agent whose Python runs in an isolated sibling kernel."""
 
     model = Unicode("demo", help=(
@@ -420,13 +420,12 @@ class Agent(Configurable):
         """Track consecutive failures of one tool; True when the breaker trips."""
         if result.meta.get("denied") or not self.circuit_breaker:
             return False
-        name, count = self._failures
         if result.error:
+            name, count = self._failures
             count = count + 1 if name == call.name else 1
             self._failures = (call.name, count)
             return count >= self.circuit_breaker
-        if name == call.name:
-            self._failures = ("", 0)
+        self._failures = ("", 0)  # any success breaks the row
         return False
 
     # -- lifecycle -------------------------------------------------------------------
@@ -459,8 +458,12 @@ class Agent(Configurable):
         self.close()
 
     def __repr__(self) -> str:
-        where = "offline" if self.model == "demo" else (self.base_url or "api.openai.com")
-        return (f"<Agent model={self.model!r} ({where}) approval={self.approval!r} "
+        if self._client_injected:
+            model, where = getattr(self._client, "name", "?"), "injected client"
+        else:
+            model = self.model
+            where = "offline" if model == "demo" else (self.base_url or "api.openai.com")
+        return (f"<Agent model={model!r} ({where}) approval={self.approval!r} "
                 f"items={len(self.context)} tools={self.tools.names}>")
 
     def _repr_html_(self) -> str:

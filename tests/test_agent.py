@@ -1,0 +1,299 @@
+"""The loop: stop reasons, breaker, parallel calls, approval, context validity."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from traitlets import TraitError
+
+from ipyagent import Agent, Decision, Message, ToolCall, ToolResult, tool
+from ipyagent.errors import ApprovalError, ConfigError, ModelConnectionError
+from ipyagent.events import RunFinished, StepFinished, ToolCallFinished
+
+from scripted_model import ScriptedModel, calls, text
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool
+def flaky(x: int) -> int:
+    """Always fails."""
+    raise RuntimeError(f"flaky broke on {x}")
+
+
+def make(replies, **kw) -> tuple[Agent, ScriptedModel]:
+    model = ScriptedModel(replies)
+    kw.setdefault("python_tool", False)
+    agent = Agent(client=model, tools=[add, flaky], **kw)
+    return agent, model
+
+
+def assert_valid(agent: Agent) -> None:
+    """Every tool call is answered by exactly one result, after it."""
+    open_calls: dict[str, ToolCall] = {}
+    for item in agent.context:
+        if isinstance(item, ToolCall):
+            open_calls[item.id] = item
+        elif isinstance(item, ToolResult):
+            assert item.call_id in open_calls, f"result without call: {item}"
+            del open_calls[item.call_id]
+    assert not open_calls, f"unanswered calls: {list(open_calls)}"
+
+
+def test_multi_step_run_with_tool_calls():
+    agent, model = make([calls(("add", {"a": 2, "b": 3}), text="adding"),
+                         text("The sum is 5.", prompt_tokens=50, completion_tokens=5)])
+    result = agent.run("what is 2+3?")
+    assert result.stop_reason == "done"
+    assert result.text == "The sum is 5."
+    assert len(result.steps) == 2
+    kinds = [type(i).__name__ for i in agent.context]
+    assert kinds == ["Message", "Message", "ToolCall", "ToolResult", "Message"]
+    assert agent.context[3].output == "5"
+    # The second request carried the call and its result.
+    second = model.requests[1].items
+    assert isinstance(second[-1], ToolResult) and second[-1].output == "5"
+    assert [s["name"] for s in model.requests[0].tools] == ["add", "flaky"]
+    assert_valid(agent)
+
+
+def test_parallel_calls_answered_in_order():
+    agent, _ = make([calls(("add", {"a": 1, "b": 1}), ("add", {"a": 2, "b": 2}),
+                           ("nope", {})), text("ok")])
+    result = agent.run("go")
+    results = [i for i in agent.context if isinstance(i, ToolResult)]
+    assert [r.output for r in results[:2]] == ["2", "4"]
+    assert results[2].error and "unknown tool 'nope'" in results[2].output
+    assert result.stop_reason == "done"
+    assert_valid(agent)
+
+
+def test_bad_arguments_become_error_results():
+    bad_json = ToolCall("c1", "add", {}, raw_arguments='{"a": 1,')
+    from ipyagent.models.base import Turn
+
+    agent, _ = make([Turn(tool_calls=[bad_json]),
+                     calls(("add", {"a": "x", "b": 2})),
+                     calls(("add", {"a": 1})),
+                     text("gave up")], circuit_breaker=0)
+    result = agent.run("go")
+    outs = [i.output for i in agent.context if isinstance(i, ToolResult)]
+    assert "not valid JSON" in outs[0]
+    assert "should be integer" in outs[1]
+    assert "missing required argument(s): b" in outs[2]
+    assert result.stop_reason == "done"
+
+
+def test_max_steps():
+    agent, model = make([calls(("add", {"a": 1, "b": 1}))] * 10, max_steps=3)
+    result = agent.run("loop forever")
+    assert result.stop_reason == "max_steps"
+    assert len(model.requests) == 3
+    assert_valid(agent)
+
+
+def test_circuit_breaker_after_exactly_n_failures():
+    agent, model = make([calls(("flaky", {"x": i})) for i in range(10)], circuit_breaker=3)
+    result = agent.run("try")
+    assert result.stop_reason == "circuit_breaker"
+    assert len(model.requests) == 3
+    assert "'flaky' failed 3 times in a row" in result.error
+    assert "flaky broke on 2" in agent.context[-1].output
+
+
+def test_breaker_resets_on_success():
+    replies = [calls(("flaky", {"x": 1})), calls(("flaky", {"x": 2})),
+               calls(("add", {"a": 1, "b": 1})), calls(("flaky", {"x": 3})),
+               calls(("flaky", {"x": 4})), text("done")]
+    agent, _ = make(replies, circuit_breaker=3)
+    assert agent.run("go").stop_reason == "done"
+
+
+def test_budget_stop():
+    agent, model = make([calls(("add", {"a": 1, "b": 1}), prompt_tokens=80, completion_tokens=30)] * 5,
+                        max_tokens=200)
+    result = agent.run("go")
+    assert result.stop_reason == "budget"
+    assert len(model.requests) == 2
+    assert result.usage.total == 220
+
+
+def test_model_error_stops_with_one_line_and_valid_context():
+    agent, _ = make([calls(("add", {"a": 1, "b": 1})),
+                     ModelConnectionError("connection refused", url="http://127.0.0.1:9/v1")])
+    result = agent.run("go")
+    assert result.stop_reason == "error"
+    assert "connection refused" in result.error and "\n" not in result.error
+    assert isinstance(agent.context[-1], ToolResult)
+    assert_valid(agent)
+    # The run can continue once the endpoint is back.
+    agent.client.replies.append(text("back"))  # type: ignore[attr-defined]
+    assert agent.run().text == "back"
+
+
+def test_policy_deny_stops_and_tells_the_model():
+    agent, model = make([calls(("add", {"a": 1, "b": 1}), ("add", {"a": 2, "b": 2})), text("x")],
+                        approval="deny")
+    result = agent.run("go")
+    assert result.stop_reason == "denied"
+    results = [i for i in agent.context if isinstance(i, ToolResult)]
+    assert results[0].meta["denied"] and "not approved" in results[0].output
+    assert results[1].meta.get("skipped")
+    assert_valid(agent)
+    assert len(model.requests) == 1
+
+
+def test_ask_without_a_ui_denies_with_how_to_allow():
+    agent, _ = make([calls(("add", {"a": 1, "b": 1}))], approval="ask")
+    result = agent.run("go")
+    assert result.stop_reason == "denied"
+    assert "Agent.allow" in result.error and "Agent.approval" in result.error
+
+
+def test_allow_list_skips_asking():
+    asked = []
+    agent, _ = make([calls(("add", {"a": 1, "b": 1})), text("ok")], approval="ask",
+                    allow=["add"])
+    agent.approval_hook = lambda call: asked.append(call) or False
+    assert agent.run("go").stop_reason == "done"
+    assert asked == []
+
+
+def test_hook_deny_with_reason_continues_and_edit_records_what_ran():
+    decisions = iter([Decision("deny", reason="use smaller numbers", by="user"),
+                      Decision("edit", arguments={"a": 10, "b": 20}, by="user")])
+    agent, model = make([calls(("add", {"a": 1000, "b": 1})), calls(("add", {"a": 1, "b": 2})),
+                         text("fine")], approval="ask")
+    agent.approval_hook = lambda call: next(decisions)
+    result = agent.run("go")
+    assert result.stop_reason == "done"
+    denied = agent.context[2]
+    assert denied.error and "use smaller numbers" in denied.output
+    # The model saw the denial reason in its next request.
+    assert "use smaller numbers" in model.requests[1].items[-1].output
+    edited_call = agent.context[3]
+    assert edited_call.arguments == {"a": 10, "b": 20}
+    assert edited_call.meta["original_arguments"] == {"a": 1, "b": 2}
+    assert agent.context[4].output.endswith("30") and agent.context[4].meta["edited"]
+
+
+def test_bare_user_deny_stops_the_run():
+    agent, model = make([calls(("add", {"a": 1, "b": 1})), text("never")], approval="ask")
+    agent.approval_hook = lambda call: Decision("deny", by="user")
+    assert agent.run("go").stop_reason == "denied"
+    assert len(model.requests) == 1
+
+
+def test_always_approves_the_tool_for_the_session():
+    seen = []
+
+    def hook(call):
+        seen.append(call.name)
+        return Decision("approve", scope="always", by="user")
+
+    agent, _ = make([calls(("add", {"a": 1, "b": 1})), calls(("add", {"a": 2, "b": 2})),
+                     text("ok")], approval="ask")
+    agent.approval_hook = hook
+    agent.run("go")
+    assert seen == ["add"]
+
+
+def test_step_by_step_and_edited_context():
+    agent, model = make([calls(("add", {"a": 1, "b": 1})), text("two"), text("again")])
+    step = agent.step("compute")
+    assert step.stop_reason is None and step.tool_calls[0].name == "add"
+    assert agent.pending()
+    # Edit the context between steps; the next request sees the edit.
+    agent.context.add_user("also say hello")
+    step2 = agent.step()
+    assert step2.stop_reason == "done"
+    assert model.requests[1].items[-1].content == "also say hello"
+    with pytest.raises(ConfigError, match="nothing to continue"):
+        agent.step()
+
+
+def test_events_reach_listeners_in_order():
+    events = []
+    agent, _ = make([calls(("add", {"a": 1, "b": 1})), text("ok")])
+    agent.run("go", on_event=events.append)
+    names = [type(e).__name__ for e in events]
+    assert names[0] == "RunStarted" and names[-1] == "RunFinished"
+    assert names.index("ToolCallRequested") < names.index("ToolCallDecided") < names.index("ToolCallFinished")
+    assert sum(isinstance(e, StepFinished) for e in events) == 2
+    assert isinstance(events[-1], RunFinished)
+
+
+def test_broken_listener_does_not_break_the_run():
+    def broken(event):
+        raise ValueError("display bug")
+
+    agent, _ = make([text("fine")])
+    agent.listeners.append(broken)
+    assert agent.run("go").stop_reason == "done"
+
+
+def test_sync_run_inside_a_running_loop():
+    agent, _ = make([calls(("add", {"a": 1, "b": 1})), text("ok")])
+
+    async def inside():
+        return agent.run("go")  # as a notebook cell would call it
+
+    assert asyncio.run(inside()).stop_reason == "done"
+
+
+async def test_arun_and_blocking_run_refused_with_click_ui():
+    class ClickUI:
+        needs_event_loop = True
+
+        async def decide(self, call):
+            return Decision("approve", by="user")
+
+    agent, _ = make([calls(("add", {"a": 1, "b": 1})), text("ok"), text("x")], approval="ask")
+    agent.approval_hook = ClickUI()
+    with pytest.raises(ApprovalError, match="await agent.arun"):
+        agent.run("go")
+    result = await agent.arun("go")
+    assert result.stop_reason == "done"
+
+
+def test_traits_validate():
+    with pytest.raises(TraitError, match="max_steps must be at least 1"):
+        Agent(max_steps=-1, python_tool=False)
+    with pytest.raises(TraitError):
+        Agent(approval="sometimes", python_tool=False)
+    a = Agent(temperature="0.2", python_tool=False)
+    assert a.temperature == 0.2
+
+
+def test_every_trait_has_help():
+    for name, trait in Agent.class_traits(config=True).items():
+        assert trait.help and len(trait.help) > 10, name
+
+
+def test_reset_and_repr():
+    agent, _ = make([text("hi")])
+    agent.run("go")
+    assert "items=2" in repr(agent) and "scripted" in repr(agent)
+    agent.reset()
+    assert len(agent.context) == 0
+    assert "<b>ipyagent Agent</b>" in agent._repr_html_()
+
+
+def test_context_manager_closes():
+    with make([text("hi")])[0] as agent:
+        agent.run("go")
+    with pytest.raises(ConfigError, match="closed"):
+        agent.run("again")
+
+
+def test_message_items_round_trip_through_context():
+    agent, _ = make([calls(("add", {"a": 1, "b": 1})), text("ok")])
+    agent.run("go")
+    copy = agent.context.copy()
+    assert copy == agent.context
+    assert isinstance(copy[0], Message)
