@@ -1,0 +1,522 @@
+"""The OpenAI Chat Completions client, hardened against what real compatible servers send.
+
+``OpenAIChatModel.stream`` turns provider-neutral items into chat messages, POSTs
+``/chat/completions`` with ``stream: true`` and yields events as chunks arrive.
+``ChatTurnAssembler`` is the part that survives the wire quirks listed in
+``shared/corpus/README.md``: tool calls built by ``index`` (id and name set once, only
+``arguments`` appended), ids synthesized when empty, usage taken from wherever it comes
+last, errors inside a 200 stream, a missing ``[DONE]``, a JSON body instead of a stream.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Sequence
+
+import httpx
+
+from ..errors import ModelError, ModelResponseError, ModelStreamError
+from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, new_call_id
+from .base import (
+    ModelEvent,
+    ModelRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    Turn,
+    TurnComplete,
+)
+from .retry import (
+    RetryPolicy,
+    http_error,
+    one_line,
+    provider_message,
+    redact,
+    safe_url,
+    transport_error,
+)
+from .sse import aiter_events, is_event_stream, sse_response
+
+__all__ = [
+    "OpenAIChatModel",
+    "ChatTurnAssembler",
+    "to_chat_messages",
+    "to_chat_tools",
+    "parse_arguments",
+]
+
+log = logging.getLogger("ipyagent.models")
+
+# Opaque assistant-message fields a provider wants back on the next turn: OpenRouter's
+# ``reasoning_details`` (possibly encrypted), Gemini's thought signatures.
+ECHO_FIELDS = ("reasoning_details", "thought_signature", "extra_content")
+# Where the tool-call fields that are not standard OpenAI ones are kept on ToolCall.meta.
+_CALL_EXTRA = "chat_extra"
+_CALL_FIELDS = frozenset({"index", "id", "type", "function"})
+
+
+# ---------------------------------------------------------------- items -> wire
+
+
+def _wire_call(call: ToolCall) -> dict[str, Any]:
+    arguments = (
+        call.raw_arguments
+        if call.raw_arguments is not None
+        else json.dumps(call.arguments, ensure_ascii=False)
+    )
+    wire = {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
+    return {**call.meta.get(_CALL_EXTRA, {}), **wire}
+
+
+def _echo_fields(reasoning: Reasoning) -> dict[str, Any]:
+    details = reasoning.details
+    if isinstance(details, list):  # a bare OpenRouter reasoning_details list
+        return {"reasoning_details": details}
+    if isinstance(details, dict):
+        return {k: details[k] for k in ECHO_FIELDS if k in details}
+    return {}
+
+
+def to_chat_messages(system: str, items: Sequence[Item]) -> list[dict[str, Any]]:
+    """Chat ``messages`` for a system prompt and items, one assistant message per turn.
+
+    Items of one assistant turn come as Reasoning?, Message?, ToolCall*: they are merged
+    into ONE assistant message (``content`` + ``tool_calls``). Reasoning text is not sent
+    (chat has no field for it); opaque reasoning data a provider asked back is.
+    """
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    turn: dict[str, Any] | None = None  # the assistant message being assembled
+
+    def flush() -> None:
+        nonlocal turn
+        if turn is not None and (turn.get("content") is not None or turn.get("tool_calls")):
+            messages.append(turn)
+        turn = None
+
+    for item in items:
+        if isinstance(item, Reasoning):
+            flush()  # reasoning opens a new assistant turn
+            echo = _echo_fields(item)
+            turn = {"role": "assistant", "content": None, **echo} if echo else None
+        elif isinstance(item, Message) and item.role == "assistant":
+            if turn is None or turn.get("content") is not None or turn.get("tool_calls"):
+                flush()
+                turn = {"role": "assistant", "content": None}
+            turn["content"] = item.content
+        elif isinstance(item, ToolCall):
+            if turn is None:
+                turn = {"role": "assistant", "content": None}
+            turn.setdefault("tool_calls", []).append(_wire_call(item))
+        elif isinstance(item, ToolResult):
+            flush()
+            messages.append({"role": "tool", "tool_call_id": item.call_id, "content": item.output})
+        elif isinstance(item, Summary):
+            flush()
+            messages.append(
+                {"role": "user", "content": f"Summary of earlier conversation: {item.content}"}
+            )
+        elif isinstance(item, Message):
+            flush()
+            messages.append({"role": item.role, "content": item.content})
+        else:
+            raise TypeError(f"not an ipyagent item: {item!r}")
+    flush()
+    return messages
+
+
+def to_chat_tools(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``tools`` for the wire: each ``{name, description, parameters}`` spec wrapped."""
+    return [t if t.get("type") == "function" and "function" in t else {"type": "function", "function": t} for t in tools]
+
+
+def _tool_choice(choice: str) -> str | dict[str, Any]:
+    if choice in ("auto", "none", "required"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+# ---------------------------------------------------------------- wire -> turn
+
+
+def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
+    """``(arguments, raw)``: parsed JSON object, or ``({}, text)`` when it is not one.
+
+    Empty or blank text means no arguments; a JSON string holding an object (arguments
+    encoded twice, as some servers do) is decoded once more.
+    """
+    stripped = text.strip()
+    if not stripped:
+        return {}, None
+    try:
+        value = json.loads(stripped)
+        if isinstance(value, str):
+            value = json.loads(value)
+    except ValueError:
+        return {}, text
+    return (value, None) if isinstance(value, dict) else ({}, text)
+
+
+@dataclass
+class _CallSlot:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _reasoning_text(details: list[Any]) -> str:
+    return "".join(
+        d.get("text") or d.get("summary") or ""
+        for d in details
+        if isinstance(d, dict) and isinstance(d.get("text") or d.get("summary") or "", str)
+    )
+
+
+class ChatTurnAssembler:
+    """Builds one ``Turn`` from stream chunks (``feed``) or a whole completion (``feed_completion``)."""
+
+    def __init__(self) -> None:
+        self.chunks = 0
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._details: list[dict[str, Any]] = []
+        self._echo: dict[str, Any] = {}
+        self._calls: dict[int, _CallSlot] = {}
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.model: str | None = None
+
+    def feed(self, chunk: dict[str, Any]) -> list[ModelEvent]:
+        """Take one ``chat.completion.chunk``; return the events it carries."""
+        self.chunks += 1
+        self._meta(chunk)
+        events: list[ModelEvent] = []
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) not in (0, None):
+                continue  # n > 1: only the first choice is a turn
+            events += self._delta(choice.get("delta") or {}, whole=False)
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+        return events
+
+    def feed_completion(self, body: dict[str, Any]) -> list[ModelEvent]:
+        """Take a non-streamed ``chat.completion`` body; return its events."""
+        self._meta(body)
+        choices = body.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise ValueError("no choices in the response")
+        choice = choices[0]
+        self.finish_reason = choice.get("finish_reason") or self.finish_reason
+        return self._delta(choice.get("message") or {}, whole=True)
+
+    def _meta(self, chunk: dict[str, Any]) -> None:
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]  # cumulative where repeated: the last one wins
+        if isinstance(chunk.get("model"), str):
+            self.model = chunk["model"]
+
+    def _delta(self, delta: dict[str, Any], *, whole: bool) -> list[ModelEvent]:
+        events: list[ModelEvent] = []
+        content = delta.get("content")
+        if isinstance(content, list):  # content parts
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        if isinstance(content, str) and content:
+            self._text.append(content)
+            events.append(TextDelta(content))
+
+        details = delta.get("reasoning_details")
+        if isinstance(details, list) and details:
+            self._add_details(details)
+        # One text per delta: servers that send ``reasoning`` also mirror it in
+        # ``reasoning_details``, and some send ``reasoning_content`` next to ``reasoning``.
+        for candidate in (delta.get("reasoning_content"), delta.get("reasoning")):
+            if isinstance(candidate, str) and candidate:
+                reasoning = candidate
+                break
+        else:
+            reasoning = _reasoning_text(details) if isinstance(details, list) else ""
+        if reasoning:
+            self._reasoning.append(reasoning)
+            events.append(ReasoningDelta(reasoning))
+        for key in ECHO_FIELDS[1:]:
+            if delta.get(key) is not None:
+                self._echo[key] = delta[key]
+
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for position, wire in enumerate(calls):
+                if isinstance(wire, dict):
+                    index = position if whole else self._index(wire, position, len(calls))
+                    event = self._call_delta(index, wire)
+                    if event is not None:
+                        events.append(event)
+        return events
+
+    def _add_details(self, details: list[Any]) -> None:
+        # Streamed reasoning_details come in pieces of one entry per ``index``: join them.
+        for entry in details:
+            if not isinstance(entry, dict):
+                continue
+            last = self._details[-1] if self._details else None
+            if (
+                last is not None
+                and "index" in entry
+                and last.get("index") == entry.get("index")
+                and last.get("type") == entry.get("type")
+            ):
+                for key in ("text", "summary", "data"):
+                    if isinstance(entry.get(key), str):
+                        last[key] = (last.get(key) or "") + entry[key]
+                for key, value in entry.items():
+                    if key not in ("text", "summary", "data") and value is not None:
+                        last[key] = value
+            else:
+                self._details.append(dict(entry))
+
+    def _index(self, wire: dict[str, Any], position: int, count: int) -> int:
+        index = wire.get("index")
+        if isinstance(index, int):
+            return index
+        # No index: a known id names its slot, a new id opens one; otherwise go by
+        # position, or continue the latest call when the delta holds only one.
+        call_id = wire.get("id")
+        if call_id:
+            for slot_index, slot in self._calls.items():
+                if slot.id == call_id:
+                    return slot_index
+            return max(self._calls, default=-1) + 1
+        if count > 1 or not self._calls:
+            return position
+        return max(self._calls)
+
+    def _call_delta(self, index: int, wire: dict[str, Any]) -> ToolCallDelta | None:
+        slot = self._calls.setdefault(index, _CallSlot())
+        function = wire.get("function") if isinstance(wire.get("function"), dict) else {}
+        new_id = wire.get("id") if isinstance(wire.get("id"), str) and not slot.id else None
+        new_name = function.get("name") if isinstance(function.get("name"), str) and not slot.name else None
+        # id and name may repeat on every chunk: set them once, append only arguments.
+        if new_id:
+            slot.id = new_id
+        if new_name:
+            slot.name = new_name
+        arguments = function.get("arguments")
+        if isinstance(arguments, dict):  # an object instead of a JSON string
+            arguments = json.dumps(arguments)
+        arguments = arguments if isinstance(arguments, str) else ""
+        slot.arguments.append(arguments)
+        slot.extra.update({k: v for k, v in wire.items() if k not in _CALL_FIELDS})
+        if not (new_id or new_name or arguments):
+            return None
+        return ToolCallDelta(index, id=new_id or None, name=new_name or None, arguments=arguments)
+
+    def turn(self) -> Turn:
+        """The turn assembled so far (ids synthesized where the server sent none)."""
+        calls = []
+        for index in sorted(self._calls):
+            slot = self._calls[index]
+            arguments, raw = parse_arguments("".join(slot.arguments))
+            meta = {_CALL_EXTRA: dict(slot.extra)} if slot.extra else {}
+            calls.append(ToolCall(slot.id or new_call_id(), slot.name, arguments, raw, meta))
+        echo = dict(self._echo)
+        if self._details:
+            echo["reasoning_details"] = [dict(d) for d in self._details]
+        text = "".join(self._reasoning)
+        reasoning = Reasoning(text, details=echo or None) if (text or echo) else None
+        return Turn(
+            text="".join(self._text),
+            tool_calls=calls,
+            reasoning=reasoning,
+            finish_reason=self.finish_reason,
+            usage=self.usage,
+            model=self.model,
+        )
+
+
+# ---------------------------------------------------------------- the client
+
+
+class _BearerAuth(httpx.Auth):
+    """Adds ``Authorization: Bearer`` per request; the key lives nowhere else."""
+
+    def __init__(self, key: str) -> None:
+        self._key = key
+
+    def auth_flow(self, request: httpx.Request):  # type: ignore[no-untyped-def]
+        request.headers["Authorization"] = f"Bearer {self._key}"
+        yield request
+
+    def __repr__(self) -> str:
+        return "_BearerAuth(***)"
+
+
+class OpenAIChatModel:
+    """A model behind an OpenAI-compatible ``/chat/completions`` endpoint.
+
+    Transient failures (429, 5xx, connection errors, timeouts) are retried with backoff
+    (``self.retry``) only while nothing has been yielded yet: once events reached the
+    consumer a retry would repeat them, so a later drop raises ``ModelConnectionError``.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str = "https://api.openai.com/v1",
+        api_key: str | None = None,
+        *,
+        client: httpx.AsyncClient | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        extra_headers: dict[str, str] | None = None,
+    ) -> None:
+        self.name = model
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.retry = RetryPolicy(max_retries=max_retries, backoff=backoff)
+        self.extra_headers = dict(extra_headers or {})
+        self._key = api_key
+        self._auth = _BearerAuth(api_key) if api_key else None
+        self._client = client
+        self._owns_client = client is None
+
+    @property
+    def url(self) -> str:
+        """The completions endpoint."""
+        return f"{self.base_url}/chat/completions"
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel({self.name!r}, base_url={safe_url(self.base_url)!r})"
+
+    async def __aenter__(self) -> OpenAIChatModel:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this model created it."""
+        if self._owns_client and self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def payload(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body for ``request``."""
+        body: dict[str, Any] = {
+            "model": self.name,
+            "messages": to_chat_messages(request.system, request.items),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            body["tools"] = to_chat_tools(request.tools)
+        if request.tool_choice:
+            body["tool_choice"] = _tool_choice(request.tool_choice)
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.max_tokens is not None:
+            body["max_tokens"] = request.max_tokens
+        return body
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Yield events for one reply, then one ``TurnComplete``; raise ``ModelError``."""
+        body = self.payload(request)
+        attempt = 0
+        while True:
+            yielded = False
+            try:
+                async for event in self._attempt(body):
+                    yielded = True
+                    yield event
+                return
+            except ModelError as exc:
+                if yielded or not self.retry.should_retry(exc, attempt):
+                    raise
+                delay = self.retry.delay(attempt, exc)
+                log.warning(
+                    "%s; retry %d of %d in %.2fs", exc, attempt + 1, self.retry.max_retries, delay
+                )
+                await self.retry.sleep(delay)
+                attempt += 1
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:  # created lazily, inside the loop that will use it
+            self._client = httpx.AsyncClient()
+        return self._client
+
+    async def _attempt(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
+        url = safe_url(self.url)
+        headers = {"Accept": "text/event-stream", **self.extra_headers}
+        log.debug("POST %s model=%s", url, self.name)
+        try:
+            async with self._http().stream(
+                "POST", self.url, json=body, headers=headers, auth=self._auth, timeout=self.timeout
+            ) as response:
+                if not response.is_success:
+                    await response.aread()
+                    raise http_error(response, url=url, secrets=[self._key])
+                async for event in self._events(response, url):
+                    yield event
+        except httpx.HTTPError as exc:
+            raise transport_error(exc, url=url, timeout=self.timeout) from exc
+
+    async def _events(self, response: httpx.Response, url: str) -> AsyncIterator[ModelEvent]:
+        assembler = ChatTurnAssembler()
+        if not is_event_stream(response):
+            content = await response.aread()
+            if "json" in response.headers.get("content-type", "") or content.lstrip()[:1] == b"{":
+                for event in self._completion(content, assembler, url):
+                    yield event
+                return
+            response = sse_response(content)  # SSE under another content type: sniffed
+        async for sse in aiter_events(response):
+            data = sse.data.strip()
+            if not data:
+                continue
+            if data == "[DONE]":
+                break
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                if sse.event == "error":
+                    raise self._stream_error(data, assembler, url) from None
+                raise ModelResponseError(f"unparseable stream chunk: {one_line(data, 120)}", url=url) from None
+            if not isinstance(chunk, dict):
+                continue
+            for event in assembler.feed(chunk):
+                yield event
+            if sse.event == "error" or chunk.get("error"):
+                raise self._stream_error(chunk.get("error", chunk), assembler, url)
+        if not assembler.chunks:
+            raise ModelResponseError("the stream ended before any chunk", url=url)
+        yield TurnComplete(assembler.turn())
+
+    def _completion(
+        self, content: bytes, assembler: ChatTurnAssembler, url: str
+    ) -> list[ModelEvent]:
+        """Events of a non-streamed JSON body (a server that ignored ``stream: true``)."""
+        try:
+            body = json.loads(content)
+        except ValueError:
+            raise ModelResponseError(f"unparseable response: {one_line(content.decode('utf-8', 'replace'), 120)}", url=url) from None
+        if not isinstance(body, dict):
+            raise ModelResponseError("the response is not a JSON object", url=url)
+        if body.get("error"):
+            raise self._stream_error(body["error"], assembler, url)
+        try:
+            events = assembler.feed_completion(body)
+        except ValueError as exc:
+            raise ModelResponseError(str(exc), url=url) from None
+        return [*events, TurnComplete(assembler.turn())]
+
+    def _stream_error(self, error: Any, assembler: ChatTurnAssembler, url: str) -> ModelStreamError:
+        """A ``ModelStreamError`` carrying the provider's message, ``.body`` and ``.turn`` so far."""
+        message = provider_message({"error": error}) or "error"
+        code = error.get("code") if isinstance(error, dict) else None
+        text = one_line(redact(message, [self._key]))
+        exc = ModelStreamError(f"{text} [{code}]" if code is not None else text, url=url)
+        exc.body = error  # type: ignore[attr-defined]
+        # Usage and partial output of the failed turn still count (budgets, display).
+        exc.turn = assembler.turn()  # type: ignore[attr-defined]
+        return exc

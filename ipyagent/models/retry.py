@@ -1,0 +1,229 @@
+"""Failures at the HTTP boundary: map them to ``ipyagent.errors``, decide what to retry.
+
+Shared by every model client. Three jobs:
+
+* ``http_error`` turns a non-2xx reply into ``RateLimitError`` / ``ServerError`` /
+  ``RequestRejected`` with the provider's own message on ONE line (whatever envelope
+  the provider uses), the URL without credentials, and never the API key;
+* ``transport_error`` maps httpx's connect / timeout / dropped-connection errors;
+* ``RetryPolicy`` says whether a failure is worth another attempt and how long to wait
+  (exponential backoff with jitter; a server's ``retry-after`` wins, within a cap).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Iterable, Mapping
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from ..errors import (
+    ModelConnectionError,
+    ModelError,
+    ModelHTTPError,
+    ModelResponseError,
+    ModelTimeoutError,
+    RateLimitError,
+    RequestRejected,
+    ServerError,
+)
+
+__all__ = [
+    "RetryPolicy",
+    "http_error",
+    "transport_error",
+    "provider_message",
+    "parse_retry_after",
+    "safe_url",
+    "one_line",
+    "redact",
+]
+
+_MESSAGE_LIMIT = 500
+
+
+def one_line(text: object, limit: int = _MESSAGE_LIMIT) -> str:
+    """``text`` with all whitespace runs (newlines too) collapsed, cut at ``limit``."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def redact(text: str, secrets: Iterable[str | None]) -> str:
+    """``text`` with every non-empty secret replaced by ``***``."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def safe_url(url: str | httpx.URL) -> str:
+    """The URL without user:password and query string (either may carry a key)."""
+    parts = urlsplit(str(url))
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def provider_message(body: Any) -> str:
+    """The human message inside a provider's error body, whatever its envelope.
+
+    Knows ``{"error": {"message": ...}}`` (OpenAI, Groq, Anthropic, OpenRouter — with the
+    upstream reason in ``error.metadata.raw``), ``{"error": "..."}`` (Ollama, llama.cpp),
+    ``{"message": ...}``, ``{"detail": ...}`` (FastAPI servers) and a list of those.
+    """
+    if isinstance(body, list) and body:
+        return provider_message(body[0])
+    if isinstance(body, str):
+        return body
+    if not isinstance(body, dict):
+        return ""
+    error = body.get("error")
+    if isinstance(error, str) and error:
+        return error
+    if isinstance(error, dict):
+        message = provider_message({k: v for k, v in error.items() if k != "error"})
+        metadata = error.get("metadata")
+        raw = metadata.get("raw") if isinstance(metadata, dict) else None
+        if raw:
+            where = metadata.get("provider_name")  # type: ignore[union-attr]
+            raw_text = raw if isinstance(raw, str) else json.dumps(raw)
+            prefix = f"{message} ({where})" if where else message
+            return f"{prefix}: {raw_text}" if prefix else raw_text
+        if message:
+            return message
+    for key in ("message", "msg", "detail", "error_message"):
+        value = body.get(key)
+        if isinstance(value, str) and value:
+            return value
+        if isinstance(value, list) and value:  # FastAPI validation errors
+            return "; ".join(
+                str(v.get("msg", v)) if isinstance(v, dict) else str(v) for v in value
+            )
+    return ""
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or HTTP date)."""
+    lower = {k.lower(): v for k, v in headers.items()}
+    millis = lower.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = lower.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _parse_body(content: bytes) -> Any:
+    try:
+        return json.loads(content)
+    except ValueError:
+        return content.decode("utf-8", "replace")
+
+
+def _scrub(body: Any, secrets: tuple[str | None, ...]) -> Any:
+    """``body`` with secrets removed from every string in it."""
+    if not any(secrets):
+        return body
+    if isinstance(body, str):
+        return redact(body, secrets)
+    try:
+        return json.loads(redact(json.dumps(body), secrets))
+    except (TypeError, ValueError):
+        return body
+
+
+def http_error(
+    response: httpx.Response, *, url: str, secrets: Iterable[str | None] = ()
+) -> ModelHTTPError:
+    """The error for a non-2xx ``response`` whose body has been read."""
+    hidden = tuple(secrets)
+    body = _scrub(_parse_body(response.content), hidden)
+    message = provider_message(body)
+    if not message or (isinstance(body, str) and body.lstrip().startswith("<")):
+        message = response.reason_phrase or "error"  # an HTML error page says nothing useful
+    message = one_line(redact(message, hidden))
+    status = response.status_code
+    retry_after = parse_retry_after(response.headers)
+    error: ModelHTTPError
+    if status == 429:
+        return RateLimitError(
+            message, retry_after=retry_after, status_code=status, url=url, body=body
+        )
+    if status >= 500:
+        error = ServerError(message, status_code=status, url=url, body=body)
+        # A 503 may say when to come back too; RetryPolicy reads it off any error.
+        error.retry_after = retry_after  # type: ignore[attr-defined]
+    elif status >= 400:
+        error = RequestRejected(message, status_code=status, url=url, body=body)
+    else:
+        error = ModelHTTPError(message, status_code=status, url=url, body=body)
+    return error
+
+
+def transport_error(exc: httpx.HTTPError, *, url: str, timeout: float | None = None) -> ModelError:
+    """The ``ModelError`` for an httpx failure below HTTP (connect, timeout, drop)."""
+    detail = one_line(str(exc) or type(exc).__name__)
+    if isinstance(exc, httpx.TimeoutException):
+        limit = f" within {timeout:g}s" if timeout else ""
+        return ModelTimeoutError(f"no response{limit} ({type(exc).__name__})", url=url)
+    if isinstance(exc, httpx.ConnectError):
+        return ModelConnectionError(f"could not connect: {detail}", url=url)
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
+        return ModelConnectionError(f"connection dropped mid-stream: {detail}", url=url)
+    if isinstance(exc, httpx.DecodingError):
+        return ModelResponseError(f"undecodable response: {detail}", url=url)
+    return ModelConnectionError(f"{type(exc).__name__}: {detail}", url=url)
+
+
+# Failures that another attempt may cure. Any other 4xx (bad request, auth, unknown
+# model) and errors reported inside a 200 stream would only fail again.
+RETRYABLE: tuple[type[ModelError], ...] = (
+    RateLimitError,
+    ServerError,
+    ModelConnectionError,
+    ModelTimeoutError,
+)
+
+
+@dataclass
+class RetryPolicy:
+    """When and how long to wait before another attempt; ``sleep`` is injectable for tests."""
+
+    max_retries: int = 3
+    backoff: float = 0.5  # first wait in seconds; doubles each retry
+    max_backoff: float = 30.0  # cap on one computed wait
+    max_retry_after: float = 60.0  # cap on a server-requested wait
+    jitter: float = 0.5  # each computed wait is shortened by up to this fraction
+    sleep: Callable[[float], Awaitable[None]] = field(default=asyncio.sleep, repr=False)
+
+    def should_retry(self, exc: BaseException, attempt: int) -> bool:
+        """True when ``exc`` is transient and retry number ``attempt + 1`` is allowed."""
+        return attempt < self.max_retries and isinstance(exc, RETRYABLE)
+
+    def delay(self, attempt: int, exc: BaseException | None = None) -> float:
+        """Seconds to wait before retry number ``attempt + 1``."""
+        retry_after = getattr(exc, "retry_after", None)
+        if retry_after is not None:
+            return min(float(retry_after), self.max_retry_after)
+        wait = min(self.backoff * 2**attempt, self.max_backoff)
+        return wait * (1 - self.jitter * random.random())

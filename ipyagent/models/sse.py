@@ -1,0 +1,82 @@
+"""Server-sent events, framed by httpx-sse, for live responses and recorded text alike.
+
+httpx-sse implements the WHATWG event-stream rules (``:`` comment lines, ``event:`` and
+``id:`` fields, multi-line ``data:``, CR/LF/CRLF line ends), so no client here splits on
+blank lines by hand. A recorded SSE string goes through the very same code path: it is
+wrapped in an ``httpx.Response`` (optionally cut into tiny byte chunks, to prove that
+events and multi-byte characters split across network reads survive).
+"""
+
+from __future__ import annotations
+
+from typing import AsyncIterator, Mapping
+
+import httpx
+from httpx_sse import EventSource, ServerSentEvent
+
+__all__ = [
+    "SSE_CONTENT_TYPE",
+    "ServerSentEvent",
+    "is_event_stream",
+    "aiter_events",
+    "sse_response",
+    "aiter_events_from_text",
+]
+
+SSE_CONTENT_TYPE = "text/event-stream"
+
+# Keep-alive events some servers send between real ones; they carry nothing.
+_IGNORED_EVENTS = frozenset({"ping"})
+
+
+def is_event_stream(response: httpx.Response) -> bool:
+    """True when the response says it is ``text/event-stream``."""
+    return SSE_CONTENT_TYPE in response.headers.get("content-type", "").lower()
+
+
+async def aiter_events(response: httpx.Response) -> AsyncIterator[ServerSentEvent]:
+    """Yield the events of a streamed ``text/event-stream`` response, without pings.
+
+    Comment lines are dropped by httpx-sse. Per the SSE spec, an event is dispatched at
+    the blank line that ends it, so a final event cut off by the end of the body is lost.
+    """
+    async for event in EventSource(response).aiter_sse():
+        if event.event in _IGNORED_EVENTS:
+            continue
+        yield event
+
+
+def sse_response(
+    body: str | bytes,
+    *,
+    status_code: int = 200,
+    chunk_size: int | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> httpx.Response:
+    """A streaming ``httpx.Response`` whose body is ``body``, as ``text/event-stream``.
+
+    ``chunk_size`` cuts the body into pieces of that many *bytes* (so a UTF-8 character
+    or an SSE line can be split across reads, as on a real network).
+    """
+    data = body.encode("utf-8") if isinstance(body, str) else body
+    all_headers = {"content-type": SSE_CONTENT_TYPE, **(headers or {})}
+    if not chunk_size:
+        return httpx.Response(status_code, headers=all_headers, content=data)
+
+    async def pieces() -> AsyncIterator[bytes]:
+        for start in range(0, len(data), chunk_size):
+            yield data[start : start + chunk_size]
+
+    return httpx.Response(status_code, headers=all_headers, content=pieces())
+
+
+async def aiter_events_from_text(
+    body: str | bytes, *, chunk_size: int | None = None
+) -> AsyncIterator[ServerSentEvent]:
+    """Yield the events of a recorded SSE body (same parser as a live response)."""
+    response = sse_response(body, chunk_size=chunk_size)
+    try:
+        async for event in aiter_events(response):
+            yield event
+    finally:
+        await response.aclose()
