@@ -1,0 +1,585 @@
+"""The sibling kernel: a second Jupyter kernel process where the model's code runs.
+
+The promise: the model's Python never runs in the user's kernel, a runaway or crashing
+snippet never takes the user's session down, and the isolation costs nothing noticeable.
+
+Design, modelled on jupyter_client's manager/client split: a ``_Handle`` owns the
+``AsyncKernelManager`` (the process) and its ``AsyncKernelClient`` (the sockets); both
+are created and used only on the engine loop (``_loop``), so every async method here runs
+there via ``run_async`` and every sync one via ``run_sync``. Faults (timeouts, crashes,
+memory bombs) come back as ``Execution`` values; only a kernel that cannot be started or
+reached raises ``KernelError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import resource
+import signal
+import sys
+import tempfile
+import time
+import weakref
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from jupyter_client import AsyncKernelClient, AsyncKernelManager
+from jupyter_client.kernelspec import KernelSpecManager
+
+from . import _loop
+from .errors import KernelError
+from .kernel_outputs import Execution, OutputCollector, model_text
+from .kernel_transfer import TransferMixin
+
+__all__ = ["SiblingKernel", "Execution", "scrub_env", "parse_memory"]
+
+SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+_POLL = 0.15  # seconds between liveness checks: a dead kernel is noticed within a second
+_UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1024**2, "MB": 1024**2,
+          "MIB": 1024**2, "G": 1024**3, "GB": 1024**3, "GIB": 1024**3, "T": 1024**4,
+          "TB": 1024**4, "TIB": 1024**4}  # fmt: skip
+
+
+def parse_memory(value: str | int | None) -> int | None:
+    """Bytes for ``"2GB"``, ``"512MB"``, ``"1.5 GiB"`` or an int (binary units); None stays None."""
+    if value is None or isinstance(value, int):
+        return value
+    text = str(value).strip().upper().replace(" ", "")
+    number = text.rstrip("KMGTIB")
+    unit = text[len(number) :]
+    try:
+        return int(float(number) * _UNITS[unit])
+    except (KeyError, ValueError):
+        raise ValueError(f"memory_limit {value!r} is not a size like '2GB' or '512MB'") from None
+
+
+def scrub_env(
+    base: Mapping[str, str] | None = None,
+    extra_secrets: Iterable[str] = (),
+    overrides: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """A copy of the environment without secrets (names containing KEY, TOKEN, SECRET, PASSWORD)."""
+    extra = {name.upper() for name in extra_secrets}
+    env = {
+        k: v
+        for k, v in (os.environ if base is None else base).items()
+        if k.upper() not in extra and not any(m in k.upper() for m in SECRET_MARKERS)
+    }
+    # Plots become display_data even when the user's own session uses another backend.
+    env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+    env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
+    env.update(overrides or {})
+    return env
+
+
+def _apply_limits(address_space: int | None, cpu_seconds: int | None) -> None:
+    """Runs in the forked child before exec: the limits then hold for the kernel's lifetime."""
+    if address_space is not None:
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    if cpu_seconds is not None:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
+
+
+class _Limits:
+    """A picklable, printable preexec_fn (jupyter_client keeps it for restarts)."""
+
+    def __init__(self, address_space: int | None, cpu_seconds: int | None) -> None:
+        self.address_space = address_space
+        self.cpu_seconds = cpu_seconds
+
+    def __call__(self) -> None:
+        _apply_limits(self.address_space, self.cpu_seconds)
+
+
+@dataclass
+class _Handle:
+    """The live process and sockets; kept apart from SiblingKernel so a finalizer can reach it."""
+
+    km: AsyncKernelManager | None = None
+    kc: AsyncKernelClient | None = None
+    log: IO[str] | None = None
+    log_path: str | None = None
+    own_log: bool = False
+    pids: list[int] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int | None:
+        proc = getattr(self.km.provisioner, "process", None) if self.km else None
+        return proc.pid if proc is not None else None
+
+    def exit_cause(self) -> str:
+        """'killed by signal SIGSEGV' / 'exit code 1' / 'unknown cause'."""
+        proc = getattr(self.km.provisioner, "process", None) if self.km else None
+        code = proc.poll() if proc is not None else None
+        if code is None:
+            return "unknown cause"
+        if code < 0:
+            try:
+                return f"killed by signal {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit code {code}"
+
+    def log_tail(self, n: int = 1500) -> str:
+        """The end of the kernel's stderr log, for start-up errors."""
+        if not self.log_path:
+            return ""
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                return f.read()[-n:].strip()
+        except OSError:
+            return ""
+
+    async def aclose(self) -> None:
+        """Graceful shutdown (a short wait, then kill); runs on the engine loop."""
+        km, kc = self.km, self.kc
+        self.km = self.kc = None
+        if kc is not None:
+            kc.stop_channels()
+        if km is not None and km.has_kernel:
+            await km.shutdown_kernel(now=False)
+        self.close_log()
+
+    def kill(self) -> None:
+        """Hard kill from any thread (finalizers, a stopped engine loop)."""
+        km, self.km, self.kc = self.km, None, None
+        proc = getattr(km.provisioner, "process", None) if km else None
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # launched with start_new_session
+            except OSError:
+                proc.kill()
+            try:
+                proc.wait(timeout=2)
+            except Exception:  # noqa: BLE001 - best effort at exit
+                pass
+        if km is not None:
+            try:
+                km.cleanup_connection_file()
+            except OSError:
+                pass
+        self.close_log()
+
+    def close_log(self) -> None:
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+        if self.own_log and self.log_path:
+            try:
+                os.unlink(self.log_path)
+            except OSError:
+                pass
+            self.log_path = None
+
+
+def _finalize(handle: _Handle) -> None:
+    """Shut the kernel down when its SiblingKernel is collected or the interpreter exits."""
+    if handle.km is None:
+        handle.close_log()
+        return
+    if not _loop.on_engine_loop():
+        try:
+            _loop.run_sync(handle.aclose(), timeout=5)
+            return
+        except Exception:  # noqa: BLE001 - fall back to a hard kill below
+            pass
+    handle.kill()
+
+
+class SiblingKernel(TransferMixin):
+    """A separate kernel process that runs the model's code, with faults returned as values."""
+
+    def __init__(
+        self,
+        cwd: str | os.PathLike[str] | None = None,
+        timeout: float | None = 60,
+        memory_limit: str | int | None = None,
+        kernel_name: str = "python3",
+        *,
+        cpu_limit: int | None = None,
+        env: Mapping[str, str] | None = None,
+        secret_env_vars: Iterable[str] = (),
+        max_output_bytes: int = 2_000_000,
+        max_model_chars: int = 10_000,
+        max_transfer_bytes: int = 100 * 1024 * 1024,
+        startup_timeout: float = 60,
+        interrupt_grace: float = 3.0,
+        log_path: str | os.PathLike[str] | None = None,
+        kernel_spec_manager: KernelSpecManager | None = None,
+    ) -> None:
+        self.cwd = os.path.abspath(os.fspath(cwd) if cwd is not None else os.getcwd())
+        self.timeout = timeout
+        self.memory_limit = parse_memory(memory_limit)
+        self.cpu_limit = cpu_limit
+        self.kernel_name = kernel_name
+        self.env_overrides = dict(env or {})
+        self.secret_env_vars = tuple(secret_env_vars)
+        self.max_output_bytes = max_output_bytes
+        self.max_model_chars = max_model_chars
+        self.max_transfer_bytes = max_transfer_bytes
+        self.startup_timeout = startup_timeout
+        self.interrupt_grace = interrupt_grace
+        self._log_path = os.fspath(log_path) if log_path is not None else None
+        self._ksm = kernel_spec_manager
+        self._handle = _Handle()
+        self._state = "not started"
+        self._start_task: asyncio.Future[None] | None = None
+        self._lock: asyncio.Lock | None = None  # made on the engine loop
+        self._closed = False
+        self._finalizer = weakref.finalize(self, _finalize, self._handle)
+
+    # ---- lifecycle -------------------------------------------------------------
+
+    def start(self, wait: bool = True) -> None:
+        """Start the kernel; with ``wait=False`` return at once (``execute`` waits for it)."""
+        if wait:
+            _loop.run_sync(self.start_async())
+        else:
+            self.start_background()
+
+    def start_background(self) -> None:
+        """Begin starting the kernel on the engine loop and return immediately."""
+        future = _loop.submit(self.start_async())
+        # A failed background start is reported by the next call that needs the kernel.
+        future.add_done_callback(lambda f: f.exception())
+
+    async def start_async(self) -> None:
+        """Start the kernel (if needed) and wait until it answers."""
+        await _loop.run_async(self._ensure_ready())
+
+    async def _ensure_ready(self) -> None:
+        if self._closed:
+            raise KernelError("the sibling kernel was shut down; create a new SiblingKernel")
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        if self._start_task is None:
+            self._start_task = asyncio.ensure_future(self._start())
+        task = self._start_task
+        try:
+            await asyncio.shield(task)
+        except BaseException:
+            if task.done() and self._start_task is task:
+                self._start_task = None  # let the next call try again
+            raise
+
+    def _launch_kwargs(self, handle: _Handle) -> dict[str, Any]:
+        env = scrub_env(extra_secrets=self.secret_env_vars, overrides=self.env_overrides)
+        kwargs: dict[str, Any] = {"cwd": self.cwd, "env": env, "stdout": handle.log, "stderr": handle.log}
+        if os.name == "posix" and (self.memory_limit is not None or self.cpu_limit is not None):
+            kwargs["preexec_fn"] = _Limits(self.memory_limit, self.cpu_limit)
+        return kwargs
+
+    async def _start(self) -> None:
+        handle = self._handle
+        self._state = "starting"
+        if not os.path.isdir(self.cwd):
+            self._state = "dead"
+            raise KernelError(f"sibling kernel cwd does not exist: {self.cwd}")
+        if self._log_path:
+            handle.log_path, handle.own_log = self._log_path, False
+        else:
+            fd, handle.log_path = tempfile.mkstemp(prefix="ipyagent-sibling-", suffix=".log")
+            os.close(fd)
+            handle.own_log = True
+        handle.log = open(handle.log_path, "a", encoding="utf-8")  # noqa: SIM115 - lives with the kernel
+        kw: dict[str, Any] = {"kernel_name": self.kernel_name}
+        if self._ksm is not None:
+            kw["kernel_spec_manager"] = self._ksm
+        km = AsyncKernelManager(**kw)
+        km.shutdown_wait_time = 2.0
+        try:
+            await km.start_kernel(**self._launch_kwargs(handle))
+        except Exception as exc:
+            self._state = "dead"
+            handle.close_log()
+            raise KernelError(f"could not start the sibling kernel {self.kernel_name!r}: {exc}") from exc
+        handle.km = km
+        handle.kc = km.client()
+        handle.kc.start_channels()
+        if handle.pid:
+            handle.pids.append(handle.pid)
+        await self._wait_ready(handle)
+
+    async def _wait_ready(self, handle: _Handle) -> None:
+        """wait_for_ready, but noticing a kernel that dies while starting within a poll interval."""
+        assert handle.km is not None and handle.kc is not None
+        ready = asyncio.ensure_future(handle.kc.wait_for_ready(timeout=self.startup_timeout))
+        try:
+            while not ready.done():
+                await asyncio.wait({ready}, timeout=_POLL)
+                if not ready.done() and not await handle.km.is_alive():
+                    ready.cancel()
+                    raise KernelError(self._startup_failure(handle, f"died while starting ({handle.exit_cause()})"))
+            ready.result()
+        except RuntimeError as exc:
+            raise KernelError(self._startup_failure(handle, str(exc))) from exc
+        except KernelError:
+            raise
+        finally:
+            if not ready.done():
+                ready.cancel()
+        self._state = "idle"
+
+    def _startup_failure(self, handle: _Handle, what: str) -> str:
+        self._state = "dead"
+        hint = ""
+        if self.memory_limit is not None:
+            hint = f" (memory_limit={self.memory_limit} bytes may be too small for the kernel to start)"
+        tail = handle.log_tail().replace("\n", " | ")
+        return f"sibling kernel {self.kernel_name!r} {what}{hint}" + (f"; log: {tail}" if tail else "")
+
+    def shutdown(self) -> None:
+        """Stop the kernel process (idempotent): a short graceful attempt, then kill."""
+        self._closed = True
+        self._finalizer()  # runs _finalize once; later calls are no-ops
+        self._state = "shut down"
+
+    async def shutdown_async(self) -> None:
+        """Async form of ``shutdown``."""
+        self._closed = True
+        if self._finalizer.alive:
+            await _loop.run_async(self._handle.aclose())
+            self._finalizer()
+        self._state = "shut down"
+
+    def __enter__(self) -> SiblingKernel:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    async def __aenter__(self) -> SiblingKernel:
+        await self.start_async()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown_async()
+
+    def interrupt(self) -> None:
+        """Send an interrupt (SIGINT) to the kernel; a running execute returns with the error."""
+        _loop.run_sync(self.interrupt_async())
+
+    async def interrupt_async(self) -> None:
+        """Async form of ``interrupt``."""
+        async def go() -> None:
+            if self._handle.km is not None:
+                await self._handle.km.interrupt_kernel()
+
+        await _loop.run_async(go())
+
+    def restart(self) -> None:
+        """Restart the kernel: every variable is lost. Waits for a running execute first."""
+        _loop.run_sync(self.restart_async())
+
+    async def restart_async(self) -> None:
+        """Async form of ``restart``."""
+        async def go() -> None:
+            await self._ensure_ready()
+            assert self._lock is not None
+            async with self._lock:
+                await self._restart()
+
+        await _loop.run_async(go())
+
+    async def _restart(self) -> None:
+        handle = self._handle
+        assert handle.km is not None
+        self._state = "starting"
+        try:
+            await handle.km.restart_kernel(now=True)
+        except Exception as exc:
+            self._state = "dead"
+            raise KernelError(f"could not restart the sibling kernel: {exc}") from exc
+        if handle.pid:
+            handle.pids.append(handle.pid)
+        await self._wait_ready(handle)
+
+    def is_alive(self) -> bool:
+        """True while the kernel process is running."""
+        km = self._handle.km
+        proc = getattr(km.provisioner, "process", None) if km is not None else None
+        return proc is not None and proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        """The kernel process id (changes on restart)."""
+        return self._handle.pid
+
+    @property
+    def pids(self) -> list[int]:
+        """Every process id this kernel has had (one per start or restart)."""
+        return list(self._handle.pids)
+
+    @property
+    def log_path(self) -> str | None:
+        """Where the kernel's own stdout/stderr chatter goes."""
+        return self._handle.log_path
+
+    @property
+    def state(self) -> str:
+        """'not started', 'starting', 'idle', 'busy', 'dead' or 'shut down'."""
+        if self._state in ("idle", "busy") and not self.is_alive():
+            return "dead"
+        return self._state
+
+    def __repr__(self) -> str:
+        return f"<SiblingKernel {self.kernel_name} {self.state} pid={self.pid} cwd={self.cwd!r}>"
+
+    # ---- execution -------------------------------------------------------------
+
+    def execute(self, code: str, timeout: float | None = None) -> Execution:
+        """Run ``code``; blocks (safe inside a running loop). ``timeout`` overrides the default."""
+        return _loop.run_sync(self._execute(code, timeout))
+
+    async def execute_async(self, code: str, timeout: float | None = None) -> Execution:
+        """Run ``code`` without blocking the caller's loop."""
+        return await _loop.run_async(self._execute(code, timeout))
+
+    async def _execute(self, code: str, timeout: float | None) -> Execution:
+        execution, _ = await self._run(code, self.timeout if timeout is None else timeout)
+        return execution
+
+    async def _run(
+        self,
+        code: str,
+        timeout: float | None,
+        *,
+        silent: bool = False,
+        user_expressions: dict[str, str] | None = None,
+    ) -> tuple[Execution, dict[str, Any]]:
+        """Run one request on the engine loop; returns the Execution and the reply content."""
+        await self._ensure_ready()
+        assert self._lock is not None
+        async with self._lock:
+            return await self._run_locked(code, timeout, silent, user_expressions)
+
+    async def _run_locked(
+        self, code: str, timeout: float | None, silent: bool, user_expressions: dict[str, str] | None
+    ) -> tuple[Execution, dict[str, Any]]:
+        handle = self._handle
+        km, kc = handle.km, handle.kc
+        pre_note = ""
+        if km is None or kc is None or not await km.is_alive():
+            # Died while idle (a background thread, the CPU limit): run in a fresh kernel, say so.
+            pre_note = (f"[The kernel had died ({handle.exit_cause()}) since the last call and was "
+                        "restarted: variables from earlier calls are lost.]")
+            await self._restart() if km is not None else await self._start()
+            km, kc = handle.km, handle.kc
+            assert km is not None and kc is not None
+        started = time.monotonic()
+        collector = OutputCollector(self.max_output_bytes)
+        msg_id = kc.execute(
+            code,
+            silent=silent,
+            store_history=not silent,
+            user_expressions=user_expressions or {},
+            allow_stdin=False,
+            stop_on_error=False,  # or the request after an error comes back "aborted"
+        )
+        self._state = "busy"
+        try:
+            deadline = None if timeout is None else started + timeout
+            outcome = await self._collect(msg_id, collector, deadline)
+            reply: dict[str, Any] = {}
+            note = ""
+            restarted = bool(pre_note)
+            if outcome == "timeout":
+                await km.interrupt_kernel()
+                outcome = await self._collect(msg_id, collector, time.monotonic() + self.interrupt_grace)
+                if outcome == "idle":
+                    reply = await self._reply(msg_id)
+                    status, note = "timeout", f"[Interrupted after {timeout:g} s (timeout). The kernel's variables are kept.]"
+                elif outcome == "timeout":
+                    status, restarted = "timeout", True
+                    note = (f"[Still running {timeout:g} s after the timeout and the interrupt did not stop it "
+                            "(a long call in C?); the kernel was restarted, so all variables were lost.]")
+                    await self._restart()
+            elif outcome == "idle":
+                reply = await self._reply(msg_id)
+                failed = reply.get("status") in ("error", "aborted") if reply else collector.has_error
+                status = "error" if failed else "ok"
+            if outcome == "died":
+                status, restarted = "died", True
+                cause = handle.exit_cause()
+                note = (f"[The kernel died ({cause}) while running this code. All variables and imports "
+                        "were lost; a fresh kernel was started.]")
+                try:
+                    await self._restart()
+                except KernelError as exc:
+                    note += f" [Restart failed: {exc}]"
+        except asyncio.CancelledError:
+            # The caller gave up (Ctrl-C, a stopped run): do not leave the code running.
+            if km.has_kernel:
+                asyncio.ensure_future(km.interrupt_kernel())
+            self._state = "idle"
+            raise
+        if self._state == "busy":
+            self._state = "idle"
+        outputs = collector.outputs()
+        for_model = outputs
+        if status == "timeout":
+            for_model = [o for o in outputs if o.get("ename") != "KeyboardInterrupt"]
+        text = model_text(for_model, self.max_model_chars)
+        if note:
+            text = f"{text}\n{note}" if text else note
+        if pre_note:
+            text = f"{pre_note}\n{text}"
+        error_name = reply.get("ename") if status == "error" else None
+        return (
+            Execution(
+                status=status,  # type: ignore[arg-type]
+                outputs=outputs,
+                text=text,
+                execution_count=reply.get("execution_count", collector.execution_count),
+                duration=time.monotonic() - started,
+                restarted=restarted,
+                error_name=error_name,
+            ),
+            reply,
+        )
+
+    async def _collect(self, msg_id: str, collector: OutputCollector, deadline: float | None) -> str:
+        """Feed IOPub messages of ``msg_id`` to ``collector``: 'idle', 'timeout' or 'died'."""
+        km, kc = self._handle.km, self._handle.kc
+        assert km is not None and kc is not None
+        next_check = time.monotonic() + _POLL
+        while True:
+            now = time.monotonic()
+            wait = _POLL if deadline is None else max(0.0, min(_POLL, deadline - now))
+            try:
+                msg = await kc.get_iopub_msg(timeout=wait)
+            except queue.Empty:
+                msg = None
+            now = time.monotonic()
+            if msg is None or now >= next_check:
+                # Checked on quiet waits and, during an output flood, at least every _POLL.
+                next_check = now + _POLL
+                if not await km.is_alive():
+                    return "died"
+                if deadline is not None and now >= deadline:
+                    return "timeout"
+            if msg is None or msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "status":
+                if msg["content"].get("execution_state") == "idle":
+                    return "idle"
+                continue
+            collector.add(msg)
+
+    async def _reply(self, msg_id: str, patience: float = 5.0) -> dict[str, Any]:
+        """The execute_reply content for ``msg_id`` (stale replies of earlier requests skipped)."""
+        kc = self._handle.kc
+        assert kc is not None
+        give_up = time.monotonic() + patience
+        while time.monotonic() < give_up:
+            try:
+                msg = await kc.get_shell_msg(timeout=_POLL)
+            except queue.Empty:
+                continue
+            if msg.get("parent_header", {}).get("msg_id") == msg_id:
+                return dict(msg["content"])
+        return {}

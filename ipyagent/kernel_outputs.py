@@ -1,0 +1,326 @@
+"""Output collection for the sibling kernel: IOPub messages in, nbformat outputs and model text out.
+
+Two audiences read the same outputs. The notebook keeps them whole (images included),
+bounded only where unbounded input would otherwise sit in memory: stream text keeps a
+head and a tail of at most ``max_output_bytes`` characters, so 100 MB of prints never
+accumulates. The model gets ``Execution.text``: plain text, no ANSI codes, images as a
+short placeholder, truncated head + tail to ``max_model_chars``.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from nbformat import NotebookNode
+from nbformat.v4 import new_output, output_from_msg
+
+__all__ = ["Execution", "OutputCollector", "model_text", "truncate_middle", "strip_ansi"]
+
+Status = Literal["ok", "error", "timeout", "died"]
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
+_OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error")
+
+
+def strip_ansi(text: str) -> str:
+    """Remove ANSI escape sequences (colours in tracebacks, cursor moves)."""
+    return _ANSI.sub("", text)
+
+
+def omitted_marker(n: int) -> str:
+    """The marker that stands in for ``n`` dropped characters."""
+    return f"[… {n} characters omitted …]"
+
+
+def truncate_middle(text: str, limit: int) -> str:
+    """Keep the head and tail of ``text`` so the result is about ``limit`` characters."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    head = limit // 2
+    tail = limit - head
+    dropped = len(text) - head - tail
+    return f"{text[:head]}\n{omitted_marker(dropped)}\n{text[-tail:]}"
+
+
+def _collapse_carriage_returns(text: str) -> str:
+    """What a terminal would show for progress bars: the last segment after each ``\\r``."""
+    if "\r" not in text:
+        return text
+    lines = text.replace("\r\n", "\n").split("\n")
+    return "\n".join(line.rstrip("\r").rsplit("\r", 1)[-1] for line in lines)
+
+
+def _png_size(b64: str) -> tuple[int, int] | None:
+    """Width and height from a base64 PNG's IHDR chunk (first 24 bytes), or None."""
+    try:
+        head = base64.b64decode(b64[:32])
+    except (ValueError, TypeError):
+        return None
+    if len(head) >= 24 and head[:8] == b"\x89PNG\r\n\x1a\n":
+        width, height = struct.unpack(">II", head[16:24])
+        return width, height
+    return None
+
+
+def _size_label(n_bytes: int) -> str:
+    if n_bytes >= 1024 * 1024:
+        return f"{n_bytes / (1024 * 1024):.1f} MB"
+    if n_bytes >= 1024:
+        return f"{round(n_bytes / 1024)} KB"
+    return f"{n_bytes} B"
+
+
+def image_placeholder(mime: str, payload: Any, metadata: dict[str, Any] | None = None) -> str:
+    """A short stand-in for an image, e.g. ``[image/png 640x480, 23 KB]``."""
+    raw = payload if isinstance(payload, str) else "".join(payload)
+    # base64 text carries 3 bytes per 4 characters; SVG is plain text.
+    n_bytes = len(raw) if mime == "image/svg+xml" else len(raw.strip()) * 3 // 4
+    size = _png_size(raw) if mime == "image/png" else None
+    meta = (metadata or {}).get(mime, {}) if isinstance(metadata, dict) else {}
+    if size is None and isinstance(meta, dict) and "width" in meta and "height" in meta:
+        size = (meta["width"], meta["height"])
+    dims = f" {size[0]}x{size[1]}" if size else ""
+    return f"[{mime}{dims}, {_size_label(n_bytes)}]"
+
+
+def _text(value: Any) -> str:
+    """nbformat allows multiline strings as lists of lines."""
+    return value if isinstance(value, str) else "".join(value)
+
+
+def _data_text(data: dict[str, Any], metadata: dict[str, Any] | None) -> str:
+    """Model text for a mime bundle: image placeholders, else text/plain, else a placeholder."""
+    images = [image_placeholder(m, v, metadata) for m, v in data.items() if m.startswith("image/")]
+    if images:
+        return "\n".join(images)
+    if "text/plain" in data:
+        return _text(data["text/plain"])
+    if data:
+        mime = next(iter(data))
+        return f"[{mime} output, {len(_text(data[mime])) if isinstance(data[mime], (str, list)) else 0} characters]"
+    return ""
+
+
+def model_text(outputs: list[dict[str, Any]], max_chars: int = 10_000) -> str:
+    """The text the model sees for a list of nbformat outputs."""
+    parts: list[str] = []
+    for out in outputs:
+        kind = out.get("output_type")
+        if kind == "stream":
+            parts.append(_collapse_carriage_returns(strip_ansi(_text(out.get("text", "")))))
+        elif kind in ("execute_result", "display_data"):
+            text = strip_ansi(_data_text(out.get("data", {}), out.get("metadata")))
+            parts.append(text if text.endswith("\n") else text + "\n")
+        elif kind == "error":
+            tb = strip_ansi("\n".join(out.get("traceback", [])))
+            parts.append((tb or f"{out.get('ename')}: {out.get('evalue')}") + "\n")
+    return truncate_middle("".join(parts).rstrip("\n"), max_chars)
+
+
+class _Stream:
+    """One stream output under construction: text chunks, so appends stay O(1)."""
+
+    __slots__ = ("name", "chunks", "size")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.chunks: deque[str] = deque()
+        self.size = 0
+
+    def append(self, text: str) -> None:
+        self.chunks.append(text)
+        self.size += len(text)
+
+    def drop_front(self, n: int) -> int:
+        """Drop up to ``n`` characters from the front; returns how many were dropped."""
+        dropped = 0
+        while self.chunks and dropped < n:
+            first = self.chunks[0]
+            if len(first) <= n - dropped:
+                self.chunks.popleft()
+                dropped += len(first)
+            else:
+                cut = n - dropped
+                self.chunks[0] = first[cut:]
+                dropped += cut
+        self.size -= dropped
+        return dropped
+
+    def text(self) -> str:
+        return "".join(self.chunks)
+
+
+class OutputCollector:
+    """Turns one request's IOPub messages into nbformat outputs with bounded stream text."""
+
+    def __init__(self, max_output_bytes: int = 2_000_000) -> None:
+        self.max_output_bytes = max_output_bytes
+        self._items: list[_Stream | NotebookNode] = []
+        self._head_left = max_output_bytes // 2
+        self._tail: deque[_Stream] = deque()  # streams that took text after the head filled
+        self._tail_size = 0
+        self._dropped = 0
+        self._clear_pending = False
+        self.execution_count: int | None = None
+
+    def add(self, msg: dict[str, Any]) -> None:
+        """Take one IOPub message (already filtered to this request)."""
+        kind = msg["header"]["msg_type"]
+        content = msg["content"]
+        if kind == "clear_output":
+            if content.get("wait"):
+                self._clear_pending = True
+            else:
+                self._clear()
+            return
+        if kind == "execute_input":
+            self.execution_count = content.get("execution_count")
+            return
+        if kind == "update_display_data":
+            self._update_display(content)
+            return
+        if kind not in _OUTPUT_TYPES:
+            return
+        if self._clear_pending:
+            self._clear_pending = False
+            self._clear()
+        if kind == "stream":
+            self._add_stream(content.get("name", "stdout"), content.get("text", ""))
+            return
+        out = output_from_msg(msg)
+        display_id = (content.get("transient") or {}).get("display_id")
+        if display_id:
+            # Kept outside nbformat's schema fields so update_display_data can find it.
+            out["_display_id"] = display_id
+        if kind == "execute_result":
+            self.execution_count = content.get("execution_count", self.execution_count)
+        self._items.append(out)
+
+    def _clear(self) -> None:
+        self._items.clear()
+        self._tail.clear()
+        self._tail_size = 0
+        self._dropped = 0
+        self._head_left = self.max_output_bytes // 2
+
+    def _update_display(self, content: dict[str, Any]) -> None:
+        display_id = (content.get("transient") or {}).get("display_id")
+        for item in self._items:
+            if isinstance(item, dict) and item.get("_display_id") == display_id:
+                item["data"] = content.get("data", {})
+                item["metadata"] = content.get("metadata", {})
+
+    def _stream_for(self, name: str) -> _Stream:
+        last = self._items[-1] if self._items else None
+        if isinstance(last, _Stream) and last.name == name:
+            return last
+        stream = _Stream(name)
+        self._items.append(stream)
+        return stream
+
+    def _add_stream(self, name: str, text: str) -> None:
+        if not text:
+            return
+        if self._head_left > 0:
+            head, text = text[: self._head_left], text[self._head_left :]
+            self._stream_for(name).append(head)
+            self._head_left -= len(head)
+            if not text:
+                return
+        last = self._items[-1] if self._items else None
+        if self._tail and last is self._tail[-1] and isinstance(last, _Stream) and last.name == name:
+            stream = last
+        else:
+            # A fresh stream for the tail, so text kept in the head is never trimmed.
+            stream = _Stream(name)
+            self._items.append(stream)
+            self._tail.append(stream)
+        tail_limit = self.max_output_bytes - self.max_output_bytes // 2
+        if len(text) > tail_limit:
+            self._dropped += len(text) - tail_limit
+            text = text[-tail_limit:]
+        stream.append(text)
+        self._tail_size += len(text)
+        while self._tail_size > tail_limit and self._tail:
+            oldest = self._tail[0]
+            dropped = oldest.drop_front(self._tail_size - tail_limit)
+            self._tail_size -= dropped
+            self._dropped += dropped
+            if oldest.size == 0:
+                self._tail.popleft()
+                if oldest is not stream:
+                    self._items.remove(oldest)
+
+    @property
+    def has_error(self) -> bool:
+        """True when an error output was seen."""
+        return any(isinstance(i, dict) and i.get("output_type") == "error" for i in self._items)
+
+    @property
+    def dropped_chars(self) -> int:
+        """Stream characters dropped to stay within ``max_output_bytes``."""
+        return self._dropped
+
+    def outputs(self) -> list[NotebookNode]:
+        """The finished nbformat outputs (consecutive same-name streams merged)."""
+        marker_at = self._tail[0] if self._dropped and self._tail else None
+        result: list[NotebookNode] = []
+        for item in self._items:
+            if isinstance(item, _Stream):
+                text = item.text()
+                if item is marker_at:
+                    text = f"\n{omitted_marker(self._dropped)}\n{text}"
+                if not text:
+                    continue
+                prev = result[-1] if result else None
+                if prev is not None and prev.get("output_type") == "stream" and prev["name"] == item.name:
+                    prev["text"] += text
+                else:
+                    result.append(new_output("stream", name=item.name, text=text))
+            else:
+                out = NotebookNode({k: v for k, v in item.items() if k != "_display_id"})
+                result.append(out)
+        return result
+
+
+@dataclass
+class Execution:
+    """The result of running code in the sibling kernel."""
+
+    status: Status
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    text: str = ""
+    execution_count: int | None = None
+    duration: float = 0.0
+    restarted: bool = False
+    error_name: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the code ran to completion without an exception."""
+        return self.status == "ok"
+
+    def __repr__(self) -> str:
+        first = self.text.strip().splitlines()[0] if self.text.strip() else ""
+        if len(first) > 60:
+            first = first[:59] + "…"
+        extra = ", restarted" if self.restarted else ""
+        return (
+            f"<Execution {self.status} [{self.execution_count}] {self.duration * 1000:.0f} ms"
+            f"{extra}: {first!r}>"
+        )
+
+    def _repr_html_(self) -> str:
+        colour = {"ok": "#2a7", "error": "#c33", "timeout": "#c80", "died": "#c33"}[self.status]
+        note = " · kernel restarted" if self.restarted else ""
+        return (
+            f"<div><b style='color:{colour}'>{self.status}</b> "
+            f"<small>[{self.execution_count}] {self.duration:.3f} s · {len(self.outputs)} outputs{note}</small>"
+            f"<pre style='white-space:pre-wrap'>{html.escape(self.text)}</pre></div>"
+        )
