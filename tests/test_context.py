@@ -1,0 +1,83 @@
+"""Context: a list-like, editable, rendered conversation with O(1) appends."""
+
+from __future__ import annotations
+
+import pytest
+
+from ipyagent import Context, Message, ToolCall, ToolResult
+
+
+def make() -> Context:
+    return Context([Message("user", "hi"), ToolCall("c1", "python", {"code": "1+1"}),
+                    ToolResult("c1", "2"), Message("assistant", "two")], system="be brief")
+
+
+def test_list_protocol():
+    ctx = make()
+    assert len(ctx) == 4
+    assert ctx[0].content == "hi" and ctx[-1].content == "two"
+    sliced = ctx[1:3]
+    assert isinstance(sliced, Context) and len(sliced) == 2 and sliced.system == "be brief"
+    assert [type(i).__name__ for i in ctx] == ["Message", "ToolCall", "ToolResult", "Message"]
+    popped = ctx.pop()
+    assert popped.content == "two" and len(ctx) == 3
+    ctx.insert(0, Message("user", "first"))
+    assert ctx[0].content == "first"
+    ctx.remove(ctx[0])
+    ctx.add_user("more")
+    assert ctx[-1] == Message("user", "more")
+    del ctx[0]
+    assert ctx[0].name == "python"
+
+
+def test_rejects_non_items():
+    ctx = Context()
+    with pytest.raises(TypeError, match="holds Message"):
+        ctx.append({"role": "user"})  # type: ignore[arg-type]
+
+
+def test_tokens_track_edits():
+    ctx = make()
+    before = ctx.tokens
+    ctx.add_user("x" * 400)
+    assert ctx.tokens == before + 104
+    ctx.pop()
+    assert ctx.tokens == before
+    ctx[0] = Message("user", "y" * 40)
+    assert ctx.tokens == before - 1 + 10
+
+
+def test_append_is_constant_time():
+    # Counted, not timed: appending must not re-estimate earlier items.
+    import ipyagent.context as mod
+
+    ctx = Context([Message("user", str(i)) for i in range(1000)])
+    calls = 0
+    original = mod.estimate_tokens
+
+    def counting(item):
+        nonlocal calls
+        calls += 1
+        return original(item)
+
+    mod.estimate_tokens = counting
+    try:
+        for i in range(100):
+            ctx.append(Message("user", "x"))
+    finally:
+        mod.estimate_tokens = original
+    assert calls == 100
+
+
+def test_reprs():
+    ctx = make()
+    assert repr(ctx).startswith("<Context: 4 items")
+    html = ctx._repr_html_()
+    assert "<table>" in html and "python: 1+1" in html and "system: be brief" in html
+
+
+def test_copy_and_dicts():
+    ctx = make()
+    assert Context.from_dicts(ctx.to_dicts(), system=ctx.system) == ctx
+    assert ctx.tool_call("c1").name == "python"
+    assert ctx.tool_call("nope") is None
