@@ -100,7 +100,8 @@ class DemoModel:
                         "analyse its text in Python.", [self._call("python", {"code": code}, n)])
             return self._answer(task, results[-1], "I analysed the task's text")
         if not results:
-            code = (f"value = {expr}\nprint(f'value = {{value!r}}')\n"
+            imports = "import math\n" if re.search(r"\bmath\.", expr) else ""
+            code = (f"{imports}value = {expr}\nprint(f'value = {{value!r}}')\n"
                     "print(f'digits: {len(value)}')")
             return (f"{LABEL} I'll evaluate `{expr}` in the sibling kernel and count its "
                     "digits.", [self._call("python", {"code": code}, n)])
@@ -140,21 +141,29 @@ class DemoModel:
         return f"{LABEL} I'll call {names}.", calls
 
 
+_SAFE_NAMES = {"abs", "divmod", "len", "max", "min", "pow", "range", "round", "sorted", "str",
+               "sum", "int", "float", "math", "sqrt", "pi", "e", "factorial", "list"}
+
+
 def find_expression(task: str) -> str | None:
-    """The longest substring of ``task`` that parses as a Python expression computing something."""
+    """The longest run of words in ``task`` that is a Python expression computing something."""
     candidates = re.findall(r"`([^`]+)`", task)
-    candidates += re.findall(r"[\w.()\[\]\s*+\-/%,<>=!]+", task)
+    words = task.split()
+    for i in range(len(words)):
+        for j in range(i + 1, min(len(words), i + 12) + 1):
+            candidates.append(" ".join(words[i:j]))
     best = None
     for raw in candidates:
-        text = raw.strip().rstrip(".?,")
-        if not text or not any(ch.isdigit() for ch in text):
+        text = raw.strip().strip(".?,!:;")
+        if not any(ch.isdigit() for ch in text):
             continue
         try:
             tree = ast.parse(text, mode="eval")
         except SyntaxError:
             continue
-        if isinstance(tree.body, ast.Constant):
-            continue  # a bare number is not a computation
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        if isinstance(tree.body, (ast.Constant, ast.BoolOp)) or not names <= _SAFE_NAMES:
+            continue  # a bare number, or words that merely parse ("compute 2")
         if best is None or len(text) > len(best):
             best = text
     return best
