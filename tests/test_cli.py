@@ -1,0 +1,42 @@
+"""The ``ipyagent`` console script, run as a user would."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+SCRIPT = Path(sysconfig.get_path("scripts")) / "ipyagent"
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "ipyagent.cli"]
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=120,
+                          cwd=cwd, stdin=subprocess.DEVNULL)
+
+
+def test_run_demo_prints_answer_and_exits_zero(tmp_path):
+    proc = run("run", "Use Python to compute 2**100", "--model", "demo", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert str(2**100) in proc.stdout
+    assert "done · 3 steps" in proc.stdout
+
+
+def test_exit_code_nonzero_when_not_done(tmp_path):
+    proc = run("run", "compute 2**100", "--max-steps", "1", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "max_steps" in proc.stdout
+
+
+def test_bad_setting_is_one_line(tmp_path):
+    proc = run("run", "x", "--max-steps", "0", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "max_steps" in proc.stderr
+
+
+def test_unreachable_endpoint_is_one_line(tmp_path):
+    proc = run("run", "hi", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "127.0.0.1:9" in proc.stdout

@@ -1,0 +1,69 @@
+"""The demo model drives the real loop and the real sibling kernel, offline."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ipyagent import Agent, ToolResult, tool
+from ipyagent.models.demo import find_expression
+
+
+@pytest.fixture(scope="module")
+def demo_agent():
+    with Agent(model="demo", approval="auto") as agent:
+        yield agent
+
+
+def test_compute_error_recover_answer(demo_agent):
+    demo_agent.reset()
+    result = demo_agent.run("Use Python to compute 2**100")
+    assert result.stop_reason == "done"
+    assert str(2**100) in result.text and "digits: 31" in result.text
+    assert "[demo model]" in result.text
+    results = [i for i in demo_agent.context if isinstance(i, ToolResult)]
+    assert len(results) == 2
+    assert results[0].error and "TypeError" in results[0].output  # a real error, really hit
+    assert not results[1].error and results[1].output.strip() == "digits: 31"
+    # It ran in a separate process, not here.
+    assert demo_agent.kernel.is_alive()
+    assert "value" not in globals()
+
+
+def test_conversation_continues(demo_agent):
+    demo_agent.reset()
+    demo_agent.run("compute sum(range(10))")
+    result = demo_agent.run("now compute 3**5")
+    assert result.stop_reason == "done" and "243" in result.text
+    assert sum(1 for i in demo_agent.context if getattr(i, "role", "") == "user") == 2
+
+
+def test_runs_are_deterministic():
+    texts = []
+    for _ in range(2):
+        with Agent(model="demo") as agent:
+            texts.append([i.to_dict() for i in (agent.run("compute 7*6"), agent.context)[1]])
+    strip = lambda items: [{k: v for k, v in d.items() if k not in ("outputs", "meta")} for d in items]
+    assert strip(texts[0]) == strip(texts[1])
+
+
+def test_plans_from_user_tools_without_python():
+    @tool
+    def square(n: int) -> int:
+        """Square a number."""
+        return n * n
+
+    with Agent(model="demo", python_tool=False, tools=[square]) as agent:
+        result = agent.run("square 12 please")
+    assert result.stop_reason == "done" and "144" in result.text
+
+
+@pytest.mark.parametrize("task,expr", [
+    ("Use Python to compute 2**100", "2**100"),
+    ("what is `sum(range(10))`?", "sum(range(10))"),
+    ("add 3 and 4", None),
+    ("hello", None),
+])
+def test_find_expression(task, expr):
+    assert find_expression(task) == expr
