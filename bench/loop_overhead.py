@@ -1,0 +1,80 @@
+"""Per-iteration overhead of the agent loop, excluding model and tool time.
+
+A zero-latency in-process model always asks for one call of an async no-op tool, so
+what is timed is the loop itself: building the request, assembling the turn, approval,
+dispatch, appending items, events. Measured at context sizes 10, 100 and 1000 items;
+it must stay flat (the ratio 1000/10 is printed). Run: ``python bench/loop_overhead.py``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ipyagent import Agent, Message, ToolCall, ToolResult, tool  # noqa: E402
+from ipyagent import _loop  # noqa: E402
+from ipyagent.models.base import ToolCallDelta, Turn, TurnComplete  # noqa: E402
+
+
+class ZeroLatencyModel:
+    """Answers every request at once with one tool call."""
+
+    name = "zero-latency"
+
+    async def aclose(self) -> None:
+        return None
+
+    async def stream(self, request):  # type: ignore[no-untyped-def]
+        call = ToolCall("call_bench", "noop", {"x": 1})
+        yield ToolCallDelta(0, call.id, call.name, '{"x": 1}')
+        yield TurnComplete(Turn(tool_calls=[call], finish_reason="tool_calls",
+                                usage={"prompt_tokens": 10, "completion_tokens": 1}))
+
+
+@tool
+async def noop(x: int) -> str:
+    """Do nothing."""
+    return "ok"
+
+
+def filler(n: int) -> list:
+    items: list = []
+    while len(items) < n - 1:
+        i = len(items)
+        items += [ToolCall(f"c{i}", "noop", {"x": i}), ToolResult(f"c{i}", "ok " * 20)]
+    return items[: n - 1] + [Message("user", "go")]
+
+
+async def measure(agent: Agent, size: int, steps: int) -> list[float]:
+    agent.context.clear()
+    agent.context.extend(filler(size))
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        await agent._astep([], steps_so_far=0)
+        times.append(time.perf_counter() - t0)
+        del agent.context[-2:]  # keep the size constant; not timed
+    return times
+
+
+def main() -> None:
+    agent = Agent(client=ZeroLatencyModel(), tools=[noop], python_tool=False,
+                  circuit_breaker=0, max_steps=10**9)
+    agent.listeners.append(lambda event: None)  # a listener, as a display would be
+    rows = []
+    for size in (10, 100, 1000):
+        _loop.run_sync(measure(agent, size, 50))  # warm-up
+        times = _loop.run_sync(measure(agent, size, 500))
+        rows.append((size, statistics.median(times) * 1e6, sorted(times)[int(len(times) * .9)] * 1e6))
+    print(f"{'context items':>14} {'median µs/step':>15} {'p90 µs/step':>12}")
+    for size, med, p90 in rows:
+        print(f"{size:>14} {med:>15.1f} {p90:>12.1f}")
+    print(f"ratio 1000 vs 10 items (median): {rows[2][1] / rows[0][1]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
