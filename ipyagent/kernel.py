@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+import zmq
 from jupyter_client import AsyncKernelClient, AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 
@@ -38,6 +39,11 @@ __all__ = ["SiblingKernel", "Execution", "scrub_env", "parse_memory"]
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 _POLL = 0.15  # seconds between liveness checks: a dead kernel is noticed within a second
+_SIGNAL_HINTS = {
+    "SIGXCPU": ": its CPU-time limit (cpu_limit) was used up",
+    "SIGKILL": ": killed from outside, e.g. by the system's out-of-memory killer",
+    "SIGSEGV": ": a crash in native code",
+}
 _UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1024**2, "MB": 1024**2,
           "MIB": 1024**2, "G": 1024**3, "GB": 1024**3, "GIB": 1024**3, "T": 1024**4,
           "TB": 1024**4, "TIB": 1024**4}  # fmt: skip
@@ -80,7 +86,8 @@ def _apply_limits(address_space: int | None, cpu_seconds: int | None) -> None:
     if address_space is not None:
         resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
     if cpu_seconds is not None:
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
+        # hard > soft, so SIGXCPU (which says why) arrives before the kernel's SIGKILL.
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
 
 
 class _Limits:
@@ -118,9 +125,10 @@ class _Handle:
             return "unknown cause"
         if code < 0:
             try:
-                return f"killed by signal {signal.Signals(-code).name}"
+                name = signal.Signals(-code).name
             except ValueError:
                 return f"killed by signal {-code}"
+            return f"killed by signal {name}{_SIGNAL_HINTS.get(name, '')}"
         return f"exit code {code}"
 
     def log_tail(self, n: int = 1500) -> str:
@@ -244,7 +252,7 @@ class SiblingKernel(TransferMixin):
         """Begin starting the kernel on the engine loop and return immediately."""
         future = _loop.submit(self.start_async())
         # A failed background start is reported by the next call that needs the kernel.
-        future.add_done_callback(lambda f: f.exception())
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())
 
     async def start_async(self) -> None:
         """Start the kernel (if needed) and wait until it answers."""
@@ -290,6 +298,9 @@ class SiblingKernel(TransferMixin):
             kw["kernel_spec_manager"] = self._ksm
         km = AsyncKernelManager(**kw)
         km.shutdown_wait_time = 2.0
+        if zmq.has("curve"):
+            # CurveZMQ when the kernelspec supports it: other local users cannot read the traffic.
+            km.transport_encryption = "auto"
         try:
             await km.start_kernel(**self._launch_kwargs(handle))
         except Exception as exc:

@@ -1,0 +1,437 @@
+"""SiblingKernel against real kernels: every fault is a real crash, loop or flood."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import gc
+import json
+import os
+import struct
+import sys
+import time
+import weakref
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jupyter_client.kernelspec import KernelSpecManager
+
+from ipyagent.errors import KernelError
+from ipyagent.kernel import SiblingKernel, parse_memory, scrub_env
+from ipyagent.kernel_outputs import OutputCollector, model_text, truncate_middle
+
+# Every kernel process id the tests start (restarts included), checked at module end.
+_PID_LISTS: list[list[int]] = []
+_KERNELS: list[weakref.ref[SiblingKernel]] = []
+
+
+def _track(kernel: SiblingKernel) -> SiblingKernel:
+    _PID_LISTS.append(kernel._handle.pids)  # the list object itself: restarts append to it
+    _KERNELS.append(weakref.ref(kernel))
+    return kernel
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie has stopped running; it only waits to be reaped
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_orphans() -> Iterator[None]:
+    """After the module, no kernel process started by these tests is alive."""
+    yield
+    for ref in _KERNELS:
+        kernel = ref()
+        if kernel is not None:
+            kernel.shutdown()
+    pids = [pid for pids in _PID_LISTS for pid in pids]
+    assert pids, "the tests started no kernel?"
+    deadline = time.monotonic() + 5
+    alive = [pid for pid in pids if _running(pid)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [pid for pid in alive if _running(pid)]
+    assert not alive, f"orphaned kernel processes: {alive}"
+
+
+@pytest.fixture(scope="module")
+def kernel() -> Iterator[SiblingKernel]:
+    """One shared kernel; fault tests restart it, so no test relies on another's state."""
+    k = _track(SiblingKernel(timeout=30, interrupt_grace=2))
+    k.start_background()
+    yield k
+    k.shutdown()
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("sibling-cwd")
+
+
+@pytest.fixture(scope="module")
+def limited(workdir: Path) -> Iterator[SiblingKernel]:
+    """A kernel with a cwd, a secret in the parent env and resource limits."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MY_API_KEY", "sk-should-not-leak")
+        mp.setenv("IPYAGENT_TEST_PROVIDER_CRED", "also-secret")
+        mp.setenv("IPYAGENT_TEST_HARMLESS", "visible")
+        k = _track(
+            SiblingKernel(
+                cwd=workdir,
+                timeout=30,
+                memory_limit="1536MB",
+                cpu_limit=600,
+                secret_env_vars=["IPYAGENT_TEST_PROVIDER_CRED"],
+            )
+        )
+        k.start()  # the environment is copied at start
+    yield k
+    k.shutdown()
+
+
+def _png(width: int, height: int) -> bytes:
+    """A valid RGB PNG built by hand (no Pillow needed)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+# ---- output collection (pure) --------------------------------------------------
+
+
+def _msg(kind: str, **content: Any) -> dict[str, Any]:
+    return {"header": {"msg_type": kind}, "parent_header": {}, "content": content}
+
+
+def test_collector_merges_streams_and_keeps_head_and_tail() -> None:
+    c = OutputCollector(max_output_bytes=100)
+    c.add(_msg("stream", name="stdout", text="HEAD" + "a" * 40))
+    for i in range(1000):
+        c.add(_msg("stream", name="stdout", text=f"line {i}\n"))
+    c.add(_msg("stream", name="stdout", text="TAIL"))
+    outputs = c.outputs()
+    assert len(outputs) == 1 and outputs[0]["name"] == "stdout"
+    text = outputs[0]["text"]
+    assert text.startswith("HEAD") and text.endswith("TAIL")
+    assert f"[… {c.dropped_chars} characters omitted …]" in text
+    assert len(text) <= 100 + 60
+
+
+def test_collector_bounds_interleaved_streams() -> None:
+    c = OutputCollector(max_output_bytes=1000)
+    for i in range(5000):
+        c.add(_msg("stream", name="stdout" if i % 2 else "stderr", text="x" * 10))
+    kept = sum(len(o["text"]) for o in c.outputs())
+    assert kept <= 1000 + 60
+    assert c.dropped_chars == 50_000 - 1000
+
+
+def test_collector_clear_output_and_display_update() -> None:
+    c = OutputCollector()
+    c.add(_msg("stream", name="stdout", text="old"))
+    c.add(_msg("clear_output", wait=True))
+    c.add(_msg("display_data", data={"text/plain": "v1"}, metadata={}, transient={"display_id": "d"}))
+    c.add(_msg("update_display_data", data={"text/plain": "v2"}, metadata={}, transient={"display_id": "d"}))
+    assert c.outputs() == [{"output_type": "display_data", "data": {"text/plain": "v2"}, "metadata": {}}]
+
+
+def test_model_text_strips_ansi_and_replaces_images() -> None:
+    png = base64.b64encode(_png(64, 48)).decode()
+    outputs = [
+        {"output_type": "stream", "name": "stdout", "text": "10%\r50%\r100%\ndone\n"},
+        {"output_type": "display_data", "data": {"image/png": png, "text/plain": "<Figure>"}, "metadata": {}},
+        {"output_type": "error", "ename": "E", "evalue": "v", "traceback": ["\x1b[0;31mE\x1b[0m: v"]},
+    ]
+    text = model_text(outputs)
+    assert text.startswith("100%\ndone\n[image/png 64x48, ")
+    assert "\x1b" not in text and text.endswith("E: v")
+    assert truncate_middle("a" * 50 + "b" * 50, 20) == "a" * 10 + "\n[… 80 characters omitted …]\n" + "b" * 10
+
+
+def test_parse_memory_and_scrub_env() -> None:
+    assert parse_memory("2GB") == 2 * 1024**3
+    assert parse_memory("512 MB") == 512 * 1024**2
+    assert parse_memory(1000) == 1000 and parse_memory(None) is None
+    with pytest.raises(ValueError, match="memory_limit"):
+        parse_memory("lots")
+    env = scrub_env({"OPENAI_API_KEY": "x", "gh_token": "x", "DB_PASSWORD": "x", "X": "1", "MINE": "s"}, ["mine"])
+    assert set(env) >= {"X", "MPLBACKEND"} and not {"OPENAI_API_KEY", "gh_token", "DB_PASSWORD", "MINE"} & set(env)
+
+
+# ---- a real kernel: results ------------------------------------------------------
+
+
+def test_execute_result_and_repr(kernel: SiblingKernel) -> None:
+    r = kernel.execute("1+1")
+    assert (r.status, r.text, r.restarted) == ("ok", "2", False)
+    assert r.outputs[0]["output_type"] == "execute_result" and r.execution_count
+    assert "ok" in repr(r) and "<pre" in r._repr_html_()
+    assert kernel.state == "idle" and f"pid={kernel.pid}" in repr(kernel)
+
+
+def test_error_is_a_value_and_next_request_not_aborted(kernel: SiblingKernel) -> None:
+    r = kernel.execute("print('before'); 1/0")
+    assert r.status == "error" and r.error_name == "ZeroDivisionError"
+    assert r.text.startswith("before\n") and "ZeroDivisionError: division by zero" in r.text
+    assert "\x1b[" not in r.text
+    assert kernel.execute("2+2").status == "ok"  # stop_on_error=False: not "aborted"
+
+
+def test_rich_output_png_kept_whole(kernel: SiblingKernel) -> None:
+    png = _png(640, 480)
+    code = (
+        "import base64; from IPython.display import Image, display\n"
+        f"display(Image(data=base64.b64decode({base64.b64encode(png).decode()!r})))"
+    )
+    r = kernel.execute(code)
+    assert r.status == "ok"
+    [out] = r.outputs
+    assert out["output_type"] == "display_data"
+    assert base64.b64decode(out["data"]["image/png"]) == png  # whole, for the notebook
+    assert r.text.startswith("[image/png 640x480, ") and len(r.text) < 40
+
+
+def test_matplotlib_plot_is_display_data(kernel: SiblingKernel) -> None:
+    if kernel.execute("import matplotlib").status != "ok":
+        pytest.skip("matplotlib is not installed")
+    r = kernel.execute("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3]); plt.show()")
+    assert any("image/png" in o.get("data", {}) for o in r.outputs)
+    assert "[image/png " in r.text
+
+
+def test_clear_output_in_the_kernel(kernel: SiblingKernel) -> None:
+    r = kernel.execute("from IPython.display import clear_output\nprint('a'); clear_output(); print('b')")
+    assert r.text == "b"
+
+
+def test_push_pull_round_trip(kernel: SiblingKernel) -> None:
+    value = {"rows": [1, 2.5, "three"], "nested": {"t": (1, 2)}}
+    kernel.push(data=value, n=7)
+    assert kernel.execute("data['rows'][2] * n").text == repr("three" * 7)
+    kernel.execute("result = {k: v for k, v in data.items()}; result['extra'] = b'\\x00'")
+    assert kernel.pull("result") == {**value, "extra": b"\x00"}
+    assert kernel.execute("data").execution_count  # push itself left no trace in history
+
+
+def test_push_pull_errors_name_the_variable(kernel: SiblingKernel) -> None:
+    import threading
+
+    with pytest.raises(TypeError, match="'lock'.*not picklable"):
+        kernel.push(ok=1, lock=threading.Lock())
+    kernel.execute("import threading; sibling_lock = threading.Lock()")
+    with pytest.raises(TypeError, match="'sibling_lock'.*not picklable"):
+        kernel.pull("sibling_lock")
+    with pytest.raises(NameError, match="'never_defined'"):
+        kernel.pull("never_defined")
+    saved = kernel.max_transfer_bytes
+    kernel.max_transfer_bytes = 10_000
+    try:
+        with pytest.raises(ValueError, match="'big'.*max_transfer_bytes"):
+            kernel.push(big=b"x" * 20_000)
+        kernel.execute("big_there = b'x' * 20_000")
+        with pytest.raises(ValueError, match="'big_there'.*max_transfer_bytes"):
+            kernel.pull("big_there")
+    finally:
+        kernel.max_transfer_bytes = saved
+
+
+async def test_sync_execute_inside_running_loop(kernel: SiblingKernel) -> None:
+    asyncio.get_running_loop()  # this test body runs on a live loop, like a notebook cell
+    assert kernel.execute("40 + 2").text == "42"
+    results = await asyncio.gather(kernel.execute_async("a_ = 1"), kernel.execute_async("3 * 3"))
+    assert [r.status for r in results] == ["ok", "ok"] and results[1].text == "9"
+
+
+# ---- a real kernel: faults -------------------------------------------------------
+
+
+def test_python_loop_timeout_interrupts_and_keeps_state(kernel: SiblingKernel) -> None:
+    kernel.execute("kept = 'still here'")
+    r = kernel.execute("print('started', flush=True)\nwhile True: pass", timeout=1)
+    assert r.status == "timeout" and not r.restarted
+    assert "started" in r.text and "Interrupted after 1 s" in r.text and "kept" in r.text
+    assert "KeyboardInterrupt" not in r.text
+    assert kernel.execute("kept").text == "'still here'"
+
+
+@pytest.mark.slow
+def test_c_loop_timeout_restarts_and_says_state_lost(kernel: SiblingKernel) -> None:
+    kernel.execute("kept = 1")
+    pid = kernel.pid
+    r = kernel.execute("sum(range(10**13))", timeout=1)  # one C call: SIGINT waits for it
+    assert r.status == "timeout" and r.restarted and "variables were lost" in r.text
+    assert kernel.pid != pid
+    assert kernel.execute("kept").error_name == "NameError"
+
+
+@pytest.mark.parametrize(
+    ("code", "cause"),
+    [("import os; os._exit(1)", "exit code 1"), ("import ctypes; ctypes.string_at(0)", "SIGSEGV")],
+    ids=["os_exit", "segfault"],
+)
+def test_death_is_detected_restarted_and_reported(kernel: SiblingKernel, code: str, cause: str) -> None:
+    kernel.execute("kept = 1")
+    pid = kernel.pid
+    r = kernel.execute(code, timeout=30)
+    assert r.status == "died" and r.restarted
+    assert cause in r.text and "variables and imports were lost" in r.text
+    assert r.duration < 5  # noticed by the liveness poll, not by the 30 s timeout
+    assert kernel.pid != pid and kernel.execute("kept").error_name == "NameError"
+    assert kernel.execute("1+1").text == "2"
+
+
+def test_death_while_idle_is_reported_on_next_call(kernel: SiblingKernel) -> None:
+    import signal
+
+    assert kernel.execute("1").status == "ok"
+    os.kill(kernel.pid, signal.SIGKILL)  # type: ignore[arg-type]
+    time.sleep(0.2)
+    assert kernel.state == "dead"
+    r = kernel.execute("2+3")
+    assert r.status == "ok" and r.restarted and "SIGKILL" in r.text and r.text.endswith("5")
+
+
+def test_huge_output_is_bounded_and_kernel_still_usable(kernel: SiblingKernel) -> None:
+    r = kernel.execute("for i in range(100_000): print(f'{i:08d}' + 'x' * 1015)\nprint('THE END')")
+    assert r.status == "ok"
+    kept = sum(len(o.get("text", "")) for o in r.outputs)
+    assert kept <= kernel.max_output_bytes + 100  # 100 MB printed, ~2 MB kept
+    assert r.outputs[0]["text"].startswith("00000000x")
+    assert "characters omitted" in r.text and r.text.endswith("THE END")
+    assert len(r.text) <= kernel.max_model_chars + 100
+    assert kernel.execute("'alive'").text == "'alive'"
+
+
+def test_interrupt_from_another_thread(kernel: SiblingKernel) -> None:
+    import threading
+
+    timer = threading.Timer(0.5, kernel.interrupt)
+    timer.start()
+    r = kernel.execute("import time; time.sleep(30)")
+    timer.join()
+    assert r.status == "error" and r.error_name == "KeyboardInterrupt" and r.duration < 10
+
+
+# ---- isolation: cwd, env, limits, stderr, kernelspecs ----------------------------
+
+
+def test_cwd_and_env_scrubbed(limited: SiblingKernel, workdir: Path) -> None:
+    assert limited.execute("import os; os.getcwd()").text == repr(str(workdir))
+    r = limited.execute("[os.environ.get(k) for k in ('MY_API_KEY', 'IPYAGENT_TEST_PROVIDER_CRED', 'IPYAGENT_TEST_HARMLESS')]")
+    assert r.text == "[None, None, 'visible']"
+
+
+def test_default_cwd_is_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert SiblingKernel().cwd == str(tmp_path)
+
+
+def test_memory_bomb_is_a_memory_error(limited: SiblingKernel) -> None:
+    r = limited.execute("hog = []\nwhile True: hog.append(bytearray(64 * 2**20))")
+    assert r.status == "error" and r.error_name == "MemoryError" and not r.restarted
+    assert limited.execute("hog = None; 'fine'").text == "'fine'"
+
+
+def test_limits_survive_restart(limited: SiblingKernel) -> None:
+    check = "import resource; (resource.getrlimit(resource.RLIMIT_AS)[0], resource.getrlimit(resource.RLIMIT_CPU)[0])"
+    expected = repr((1536 * 2**20, 600))
+    assert limited.execute(check).text == expected
+    pid = limited.pid
+    limited.restart()
+    assert limited.pid != pid
+    assert limited.execute(check).text == expected
+    assert limited.execute("os.getcwd()").error_name == "NameError"  # restart means fresh state
+
+
+@pytest.mark.slow
+def test_cpu_limit_kills_and_restarts(tmp_path: Path) -> None:
+    with _track(SiblingKernel(cwd=tmp_path, cpu_limit=3, timeout=30)) as k:
+        r = k.execute("while True: pass")
+        assert r.status == "died" and "SIGXCPU" in r.text and r.restarted
+        assert k.execute("1+1").text == "2"
+
+
+def test_too_small_memory_limit_is_a_clear_kernel_error(tmp_path: Path) -> None:
+    k = _track(SiblingKernel(cwd=tmp_path, memory_limit="40MB", startup_timeout=20))
+    with pytest.raises(KernelError, match="memory_limit"):
+        k.execute("1")
+    k.shutdown()
+
+
+def test_kernel_stderr_never_reaches_the_user(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    with _track(SiblingKernel(cwd=tmp_path)) as k:
+        r = k.execute("import sys; sys.__stderr__.write('CHATTER-ERR\\n'); sys.__stderr__.flush(); "
+                      "sys.__stdout__.write('CHATTER-OUT\\n'); sys.__stdout__.flush()")
+        assert r.status == "ok"
+        log = Path(k.log_path or "")
+        assert "CHATTER-ERR" in log.read_text()
+    out, err = capfd.readouterr()
+    assert "CHATTER" not in out + err and "IPKernelApp" not in out + err
+    assert not log.exists()  # the log we made is removed at shutdown
+
+
+def test_other_kernelspec(tmp_path: Path) -> None:
+    spec_dir = tmp_path / "kernels" / "py-sibling-test"
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Sibling test", "language": "python",
+        "env": {"SPEC_MARKER": "from-the-spec"},
+    }))
+    ksm = KernelSpecManager(kernel_dirs=[str(tmp_path / "kernels")])
+    with _track(SiblingKernel(cwd=tmp_path, kernel_name="py-sibling-test", kernel_spec_manager=ksm)) as k:
+        assert k.execute("import os; os.environ['SPEC_MARKER']").text == "'from-the-spec'"
+        assert "py-sibling-test" in repr(k)
+    with pytest.raises(KernelError, match="no-such-kernel"):
+        SiblingKernel(kernel_name="no-such-kernel", kernel_spec_manager=ksm).start()
+
+
+# ---- lifecycle -------------------------------------------------------------------
+
+
+def test_shutdown_is_idempotent_and_final(tmp_path: Path) -> None:
+    k = _track(SiblingKernel(cwd=tmp_path))
+    k.start()
+    pid = k.pid
+    assert pid and k.is_alive()
+    k.shutdown()
+    k.shutdown()
+    assert not _running(pid) and k.state == "shut down"
+    with pytest.raises(KernelError, match="shut down"):
+        k.execute("1")
+
+
+async def test_async_context_manager(tmp_path: Path) -> None:
+    async with SiblingKernel(cwd=tmp_path) as k:
+        _track(k)
+        assert (await k.execute_async("6 * 7")).text == "42"
+        pid = k.pid
+    assert pid and not _running(pid)
+
+
+def test_garbage_collected_kernel_shuts_down(tmp_path: Path) -> None:
+    k = _track(SiblingKernel(cwd=tmp_path))
+    k.start()
+    pid = k.pid
+    assert pid and _running(pid)
+    del k
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(pid)
