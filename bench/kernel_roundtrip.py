@@ -1,0 +1,102 @@
+"""Round-trip cost of SiblingKernel.execute, side by side with its alternatives, in one run.
+
+Three ways to run a snippet and get its output back:
+
+* ``SiblingKernel.execute``            — ours (state kept between calls);
+* raw jupyter_client ``execute_interactive`` on a warm kernel (the floor for a kernel);
+* ``subprocess.run([python, "-c", code])`` per call (no state kept at all).
+
+Target: within 1.3x of raw jupyter_client, at least 2x faster than a subprocess per call.
+Usage: ``python bench/kernel_roundtrip.py [--n 50]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+from jupyter_client import KernelManager
+
+from ipyagent.kernel import SiblingKernel
+
+SNIPPETS = {"1+1": "1+1", "1 MB print": "print('x' * 2**20)"}
+
+
+def timings(run: Callable[[str], object], code: str, n: int, warmup: int = 5) -> list[float]:
+    """Wall-clock seconds of ``n`` calls after ``warmup`` unmeasured ones."""
+    for _ in range(warmup):
+        run(code)
+    out = []
+    for _ in range(n):
+        start = time.perf_counter()
+        run(code)
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def p90(values: list[float]) -> float:
+    return statistics.quantiles(values, n=10)[-1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=50, help="measured calls per snippet and method")
+    args = parser.parse_args()
+
+    sibling = SiblingKernel(timeout=60)
+    sibling.start()
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(stderr=subprocess.DEVNULL)
+    kc = km.client()
+    kc.start_channels()
+    kc.wait_for_ready(timeout=60)
+
+    def ours(code: str) -> None:
+        r = sibling.execute(code)
+        assert r.status == "ok", r.text
+
+    def raw(code: str) -> None:
+        reply = kc.execute_interactive(code, output_hook=lambda msg: None, stop_on_error=False, timeout=60)
+        assert reply["content"]["status"] == "ok"
+
+    def subproc(code: str) -> None:
+        # -c does not echo an expression's value; print it so every method returns the output.
+        src = code if code.startswith("print") else f"print({code})"
+        subprocess.run([sys.executable, "-c", src], capture_output=True, check=True)
+
+    methods = {"SiblingKernel.execute": ours, "jupyter_client raw": raw, "subprocess per call": subproc}
+    try:
+        print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, n={args.n} per cell (ms)\n")
+        print(f"{'snippet':<12} {'method':<22} {'median':>8} {'p90':>8}")
+        for label, code in SNIPPETS.items():
+            stats: dict[str, tuple[float, float]] = {}
+            # Interleave methods round by round so drift (CPU frequency, other load) hits all alike.
+            samples: dict[str, list[float]] = {name: [] for name in methods}
+            rounds = 5
+            for _ in range(rounds):
+                for name, run in methods.items():
+                    count = max(1, args.n // rounds) if name != "subprocess per call" else max(1, args.n // (rounds * 2))
+                    samples[name] += timings(run, code, count, warmup=1)
+            for name, values in samples.items():
+                stats[name] = (statistics.median(values), p90(values))
+                print(f"{label:<12} {name:<22} {stats[name][0] * 1000:8.2f} {stats[name][1] * 1000:8.2f}")
+            ours_med, raw_med, sub_med = (stats[m][0] for m in methods)
+            print(
+                f"{label:<12} ratios: ours/raw = {ours_med / raw_med:.2f}x (target <= 1.3x), "
+                f"subprocess/ours = {sub_med / ours_med:.1f}x (target >= 2x)\n"
+            )
+        sibling.execute("kept = 41")
+        print("state kept between calls:", sibling.execute("kept + 1").text == "42", "(subprocess: never)")
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+        sibling.shutdown()
+
+
+if __name__ == "__main__":
+    main()
