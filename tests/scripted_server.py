@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -61,8 +62,9 @@ def sse_event(data: Any, event: str | None = None) -> str:
 def _split(text: str, pieces: int) -> list[str]:
     """``text`` cut into ``pieces`` nearly equal parts (at least one, maybe empty)."""
     pieces = max(1, min(pieces, len(text)))
-    size = -(-len(text) // pieces) if text else 1
-    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+    size, extra = divmod(len(text), pieces)
+    bounds = [i * size + min(i, extra) for i in range(pieces + 1)]
+    return [text[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
 def _words(text: str) -> list[str]:
@@ -380,6 +382,11 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     owner: ScriptedServer
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client closing a kept-alive connection (timeouts, dropped streams) is normal.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
 
 class ScriptedServer:
     """An OpenAI-compatible server on 127.0.0.1 (free port) replaying a script of replies."""
@@ -405,7 +412,10 @@ class ScriptedServer:
         """Bind a free port and serve in a daemon thread."""
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.owner = self
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="scripted-server", daemon=True)
+        # A short poll interval keeps close() (which waits for one poll) fast.
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.02,), name="scripted-server", daemon=True
+        )
         self._thread.start()
         return self
 
