@@ -10,6 +10,7 @@ stops the run) or ``error`` (the endpoint failed after retries).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from typing import Any, Callable, Iterable
@@ -19,6 +20,7 @@ from traitlets.config import LoggingConfigurable
 
 from . import _loop
 from .approval import ApprovalPolicy, Approver, CallbackApprover
+from .compaction import fit_window
 from .context import Context
 from .errors import ApprovalError, ConfigError, ModelError
 from .events import (
@@ -86,6 +88,24 @@ class Agent(LoggingConfigurable):
     tool_timeout = Float(60.0, help=(
         "Seconds a python tool call may run before it is interrupted (state is kept)."
     )).tag(config=True)
+    context_window = Int(0, help=(
+        "The model's context window in tokens; before each request the context is compacted "
+        "to fit it. 0: unknown, never compact."
+    )).tag(config=True)
+    compact_threshold = Float(0.8, help=(
+        "Compact when prompt + request_max_tokens would pass this fraction of context_window."
+    )).tag(config=True)
+    compact_keep_recent = Float(0.5, help=(
+        "Fraction of the compaction limit kept for the most recent turns, verbatim."
+    )).tag(config=True)
+    on_length = Enum(["continue", "stop"], default_value="continue", help=(
+        "When a reply is cut at request_max_tokens: 'continue' asks the model to go on, "
+        "'stop' ends the run (stop reason 'length')."
+    )).tag(config=True)
+    tool_output_limit = Int(20000, help=(
+        "Characters of one tool result the model sees (head and tail kept); the notebook "
+        "keeps the full output."
+    )).tag(config=True)
     memory_limit = Unicode("", help=(
         "Address-space limit of the sibling kernel, e.g. '4GB'; empty: no limit."
     )).tag(config=True)
@@ -96,10 +116,17 @@ class Agent(LoggingConfigurable):
             raise TraitError(f"Agent.max_steps must be at least 1, not {proposal['value']}")
         return proposal["value"]
 
-    @validate("circuit_breaker", "max_tokens", "max_retries")
+    @validate("circuit_breaker", "max_tokens", "max_retries", "context_window", "tool_output_limit")
     def _check_non_negative(self, proposal: Any) -> int:
         if proposal["value"] < 0:
             raise TraitError(f"Agent.{proposal['trait'].name} must be >= 0, not {proposal['value']}")
+        return proposal["value"]
+
+    @validate("compact_threshold", "compact_keep_recent")
+    def _check_fraction(self, proposal: Any) -> float:
+        if not 0 < proposal["value"] <= 1:
+            raise TraitError(f"Agent.{proposal['trait'].name} must be in (0, 1], "
+                             f"not {proposal['value']}")
         return proposal["value"]
 
     @validate("temperature")
@@ -309,10 +336,16 @@ class Agent(LoggingConfigurable):
         if self.max_tokens and self.usage.total >= self.max_tokens:
             return self._finish(step, started, listeners, "budget",
                                 f"token budget spent ({self.usage.total} of {self.max_tokens})")
+        if self.context_window:
+            problem = await fit_window(self, lambda e: self._emit(listeners, e))
+            if problem:
+                return self._finish(step, started, listeners, "error", problem)
         request = ModelRequest(
             system=self.context.system, items=list(self.context), tools=self.tools.specs(),
             temperature=self.temperature, max_tokens=self.request_max_tokens,
             tool_choice=self.tool_choice)
+        counter = self.context.counter
+        estimated_raw = self.context.raw_tokens + counter.raw(json.dumps(request.tools))
         turn = None
         try:
             async for event in self.client.stream(request):
@@ -330,6 +363,8 @@ class Agent(LoggingConfigurable):
         step.usage = Usage.from_server(turn.usage) or Usage(
             self.context.tokens, len(turn.text) // 4 + 1, 1, estimated=True)
         self.usage.add(step.usage)
+        if not step.usage.estimated and step.usage.input:
+            counter.calibrate(estimated_raw, step.usage.input)
         if turn.reasoning is not None:
             self.context.append(turn.reasoning)
         if turn.text or not turn.tool_calls:
@@ -339,7 +374,17 @@ class Agent(LoggingConfigurable):
         stop, why = await self._run_calls(step, listeners)
         if stop:
             return self._finish(step, started, listeners, stop, why)
-        if not turn.tool_calls:
+        if turn.finish_reason in _LENGTH_REASONS:
+            limit = self.request_max_tokens or "the server's limit"
+            self._emit(listeners, Notice(
+                f"The reply was cut off at the output limit (request_max_tokens={limit}).",
+                "warning"))
+            if self.on_length == "stop":
+                return self._finish(step, started, listeners, "length",
+                                    "the reply was cut off at the output limit")
+            if not turn.tool_calls:
+                self.context.add_user(CONTINUE_PROMPT)
+        elif not turn.tool_calls:
             return self._finish(step, started, listeners, "done")
         if self.max_tokens and self.usage.total >= self.max_tokens:
             return self._finish(step, started, listeners, "budget",
@@ -411,6 +456,9 @@ class Agent(LoggingConfigurable):
             call.arguments = decision.arguments  # the context records what actually ran
             call.raw_arguments = None
         result = await self.tools.execute(call)
+        if self.tool_output_limit and len(result.output) > self.tool_output_limit:
+            result.meta["full_output_chars"] = len(result.output)
+            result.output = _head_tail(result.output, self.tool_output_limit)
         if decision.action == "edit":
             result.meta["edited"] = True
             result.output = "Note: the user edited this call before it ran.\n" + result.output
@@ -474,6 +522,18 @@ class Agent(LoggingConfigurable):
             for name in ("model", "base_url", "approval", "allow", "max_steps", "max_tokens"))
         return (f"<div><b>ipyagent Agent</b> — {len(self.context)} items, {self.usage} tokens, "
                 f"tools: {', '.join(self.tools.names) or 'none'}<table>{rows}</table></div>")
+
+
+_LENGTH_REASONS = ("length", "max_tokens", "max_output_tokens")
+CONTINUE_PROMPT = ("[ipyagent] Your reply was cut off by the output token limit. Continue "
+                   "exactly where you stopped, without repeating yourself.")
+
+
+def _head_tail(text: str, limit: int) -> str:
+    """The first and last parts of ``text`` with a marker of what was left out."""
+    half = limit // 2
+    cut = len(text) - 2 * half
+    return f"{text[:half]}\n[… {cut} characters omitted …]\n{text[-half:]}"
 
 
 def _final_text(steps: list[Step]) -> str:

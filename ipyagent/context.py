@@ -8,34 +8,34 @@ like a list (``len``, indexing, slicing, iteration, ``append``/``insert``/``pop`
 from __future__ import annotations
 
 import html
-import json
 from typing import Any, Iterable, Iterator, MutableSequence, overload
 
 from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
+from .tokens import TokenCounter
 
-__all__ = ["Context", "estimate_tokens"]
+__all__ = ["Context"]
 
 _ITEM_TYPES = (Message, ToolCall, ToolResult, Reasoning, Summary)
+_default_counter: TokenCounter | None = None
 
 
-def estimate_tokens(item: Item) -> int:
-    """A cheap token estimate: ~4 characters per token, plus per-item overhead."""
-    # Why not a tokenizer: the estimate only guards budgets; exact counts come from
-    # the server's reported usage when it sends one.
-    if isinstance(item, ToolCall):
-        text = item.name + (item.raw_arguments or json.dumps(item.arguments, ensure_ascii=False))
-    elif isinstance(item, ToolResult):
-        text = item.output
-    else:
-        text = getattr(item, "content", "") or ""
-    return 4 + (len(text) + 3) // 4
+def default_counter() -> TokenCounter:
+    """One shared counter, so a tokenizer is loaded once per process."""
+    global _default_counter
+    if _default_counter is None:
+        _default_counter = TokenCounter()
+    return _default_counter
 
 
 class Context(MutableSequence[Item]):
     """The ordered items of a conversation plus its system prompt."""
 
-    def __init__(self, items: Iterable[Item] = (), system: str = "") -> None:
+    def __init__(self, items: Iterable[Item] = (), system: str = "",
+                 counter: TokenCounter | None = None) -> None:
         self.system = system
+        self.counter = counter or default_counter()
+        # Set by the Agent so that compaction_preview() needs no arguments.
+        self.compaction_settings: dict[str, Any] = {}
         self._items: list[Item] = []
         self._tokens: list[int] = []
         self._total = 0
@@ -48,7 +48,7 @@ class Context(MutableSequence[Item]):
     def __getitem__(self, index: slice) -> Context: ...
     def __getitem__(self, index: int | slice) -> Item | Context:
         if isinstance(index, slice):
-            return Context(self._items[index], system=self.system)
+            return Context(self._items[index], system=self.system, counter=self.counter)
         return self._items[index]
 
     def __setitem__(self, index: int | slice, value: Any) -> None:  # type: ignore[override]
@@ -81,7 +81,7 @@ class Context(MutableSequence[Item]):
         """Append one item (O(1): only its own tokens are estimated)."""
         _check(value)
         self._items.append(value)
-        n = estimate_tokens(value)
+        n = self.counter.item(value)
         self._tokens.append(n)
         self._total += n
 
@@ -90,7 +90,7 @@ class Context(MutableSequence[Item]):
         self._recount()
 
     def _recount(self) -> None:
-        self._tokens = [estimate_tokens(i) for i in self._items]
+        self._tokens = [self.counter.item(i) for i in self._items]
         self._total = sum(self._tokens)
 
     # -- helpers -------------------------------------------------------------------
@@ -102,11 +102,23 @@ class Context(MutableSequence[Item]):
 
     @property
     def tokens(self) -> int:
-        """Estimated tokens of the system prompt plus every item."""
-        return self._total + (len(self.system) + 3) // 4
+        """Estimated tokens of the system prompt plus every item (calibrated)."""
+        return self.counter.scaled(self.raw_tokens)
+
+    @property
+    def raw_tokens(self) -> int:
+        """Uncalibrated estimate (what calibration compares with the server's count)."""
+        return self._total + self.counter.raw(self.system) + 4
 
     def item_tokens(self, index: int) -> int:
-        return self._tokens[index]
+        """Calibrated estimate of one item."""
+        return self.counter.scaled(self._tokens[index])
+
+    def compaction_preview(self, **settings: Any) -> Any:
+        """What compaction would summarise and keep now (nothing changes)."""
+        from .compaction import preview
+
+        return preview(self, **{**self.compaction_settings, **settings})
 
     def tool_call(self, call_id: str) -> ToolCall | None:
         """The call with this id, if present."""
@@ -119,11 +131,12 @@ class Context(MutableSequence[Item]):
         return [i.to_dict() for i in self._items]
 
     @classmethod
-    def from_dicts(cls, data: Iterable[dict[str, Any]], system: str = "") -> Context:
-        return cls((item_from_dict(d) for d in data), system=system)
+    def from_dicts(cls, data: Iterable[dict[str, Any]], system: str = "",
+                   counter: TokenCounter | None = None) -> Context:
+        return cls((item_from_dict(d) for d in data), system=system, counter=counter)
 
     def copy(self) -> Context:
-        return Context.from_dicts(self.to_dicts(), system=self.system)
+        return Context.from_dicts(self.to_dicts(), system=self.system, counter=self.counter)
 
     def to_notebook(self) -> Any:
         """The context as an nbformat v4 notebook (one cell per item)."""
@@ -144,7 +157,8 @@ class Context(MutableSequence[Item]):
 
     def _repr_html_(self) -> str:
         rows = []
-        for i, (item, tok) in enumerate(zip(self._items, self._tokens)):
+        for i, (item, raw) in enumerate(zip(self._items, self._tokens)):
+            tok = self.counter.scaled(raw)
             rows.append(
                 f"<tr><td style='text-align:right'>{i}</td><td>{html.escape(item.label)}</td>"
                 f"<td style='text-align:left'>{html.escape(item.summary())}</td>"

@@ -28,10 +28,11 @@ __all__ = [
     "StepFinished",
     "RunFinished",
     "Notice",
+    "ContextCompacted",
     "Event",
 ]
 
-StopReason = Literal["done", "max_steps", "circuit_breaker", "budget", "denied", "error"]
+StopReason = Literal["done", "max_steps", "circuit_breaker", "budget", "denied", "error", "length"]
 
 
 @dataclass
@@ -185,7 +186,16 @@ class Notice:
     level: Literal["info", "warning", "error"] = "info"
 
 
+@dataclass
+class ContextCompacted:
+    """The context was compacted before a request: tokens before and after."""
+
+    before: int
+    after: int
+    summary: Any = None  # the Summary item that now stands in for the older items
+
+
 Event = Union[
     TextDelta, ReasoningDelta, ToolCallDelta, RunStarted, StepStarted, ToolCallRequested,
-    ToolCallDecided, ToolCallFinished, StepFinished, RunFinished, Notice,
+    ToolCallDecided, ToolCallFinished, StepFinished, RunFinished, Notice, ContextCompacted,
 ]

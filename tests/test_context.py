@@ -37,7 +37,11 @@ def test_rejects_non_items():
 
 
 def test_tokens_track_edits():
+    from ipyagent.tokens import TokenCounter
+
     ctx = make()
+    ctx.counter = TokenCounter(use_tokenizer=False)
+    ctx._recount()
     before = ctx.tokens
     ctx.add_user("x" * 400)
     assert ctx.tokens == before + 104
@@ -49,24 +53,20 @@ def test_tokens_track_edits():
 
 def test_append_is_constant_time():
     # Counted, not timed: appending must not re-estimate earlier items.
-    import ipyagent.context as mod
+    from ipyagent.tokens import TokenCounter
 
-    ctx = Context([Message("user", str(i)) for i in range(1000)])
-    calls = 0
-    original = mod.estimate_tokens
+    class Counting(TokenCounter):
+        calls = 0
 
-    def counting(item):
-        nonlocal calls
-        calls += 1
-        return original(item)
+        def item(self, item):
+            Counting.calls += 1
+            return super().item(item)
 
-    mod.estimate_tokens = counting
-    try:
-        for i in range(100):
-            ctx.append(Message("user", "x"))
-    finally:
-        mod.estimate_tokens = original
-    assert calls == 100
+    ctx = Context([Message("user", str(i)) for i in range(1000)], counter=Counting())
+    Counting.calls = 0
+    for i in range(100):
+        ctx.append(Message("user", "x"))
+    assert Counting.calls == 100
 
 
 def test_reprs():

@@ -1,0 +1,258 @@
+"""Compaction: keep every request inside the model's context window.
+
+Before a request, if ``prompt + reserve`` would pass ``threshold × window``, the oldest
+part of the conversation is replaced by a ``Summary``:
+
+* kept verbatim: the system prompt, the original task (first user message) and the most
+  recent turns (up to ``keep_recent`` of the limit);
+* summarised by a model call (a prompt that keeps facts, decisions, file and variable
+  names, open questions); when that fails or is not enough, **hard-truncated**;
+* the unit is a *turn group* (an assistant turn with its tool calls and their results, or
+  one user message), so a tool call and its result are never separated;
+* the ``Summary`` keeps every replaced item (``Summary.replaced``), so nothing is lost from
+  the transcript.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from .context import Context
+
+__all__ = ["CompactionPlan", "plan", "preview", "turn_groups", "render_for_summary",
+           "SUMMARY_PROMPT", "truncation_summary", "shrink_largest_result", "fit_window"]
+
+SUMMARY_PROMPT = """\
+You compress the earlier part of a working session between a user and an AI agent that \
+runs Python in a persistent kernel, so that the agent can continue without it. Write \
+concise bullet points that keep:
+- facts and numbers found, with their values;
+- decisions made and why;
+- file names and paths, URLs, and Python variable/function names that exist in the kernel \
+and what they hold;
+- errors met and how they were resolved;
+- open questions and the next steps that were planned.
+Do not invent anything. No preamble: start with the first bullet."""
+
+
+def turn_groups(items: list[Item]) -> list[list[int]]:
+    """Indices grouped into units that must stay together (a call with its result)."""
+    groups: list[list[int]] = []
+    prev: Item | None = None
+    for i, item in enumerate(items):
+        user_side = (isinstance(item, Message) and item.role != "assistant") or isinstance(item, Summary)
+        assistant_side = isinstance(item, (Reasoning, ToolCall)) or (
+            isinstance(item, Message) and item.role == "assistant")
+        new_turn = assistant_side and (prev is None or isinstance(prev, ToolResult) or (
+            isinstance(prev, (Message, Summary)) and not (
+                isinstance(prev, Message) and prev.role == "assistant")))
+        if not groups or user_side or new_turn:
+            groups.append([i])
+        else:
+            groups[-1].append(i)
+        prev = item
+    return groups
+
+
+@dataclass
+class CompactionPlan:
+    """What compaction would do now: which items to keep and which to summarise."""
+
+    needed: bool
+    prompt_tokens: int
+    reserve: int
+    limit: int
+    window: int
+    head: list[int] = field(default_factory=list)
+    middle: list[int] = field(default_factory=list)
+    tail: list[int] = field(default_factory=list)
+    middle_tokens: int = 0
+    labels: list[str] = field(default_factory=list)  # one line per item, for the repr
+
+    def __repr__(self) -> str:
+        state = "needed" if self.needed else "not needed"
+        return (f"<CompactionPlan {state}: {self.prompt_tokens}+{self.reserve} of limit "
+                f"{self.limit} (window {self.window}); summarise {len(self.middle)} items "
+                f"(~{self.middle_tokens} tokens), keep {len(self.head) + len(self.tail)}>")
+
+    def _repr_html_(self) -> str:
+        fate = {i: "keep (task)" for i in self.head}
+        fate.update({i: "summarise" for i in self.middle})
+        fate.update({i: "keep" for i in self.tail})
+        rows = "".join(
+            f"<tr style='background:{'#fff3e0' if fate.get(i) == 'summarise' else 'none'}'>"
+            f"<td>{i}</td><td>{fate.get(i, '')}</td><td style='text-align:left'>"
+            f"{html.escape(label)}</td></tr>" for i, label in enumerate(self.labels))
+        head = html.escape(repr(self))
+        return f"<div><div>{head}</div><table>{rows}</table></div>"
+
+
+def plan(context: Context, window: int = 0, threshold: float = 0.8, reserve: int = 0,
+         keep_recent: float = 0.5, extra_tokens: int = 0, force: bool = False) -> CompactionPlan:
+    """Decide what to summarise so that ``prompt + reserve`` fits ``threshold × window``."""
+    items = list(context)
+    limit = int(window * threshold) if window else 0
+    prompt = context.tokens + extra_tokens
+    # Labels are only for showing a preview; building them costs O(items) summaries.
+    labels = [f"{it.label}: {it.summary()}" for it in items] if force else []
+    result = CompactionPlan(needed=False, prompt_tokens=prompt, reserve=reserve, limit=limit,
+                            window=window, labels=labels)
+    if not window or (prompt + reserve <= limit and not force):
+        result.tail = list(range(len(items)))
+        return result
+    groups = turn_groups(items)
+    tok = [context.item_tokens(i) for i in range(len(items))]
+    gtok = [sum(tok[i] for i in g) for g in groups]
+    first_user = next((gi for gi, g in enumerate(groups)
+                       if isinstance(items[g[0]], Message) and items[g[0]].role == "user"), None)
+    head_groups = [first_user] if first_user is not None else []
+    budget = int(limit * keep_recent) - sum(gtok[g] for g in head_groups)
+    tail_groups: list[int] = []
+    for gi in range(len(groups) - 1, -1, -1):
+        if gi in head_groups:
+            break
+        if tail_groups and budget - gtok[gi] < 0:
+            break
+        tail_groups.insert(0, gi)  # the newest group is always kept
+        budget -= gtok[gi]
+    middle_groups = [gi for gi in range(len(groups))
+                     if gi not in head_groups and gi not in tail_groups]
+    result.needed = True
+    result.head = [i for g in head_groups for i in groups[g]]
+    result.middle = [i for g in middle_groups for i in groups[g]]
+    result.tail = [i for g in tail_groups for i in groups[g]]
+    result.middle_tokens = sum(tok[i] for i in result.middle)
+    return result
+
+
+def preview(context: Context, **settings: Any) -> CompactionPlan:
+    """``plan`` with ``force`` on unless asked otherwise: what a compaction would do now."""
+    settings.setdefault("force", True)
+    return plan(context, **settings)
+
+
+def render_for_summary(items: list[Item], max_chars: int, per_item: int = 2000) -> str:
+    """The items as plain text for the summariser, newest kept when it must be cut."""
+    lines = []
+    for item in items:
+        if isinstance(item, Summary):
+            text = f"[earlier summary]\n{item.content}"
+        elif isinstance(item, ToolCall):
+            args = item.arguments.get("code") if item.name == "python" else None
+            text = f"[tool call {item.name}]\n{args if args is not None else json.dumps(item.arguments)}"
+        elif isinstance(item, ToolResult):
+            text = f"[tool {'error' if item.error else 'result'}]\n{item.output}"
+        elif isinstance(item, Message):
+            text = f"[{item.role}]\n{item.content}"
+        else:
+            continue  # reasoning is the model's scratchpad, not a fact
+        if len(text) > per_item:
+            text = text[: per_item // 2] + "\n[…]\n" + text[-per_item // 2 :]
+        lines.append(text)
+    out = "\n\n".join(lines)
+    if len(out) > max_chars:
+        out = "[…earliest part cut…]\n" + out[-max_chars:]
+    return out
+
+
+def truncation_summary(items: list[Item], reason: str) -> Summary:
+    """A Summary that just records what was dropped (no model involved)."""
+    return Summary(
+        content=(f"[{len(items)} earlier items were removed to fit the context window "
+                 f"({reason}); their details are no longer available.]"),
+        replaced=[i.to_dict() for i in items], meta={"method": "truncate", "reason": reason})
+
+
+def shrink_largest_result(context: Context, over: int, keep_last: bool = True) -> bool:
+    """Cut the biggest tool result's text (the notebook keeps its full outputs); False if none."""
+    results = [i for i, it in enumerate(context) if isinstance(it, ToolResult)]
+    if not results:
+        return False
+    i = max(results, key=lambda j: len(context[j].output))  # type: ignore[union-attr]
+    item: ToolResult = context[i]  # type: ignore[assignment]
+    keep = max(200, len(item.output) - over * 4 - 200)
+    if keep >= len(item.output):
+        return False
+    cut = len(item.output) - keep
+    new = ToolResult(item.call_id, item.output[: keep // 2] + f"\n[… {cut} characters cut to "
+                     "fit the context window …]\n" + item.output[-keep // 2 :], item.error,
+                     item.name, item.outputs, item.execution_count,
+                     {**item.meta, "cut_chars": cut})
+    context[i] = new
+    return True
+
+
+async def fit_window(agent: Any, emit: Callable[[Any], None]) -> str | None:
+    """Compact ``agent.context`` until the next request fits; a one-line problem, or None."""
+    from .events import ContextCompacted, Notice, Usage
+    from .models.base import ModelRequest, TurnComplete
+
+    ctx = agent.context
+    window = agent.context_window
+    reserve = agent.request_max_tokens or min(2048, window // 4)
+    tools_tokens = ctx.counter.scaled(ctx.counter.raw(json.dumps(agent.tools.specs())))
+    settings = dict(window=window, threshold=agent.compact_threshold, reserve=reserve,
+                    keep_recent=agent.compact_keep_recent, extra_tokens=tools_tokens)
+    ctx.compaction_settings = {**settings, "force": True}
+    p = plan(ctx, **settings)
+    if not p.needed:
+        return None
+    before = p.prompt_tokens
+    if p.middle:
+        items = [ctx[i] for i in p.middle]
+        summary_tokens = min(1024, max(64, p.limit // 4))
+        max_chars = int(max(200, p.limit - summary_tokens - 300) * 4 / ctx.counter.scale * 0.8)
+        request = ModelRequest(system=SUMMARY_PROMPT, items=[Message(
+            "user", render_for_summary(items, max_chars))], tools=[], temperature=0,
+            max_tokens=summary_tokens)
+        try:
+            text = ""
+            async for event in agent.client.stream(request):
+                if isinstance(event, TurnComplete):
+                    text = event.turn.text.strip()
+                    agent.usage.add(Usage.from_server(event.turn.usage) or Usage(requests=1))
+            if not text:
+                raise ValueError("the summary came back empty")
+            summary = Summary(text, replaced=[i.to_dict() for i in items],
+                              meta={"method": "summary", "tokens_replaced": p.middle_tokens})
+        except Exception as exc:  # any failure: fall back to truncation, keep running
+            emit(Notice(f"Summarising for compaction failed ({_one_line(exc)}); "
+                        "dropping the oldest items instead.", "warning"))
+            summary = truncation_summary(items, "summary failed")
+        _replace(ctx, p.middle, summary)
+    # Still too big (a huge recent turn, or a summary that did not shrink enough)?
+    for _ in range(50):
+        p = plan(ctx, **settings)
+        if not p.needed or p.prompt_tokens + reserve <= p.limit:
+            break
+        if p.middle:
+            _replace(ctx, p.middle, truncation_summary([ctx[i] for i in p.middle], "still too large"))
+        elif not shrink_largest_result(ctx, p.prompt_tokens + reserve - p.limit):
+            break
+    after = plan(ctx, **settings).prompt_tokens
+    emit(ContextCompacted(before=before, after=after, summary=_last_summary(ctx)))
+    if after + reserve > window:
+        return (f"the context does not fit the window even after compaction: ~{after} tokens "
+                f"+ {reserve} reserved for the reply > context_window={window}")
+    return None
+
+
+def _replace(ctx: Context, indices: list[int], summary: Summary) -> None:
+    drop = set(indices)
+    kept = [it for i, it in enumerate(ctx) if i not in drop]
+    kept.insert(min(indices), summary)
+    ctx[:] = kept
+
+
+def _last_summary(ctx: Context) -> Summary | None:
+    return next((it for it in reversed(list(ctx)) if isinstance(it, Summary)), None)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

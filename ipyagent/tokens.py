@@ -1,0 +1,83 @@
+"""Token estimates: a real tokenizer when one is installed, a calibrated guess otherwise.
+
+Exact counts only come from the server (``usage.prompt_tokens``). Between requests we
+estimate: with ``tiktoken`` (optional extra ``ipyagent[tokens]``) when its encoding is
+available locally, else ~4 characters per token. Every reported usage *calibrates* the
+estimate: ``scale`` tracks reported / estimated, so budgets follow the real tokenizer of
+whatever model is behind the endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any, Callable
+
+from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult
+
+__all__ = ["TokenCounter", "item_text", "ITEM_OVERHEAD"]
+
+ITEM_OVERHEAD = 4  # role/framing tokens per message on the wire
+
+
+def item_text(item: Item) -> str:
+    """The text of an item as a model would read it."""
+    if isinstance(item, ToolCall):
+        return item.name + (item.raw_arguments or json.dumps(item.arguments, ensure_ascii=False))
+    if isinstance(item, ToolResult):
+        return item.output
+    if isinstance(item, (Message, Reasoning, Summary)):
+        return item.content or ""
+    return ""
+
+
+def _load_tiktoken() -> Callable[[str], int] | None:
+    try:
+        import tiktoken
+
+        enc = tiktoken.get_encoding("o200k_base")
+    except Exception:  # not installed, or its encoding file cannot be fetched offline
+        return None
+    return lambda text: len(enc.encode(text, disallowed_special=()))
+
+
+class TokenCounter:
+    """Counts tokens of text and items; calibrated by the server's reported usage."""
+
+    def __init__(self, use_tokenizer: bool = True) -> None:
+        self._encode = _load_tiktoken() if use_tokenizer else None
+        self.scale = 1.0  # reported / estimated, smoothed
+        self._lock = threading.Lock()
+
+    @property
+    def method(self) -> str:
+        return "tiktoken" if self._encode else "chars/4"
+
+    def raw(self, text: str) -> int:
+        """Uncalibrated tokens of ``text``."""
+        if self._encode is not None:
+            return self._encode(text)
+        return (len(text) + 3) // 4
+
+    def item(self, item: Item) -> int:
+        """Uncalibrated tokens of one item, with per-message overhead."""
+        return ITEM_OVERHEAD + self.raw(item_text(item))
+
+    def calibrate(self, estimated_raw: int, reported: int) -> None:
+        """Fold one (estimate, server-reported) pair into ``scale``."""
+        if estimated_raw <= 0 or reported <= 0:
+            return
+        ratio = reported / estimated_raw
+        with self._lock:
+            # Smooth, but react quickly at first: a small prompt's framing skews one sample.
+            self.scale = ratio if self.scale == 1.0 else 0.5 * self.scale + 0.5 * ratio
+            self.scale = min(max(self.scale, 0.25), 4.0)
+
+    def scaled(self, raw: int) -> int:
+        return int(raw * self.scale + 0.5)
+
+    def __repr__(self) -> str:
+        return f"<TokenCounter {self.method} ×{self.scale:.2f}>"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "scale": self.scale}
