@@ -3,7 +3,9 @@
 Three ways to run a snippet and get its output back:
 
 * ``SiblingKernel.execute``            — ours (state kept between calls);
-* raw jupyter_client ``execute_interactive`` on a warm kernel (the floor for a kernel);
+* raw jupyter_client ``execute_interactive`` on a warm kernel (the floor for a kernel),
+  once on a default kernel and once on a kernel configured as ours (IPython history off),
+  so the second ratio isolates our client-side overhead;
 * ``subprocess.run([python, "-c", code])`` per call (no state kept at all).
 
 Target: within 1.3x of raw jupyter_client, at least 2x faster than a subprocess per call.
@@ -14,15 +16,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import tempfile
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 from jupyter_client import KernelManager
 
-from ipyagent.kernel import SiblingKernel
+from ipyagent.kernel import SiblingKernel, _private_ipython_dir
 
 SNIPPETS = {"1+1": "1+1", "1 MB print": "print('x' * 2**20)"}
 
@@ -50,29 +55,42 @@ def main() -> None:
 
     sibling = SiblingKernel(timeout=60)
     sibling.start()
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(stderr=subprocess.DEVNULL)
-    kc = km.client()
-    kc.start_channels()
-    kc.wait_for_ready(timeout=60)
+    tmp = tempfile.mkdtemp()
+    same_config = {**os.environ, "IPYTHONDIR": _private_ipython_dir(tmp)}
+    clients = []
+    for env in (dict(os.environ), same_config):
+        km = KernelManager(kernel_name="python3")
+        km.start_kernel(stderr=subprocess.DEVNULL, env=env)
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
+        clients.append((km, kc))
 
     def ours(code: str) -> None:
         r = sibling.execute(code)
         assert r.status == "ok", r.text
 
-    def raw(code: str) -> None:
-        reply = kc.execute_interactive(code, output_hook=lambda msg: None, stop_on_error=False, timeout=60)
-        assert reply["content"]["status"] == "ok"
+    def raw_on(kc: Any) -> Callable[[str], None]:
+        def raw(code: str) -> None:
+            reply = kc.execute_interactive(code, output_hook=lambda msg: None, stop_on_error=False, timeout=60)
+            assert reply["content"]["status"] == "ok"
+
+        return raw
 
     def subproc(code: str) -> None:
         # -c does not echo an expression's value; print it so every method returns the output.
         src = code if code.startswith("print") else f"print({code})"
         subprocess.run([sys.executable, "-c", src], capture_output=True, check=True)
 
-    methods = {"SiblingKernel.execute": ours, "jupyter_client raw": raw, "subprocess per call": subproc}
+    methods = {
+        "SiblingKernel.execute": ours,
+        "jupyter_client raw": raw_on(clients[0][1]),
+        "raw, same kernel config": raw_on(clients[1][1]),
+        "subprocess per call": subproc,
+    }
     try:
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, n={args.n} per cell (ms)\n")
-        print(f"{'snippet':<12} {'method':<22} {'median':>8} {'p90':>8}")
+        print(f"{'snippet':<12} {'method':<24} {'median':>8} {'p90':>8}")
         for label, code in SNIPPETS.items():
             stats: dict[str, tuple[float, float]] = {}
             # Interleave methods round by round so drift (CPU frequency, other load) hits all alike.
@@ -84,18 +102,21 @@ def main() -> None:
                     samples[name] += timings(run, code, count, warmup=1)
             for name, values in samples.items():
                 stats[name] = (statistics.median(values), p90(values))
-                print(f"{label:<12} {name:<22} {stats[name][0] * 1000:8.2f} {stats[name][1] * 1000:8.2f}")
-            ours_med, raw_med, sub_med = (stats[m][0] for m in methods)
+                print(f"{label:<12} {name:<24} {stats[name][0] * 1000:8.2f} {stats[name][1] * 1000:8.2f}")
+            ours_med, raw_med, same_med, sub_med = (stats[m][0] for m in methods)
             print(
-                f"{label:<12} ratios: ours/raw = {ours_med / raw_med:.2f}x (target <= 1.3x), "
+                f"{label:<12} ratios: ours/raw = {ours_med / raw_med:.2f}x, "
+                f"ours/raw same config = {ours_med / same_med:.2f}x (target <= 1.3x), "
                 f"subprocess/ours = {sub_med / ours_med:.1f}x (target >= 2x)\n"
             )
         sibling.execute("kept = 41")
         print("state kept between calls:", sibling.execute("kept + 1").text == "42", "(subprocess: never)")
     finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+        for km, kc in clients:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
         sibling.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import asyncio
 import os
 import queue
 import resource
+import shutil
 import signal
 import sys
 import tempfile
@@ -90,6 +91,22 @@ def _apply_limits(address_space: int | None, cpu_seconds: int | None) -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
 
 
+# Why a private IPYTHONDIR: the model's code stays out of the user's history database
+# (and history off saves ~2 ms per call), and the user's profile (startup files,
+# extensions, ipyagent itself) does not run in the sibling. Non-IPython kernels ignore it.
+_KERNEL_CONFIG = "c.HistoryManager.enabled = False\n"
+
+
+def _private_ipython_dir(tmpdir: str) -> str:
+    path = os.path.join(tmpdir, "ipython")
+    profile = os.path.join(path, "profile_default")
+    os.makedirs(profile, exist_ok=True)
+    for name in ("ipython_config.py", "ipython_kernel_config.py"):
+        with open(os.path.join(profile, name), "w", encoding="utf-8") as f:
+            f.write(_KERNEL_CONFIG)
+    return path
+
+
 class _Limits:
     """A picklable, printable preexec_fn (jupyter_client keeps it for restarts)."""
 
@@ -109,7 +126,7 @@ class _Handle:
     kc: AsyncKernelClient | None = None
     log: IO[str] | None = None
     log_path: str | None = None
-    own_log: bool = False
+    tmpdir: str | None = None  # private files: the log (unless given) and IPYTHONDIR
     pids: list[int] = field(default_factory=list)
 
     @property
@@ -149,7 +166,7 @@ class _Handle:
             kc.stop_channels()
         if km is not None and km.has_kernel:
             await km.shutdown_kernel(now=False)
-        self.close_log()
+        self.cleanup_files()
 
     def kill(self) -> None:
         """Hard kill from any thread (finalizers, a stopped engine loop)."""
@@ -169,24 +186,24 @@ class _Handle:
                 km.cleanup_connection_file()
             except OSError:
                 pass
-        self.close_log()
+        self.cleanup_files()
 
-    def close_log(self) -> None:
+    def cleanup_files(self) -> None:
+        """Close the log and remove the private directory."""
         if self.log is not None:
             self.log.close()
             self.log = None
-        if self.own_log and self.log_path:
-            try:
-                os.unlink(self.log_path)
-            except OSError:
-                pass
-            self.log_path = None
+        if self.tmpdir is not None:
+            if self.log_path and self.log_path.startswith(self.tmpdir):
+                self.log_path = None
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            self.tmpdir = None
 
 
 def _finalize(handle: _Handle) -> None:
     """Shut the kernel down when its SiblingKernel is collected or the interpreter exits."""
     if handle.km is None:
-        handle.close_log()
+        handle.cleanup_files()
         return
     if not _loop.on_engine_loop():
         try:
@@ -274,7 +291,11 @@ class SiblingKernel(TransferMixin):
             raise
 
     def _launch_kwargs(self, handle: _Handle) -> dict[str, Any]:
-        env = scrub_env(extra_secrets=self.secret_env_vars, overrides=self.env_overrides)
+        env = scrub_env(extra_secrets=self.secret_env_vars)
+        env["IPYAGENT_SIBLING"] = "1"  # so ipyagent loaded in the sibling (a user config) does not nest
+        if handle.tmpdir is not None:
+            env["IPYTHONDIR"] = _private_ipython_dir(handle.tmpdir)
+        env.update(self.env_overrides)
         kwargs: dict[str, Any] = {"cwd": self.cwd, "env": env, "stdout": handle.log, "stderr": handle.log}
         if os.name == "posix" and (self.memory_limit is not None or self.cpu_limit is not None):
             kwargs["preexec_fn"] = _Limits(self.memory_limit, self.cpu_limit)
@@ -286,12 +307,8 @@ class SiblingKernel(TransferMixin):
         if not os.path.isdir(self.cwd):
             self._state = "dead"
             raise KernelError(f"sibling kernel cwd does not exist: {self.cwd}")
-        if self._log_path:
-            handle.log_path, handle.own_log = self._log_path, False
-        else:
-            fd, handle.log_path = tempfile.mkstemp(prefix="ipyagent-sibling-", suffix=".log")
-            os.close(fd)
-            handle.own_log = True
+        handle.tmpdir = tempfile.mkdtemp(prefix="ipyagent-sibling-")
+        handle.log_path = self._log_path or os.path.join(handle.tmpdir, "kernel.log")
         handle.log = open(handle.log_path, "a", encoding="utf-8")  # noqa: SIM115 - lives with the kernel
         kw: dict[str, Any] = {"kernel_name": self.kernel_name}
         if self._ksm is not None:
@@ -305,7 +322,7 @@ class SiblingKernel(TransferMixin):
             await km.start_kernel(**self._launch_kwargs(handle))
         except Exception as exc:
             self._state = "dead"
-            handle.close_log()
+            handle.cleanup_files()
             raise KernelError(f"could not start the sibling kernel {self.kernel_name!r}: {exc}") from exc
         handle.km = km
         handle.kc = km.client()

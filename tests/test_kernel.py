@@ -435,3 +435,15 @@ def test_garbage_collected_kernel_shuts_down(tmp_path: Path) -> None:
     while _running(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _running(pid)
+
+
+def test_user_profile_and_history_stay_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    startup = tmp_path / "ipdir" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-marker.py").write_text("FROM_USER_PROFILE = 1\n")
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipdir"))
+    with _track(SiblingKernel(cwd=tmp_path)) as k:
+        r = k.execute("ip = get_ipython(); ('FROM_USER_PROFILE' in globals(), ip.history_manager.enabled)")
+        assert r.text == "(False, False)"
+        assert k.execute("import os; os.environ['IPYAGENT_SIBLING']").text == "'1'"
+    assert not (tmp_path / "ipdir" / "profile_default" / "history.sqlite").exists()
