@@ -66,7 +66,8 @@ def _wire_call(call: ToolCall) -> dict[str, Any]:
         if call.raw_arguments is not None
         else json.dumps(call.arguments, ensure_ascii=False)
     )
-    wire = {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
+    function = {"name": call.name, "arguments": arguments}
+    wire = {"id": call.id, "type": "function", "function": function}
     return {**call.meta.get(_CALL_EXTRA, {}), **wire}
 
 
@@ -128,7 +129,11 @@ def to_chat_messages(system: str, items: Sequence[Item]) -> list[dict[str, Any]]
 
 def to_chat_tools(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """``tools`` for the wire: each ``{name, description, parameters}`` spec wrapped."""
-    return [t if t.get("type") == "function" and "function" in t else {"type": "function", "function": t} for t in tools]
+    return [
+        spec if spec.get("type") == "function" and "function" in spec  # already wrapped
+        else {"type": "function", "function": spec}
+        for spec in tools
+    ]
 
 
 def _tool_choice(choice: str) -> str | dict[str, Any]:
@@ -175,7 +180,7 @@ def _reasoning_text(details: list[Any]) -> str:
 
 
 class ChatTurnAssembler:
-    """Builds one ``Turn`` from stream chunks (``feed``) or a whole completion (``feed_completion``)."""
+    """Builds one ``Turn`` from stream chunks (``feed``) or a whole body (``feed_completion``)."""
 
     def __init__(self) -> None:
         self.chunks = 0
@@ -294,8 +299,9 @@ class ChatTurnAssembler:
     def _call_delta(self, index: int, wire: dict[str, Any]) -> ToolCallDelta | None:
         slot = self._calls.setdefault(index, _CallSlot())
         function = wire.get("function") if isinstance(wire.get("function"), dict) else {}
-        new_id = wire.get("id") if isinstance(wire.get("id"), str) and not slot.id else None
-        new_name = function.get("name") if isinstance(function.get("name"), str) and not slot.name else None
+        wire_id, name = wire.get("id"), function.get("name")
+        new_id = wire_id if isinstance(wire_id, str) and not slot.id else None
+        new_name = name if isinstance(name, str) and not slot.name else None
         # id and name may repeat on every chunk: set them once, append only arguments.
         if new_id:
             slot.id = new_id
@@ -481,7 +487,8 @@ class OpenAIChatModel:
             except ValueError:
                 if sse.event == "error":
                     raise self._stream_error(data, assembler, url) from None
-                raise ModelResponseError(f"unparseable stream chunk: {one_line(data, 120)}", url=url) from None
+                message = f"unparseable stream chunk: {one_line(data, 120)}"
+                raise ModelResponseError(message, url=url) from None
             if not isinstance(chunk, dict):
                 continue
             for event in assembler.feed(chunk):
@@ -499,7 +506,8 @@ class OpenAIChatModel:
         try:
             body = json.loads(content)
         except ValueError:
-            raise ModelResponseError(f"unparseable response: {one_line(content.decode('utf-8', 'replace'), 120)}", url=url) from None
+            text = one_line(content.decode("utf-8", "replace"), 120)
+            raise ModelResponseError(f"unparseable response: {text}", url=url) from None
         if not isinstance(body, dict):
             raise ModelResponseError("the response is not a JSON object", url=url)
         if body.get("error"):
@@ -511,7 +519,7 @@ class OpenAIChatModel:
         return [*events, TurnComplete(assembler.turn())]
 
     def _stream_error(self, error: Any, assembler: ChatTurnAssembler, url: str) -> ModelStreamError:
-        """A ``ModelStreamError`` carrying the provider's message, ``.body`` and ``.turn`` so far."""
+        """A ``ModelStreamError`` with the provider's message, ``.body`` and ``.turn`` so far."""
         message = provider_message({"error": error}) or "error"
         code = error.get("code") if isinstance(error, dict) else None
         text = one_line(redact(message, [self._key]))

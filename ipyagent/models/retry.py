@@ -89,16 +89,19 @@ def provider_message(body: Any) -> str:
     if isinstance(error, str) and error:
         return error
     if isinstance(error, dict):
-        message = provider_message({k: v for k, v in error.items() if k != "error"})
-        metadata = error.get("metadata")
-        raw = metadata.get("raw") if isinstance(metadata, dict) else None
-        if raw:
-            where = metadata.get("provider_name")  # type: ignore[union-attr]
-            raw_text = raw if isinstance(raw, str) else json.dumps(raw)
-            prefix = f"{message} ({where})" if where else message
-            return f"{prefix}: {raw_text}" if prefix else raw_text
-        if message:
-            return message
+        message = _plain_message(error)
+        metadata = error.get("metadata") if isinstance(error.get("metadata"), dict) else {}
+        raw = metadata.get("raw")
+        if not raw:
+            return message or _plain_message(body)
+        raw_text = raw if isinstance(raw, str) else json.dumps(raw)
+        where = metadata.get("provider_name")
+        prefix = f"{message} ({where})" if message and where else message
+        return f"{prefix}: {raw_text}" if prefix else raw_text
+    return _plain_message(body)
+
+
+def _plain_message(body: dict[str, Any]) -> str:
     for key in ("message", "msg", "detail", "error_message"):
         value = body.get(key)
         if isinstance(value, str) and value:
