@@ -1,0 +1,244 @@
+"""Response cache: the same request never goes to the model twice.
+
+``CachedModel`` wraps any model client. Each request is keyed by a SHA-256 over what
+shapes the reply — the model name, the system prompt, the items' wire-relevant fields,
+the tool specs and the sampling settings (temperature, max tokens, tool choice). Left
+out on purpose: item ``meta``, and tool-call ids, which are replaced by their order of
+appearance (servers mint random ids; the structure "result answers call #2" is kept).
+Tool outputs enter the key *normalised* (``ipyagent.replay.normalise``), so a timestamp
+or a memory address in an output does not turn a re-run into a miss.
+
+A miss calls the model and records its whole event stream (text deltas, tool-call
+deltas, the final turn with its ids and usage); a hit replays that stream without a
+request, so a re-run yields the same ids, text and transcript. The store is one SQLite
+file (default ``.ipyagent/cache.sqlite`` in the working directory), safe to share
+between threads and processes. Modes: ``on`` (read and write) and ``replay-only``
+(read; a miss raises ``CacheMiss`` instead of calling the model). An entry that would
+contain a secret's value is not stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, AsyncIterator
+
+from ._secrets import find_secret, secret_values
+from .errors import ModelError
+from .items import Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
+from .models.base import (
+    Model, ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn, TurnComplete,
+)
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = ["CachedModel", "ResponseCache", "CacheMiss", "request_key", "cached_client",
+           "DEFAULT_PATH"]
+
+log = logging.getLogger("ipyagent.cache")
+DEFAULT_PATH = os.path.join(".ipyagent", "cache.sqlite")
+KEY_VERSION = 1  # bump when the key's recipe changes: old entries simply stop matching
+
+
+class CacheMiss(ModelError):
+    """``Agent.cache = 'replay-only'`` and this request was never recorded."""
+
+
+# -- the key ----------------------------------------------------------------------
+def request_key(model: str, request: ModelRequest) -> str:
+    """The hex SHA-256 of what shapes the reply to ``request``."""
+    from .replay import normalise
+
+    ordinals: dict[str, int] = {}
+
+    def ordinal(call_id: str) -> int:
+        return ordinals.setdefault(call_id, len(ordinals))
+
+    def wire(item: Any) -> list[Any]:
+        if isinstance(item, Message):
+            return ["message", item.role, item.content]
+        if isinstance(item, ToolCall):
+            args = item.raw_arguments if item.raw_arguments is not None else item.arguments
+            return ["call", ordinal(item.id), item.name, args]
+        if isinstance(item, ToolResult):
+            return ["result", ordinal(item.call_id), normalise(item.output)]
+        if isinstance(item, Reasoning):
+            return ["reasoning", item.content, item.details]
+        if isinstance(item, Summary):
+            return ["summary", item.content]
+        return ["other", repr(item)]
+
+    body = {"v": KEY_VERSION, "model": model, "system": request.system,
+            "items": [wire(i) for i in request.items], "tools": request.tools,
+            "temperature": request.temperature, "max_tokens": request.max_tokens,
+            "tool_choice": request.tool_choice}
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# -- events <-> JSON --------------------------------------------------------------
+def _event_to_json(event: ModelEvent) -> dict[str, Any]:
+    if isinstance(event, TextDelta):
+        return {"t": "text", "text": event.text}
+    if isinstance(event, ReasoningDelta):
+        return {"t": "reasoning", "text": event.text}
+    if isinstance(event, ToolCallDelta):
+        return {"t": "call", "index": event.index, "id": event.id, "name": event.name,
+                "arguments": event.arguments}
+    turn = event.turn
+    return {"t": "turn", "text": turn.text, "finish_reason": turn.finish_reason,
+            "usage": turn.usage, "model": turn.model,
+            "tool_calls": [c.to_dict() for c in turn.tool_calls],
+            "reasoning": turn.reasoning.to_dict() if turn.reasoning else None}
+
+
+def _event_from_json(data: dict[str, Any]) -> ModelEvent:
+    kind = data["t"]
+    if kind == "text":
+        return TextDelta(data["text"])
+    if kind == "reasoning":
+        return ReasoningDelta(data["text"])
+    if kind == "call":
+        return ToolCallDelta(data["index"], data["id"], data["name"], data["arguments"])
+    reasoning = item_from_dict(data["reasoning"]) if data.get("reasoning") else None
+    return TurnComplete(Turn(
+        text=data["text"], finish_reason=data.get("finish_reason"), usage=data.get("usage"),
+        model=data.get("model"), reasoning=reasoning,  # type: ignore[arg-type]
+        tool_calls=[item_from_dict(c) for c in data["tool_calls"]]))  # type: ignore[misc]
+
+
+# -- the store --------------------------------------------------------------------
+class ResponseCache:
+    """An SQLite file of recorded event streams, keyed by request hash."""
+
+    def __init__(self, path: str | os.PathLike[str] = DEFAULT_PATH) -> None:
+        self.path = Path(path).expanduser().absolute()
+        self._lock = threading.Lock()
+        self._ready = False
+
+    def _connect(self) -> sqlite3.Connection:
+        # One short-lived connection per operation: safe across threads and processes
+        # (SQLite's own file locking), and nothing stays open when the agent is idle.
+        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        if not self._ready:
+            with self._lock:
+                conn.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, "
+                             "model TEXT NOT NULL, created REAL NOT NULL, events TEXT NOT NULL)")
+                self._ready = True
+        return conn
+
+    def get(self, key: str) -> list[ModelEvent] | None:
+        """The recorded events for ``key``, or None."""
+        if not self.path.exists():
+            return None
+        conn = self._connect()
+        try:
+            row = conn.execute("SELECT events FROM responses WHERE key = ?", (key,)).fetchone()
+        finally:
+            conn.close()
+        return [_event_from_json(e) for e in json.loads(row[0])] if row else None
+
+    def put(self, key: str, model: str, events: list[ModelEvent],
+            key_env: str | None = None) -> bool:
+        """Record ``events`` under ``key``; False (and nothing written) if it holds a secret."""
+        text = json.dumps([_event_to_json(e) for e in events], ensure_ascii=False)
+        leaked = find_secret(text, secret_values(key_env))
+        if leaked:
+            log.warning("not caching a reply that contains the value of $%s", leaked)
+            return False
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = self._connect()
+        try:
+            conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?)",
+                         (key, model, time.time(), text))
+        finally:
+            conn.close()
+        return True
+
+    def __len__(self) -> int:
+        if not self.path.exists():
+            return 0
+        conn = self._connect()
+        try:
+            return int(conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+        finally:
+            conn.close()
+
+    def clear(self) -> None:
+        """Forget every recorded response."""
+        if self.path.exists():
+            conn = self._connect()
+            try:
+                conn.execute("DELETE FROM responses")
+            finally:
+                conn.close()
+
+    def __repr__(self) -> str:
+        return f"<ResponseCache {str(self.path)!r}: {len(self)} responses>"
+
+
+# -- the wrapper ------------------------------------------------------------------
+class CachedModel:
+    """A model client that answers from the cache when it can."""
+
+    def __init__(self, inner: Model, cache: ResponseCache | str | os.PathLike[str] = DEFAULT_PATH,
+                 mode: str = "on", key_env: str | None = None) -> None:
+        if mode not in ("on", "replay-only"):
+            raise ValueError(f"cache mode must be 'on' or 'replay-only', not {mode!r}")
+        self.inner = inner
+        self.cache = cache if isinstance(cache, ResponseCache) else ResponseCache(cache)
+        self.mode = mode
+        self.key_env = key_env
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.inner.name
+
+    def __repr__(self) -> str:
+        return (f"CachedModel({self.inner!r}, mode={self.mode!r}, hits={self.hits}, "
+                f"misses={self.misses}, path={str(self.cache.path)!r})")
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        key = request_key(self.inner.name, request)
+        recorded = self.cache.get(key)
+        if recorded is not None:
+            self.hits += 1
+            for event in recorded:
+                yield event
+            return
+        self.misses += 1
+        if self.mode == "replay-only":
+            raise CacheMiss(f"replay-only cache: no recorded reply for this request to "
+                            f"{self.inner.name!r} (key {key[:12]}) in {self.cache.path}; set "
+                            "Agent.cache = 'on' to call the model")
+        events: list[ModelEvent] = []
+        async for event in self.inner.stream(request):
+            events.append(event)
+            yield event
+        if events and isinstance(events[-1], TurnComplete):  # only whole replies are kept
+            self.cache.put(key, self.inner.name, events, self.key_env)
+
+
+def cached_client(agent: Agent, inner: Model) -> Model:
+    """The agent's client wrapped per ``Agent.cache`` (rebuilt when a setting changes)."""
+    if agent.cache == "off":
+        return inner
+    path = agent.cache_path or os.path.join(agent.cwd or os.getcwd(), DEFAULT_PATH)
+    wrapper = getattr(agent, "_cached_client", None)
+    if (not isinstance(wrapper, CachedModel) or wrapper.inner is not inner
+            or wrapper.mode != agent.cache or wrapper.cache.path != Path(path).expanduser().absolute()):
+        wrapper = CachedModel(inner, path, mode=agent.cache, key_env=agent.api_key_env)
+        agent._cached_client = wrapper  # type: ignore[attr-defined]
+    return wrapper

@@ -1,0 +1,231 @@
+"""A Context as an nbformat v4 notebook: what ran is code, what was said is Markdown.
+
+* user / assistant / system messages → Markdown cells with a label heading;
+* a ``python`` tool call that ran → a **code cell** whose outputs are the sibling kernel's
+  real outputs and whose ``execution_count`` is the kernel's, so Run All re-does the work;
+  a call that raised keeps its error output and is tagged ``raises-exception`` so Run All
+  carries on past it, as the agent did;
+* an edited call → a note with what the model proposed, then the code that actually ran;
+* denied, skipped, interrupted, timed-out or kernel-killing calls and every other tool
+  → Markdown cells that say what happened (their code is shown, never re-run);
+* compacted items (inside a ``Summary``) are rendered before the summary, because the
+  code they ran is what later cells rely on;
+* the lossless item list is in ``metadata["ipyagent"]`` — cells are for people, the
+  metadata is what ``load`` reads.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Iterable, Mapping
+
+import nbformat
+from nbformat import NotebookNode
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from ._version import __version__
+from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
+
+__all__ = ["context_to_notebook", "FORMAT", "MAX_CELL_TEXT"]
+
+FORMAT = 1  # version of metadata["ipyagent"]; bump on incompatible changes
+MAX_CELL_TEXT = 20_000  # Markdown cells show at most this much of a tool's text output
+NOT_RERUN = ("timeout", "died")  # statuses whose code must not run again on Run All
+
+# Keys nbformat's schema allows per output type (others, like a display id, are dropped).
+_OUTPUT_KEYS = {
+    "stream": ("name", "text"),
+    "display_data": ("data", "metadata"),
+    "execute_result": ("data", "metadata", "execution_count"),
+    "error": ("ename", "evalue", "traceback"),
+}
+
+
+def context_to_notebook(context: Any, header: Mapping[str, Any] | None = None, *,
+                        kernel_name: str = "python3",
+                        metadata: Mapping[str, Any] | None = None) -> NotebookNode:
+    """The notebook for ``context``; ``header`` (label → value) becomes the first cell."""
+    items = list(context)
+    cells: list[NotebookNode] = []
+    if header is not None:
+        cells.append(_header_cell(header, context.system))
+    cells.extend(_cells(items))
+    nb = new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": kernel_name, "display_name": "Python 3 (ipykernel)",
+                                 "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.metadata["ipyagent"] = {"format": FORMAT, "version": __version__,
+                               "system": context.system,
+                               "items": [i.to_dict() for i in items], **(metadata or {})}
+    nbformat.validate(nb)
+    return nb
+
+
+# -- cells ------------------------------------------------------------------------
+def _cells(items: list[Item]) -> Iterable[NotebookNode]:
+    results = _results_by_call(items)
+    call_ids = {i.id for i in items if isinstance(i, ToolCall)}
+    for item in items:
+        if isinstance(item, Message):
+            yield _md(f"#### {item.role.capitalize()}\n\n{item.content}", kind=item.role)
+        elif isinstance(item, Reasoning):
+            text = item.content or "(opaque reasoning data, kept in the metadata)"
+            yield _md(f"<details><summary>Reasoning</summary>\n\n{_fence(text)}\n\n</details>",
+                      kind="reasoning")
+        elif isinstance(item, ToolCall):
+            queue = results.get(item.id, [])
+            result = queue.pop(0) if queue else None
+            yield from _call_cells(item, result)
+        elif isinstance(item, ToolResult):
+            if item.call_id not in call_ids:  # its call was edited out of the context
+                yield _md(f"**Tool result** `{item.name or '?'}` (`{item.call_id}`, its call "
+                          f"is not in the context)\n\n{_fence(_clip(item.output))}", kind="result")
+        elif isinstance(item, Summary):
+            inner = [item_from_dict(d) for d in item.replaced]
+            if inner:
+                yield _md(f"*The next {len(inner)} items were later compacted into a summary; "
+                          "the model no longer sees them, but their code ran.*", kind="note")
+                yield from _cells(inner)
+            yield _md(f"#### Summary of earlier conversation\n\n{item.content}", kind="summary")
+
+
+def _results_by_call(items: list[Item]) -> dict[str, list[ToolResult]]:
+    """Results queued per call id, in order (call ids may repeat across tasks)."""
+    out: dict[str, list[ToolResult]] = {}
+    for item in items:
+        if isinstance(item, ToolResult):
+            out.setdefault(item.call_id, []).append(item)
+    return out
+
+
+def _call_cells(call: ToolCall, result: ToolResult | None) -> Iterable[NotebookNode]:
+    code = call.arguments.get("code") if call.name == "python" else None
+    meta = result.meta if result is not None else {}
+    if not isinstance(code, str) or call.raw_arguments is not None:
+        yield _md(_describe_call(call, result), kind="tool", call_id=call.id)
+        return
+    why = _not_run_reason(result)
+    if why:
+        text = f"**`python` call {why}** (`{call.id}`)\n\n{_fence(code, 'python')}"
+        if result is not None and result.output and meta.get("status") in NOT_RERUN:
+            text += f"\n\nRecorded output:\n\n{_fence(_clip(result.output))}"
+        yield _md(text, kind="tool", call_id=call.id)
+        return
+    original = call.meta.get("original_arguments")
+    if meta.get("edited") or original is not None:
+        proposed = (original or {}).get("code", json.dumps(original, ensure_ascii=False))
+        yield _md("**Edited by the user before it ran.** The model proposed:\n\n"
+                  f"{_fence(str(proposed), 'python')}\n\nThe next cell is the code that ran.",
+                  kind="note", call_id=call.id)
+    assert result is not None
+    cell = new_code_cell(source=code, execution_count=_count(result.execution_count),
+                         outputs=[_output(o) for o in result.outputs])
+    cell.metadata["ipyagent"] = {"call_id": call.id, "status": meta.get("status", "ok")}
+    if result.error:
+        # The agent carried on after the error; so must Run All (nbclient and Jupyter honour this tag).
+        cell.metadata["tags"] = ["raises-exception"]
+    yield cell
+
+
+def _not_run_reason(result: ToolResult | None) -> str:
+    """Why a python call is shown as Markdown instead of a code cell ('' when it is code)."""
+    if result is None:
+        return "not answered (the run stopped before it ran)"
+    meta = result.meta
+    if meta.get("denied"):
+        by = "the user" if meta.get("by") == "user" else f"the approval {meta.get('by') or 'policy'}"
+        reason = meta.get("reason")
+        return f"denied by {by}" + (f": {reason}" if reason else "")
+    if meta.get("skipped"):
+        return "not run (an earlier call in the same turn was denied)"
+    if meta.get("interrupted"):
+        return "interrupted by the user"
+    if meta.get("status") == "timeout":
+        return "timed out (not re-run by Run All)"
+    if meta.get("status") == "died":
+        return "killed the kernel (not re-run by Run All)"
+    if "status" not in meta and result.execution_count is None and not result.outputs:
+        return f"did not run: {_one_line(result.output, 200)}"  # e.g. no python tool on offer
+    return ""
+
+
+def _describe_call(call: ToolCall, result: ToolResult | None) -> str:
+    args = call.raw_arguments if call.raw_arguments is not None else json.dumps(
+        call.arguments, indent=2, ensure_ascii=False)
+    lines = [f"**Tool call** `{call.name}` (`{call.id}`)", _fence(args, "json")]
+    if result is None:
+        lines.append("*Not answered: the run stopped before it ran.*")
+    elif result.meta.get("denied") or result.meta.get("skipped") or result.meta.get("interrupted"):
+        lines.append(f"*Not run:* {_one_line(result.output)}")
+    else:
+        label = "Error" if result.error else "Result"
+        lines.append(f"**{label}:**\n\n{_fence(_clip(result.output))}")
+    return "\n\n".join(lines)
+
+
+def _header_cell(header: Mapping[str, Any], system: str) -> NotebookNode:
+    title = header.get("title", "ipyagent transcript")
+    rows = [f"| {k} | {_cell_text(v)} |" for k, v in header.items()
+            if k not in ("title", "note") and v not in (None, "", [])]
+    text = [f"# {title}", "", "| setting | value |", "|---|---|", *rows]
+    if header.get("note"):
+        text += ["", str(header["note"])]
+    if system:
+        text += ["", "<details><summary>System prompt</summary>", "", _fence(system), "",
+                 "</details>"]
+    return _md("\n".join(text), kind="header")
+
+
+# -- helpers ----------------------------------------------------------------------
+def _md(text: str, kind: str, call_id: str | None = None) -> NotebookNode:
+    cell = new_markdown_cell(text)
+    cell.metadata["ipyagent"] = {"kind": kind, **({"call_id": call_id} if call_id else {})}
+    return cell
+
+
+def _output(out: Mapping[str, Any]) -> NotebookNode:
+    """An nbformat output from a recorded dict, keeping only the schema's keys."""
+    kind = out.get("output_type", "stream")
+    node = {"output_type": kind, **{k: out[k] for k in _OUTPUT_KEYS.get(kind, ()) if k in out}}
+    if kind == "execute_result":
+        node["execution_count"] = _count(node.get("execution_count"))
+        node.setdefault("metadata", {})
+        node.setdefault("data", {})
+    elif kind == "display_data":
+        node.setdefault("metadata", {})
+        node.setdefault("data", {})
+    elif kind == "error":
+        node.setdefault("ename", "Error")
+        node.setdefault("evalue", "")
+        node.setdefault("traceback", [])
+    return nbformat.from_dict(node)
+
+
+def _count(value: Any) -> int | None:
+    """A valid nbformat execution count (a positive int) or None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _fence(text: str, lang: str = "") -> str:
+    """A fenced block that cannot be closed early by backticks inside ``text``."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}"
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_CELL_TEXT:
+        return text
+    return text[:MAX_CELL_TEXT] + f"\n[… {len(text) - MAX_CELL_TEXT} more characters in the metadata]"
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _cell_text(value: Any) -> str:
+    """A value for a Markdown table cell (no pipes or newlines)."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return _one_line(text, 200).replace("|", "\\|")

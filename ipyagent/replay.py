@@ -1,0 +1,305 @@
+"""Replay: re-run a transcript's recorded model turns against a fresh sibling kernel.
+
+No model request is made: a ``ReplayModel`` answers each step with the recorded turn,
+the real loop approves (as recorded: denied stays denied, edited runs the edited code)
+and executes each ``python`` call in a **new** sibling kernel (the user's kernel and
+agent are not touched). Each new output is compared with the recorded one after
+normalisation; ``ReplayReport.reproduced`` is True when none differ. Other tools are
+not re-run (they may have side effects): their recorded results are reused.
+
+What legitimately varies between runs is normalised before comparing, in this order:
+
+1. ANSI colour codes and trailing whitespace;
+2. ISO-8601 date-times (``2024-05-01T12:30:00.123+02:00``, ``2024-05-01 12:30:00``) →
+   ``<datetime>``; then bare dates ``2024-05-01`` → ``<date>``; times ``12:30:00.5`` → ``<time>``;
+3. Unix timestamps ``1714567890.123`` (10 digits, 2017–2033) → ``<epoch>``;
+4. memory addresses ``0x7f3a2c…`` (6+ hex digits; ``<object at 0x…>``) → ``0x<addr>``;
+5. object ids: a number of 8+ digits after the word ``id`` (``id=140…``, ``id(x): 140…``) → ``<id>``;
+   process ids after ``pid`` → ``<pid>``;
+6. durations: a number with a time unit (``took 0.123s``, ``1.2 ms``, ``3 µs ± 4 ns``)
+   → ``<duration>``; ``%timeit``'s ``N loops each`` → ``<n> loops each``;
+7. temporary paths (``/tmp/…``, ``/var/folders/…``, the platform's temp dir) → ``<tmp>``;
+8. IPython cell labels in tracebacks (``Cell In[3]``, ``Out[3]``) → ``In[<n>]``/``Out[<n>]``;
+9. the byte size in an image placeholder (``[image/png 640x480, 23 KB]`` keeps the size
+   in pixels, drops the bytes: compressors differ between library versions).
+
+Random numbers without a seed, dict/set orders that depend on hashing, wall-clock logic
+and network data are *not* normalised: a replay that differs there has found something
+that does not reproduce. Add your own rules with ``normalise(text, extra=[(pattern, repl)])``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable
+
+from .approval import Decision
+from .items import Message, ToolCall, ToolResult
+from .models.replay import ReplayModel, flatten, turns_from_items
+from .tools import Tool
+
+if TYPE_CHECKING:
+    from .context import Context
+    from .transcript import Transcript
+
+__all__ = ["ReplayReport", "Difference", "normalise", "replay", "areplay", "NORMALISATIONS"]
+
+_TMP = re.escape(tempfile.gettempdir().rstrip("/\\"))
+NORMALISATIONS: list[tuple[str, str]] = [
+    (r"\x1b\[[0-9;?]*[ -/]*[@-~]", ""),
+    (r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?", "<datetime>"),
+    (r"\b\d{4}-\d{2}-\d{2}\b", "<date>"),
+    (r"\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b", "<time>"),
+    (r"\b(?:1[5-9]|20)\d{8}\.\d+\b", "<epoch>"),
+    (r"0x[0-9a-fA-F]{6,}", "0x<addr>"),
+    (r"(\bid\b[^\d\n]{0,20})\d{8,}", r"\1<id>"),
+    (r"(\bpid\b[^\d\n]{0,5})\d+", r"\1<pid>"),
+    (r"\d+(?:\.\d+)?\s?(?:ns|µs|μs|us|ms|s|sec|secs|seconds?|milliseconds?)\b", "<duration>"),
+    (r"\d[\d,]* loops? each", "<n> loops each"),
+    (r"(?:/private)?/var/folders/[^\s'\"]*|(?:/var)?/tmp/[^\s'\"]*"
+     + (rf"|{_TMP}[/\\][^\s'\"]*" if _TMP not in ("/tmp", "") else ""), "<tmp>"),
+    (r"\b(In|Out)\s?\[\d+\]", r"\1[<n>]"),
+    (r"(\[image/[\w.+-]+(?: \d+x\d+)?), [\d.]+ (?:B|KB|MB)\]", r"\1]"),
+    (r"[ \t]+$", ""),
+]
+_COMPILED = [(re.compile(p, re.MULTILINE), r) for p, r in NORMALISATIONS]
+
+
+def normalise(text: str, extra: Iterable[tuple[str, str]] = ()) -> str:
+    """``text`` with what legitimately varies between runs replaced by placeholders."""
+    for pattern, repl in [*_COMPILED, *((re.compile(p, re.MULTILINE), r) for p, r in extra)]:
+        text = pattern.sub(repl, text)
+    return text.strip("\n")
+
+
+@dataclass
+class Difference:
+    """One python call whose replayed output differs from the recorded one."""
+
+    step: int  # 1-based index of the recorded turn (one model request = one step)
+    call_id: str
+    code: str
+    recorded: str
+    new: str
+    recorded_error: bool = False
+    new_error: bool = False
+
+    def diff(self) -> str:
+        """A unified diff of the normalised outputs."""
+        lines = difflib.unified_diff(normalise(self.recorded).splitlines(),
+                                     normalise(self.new).splitlines(),
+                                     "recorded", "replayed", lineterm="")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<Difference step {self.step} call {self.call_id}>"
+
+
+@dataclass
+class ReplayReport:
+    """The outcome of a replay: ``reproduced`` and the ``differences`` found."""
+
+    source: str
+    steps: int = 0
+    compared: int = 0  # python calls re-run and compared
+    reused: int = 0  # other tools' calls answered from the record
+    not_run: int = 0  # denied / skipped / interrupted calls (not run then, not run now)
+    differences: list[Difference] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    duration: float = 0.0
+    context: Context | None = field(default=None, repr=False)  # the replayed conversation
+
+    @property
+    def reproduced(self) -> bool:
+        return not self.differences
+
+    def __bool__(self) -> bool:
+        return self.reproduced
+
+    def __repr__(self) -> str:
+        head = "reproduced" if self.reproduced else "NOT reproduced"
+        where = ""
+        if self.differences:
+            first = self.differences[0]
+            where = f", first at step {first.step} ({first.call_id})"
+        return (f"<ReplayReport {head}: {self.compared} python calls in {self.steps} steps, "
+                f"{len(self.differences)} differ{where}>")
+
+    def __str__(self) -> str:
+        lines = [repr(self)[1:-1]]
+        for d in self.differences:
+            lines += [f"\n── step {d.step}, call {d.call_id} ──", d.code.rstrip(),
+                      "── output (normalised diff) ──", d.diff() or _status_line(d)]
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        color = "#1a7f37" if self.reproduced else "#b35900"
+        verdict = "reproduced" if self.reproduced else "not reproduced"
+        parts = [f"<div class='ipyagent-replay'><div><b style='color:{color}'>Replay: "
+                 f"{verdict}</b> — {html.escape(self.source)}: {self.compared} python calls "
+                 f"re-run in {self.steps} steps, {len(self.differences)} differ "
+                 f"({self.duration:.1f}s)</div>"]
+        if self.differences:
+            parts.append("<table><thead><tr><th>step</th><th>call</th><th>code</th>"
+                         "<th>recorded output</th><th>new output</th></tr></thead><tbody>")
+            for d in self.differences:
+                rec = d.recorded + ("  [error]" if d.recorded_error else "")
+                new = d.new + ("  [error]" if d.new_error else "")
+                parts.append(
+                    f"<tr style='vertical-align:top'><td>{d.step}</td><td>{html.escape(d.call_id)}</td>"
+                    + "".join(f"<td style='text-align:left'><pre>{html.escape(t)}</pre></td>"
+                              for t in (d.code, rec, new)) + "</tr>")
+            parts.append("</tbody></table>")
+        parts += [f"<div style='color:#666'>note: {html.escape(n)}</div>" for n in self.notes]
+        return "".join(parts) + "</div>"
+
+
+def _status_line(d: Difference) -> str:
+    return f"recorded {'an error' if d.recorded_error else 'success'}, replay {'an error' if d.new_error else 'success'}"
+
+
+class _RecordedDecisions:
+    """Answers each call as the recorded run did: denied stays denied, edits re-applied."""
+
+    def __init__(self, calls: list[ToolCall], results: dict[int, ToolResult | None]) -> None:
+        self._calls = calls  # recorded calls in order, with what actually ran
+        self._results = results  # id(recorded call) -> its recorded result
+        self._next = 0
+
+    def find(self, call_id: str) -> tuple[ToolCall | None, ToolResult | None]:
+        """The next recorded call with this id (ids may repeat across tasks)."""
+        for i in range(self._next, len(self._calls)):
+            if self._calls[i].id == call_id:
+                self._next = i + 1
+                return self._calls[i], self._results.get(id(self._calls[i]))
+        return None, None
+
+    async def decide(self, call: ToolCall) -> Decision:
+        recorded, result = self.find(call.id)
+        meta = result.meta if result is not None else {}
+        if result is None or meta.get("denied") or meta.get("interrupted"):
+            reason = meta.get("reason") or ("interrupted by the user" if meta.get("interrupted")
+                                            else "not answered in the recording")
+            return Decision("deny", reason=reason, by=meta.get("by") or "user")
+        if recorded is not None and recorded.arguments != call.arguments:
+            return Decision("edit", arguments=dict(recorded.arguments), by="user")
+        return Decision("approve", by="replay")
+
+
+def _recorded_results(items: list[Any]) -> dict[int, ToolResult | None]:
+    """id(call) -> the first result after it with its id."""
+    out: dict[int, ToolResult | None] = {}
+    open_calls: dict[str, list[ToolCall]] = {}
+    for item in items:
+        if isinstance(item, ToolCall):
+            open_calls.setdefault(item.id, []).append(item)
+            out[id(item)] = None
+        elif isinstance(item, ToolResult) and open_calls.get(item.call_id):
+            out[id(open_calls[item.call_id].pop(0))] = item
+    return out
+
+
+def _playback_tool(name: str, answers: dict[str, list[ToolResult]]) -> Tool:
+    async def handler(call: ToolCall) -> ToolResult:
+        queue = answers.get(call.id) or []
+        recorded = queue.pop(0) if queue else None
+        if recorded is None:
+            return ToolResult(call.id, "(replay: no recorded result)", error=True, name=name)
+        return ToolResult(call.id, recorded.output, recorded.error, name, list(recorded.outputs),
+                          recorded.execution_count, {**recorded.meta, "replayed": True})
+
+    return Tool(name=name, description=f"{name} (answered from the recording)",
+                parameters={"type": "object"}, handler=handler)
+
+
+async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | None = None,
+                  on_event: Any = None, **settings: Any) -> ReplayReport:
+    """Replay a transcript in a fresh sibling kernel and report what differs."""
+    from .agent import Agent
+    from .transcript import Transcript, read
+
+    transcript = source if isinstance(source, Transcript) else read(source)
+    started = time.perf_counter()
+    items = flatten(transcript.items)
+    turns = turns_from_items(items)
+    results = _recorded_results(items)
+    calls = [i for i in items if isinstance(i, ToolCall)]
+    answers: dict[str, list[ToolResult]] = {}
+    for call in calls:
+        res = results.get(id(call))
+        if call.name != "python" and res is not None:
+            answers.setdefault(call.id, []).append(res)
+    recorded = transcript.settings
+    kwargs = {k: recorded[k] for k in ("kernel_name", "tool_timeout", "memory_limit")
+              if recorded.get(k) is not None}
+    kwargs.update(settings)
+    decisions = _RecordedDecisions(calls, results)
+    agent = Agent(client=ReplayModel(turns), approval="ask", approval_hook=decisions,
+                  circuit_breaker=0, max_tokens=0, python_tool=True,
+                  system_prompt=transcript.system, cwd=cwd or os.getcwd(),
+                  tools=[_playback_tool(n, answers) for n in
+                         sorted({c.name for c in calls if c.name != "python"})], **kwargs)
+    report = ReplayReport(source=transcript.path or "<transcript>", steps=len(turns))
+    try:
+        position = 0
+        for number, rt in enumerate(turns, 1):
+            _feed(agent, items[position:rt.start], report)
+            position = rt.end
+            step = await agent.astep(on_event=on_event)
+            recorded_calls = [i for i in items[rt.start:rt.end] if isinstance(i, ToolCall)]
+            _compare(number, recorded_calls, step.results, results, report)
+            position = _skip_results(items, position)
+    finally:
+        agent.close()
+    report.context = agent.context
+    report.duration = time.perf_counter() - started
+    return report
+
+
+def replay(source: str | os.PathLike[str] | Transcript, **kwargs: Any) -> ReplayReport:
+    """Blocking form of ``areplay`` (safe inside a running loop: no click is needed)."""
+    from . import _loop
+
+    return _loop.run_sync(areplay(source, **kwargs))
+
+
+def _feed(agent: Any, between: list[Any], report: ReplayReport) -> None:
+    """Put what came between two turns (user and system messages) into the replay context."""
+    for item in between:
+        if isinstance(item, Message) and item.role != "assistant":
+            agent.context.append(Message(item.role, item.content))
+    if not agent.pending():
+        # The recording was edited (e.g. a user message deleted): the loop needs something to answer.
+        agent.context.add_user("(replay: the recorded conversation continues here)")
+        report.notes.append("the recording has two model turns with nothing between them "
+                            "(an edited context); replayed them anyway")
+
+
+def _skip_results(items: list[Any], position: int) -> int:
+    while position < len(items) and isinstance(items[position], ToolResult):
+        position += 1
+    return position
+
+
+def _compare(number: int, recorded_calls: list[ToolCall], new_results: list[ToolResult],
+             recorded_results: dict[int, ToolResult | None], report: ReplayReport) -> None:
+    """Compare one turn's replayed python results with the recorded ones."""
+    for call, new in zip(recorded_calls, new_results):
+        old = recorded_results.get(id(call))
+        if old is None or any(old.meta.get(k) for k in ("denied", "skipped", "interrupted")):
+            report.not_run += 1
+        elif call.name != "python":
+            report.reused += 1
+        else:
+            report.compared += 1
+            if normalise(old.output) != normalise(new.output) or old.error != new.error:
+                report.differences.append(Difference(
+                    number, call.id, str(call.arguments.get("code", "")), old.output,
+                    new.output, old.error, new.error))

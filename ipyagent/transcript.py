@@ -1,0 +1,275 @@
+"""Transcripts: a run saved as a notebook that proves what the agent did, and loaded back.
+
+``save`` writes an nbformat v4 notebook (see ``notebook_export`` for the cells) with the
+lossless item list, the usage and the behaviour-shaping settings in
+``metadata["ipyagent"]``. Writes are atomic (a temp file in the same directory, fsync,
+rename): a crash or SIGKILL leaves the previous complete file, never half of one. No
+secret is ever written: the text is scanned for the API key's value (and other key-like
+environment values) first, and a hit refuses the write with one readable line.
+
+``load``/``read`` use the metadata only; edits to the cells are not read back.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import nbformat
+from nbformat import NotebookNode
+
+from ._secrets import find_secret, secret_values
+from ._version import __version__
+from .context import Context
+from .errors import TranscriptError
+from .items import Item, item_from_dict
+from .notebook_export import FORMAT, context_to_notebook
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = ["Transcript", "to_notebook", "save", "read", "load_into", "from_transcript",
+           "autosave", "autosave_path", "write_notebook", "SETTINGS", "RESTORED"]
+
+# Recorded in the header and metadata: what shapes behaviour. Never a key.
+SETTINGS = ("model", "base_url", "approval", "allow", "max_steps", "max_tokens",
+            "circuit_breaker", "temperature", "request_max_tokens", "tool_choice",
+            "python_tool", "kernel_name", "tool_timeout", "memory_limit", "api_key_env")
+# Restored by ``from_transcript``. Trust decisions (approval, allow) and where requests
+# and the key go (base_url, api_key_env) stay with the person loading the file.
+RESTORED = ("model", "max_steps", "max_tokens", "circuit_breaker", "temperature",
+            "request_max_tokens", "tool_choice", "python_tool", "kernel_name",
+            "tool_timeout", "memory_limit")
+
+
+@dataclass
+class Transcript:
+    """What a transcript notebook holds: items, system prompt, settings, usage."""
+
+    items: list[Item]
+    system: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
+    version: str = ""
+    saved: str = ""
+    path: str | None = None
+
+    @property
+    def context(self) -> Context:
+        """A fresh Context holding copies of the items."""
+        return Context.from_dicts([i.to_dict() for i in self.items], system=self.system)
+
+    def __repr__(self) -> str:
+        where = f" {self.path!r}" if self.path else ""
+        return (f"<Transcript{where}: {len(self.items)} items, "
+                f"model={self.settings.get('model')!r}, saved {self.saved or '?'}>")
+
+
+# -- writing ----------------------------------------------------------------------
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
+
+
+def _endpoint(agent: Agent) -> str:
+    from .models.retry import safe_url
+
+    if getattr(agent, "_client_injected", False):
+        return "injected client"
+    if agent.model == "demo":
+        return "offline (built-in demo model)"
+    return safe_url(agent.base_url or "https://api.openai.com/v1")
+
+
+def recorded_settings(agent: Agent) -> dict[str, Any]:
+    """The behaviour-shaping settings, JSON-safe, with the endpoint stripped of credentials."""
+    from .models.retry import safe_url
+
+    out: dict[str, Any] = {}
+    for name in SETTINGS:
+        value = getattr(agent, name)
+        out[name] = list(value) if isinstance(value, (list, tuple)) else value
+    out["base_url"] = safe_url(agent.base_url) if agent.base_url else ""
+    client = getattr(agent, "_client", None)
+    if getattr(agent, "_client_injected", False) and client is not None:
+        out["client"] = str(getattr(client, "name", type(client).__name__))
+    return out
+
+
+def _header(agent: Agent, settings: dict[str, Any], saved: str) -> dict[str, Any]:
+    from urllib.parse import urlsplit
+
+    endpoint = _endpoint(agent)
+    host = urlsplit(endpoint).netloc or endpoint
+    model = settings.get("client") or settings["model"]
+    note = ("Markdown cells are the conversation; each code cell is a `python` call the agent "
+            "ran in its sibling kernel, with the outputs it got. Run All re-does the "
+            "computation; `%agent replay` on this file checks it reproduces.")
+    if settings["model"] == "demo" and "client" not in settings:
+        note += " **Made with the built-in demo model, not an LLM.**"
+    usage = agent.usage
+    return {"title": "ipyagent transcript", "model": model, "endpoint": host, "date": saved,
+            "ipyagent": __version__, "approval": settings["approval"],
+            "allow": settings["allow"], "max_steps": settings["max_steps"],
+            "max_tokens": settings["max_tokens"] or None,
+            "temperature": settings["temperature"],
+            "request_max_tokens": settings["request_max_tokens"],
+            "tool_choice": settings["tool_choice"],
+            "tools": ", ".join(agent.tools.names) or "none",
+            "usage": f"{usage} tokens, {usage.requests} requests", "note": note}
+
+
+def to_notebook(agent: Agent) -> NotebookNode:
+    """The agent's conversation as a transcript notebook (not written anywhere)."""
+    saved = _now()
+    settings = recorded_settings(agent)
+    usage = {"input": agent.usage.input, "output": agent.usage.output,
+             "requests": agent.usage.requests, "estimated": agent.usage.estimated}
+    return context_to_notebook(
+        agent.context, header=_header(agent, settings, saved), kernel_name=agent.kernel_name,
+        metadata={"saved": saved, "settings": settings, "usage": usage,
+                  "tools": agent.tools.specs()})
+
+
+def write_notebook(nb: NotebookNode, path: str | os.PathLike[str], *,
+                   key_env: str | None = None) -> Path:
+    """Validate, scan for secrets, then write atomically (temp file + rename)."""
+    target = Path(path).expanduser()
+    try:
+        nbformat.validate(nb)
+    except nbformat.ValidationError as exc:
+        raise TranscriptError(f"not writing {target}: invalid notebook ({exc.message})") from None
+    text = nbformat.writes(nb)
+    leaked = find_secret(text, secret_values(key_env))
+    if leaked:
+        raise TranscriptError(
+            f"refusing to write {target}: it would contain the value of ${leaked}; remove it "
+            "from the context (agent.context is editable) and save again")
+    _atomic_write(target, text)
+    return target
+
+
+def _atomic_write(target: Path, text: str) -> None:
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise TranscriptError(f"cannot write {target}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        # mkstemp makes the file private (0600); a transcript is meant to be shared.
+        os.chmod(tmp, target.stat().st_mode & 0o777 if target.exists() else 0o644)
+        os.replace(tmp, target)  # atomic on POSIX and Windows: readers see old or new
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise TranscriptError(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
+def save(agent: Agent, path: str | os.PathLike[str]) -> Path:
+    """Write the agent's transcript to ``path`` (``.ipynb`` added when missing)."""
+    target = Path(path).expanduser()
+    if target.suffix != ".ipynb":
+        target = target.with_name(target.name + ".ipynb")
+    return write_notebook(to_notebook(agent), target, key_env=agent.api_key_env)
+
+
+# -- autosave ---------------------------------------------------------------------
+def autosave_path(agent: Agent) -> Path | None:
+    """Where the current conversation autosaves (None when ``Agent.autosave`` is empty).
+
+    ``autosave`` is a file path, or a directory (ending in ``/`` or existing) in which each
+    conversation gets its own ``run-YYYYmmdd-HHMMSS.ipynb``.
+    """
+    setting = agent.autosave
+    if not setting:
+        return None
+    path = Path(setting).expanduser()
+    if not (setting.endswith(("/", os.sep)) or path.is_dir()):
+        return path if path.suffix == ".ipynb" else path.with_name(path.name + ".ipynb")
+    # One file per conversation: a new Context (reset, load) starts a new file.
+    target = getattr(agent, "_autosave_target", None)
+    if target is None or target[0] is not agent.context or target[1] != setting:
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        name, n = path / f"run-{stamp}.ipynb", 1
+        while name.exists():
+            n += 1
+            name = path / f"run-{stamp}-{n}.ipynb"
+        target = (agent.context, setting, name)
+        agent._autosave_target = target  # type: ignore[attr-defined]
+    return target[2]
+
+
+def autosave(agent: Agent) -> Path | None:
+    """Rewrite the autosave transcript (atomically) if ``Agent.autosave`` is set."""
+    path = autosave_path(agent)
+    if path is None:
+        return None
+    return write_notebook(to_notebook(agent), path, key_env=agent.api_key_env)
+
+
+# -- reading ----------------------------------------------------------------------
+def read(path: str | os.PathLike[str]) -> Transcript:
+    """Read a transcript notebook written by ``save`` (the metadata is the source of truth)."""
+    source = Path(path).expanduser()
+    try:
+        nb = nbformat.read(source, as_version=4)
+    except FileNotFoundError:
+        raise TranscriptError(f"no such transcript: {source}") from None
+    except (OSError, ValueError) as exc:  # unreadable, or not JSON / not a notebook
+        raise TranscriptError(f"cannot read {source}: {str(exc).splitlines()[0]}") from None
+    data = nb.metadata.get("ipyagent")
+    if not isinstance(data, dict) or not isinstance(data.get("items"), list):
+        raise TranscriptError(f"{source} is not an ipyagent transcript (no metadata.ipyagent.items)")
+    if int(data.get("format", 1)) > FORMAT:
+        raise TranscriptError(f"{source} was written by a newer ipyagent ({data.get('version')}); "
+                              "upgrade ipyagent to read it")
+    try:
+        items = [item_from_dict(_plain(d)) for d in data["items"]]
+    except (TypeError, ValueError, KeyError) as exc:
+        raise TranscriptError(f"{source}: a damaged item in metadata.ipyagent.items ({exc})") from None
+    return Transcript(items=items, system=str(data.get("system", "")),
+                      settings=_plain(data.get("settings", {})), usage=_plain(data.get("usage", {})),
+                      version=str(data.get("version", "")), saved=str(data.get("saved", "")),
+                      path=str(source))
+
+
+def _plain(value: Any) -> Any:
+    """NotebookNode → plain dicts/lists (items must not carry attribute-dict subclasses)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def load_into(agent: Agent, source: str | os.PathLike[str] | Transcript) -> Transcript:
+    """Replace the agent's conversation (items, system prompt, usage) with a transcript's."""
+    from .events import Usage
+
+    transcript = source if isinstance(source, Transcript) else read(source)
+    agent.context = transcript.context
+    u = transcript.usage
+    agent.usage = Usage(int(u.get("input", 0)), int(u.get("output", 0)),
+                        int(u.get("requests", 0)), bool(u.get("estimated", False)))
+    return transcript
+
+
+def from_transcript(cls: type[Agent], path: str | os.PathLike[str] | Transcript,
+                    **settings: Any) -> Agent:
+    """A new agent continuing a saved conversation; ``settings`` override the recorded ones."""
+    transcript = path if isinstance(path, Transcript) else read(path)
+    kwargs = {k: transcript.settings[k] for k in RESTORED if k in transcript.settings}
+    kwargs["system_prompt"] = transcript.system
+    kwargs.update(settings)
+    agent = cls(**kwargs)
+    load_into(agent, transcript)
+    return agent
