@@ -13,7 +13,7 @@ import asyncio
 import json
 import os
 import time
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from traitlets import Bool, Enum, Float, Int, List, TraitError, Unicode, Union, validate
 from traitlets.config import LoggingConfigurable
@@ -30,6 +30,12 @@ from .events import (
 from .items import Message, ToolCall, ToolResult
 from .models.base import Model, ModelRequest, TurnComplete
 from .tools import Tool, Toolbox
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .replay import ReplayReport
+    from .transcript import Transcript
 
 __all__ = ["Agent", "DEFAULT_SYSTEM_PROMPT"]
 
@@ -108,6 +114,18 @@ class Agent(LoggingConfigurable):
     )).tag(config=True)
     memory_limit = Unicode("", help=(
         "Address-space limit of the sibling kernel, e.g. '4GB'; empty: no limit."
+    )).tag(config=True)
+    autosave = Unicode("", help=(
+        "Rewrite the transcript notebook here (atomically) after every step; a path ending "
+        "in '/' is a directory with one run-<date>.ipynb per conversation. Empty: off."
+    )).tag(config=True)
+    cache = Enum(["off", "on", "replay-only"], default_value="off", help=(
+        "Response cache: 'on' answers a request seen before from disk (no model request); "
+        "'replay-only' also never calls the model and fails on a miss."
+    )).tag(config=True)
+    cache_path = Unicode("", help=(
+        "SQLite file of the response cache; empty: .ipyagent/cache.sqlite in the working "
+        "directory."
     )).tag(config=True)
 
     @validate("max_steps")
@@ -196,6 +214,10 @@ class Agent(LoggingConfigurable):
         """The model client for the current settings (built on first use)."""
         if self._client is None:
             self._client = self._make_client()
+        if self.cache != "off":
+            from .cache import cached_client
+
+            return cached_client(self, self._client)
         return self._client
 
     def _make_client(self) -> Model:
@@ -365,12 +387,16 @@ class Agent(LoggingConfigurable):
         self.usage.add(step.usage)
         if not step.usage.estimated and step.usage.input:
             counter.calibrate(estimated_raw, step.usage.input)
+        first = len(self.context)
         if turn.reasoning is not None:
             self.context.append(turn.reasoning)
         if turn.text or not turn.tool_calls:
             self.context.append(Message("assistant", turn.text))
         for call in turn.tool_calls:
             self.context.append(call)
+        # What a replay needs beyond the items: the turn's usage and finish reason.
+        self.context[first].meta["turn"] = {"step": step.index, "finish_reason": turn.finish_reason,
+                                            "usage": turn.usage, "model": turn.model}
         stop, why = await self._run_calls(step, listeners)
         if stop:
             return self._finish(step, started, listeners, stop, why)
@@ -400,6 +426,13 @@ class Agent(LoggingConfigurable):
         step.duration = time.perf_counter() - started
         if stop == "error" and why:
             self._emit(listeners, Notice(why, "error"))
+        if self.autosave:
+            try:
+                from .transcript import autosave
+
+                autosave(self)
+            except Exception as exc:  # a full disk must not kill the run: say it in one line
+                self._emit(listeners, Notice(f"autosave failed: {exc}", "warning"))
         self._emit(listeners, StepFinished(step))
         return step
 
@@ -475,6 +508,38 @@ class Agent(LoggingConfigurable):
             return count >= self.circuit_breaker
         self._failures = ("", 0)  # any success breaks the row
         return False
+
+    # -- transcripts -----------------------------------------------------------------
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the conversation as a transcript notebook; returns its Path."""
+        from .transcript import save
+
+        return save(self, path)
+
+    @classmethod
+    def from_transcript(cls, path: str | os.PathLike[str], **settings: Any) -> Agent:
+        """A new agent continuing a saved transcript (``settings`` override recorded ones)."""
+        from .transcript import from_transcript
+
+        return from_transcript(cls, path, **settings)
+
+    def load(self, path: str | os.PathLike[str]) -> Transcript:
+        """Replace the conversation with a transcript's (this agent's settings are kept)."""
+        from .transcript import load_into
+
+        return load_into(self, path)
+
+    def replay(self, path: str | os.PathLike[str], **settings: Any) -> ReplayReport:
+        """Re-run a transcript's recorded turns in a fresh kernel -> ReplayReport."""
+        from .replay import replay
+
+        return replay(path, cwd=self.cwd or os.getcwd(), **settings)
+
+    async def areplay(self, path: str | os.PathLike[str], **settings: Any) -> ReplayReport:
+        """Awaitable ``replay`` (the notebook stays responsive meanwhile)."""
+        from .replay import areplay
+
+        return await _loop.run_async(areplay(path, cwd=self.cwd or os.getcwd(), **settings))
 
     # -- lifecycle -------------------------------------------------------------------
     def reset(self, *, kernel: bool = False) -> None:
