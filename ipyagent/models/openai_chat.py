@@ -298,7 +298,9 @@ class ChatTurnAssembler:
 
     def _call_delta(self, index: int, wire: dict[str, Any]) -> ToolCallDelta | None:
         slot = self._calls.setdefault(index, _CallSlot())
-        function = wire.get("function") if isinstance(wire.get("function"), dict) else {}
+        function = wire.get("function")
+        if not isinstance(function, dict):
+            function = {}
         wire_id, name = wire.get("id"), function.get("name")
         new_id = wire_id if isinstance(wire_id, str) and not slot.id else None
         new_name = name if isinstance(name, str) and not slot.name else None

@@ -90,7 +90,9 @@ def provider_message(body: Any) -> str:
         return error
     if isinstance(error, dict):
         message = _plain_message(error)
-        metadata = error.get("metadata") if isinstance(error.get("metadata"), dict) else {}
+        metadata = error.get("metadata")
+        if not isinstance(metadata, dict):
+            metadata = {}
         raw = metadata.get("raw")
         if not raw:
             return message or _plain_message(body)
