@@ -132,10 +132,12 @@ class Completion(Reply):
         sent = json.dumps(body.get("messages", []) if isinstance(body, dict) else body)
         made = self.text + self.reasoning + "".join(json.dumps(c) for c in self.tool_calls)
         prompt, completion = max(1, len(sent) // 4), max(1, len(made) // 4)
-        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        total = prompt + completion
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
 
     def respond(self, h: _Handler, body: Any, seq: int) -> None:
-        stream = self.stream if self.stream is not None else bool(isinstance(body, dict) and body.get("stream"))
+        asked = isinstance(body, dict) and bool(body.get("stream"))
+        stream = asked if self.stream is None else self.stream
         if stream:
             h.send_stream(200, "text/event-stream", self.events(body, seq))
         else:
@@ -177,8 +179,12 @@ class Completion(Reply):
                     call["function"]["name"] = name
                 deltas.append({"tool_calls": [call]})
         finish = self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
-        base = {"id": f"chatcmpl-{seq}", "object": "chat.completion.chunk", "created": 0, "model": self.model}
-        chunks = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+        base: dict[str, Any] = {
+            "id": f"chatcmpl-{seq}", "object": "chat.completion.chunk", "created": 0, "model": self.model
+        }
+        chunks: list[dict[str, Any]] = [
+            {**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas
+        ]
         if self.finish_own_chunk:
             chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
         else:
@@ -197,7 +203,8 @@ class Completion(Reply):
         """The SSE text of the stream, one string per event."""
         events = [sse_event(chunk) for chunk in self.chunks(body, seq)]
         if self.keepalives:
-            events = [e for event in events for e in (": keep-alive\n\n", "event: ping\ndata: {}\n\n", event)]
+            keepalive = ": keep-alive\n\nevent: ping\ndata: {}\n\n"
+            events = [keepalive + event for event in events]
         return events + (["data: [DONE]\n\n"] if self.done else [])
 
 
@@ -211,8 +218,8 @@ class HTTPError(Reply):
     delay: float = 0.0
 
     def respond(self, h: _Handler, body: Any, seq: int) -> None:
-        payload = self.body if self.body is not None else {"error": {"message": f"scripted HTTP {self.status}"}}
-        h.send_json(self.status, payload, self.headers)
+        default = {"error": {"message": f"scripted HTTP {self.status}"}}
+        h.send_json(self.status, default if self.body is None else self.body, self.headers)
 
 
 @dataclass
@@ -279,7 +286,9 @@ def json_reply(body: Any, status: int = 200, headers: dict[str, str] | None = No
     return JSONReply(body, status, dict(headers or {}))
 
 
-def raw_sse(text: str, *, status: int = 200, chunk_size: int | None = None, content_type: str = "text/event-stream") -> RawSSE:
+def raw_sse(
+    text: str, *, status: int = 200, chunk_size: int | None = None, content_type: str = "text/event-stream"
+) -> RawSSE:
     """Raw stream text, e.g. a recorded response."""
     return RawSSE(text, status, content_type, chunk_size)
 
@@ -292,7 +301,10 @@ def stream_error(message: str, code: Any = None, *, text: str = "", as_event: bo
         sse_event({**base, "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]})
         for w in _words(text)
     )
-    out += sse_event({"error": error}, "error") if as_event else sse_event({**base, "error": error, "choices": []})
+    if as_event:
+        out += sse_event({"error": error}, "error")  # Groq's way
+    else:
+        out += sse_event({**base, "error": error, "choices": []})  # OpenRouter's way
     return RawSSE(out)
 
 
@@ -326,7 +338,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def send_stream(self, status: int, content_type: str, pieces: Iterable[str | bytes], *, end: bool = True) -> None:
+    def send_stream(
+        self, status: int, content_type: str, pieces: Iterable[str | bytes], *, end: bool = True
+    ) -> None:
         self._headers(status, content_type, {"Cache-Control": "no-cache", "Transfer-Encoding": "chunked"})
         self.end_headers()
         for piece in pieces:
@@ -469,7 +483,8 @@ class ScriptedServer:
         with self._lock:
             entry = self._script.pop(0) if self._script else self.fallback
         if entry is None:
-            return HTTPError(500, {"error": {"message": f"ScriptedServer: script is empty, no reply for {what} (request {len(self.requests)})"}})
+            message = f"ScriptedServer: script is empty, no reply for {what} (request {len(self.requests)})"
+            return HTTPError(500, {"error": {"message": message}})
         return entry if isinstance(entry, Reply) else entry(body)
 
 
