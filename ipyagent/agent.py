@@ -23,6 +23,8 @@ from .approval import ApprovalPolicy, Approver, CallbackApprover
 from .compaction import fit_window
 from .context import Context
 from .errors import ApprovalError, ConfigError, ModelError
+from .models.retry import safe_url
+from .providers import APIS, PRESETS, Endpoint, check_key, resolve
 from .events import (
     Event, Notice, RunFinished, RunResult, RunStarted, Step, StepFinished, StepStarted,
     StopReason, ToolCallDecided, ToolCallFinished, ToolCallRequested, Usage,
@@ -57,12 +59,22 @@ class Agent(LoggingConfigurable):
         "Model name sent to the endpoint; 'demo' is the built-in deterministic offline model."
     )).tag(config=True)
     base_url = Unicode("", help=(
-        "OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1 (Ollama). "
-        "Empty: https://api.openai.com/v1."
+        "Endpoint base URL, e.g. http://127.0.0.1:11434/v1 (Ollama). "
+        "Empty: the provider's, else https://api.openai.com/v1."
     )).tag(config=True)
     api_key_env = Unicode("OPENAI_API_KEY", help=(
         "Name of the environment variable holding the API key. The key is read when a "
-        "request is made and is never stored, shown or logged."
+        "request is made and is never stored, shown or logged. Left at its default, the "
+        "provider's variable is used."
+    )).tag(config=True)
+    provider = Enum(list(PRESETS), default_value=None, allow_none=True, help=(
+        "Preset that fills in base_url, api and api_key_env: " + ", ".join(PRESETS) + ". "
+        "Explicit settings win: the preset fills only those left at their defaults. "
+        "Local servers (ollama, llamacpp, vllm, lmstudio) need no key."
+    )).tag(config=True)
+    api = Enum(list(APIS), default_value=None, allow_none=True, help=(
+        "Wire protocol: 'chat' (Chat Completions), 'responses' (OpenAI Responses) or "
+        "'anthropic' (Anthropic Messages). None: the provider's, else 'chat'."
     )).tag(config=True)
     system_prompt = Unicode(DEFAULT_SYSTEM_PROMPT, help="System prompt for the model.").tag(config=True)
     approval = Enum(["auto", "ask", "deny"], default_value="auto", help=(
@@ -179,7 +191,7 @@ class Agent(LoggingConfigurable):
         self._kernel: Any = None
         self._closed = False
         self.observe(self._settings_changed, names=["model", "base_url", "api_key_env",
-                                                     "timeout", "max_retries"])
+                                                     "provider", "api", "timeout", "max_retries"])
         self.observe(self._policy_changed, names=["approval", "allow"])
         self.observe(self._system_changed, names=["system_prompt"])
         if self.python_tool:
@@ -225,13 +237,28 @@ class Agent(LoggingConfigurable):
             from .models.demo import DemoModel
 
             return DemoModel()
-        from .models.openai_chat import OpenAIChatModel
-
+        endpoint = self.endpoint
         # Read the key now, at use: it lives only in the client's request headers.
-        key = os.environ.get(self.api_key_env) if self.api_key_env else None
-        return OpenAIChatModel(
-            self.model, base_url=self.base_url or "https://api.openai.com/v1", api_key=key,
+        key = os.environ.get(endpoint.key_env) if endpoint.key_env else None
+        check_key(endpoint, key)  # a cloud endpoint without its key: one line, no request
+        if endpoint.api == "responses":
+            from .models.openai_responses import OpenAIResponsesModel as Client
+        elif endpoint.api == "anthropic":
+            from .models.anthropic import AnthropicModel as Client  # type: ignore[assignment]
+        else:
+            from .models.openai_chat import OpenAIChatModel as Client  # type: ignore[assignment]
+        return Client(  # type: ignore[no-any-return]
+            self.model, base_url=endpoint.base_url, api_key=key,
             client=self._http_client, timeout=self.timeout, max_retries=self.max_retries)
+
+    @property
+    def endpoint(self) -> Endpoint:
+        """Where requests go: ``provider`` preset + explicit settings (explicit ones win)."""
+        # A setting counts as explicit when it differs from its default.
+        key_env = self.api_key_env
+        default_key_env = type(self).class_traits()["api_key_env"].default_value
+        return resolve(self.provider, api=self.api, base_url=self.base_url,
+                       key_env=None if key_env == default_key_env else key_env)
 
     @property
     def kernel(self) -> Any:
@@ -242,7 +269,7 @@ class Agent(LoggingConfigurable):
             self._kernel = SiblingKernel(
                 cwd=self.cwd or os.getcwd(), timeout=self.tool_timeout,
                 memory_limit=self.memory_limit or None, kernel_name=self.kernel_name,
-                secret_env_vars=[self.api_key_env] if self.api_key_env else [])
+                secret_env_vars=[v for v in {self.api_key_env, self.endpoint.key_env} if v])
             self._kernel.start_background()
         return self._kernel
 
@@ -375,7 +402,7 @@ class Agent(LoggingConfigurable):
                     turn = event.turn
                 else:
                     self._emit(listeners, event)  # type: ignore[arg-type]
-        except ModelError as exc:
+        except (ModelError, ConfigError) as exc:  # ConfigError: e.g. the API key is not set
             # Nothing of a failed reply is appended: the context stays valid to retry.
             return self._finish(step, started, listeners, "error", str(exc))
         if turn is None:
@@ -575,7 +602,7 @@ class Agent(LoggingConfigurable):
             model, where = getattr(self._client, "name", "?"), "injected client"
         else:
             model = self.model
-            where = "offline" if model == "demo" else (self.base_url or "api.openai.com")
+            where = "offline" if model == "demo" else f"{self.endpoint.api} @ {safe_url(self.endpoint.base_url)}"
         return (f"<Agent model={model!r} ({where}) approval={self.approval!r} "
                 f"items={len(self.context)} tools={self.tools.names}>")
 

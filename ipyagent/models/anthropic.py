@@ -1,0 +1,307 @@
+"""The Anthropic Messages API client (``POST /messages``, streamed), over httpx alone.
+
+The key travels as ``x-api-key`` with an ``anthropic-version`` header; the system prompt
+is the top-level ``system`` field; ``max_tokens`` is required, so a default is sent.
+Messages must alternate user / assistant: the items of one assistant turn become one
+assistant message (thinking blocks, text, ``tool_use`` blocks, in that order) and the
+results that answer it become ONE user message of ``tool_result`` blocks. Thinking
+blocks are kept whole (with their ``signature``) in ``Reasoning.details["thinking_blocks"]``
+and sent back unchanged, as the API requires when a thinking turn made tool calls.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import httpx
+
+from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, new_call_id
+from .base import ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn
+from .http import HeaderAuth, ProviderError, StreamingHTTPModel
+from .openai_chat import parse_arguments
+
+__all__ = [
+    "AnthropicModel",
+    "AnthropicTurnAssembler",
+    "ANTHROPIC_VERSION",
+    "DEFAULT_MAX_TOKENS",
+    "to_anthropic_messages",
+    "to_anthropic_tools",
+]
+
+ANTHROPIC_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 4096  # the API has no default; this fits every current model
+_SIGNED = ("thinking", "redacted_thinking")
+
+
+# ---------------------------------------------------------------- items -> wire
+
+
+def _thinking_blocks(reasoning: Reasoning) -> list[dict[str, Any]]:
+    """The signed thinking blocks of a turn; unsigned ones cannot be sent back."""
+    details = reasoning.details
+    blocks = details.get("thinking_blocks") if isinstance(details, dict) else None
+    out = []
+    for block in blocks if isinstance(blocks, list) else []:
+        if not isinstance(block, dict) or block.get("type") not in _SIGNED:
+            continue
+        if block["type"] == "thinking" and block.get("signature"):
+            out.append({"type": "thinking", "thinking": block.get("thinking", ""), "signature": block["signature"]})
+        elif block["type"] == "redacted_thinking" and block.get("data"):
+            out.append({"type": "redacted_thinking", "data": block["data"]})
+    return out
+
+
+def to_anthropic_messages(system: str, items: Sequence[Item]) -> tuple[str, list[dict[str, Any]]]:
+    """``(system, messages)`` for the API: alternating roles, content as blocks.
+
+    Consecutive items of one role are merged into one message (so parallel tool results
+    share a user message); ``system`` messages in the middle join the top-level prompt.
+    """
+    systems = [system] if system else []
+    messages: list[dict[str, Any]] = []
+
+    def add(role: str, block: dict[str, Any]) -> None:
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].append(block)
+        else:
+            messages.append({"role": role, "content": [block]})
+
+    for item in items:
+        if isinstance(item, Reasoning):
+            for block in _thinking_blocks(item):
+                add("assistant", block)
+        elif isinstance(item, ToolCall):
+            add("assistant", {"type": "tool_use", "id": item.id, "name": item.name, "input": item.arguments})
+        elif isinstance(item, ToolResult):
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": item.call_id, "content": item.output}
+            if item.error:
+                block["is_error"] = True
+            add("user", block)
+        elif isinstance(item, Summary):
+            add("user", {"type": "text", "text": f"Summary of earlier conversation: {item.content}"})
+        elif isinstance(item, Message):
+            if item.role == "system":
+                systems.append(item.content)
+            elif item.content:  # the API rejects empty text blocks
+                add(item.role, {"type": "text", "text": item.content})
+        else:
+            raise TypeError(f"not an ipyagent item: {item!r}")
+    return "\n\n".join(systems), messages
+
+
+def to_anthropic_tools(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``{name, description, input_schema}`` for each function spec."""
+    out = []
+    for spec in tools:
+        if spec.get("type") == "function" and "function" in spec:  # a chat-style spec
+            spec = spec["function"]
+        out.append({
+            "name": spec["name"],
+            "description": spec.get("description") or "",
+            "input_schema": spec.get("parameters") or {"type": "object", "properties": {}},
+        })
+    return out
+
+
+def _tool_choice(choice: str) -> dict[str, Any]:
+    if choice in ("auto", "none"):
+        return {"type": choice}
+    if choice == "required":
+        return {"type": "any"}
+    return {"type": "tool", "name": choice}
+
+
+# ---------------------------------------------------------------- wire -> turn
+
+
+@dataclass
+class _Block:
+    type: str
+    text: list[str] = field(default_factory=list)  # text, thinking or partial JSON pieces
+    id: str = ""
+    name: str = ""
+    initial: Any = None  # tool_use input sent whole at block start
+    signature: str = ""
+    data: str = ""
+    call: int = -1  # position among the turn's tool calls
+
+
+class AnthropicTurnAssembler:
+    """Builds one ``Turn`` from Messages stream events or a whole ``message`` object."""
+
+    def __init__(self) -> None:
+        self.events_seen = 0
+        self._blocks: dict[int, _Block] = {}
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.model: str | None = None
+
+    def feed(self, event: str | None, data: dict[str, Any]) -> list[ModelEvent]:
+        """Take one stream event; raise ``ProviderError`` for ``error``."""
+        self.events_seen += 1
+        kind = data.get("type") or event or ""
+        index = data.get("index")
+        if kind == "message_start":
+            message = data.get("message") if isinstance(data.get("message"), dict) else {}
+            self._meta(message)
+        elif kind == "content_block_start" and isinstance(index, int):
+            return self._start(index, data.get("content_block"))
+        elif kind == "content_block_delta" and isinstance(index, int):
+            return self._delta(index, data.get("delta"))
+        elif kind == "message_delta":
+            delta = data.get("delta") if isinstance(data.get("delta"), dict) else {}
+            self.finish_reason = delta.get("stop_reason") or self.finish_reason
+            self._usage(data.get("usage"))
+        elif kind == "error" or event == "error":
+            raise ProviderError(data["error"] if isinstance(data.get("error"), dict) else data)
+        return []  # ping, content_block_stop, message_stop and anything new: nothing to do
+
+    def _meta(self, message: dict[str, Any]) -> None:
+        if isinstance(message.get("model"), str):
+            self.model = message["model"]
+        self._usage(message.get("usage"))
+        if message.get("stop_reason"):
+            self.finish_reason = message["stop_reason"]
+
+    def _usage(self, usage: Any) -> None:
+        # input_tokens come in message_start, the cumulative output_tokens in message_delta
+        # (which may repeat the input fields): merge, later non-null values winning.
+        if isinstance(usage, dict):
+            self.usage = {**(self.usage or {}), **{k: v for k, v in usage.items() if v is not None}}
+
+    def _start(self, index: int, block: Any) -> list[ModelEvent]:
+        if not isinstance(block, dict):
+            return []
+        kind = str(block.get("type") or "")
+        slot = self._blocks[index] = _Block(kind)
+        if kind == "tool_use":
+            slot.id, slot.name = block.get("id") or "", block.get("name") or ""
+            slot.call = sum(1 for b in self._blocks.values() if b.type == "tool_use") - 1
+            # ``input`` is a ``{}`` placeholder when the JSON follows in deltas.
+            slot.initial = block.get("input") or None
+            return [ToolCallDelta(slot.call, id=slot.id or None, name=slot.name or None)]
+        if kind == "text":
+            return self._delta(index, {"type": "text_delta", "text": block.get("text")})
+        if kind == "thinking":
+            slot.signature = block.get("signature") or ""
+            return self._delta(index, {"type": "thinking_delta", "thinking": block.get("thinking")})
+        if kind == "redacted_thinking":
+            slot.data = block.get("data") or ""
+        return []
+
+    def _delta(self, index: int, delta: Any) -> list[ModelEvent]:
+        slot = self._blocks.get(index)
+        if slot is None or not isinstance(delta, dict):
+            return []
+        kind = delta.get("type")
+        if kind == "text_delta" and isinstance(delta.get("text"), str) and delta["text"]:
+            slot.text.append(delta["text"])
+            return [TextDelta(delta["text"])]
+        if kind == "thinking_delta" and isinstance(delta.get("thinking"), str) and delta["thinking"]:
+            slot.text.append(delta["thinking"])
+            return [ReasoningDelta(delta["thinking"])]
+        if kind == "signature_delta" and isinstance(delta.get("signature"), str):
+            slot.signature += delta["signature"]
+        elif kind == "input_json_delta" and isinstance(delta.get("partial_json"), str):
+            slot.text.append(delta["partial_json"])
+            if delta["partial_json"]:
+                return [ToolCallDelta(slot.call, arguments=delta["partial_json"])]
+        return []
+
+    def feed_body(self, body: dict[str, Any]) -> list[ModelEvent]:
+        """Take a non-streamed ``message`` object."""
+        self.events_seen += 1
+        if not isinstance(body.get("content"), list):
+            raise ValueError("no content in the message")
+        self._meta(body)
+        events: list[ModelEvent] = []
+        for index, block in enumerate(body["content"]):
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                events += self._start(index, {**block, "input": None})
+                events += self._delta(index, {"type": "input_json_delta", "partial_json": _json(block.get("input"))})
+            else:
+                events += self._start(index, block)
+        return events
+
+    def turn(self) -> Turn:
+        """The turn assembled so far (ids synthesized where the server sent none)."""
+        text: list[str] = []
+        thinking: list[str] = []
+        blocks: list[dict[str, Any]] = []  # every thinking block, as sent
+        calls: list[ToolCall] = []
+        for index in sorted(self._blocks):
+            block = self._blocks[index]
+            joined = "".join(block.text)
+            if block.type == "text":
+                text.append(joined)
+            elif block.type == "thinking":
+                thinking.append(joined)
+                blocks.append({"type": "thinking", "thinking": joined, "signature": block.signature})
+            elif block.type == "redacted_thinking":
+                blocks.append({"type": "redacted_thinking", "data": block.data})
+            elif block.type == "tool_use":
+                if joined.strip() or not isinstance(block.initial, dict):
+                    arguments, raw = parse_arguments(joined)
+                else:
+                    arguments, raw = dict(block.initial), None
+                calls.append(ToolCall(block.id or new_call_id(), block.name, arguments, raw))
+        content = "\n\n".join(t for t in thinking if t)
+        reasoning = None
+        if content or blocks:
+            reasoning = Reasoning(content, details={"thinking_blocks": blocks} if blocks else None)
+        return Turn(
+            text="".join(text),
+            tool_calls=calls,
+            reasoning=reasoning,
+            finish_reason=self.finish_reason,
+            usage=self.usage,
+            model=self.model,
+        )
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value if value is not None else {}, ensure_ascii=False)
+
+
+# ---------------------------------------------------------------- the client
+
+
+class AnthropicModel(StreamingHTTPModel):
+    """A model behind an Anthropic Messages endpoint (``{base_url}/messages``)."""
+
+    path = "messages"
+    default_base_url = "https://api.anthropic.com/v1"
+
+    def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, **kw: Any) -> None:
+        super().__init__(model, base_url, api_key, **kw)
+        self.extra_headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
+
+    def make_auth(self, key: str) -> httpx.Auth:
+        """Anthropic takes the key as ``x-api-key``, not a Bearer token."""
+        return HeaderAuth(key, header="x-api-key", prefix="")
+
+    def payload(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body for ``request``."""
+        system, messages = to_anthropic_messages(request.system, request.items)
+        body: dict[str, Any] = {
+            "model": self.name,
+            "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
+            "messages": messages,
+            "stream": True,
+        }
+        if system:
+            body["system"] = system
+        if request.tools:
+            body["tools"] = to_anthropic_tools(request.tools)
+        if request.tool_choice:
+            body["tool_choice"] = _tool_choice(request.tool_choice)
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        return body
+
+    def new_assembler(self) -> AnthropicTurnAssembler:
+        """A fresh assembler for one reply."""
+        return AnthropicTurnAssembler()

@@ -1,0 +1,242 @@
+"""The HTTP half every streaming model client shares: auth, POST, retries, event framing.
+
+A wire-protocol client subclasses ``StreamingHTTPModel``, names its endpoint ``path`` and
+provides ``payload(request)`` and ``new_assembler()``; the base class POSTs the payload,
+maps failures through ``retry.py`` (the same rules as the Chat Completions client),
+retries transient ones while nothing has been yielded, frames the reply with ``sse.py``
+and feeds each JSON event to the assembler. A JSON body where a stream was asked for
+(a server that ignored ``stream: true``) goes to the assembler whole.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, AsyncIterator, Protocol
+
+import httpx
+
+from ..errors import ModelError, ModelResponseError, ModelStreamError
+from .base import ModelEvent, ModelRequest, Turn, TurnComplete
+from .retry import RetryPolicy, http_error, one_line, provider_message, redact, safe_url, transport_error
+from .sse import aiter_events, is_event_stream, sse_response
+
+__all__ = ["HeaderAuth", "ProviderError", "Assembler", "StreamingHTTPModel"]
+
+log = logging.getLogger("ipyagent.models")
+
+
+class HeaderAuth(httpx.Auth):
+    """Puts the key in one header per request (``Authorization: Bearer …``, ``x-api-key``)."""
+
+    def __init__(self, key: str, header: str = "Authorization", prefix: str = "Bearer ") -> None:
+        self._key = key
+        self._header = header
+        self._prefix = prefix
+
+    def auth_flow(self, request: httpx.Request):  # type: ignore[no-untyped-def]
+        request.headers[self._header] = f"{self._prefix}{self._key}"
+        yield request
+
+    def __repr__(self) -> str:
+        return f"HeaderAuth({self._header}: ***)"
+
+
+class ProviderError(Exception):
+    """Raised by an assembler for an error the provider reported inside a 200 reply."""
+
+    def __init__(self, error: Any) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+class Assembler(Protocol):
+    """Builds one ``Turn`` from a protocol's events."""
+
+    events_seen: int
+
+    def feed(self, event: str | None, data: dict[str, Any]) -> list[ModelEvent]:
+        """Take one SSE event (name, parsed JSON); raise ``ProviderError`` on an error event."""
+        ...
+
+    def feed_body(self, body: dict[str, Any]) -> list[ModelEvent]:
+        """Take a whole non-streamed reply body."""
+        ...
+
+    def turn(self) -> Turn:
+        """The turn assembled so far."""
+        ...
+
+
+class StreamingHTTPModel:
+    """Base of the clients that POST JSON and read an SSE reply, with retries."""
+
+    path = ""  # the endpoint, relative to base_url
+    default_base_url = ""
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        client: httpx.AsyncClient | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        extra_headers: dict[str, str] | None = None,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        self.name = model
+        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        self.timeout = timeout
+        self.retry = RetryPolicy(max_retries=max_retries, backoff=backoff)
+        self.extra_headers = dict(extra_headers or {})
+        # Provider-specific request fields ipyagent has no setting for (e.g. Anthropic's
+        # ``thinking``, OpenAI's ``reasoning``); merged into every payload last.
+        self.extra_body = dict(extra_body or {})
+        self._key = api_key
+        self._auth = self.make_auth(api_key) if api_key else None
+        self._client = client
+        self._owns_client = client is None
+
+    # -- what a protocol provides
+
+    def make_auth(self, key: str) -> httpx.Auth:
+        """How the key travels; Bearer unless a protocol says otherwise."""
+        return HeaderAuth(key)
+
+    def payload(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body for ``request``."""
+        raise NotImplementedError
+
+    def new_assembler(self) -> Assembler:
+        """A fresh assembler for one reply."""
+        raise NotImplementedError
+
+    # -- shared machinery
+
+    @property
+    def url(self) -> str:
+        """The endpoint URL."""
+        return f"{self.base_url}/{self.path}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, base_url={safe_url(self.base_url)!r})"
+
+    async def __aenter__(self) -> StreamingHTTPModel:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this model created it."""
+        if self._owns_client and self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:  # created lazily, inside the loop that will use it
+            self._client = httpx.AsyncClient()
+        return self._client
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Yield events for one reply, then one ``TurnComplete``; raise ``ModelError``.
+
+        Transient failures are retried only while nothing has been yielded: once events
+        reached the consumer a retry would repeat them.
+        """
+        body = {**self.payload(request), **self.extra_body}
+        attempt = 0
+        while True:
+            yielded = False
+            try:
+                async for event in self._attempt(body):
+                    yielded = True
+                    yield event
+                return
+            except ModelError as exc:
+                if yielded or not self.retry.should_retry(exc, attempt):
+                    raise
+                delay = self.retry.delay(attempt, exc)
+                log.warning("%s; retry %d of %d in %.2fs", exc, attempt + 1, self.retry.max_retries, delay)
+                await self.retry.sleep(delay)
+                attempt += 1
+
+    async def _attempt(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
+        url = safe_url(self.url)
+        headers = {"Accept": "text/event-stream", **self.extra_headers}
+        log.debug("POST %s model=%s", url, self.name)
+        try:
+            async with self._http().stream(
+                "POST", self.url, json=body, headers=headers, auth=self._auth, timeout=self.timeout
+            ) as response:
+                if not response.is_success:
+                    await response.aread()
+                    raise http_error(response, url=url, secrets=[self._key])
+                async for event in self._events(response, url):
+                    yield event
+        except httpx.HTTPError as exc:
+            raise transport_error(exc, url=url, timeout=self.timeout) from exc
+
+    async def _events(self, response: httpx.Response, url: str) -> AsyncIterator[ModelEvent]:
+        assembler = self.new_assembler()
+        try:
+            if not is_event_stream(response):
+                content = await response.aread()
+                if "json" in response.headers.get("content-type", "") or content.lstrip()[:1] == b"{":
+                    for event in self._whole(content, assembler, url):
+                        yield event
+                    return
+                response = sse_response(content)  # SSE under another content type: sniffed
+            async for sse in aiter_events(response):
+                data = sse.data.strip()
+                if not data:
+                    continue
+                if data == "[DONE]":
+                    break
+                try:
+                    chunk = json.loads(data)
+                except ValueError:
+                    if sse.event == "error":
+                        raise ProviderError(data) from None
+                    raise ModelResponseError(f"unparseable stream event: {one_line(data, 120)}", url=url) from None
+                if isinstance(chunk, dict):
+                    for event in assembler.feed(sse.event, chunk):
+                        yield event
+        except ProviderError as exc:
+            raise self._stream_error(exc.error, assembler.turn(), url) from None
+        if not assembler.events_seen:
+            raise ModelResponseError("the stream ended before any event", url=url)
+        yield TurnComplete(assembler.turn())
+
+    def _whole(self, content: bytes, assembler: Assembler, url: str) -> list[ModelEvent]:
+        """Events of a non-streamed JSON body."""
+        try:
+            body = json.loads(content)
+        except ValueError:
+            text = one_line(content.decode("utf-8", "replace"), 120)
+            raise ModelResponseError(f"unparseable response: {text}", url=url) from None
+        if not isinstance(body, dict):
+            raise ModelResponseError("the response is not a JSON object", url=url)
+        if body.get("error") or body.get("type") == "error":
+            raise self._stream_error(body.get("error", body), assembler.turn(), url)
+        try:
+            events = assembler.feed_body(body)
+        except ProviderError as exc:
+            raise self._stream_error(exc.error, assembler.turn(), url) from None
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ModelResponseError(f"unexpected response: {one_line(exc, 120)}", url=url) from None
+        return [*events, TurnComplete(assembler.turn())]
+
+    def _stream_error(self, error: Any, turn: Turn, url: str) -> ModelStreamError:
+        """A ``ModelStreamError`` with the provider's message, ``.body`` and the ``.turn`` so far."""
+        message = provider_message({"error": error}) or "error"
+        code = (error.get("code") or error.get("type")) if isinstance(error, dict) else None
+        text = one_line(redact(message, [self._key]))
+        exc = ModelStreamError(f"{text} [{code}]" if code not in (None, "", "error") else text, url=url)
+        exc.body = error  # type: ignore[attr-defined]
+        # Usage and partial output of the failed turn still count (budgets, display).
+        exc.turn = turn  # type: ignore[attr-defined]
+        return exc

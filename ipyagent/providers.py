@@ -1,0 +1,125 @@
+"""Provider presets: where a provider lives, which API it speaks, which variable holds its key.
+
+``Agent.provider = "ollama"`` fills in ``base_url``, ``api`` and ``api_key_env`` from the
+table below. Explicit settings win: a preset only fills a setting left at its default
+(``base_url`` empty, ``api`` None, ``api_key_env`` at ``OPENAI_API_KEY``).
+
+Local servers need no key (one is sent when its variable happens to be set); a cloud
+endpoint without its key is a ``ConfigError`` naming the variable, before any request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+from urllib.parse import urlsplit
+
+from .errors import ConfigError
+
+__all__ = [
+    "Api",
+    "APIS",
+    "Preset",
+    "PRESETS",
+    "Endpoint",
+    "resolve",
+    "check_key",
+    "provider_table",
+]
+
+Api = Literal["chat", "responses", "anthropic"]
+APIS: tuple[str, ...] = get_args(Api)
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"  # Agent.api_key_env's default
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One provider: endpoint, API style, key variable, and whether the key is required."""
+
+    name: str
+    label: str
+    base_url: str
+    api: Api
+    key_env: str  # "" when the server takes no key
+    key_required: bool
+    notes: str = ""
+
+
+PRESETS: dict[str, Preset] = {p.name: p for p in (
+    Preset("openai", "OpenAI", "https://api.openai.com/v1", "responses", "OPENAI_API_KEY", True,
+           "Responses API (reasoning kept across tool calls); api='chat' for Chat Completions"),
+    Preset("anthropic", "Anthropic", "https://api.anthropic.com/v1", "anthropic", "ANTHROPIC_API_KEY", True,
+           "Messages API; x-api-key + anthropic-version headers"),
+    Preset("ollama", "Ollama", "http://127.0.0.1:11434/v1", "chat", "", False,
+           "`ollama serve`; model names as in `ollama list`, e.g. qwen2.5:7b"),
+    Preset("llamacpp", "llama.cpp server", "http://127.0.0.1:8080/v1", "chat", "LLAMA_API_KEY", False,
+           "`llama-server -m model.gguf --jinja` (tool calls need --jinja); key only if started with --api-key"),
+    Preset("vllm", "vLLM", "http://127.0.0.1:8000/v1", "chat", "VLLM_API_KEY", False,
+           "`vllm serve MODEL --enable-auto-tool-choice --tool-call-parser …`; key only if started with --api-key"),
+    Preset("lmstudio", "LM Studio", "http://127.0.0.1:1234/v1", "chat", "", False,
+           "start the local server in LM Studio (Developer tab, or `lms server start`)"),
+    Preset("groq", "Groq", "https://api.groq.com/openai/v1", "chat", "GROQ_API_KEY", True, ""),
+    Preset("openrouter", "OpenRouter", "https://openrouter.ai/api/v1", "chat", "OPENROUTER_API_KEY", True,
+           "model names like anthropic/claude-sonnet-4.5; reasoning_details are sent back"),
+)}
+
+# Hosts that always need a key, whichever way their URL was given.
+_CLOUD_HOSTS = {urlsplit(p.base_url).hostname: p for p in PRESETS.values() if p.key_required}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where requests go once presets and explicit settings are combined."""
+
+    api: Api
+    base_url: str
+    key_env: str
+    key_required: bool
+    label: str  # for messages: the provider's name, or the URL's host
+
+
+def resolve(
+    provider: str | None = None,
+    *,
+    api: str | None = None,
+    base_url: str = "",
+    key_env: str | None = None,
+) -> Endpoint:
+    """The endpoint for a preset plus explicit settings (``None``/``""`` = not set)."""
+    if provider is not None and provider not in PRESETS:
+        raise ConfigError(f"unknown provider {provider!r}; one of: {', '.join(PRESETS)}")
+    if api is not None and api not in APIS:
+        raise ConfigError(f"unknown api {api!r}; one of: {', '.join(APIS)}")
+    preset = PRESETS[provider] if provider else None
+    url = (base_url or (preset.base_url if preset else PRESETS["openai"].base_url)).rstrip("/")
+    cloud = _CLOUD_HOSTS.get(urlsplit(url).hostname)
+    if key_env is None:
+        key_env = preset.key_env if preset else DEFAULT_KEY_ENV
+    if preset is not None and not base_url:
+        required, label = preset.key_required, preset.label
+    else:  # an explicit URL (or none at all): a key is required by known cloud hosts only
+        required, label = cloud is not None, cloud.label if cloud else (urlsplit(url).hostname or url)
+    chosen = api or (preset.api if preset else "chat")
+    return Endpoint(chosen, url, key_env, required, label)  # type: ignore[arg-type]
+
+
+def check_key(endpoint: Endpoint, key: str | None) -> None:
+    """Raise a one-line ``ConfigError`` when ``endpoint`` needs a key and has none."""
+    if key or not endpoint.key_required:
+        return
+    if not endpoint.key_env:
+        raise ConfigError(
+            f"{endpoint.label} needs an API key but Agent.api_key_env is empty: "
+            "set it to the name of the environment variable that holds the key")
+    raise ConfigError(
+        f"{endpoint.key_env} is not set: {endpoint.label} needs an API key; set it in the "
+        f"environment that starts Jupyter/IPython, or os.environ[{endpoint.key_env!r}] = getpass.getpass()")
+
+
+def provider_table() -> str:
+    """The presets as a Markdown table (for the README and ``%agent?``)."""
+    rows = ["| provider | base URL | api | key variable | notes |", "|---|---|---|---|---|"]
+    for p in PRESETS.values():
+        key = p.key_env if p.key_required else (f"{p.key_env} (optional)" if p.key_env else "none")
+        rows.append(f"| `{p.name}` | `{p.base_url}` | `{p.api}` | {key} | {p.notes} |")
+    return "\n".join(rows)
