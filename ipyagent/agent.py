@@ -82,6 +82,18 @@ class Agent(LoggingConfigurable):
         "prompt, or approval_hook), 'deny' refuses them all."
     )).tag(config=True)
     allow = List(Unicode(), help="Tool names that run without asking, whatever `approval` says.").tag(config=True)
+    approval_timeout = Float(0.0, help=(
+        "Seconds to wait for an approval click before denying the call; 0: no limit. Where "
+        "nobody can click (the frontend allows no input: nbclient, papermill, CI), calls are "
+        "denied after this many seconds, or at once when it is 0."
+    )).tag(config=True)
+
+    @validate("approval_timeout")
+    def _check_approval_timeout(self, proposal: Any) -> float:
+        if proposal["value"] < 0:
+            raise TraitError(f"Agent.approval_timeout must be >= 0, not {proposal['value']}")
+        return proposal["value"]
+
     max_steps = Int(20, help="Stop after this many iterations (stop reason 'max_steps').").tag(config=True)
     circuit_breaker = Int(3, help=(
         "Stop when the same tool fails this many times in a row (stop reason 'circuit_breaker')."
