@@ -1,0 +1,300 @@
+"""Transcripts: save → validate → Run All with nbclient; load → continue; autosave; SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from ipyagent import Agent, ToolCall, ToolResult, __version__, tool
+from ipyagent.errors import TranscriptError
+from ipyagent.events import Notice, StepFinished
+from ipyagent.kernel_outputs import model_text
+from ipyagent.replay import normalise
+from ipyagent.transcript import read
+
+from scripted_model import ScriptedModel, calls, text
+from transcript_runs import DELETE, EDITED, PNG_B64, PROPOSED, add, rich_agent
+
+TESTS = Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def rich(tmp_path_factory):
+    """The rich scripted run, saved once: (items as dicts, saved path, work dir)."""
+    work = tmp_path_factory.mktemp("rich")
+    agent = rich_agent(str(work))
+    try:
+        result = agent.run("draw it")
+        assert result.stop_reason == "done", result
+        path = agent.save(work / "run")  # suffix added
+        return [i.to_dict() for i in agent.context], path, work
+    finally:
+        agent.close()
+
+
+def code_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+def test_saved_notebook_is_valid_and_shows_everything(rich):
+    items, path, _ = rich
+    assert path.suffix == ".ipynb" and path.exists()
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    header = nb.cells[0].source
+    for expected in ("ipyagent transcript", "scripted", "injected client", __version__,
+                     "| approval | ask |", "| max_steps | 20 |", "add, python"):
+        assert expected in header, expected
+    assert nb.metadata.kernelspec.name == "python3"
+    kinds = [c.metadata["ipyagent"].get("kind", "code") for c in nb.cells]
+    assert kinds == ["header", "user", "assistant", "code", "code", "tool", "tool", "note",
+                     "code", "assistant"]
+    assert nb.cells[1].source == "#### User\n\ndraw it"
+    assert nb.cells[-1].source.startswith("#### Assistant\n\nAll done")
+
+
+def test_code_cells_carry_the_real_outputs_and_counts(rich):
+    items, path, _ = rich
+    nb = nbformat.read(path, as_version=4)
+    results = [d for d in items if d["type"] == "tool_result" and d["name"] == "python"
+               and d["meta"].get("status")]
+    cells = code_cells(nb)
+    assert [c.source for c in cells] == [d["code"] for d in (
+        i["arguments"] for i in items if i["type"] == "tool_call" and i["name"] == "python"
+        and i["arguments"]["code"] != "open('DENIED_CALL_RAN', 'w').write('oops')")]
+    assert [c.execution_count for c in cells] == [r["execution_count"] for r in results] == [1, 2, 3]
+    image = cells[0].outputs[0]
+    assert image.output_type == "display_data" and image.data["image/png"] == PNG_B64
+    assert cells[1].outputs[0].output_type == "execute_result"
+    assert cells[1].outputs[0].execution_count == 2 and cells[1].outputs[0].data["text/plain"] == "42"
+    assert cells[2].source == EDITED
+
+
+def test_denied_edited_and_other_tools_are_markdown(rich):
+    _, path, _ = rich
+    nb = nbformat.read(path, as_version=4)
+    md = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "denied by the user: no writing files" in md and DELETE in md
+    assert "Edited by the user before it ran" in md and PROPOSED in md
+    assert "**Tool call** `add`" in md and "**Result:**" in md
+    # The denied code is shown, never runnable.
+    assert all(DELETE not in c.source for c in code_cells(nb))
+
+
+def test_metadata_is_lossless(rich):
+    items, path, _ = rich
+    transcript = read(path)
+    assert [i.to_dict() for i in transcript.items] == items
+    assert transcript.settings["approval"] == "ask" and transcript.settings["client"] == "scripted"
+    assert transcript.usage["requests"] == 5
+    meta = nbformat.read(path, as_version=4).metadata["ipyagent"]
+    assert [t["name"] for t in meta["tools"]] == ["add", "python"]
+
+
+def test_run_all_with_nbclient_reproduces_the_recorded_outputs(rich):
+    _, path, work = rich
+    nb = nbformat.read(path, as_version=4)
+    recorded = [json.loads(json.dumps(c.outputs)) for c in code_cells(nb)]
+    NotebookClient(nb, kernel_name="python3", timeout=60,
+                   resources={"metadata": {"path": str(work)}}).execute()
+    fresh = code_cells(nb)
+    assert [c.execution_count for c in fresh] == [1, 2, 3]
+    for cell, old in zip(fresh, recorded):
+        new = json.loads(json.dumps(cell.outputs))
+        assert normalise(model_text(new)) == normalise(model_text(old)), cell.source
+    # The timestamp really did change, and only normalisation made them equal.
+    assert model_text(recorded[0]) != model_text(fresh[0].outputs)
+    assert fresh[0].outputs[0].data["image/png"] == PNG_B64
+    assert not (work / "DENIED_CALL_RAN").exists()
+
+
+def test_error_cells_do_not_stop_run_all(tmp_path):
+    agent = Agent(model="demo", cwd=str(tmp_path))
+    try:
+        agent.run("Use Python to compute `2**100`")  # the demo hits a TypeError, then recovers
+        path = agent.save(tmp_path / "demo.ipynb")
+    finally:
+        agent.close()
+    nb = nbformat.read(path, as_version=4)
+    failing, recovering = code_cells(nb)
+    assert failing.metadata.tags == ["raises-exception"]
+    assert failing.outputs[-1].output_type == "error" and failing.outputs[-1].ename == "TypeError"
+    NotebookClient(nb, kernel_name="python3", timeout=60).execute()  # raises if Run All stops
+    assert "digits: 31" in "".join(o.get("text", "") for o in code_cells(nb)[1].outputs)
+
+
+def test_context_to_notebook_without_header(rich):
+    items, _, _ = rich
+    agent = Agent(python_tool=False)
+    agent.load(rich[1])
+    nb = agent.context.to_notebook()
+    nbformat.validate(nb)
+    assert nb.cells[0].metadata["ipyagent"]["kind"] == "user"
+    assert nb.metadata["ipyagent"]["items"] == items
+
+
+def test_load_continue_and_save_again(rich, tmp_path):
+    items, path, _ = rich
+    model = ScriptedModel([calls(("add", {"a": 2, "b": 3})), text("5, as before.")])
+    agent = Agent.from_transcript(path, client=model, tools=[add], python_tool=False,
+                                  approval="auto")
+    assert [i.to_dict() for i in agent.context] == items
+    assert agent.usage.requests == 5
+    result = agent.run("and 2+3?")
+    assert result.stop_reason == "done"
+    # The model saw the whole restored conversation.
+    assert len(model.requests[0].items) == len(items) + 1
+    again = agent.save(tmp_path / "continued.ipynb")
+    transcript = read(again)
+    assert [i.to_dict() for i in transcript.items[: len(items)]] == items
+    assert transcript.items[-1].content == "5, as before."
+    assert transcript.usage["requests"] == 7
+    nbformat.validate(nbformat.read(again, as_version=4))
+
+
+def test_load_keeps_this_agents_settings_and_from_transcript_keeps_trust(rich):
+    _, path, _ = rich
+    agent = Agent(python_tool=False, approval="deny", max_steps=3)
+    transcript = agent.load(path)
+    assert agent.approval == "deny" and agent.max_steps == 3
+    assert len(agent.context) == len(transcript.items) and agent.pending() is False
+    fresh = Agent.from_transcript(path, python_tool=False)
+    # Approval and endpoint are the loader's decisions, never the file's.
+    assert fresh.approval == "auto" and fresh.base_url == ""
+
+
+def test_read_errors_are_one_line(tmp_path):
+    with pytest.raises(TranscriptError, match="no such transcript"):
+        read(tmp_path / "missing.ipynb")
+    plain = tmp_path / "plain.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(), plain)
+    with pytest.raises(TranscriptError, match="not an ipyagent transcript"):
+        read(plain)
+    (tmp_path / "junk.ipynb").write_text("{not json")
+    with pytest.raises(TranscriptError, match="cannot read") as info:
+        read(tmp_path / "junk.ipynb")
+    assert "\n" not in str(info.value)
+
+
+def test_autosave_rewrites_after_every_step(tmp_path):
+    target = tmp_path / "auto.ipynb"
+    seen = []
+
+    def on_event(event):
+        if isinstance(event, StepFinished):
+            seen.append(len(read(target).items))
+
+    model = ScriptedModel([calls(("add", {"a": 1, "b": 1})), calls(("add", {"a": 2, "b": 2})),
+                           text("4")])
+    agent = Agent(client=model, tools=[add], python_tool=False, autosave=str(target))
+    agent.run("go", on_event=on_event)
+    assert seen == [3, 5, 6]  # user + (call, result) per step, then the answer
+    assert read(target).items == list(agent.context)
+    assert not [p for p in tmp_path.iterdir() if p.name != "auto.ipynb"]  # no temp files left
+
+
+def test_autosave_directory_gives_each_conversation_a_file(tmp_path):
+    runs = tmp_path / "runs"
+    agent = Agent(client=ScriptedModel([text("a"), text("b"), text("c")]), python_tool=False,
+                  autosave=str(runs) + "/")
+    agent.run("one")
+    agent.run("two")
+    assert len(list(runs.glob("run-*.ipynb"))) == 1
+    agent.reset()
+    agent.run("three")
+    files = sorted(runs.glob("run-*.ipynb"))
+    assert len(files) == 2
+    assert sorted(len(read(f).items) for f in files) == [2, 4]
+
+
+def test_failing_autosave_is_a_notice_and_the_run_goes_on(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    notices = []
+    agent = Agent(client=ScriptedModel([calls(("add", {"a": 1, "b": 1})), text("2")]),
+                  tools=[add], python_tool=False, autosave=str(tmp_path / "afile" / "run.ipynb"))
+    result = agent.run("go", on_event=lambda e: isinstance(e, Notice) and notices.append(e))
+    assert result.stop_reason == "done" and result.text == "2"
+    assert len(notices) == 2 and all(n.level == "warning" for n in notices)
+    assert notices[0].message.startswith("autosave failed: cannot write")
+    assert "\n" not in notices[0].message
+
+
+def test_odd_contexts_still_make_valid_notebooks():
+    agent = Agent(python_tool=False)
+    ctx = agent.context
+    ctx.add_user("hi")
+    ctx.append(ToolCall("c1", "python", {"code": "print('never ran')"}))  # unanswered
+    ctx.append(ToolResult("gone", "orphan output", name="python"))  # its call was deleted
+    ctx.append(ToolCall("c2", "python", {"code": "s = '''\n```\n'''"}))
+    ctx.append(ToolResult("c2", "Error: unknown tool 'python'", error=True, name="python"))
+    ctx.append(ToolCall("c3", "python", {}, raw_arguments='{"code": '))
+    ctx.append(ToolResult("c3", "bad json", error=True, name="python"))
+    ctx.append(ToolCall("c4", "python", {"code": "```\nx = '```'"}))
+    ctx.append(ToolResult("c4", "", outputs=[{"output_type": "execute_result", "data": {
+        "text/plain": "1"}, "metadata": {}, "execution_count": 0, "_display_id": "d"}],
+        execution_count=0, meta={"status": "ok"}))
+    nb = ctx.to_notebook()
+    nbformat.validate(nb)
+    assert [c.cell_type for c in nb.cells] == ["markdown"] * 5 + ["code"]
+    assert "not answered" in nb.cells[1].source and "orphan output" in nb.cells[2].source
+    assert "did not run" in nb.cells[3].source and '{"code":' in nb.cells[4].source
+    assert "````python\ns = '''\n```\n'''\n````" in nb.cells[3].source  # a fence that holds
+    assert nb.cells[5].execution_count is None and "_display_id" not in nb.cells[5].outputs[0]
+
+
+SIGKILL_SCRIPT = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {tests!r})
+    from ipyagent import Agent, tool
+    from scripted_model import ScriptedModel, calls
+
+    @tool
+    def slow(n: int) -> str:
+        '''Sleep a little and return a lot of text.'''
+        time.sleep(0.15)
+        return ("line %d " % n) * 4000
+
+    model = ScriptedModel([calls(("slow", {{"n": i}})) for i in range(200)])
+    agent = Agent(client=model, tools=[slow], python_tool=False, max_steps=200,
+                  autosave={target!r})
+    agent.run("keep going")
+""")
+
+
+def test_sigkill_mid_run_leaves_a_valid_notebook(tmp_path):
+    target = tmp_path / "killed.ipynb"
+    script = SIGKILL_SCRIPT.format(tests=str(TESTS), target=str(target))
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if target.exists() and len(read(target).items) >= 9:
+                break
+            assert proc.poll() is None, "the run ended before it could be killed"
+            time.sleep(0.05)
+        time.sleep(0.07)  # land somewhere inside a step (or a write)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    nb = nbformat.read(target, as_version=4)
+    nbformat.validate(nb)
+    items = read(target).items
+    assert len(items) >= 9
+    # Every completed step is whole: each call answered, in order.
+    calls_ = [i for i in items if isinstance(i, ToolCall)]
+    results = [i for i in items if isinstance(i, ToolResult)]
+    assert len(calls_) == len(results) == (len(items) - 1) // 2
+    assert [r.output.split()[1] for r in results] == [str(n) for n in range(len(results))]
