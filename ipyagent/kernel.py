@@ -128,6 +128,7 @@ class _Handle:
     log_path: str | None = None
     tmpdir: str | None = None  # private files: the log (unless given) and IPYTHONDIR
     pids: list[int] = field(default_factory=list)
+    start_task: asyncio.Future[None] | None = None  # a (background) start, owned by the engine loop
 
     @property
     def pid(self) -> int | None:
@@ -158,14 +159,27 @@ class _Handle:
         except OSError:
             return ""
 
-    async def aclose(self) -> None:
-        """Graceful shutdown (a short wait, then kill); runs on the engine loop."""
+    async def close_all(self) -> None:
+        """Cancel a start in progress, shut down, remove files; runs on the engine loop."""
+        task = self.start_task
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            task.cancel()  # a start in progress must not leave a kernel behind
+            await asyncio.gather(task, return_exceptions=True)
+        await self.aclose()
+        self.cleanup_files()
+
+    async def aclose(self, now: bool = False) -> None:
+        """Shut down (graceful: a short wait, then kill; ``now``: kill); runs on the engine loop."""
         km, kc = self.km, self.kc
         self.km = self.kc = None
         if kc is not None:
             kc.stop_channels()
         if km is not None and km.has_kernel:
-            await km.shutdown_kernel(now=False)
+            try:
+                await km.shutdown_kernel(now=now)
+            except Exception:  # noqa: BLE001 - still make sure the process is gone
+                self.km = km
+                self.kill()
         self.cleanup_files()
 
     def kill(self) -> None:
@@ -202,12 +216,12 @@ class _Handle:
 
 def _finalize(handle: _Handle) -> None:
     """Shut the kernel down when its SiblingKernel is collected or the interpreter exits."""
-    if handle.km is None:
+    if handle.km is None and handle.start_task is None:
         handle.cleanup_files()
         return
     if not _loop.on_engine_loop():
         try:
-            _loop.run_sync(handle.aclose(), timeout=5)
+            _loop.run_sync(handle.close_all(), timeout=5)
             return
         except Exception:  # noqa: BLE001 - fall back to a hard kill below
             pass
@@ -251,7 +265,6 @@ class SiblingKernel(TransferMixin):
         self._ksm = kernel_spec_manager
         self._handle = _Handle()
         self._state = "not started"
-        self._start_task: asyncio.Future[None] | None = None
         self._lock: asyncio.Lock | None = None  # made on the engine loop
         self._closed = False
         self._finalizer = weakref.finalize(self, _finalize, self._handle)
@@ -280,15 +293,14 @@ class SiblingKernel(TransferMixin):
             raise KernelError("the sibling kernel was shut down; create a new SiblingKernel")
         if self._lock is None:
             self._lock = asyncio.Lock()
-        if self._start_task is None:
-            self._start_task = asyncio.ensure_future(self._start())
-        task = self._start_task
-        try:
-            await asyncio.shield(task)
-        except BaseException:
-            if task.done() and self._start_task is task:
-                self._start_task = None  # let the next call try again
-            raise
+        handle = self._handle
+        if handle.start_task is None:
+            if handle.km is not None:
+                return  # started; a kernel that died since is restarted by _run_locked
+            task = handle.start_task = asyncio.ensure_future(self._start())
+            # Dropped when done: the task holds self, and the finalizer holds the handle.
+            task.add_done_callback(lambda _: setattr(handle, "start_task", None))
+        await asyncio.shield(handle.start_task)
 
     def _launch_kwargs(self, handle: _Handle) -> dict[str, Any]:
         env = scrub_env(extra_secrets=self.secret_env_vars)
@@ -303,6 +315,7 @@ class SiblingKernel(TransferMixin):
 
     async def _start(self) -> None:
         handle = self._handle
+        await handle.aclose(now=True)  # leftovers of an earlier failed attempt
         self._state = "starting"
         if not os.path.isdir(self.cwd):
             self._state = "dead"
@@ -313,23 +326,25 @@ class SiblingKernel(TransferMixin):
         kw: dict[str, Any] = {"kernel_name": self.kernel_name}
         if self._ksm is not None:
             kw["kernel_spec_manager"] = self._ksm
-        km = AsyncKernelManager(**kw)
+        km = handle.km = AsyncKernelManager(**kw)  # assigned first, so a failure can kill the process
         km.shutdown_wait_time = 2.0
         if zmq.has("curve"):
             # CurveZMQ when the kernelspec supports it: other local users cannot read the traffic.
             km.transport_encryption = "auto"
         try:
-            await km.start_kernel(**self._launch_kwargs(handle))
-        except Exception as exc:
+            try:
+                await km.start_kernel(**self._launch_kwargs(handle))
+            except Exception as exc:
+                raise KernelError(f"could not start the sibling kernel {self.kernel_name!r}: {exc}") from exc
+            handle.kc = km.client()
+            handle.kc.start_channels()
+            if handle.pid:
+                handle.pids.append(handle.pid)
+            await self._wait_ready(handle)
+        except BaseException:
             self._state = "dead"
-            handle.cleanup_files()
-            raise KernelError(f"could not start the sibling kernel {self.kernel_name!r}: {exc}") from exc
-        handle.km = km
-        handle.kc = km.client()
-        handle.kc.start_channels()
-        if handle.pid:
-            handle.pids.append(handle.pid)
-        await self._wait_ready(handle)
+            await handle.aclose(now=True)
+            raise
 
     async def _wait_ready(self, handle: _Handle) -> None:
         """wait_for_ready, but noticing a kernel that dies while starting within a poll interval."""
@@ -361,17 +376,23 @@ class SiblingKernel(TransferMixin):
 
     def shutdown(self) -> None:
         """Stop the kernel process (idempotent): a short graceful attempt, then kill."""
-        self._closed = True
-        self._finalizer()  # runs _finalize once; later calls are no-ops
+        if _loop.on_engine_loop():
+            self._closed = True
+            self._finalizer()  # cannot wait here: _finalize falls back to a hard kill
+        elif self._finalizer.alive:
+            _loop.run_sync(self._close())
         self._state = "shut down"
 
     async def shutdown_async(self) -> None:
         """Async form of ``shutdown``."""
-        self._closed = True
         if self._finalizer.alive:
-            await _loop.run_async(self._handle.aclose())
-            self._finalizer()
+            await _loop.run_async(self._close())
         self._state = "shut down"
+
+    async def _close(self) -> None:
+        self._closed = True
+        await self._handle.close_all()
+        self._finalizer.detach()
 
     def __enter__(self) -> SiblingKernel:
         self.start()
@@ -418,13 +439,18 @@ class SiblingKernel(TransferMixin):
         assert handle.km is not None
         self._state = "starting"
         try:
-            await handle.km.restart_kernel(now=True)
-        except Exception as exc:
+            try:
+                await handle.km.restart_kernel(now=True)
+            except Exception as exc:
+                raise KernelError(f"could not restart the sibling kernel: {exc}") from exc
+            if handle.pid:
+                handle.pids.append(handle.pid)
+            await self._wait_ready(handle)
+        except BaseException:
+            # Start from scratch on the next call rather than reuse a half-restarted kernel.
             self._state = "dead"
-            raise KernelError(f"could not restart the sibling kernel: {exc}") from exc
-        if handle.pid:
-            handle.pids.append(handle.pid)
-        await self._wait_ready(handle)
+            await handle.aclose(now=True)
+            raise
 
     def is_alive(self) -> bool:
         """True while the kernel process is running."""

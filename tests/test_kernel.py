@@ -447,3 +447,69 @@ def test_user_profile_and_history_stay_out(tmp_path: Path, monkeypatch: pytest.M
         assert r.text == "(False, False)"
         assert k.execute("import os; os.environ['IPYAGENT_SIBLING']").text == "'1'"
     assert not (tmp_path / "ipdir" / "profile_default" / "history.sqlite").exists()
+
+
+def _kernel_children() -> set[int]:
+    psutil = pytest.importorskip("psutil")
+    me = psutil.Process()
+    return {p.pid for p in me.children(recursive=True) if "ipykernel" in " ".join(p.cmdline())}
+
+
+def test_shutdown_during_background_start_leaves_no_process(tmp_path: Path) -> None:
+    before = _kernel_children()
+    k = _track(SiblingKernel(cwd=tmp_path))
+    k.start_background()
+    time.sleep(0.3)  # the process is launched, the kernel not yet ready
+    k.shutdown()
+    deadline = time.monotonic() + 5
+    while _kernel_children() - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _kernel_children() - before
+    with pytest.raises(KernelError, match="shut down"):
+        k.execute("1")
+
+
+@pytest.mark.parametrize("wait", [True, False], ids=["started", "starting"])
+def test_interpreter_exit_shuts_the_kernel_down(tmp_path: Path, wait: bool) -> None:
+    """No shutdown() call at all: atexit (via weakref.finalize) must still stop the process."""
+    import subprocess
+
+    script = (
+        "import time\n"
+        "from ipyagent.kernel import SiblingKernel\n"
+        f"k = SiblingKernel(cwd={str(tmp_path)!r})\n"
+        f"k.start(wait={wait})\n"
+        "while k.pid is None: time.sleep(0.01)\n"
+        "print(k.pid, k.state, k._handle.tmpdir, flush=True)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    pid_text, state, tmpdir = proc.stdout.split()
+    assert not Path(tmpdir).exists()  # our cleanup ran (ipykernel's parent poller would not do this)
+    assert state == ("idle" if wait else "starting")
+    pid = int(pid_text)
+    _PID_LISTS.append([pid])
+    deadline = time.monotonic() + 5
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(pid)
+
+
+def test_outputs_are_valid_nbformat(kernel: SiblingKernel) -> None:
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    code = (
+        "from IPython.display import display, HTML\n"
+        "import sys; print('out'); print('err', file=sys.stderr)\n"
+        "display(HTML('<b>x</b>'), display_id='d1')\n"
+        "42"
+    )
+    cells = []
+    for source in (code, "raise ValueError('bad')"):
+        r = kernel.execute(source)
+        cells.append(new_code_cell(source, outputs=r.outputs, execution_count=r.execution_count))
+    nbformat.validate(new_notebook(cells=cells))
+    kinds = [o["output_type"] for o in cells[0].outputs]
+    assert kinds == ["stream", "stream", "display_data", "execute_result"]
+    assert cells[1].outputs[0]["output_type"] == "error"
