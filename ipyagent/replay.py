@@ -60,7 +60,7 @@ NORMALISATIONS: list[tuple[str, str]] = [
     (r"0x[0-9a-fA-F]{6,}", "0x<addr>"),
     (r"(\bid\b[^\d\n]{0,20})\d{8,}", r"\1<id>"),
     (r"(\bpid\b[^\d\n]{0,5})\d+", r"\1<pid>"),
-    (r"\d+(?:\.\d+)?\s?(?:ns|µs|μs|us|ms|s|sec|secs|seconds?|milliseconds?)\b", "<duration>"),
+    (r"(?<![\w.])\d+(?:\.\d+)?\s?(?:ns|µs|μs|us|ms|s|sec|secs|seconds?|milliseconds?)\b", "<duration>"),
     (r"\d[\d,]* loops? each", "<n> loops each"),
     (r"(?:/private)?/var/folders/[^\s'\"]*|(?:/var)?/tmp/[^\s'\"]*"
      + (rf"|{_TMP}[/\\][^\s'\"]*" if _TMP not in ("/tmp", "") else ""), "<tmp>"),

@@ -1,0 +1,183 @@
+"""Replay: recorded turns against a fresh kernel; normalisation; the report."""
+
+from __future__ import annotations
+
+import pytest
+
+from ipyagent import Agent, Message, Reasoning, ToolCall, ToolResult
+from ipyagent.errors import ModelError
+from ipyagent.models.base import ModelRequest, TextDelta, ToolCallDelta, TurnComplete
+from ipyagent.models.replay import ReplayModel, flatten, turns_from_items
+from ipyagent.items import Summary
+from ipyagent.replay import normalise, replay
+
+from scripted_model import ScriptedModel, calls, text
+from transcript_runs import EDITED, PROPOSED, rich_agent
+
+# -- normalisation ------------------------------------------------------------------
+
+SAME = [
+    ("at 2024-05-01T12:30:00.123+02:00", "at 2025-11-30T01:02:03Z"),
+    ("computed at 2026-11-29 08:45:20.548752", "computed at 2026-11-30 10:00:01.000001"),
+    ("today 2024-05-01", "today 2025-01-31"),
+    ("t=12:30:59.5", "t=01:02:03.25"),
+    ("now 1714567890.123", "now 1764567890.9"),
+    ("<object object at 0x7f3a2c1b4e50>", "<object object at 0x7fdd00a1c3a0>"),
+    ("id=140234567890123", "id=139876543210987"),
+    ("id(x): 140234567890123", "id(x): 139876543210987"),
+    ("kernel pid 4242", "kernel pid 5151"),
+    ("took 0.123s", "took 1.5s"),
+    ("1.23 µs ± 4.5 ns per loop (mean ± std. dev. of 7 runs, 1,000,000 loops each)",
+     "2.01 µs ± 10.2 ns per loop (mean ± std. dev. of 7 runs, 100,000 loops each)"),
+    ("wrote /tmp/pytest-of-me/pytest-3/x.csv", "wrote /tmp/abc123/x.csv"),
+    ("File /tmp/ipykernel_123/456.py:1", "File /tmp/ipykernel_999/789.py:1"),
+    ("Cell In[3], line 1", "Cell In[12], line 1"),
+    ("[image/png 640x480, 23 KB]", "[image/png 640x480, 24 KB]"),
+    ("\x1b[0;31mValueError\x1b[0m   \n", "ValueError"),
+]
+DIFFERENT = [
+    ("1267650600228229401496703205376", "1267650600228229401496703205377"),  # 2**100 stays
+    ("0.123", "0.456"),  # a plain float is data, not a duration
+    ("[image/png 640x480, 23 KB]", "[image/png 320x240, 23 KB]"),
+    ("x = 12", "x = 13"),
+    ("random: 0.8444218515250481", "random: 0.7579544029403025"),
+]
+
+
+@pytest.mark.parametrize("a,b", SAME)
+def test_normalise_makes_varying_outputs_equal(a, b):
+    assert normalise(a) == normalise(b)
+
+
+@pytest.mark.parametrize("a,b", DIFFERENT)
+def test_normalise_keeps_real_differences(a, b):
+    assert normalise(a) != normalise(b)
+
+
+def test_normalise_extra_rules():
+    assert normalise("seed 17", extra=[(r"seed \d+", "seed <n>")]) == "seed <n>"
+
+
+# -- turns and the replay model ---------------------------------------------------------
+
+def test_turns_from_items_groups_like_the_wire():
+    items = [
+        Message("user", "go"),
+        Reasoning("think", details={"sig": 1}, meta={"turn": {"usage": {"prompt_tokens": 3},
+                                                               "finish_reason": "tool_calls"}}),
+        Message("assistant", "calling"),
+        ToolCall("a", "python", {"code": "1"}),
+        ToolCall("b", "add", {"a": 1}, meta={"original_arguments": {"a": 9}}),
+        ToolResult("a", "1"), ToolResult("b", "2"),
+        Message("assistant", "first"),
+        Message("assistant", "second"),  # text after text: a new turn
+        Message("user", "more"),
+        Message("assistant", ""),
+    ]
+    turns = turns_from_items(items)
+    assert [(t.start, t.end) for t in turns] == [(1, 5), (7, 8), (8, 9), (10, 11)]
+    first = turns[0].turn
+    assert first.reasoning.content == "think" and first.reasoning.details == {"sig": 1}
+    assert first.text == "calling" and first.usage == {"prompt_tokens": 3}
+    assert [c.arguments for c in first.tool_calls] == [{"code": "1"}, {"a": 9}]  # as proposed
+    assert [t.turn.finish_reason for t in turns] == ["tool_calls", "stop", "stop", "stop"]
+
+
+def test_flatten_puts_compacted_items_first():
+    old = [Message("user", "a").to_dict(), Message("assistant", "b").to_dict()]
+    items = flatten([Summary("a then b", replaced=old), Message("user", "c")])
+    assert [type(i).__name__ for i in items] == ["Message", "Message", "Summary", "Message"]
+
+
+async def test_replay_model_yields_recorded_turns_then_says_so():
+    model = ReplayModel.from_items([Message("user", "q"), Message("assistant", "hi"),
+                                    ToolCall("c", "python", {"code": "1"})])
+    request = ModelRequest(system="", items=[])
+    events = [e async for e in model.stream(request)]
+    assert isinstance(events[0], TextDelta) and isinstance(events[1], ToolCallDelta)
+    turn = events[-1].turn
+    assert isinstance(events[-1], TurnComplete) and turn.tool_calls[0].id == "c"
+    turn.tool_calls[0].arguments["code"] = "edited"  # the loop may edit; the record must not change
+    assert model.turns[0].tool_calls[0].arguments == {"code": "1"}
+    with pytest.raises(ModelError, match="all 1 recorded turns"):
+        [e async for e in model.stream(request)]
+
+
+# -- replay against real kernels ----------------------------------------------------------
+
+def test_replay_of_a_deterministic_run_is_reproduced(tmp_path):
+    agent = Agent(model="demo", cwd=str(tmp_path))
+    try:
+        agent.run("Use Python to compute `2**100`")
+        path = agent.save(tmp_path / "demo.ipynb")
+        pid = agent.kernel.pid
+        before = [i.to_dict() for i in agent.context]
+        report = agent.replay(path)
+        # The user's agent and kernel were not touched.
+        assert agent.kernel.pid == pid and [i.to_dict() for i in agent.context] == before
+    finally:
+        agent.close()
+    assert report.reproduced and bool(report)
+    assert (report.steps, report.compared, report.differences) == (3, 2, [])
+    assert repr(report) == "<ReplayReport reproduced: 2 python calls in 3 steps, 0 differ>"
+    assert "reproduced" in report._repr_html_()
+    # The replayed conversation is the recorded one.
+    assert [i.to_dict()["type"] for i in report.context] == [i["type"] for i in before]
+
+
+def test_replay_follows_recorded_decisions_and_normalises(tmp_path):
+    agent = rich_agent(str(tmp_path))
+    try:
+        agent.run("draw it")
+        path = agent.save(tmp_path / "rich.ipynb")
+    finally:
+        agent.close()
+    report = replay(path, cwd=str(tmp_path))
+    # The timestamp differs, yet it reproduces; the denied call did not run; the edit did.
+    assert report.reproduced, str(report)
+    assert (report.compared, report.reused, report.not_run) == (3, 1, 1)
+    assert not (tmp_path / "DENIED_CALL_RAN").exists()
+    codes = [i.arguments.get("code") for i in report.context if isinstance(i, ToolCall)]
+    assert EDITED in codes and PROPOSED not in codes
+
+
+def test_replay_reports_the_step_whose_output_changed(tmp_path):
+    (tmp_path / "data.txt").write_text("alpha")
+    model = ScriptedModel([calls(("python", {"code": "x = 2 + 2\nprint(x)"})),
+                           calls(("python", {"code": "print(open('data.txt').read(), x)"})),
+                           text("read it")])
+    agent = Agent(client=model, cwd=str(tmp_path))
+    try:
+        agent.run("read the file")
+        path = agent.save(tmp_path / "run.ipynb")
+    finally:
+        agent.close()
+    assert replay(path, cwd=str(tmp_path)).reproduced
+    (tmp_path / "data.txt").write_text("beta")
+    report = replay(path, cwd=str(tmp_path))
+    assert not report.reproduced and report.compared == 2
+    [diff] = report.differences
+    assert (diff.step, diff.call_id) == (2, "call_0_python")
+    assert diff.code == "print(open('data.txt').read(), x)"
+    assert (diff.recorded, diff.new) == ("alpha 4", "beta 4")
+    assert "-alpha 4" in diff.diff() and "+beta 4" in diff.diff()
+    assert repr(report) == ("<ReplayReport NOT reproduced: 2 python calls in 3 steps, 1 differ, "
+                            "first at step 2 (call_0_python)>")
+    html = report._repr_html_()
+    assert "not reproduced" in html and "alpha 4" in html and "beta 4" in html
+    assert "step 2, call call_0_python" in str(report)
+
+
+def test_replay_counts_an_error_that_appears(tmp_path):
+    (tmp_path / "data.txt").write_text("1")
+    model = ScriptedModel([calls(("python", {"code": "import os; os.remove('data.txt'); print('ok')"})),
+                           text("removed")])
+    agent = Agent(client=model, cwd=str(tmp_path))
+    try:
+        agent.run("remove it")
+        path = agent.save(tmp_path / "run.ipynb")
+    finally:
+        agent.close()
+    report = replay(path, cwd=str(tmp_path))  # the file is gone now: FileNotFoundError
+    [diff] = report.differences
+    assert not diff.recorded_error and diff.new_error and "FileNotFoundError" in diff.new
