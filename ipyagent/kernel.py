@@ -3,8 +3,9 @@
 The promise: the model's Python never runs in the user's kernel, a runaway or crashing
 snippet never takes the user's session down, and the isolation costs nothing noticeable.
 
-Design, modelled on jupyter_client's manager/client split: a ``_Handle`` owns the
-``AsyncKernelManager`` (the process) and its ``AsyncKernelClient`` (the sockets); both
+Design, modelled on jupyter_client's manager/client split: a ``_Handle``
+(``kernel_process.py``) owns the ``AsyncKernelManager`` (the process) and its
+``AsyncKernelClient`` (the sockets); both
 are created and used only on the engine loop (``_loop``), so every async method here runs
 there via ``run_async`` and every sync one via ``run_sync``. Faults (timeouts, crashes,
 memory bombs) come back as ``Execution`` values; only a kernel that cannot be started or
@@ -16,216 +17,25 @@ from __future__ import annotations
 import asyncio
 import os
 import queue
-import resource
-import shutil
-import signal
-import sys
 import tempfile
 import time
 import weakref
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
 import zmq
-from jupyter_client import AsyncKernelClient, AsyncKernelManager
+from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 
 from . import _loop
 from .errors import KernelError
 from .kernel_outputs import Execution, OutputCollector, model_text
+from .kernel_process import _finalize, _Handle, _Limits, _private_ipython_dir, parse_memory, scrub_env
 from .kernel_transfer import TransferMixin
 
 __all__ = ["SiblingKernel", "Execution", "scrub_env", "parse_memory"]
 
-SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 _POLL = 0.15  # seconds between liveness checks: a dead kernel is noticed within a second
-_SIGNAL_HINTS = {
-    "SIGXCPU": ": its CPU-time limit (cpu_limit) was used up",
-    "SIGKILL": ": killed from outside, e.g. by the system's out-of-memory killer",
-    "SIGSEGV": ": a crash in native code",
-}
-_UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1024**2, "MB": 1024**2,
-          "MIB": 1024**2, "G": 1024**3, "GB": 1024**3, "GIB": 1024**3, "T": 1024**4,
-          "TB": 1024**4, "TIB": 1024**4}  # fmt: skip
-
-
-def parse_memory(value: str | int | None) -> int | None:
-    """Bytes for ``"2GB"``, ``"512MB"``, ``"1.5 GiB"`` or an int (binary units); None stays None."""
-    if value is None or isinstance(value, int):
-        return value
-    text = str(value).strip().upper().replace(" ", "")
-    number = text.rstrip("KMGTIB")
-    unit = text[len(number) :]
-    try:
-        return int(float(number) * _UNITS[unit])
-    except (KeyError, ValueError):
-        raise ValueError(f"memory_limit {value!r} is not a size like '2GB' or '512MB'") from None
-
-
-def scrub_env(
-    base: Mapping[str, str] | None = None,
-    extra_secrets: Iterable[str] = (),
-    overrides: Mapping[str, str] | None = None,
-) -> dict[str, str]:
-    """A copy of the environment without secrets (names containing KEY, TOKEN, SECRET, PASSWORD)."""
-    extra = {name.upper() for name in extra_secrets}
-    env = {
-        k: v
-        for k, v in (os.environ if base is None else base).items()
-        if k.upper() not in extra and not any(m in k.upper() for m in SECRET_MARKERS)
-    }
-    # Plots become display_data even when the user's own session uses another backend.
-    env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
-    env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
-    env.update(overrides or {})
-    return env
-
-
-def _apply_limits(address_space: int | None, cpu_seconds: int | None) -> None:
-    """Runs in the forked child before exec: the limits then hold for the kernel's lifetime."""
-    if address_space is not None:
-        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
-    if cpu_seconds is not None:
-        # hard > soft, so SIGXCPU (which says why) arrives before the kernel's SIGKILL.
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
-
-
-# Why a private IPYTHONDIR: the model's code stays out of the user's history database
-# (and history off saves ~2 ms per call), and the user's profile (startup files,
-# extensions, ipyagent itself) does not run in the sibling. Non-IPython kernels ignore it.
-_KERNEL_CONFIG = "c.HistoryManager.enabled = False\n"
-
-
-def _private_ipython_dir(tmpdir: str) -> str:
-    path = os.path.join(tmpdir, "ipython")
-    profile = os.path.join(path, "profile_default")
-    os.makedirs(profile, exist_ok=True)
-    for name in ("ipython_config.py", "ipython_kernel_config.py"):
-        with open(os.path.join(profile, name), "w", encoding="utf-8") as f:
-            f.write(_KERNEL_CONFIG)
-    return path
-
-
-class _Limits:
-    """A picklable, printable preexec_fn (jupyter_client keeps it for restarts)."""
-
-    def __init__(self, address_space: int | None, cpu_seconds: int | None) -> None:
-        self.address_space = address_space
-        self.cpu_seconds = cpu_seconds
-
-    def __call__(self) -> None:
-        _apply_limits(self.address_space, self.cpu_seconds)
-
-
-@dataclass
-class _Handle:
-    """The live process and sockets; kept apart from SiblingKernel so a finalizer can reach it."""
-
-    km: AsyncKernelManager | None = None
-    kc: AsyncKernelClient | None = None
-    log: IO[str] | None = None
-    log_path: str | None = None
-    tmpdir: str | None = None  # private files: the log (unless given) and IPYTHONDIR
-    pids: list[int] = field(default_factory=list)
-    start_task: asyncio.Future[None] | None = None  # a (background) start, owned by the engine loop
-
-    @property
-    def pid(self) -> int | None:
-        proc = getattr(self.km.provisioner, "process", None) if self.km else None
-        return proc.pid if proc is not None else None
-
-    def exit_cause(self) -> str:
-        """'killed by signal SIGSEGV' / 'exit code 1' / 'unknown cause'."""
-        proc = getattr(self.km.provisioner, "process", None) if self.km else None
-        code = proc.poll() if proc is not None else None
-        if code is None:
-            return "unknown cause"
-        if code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                return f"killed by signal {-code}"
-            return f"killed by signal {name}{_SIGNAL_HINTS.get(name, '')}"
-        return f"exit code {code}"
-
-    def log_tail(self, n: int = 1500) -> str:
-        """The end of the kernel's stderr log, for start-up errors."""
-        if not self.log_path:
-            return ""
-        try:
-            with open(self.log_path, encoding="utf-8", errors="replace") as f:
-                return f.read()[-n:].strip()
-        except OSError:
-            return ""
-
-    async def close_all(self) -> None:
-        """Cancel a start in progress, shut down, remove files; runs on the engine loop."""
-        task = self.start_task
-        if task is not None and not task.done() and task is not asyncio.current_task():
-            task.cancel()  # a start in progress must not leave a kernel behind
-            await asyncio.gather(task, return_exceptions=True)
-        await self.aclose()
-        self.cleanup_files()
-
-    async def aclose(self, now: bool = False) -> None:
-        """Shut down (graceful: a short wait, then kill; ``now``: kill); runs on the engine loop."""
-        km, kc = self.km, self.kc
-        self.km = self.kc = None
-        if kc is not None:
-            kc.stop_channels()
-        if km is not None and km.has_kernel:
-            try:
-                await km.shutdown_kernel(now=now)
-            except Exception:  # noqa: BLE001 - still make sure the process is gone
-                self.km = km
-                self.kill()
-        self.cleanup_files()
-
-    def kill(self) -> None:
-        """Hard kill from any thread (finalizers, a stopped engine loop)."""
-        km, self.km, self.kc = self.km, None, None
-        proc = getattr(km.provisioner, "process", None) if km else None
-        if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # launched with start_new_session
-            except OSError:
-                proc.kill()
-            try:
-                proc.wait(timeout=2)
-            except Exception:  # noqa: BLE001 - best effort at exit
-                pass
-        if km is not None:
-            try:
-                km.cleanup_connection_file()
-            except OSError:
-                pass
-        self.cleanup_files()
-
-    def cleanup_files(self) -> None:
-        """Close the log and remove the private directory."""
-        if self.log is not None:
-            self.log.close()
-            self.log = None
-        if self.tmpdir is not None:
-            if self.log_path and self.log_path.startswith(self.tmpdir):
-                self.log_path = None
-            shutil.rmtree(self.tmpdir, ignore_errors=True)
-            self.tmpdir = None
-
-
-def _finalize(handle: _Handle) -> None:
-    """Shut the kernel down when its SiblingKernel is collected or the interpreter exits."""
-    if handle.km is None and handle.start_task is None:
-        handle.cleanup_files()
-        return
-    if not _loop.on_engine_loop():
-        try:
-            _loop.run_sync(handle.close_all(), timeout=5)
-            return
-        except Exception:  # noqa: BLE001 - fall back to a hard kill below
-            pass
-    handle.kill()
 
 
 class SiblingKernel(TransferMixin):

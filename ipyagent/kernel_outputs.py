@@ -14,6 +14,7 @@ import html
 import re
 import struct
 from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -106,7 +107,7 @@ def _data_text(data: dict[str, Any], metadata: dict[str, Any] | None) -> str:
     return ""
 
 
-def model_text(outputs: list[dict[str, Any]], max_chars: int = 10_000) -> str:
+def model_text(outputs: Sequence[Mapping[str, Any]], max_chars: int = 10_000) -> str:
     """The text the model sees for a list of nbformat outputs."""
     parts: list[str] = []
     for out in outputs:
@@ -291,10 +292,10 @@ class OutputCollector:
         """Stream characters dropped to stay within ``max_output_bytes``."""
         return self._dropped
 
-    def outputs(self) -> list[NotebookNode]:
+    def outputs(self) -> list[dict[str, Any]]:
         """The finished nbformat outputs (consecutive same-name streams merged)."""
         marker_at = self._tail[0] if self._dropped and self._tail else None
-        result: list[NotebookNode] = []
+        result: list[dict[str, Any]] = []
         for item in self._items:
             if isinstance(item, _Stream):
                 text = item.text()

@@ -152,7 +152,7 @@ def test_collector_clear_output_and_display_update() -> None:
 
 def test_model_text_strips_ansi_and_replaces_images() -> None:
     png = base64.b64encode(_png(64, 48)).decode()
-    outputs = [
+    outputs: list[dict[str, Any]] = [
         {"output_type": "stream", "name": "stdout", "text": "10%\r50%\r100%\ndone\n"},
         {"output_type": "display_data", "data": {"image/png": png, "text/plain": "<Figure>"}, "metadata": {}},
         {"output_type": "error", "ename": "E", "evalue": "v", "traceback": ["\x1b[0;31mE\x1b[0m: v"]},
