@@ -126,6 +126,7 @@ class SiblingKernel(TransferMixin):
     async def _start(self) -> None:
         handle = self._handle
         await handle.aclose(now=True)  # leftovers of an earlier failed attempt
+        handle.cleanup_files()
         self._state = "starting"
         if not os.path.isdir(self.cwd):
             self._state = "dead"

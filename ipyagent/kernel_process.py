@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import resource
 import shutil
 import signal
 from collections.abc import Iterable, Mapping
@@ -68,6 +67,7 @@ def scrub_env(
 
 def _apply_limits(address_space: int | None, cpu_seconds: int | None) -> None:
     """Runs in the forked child before exec: the limits then hold for the kernel's lifetime."""
+    import resource  # POSIX only, like preexec_fn itself
     if address_space is not None:
         resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
     if cpu_seconds is not None:

@@ -513,3 +513,13 @@ def test_outputs_are_valid_nbformat(kernel: SiblingKernel) -> None:
     kinds = [o["output_type"] for o in cells[0].outputs]
     assert kinds == ["stream", "stream", "display_data", "execute_result"]
     assert cells[1].outputs[0]["output_type"] == "error"
+
+
+async def test_cancelled_execute_interrupts_the_kernel(kernel: SiblingKernel) -> None:
+    task = asyncio.ensure_future(kernel.execute_async("import time; time.sleep(60)"))
+    await asyncio.sleep(0.5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    r = await kernel.execute_async("'next'")
+    assert r.text == "'next'" and r.duration < 30  # the sleep was interrupted, not waited out
