@@ -13,24 +13,36 @@ import os
 import re
 from typing import Iterable, Mapping
 
-__all__ = ["secret_values", "find_secret"]
+__all__ = ["secret_values", "find_secret", "key_envs"]
 
 MIN_LENGTH = 8
 _SECRET_NAME = re.compile(r"(API_?KEY|_TOKEN|_SECRET|SECRET_KEY|ACCESS_KEY)$", re.IGNORECASE)
 
 
-def secret_values(key_env: str | None = None,
+def secret_values(key_env: str | Iterable[str | None] | None = None,
                   environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """``{env var name: value}`` for every value that must never be written."""
     env = os.environ if environ is None else environ
+    chosen = {key_env} if isinstance(key_env, str) else {n for n in (key_env or ()) if n}
     found: dict[str, str] = {}
     for name, value in env.items():
-        named_key = name == key_env or bool(_SECRET_NAME.search(name))
+        named = name in chosen
         # Names that merely look like keys need a key-like value, not a word or a path.
-        long_enough = len(value) >= (MIN_LENGTH if name == key_env else 16)
-        if named_key and long_enough and not value.startswith(("/", "~")):
+        if named and len(value) >= MIN_LENGTH:
+            found[name] = value
+        elif _SECRET_NAME.search(name) and len(value) >= 16 and not value.startswith(("/", "~")):
             found[name] = value
     return found
+
+
+def key_envs(agent: object) -> list[str]:
+    """The environment variables an agent reads its key from (setting and provider's)."""
+    names = [getattr(agent, "api_key_env", "") or ""]
+    try:
+        names.append(agent.endpoint.key_env or "")  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - an unresolvable endpoint has no extra key variable
+        pass
+    return [n for n in dict.fromkeys(names) if n]
 
 
 def find_secret(text: str, secrets: Mapping[str, str] | Iterable[tuple[str, str]]) -> str | None:

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
-from ._secrets import find_secret, secret_values
+from ._secrets import find_secret, key_envs, secret_values
 from .errors import ModelError
 from .items import Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
 from .models.base import (
@@ -146,7 +146,7 @@ class ResponseCache:
         return [_event_from_json(e) for e in json.loads(row[0])] if row else None
 
     def put(self, key: str, model: str, events: list[ModelEvent],
-            key_env: str | None = None) -> bool:
+            key_env: str | list[str] | None = None) -> bool:
         """Record ``events`` under ``key``; False (and nothing written) if it holds a secret."""
         text = json.dumps([_event_to_json(e) for e in events], ensure_ascii=False)
         leaked = find_secret(text, secret_values(key_env))
@@ -189,7 +189,7 @@ class CachedModel:
     """A model client that answers from the cache when it can."""
 
     def __init__(self, inner: Model, cache: ResponseCache | str | os.PathLike[str] = DEFAULT_PATH,
-                 mode: str = "on", key_env: str | None = None) -> None:
+                 mode: str = "on", key_env: str | list[str] | None = None) -> None:
         if mode not in ("on", "replay-only"):
             raise ValueError(f"cache mode must be 'on' or 'replay-only', not {mode!r}")
         self.inner = inner
@@ -239,6 +239,6 @@ def cached_client(agent: Agent, inner: Model) -> Model:
     wrapper = getattr(agent, "_cached_client", None)
     if (not isinstance(wrapper, CachedModel) or wrapper.inner is not inner
             or wrapper.mode != agent.cache or wrapper.cache.path != Path(path).expanduser().absolute()):
-        wrapper = CachedModel(inner, path, mode=agent.cache, key_env=agent.api_key_env)
+        wrapper = CachedModel(inner, path, mode=agent.cache, key_env=key_envs(agent))
         agent._cached_client = wrapper  # type: ignore[attr-defined]
     return wrapper

@@ -119,9 +119,6 @@ class ReplayReport:
     def reproduced(self) -> bool:
         return not self.differences
 
-    def __bool__(self) -> bool:
-        return self.reproduced
-
     def __repr__(self) -> str:
         head = "reproduced" if self.reproduced else "NOT reproduced"
         where = ""
@@ -237,8 +234,10 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
         if call.name != "python" and res is not None:
             answers.setdefault(call.id, []).append(res)
     recorded = transcript.settings
-    kwargs = {k: recorded[k] for k in ("kernel_name", "tool_timeout", "memory_limit")
-              if recorded.get(k) is not None}
+    # Settings that change what a tool result says must match the recording's.
+    kwargs = {k: recorded[k] for k in ("kernel_name", "tool_timeout", "memory_limit",
+                                       "tool_output_limit")
+              if recorded.get(k) is not None and Agent.class_traits().get(k) is not None}
     kwargs.update(settings)
     decisions = _RecordedDecisions(calls, results)
     agent = Agent(client=ReplayModel(turns), approval="ask", approval_hook=decisions,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import nbformat
 from nbformat import NotebookNode
 
-from ._secrets import find_secret, secret_values
+from ._secrets import find_secret, key_envs, secret_values
 from ._version import __version__
 from .context import Context
 from .errors import TranscriptError
@@ -36,14 +36,17 @@ __all__ = ["Transcript", "to_notebook", "save", "read", "load_into", "from_trans
            "autosave", "autosave_path", "write_notebook", "SETTINGS", "RESTORED"]
 
 # Recorded in the header and metadata: what shapes behaviour. Never a key.
-SETTINGS = ("model", "base_url", "approval", "allow", "max_steps", "max_tokens",
-            "circuit_breaker", "temperature", "request_max_tokens", "tool_choice",
-            "python_tool", "kernel_name", "tool_timeout", "memory_limit", "api_key_env")
+SETTINGS = ("model", "provider", "api", "base_url", "approval", "allow", "max_steps",
+            "max_tokens", "circuit_breaker", "temperature", "request_max_tokens", "tool_choice",
+            "on_length", "context_window", "compact_threshold", "compact_keep_recent",
+            "python_tool", "tool_output_limit", "kernel_name", "tool_timeout", "memory_limit",
+            "api_key_env")
 # Restored by ``from_transcript``. Trust decisions (approval, allow) and where requests
 # and the key go (base_url, api_key_env) stay with the person loading the file.
 RESTORED = ("model", "max_steps", "max_tokens", "circuit_breaker", "temperature",
-            "request_max_tokens", "tool_choice", "python_tool", "kernel_name",
-            "tool_timeout", "memory_limit")
+            "request_max_tokens", "tool_choice", "on_length", "context_window",
+            "compact_threshold", "compact_keep_recent", "python_tool", "tool_output_limit",
+            "kernel_name", "tool_timeout", "memory_limit")
 
 
 @dataclass
@@ -81,7 +84,10 @@ def _endpoint(agent: Agent) -> str:
         return "injected client"
     if agent.model == "demo":
         return "offline (built-in demo model)"
-    return safe_url(agent.base_url or "https://api.openai.com/v1")
+    try:
+        return safe_url(agent.endpoint.base_url)  # provider presets and explicit settings
+    except Exception:  # noqa: BLE001 - an unresolvable setting: show what was set
+        return safe_url(agent.base_url or "https://api.openai.com/v1")
 
 
 def recorded_settings(agent: Agent) -> dict[str, Any]:
@@ -90,6 +96,8 @@ def recorded_settings(agent: Agent) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     for name in SETTINGS:
+        if not agent.has_trait(name):  # a setting this version does not have
+            continue
         value = getattr(agent, name)
         out[name] = list(value) if isinstance(value, (list, tuple)) else value
     out["base_url"] = safe_url(agent.base_url) if agent.base_url else ""
@@ -118,6 +126,7 @@ def _header(agent: Agent, settings: dict[str, Any], saved: str) -> dict[str, Any
             "temperature": settings["temperature"],
             "request_max_tokens": settings["request_max_tokens"],
             "tool_choice": settings["tool_choice"],
+            "context_window": settings.get("context_window") or None,
             "tools": ", ".join(agent.tools.names) or "none",
             "usage": f"{usage} tokens, {usage.requests} requests", "note": note}
 
@@ -135,7 +144,7 @@ def to_notebook(agent: Agent) -> NotebookNode:
 
 
 def write_notebook(nb: NotebookNode, path: str | os.PathLike[str], *,
-                   key_env: str | None = None) -> Path:
+                   key_env: str | list[str] | None = None) -> Path:
     """Validate, scan for secrets, then write atomically (temp file + rename)."""
     target = Path(path).expanduser()
     try:
@@ -179,7 +188,7 @@ def save(agent: Agent, path: str | os.PathLike[str]) -> Path:
     target = Path(path).expanduser()
     if target.suffix != ".ipynb":
         target = target.with_name(target.name + ".ipynb")
-    return write_notebook(to_notebook(agent), target, key_env=agent.api_key_env)
+    return write_notebook(to_notebook(agent), target, key_env=key_envs(agent))
 
 
 # -- autosave ---------------------------------------------------------------------
@@ -213,7 +222,7 @@ def autosave(agent: Agent) -> Path | None:
     path = autosave_path(agent)
     if path is None:
         return None
-    return write_notebook(to_notebook(agent), path, key_env=agent.api_key_env)
+    return write_notebook(to_notebook(agent), path, key_env=key_envs(agent))
 
 
 # -- reading ----------------------------------------------------------------------
@@ -267,7 +276,8 @@ def from_transcript(cls: type[Agent], path: str | os.PathLike[str] | Transcript,
                     **settings: Any) -> Agent:
     """A new agent continuing a saved conversation; ``settings`` override the recorded ones."""
     transcript = path if isinstance(path, Transcript) else read(path)
-    kwargs = {k: transcript.settings[k] for k in RESTORED if k in transcript.settings}
+    kwargs = {k: transcript.settings[k] for k in RESTORED
+              if k in transcript.settings and cls.class_traits().get(k) is not None}
     kwargs["system_prompt"] = transcript.system
     kwargs.update(settings)
     agent = cls(**kwargs)

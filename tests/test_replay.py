@@ -117,7 +117,7 @@ def test_replay_of_a_deterministic_run_is_reproduced(tmp_path):
         assert agent.kernel.pid == pid and [i.to_dict() for i in agent.context] == before
     finally:
         agent.close()
-    assert report.reproduced and bool(report)
+    assert report.reproduced
     assert (report.steps, report.compared, report.differences) == (3, 2, [])
     assert repr(report) == "<ReplayReport reproduced: 2 python calls in 3 steps, 0 differ>"
     assert "reproduced" in report._repr_html_()
