@@ -1,0 +1,118 @@
+"""The whole loop against a real OpenAI-compatible server on 127.0.0.1 and a real kernel."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from ipyagent import Agent, ToolResult
+
+from scripted_server import ScriptedServer, http_error, reply_text, reply_tool_calls
+
+SENTINEL = "sk-SENTINEL-agent-0123456789"
+
+# Every shape the corpus README lists for streamed tool calls.
+SHAPES = {
+    "fragments": dict(fragments=5),
+    "whole-arguments": dict(fragments=1),
+    "id-name-every-chunk": dict(fragments=4, repeat_id_name=True),
+    "no-index": dict(fragments=3, omit_index=True),
+    "no-done": dict(done=False),
+    "comments-and-pings": dict(keepalives=True),
+    "usage-on-every-chunk": dict(usage_on="every"),
+    "finish-in-last-delta": dict(finish_own_chunk=False),
+    "not-streamed": dict(stream=False),
+}
+
+
+@pytest.fixture(scope="module")
+def agent():
+    with Agent(model="test-model", approval="auto", max_retries=1) as agent:
+        yield agent
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=list(SHAPES))
+def test_two_step_python_run_in_every_shape(agent, shape):
+    options = SHAPES[shape]
+    code = "x = 6 * 7\nprint(x)"
+    with ScriptedServer([reply_tool_calls([("python", {"code": code}, "")], **options),
+                         reply_text("The answer is 42.", **{k: v for k, v in options.items()
+                                                            if k not in ("fragments", "repeat_id_name",
+                                                                         "omit_index")})]) as srv:
+        agent.reset()
+        agent.base_url = srv.base_url
+        result = agent.run("What is 6*7? Use Python.")
+        bodies = srv.bodies
+    assert result.stop_reason == "done", result
+    assert result.text == "The answer is 42."
+    tool_result = next(i for i in agent.context if isinstance(i, ToolResult))
+    assert tool_result.output.strip() == "42" and not tool_result.error
+    # The second request carried the call (with a synthesized id for "") and its result.
+    messages = bodies[1]["messages"]
+    call_id = messages[-2]["tool_calls"][0]["id"]
+    assert call_id and messages[-1] == {"role": "tool", "tool_call_id": call_id, "content": "42"}
+
+
+def test_key_reaches_the_server_but_never_a_repr_error_or_log(monkeypatch, caplog):
+    monkeypatch.setenv("IPYAGENT_TEST_KEY", SENTINEL)
+    caplog.set_level(logging.DEBUG)
+    with ScriptedServer([reply_text("hi"),
+                         http_error(401, {"error": {"message": "bad key"}})]) as srv:
+        with Agent(model="m", base_url=srv.base_url, api_key_env="IPYAGENT_TEST_KEY",
+                   python_tool=False, max_retries=0) as agent:
+            ok = agent.run("hello")
+            failed = agent.run("again")
+            seen = [repr(agent), agent._repr_html_(), repr(agent.client), str(ok), str(failed),
+                    failed.error or "", repr(agent.context), agent.context._repr_html_()]
+        assert srv.requests[0].headers["authorization"] == f"Bearer {SENTINEL}"
+        assert srv.base_url in failed.error
+    assert failed.stop_reason == "error" and "HTTP 401: bad key" in failed.error
+    for text in seen + [caplog.text]:
+        assert SENTINEL not in text
+
+
+def test_missing_key_is_not_sent(monkeypatch):
+    monkeypatch.delenv("IPYAGENT_NO_KEY", raising=False)
+    with ScriptedServer([reply_text("hi")]) as srv:
+        with Agent(model="m", base_url=srv.base_url, api_key_env="IPYAGENT_NO_KEY",
+                   python_tool=False) as agent:
+            assert agent.run("hello").stop_reason == "done"
+        assert "authorization" not in srv.requests[0].headers
+
+
+def test_changing_settings_rebuilds_the_client():
+    with ScriptedServer([reply_text("one")]) as a, ScriptedServer([reply_text("two")]) as b:
+        with Agent(model="m", base_url=a.base_url, python_tool=False) as agent:
+            assert agent.run("x").text == "one"
+            agent.base_url = b.base_url
+            assert agent.run("y").text == "two"
+            agent.model = "other-model"
+            b.script([reply_text("three")])
+            agent.run("z")
+        assert b.bodies[-1]["model"] == "other-model"
+
+
+def test_retry_then_success_inside_a_run():
+    with ScriptedServer([http_error(503, {"error": {"message": "busy"}}, headers={"retry-after": "0"}),
+                         reply_text("after retry")]) as srv:
+        with Agent(model="m", base_url=srv.base_url, python_tool=False, max_retries=2) as agent:
+            assert agent.run("x").text == "after retry"
+        assert len(srv.bodies) == 2
+
+
+def test_model_code_that_kills_the_kernel_does_not_stop_the_agent(agent):
+    script = [reply_tool_calls([("python", {"code": "x = 1"})]),
+              reply_tool_calls([("python", {"code": "import os; os._exit(1)"})]),
+              reply_tool_calls([("python", {"code": "print('alive', 'x' in globals())"})]),
+              reply_text("The kernel restarted and x was lost.")]
+    with ScriptedServer(script) as srv:
+        agent.reset()
+        agent.base_url = srv.base_url
+        result = agent.run("crash the kernel")
+        told = srv.bodies[2]["messages"][-1]["content"]
+    assert result.stop_reason == "done"
+    results = [i for i in agent.context if isinstance(i, ToolResult)]
+    assert results[1].error and results[1].meta["status"] == "died"
+    assert "kernel died" in told and "lost" in told  # the model was told
+    assert results[2].output.strip() == "alive False"  # a fresh kernel ran the next call
