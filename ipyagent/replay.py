@@ -298,7 +298,19 @@ def _compare(number: int, recorded_calls: list[ToolCall], new_results: list[Tool
             report.reused += 1
         else:
             report.compared += 1
-            if normalise(old.output) != normalise(new.output) or old.error != new.error:
+            before, after = _observed(old), _observed(new)
+            if normalise(before) != normalise(after) or old.error != new.error or (
+                    old.meta.get("status") != new.meta.get("status")):
                 report.differences.append(Difference(
-                    number, call.id, str(call.arguments.get("code", "")), old.output,
-                    new.output, old.error, new.error))
+                    number, call.id, str(call.arguments.get("code", "")), before, after,
+                    old.error, new.error))
+
+
+def _observed(result: ToolResult) -> str:
+    """What the kernel produced: the full outputs' text (the model's copy may have been cut
+    to fit the context window or to ``tool_output_limit``), else the result's text."""
+    if result.outputs:
+        from .kernel_outputs import model_text
+
+        return model_text(result.outputs, 0)
+    return result.output

@@ -10,6 +10,7 @@ from ipyagent.models.base import ModelRequest, TextDelta, ToolCallDelta, TurnCom
 from ipyagent.models.replay import ReplayModel, flatten, turns_from_items
 from ipyagent.items import Summary
 from ipyagent.replay import normalise, replay
+from ipyagent.transcript import read
 
 from scripted_model import ScriptedModel, calls, text
 from transcript_runs import EDITED, PROPOSED, rich_agent
@@ -153,6 +154,11 @@ def test_replay_reports_the_step_whose_output_changed(tmp_path):
     finally:
         agent.close()
     assert replay(path, cwd=str(tmp_path)).reproduced
+    # A result the loop later cut to fit the context window compares by its full outputs.
+    transcript = read(path)
+    cut = [i for i in transcript.items if isinstance(i, ToolResult)][1]
+    cut.output, cut.meta["cut_chars"] = "alp[… 3 characters cut …]", 3
+    assert replay(transcript, cwd=str(tmp_path)).reproduced
     (tmp_path / "data.txt").write_text("beta")
     report = replay(path, cwd=str(tmp_path))
     assert not report.reproduced and report.compared == 2
