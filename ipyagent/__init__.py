@@ -33,9 +33,33 @@ __all__ = [
     "ToolResult",
     "Toolbox",
     "Usage",
+    "current",
     "errors",
+    "load_ipython_extension",
     "tool",
+    "unload_ipython_extension",
 ]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext ipyagent``: the ``%agent`` magics, the sibling kernel started in the background."""
+    from .magics import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext ipyagent``: remove the magics and stop the sibling kernel."""
+    from .magics import unload_ipython_extension as unload
+
+    unload(ipython)
+
+
+def current() -> Agent:
+    """The ``Agent`` behind the ``%agent`` magics."""
+    from .magics import current as agent
+
+    return agent()  # type: ignore[no-any-return]
 
 
 def __getattr__(name: str) -> Any:

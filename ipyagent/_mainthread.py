@@ -1,0 +1,115 @@
+"""Run display and prompt work on the user's main thread, in the running cell's context.
+
+Why: listeners and approvers are called on the engine thread, but ipykernel routes an
+output to a cell by the parent header held in a ``ContextVar`` of the cell's task; from
+another thread it falls back to the last message the kernel saw, which is the comm
+message of a button click as soon as the user clicks. So every display call is sent back
+to the main thread and run in a copy of the cell's context:
+
+* ``LoopDispatcher``: the cell awaits (top-level await), so the kernel's loop is free:
+  ``call_soon_threadsafe`` with the captured context;
+* ``PumpDispatcher``: the cell blocks (terminal IPython, a ``%agent`` inside a block):
+  the main thread pumps a queue of jobs until the engine's future is done, so terminal
+  prompts (``input()``) run on the main thread, where Ctrl-C reaches them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import queue
+import threading
+from typing import Any, Callable, TypeVar
+
+__all__ = ["Dispatcher", "LoopDispatcher", "PumpDispatcher"]
+
+T = TypeVar("T")
+
+
+class Dispatcher:
+    """Runs callables on the main thread; ``call`` never blocks the caller."""
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> None:
+        raise NotImplementedError
+
+    def call_and_wait(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn`` on the main thread and wait for its result (from a worker thread)."""
+        if threading.current_thread() is threading.main_thread():
+            return fn(*args)
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def job() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # handed to the waiting thread, e.g. Ctrl-C in input()
+                future.set_exception(exc)
+                if not isinstance(exc, Exception):
+                    raise
+
+        self.call(job)
+        return future.result()
+
+    @property
+    def can_wait_for_clicks(self) -> bool:
+        """True when the main loop stays free to receive widget clicks."""
+        return False
+
+
+class LoopDispatcher(Dispatcher):
+    """Schedules onto a running loop (the kernel's) in a captured ``contextvars`` context."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None,
+                 context: contextvars.Context | None = None) -> None:
+        self.loop = loop or asyncio.get_running_loop()
+        self.context = context or contextvars.copy_context()
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> None:
+        if not self.loop.is_closed():
+            # Also from the loop's own thread: queued, so events keep their order.
+            self.loop.call_soon_threadsafe(fn, *args, context=self.context)
+
+    def call_later(self, delay: float, fn: Callable[..., Any], *args: Any) -> Any:
+        """A timer on the main loop (throttled display flushes)."""
+        return self.loop.call_later(delay, fn, *args, context=self.context)
+
+    @property
+    def can_wait_for_clicks(self) -> bool:
+        return True
+
+
+class PumpDispatcher(Dispatcher):
+    """Queues jobs that the (blocked) main thread runs in ``pump``."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]]] = queue.SimpleQueue()
+        self._thread = threading.current_thread()
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> None:
+        if threading.current_thread() is self._thread:
+            fn(*args)
+        else:
+            self._jobs.put((fn, args))
+
+    def pump(self, done: threading.Event | concurrent.futures.Future[Any],
+             poll: float = 0.05) -> None:
+        """Run queued jobs until ``done`` is set, then drain what is left."""
+        is_done = done.is_set if isinstance(done, threading.Event) else done.done
+        while not is_done():
+            try:
+                fn, args = self._jobs.get(timeout=poll)
+            except queue.Empty:
+                continue
+            fn(*args)
+        self.drain()
+
+    def drain(self) -> None:
+        """Run every job already queued."""
+        while True:
+            try:
+                fn, args = self._jobs.get_nowait()
+            except queue.Empty:
+                return
+            fn(*args)

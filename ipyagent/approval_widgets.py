@@ -1,0 +1,257 @@
+"""Approval in the notebook: Approve, Deny (with a reason), Edit and Always buttons.
+
+``WidgetApprover.decide`` runs on the engine loop; the buttons live on the kernel's main
+thread. The decision crosses back with ``loop.call_soon_threadsafe(fut.set_result, …)``.
+The cell must *await* for a click to arrive (ipykernel >= 7.4), hence
+``needs_event_loop = True``: a blocking ``agent.run()`` refuses instead of hanging.
+Where nobody can click (a headless run: the frontend allows no input, e.g. nbclient,
+papermill), the call is denied at once — or after ``Agent.approval_timeout`` — with a
+reason that says how to allow it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+from typing import Any, Callable
+
+from ._mainthread import Dispatcher, LoopDispatcher
+from .approval import Decision
+from .errors import ApprovalError
+from .items import ToolCall
+
+__all__ = ["WidgetApprover", "ApprovalPanel", "unattended_reason"]
+
+
+def unattended_reason(call: ToolCall, why: str) -> str:
+    """The denial text for a call nobody approved: what happened and how to allow it."""
+    return (f"{why}. To let tool calls run unattended, set `%config Agent.approval = 'auto'`, "
+            f"or allow this tool: `%config Agent.allow = [{call.name!r}]`")
+
+
+def _editable_text(call: ToolCall) -> str:
+    if "code" in call.arguments:
+        return str(call.arguments["code"])
+    return json.dumps(call.arguments, indent=2, ensure_ascii=False)
+
+
+def describe(decision: Decision, tool: str) -> str:
+    """One line for what was decided, e.g. '✓ approved by you'."""
+    if decision.action == "edit":
+        return "✎ edited by you, then run"
+    if decision.approved:
+        if decision.scope == "always":
+            return f"✓ approved — and every later {tool} call this session"
+        return "✓ approved" + (" by you" if decision.by == "user" else f" ({decision.by})")
+    who = "by you" if decision.by == "user" else (
+        "— no answer" if decision.by == "timeout" else f"({decision.by})")
+    return f"✗ denied {who}" + (f": {decision.reason}" if decision.reason else "")
+
+
+class ApprovalPanel:
+    """The buttons for one tool call; main thread only."""
+
+    def __init__(self, call: ToolCall, resolve: Callable[[Decision], None],
+                 note: str = "") -> None:
+        import ipywidgets as w
+
+        self.call = call
+        self._resolve = resolve
+        self.decision: Decision | None = None
+        self.on_settle: Callable[[ApprovalPanel], Any] = lambda panel: None
+        tight = w.Layout(width="auto")
+        self.approve = w.Button(description="Approve", button_style="success", icon="check",
+                                tooltip="Run this call", layout=tight)
+        self.deny = w.Button(description="Deny", button_style="danger", icon="times",
+                             tooltip="Do not run it; the reason (if any) goes to the model",
+                             layout=tight)
+        self.edit = w.Button(description="Edit", icon="pencil", layout=tight,
+                             tooltip="Change the code, then run the edited version")
+        self.always = w.Button(description="Always", icon="check-double", layout=tight,
+                               tooltip=f"Approve this and every later {call.name} call "
+                                       "in this session")
+        self.reason = w.Text(placeholder="reason for the model (optional)",
+                             layout=w.Layout(width="260px"))
+        self.editor = w.Textarea(value=_editable_text(call), layout=w.Layout(
+            width="100%", height=f"{min(24, _editable_text(call).count(chr(10)) + 3) * 1.5}em",
+            display="none"))
+        self.run_edited = w.Button(description="Run edited", button_style="warning",
+                                   icon="play", layout=w.Layout(width="auto", display="none"))
+        self.cancel_edit = w.Button(description="Cancel", layout=w.Layout(
+            width="auto", display="none"))
+        self.status = w.HTML(f"<span style='color:#8a6d00'>⏳ waiting for your approval"
+                             f"{html.escape(note)}</span>")
+        self.approve.on_click(lambda _: self._decide(Decision("approve", by="user")))
+        self.always.on_click(lambda _: self._decide(
+            Decision("approve", scope="always", by="user")))
+        self.deny.on_click(lambda _: self._decide(
+            Decision("deny", reason=self.reason.value.strip(), by="user")))
+        self.edit.on_click(lambda _: self._show_editor(True))
+        self.cancel_edit.on_click(lambda _: self._show_editor(False))
+        self.run_edited.on_click(lambda _: self._submit_edit())
+        buttons = w.HBox([self.approve, self.deny, self.reason, self.edit, self.always],
+                         layout=w.Layout(align_items="center", flex_flow="row wrap"))
+        self.widget = _Box([buttons, self.editor, w.HBox([self.run_edited, self.cancel_edit]),
+                            self.status])
+        self.widget.add_class("ipyagent-approval")
+        self.widget.panel = self
+
+    @property
+    def buttons(self) -> list[Any]:
+        return [self.approve, self.deny, self.edit, self.always, self.run_edited,
+                self.cancel_edit]
+
+    def _show_editor(self, show: bool) -> None:
+        shown = "" if show else "none"
+        for widget in (self.editor, self.run_edited, self.cancel_edit):
+            widget.layout.display = shown
+
+    def _submit_edit(self) -> None:
+        text = self.editor.value
+        if "code" in self.call.arguments:
+            arguments = {**self.call.arguments, "code": text}
+        else:
+            try:
+                arguments = json.loads(text)
+            except json.JSONDecodeError as exc:
+                self.status.value = (f"<span style='color:#b00'>not valid JSON: "
+                                     f"{html.escape(str(exc))}</span>")
+                return
+        self._decide(Decision("edit", arguments=arguments, by="user"))
+
+    def _decide(self, decision: Decision) -> None:
+        if self.decision is not None:
+            return  # a double click, or a click racing the timeout
+        self.settle(decision)
+        self._resolve(decision)
+
+    def settle(self, decision: Decision) -> None:
+        """Disable every control and show what was decided."""
+        self.decision = decision
+        self.on_settle(self)
+        for widget in [*self.buttons, self.reason, self.editor]:
+            widget.disabled = True
+        if decision.action != "edit":
+            self._show_editor(False)
+        self.run_edited.layout.display = self.cancel_edit.layout.display = "none"
+        color = "#1a7f37" if decision.approved else "#b00020"
+        self.status.value = (f"<span style='color:{color}'>"
+                             f"{html.escape(describe(decision, self.call.name))}</span>")
+
+    def interrupted(self) -> None:
+        if self.decision is None:
+            self.settle(Decision("deny", reason="interrupted", by="interrupt"))
+
+
+def _box_class() -> type:
+    import ipywidgets as w
+
+    class ApprovalBox(w.VBox):
+        """A VBox whose plain-text fallback says what was decided (for saved notebooks)."""
+
+        panel: ApprovalPanel
+
+        def __repr__(self) -> str:
+            panel = getattr(self, "panel", None)
+            if panel is None or panel.decision is None:
+                return "[ipyagent approval: Approve / Deny / Edit / Always]"
+            return f"[ipyagent approval: {describe(panel.decision, panel.call.name)}]"
+
+    return ApprovalBox
+
+
+def _Box(children: list[Any]) -> Any:  # noqa: N802 - a class made lazily (ipywidgets is heavy)
+    global _BOX
+    if _BOX is None:
+        _BOX = _box_class()
+    return _BOX(children)
+
+
+_BOX: type | None = None
+
+
+class WidgetApprover:
+    """Asks with notebook buttons; bound by ``%agent`` to the cell that runs."""
+
+    needs_event_loop = True
+
+    def __init__(self, timeout: float | Callable[[], float] = 0.0) -> None:
+        self.timeout = timeout  # seconds, or a callable (e.g. reading Agent.approval_timeout)
+        self.dispatcher: Dispatcher | None = None
+        self.headless = False
+        self.show: Callable[[Any], Any] | None = None  # how to display a panel
+        self.panels: list[ApprovalPanel] = []  # this run's panels (tests, interrupts)
+
+    def __repr__(self) -> str:
+        state = "headless" if self.headless else ("bound" if self.dispatcher else "unbound")
+        return f"<WidgetApprover {state}, timeout={self._timeout():g}s>"
+
+    def bind(self, dispatcher: Dispatcher | None = None, *, headless: bool = False,
+             show: Callable[[Any], Any] | None = None) -> None:
+        """Draw the next panels in the calling cell (``%agent`` does this for each run)."""
+        self.dispatcher = dispatcher or LoopDispatcher()
+        self.headless = headless
+        self.show = show
+        self.panels = []
+
+    def _timeout(self) -> float:
+        value = self.timeout() if callable(self.timeout) else self.timeout
+        return max(0.0, float(value or 0.0))
+
+    async def decide(self, call: ToolCall) -> Decision:
+        """Show the panel and wait for a click (on the engine loop)."""
+        dispatcher = self.dispatcher
+        if dispatcher is None:
+            raise ApprovalError("the approval buttons have no cell to appear in: use %agent, "
+                                "or call approver.bind() in the cell that awaits agent.arun()")
+        timeout = self._timeout()
+        if self.headless and not timeout:
+            return Decision("deny", by="timeout", reason=unattended_reason(
+                call, "nobody could approve this call: the notebook runs without a frontend "
+                      "to click in (nbclient, papermill or CI)"))
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Decision] = loop.create_future()
+
+        def resolve(decision: Decision) -> None:  # main thread → engine loop
+            loop.call_soon_threadsafe(_settle, future, decision)
+
+        holder: list[ApprovalPanel] = []
+        note = f" (denied after {timeout:g} s without an answer)" if timeout else ""
+        dispatcher.call(self._open, call, resolve, note, holder)
+        try:
+            if timeout:
+                return await asyncio.wait_for(asyncio.shield(future), timeout)
+            return await future
+        except asyncio.TimeoutError:
+            decision = Decision("deny", by="timeout", reason=unattended_reason(
+                call, f"nobody approved this call within {timeout:g} s "
+                      "(Agent.approval_timeout)"))
+            if future.done() and not future.cancelled():
+                return future.result()  # a click won the race
+            future.cancel()
+            dispatcher.call(lambda: holder and holder[0].settle(decision))
+            return decision
+        except asyncio.CancelledError:
+            dispatcher.call(lambda: holder and holder[0].interrupted())
+            raise
+
+    def _open(self, call: ToolCall, resolve: Callable[[Decision], None], note: str,
+              holder: list[ApprovalPanel]) -> None:
+        panel = ApprovalPanel(call, resolve, note)
+        holder.append(panel)
+        self.panels.append(panel)
+        if self.show is not None:
+            self.show(panel.widget)
+            return
+        from IPython.display import display
+
+        handle = display(panel.widget, display_id=True)
+        # Re-send the bundle once decided: its text/plain then records the decision, so a
+        # saved notebook viewed without the widget state still says what happened.
+        panel.on_settle = lambda p: handle.update(p.widget)
+
+
+def _settle(future: asyncio.Future[Decision], decision: Decision) -> None:
+    if not future.done():
+        future.set_result(decision)

@@ -1,0 +1,306 @@
+"""The run, live in the notebook cell: streamed Markdown, tool-call cards, real outputs.
+
+A listener: ``NotebookDisplay`` receives events on the engine thread and hands the work
+to the main thread (``_mainthread``), so every output lands in the running cell. The
+answer streams as Markdown through a display handle, re-rendered at most every
+``interval`` seconds (deltas are coalesced before they even cross threads), so a
+10,000-token answer costs a few dozen renders, not 10,000. Each tool call becomes a
+Markdown card (the code in a fenced block, so the frontend highlights it in any theme)
+whose status line follows the call; its nbformat outputs are re-published as real
+outputs (a figure shows as an image); a footer sums the run up.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import threading
+import time
+from typing import Any, Callable
+
+from ._mainthread import Dispatcher, LoopDispatcher
+from .approval import Decision
+from .approval_widgets import describe
+from .events import (
+    Notice, RunFinished, RunResult, Step, StepFinished, StepStarted, ToolCallDecided,
+    ToolCallFinished, ToolCallRequested,
+)
+from .items import ToolCall, ToolResult
+from .models.base import ReasoningDelta, TextDelta, ToolCallDelta
+
+__all__ = ["NotebookDisplay", "card_markdown", "footer_html"]
+
+_MUTED = "var(--jp-ui-font-color2, #57606a)"
+_COLORS = {"ok": "var(--jp-success-color1, #1a7f37)", "warn": "var(--jp-warn-color1, #9a6700)",
+           "bad": "var(--jp-error-color1, #cf222e)", "info": _MUTED}
+
+
+def _fence(text: str, lang: str = "") -> str:
+    """A fenced block that survives backticks inside ``text``."""
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}"
+
+
+def card_markdown(call: ToolCall, status: str, arguments: dict[str, Any] | None = None) -> str:
+    """A tool call as Markdown: a header line with its status, then the code."""
+    args = call.arguments if arguments is None else arguments
+    head = f"**{call.name}** <small>· {call.id} · {status}</small>"
+    if "code" in args and call.name == "python":
+        body = _fence(str(args["code"]), "python")
+    else:
+        body = _fence(json.dumps(args, indent=2, ensure_ascii=False), "json")
+    return f"{head}\n\n{body}"
+
+
+def footer_html(text: str, kind: str = "info") -> dict[str, str]:
+    """A small status line as a display bundle."""
+    return {"text/html": (f"<div style='font-size:85%;color:{_COLORS[kind]};"
+                          "border-top:1px solid var(--jp-border-color2,#e0e0e0);"
+                          f"padding-top:2px;margin-top:4px'>{html.escape(text)}</div>"),
+            "text/plain": text}
+
+
+def _run_footer(result: RunResult) -> tuple[str, str]:
+    mark = {"done": "✓", "denied": "✗", "error": "⚠"}.get(result.stop_reason, "■")
+    kind = "ok" if result.ok else ("bad" if result.stop_reason in ("error", "denied") else "warn")
+    return f"{mark} {result.footer()}", kind
+
+
+def _step_footer(step: Step) -> tuple[str, str]:
+    calls = len(step.tool_calls)
+    line = (f"step {step.index} · {calls} tool call{'s' * (calls != 1)} · {step.usage} tokens · "
+            f"{step.duration:.1f}s")
+    if step.stop_reason:
+        why = f" · {step.error}" if step.error else ""
+        return (f"■ {line} · stopped: {step.stop_reason}{why}",
+                "ok" if step.stop_reason == "done" else "warn")
+    return f"⏸ {line} · paused: `%agent step` runs the next one", "info"
+
+
+def _bundle_for(output: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """One nbformat output as a (data, metadata) display bundle."""
+    kind = output.get("output_type")
+    if kind in ("display_data", "execute_result"):
+        return dict(output.get("data", {})), dict(output.get("metadata", {}))
+    if kind == "stream":
+        text = "".join(output.get("text", ""))
+        if output.get("name") == "stderr":
+            return {"text/html": ("<pre style='margin:0;padding:2px 4px;background:"
+                                  "var(--jp-rendermime-error-background,#fdd)'>"
+                                  f"{html.escape(text)}</pre>"), "text/plain": text}, {}
+        return {"text/plain": text}, {}
+    if kind == "error":
+        return {"text/plain": "\n".join(output.get("traceback", []))
+                or f"{output.get('ename')}: {output.get('evalue')}"}, {}
+    return None
+
+
+class _Stream:
+    """A throttled Markdown display handle for streamed text."""
+
+    def __init__(self, display: NotebookDisplay, render: Callable[[str], dict[str, str]]) -> None:
+        self.d = display
+        self.render = render
+        self.chunks: list[str] = []
+        self.handle: Any = None
+        self.last = 0.0
+        self.dirty = False
+        self.timer: Any = None
+        self.renders = 0
+
+    def add(self, text: str) -> None:
+        self.chunks.append(text)
+        self.dirty = True
+        now = time.monotonic()
+        if self.handle is None or now - self.last >= self.d.interval:
+            self.flush()
+        elif self.timer is None and hasattr(self.d.dispatcher, "call_later"):
+            # A trailing update, so the last words show even if the model pauses.
+            self.timer = self.d.dispatcher.call_later(  # type: ignore[attr-defined]
+                self.d.interval - (now - self.last), self.flush)
+
+    def flush(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if not self.dirty:
+            return
+        self.dirty = False
+        self.last = time.monotonic()
+        self.renders += 1
+        bundle = self.render("".join(self.chunks))
+        if self.handle is None:
+            self.handle = self.d.publish(bundle, new=True)
+        else:
+            self.d.update(self.handle, bundle)
+
+
+class _Card:
+    """One tool call's card; its status line is updated in place."""
+
+    def __init__(self, display: NotebookDisplay, call: ToolCall, handle: Any = None) -> None:
+        self.d, self.call, self.arguments = display, call, dict(call.arguments)
+        bundle = self.bundle("⏳ waiting for approval" if display.asks(call) else "▶ running…")
+        if handle is None:
+            self.handle = display.publish(bundle, new=True)
+        else:
+            self.handle = handle
+            display.update(handle, bundle)
+        self.started = time.monotonic()
+
+    def bundle(self, status: str) -> dict[str, str]:
+        md = card_markdown(self.call, status, self.arguments)
+        return {"text/markdown": md, "text/plain": md}
+
+    def status(self, status: str) -> None:
+        self.d.update(self.handle, self.bundle(status))
+
+
+class NotebookDisplay:
+    """A listener that renders a run in the current notebook cell."""
+
+    def __init__(self, dispatcher: Dispatcher | None = None, *, interval: float = 0.1,
+                 asks: Callable[[ToolCall], bool] | None = None, step_mode: bool = False) -> None:
+        self.dispatcher = dispatcher or LoopDispatcher()
+        self.interval = interval
+        self.asks = asks or (lambda call: False)  # does this call wait for a click?
+        self.step_mode = step_mode
+        self.text: _Stream | None = None
+        self.reasoning: _Stream | None = None
+        self.cards: dict[str, _Card] = {}
+        self.placeholders: list[Any] = []  # handles drawn while a call was streaming in
+        self.renders = 0  # text renders, summed over the run (the throttle's effect)
+        self.finished = False
+        self._lock = threading.Lock()
+        self._open: tuple[type, list[str]] | None = None
+
+    def __repr__(self) -> str:
+        return f"<NotebookDisplay cards={len(self.cards)} renders={self.renders}>"
+
+    # -- engine thread -------------------------------------------------------------
+    def __call__(self, event: Any) -> None:
+        if isinstance(event, (TextDelta, ReasoningDelta)):
+            # Coalesce deltas here: one main-thread callback per burst, not per token.
+            with self._lock:
+                if self._open is not None and self._open[0] is type(event):
+                    self._open[1].append(event.text)
+                    return
+                segment = (type(event), [event.text])
+                self._open = segment
+            self.dispatcher.call(self._drain, segment)
+            return
+        with self._lock:
+            self._open = None
+        self.dispatcher.call(self._handle, event)
+
+    # -- main thread ---------------------------------------------------------------
+    def publish(self, bundle: dict[str, Any], metadata: dict[str, Any] | None = None,
+                new: bool = False) -> Any:
+        from IPython.display import display
+
+        return display(bundle, raw=True, metadata=metadata or {}, display_id=new or None)
+
+    def update(self, handle: Any, bundle: dict[str, Any]) -> None:
+        handle.update(bundle, raw=True)
+
+    def _drain(self, segment: tuple[type, list[str]]) -> None:
+        with self._lock:
+            text = "".join(segment[1])
+            segment[1].clear()
+            if self._open is segment:
+                self._open = None
+        if not text:
+            return
+        if segment[0] is TextDelta:
+            if self.text is None:
+                self.text = _Stream(self, lambda t: {"text/markdown": t, "text/plain": t})
+            self.text.add(text)
+        else:
+            if self.reasoning is None:
+                self.reasoning = _Stream(self, _reasoning_bundle)
+            self.reasoning.add(text)
+
+    def _end_streams(self) -> None:
+        for stream in (self.reasoning, self.text):
+            if stream is not None:
+                stream.flush()
+                self.renders += stream.renders
+        self.text = self.reasoning = None
+
+    def _handle(self, event: Any) -> None:
+        if isinstance(event, StepStarted):
+            self._end_streams()
+            self.placeholders = []
+        elif isinstance(event, ToolCallDelta):
+            self._end_streams()
+            if event.name and event.index >= len(self.placeholders):
+                self.placeholders.append(self.publish(
+                    {"text/markdown": f"**{event.name}** <small>· writing the call…</small>",
+                     "text/plain": f"{event.name}: writing the call…"}, new=True))
+        elif isinstance(event, ToolCallRequested):
+            self._end_streams()
+            handle = self.placeholders.pop(0) if self.placeholders else None
+            self.cards[event.call.id] = _Card(self, event.call, handle)
+        elif isinstance(event, ToolCallDecided):
+            self._decided(event.call, event.decision)
+        elif isinstance(event, ToolCallFinished):
+            self._finished(event.call, event.result)
+        elif isinstance(event, Notice):
+            kind = {"error": "bad", "warning": "warn"}.get(event.level, "info")
+            self.publish(footer_html(event.message, kind))
+        elif isinstance(event, StepFinished):
+            self._end_streams()
+            if self.step_mode:
+                self.publish(footer_html(*_step_footer(event.step)))
+        elif isinstance(event, RunFinished):
+            self._end_streams()
+            self.finished = True
+            self.publish(footer_html(*_run_footer(event.result)))
+
+    def _decided(self, call: ToolCall, decision: Decision) -> None:
+        card = self.cards.get(call.id)
+        if card is None:
+            return
+        if decision.action == "edit" and decision.arguments is not None:
+            card.arguments = dict(decision.arguments)  # show what actually runs
+        if decision.approved:
+            card.started = time.monotonic()  # time the run, not the wait for a click
+            card.status(("✎ edited by you · " if decision.action == "edit" else "") + "▶ running…")
+        else:
+            card.status(describe(decision, call.name))
+
+    def _finished(self, call: ToolCall, result: ToolResult) -> None:
+        card = self.cards.get(call.id)
+        if result.meta.get("denied") or result.meta.get("skipped"):
+            if card is not None and result.meta.get("skipped"):
+                card.status("✗ not run (an earlier call was denied)")
+            return
+        if card is not None:
+            took = time.monotonic() - card.started
+            edited = "✎ edited · " if result.meta.get("edited") else ""
+            mark = "✗ error" if result.error else "✓ done"
+            count = f" · [{result.execution_count}]" if result.execution_count else ""
+            card.status(f"{edited}{mark} in {took:.1f}s{count}")
+        outputs = [b for b in map(_bundle_for, result.outputs) if b is not None]
+        if not outputs and result.output:
+            outputs = [({"text/plain": result.output}, {})]
+        for data, metadata in outputs:
+            self.publish(data, metadata)
+
+    def interrupted(self) -> None:
+        """Say that the run was stopped (main thread)."""
+        self._end_streams()
+        self.publish(footer_html("■ interrupted — the context is valid: `%agent step` or a "
+                                 "new task continues from here", "warn"))
+
+    def close(self) -> None:
+        """Final flush (main thread)."""
+        self._end_streams()
+
+
+def _reasoning_bundle(text: str) -> dict[str, str]:
+    return {"text/html": (f"<details style='color:{_MUTED};font-size:90%'><summary>reasoning"
+                          f"</summary><pre style='white-space:pre-wrap'>{html.escape(text)}"
+                          "</pre></details>"), "text/plain": f"(reasoning) {text}"}

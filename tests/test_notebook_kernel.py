@@ -1,0 +1,194 @@
+"""A real ipykernel driven as JupyterLab drives it: %agent cells, approval clicks, routing.
+
+The frontend (``kernel_frontend.Frontend``) sends the same ``comm_msg`` a browser sends for
+a click, and shows only outputs whose parent is the cell's ``execute_request`` — so a test
+passes only if the clicks reach the kernel while the cell is still running *and* every
+output lands in that cell.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernel_frontend import Cell, Frontend
+
+pytestmark = pytest.mark.slow
+
+BIG = "1267650600228229401496703205376"  # 2**100
+
+
+@pytest.fixture(scope="module")
+def fe(tmp_path_factory: pytest.TempPathFactory):
+    cwd = tmp_path_factory.mktemp("nb")
+    frontend = Frontend(cwd=str(cwd))
+    frontend.cwd = cwd  # type: ignore[attr-defined]
+    loaded = frontend.run("%load_ext ipyagent\nimport ipyagent")
+    assert loaded.reply["status"] == "ok", loaded.text()
+    assert "model demo" in loaded.text() and "approval ask" in loaded.text()
+    yield frontend
+    frontend.close()
+
+
+@pytest.fixture
+def fresh(fe: Frontend) -> Frontend:
+    cell = fe.run("%agent reset")
+    assert cell.reply["status"] == "ok", cell.text()
+    return fe
+
+
+def statuses(fe: Frontend) -> list[str]:
+    return [s["value"] for s in fe.widgets.values() if s.get("_model_name") == "HTMLModel"]
+
+
+def check_context(fe: Frontend) -> list[str]:
+    """Every tool call answered, in order; returns the items' kinds."""
+    cell = fe.run(
+        "from ipyagent.items import ToolCall, ToolResult\n"
+        "_ctx = ipyagent.current().context\n"
+        "_open = set()\n"
+        "for _i in _ctx:\n"
+        "    if isinstance(_i, ToolCall): _open.add(_i.id)\n"
+        "    elif isinstance(_i, ToolResult): _open.remove(_i.call_id)\n"
+        "assert not _open, _open\n"
+        "print('|'.join(_i.label for _i in _ctx))")
+    assert cell.reply["status"] == "ok", cell.text()
+    return cell.text().strip().split("|")
+
+
+def finish(fe: Frontend, cell: Cell) -> Cell:
+    fe.pump_until(lambda: cell.done, 60)
+    assert cell.reply["status"] == "ok", cell.text()
+    assert not fe.stray, [m["msg_type"] for m in fe.stray]  # no output went astray
+    return cell
+
+
+def test_approve_runs_only_after_the_click(fresh: Frontend) -> None:
+    fe = fresh
+    cell = fe.execute("%agent Use Python to compute 2**100")
+    approve = fe.wait_for_button("Approve")
+    fe.pump_for(1.0)
+    # Waiting: the cell is still busy, the card says so, and the code has not run.
+    assert not cell.done
+    assert "waiting for approval" in cell.text()
+    assert BIG not in cell.text()
+    fe.click(approve)
+    # The demo model's first attempt fails, so it asks again for its fix.
+    fe.pump_until(lambda: fe.buttons("Approve") != [] and fe.buttons("Approve")[-1] != approve)
+    assert "value = " + BIG in cell.text()  # the first call ran, as a real output
+    fe.click(fe.buttons("Approve")[-1])
+    finish(fe, cell)
+    text = cell.text()
+    assert "digits: 31" in text and "✓ done · 3 steps" in text
+    assert "· [1]" in text  # the sibling kernel's first execution was the approved call
+    assert fe.buttons("Approve") == []  # every button disabled once decided
+    assert statuses(fe)[-1].endswith("✓ approved by you</span>")
+    assert check_context(fe) == ["user", "assistant", "tool call", "tool error", "assistant",
+                                 "tool call", "tool result", "assistant"]
+
+
+def test_tool_with_side_effect_waits_for_approval(fresh: Frontend) -> None:
+    fe = fresh
+    marker = Path(fe.cwd) / "marker.txt"  # type: ignore[attr-defined]
+    setup = fe.run(
+        "from pathlib import Path\n"
+        "@ipyagent.tool\n"
+        "def touch(name: str) -> str:\n"
+        "    '''Create a file.'''\n"
+        "    Path(name).write_text('ran')\n"
+        "    return 'created ' + name\n"
+        "_a = ipyagent.current()\n"
+        "_python = _a.tools.remove('python')\n"
+        "_a.tools.add(touch)")
+    assert setup.reply["status"] == "ok", setup.text()
+    try:
+        cell = fe.execute("%agent marker.txt")
+        approve = fe.wait_for_button("Approve")
+        fe.pump_for(1.0)
+        assert not marker.exists() and not cell.done
+        fe.click(approve)
+        finish(fe, cell)
+        assert marker.read_text() == "ran"
+        assert "created marker.txt" in cell.text()
+    finally:
+        fe.run("_a.tools.remove('touch'); _a.tools.add(_python)")
+
+
+def test_deny_with_reason_reaches_the_model(fresh: Frontend) -> None:
+    fe = fresh
+    cell = fe.execute("%agent Use Python to compute 3**5")
+    fe.wait_for_panel()
+    deny = fe.buttons("Deny")[-1]
+    fe.set_value(fe.widget_of("TextModel"), "use pen and paper")
+    fe.click(deny)
+    finish(fe, cell)
+    text = cell.text()
+    assert "not approved (use pen and paper)" in text  # the model got the reason
+    assert "denied by you: use pen and paper" in text  # the card says so
+    assert "243" not in text  # nothing ran
+    assert check_context(fe)[-2:] == ["tool error", "assistant"]
+
+
+def test_edit_runs_the_edited_code_and_shows_the_figure(fresh: Frontend) -> None:
+    fe = fresh
+    edited = ("import matplotlib.pyplot as plt\n"
+              "plt.plot([1, 4, 9, 16])\n"
+              "plt.show()\n"
+              "print(open('edited.txt', 'w').write('edited'))")
+    cell = fe.execute("%agent Use Python to compute 2**8")
+    fe.wait_for_panel()
+    fe.click(fe.buttons("Edit")[-1])
+    fe.set_value(fe.widget_of("TextareaModel"), edited)
+    fe.click(fe.wait_for_button("Run edited"))
+    finish(fe, cell)
+    assert "image/png" in cell.mimetypes()  # the figure is a real image output
+    assert (Path(fe.cwd) / "edited.txt").read_text() == "edited"  # type: ignore[attr-defined]
+    assert "✎ edited" in cell.text()
+    recorded = fe.run("print(ipyagent.current().context[2].arguments['code'])")
+    assert recorded.text().strip() == edited  # the context records what actually ran
+
+
+def test_always_approves_later_calls_of_the_tool(fresh: Frontend) -> None:
+    fe = fresh
+    before = len(fe.buttons("Always", enabled=False))
+    cell = fe.execute("%agent Use Python to compute 2**100")
+    fe.click(fe.wait_for_button("Always"))
+    finish(fe, cell)
+    assert len(fe.buttons("Always", enabled=False)) == before + 1  # asked once, not twice
+    assert "digits: 31" in cell.text()
+
+
+def test_headless_run_denies_at_once_and_says_how_to_allow(fresh: Frontend) -> None:
+    fe = fresh
+    panels = len(fe.buttons("Approve", enabled=False))
+    cell = fe.execute("%agent Use Python to compute 2**100", allow_stdin=False)
+    finish(fe, cell)
+    text = cell.text()
+    assert "nobody could approve this call" in text
+    assert "%config Agent.approval = 'auto'" in text
+    assert BIG not in text
+    assert len(fe.buttons("Approve", enabled=False)) == panels  # no dead buttons left behind
+
+
+def test_interrupt_while_waiting_leaves_a_valid_context(fresh: Frontend) -> None:
+    fe = fresh
+    cell = fe.execute("%agent Use Python to compute 2**100")
+    fe.wait_for_button("Approve")
+    fe.interrupt()
+    finish(fe, cell)
+    assert "interrupted" in cell.text()
+    assert check_context(fe)[-1] == "tool error"  # the open call got an "Interrupted" result
+    again = fe.run("%agent --approve auto Use Python to compute 2**10")
+    assert again.reply["status"] == "ok" and "1024" in again.text()
+
+
+def test_bad_input_is_one_line(fe: Frontend) -> None:
+    for code, expected in [("%agent", "give a task"), ("%agent --frobnicate x", "--frobnicate"),
+                           ("%agent --max-steps -1 hi", "max_steps")]:
+        cell = fe.run(code)
+        assert cell.reply["status"] == "error"
+        assert cell.reply["ename"] == "UsageError"
+        shown = cell.text().strip()
+        assert shown.startswith("UsageError:") and "\n" not in shown, shown
+        assert expected in shown
