@@ -187,3 +187,16 @@ def test_replay_counts_an_error_that_appears(tmp_path):
     report = replay(path, cwd=str(tmp_path))  # the file is gone now: FileNotFoundError
     [diff] = report.differences
     assert not diff.recorded_error and diff.new_error and "FileNotFoundError" in diff.new
+
+
+async def test_areplay_awaits_from_a_running_loop(tmp_path):
+    model = ScriptedModel([calls(("python", {"code": "print(sum(range(10)))"})), text("45")])
+    agent = Agent(client=model, cwd=str(tmp_path))
+    try:
+        await agent.arun("sum it")  # as a notebook cell would
+        path = agent.save(tmp_path / "run.ipynb")
+        report = await agent.areplay(path)
+    finally:
+        agent.close()
+    assert report.reproduced and report.compared == 1
+    assert [i.output for i in report.context if isinstance(i, ToolResult)] == ["45"]
