@@ -177,15 +177,18 @@ def test_roles_alternate_whatever_the_items() -> None:
         Message("assistant", ""),
         ToolCall("toolu_1", "add", {"a": 1, "b": 1}),
         ToolResult("toolu_1", "2"),
+        ToolCall("toolu_2", "add", {"a": 0, "b": 0}),
+        ToolResult("toolu_2", ""),
         Message("system", "Answer in French."),
         Message("user", "And now?"),
     ]
     system, messages = to_anthropic_messages("Be brief.", items)
     assert system == "Be brief.\n\nAnswer in French."
-    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user"]
     assert messages[0]["content"] == [{"type": "text", "text": "Summary of earlier conversation: We added numbers."},
                                       {"type": "text", "text": "Go on."}]
     assert messages[1]["content"] == [{"type": "tool_use", "id": "toolu_1", "name": "add", "input": {"a": 1, "b": 1}}]
-    # tool_result blocks first, then the user's text, in one user message.
-    assert messages[2]["content"] == [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "2"},
+    assert messages[2]["content"] == [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "2"}]
+    # An empty result leaves ``content`` out; the user's text follows in the same message.
+    assert messages[4]["content"] == [{"type": "tool_result", "tool_use_id": "toolu_2"},
                                       {"type": "text", "text": "And now?"}]

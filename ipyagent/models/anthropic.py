@@ -71,12 +71,14 @@ def to_anthropic_messages(system: str, items: Sequence[Item]) -> tuple[str, list
 
     for item in items:
         if isinstance(item, Reasoning):
-            for block in _thinking_blocks(item):
-                add("assistant", block)
+            for thinking in _thinking_blocks(item):
+                add("assistant", thinking)
         elif isinstance(item, ToolCall):
             add("assistant", {"type": "tool_use", "id": item.id, "name": item.name, "input": item.arguments})
         elif isinstance(item, ToolResult):
-            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": item.call_id, "content": item.output}
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": item.call_id}
+            if item.output:  # ``content`` is optional; an empty one is better left out
+                block["content"] = item.output
             if item.error:
                 block["is_error"] = True
             add("user", block)
@@ -145,15 +147,13 @@ class AnthropicTurnAssembler:
         kind = data.get("type") or event or ""
         index = data.get("index")
         if kind == "message_start":
-            message = data.get("message") if isinstance(data.get("message"), dict) else {}
-            self._meta(message)
+            self._meta(_dict(data.get("message")))
         elif kind == "content_block_start" and isinstance(index, int):
             return self._start(index, data.get("content_block"))
         elif kind == "content_block_delta" and isinstance(index, int):
             return self._delta(index, data.get("delta"))
         elif kind == "message_delta":
-            delta = data.get("delta") if isinstance(data.get("delta"), dict) else {}
-            self.finish_reason = delta.get("stop_reason") or self.finish_reason
+            self.finish_reason = _dict(data.get("delta")).get("stop_reason") or self.finish_reason
             self._usage(data.get("usage"))
         elif kind == "error" or event == "error":
             raise ProviderError(data["error"] if isinstance(data.get("error"), dict) else data)
@@ -260,6 +260,10 @@ class AnthropicTurnAssembler:
             usage=self.usage,
             model=self.model,
         )
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _json(value: Any) -> str:

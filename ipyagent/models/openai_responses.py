@@ -168,7 +168,7 @@ class ResponsesTurnAssembler:
         elif kind in ("response.completed", "response.incomplete"):
             return self._completed(data.get("response"))
         elif kind == "response.failed":
-            response = data.get("response") if isinstance(data.get("response"), dict) else {}
+            response: dict[str, Any] = data["response"] if isinstance(data.get("response"), dict) else {}
             self._meta(response)
             raise ProviderError(response.get("error") or {"message": "the response failed"})
         elif kind == "error" or event == "error":
