@@ -7,3 +7,42 @@ from pathlib import Path
 
 # Test helpers (scripted server, scripted model) live beside the tests.
 sys.path.insert(0, str(Path(__file__).parent))
+
+import gc
+import time
+
+import pytest
+
+
+def _kernel_processes() -> list:
+    """ipykernel processes started (directly or not) by this test process."""
+    psutil = pytest.importorskip("psutil")
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "ipykernel" in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_orphan_kernels():
+    """After the whole suite, no kernel started by the tests may still be alive."""
+    yield
+    gc.collect()  # agents and kernels that were dropped shut their kernels down when collected
+    deadline = time.monotonic() + 10
+    while _kernel_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    alive = [f"{p.pid}: {' '.join(p.cmdline())[:120]}" for p in _kernel_processes()]
+    assert not alive, f"orphaned kernel processes: {alive}"
+
+
+@pytest.fixture
+def scripted_server():
+    """A real OpenAI-compatible server on 127.0.0.1 replaying scripted replies."""
+    from scripted_server import ScriptedServer
+
+    with ScriptedServer() as srv:
+        yield srv
