@@ -53,7 +53,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("ollama", "Ollama", "http://127.0.0.1:11434/v1", "chat", "", False,
            "`ollama serve`; model names as in `ollama list`, e.g. qwen2.5:7b"),
     Preset("llamacpp", "llama.cpp server", "http://127.0.0.1:8080/v1", "chat", "LLAMA_API_KEY", False,
-           "`llama-server -m model.gguf --jinja` (tool calls need --jinja); key only if started with --api-key"),
+           "`llama-server -m model.gguf --jinja` (tool calls need the Jinja chat template); key only if started with --api-key"),
     Preset("vllm", "vLLM", "http://127.0.0.1:8000/v1", "chat", "VLLM_API_KEY", False,
            "`vllm serve MODEL --enable-auto-tool-choice --tool-call-parser …`; key only if started with --api-key"),
     Preset("lmstudio", "LM Studio", "http://127.0.0.1:1234/v1", "chat", "", False,
