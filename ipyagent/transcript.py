@@ -69,7 +69,19 @@ class Transcript:
     def __repr__(self) -> str:
         where = f" {self.path!r}" if self.path else ""
         return (f"<Transcript{where}: {len(self.items)} items, "
-                f"model={self.settings.get('model')!r}, saved {self.saved or '?'}>")
+                f"model={self.model!r}, saved {self.saved or '?'}>")
+
+    @property
+    def model(self) -> str:
+        """The model that answered: an injected client's name, else the model setting."""
+        return str(self.settings.get("client") or self.settings.get("model") or "?")
+
+    def _repr_markdown_(self) -> str:
+        calls = sum(i.type == "tool_call" for i in self.items)
+        tasks = sum(i.type == "message" and getattr(i, "role", "") == "user" for i in self.items)
+        return (f"**Transcript** `{self.path or ''}` — {len(self.items)} items ({tasks} from "
+                f"the user, {calls} tool calls), model `{self.model}`, "
+                f"saved {self.saved or '?'} with ipyagent {self.version or '?'}")
 
 
 # -- writing ----------------------------------------------------------------------

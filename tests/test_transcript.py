@@ -97,6 +97,7 @@ def test_metadata_is_lossless(rich):
     assert [i.to_dict() for i in transcript.items] == items
     assert transcript.settings["approval"] == "ask" and transcript.settings["client"] == "scripted"
     assert transcript.usage["requests"] == 5
+    assert "(1 from the user, 5 tool calls), model `scripted`" in transcript._repr_markdown_()
     meta = nbformat.read(path, as_version=4).metadata["ipyagent"]
     assert [t["name"] for t in meta["tools"]] == ["add", "python"]
 
