@@ -136,6 +136,10 @@ class Agent(LoggingConfigurable):
         "Characters of one tool result the model sees (head and tail kept); the notebook "
         "keeps the full output."
     )).tag(config=True)
+    send_images = Bool(False, help=(
+        "Send images that python tool calls display (plots) to the model; needs a "
+        "vision-capable model. Off: the model sees a placeholder like [image/png 640x480]."
+    )).tag(config=True)
     memory_limit = Unicode("", help=(
         "Address-space limit of the sibling kernel, e.g. '4GB'; empty: no limit."
     )).tag(config=True)
@@ -288,11 +292,13 @@ class Agent(LoggingConfigurable):
     def _add_python_tool(self) -> None:
         async def run_python(call: ToolCall) -> ToolResult:
             execution = await self.kernel.execute_async(str(call.arguments["code"]))
+            meta: dict[str, Any] = {"status": execution.status}
+            if self.send_images:
+                meta["images"] = _images(execution.outputs)
             return ToolResult(
                 call_id=call.id, name=call.name, output=execution.text or "(no output)",
                 error=execution.status != "ok", outputs=list(execution.outputs),
-                execution_count=execution.execution_count,
-                meta={"status": execution.status})
+                execution_count=execution.execution_count, meta=meta)
 
         self.tools.add(Tool(
             name="python",
@@ -631,6 +637,17 @@ class Agent(LoggingConfigurable):
 _LENGTH_REASONS = ("length", "max_tokens", "max_output_tokens")
 CONTINUE_PROMPT = ("[ipyagent] Your reply was cut off by the output token limit. Continue "
                    "exactly where you stopped, without repeating yourself.")
+
+
+def _images(outputs: list[dict[str, Any]], limit: int = 4) -> list[dict[str, str]]:
+    """Base64 PNG/JPEG images from nbformat outputs, for models that can see."""
+    found = []
+    for out in outputs:
+        for mime in ("image/png", "image/jpeg"):
+            data = out.get("data", {}).get(mime)
+            if data:
+                found.append({"mime": mime, "data": "".join(data) if isinstance(data, list) else data})
+    return found[:limit]
 
 
 def _head_tail(text: str, limit: int) -> str:

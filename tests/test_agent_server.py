@@ -116,3 +116,27 @@ def test_model_code_that_kills_the_kernel_does_not_stop_the_agent(agent):
     assert results[1].error and results[1].meta["status"] == "died"
     assert "kernel died" in told and "lost" in told  # the model was told
     assert results[2].output.strip() == "alive False"  # a fresh kernel ran the next call
+
+
+def test_plots_reach_a_vision_model_only_with_send_images(agent):
+    pytest.importorskip("matplotlib")
+    code = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()"
+    for send in (False, True):
+        with ScriptedServer([reply_tool_calls([("python", {"code": code}), ("python", {"code": "1+1"})]),
+                             reply_text("a line")]) as srv:
+            agent.reset()
+            agent.base_url = srv.base_url
+            agent.send_images = send
+            assert agent.run("plot it").stop_reason == "done"
+            messages = srv.bodies[1]["messages"]
+        result = next(i for i in agent.context if isinstance(i, ToolResult))
+        assert any("image/png" in o.get("data", {}) for o in result.outputs)  # kept whole
+        assert "[image/png" in messages[-2 if not send else -3]["content"]  # placeholder text
+        if send:
+            # Both tool messages stay together; the image follows them as a user message.
+            assert [m["role"] for m in messages[-3:]] == ["tool", "tool", "user"]
+            url = messages[-1]["content"][1]["image_url"]["url"]
+            assert url.startswith("data:image/png;base64,iVBOR")
+        else:
+            assert messages[-1]["role"] == "tool"
+    agent.send_images = False

@@ -89,12 +89,22 @@ def to_chat_messages(system: str, items: Sequence[Item]) -> list[dict[str, Any]]
     """
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     turn: dict[str, Any] | None = None  # the assistant message being assembled
+    # Images from tool results (Agent.send_images): a tool message carries only text, and
+    # nothing may come between the tool messages of one turn, so they follow as one user
+    # message after the last result.
+    images: list[dict[str, Any]] = []
 
     def flush() -> None:
         nonlocal turn
         if turn is not None and (turn.get("content") is not None or turn.get("tool_calls")):
             messages.append(turn)
         turn = None
+        if images:
+            parts: list[dict[str, Any]] = [{"type": "text", "text": "Images from the tool results above:"}]
+            parts += [{"type": "image_url", "image_url": {"url": f"data:{im['mime']};base64,{im['data']}"}}
+                      for im in images]
+            messages.append({"role": "user", "content": parts})
+            images.clear()
 
     for item in items:
         if isinstance(item, Reasoning):
@@ -111,8 +121,10 @@ def to_chat_messages(system: str, items: Sequence[Item]) -> list[dict[str, Any]]
                 turn = {"role": "assistant", "content": None}
             turn.setdefault("tool_calls", []).append(_wire_call(item))
         elif isinstance(item, ToolResult):
-            flush()
+            if turn is not None:
+                flush()
             messages.append({"role": "tool", "tool_call_id": item.call_id, "content": item.output})
+            images.extend(item.meta.get("images") or [])
         elif isinstance(item, Summary):
             flush()
             messages.append(
