@@ -15,7 +15,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from ipyagent import Agent, ToolCall, ToolResult, __version__, tool
+from ipyagent import Agent, ToolCall, ToolResult, __version__
 from ipyagent.errors import TranscriptError
 from ipyagent.events import Notice, StepFinished
 from ipyagent.kernel_outputs import model_text
