@@ -497,3 +497,11 @@ async def test_sse_spec_details() -> None:
     text = ": comment\n\nevent: ping\ndata: {}\n\nevent: delta\r\ndata: line one\r\ndata: line two\r\nid: 7\r\n\r\ndata: unterminated"
     events = [e async for e in aiter_events_from_text(text, chunk_size=3)]
     assert [(e.event, e.data, e.id) for e in events] == [("delta", "line one\nline two", "7")]
+
+
+def test_max_tokens_field_follows_the_server() -> None:
+    request = ModelRequest(system="", items=[], max_tokens=7)
+    local = OpenAIChatModel("m", "http://127.0.0.1:1/v1").payload(request)
+    official = OpenAIChatModel("m", "https://api.openai.com/v1").payload(request)
+    assert local["max_tokens"] == 7 and "max_completion_tokens" not in local
+    assert official["max_completion_tokens"] == 7 and "max_tokens" not in official

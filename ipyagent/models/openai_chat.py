@@ -436,7 +436,10 @@ class OpenAIChatModel:
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if request.max_tokens is not None:
-            body["max_tokens"] = request.max_tokens
+            # OpenAI itself deprecated max_tokens (reasoning models reject it); every other
+            # OpenAI-compatible server still reads max_tokens.
+            official = httpx.URL(self.url).host == "api.openai.com"
+            body["max_completion_tokens" if official else "max_tokens"] = request.max_tokens
         return body
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
