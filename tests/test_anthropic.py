@@ -192,3 +192,15 @@ def test_roles_alternate_whatever_the_items() -> None:
     # An empty result leaves ``content`` out; the user's text follows in the same message.
     assert messages[4]["content"] == [{"type": "tool_result", "tool_use_id": "toolu_2"},
                                       {"type": "text", "text": "And now?"}]
+
+
+def test_tool_result_images_become_image_blocks() -> None:
+    """Plots a tool displayed (ToolResult.meta["images"], Agent.send_images) travel in the tool_result."""
+    png = {"mime": "image/png", "data": "iVBORw0KGgo="}
+    items = [Message("user", "plot"), ToolCall("toolu_1", "python", {"code": "plot()"}),
+             ToolResult("toolu_1", "<Figure>", meta={"images": [png]})]
+    _, messages = to_anthropic_messages("", items)
+    assert messages[2]["content"] == [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [
+        {"type": "text", "text": "<Figure>"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+    ]}]

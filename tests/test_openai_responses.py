@@ -192,3 +192,16 @@ async def test_request_shape(server: ScriptedServer) -> None:
     assert body["tool_choice"] == {"type": "function", "name": "add"}
     assert body["temperature"] == 0.2 and body["reasoning"] == {"effort": "low"} and body["stream"] is True
 
+
+
+def test_tool_result_images_follow_the_results_as_one_user_message() -> None:
+    png = {"mime": "image/png", "data": "iVBORw0KGgo="}
+    items = [ToolCall("c1", "python", {"code": "a"}), ToolCall("c2", "python", {"code": "b"}),
+             ToolResult("c1", "<Figure>", meta={"images": [png]}), ToolResult("c2", "<Figure>", meta={"images": [png]}),
+             Message("user", "and?")]
+    wire = to_responses_input(items)
+    assert [w.get("type", w.get("role")) for w in wire] == [
+        "function_call", "function_call", "function_call_output", "function_call_output", "user", "user"]
+    assert wire[4]["content"][1:] == [{"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}] * 2
+    assert wire[5] == {"role": "user", "content": "and?"}
+    assert to_responses_input(items[:3])[-1]["content"][0]["type"] == "input_text"  # at the end too

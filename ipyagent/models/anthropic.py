@@ -77,7 +77,14 @@ def to_anthropic_messages(system: str, items: Sequence[Item]) -> tuple[str, list
             add("assistant", {"type": "tool_use", "id": item.id, "name": item.name, "input": item.arguments})
         elif isinstance(item, ToolResult):
             block: dict[str, Any] = {"type": "tool_result", "tool_use_id": item.call_id}
-            if item.output:  # ``content`` is optional; an empty one is better left out
+            images = item.meta.get("images") or []  # plots, when Agent.send_images is on
+            if images:  # a tool_result may hold image blocks next to its text
+                text = [{"type": "text", "text": item.output}] if item.output else []
+                block["content"] = text + [
+                    {"type": "image", "source": {"type": "base64", "media_type": im["mime"], "data": im["data"]}}
+                    for im in images
+                ]
+            elif item.output:  # ``content`` is optional; an empty one is better left out
                 block["content"] = item.output
             if item.error:
                 block["is_error"] = True

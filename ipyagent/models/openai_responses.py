@@ -52,9 +52,17 @@ def _reasoning_input(reasoning: Reasoning) -> list[dict[str, Any]]:
 
 
 def to_responses_input(items: Sequence[Item]) -> list[dict[str, Any]]:
-    """The ``input`` list for items, in order (reasoning before the calls it led to)."""
+    """The ``input`` list for items, in order (reasoning before the calls it led to).
+
+    Images of tool results (``ToolResult.meta["images"]``, Agent.send_images) follow the
+    last of a run of results as one user message, as in the Chat Completions client.
+    """
     out: list[dict[str, Any]] = []
+    images: list[dict[str, str]] = []
     for item in items:
+        if images and not isinstance(item, ToolResult):
+            out.append(_images_message(images))
+            images = []
         if isinstance(item, Reasoning):
             out += _reasoning_input(item)
         elif isinstance(item, ToolCall):
@@ -66,6 +74,7 @@ def to_responses_input(items: Sequence[Item]) -> list[dict[str, Any]]:
             out.append({"type": "function_call", "call_id": item.id, "name": item.name, "arguments": arguments})
         elif isinstance(item, ToolResult):
             out.append({"type": "function_call_output", "call_id": item.call_id, "output": item.output})
+            images += item.meta.get("images") or []
         elif isinstance(item, Summary):
             out.append({"role": "user", "content": f"Summary of earlier conversation: {item.content}"})
         elif isinstance(item, Message):
@@ -74,7 +83,15 @@ def to_responses_input(items: Sequence[Item]) -> list[dict[str, Any]]:
             out.append({"role": item.role, "content": item.content})
         else:
             raise TypeError(f"not an ipyagent item: {item!r}")
+    if images:
+        out.append(_images_message(images))
     return out
+
+
+def _images_message(images: list[dict[str, str]]) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = [{"type": "input_text", "text": "Images from the tool results above:"}]
+    parts += [{"type": "input_image", "image_url": f"data:{im['mime']};base64,{im['data']}"} for im in images]
+    return {"role": "user", "content": parts}
 
 
 def to_responses_tools(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
