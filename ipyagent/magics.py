@@ -21,7 +21,7 @@ from typing import Any, Coroutine, Iterator
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import TraitError
 
 from . import _loop
@@ -158,8 +158,9 @@ class AgentMagics(Magics):
     # -- parsing ---------------------------------------------------------------------
     def parse(self, line: str, cell: str | None) -> Command:
         """Options first, then the task or a subcommand; ``UsageError`` on mistakes."""
-        tokens, rest = _split_options(line, self.agent.parser)
-        opts = parse_argstring(self.agent, " ".join(shlex.quote(t) for t in tokens))
+        tokens, rest, forced = _split_options(line, self.agent.parser)
+        # The parser itself, not parse_argstring: values were already unquoted above.
+        opts = self.agent.parser.parse_args(tokens)
         if cell is not None:
             if rest.strip():
                 raise UsageError(f"%%agent takes options on its line and the task in the cell; "
@@ -168,7 +169,7 @@ class AgentMagics(Magics):
             if not task:
                 raise UsageError(_NO_TASK)
             return Command("step" if opts.step else "run", task, opts)
-        words = rest.split()
+        words = [] if forced else rest.split()
         if words and words[0] in _ALONE and len(words) == 1:
             return Command(words[0], None, opts)
         if words and words[0] == "reset" and set(words[1:]) <= {"--kernel"} and len(words) <= 2:
@@ -405,15 +406,15 @@ def _one_line(exc: BaseException) -> str:
     return text
 
 
-def _split_options(line: str, parser: Any) -> tuple[list[str], str]:
-    """Leading ``--options`` (with their values) and the raw rest of the line."""
+def _split_options(line: str, parser: Any) -> tuple[list[str], str, bool]:
+    """Leading ``--options`` (with their values), the raw rest, and whether ``--`` ended them."""
     takes_value = {s: a.nargs != 0 for s, a in parser._option_string_actions.items()}
     tokens: list[str] = []
     rest = line.lstrip()
     while rest.startswith("-"):
         head, _, tail = rest.partition(" ")
         if head == "--":
-            return tokens, tail
+            return tokens, tail, True
         tokens.append(head)
         rest = tail.lstrip()
         if takes_value.get(head) and "=" not in head and rest:
@@ -426,7 +427,7 @@ def _split_options(line: str, parser: Any) -> tuple[list[str], str]:
                 value, _, rest = rest.partition(" ")
                 tokens.append(value)
                 rest = rest.lstrip()
-    return tokens, rest
+    return tokens, rest, False
 
 
 # -- extension entry points ------------------------------------------------------------

@@ -1,0 +1,405 @@
+"""%agent in an in-process IPython shell: parsing, config, subcommands, step-through,
+the input transformers, and the notebook display and widget approver on a real loop."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import time
+from contextlib import redirect_stderr, redirect_stdout
+from typing import Any, Iterator
+
+import pytest
+from IPython.core.displaypub import CapturingDisplayPublisher
+from IPython.core.error import UsageError
+from IPython.testing.globalipapp import start_ipython
+
+import ipyagent
+from ipyagent import Agent, Tool, ToolCall, ToolResult, magics
+from ipyagent._mainthread import LoopDispatcher
+from ipyagent._transformer import await_agent_magics, protect_question_marks
+from ipyagent.approval_widgets import WidgetApprover
+from ipyagent.display_notebook import NotebookDisplay
+from ipyagent.models.base import TextDelta, Turn, TurnComplete
+
+from scripted_model import ScriptedModel, calls, text
+
+
+@pytest.fixture(scope="module")
+def ip() -> Iterator[Any]:
+    shell = start_ipython()
+    yield shell
+
+
+@pytest.fixture
+def loaded(ip: Any) -> Iterator[Any]:
+    """The extension loaded with tool calls auto-approved (terminal mode: no kernel)."""
+    out = io.StringIO()
+    with redirect_stdout(out):
+        ip.run_line_magic("load_ext", "ipyagent")
+    assert "model demo" in out.getvalue()
+    ip.run_line_magic("config", "Agent.approval = 'auto'")
+    yield ip
+    ip.run_line_magic("unload_ext", "ipyagent")
+    ip.config.pop("Agent", None)
+
+
+def run(ip: Any, cell: str) -> tuple[str, str, Any]:
+    """Run a cell; returns (stdout, stderr, result)."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        result = ip.run_cell(cell)
+    return out.getvalue(), err.getvalue(), result
+
+
+# -- parsing -----------------------------------------------------------------------
+def test_parse_options_task_and_subcommands(loaded: Any) -> None:
+    m = magics._MAGICS
+    cmd = m.parse("--max-steps 3 --approve auto what's 2**100? -- not an option", None)
+    assert (cmd.action, cmd.task, cmd.options.max_steps, cmd.options.approve) == (
+        "run", "what's 2**100? -- not an option", 3, "auto")
+    cmd = m.parse("--model 'qwen 2' --step  compute  it", None)
+    assert (cmd.action, cmd.task, cmd.options.model) == ("step", "compute  it", "qwen 2")
+    assert m.parse("step", None).action == "step"
+    assert m.parse("context", None).action == "context"
+    assert m.parse("reset --kernel", None).kernel is True
+    assert m.parse("save 'my runs/a.ipynb'", None).path == "my runs/a.ipynb"
+    # Subcommand words inside a longer task are the task; `--` forces a task.
+    assert m.parse("step through the data", None).action == "run"
+    assert m.parse("-- reset", None).task == "reset"
+    cmd = m.parse("--new", "Load sales.csv\nplot it\n")
+    assert (cmd.action, cmd.task, cmd.options.new) == ("run", "Load sales.csv\nplot it", True)
+
+
+@pytest.mark.parametrize("line, cell, message", [
+    ("", None, "give a task"),
+    ("   ", None, "give a task"),
+    ("--bogus task", None, "unrecognized arguments: --bogus"),
+    ("--approve maybe x", None, "invalid choice"),
+    ("--max-steps many x", None, "invalid int value"),
+    ("", "  \n", "give a task"),
+    ("do this", "and that", "%%agent takes options on its line"),
+    ("save", None, "needs a path"),
+])
+def test_bad_input_raises_one_line_usage_errors(loaded: Any, line: str, cell: str | None,
+                                                message: str) -> None:
+    with pytest.raises(UsageError, match=message) as info:
+        magics._MAGICS.parse(line, cell)
+    assert "\n" not in str(info.value)
+
+
+def test_bad_input_in_cells_prints_one_line_never_a_traceback(loaded: Any, tmp_path: Any) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    for cell, message in [
+        ("%agent", "give a task"),
+        ("%agent --unknown x", "unrecognized arguments"),
+        ("%agent step", "nothing to continue"),
+        (f"%agent save {blocker}/sub/run.ipynb", "%agent save"),
+        ("%agent --max-steps -1 hi", "max_steps must be at least 1"),
+    ]:
+        out, err, result = run(loaded, cell)
+        assert not result.success
+        lines = [ln for ln in (out + err).splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("UsageError:"), (cell, out + err)
+        assert message in lines[0]
+    # max_steps was only tried for one run: the setting is unchanged.
+    assert ipyagent.current().max_steps == 20
+
+
+def test_config_rejects_bad_values_in_one_line(loaded: Any, caplog: Any) -> None:
+    out, err, _ = run(loaded, "%config Agent.max_steps = -1")
+    assert ipyagent.current().max_steps == 20
+    messages = [r.getMessage() for r in caplog.records] + (out + err).splitlines()
+    assert any("max_steps must be at least 1" in m for m in messages)
+    assert "Traceback" not in out + err
+
+
+# -- configuration -------------------------------------------------------------------
+def test_every_trait_is_settable_with_config(loaded: Any) -> None:
+    agent = ipyagent.current()
+    assert agent in loaded.configurables
+    run(loaded, "%config Agent.max_steps = 7")
+    run(loaded, "%config Agent.allow = ['python']")
+    run(loaded, "%config Agent.approval_timeout = 2.5")
+    assert (agent.max_steps, agent.allow, agent.approval_timeout) == (7, ["python"], 2.5)
+    configurable = {n for n, t in Agent.class_traits(config=True).items()}
+    assert {"model", "base_url", "approval", "allow", "approval_timeout"} <= configurable
+
+
+def test_notebooks_ask_by_default_unless_configured(ip: Any) -> None:
+    with redirect_stdout(io.StringIO()) as out:
+        ip.run_line_magic("load_ext", "ipyagent")
+    try:
+        assert "approval ask" in out.getvalue()
+        assert ipyagent.current().approval == "ask"
+    finally:
+        ip.run_line_magic("unload_ext", "ipyagent")
+    ip.config.Agent.approval = "deny"  # as ipython_config.py would set it
+    try:
+        with redirect_stdout(io.StringIO()):
+            ip.run_line_magic("load_ext", "ipyagent")
+        assert ipyagent.current().approval == "deny"
+    finally:
+        ip.run_line_magic("unload_ext", "ipyagent")
+        ip.config.pop("Agent", None)
+
+
+def test_help_documents_the_options(loaded: Any) -> None:
+    text = loaded.object_inspect_text("%agent")
+    for word in ("--model", "--base-url", "--approve", "--max-steps", "--new", "--step",
+                 "%agent step", "%agent context", "%agent reset", "%config Agent"):
+        assert word in text
+
+
+def test_unload_removes_magics_transformers_and_the_kernel(ip: Any) -> None:
+    with redirect_stdout(io.StringIO()):
+        ip.run_line_magic("load_ext", "ipyagent")
+    agent = ipyagent.current()
+    kernel = agent.kernel
+    assert "agent" in ip.magics_manager.magics["line"]
+    assert protect_question_marks in ip.input_transformers_cleanup
+    ip.run_line_magic("unload_ext", "ipyagent")
+    assert "agent" not in ip.magics_manager.magics["line"]
+    assert "agent" not in ip.magics_manager.magics["cell"]
+    assert protect_question_marks not in ip.input_transformers_cleanup
+    assert agent not in ip.configurables
+    assert not kernel.is_alive()
+    with pytest.raises(RuntimeError, match="load_ext"):
+        ipyagent.current()
+
+
+# -- running ---------------------------------------------------------------------------
+def test_conversation_persists_across_cells_and_reset_starts_over(loaded: Any) -> None:
+    out, _, _ = run(loaded, "%agent Use Python to compute 2**100")
+    assert "1267650600228229401496703205376" in out and "done" in out
+    first = len(ipyagent.current().context)
+    out, _, _ = run(loaded, "%%agent\nUse Python to compute 3**3\n")
+    assert "27" in out
+    assert len(ipyagent.current().context) > first  # continued, not replaced
+    out, _, result = run(loaded, "%agent context")
+    assert result.result is ipyagent.current().context
+    run(loaded, "%agent reset")
+    assert len(ipyagent.current().context) == 0
+
+
+def test_options_override_for_one_run_only(loaded: Any) -> None:
+    agent = ipyagent.current()
+    out, _, _ = run(loaded, "%agent --approve deny Use Python to compute 2**100")
+    assert "denied" in out
+    assert agent.approval == "auto"
+    run(loaded, "%agent --new --max-steps 1 Use Python to compute 2**100")
+    assert agent.max_steps == 20
+    assert [i.label for i in agent.context][0] == "user" and len(agent.context) == 4
+
+
+def test_step_through_uses_the_edited_context(loaded: Any) -> None:
+    agent = ipyagent.current()
+    out, _, _ = run(loaded, "%agent --new --step Use Python to compute 2**100")
+    assert "2**100" in out
+    assert agent.pending()  # one iteration: the tool ran, the model has not answered
+    n = len(agent.context)
+    agent.context.add_user("Use Python to compute 7**3")  # edit between steps
+    out, _, _ = run(loaded, "%agent step")
+    assert "7**3" in out  # the next step planned from the edited context
+    assert isinstance(agent.context[n + 2], ToolCall) and "7**3" in agent.context[n + 2].arguments["code"]
+    while agent.pending():
+        run(loaded, "%agent step")
+    assert "343" in agent.context[-1].content
+    _, err, result = run(loaded, "%agent step")
+    assert not result.success and "nothing to continue" in err
+
+
+def test_question_mark_tasks_are_tasks_not_help(loaded: Any) -> None:
+    out, _, _ = run(loaded, "%agent what is 2**10?")
+    assert "1024" in out
+
+
+def test_save_and_load_subcommands(loaded: Any, tmp_path: Any) -> None:
+    run(loaded, "%agent Use Python to compute 2**5")
+    path = tmp_path / "run.ipynb"
+    out, err, result = run(loaded, f"%agent save {path}")
+    assert result.success and path.exists(), err
+    n = len(ipyagent.current().context)
+    run(loaded, "%agent reset")
+    out, err, result = run(loaded, f"%agent load {path}")
+    assert result.success, err
+    assert len(ipyagent.current().context) == n
+
+
+# -- transformers ----------------------------------------------------------------------
+def test_question_mark_protection() -> None:
+    assert protect_question_marks(["%agent what is this?\n"]) == [
+        "get_ipython().run_line_magic('agent', 'what is this?')\n"]
+    for untouched in (["%agent?\n"], ["%agent??\n"], ["%%agent\n", "%agent x?\n"],
+                      ["x = 1\n"], ["%agent compute it\n"]):
+        assert protect_question_marks(untouched) == untouched
+
+
+def test_top_level_agent_magics_become_awaits(ip: Any) -> None:
+    cell = ip.input_transformer_manager.transform_cell(
+        "x = 1\n%agent compute 2**10\nif x:\n    %agent indented\ns = '''\n%agent in a string\n'''\n")
+    lines = await_agent_magics(cell.splitlines(keepends=True))
+    assert lines[1] == "await __import__('ipyagent').magics.agent_async('compute 2**10')\n"
+    assert "run_line_magic('agent', 'indented')" in lines[3]  # await needs the top level
+    assert "%agent in a string" in "".join(lines)
+    cell = ip.input_transformer_manager.transform_cell("%%agent --new\nLoad it.\nPlot it.\n")
+    assert await_agent_magics(cell.splitlines(keepends=True)) == [
+        "await __import__('ipyagent').magics.agent_async('--new', 'Load it.\\nPlot it.\\n')\n"]
+
+
+# -- the notebook display on a real loop -------------------------------------------------
+@pytest.fixture
+def published(ip: Any) -> Iterator[list[dict[str, Any]]]:
+    """What the display sends to the frontend (IPython's capturing publisher)."""
+    saved = ip.display_pub
+    ip.display_pub = CapturingDisplayPublisher()
+    try:
+        yield ip.display_pub.outputs
+    finally:
+        ip.display_pub = saved
+
+
+class Streamer(ScriptedModel):
+    """Streams one long answer as many tiny deltas, with a little pause now and then."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__([])
+        self.n = n
+
+    async def stream(self, request: Any) -> Any:
+        for i in range(self.n):
+            if i % 500 == 0:
+                await asyncio.sleep(0.01)
+            yield TextDelta(f"w{i} ")
+        yield TurnComplete(Turn(text="".join(f"w{i} " for i in range(self.n)),
+                                finish_reason="stop"))
+
+
+def test_streamed_markdown_is_throttled(published: list[dict[str, Any]]) -> None:
+    agent = Agent(client=Streamer(10_000), python_tool=False)
+
+    async def main() -> tuple[NotebookDisplay, float]:
+        display = NotebookDisplay(interval=0.1)
+        started = time.monotonic()
+        await agent.arun("write a lot", on_event=display)
+        await asyncio.sleep(0.05)  # let the last queued callbacks run
+        return display, time.monotonic() - started
+
+    display, elapsed = asyncio.run(main())
+    texts = [o for o in published if "text/markdown" in o["data"]]
+    # One render per interval at most (+ the first and the final one), not 10,000.
+    assert len(texts) == display.renders
+    assert display.renders <= elapsed / 0.1 + 3
+    assert texts[-1]["data"]["text/markdown"] == "".join(f"w{i} " for i in range(10_000))
+    assert all(o["update"] for o in texts[1:])  # one output, updated in place
+    assert "done" in published[-1]["data"]["text/plain"]  # the footer
+
+
+def test_tool_outputs_render_as_real_outputs(published: list[dict[str, Any]]) -> None:
+    png = "iVBORw0KGgo="
+    outputs = [{"output_type": "stream", "name": "stdout", "text": "hello\n"},
+               {"output_type": "display_data", "data": {"image/png": png, "text/plain": "<Figure>"},
+                "metadata": {"image/png": {"width": 10}}}]
+
+    async def show(call: ToolCall) -> ToolResult:  # a raw handler, like the python tool's
+        return ToolResult(call.id, "hello", name=call.name, outputs=outputs)
+
+    agent = Agent(client=ScriptedModel([calls(("show", {"code": "plot()"})), text("ok")]),
+                  python_tool=False)
+    agent.tools.add(Tool("show", "Plot.", {"type": "object", "properties": {
+        "code": {"type": "string"}}}, handler=show))
+
+    async def main() -> None:
+        await agent.arun("plot", on_event=NotebookDisplay())
+        await asyncio.sleep(0.05)
+
+    asyncio.run(main())
+    kinds = [sorted(o["data"]) for o in published if not o["update"]]
+    assert ["image/png", "text/plain"] in kinds
+    image = next(o for o in published if "image/png" in o["data"])
+    assert image["metadata"] == {"image/png": {"width": 10}}
+    assert any(o["data"].get("text/plain") == "hello\n" for o in published)
+    card = [o for o in published if "**show**" in o["data"].get("text/markdown", "")]
+    assert "writing the call" in card[0]["data"]["text/markdown"]  # while it streams in
+    assert "▶ running" in card[1]["data"]["text/markdown"] and card[1]["update"]
+    assert "✓ done" in card[-1]["data"]["text/markdown"] and card[-1]["update"]
+
+
+# -- the widget approver -------------------------------------------------------------------
+def test_ask_never_runs_a_call_nobody_approved(published: list[dict[str, Any]]) -> None:
+    ran: list[int] = []
+
+    @ipyagent.tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        ran.append(1)
+        return a + b
+
+    approver = WidgetApprover(timeout=0.3)
+    agent = Agent(client=ScriptedModel([calls(("add", {"a": 1, "b": 2})), text("ok")]),
+                  python_tool=False, tools=[add], approval="ask", approval_hook=approver)
+
+    async def main() -> Any:
+        approver.bind()
+        result = await agent.arun("add", on_event=NotebookDisplay(asks=lambda c: True))
+        await asyncio.sleep(0.05)
+        return result
+
+    result = asyncio.run(main())
+    assert ran == []
+    assert result.stop_reason == "denied"
+    assert "nobody approved this call within 0.3 s" in result.error
+    assert "Agent.allow = ['add']" in result.error  # says how to allow it
+    panel = approver.panels[0]
+    assert panel.approve.disabled and panel.deny.disabled
+    assert "no answer" in panel.status.value
+    assert "no answer" in repr(panel.widget)  # the saved notebook's plain-text fallback
+
+
+def test_headless_denies_without_showing_buttons() -> None:
+    approver = WidgetApprover()
+    agent = Agent(client=ScriptedModel([calls(("python", {"code": "1"}))]),
+                  python_tool=True, approval="ask", approval_hook=approver)
+
+    async def main() -> Any:
+        approver.bind(headless=True)
+        return await agent.arun("x")
+
+    result = asyncio.run(main())
+    assert result.stop_reason == "denied" and "nobody could approve" in result.error
+    assert approver.panels == []
+    agent.close()
+
+
+def test_an_unbound_widget_approver_says_what_to_do() -> None:
+    agent = Agent(client=ScriptedModel([calls(("python", {"code": "1"}))]), python_tool=True,
+                  approval="ask", approval_hook=WidgetApprover())
+    with pytest.raises(ipyagent.errors.ApprovalError, match="approver.bind"):
+        asyncio.run(agent.arun("x"))
+    # and a blocking run inside a loop refuses instead of hanging
+    async def blocking() -> None:
+        agent.run("again")
+    with pytest.raises(ipyagent.errors.ApprovalError, match="await agent.arun"):
+        asyncio.run(blocking())
+    agent.close()
+
+
+def test_loop_dispatcher_runs_in_the_captured_context() -> None:
+    import contextvars
+    import threading
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="engine")
+    seen: list[tuple[str, bool]] = []
+
+    async def main() -> None:
+        var.set("cell")
+        dispatcher = LoopDispatcher()
+        worker = threading.Thread(target=lambda: dispatcher.call(
+            lambda: seen.append((var.get(), threading.current_thread() is threading.main_thread()))))
+        worker.start()
+        worker.join()
+        await asyncio.sleep(0.05)
+
+    asyncio.run(main())
+    assert seen == [("cell", True)]
