@@ -30,7 +30,7 @@ from .events import (
     StopReason, ToolCallDecided, ToolCallFinished, ToolCallRequested, Usage,
 )
 from .items import Message, ToolCall, ToolResult
-from .models.base import Model, ModelRequest, TurnComplete
+from .models.base import Model, ModelRequest, Retrying, TurnComplete
 from .tools import Tool, Toolbox
 
 if TYPE_CHECKING:
@@ -418,6 +418,8 @@ class Agent(LoggingConfigurable):
             async for event in self.client.stream(request):
                 if isinstance(event, TurnComplete):
                     turn = event.turn
+                elif isinstance(event, Retrying):
+                    self._emit(listeners, Notice(event.message, "warning"))
                 else:
                     self._emit(listeners, event)  # type: ignore[arg-type]
         except (ModelError, ConfigError) as exc:  # ConfigError: e.g. the API key is not set

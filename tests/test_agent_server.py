@@ -96,9 +96,12 @@ def test_changing_settings_rebuilds_the_client():
 def test_retry_then_success_inside_a_run():
     with ScriptedServer([http_error(503, {"error": {"message": "busy"}}, headers={"retry-after": "0"}),
                          reply_text("after retry")]) as srv:
+        events = []
         with Agent(model="m", base_url=srv.base_url, python_tool=False, max_retries=2) as agent:
-            assert agent.run("x").text == "after retry"
+            assert agent.run("x", on_event=events.append).text == "after retry"
         assert len(srv.bodies) == 2
+    notices = [e.message for e in events if type(e).__name__ == "Notice"]
+    assert len(notices) == 1 and "HTTP 503: busy" in notices[0] and "retry 1 of 2" in notices[0]
 
 
 def test_model_code_that_kills_the_kernel_does_not_stop_the_agent(agent):

@@ -23,7 +23,9 @@ from ipyagent.errors import (
     ServerError,
 )
 from ipyagent.items import Message, ToolCall, ToolResult
-from ipyagent.models.base import ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, TurnComplete
+from ipyagent.models.base import (
+    ModelRequest, ReasoningDelta, Retrying, TextDelta, ToolCallDelta, TurnComplete,
+)
 from ipyagent.models.openai_chat import OpenAIChatModel, to_chat_messages, to_chat_tools
 from ipyagent.models.sse import aiter_events_from_text, sse_response
 
@@ -136,9 +138,9 @@ async def test_recorded_response(path: Path | None, chunk_size: int | None) -> N
             assert envelope["metadata"]["raw"] in text  # OpenRouter's upstream reason
         assert text.startswith(f"HTTP {status}: ") and f"({URL}/chat/completions)" in text
         assert "\n" not in text and KEY not in text
-        assert not events
-        # 429 is retried (then given up), any other 4xx never is.
+        # 429 is retried (then given up, each retry announced), any other 4xx never is.
         assert len(requests) == (3 if status == 429 else 1)
+        assert [type(e) for e in events] == [Retrying] * (len(requests) - 1)
         return
 
     if expected.get("stream_errors"):

@@ -20,6 +20,7 @@ __all__ = [
     "ReasoningDelta",
     "ToolCallDelta",
     "TurnComplete",
+    "Retrying",
     "ModelEvent",
     "Model",
 ]
@@ -74,7 +75,22 @@ class TurnComplete:
     turn: Turn
 
 
-ModelEvent = Union[TextDelta, ReasoningDelta, ToolCallDelta, TurnComplete]
+@dataclass
+class Retrying:
+    """The request failed in a retryable way; the client waits ``delay`` s and tries again."""
+
+    attempt: int
+    max_retries: int
+    delay: float
+    reason: str
+
+    @property
+    def message(self) -> str:
+        return (f"{self.reason} — retry {self.attempt} of {self.max_retries} "
+                f"in {self.delay:.1f}s")
+
+
+ModelEvent = Union[TextDelta, ReasoningDelta, ToolCallDelta, TurnComplete, Retrying]
 
 
 @runtime_checkable

@@ -23,6 +23,7 @@ from .base import (
     ModelEvent,
     ModelRequest,
     ReasoningDelta,
+    Retrying,
     TextDelta,
     ToolCallDelta,
     Turn,
@@ -460,6 +461,8 @@ class OpenAIChatModel:
                 log.warning(
                     "%s; retry %d of %d in %.2fs", exc, attempt + 1, self.retry.max_retries, delay
                 )
+                # Not a reply event: a failed attempt has shown nothing, so retrying stays safe.
+                yield Retrying(attempt + 1, self.retry.max_retries, delay, str(exc))
                 await self.retry.sleep(delay)
                 attempt += 1
 
