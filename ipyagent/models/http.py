@@ -18,7 +18,7 @@ import httpx
 
 from ..errors import ModelError, ModelResponseError, ModelStreamError
 from .base import ModelEvent, ModelRequest, Turn, TurnComplete
-from .retry import RetryPolicy, http_error, one_line, provider_message, redact, safe_url, transport_error
+from .retry import RetryPolicy, with_retries, http_error, one_line, provider_message, redact, safe_url, transport_error
 from .sse import aiter_events, is_event_stream, sse_response
 
 __all__ = ["HeaderAuth", "ProviderError", "Assembler", "StreamingHTTPModel"]
@@ -148,21 +148,8 @@ class StreamingHTTPModel:
         reached the consumer a retry would repeat them.
         """
         body = {**self.payload(request), **self.extra_body}
-        attempt = 0
-        while True:
-            yielded = False
-            try:
-                async for event in self._attempt(body):
-                    yielded = True
-                    yield event
-                return
-            except ModelError as exc:
-                if yielded or not self.retry.should_retry(exc, attempt):
-                    raise
-                delay = self.retry.delay(attempt, exc)
-                log.warning("%s; retry %d of %d in %.2fs", exc, attempt + 1, self.retry.max_retries, delay)
-                await self.retry.sleep(delay)
-                attempt += 1
+        async for event in with_retries(self.retry, lambda: self._attempt(body)):
+            yield event
 
     async def _attempt(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         url = safe_url(self.url)

@@ -23,7 +23,6 @@ from .base import (
     ModelEvent,
     ModelRequest,
     ReasoningDelta,
-    Retrying,
     TextDelta,
     ToolCallDelta,
     Turn,
@@ -37,6 +36,7 @@ from .retry import (
     redact,
     safe_url,
     transport_error,
+    with_retries,
 )
 from .sse import aiter_events, is_event_stream, sse_response
 
@@ -446,25 +446,8 @@ class OpenAIChatModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Yield events for one reply, then one ``TurnComplete``; raise ``ModelError``."""
         body = self.payload(request)
-        attempt = 0
-        while True:
-            yielded = False
-            try:
-                async for event in self._attempt(body):
-                    yielded = True
-                    yield event
-                return
-            except ModelError as exc:
-                if yielded or not self.retry.should_retry(exc, attempt):
-                    raise
-                delay = self.retry.delay(attempt, exc)
-                log.warning(
-                    "%s; retry %d of %d in %.2fs", exc, attempt + 1, self.retry.max_retries, delay
-                )
-                # Not a reply event: a failed attempt has shown nothing, so retrying stays safe.
-                yield Retrying(attempt + 1, self.retry.max_retries, delay, str(exc))
-                await self.retry.sleep(delay)
-                attempt += 1
+        async for event in with_retries(self.retry, lambda: self._attempt(body)):
+            yield event
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:  # created lazily, inside the loop that will use it

@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import logging
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable, Mapping
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -35,6 +36,7 @@ from ..errors import (
 )
 
 __all__ = [
+    "with_retries",
     "RetryPolicy",
     "http_error",
     "transport_error",
@@ -232,3 +234,34 @@ class RetryPolicy:
             return min(float(retry_after), self.max_retry_after)
         wait = min(self.backoff * 2**attempt, self.max_backoff)
         return wait * (1 - self.jitter * random.random())
+
+
+_log = logging.getLogger("ipyagent.models")
+
+
+async def with_retries(
+    policy: RetryPolicy, attempt: Callable[[], AsyncIterator[Any]]
+) -> AsyncIterator[Any]:
+    """Run ``attempt()`` and yield its events, retrying transient failures.
+
+    Retries happen only while nothing has been yielded: once events reached the consumer
+    a retry would repeat them. Each retry is announced with a ``Retrying`` event.
+    """
+    from .base import Retrying
+
+    n = 0
+    while True:
+        yielded = False
+        try:
+            async for event in attempt():
+                yielded = True
+                yield event
+            return
+        except ModelError as exc:
+            if yielded or not policy.should_retry(exc, n):
+                raise
+            delay = policy.delay(n, exc)
+            _log.warning("%s; retry %d of %d in %.2fs", exc, n + 1, policy.max_retries, delay)
+            yield Retrying(n + 1, policy.max_retries, delay, str(exc))
+            await policy.sleep(delay)
+            n += 1
