@@ -3,7 +3,8 @@
 ``CachedModel`` wraps any model client. Each request is keyed by a SHA-256 over what
 shapes the reply — the model name, the system prompt, the items' wire-relevant fields,
 the tool specs and the sampling settings (temperature, max tokens, tool choice). Left
-out on purpose: item ``meta``, and tool-call ids, which are replaced by their order of
+out on purpose: item ``meta`` (except what goes on the wire: images sent to vision
+models, provider fields echoed back), and tool-call ids, which are replaced by their order of
 appearance (servers mint random ids; the structure "result answers call #2" is kept).
 Tool outputs enter the key *normalised* (``ipyagent.replay.normalise``), so a timestamp
 or a memory address in an output does not turn a re-run into a miss.
@@ -19,6 +20,7 @@ contain a secret's value is not stored.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -66,19 +68,25 @@ def request_key(model: str, request: ModelRequest) -> str:
             return ["message", item.role, item.content]
         if isinstance(item, ToolCall):
             args = item.raw_arguments if item.raw_arguments is not None else item.arguments
-            return ["call", ordinal(item.id), item.name, args]
+            # Provider fields echoed back on the wire (e.g. thought signatures) count.
+            return ["call", ordinal(item.id), item.name, args, item.meta.get("chat_extra")]
         if isinstance(item, ToolResult):
-            return ["result", ordinal(item.call_id), normalise(item.output)]
+            # Images sent to vision models (Agent.send_images) count, by content.
+            images = json.dumps(item.meta.get("images") or [], sort_keys=True)
+            return ["result", ordinal(item.call_id), normalise(item.output),
+                    hashlib.sha256(images.encode()).hexdigest()]
         if isinstance(item, Reasoning):
             return ["reasoning", item.content, item.details]
         if isinstance(item, Summary):
             return ["summary", item.content]
         return ["other", repr(item)]
 
+    # Every other request field is a sampling setting (temperature, max_tokens, tool_choice,
+    # and whatever is added later): all of them count.
+    settings = {f.name: getattr(request, f.name) for f in dataclasses.fields(request)
+                if f.name not in ("system", "items", "tools")}
     body = {"v": KEY_VERSION, "model": model, "system": request.system,
-            "items": [wire(i) for i in request.items], "tools": request.tools,
-            "temperature": request.temperature, "max_tokens": request.max_tokens,
-            "tool_choice": request.tool_choice}
+            "items": [wire(i) for i in request.items], "tools": request.tools, **settings}
     text = json.dumps(body, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -112,9 +112,12 @@ def test_key_ignores_ids_meta_and_varying_output_but_not_content():
                 ToolResult("call_b", "made at 2024-01-01 10:00:00")),  # answers another call
         request(Message("user", "q"), temperature=0.0),
     ]
+    different.append(request(Message("user", "q"), ToolCall("call_a", "add", {"a": 1}),
+                             ToolResult("call_a", "made at 2024-01-01 10:00:00",
+                                        meta={"images": [{"mime": "image/png", "data": "AAAA"}]})))
     keys = {request_key("m", r) for r in different} | {request_key("m", base),
                                                        request_key("other-model", base)}
-    assert len(keys) == 6
+    assert len(keys) == 7
     assert request_key("m", request(tools=[{"name": "t"}])) != request_key("m", request())
 
 
