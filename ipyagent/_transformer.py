@@ -11,8 +11,8 @@ Two stages, because each sees something the other cannot:
   ``%agent what is this?`` as a help request for ``this``; a task may end with ``?``.
 * ``await_agent_magics`` (post, after them): IPython's tokenizer has already turned real
   magics into ``get_ipython().run_line_magic('agent', …)`` calls (so a ``%agent`` inside a
-  string is left alone); only unindented ones are rewritten, since ``await`` works only
-  at the top level.
+  string is left alone); a call is rewritten only where ``await`` is legal (not in a
+  ``def``): those stay blocking calls.
 """
 
 from __future__ import annotations
@@ -46,23 +46,36 @@ def protect_question_marks(lines: list[str]) -> list[str]:
 
 
 def await_agent_magics(lines: list[str]) -> list[str]:
-    """Rewrite top-level ``%agent``/``%%agent`` calls into awaited coroutines."""
-    out = []
-    for line in lines:
-        out.append(_rewrite(line) or line)
-    return out
+    """Rewrite ``%agent``/``%%agent`` calls into awaited coroutines where ``await`` is legal."""
+    # Inside top-level blocks too (``if``, ``for``, ``with``), when the result still
+    # compiles as a top-level-await cell; otherwise (a ``%agent`` inside a ``def``) only
+    # the unindented ones, and the rest stay blocking calls.
+    everywhere = [_rewrite(line, nested=True) or line for line in lines]
+    if everywhere != lines and _compiles("".join(everywhere)):
+        return everywhere
+    return [_rewrite(line) or line for line in lines]
 
 
-def _rewrite(line: str) -> str | None:
+def _compiles(source: str) -> bool:
+    try:
+        compile(source, "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def _rewrite(line: str, nested: bool = False) -> str | None:
     text = line.rstrip("\n")
+    body = text.lstrip() if nested else text
+    indent = text[: len(text) - len(body)]
     for kind, prefix in _CALLS.items():
-        if not (text.startswith(prefix) and text.endswith(")")):
+        if not (body.startswith(prefix) and body.endswith(")")):
             continue
         try:
-            args = ast.literal_eval("(" + text[len(prefix):-1] + ",)")
+            args = ast.literal_eval("(" + body[len(prefix):-1] + ",)")
         except (ValueError, SyntaxError):
             return None
         if not all(isinstance(a, str) for a in args) or len(args) != (1 if kind == "line" else 2):
             return None
-        return _TARGET.format(", ".join(repr(a) for a in args)) + "\n"
+        return indent + _TARGET.format(", ".join(repr(a) for a in args)) + "\n"
     return None

@@ -5,8 +5,8 @@ to the main thread (``_mainthread``), so every output lands in the running cell.
 answer streams as Markdown through a display handle, re-rendered at most every
 ``interval`` seconds (deltas are coalesced before they even cross threads), so a
 10,000-token answer costs a few dozen renders, not 10,000. Each tool call becomes a
-Markdown card (the code in a fenced block, so the frontend highlights it in any theme)
-whose status line follows the call; its nbformat outputs are re-published as real
+card (HTML coloured with the frontend's own editor-theme variables, so it reads in
+light and dark themes; Markdown and plain text as fallbacks) whose status follows the call; its nbformat outputs are re-published as real
 outputs (a figure shows as an image); a footer sums the run up.
 """
 
@@ -28,7 +28,7 @@ from .events import (
 from .items import ToolCall, ToolResult
 from .models.base import ReasoningDelta, TextDelta, ToolCallDelta
 
-__all__ = ["NotebookDisplay", "card_markdown", "footer_html"]
+__all__ = ["NotebookDisplay", "card_html", "card_markdown", "footer_html", "highlight"]
 
 _MUTED = "var(--jp-ui-font-color2, #57606a)"
 _COLORS = {"ok": "var(--jp-success-color1, #1a7f37)", "warn": "var(--jp-warn-color1, #9a6700)",
@@ -45,13 +45,63 @@ def _fence(text: str, lang: str = "") -> str:
 
 def card_markdown(call: ToolCall, status: str, arguments: dict[str, Any] | None = None) -> str:
     """A tool call as Markdown: a header line with its status, then the code."""
+    lang, code = _code_of(call, arguments)
+    return f"**{call.name}** <small>· {call.id} · {status}</small>\n\n{_fence(code, lang)}"
+
+
+def card_html(call: ToolCall, status: str, arguments: dict[str, Any] | None = None) -> str:
+    """A tool call as a bordered card: name, id and status in a header, highlighted code."""
+    lang, code = _code_of(call, arguments)
+    color = (_COLORS["bad"] if status.startswith("✗") else _COLORS["ok"]
+             if status.startswith("✓") else _MUTED)
+    return (
+        "<div class='ipyagent-card' style='border:1px solid var(--jp-border-color1,#ccc);"
+        "border-radius:4px;margin:4px 0;overflow:hidden'>"
+        "<div style='display:flex;gap:.6em;align-items:baseline;padding:2px 8px;"
+        "background:var(--jp-layout-color2,#eee);font-size:var(--jp-ui-font-size1,13px)'>"
+        f"<b>{html.escape(call.name)}</b><span style='color:{_MUTED}'>{html.escape(call.id)}"
+        f"</span><span style='margin-left:auto;color:{color}'>{html.escape(status)}</span></div>"
+        "<pre style='margin:0;padding:6px 8px;overflow-x:auto;"
+        "background:var(--jp-cell-editor-background,#f7f7f7);"
+        "font-family:var(--jp-code-font-family,monospace);"
+        "font-size:var(--jp-code-font-size,13px);line-height:var(--jp-code-line-height,1.4)'>"
+        f"{highlight(code, lang)}</pre></div>")
+
+
+def _code_of(call: ToolCall, arguments: dict[str, Any] | None) -> tuple[str, str]:
     args = call.arguments if arguments is None else arguments
-    head = f"**{call.name}** <small>· {call.id} · {status}</small>"
     if "code" in args and call.name == "python":
-        body = _fence(str(args["code"]), "python")
-    else:
-        body = _fence(json.dumps(args, indent=2, ensure_ascii=False), "json")
-    return f"{head}\n\n{body}"
+        return "python", str(args["code"])
+    return "json", json.dumps(args, indent=2, ensure_ascii=False)
+
+
+# Token colours from the frontend's own editor theme (light or dark), with light fallbacks.
+_TOKEN_VARS = [
+    ("Comment", "comment", "#408080"), ("Keyword", "keyword", "#008000"),
+    ("Name.Builtin", "builtin", "#008000"), ("Name.Function", "def", "#0000ff"),
+    ("Name.Class", "def", "#0000ff"), ("Literal.String", "string", "#ba2121"),
+    ("Literal.Number", "number", "#080"), ("Operator", "operator", "#aa22ff"),
+    ("Punctuation", "punctuation", "#05a"),
+]
+
+
+def highlight(code: str, lang: str = "python") -> str:
+    """HTML for ``code`` with theme-aware token colours (JupyterLab's editor variables)."""
+    try:
+        from pygments import lex
+        from pygments.lexers import JsonLexer, PythonLexer
+        from pygments.token import string_to_tokentype
+    except ImportError:  # pygments comes with IPython; plain text if it is missing
+        return html.escape(code)
+    styles = [(string_to_tokentype(name), f"color:var(--jp-mirror-editor-{var}-color,{fallback})")
+              for name, var, fallback in _TOKEN_VARS]
+    parts = []
+    for token, text in lex(code, PythonLexer() if lang == "python" else JsonLexer()):
+        style = next((css for kind, css in styles if token in kind), None)
+        escaped = html.escape(text)
+        parts.append(f"<span style='{style}'>{escaped}</span>" if style and text.strip()
+                     else escaped)
+    return "".join(parts).rstrip("\n")
 
 
 def footer_html(text: str, kind: str = "info") -> dict[str, str]:
@@ -152,7 +202,8 @@ class _Card:
 
     def bundle(self, status: str) -> dict[str, str]:
         md = card_markdown(self.call, status, self.arguments)
-        return {"text/markdown": md, "text/plain": md}
+        return {"text/html": card_html(self.call, status, self.arguments),
+                "text/markdown": md, "text/plain": md}
 
     def status(self, status: str) -> None:
         self.d.update(self.handle, self.bundle(status))

@@ -235,6 +235,7 @@ class AgentMagics(Magics):
 
     async def agent_async(self, line: str = "", cell: str | None = None) -> Any:
         """The awaiting form of ``%agent`` (what top-level agent cells are rewritten to)."""
+        line = self.shell.var_expand(line)  # `%agent {task}`, as run_line_magic would
         cmd = self.parse(line, cell)
         if cmd.action not in ("run", "step"):
             return self._command(cmd)
