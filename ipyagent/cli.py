@@ -21,9 +21,13 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one task and print the answer")
     run.add_argument("task", help="what to do, e.g. 'Use Python to compute 2**100'")
     run.add_argument("--model", default="demo", help="model name ('demo': offline, no key)")
+    run.add_argument("--provider", default=None,
+                     help="preset: openai, anthropic, ollama, llamacpp, vllm, lmstudio, groq, openrouter")
+    run.add_argument("--api", choices=["chat", "responses", "anthropic"], default=None,
+                     help="wire format (default: from the provider, else chat)")
     run.add_argument("--base-url", default="", help="OpenAI-compatible endpoint URL")
-    run.add_argument("--api-key-env", default="OPENAI_API_KEY",
-                     help="environment variable holding the API key")
+    run.add_argument("--api-key-env", default=None,
+                     help="environment variable holding the API key (default: from the provider)")
     run.add_argument("--approve", choices=["auto", "ask", "deny"], default=None,
                      help="tool-call approval (default: ask on a terminal, auto otherwise)")
     run.add_argument("--max-steps", type=int, default=20)
@@ -42,8 +46,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     approve = args.approve or ("ask" if sys.stdin.isatty() else "auto")
     try:
-        agent = Agent(model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
-                      approval=approve, max_steps=args.max_steps)
+        settings = {k: v for k, v in (("provider", args.provider), ("api", args.api),
+                                       ("base_url", args.base_url)) if v}
+        if args.api_key_env:
+            settings["api_key_env"] = args.api_key_env
+        agent = Agent(model=args.model, approval=approve, max_steps=args.max_steps, **settings)
     except TraitError as exc:
         print(f"ipyagent: {exc}", file=sys.stderr)
         return 2

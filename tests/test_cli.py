@@ -40,3 +40,11 @@ def test_unreachable_endpoint_is_one_line(tmp_path):
     assert proc.returncode == 1
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "127.0.0.1:9" in proc.stdout
+
+
+def test_provider_preset_sets_the_endpoint(tmp_path):
+    proc = run("run", "hi", "--provider", "lmstudio", "--model", "m", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "http://127.0.0.1:1234/v1/chat/completions" in proc.stdout
+    bad = run("run", "hi", "--provider", "nope", cwd=tmp_path)
+    assert bad.returncode == 2 and "provider" in bad.stderr and "Traceback" not in bad.stderr
