@@ -1,13 +1,15 @@
-"""Generate the README's configuration table from the Agent's traitlets.
+"""Generate the README's tables from the code: settings (traitlets) and provider presets.
 
-Run ``python -m ipyagent._doc`` to print it; ``--write README.md`` replaces the table
-between the ``<!-- config-table -->`` markers. A test keeps the README in sync.
+Run ``python -m ipyagent._doc`` to print them; ``--write README.md`` replaces each table
+between its ``<!-- NAME:start -->`` / ``<!-- NAME:end -->`` markers. A test keeps the
+README in sync.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Callable
 
 START, END = "<!-- config-table:start -->", "<!-- config-table:end -->"
 
@@ -26,15 +28,39 @@ def config_table() -> str:
     return "\n".join(rows)
 
 
+def provider_table() -> str:
+    from .providers import provider_table as table
+
+    return table()
+
+
+TABLES: dict[str, Callable[[], str]] = {"config-table": config_table,
+                                        "provider-table": provider_table}
+
+
+def markers(name: str) -> tuple[str, str]:
+    return f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+
+
+def section(text: str, name: str) -> str:
+    """The current content between ``name``'s markers."""
+    start, end = markers(name)
+    return text.split(start, 1)[1].split(end, 1)[0].strip()
+
+
 def write(readme: Path) -> None:
     text = readme.read_text()
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    readme.write_text(f"{head}{START}\n{config_table()}\n{END}{tail}")
+    for name, make in TABLES.items():
+        start, end = markers(name)
+        head, rest = text.split(start, 1)
+        _, tail = rest.split(end, 1)
+        text = f"{head}{start}\n{make()}\n{end}{tail}"
+    readme.write_text(text)
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--write"]:
         write(Path(sys.argv[2]))
     else:
-        print(config_table())
+        for make in TABLES.values():
+            print(make(), end="\n\n")

@@ -1,13 +1,15 @@
-"""The README stays true: its configuration table is what the code says."""
+"""The README stays true: its tables are what the code says."""
 
 from pathlib import Path
 
-from ipyagent._doc import END, START, config_table
+import pytest
+
+from ipyagent._doc import TABLES, section
 
 README = Path(__file__).parents[1] / "README.md"
 
 
-def test_config_table_is_current():
-    text = README.read_text()
-    table = text.split(START, 1)[1].split(END, 1)[0].strip()
-    assert table == config_table(), "run: python -m ipyagent._doc --write README.md"
+@pytest.mark.parametrize("name", TABLES)
+def test_generated_tables_are_current(name):
+    assert section(README.read_text(), name) == TABLES[name](), (
+        "run: python -m ipyagent._doc --write README.md")
