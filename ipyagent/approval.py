@@ -77,9 +77,10 @@ class TerminalApprover:
     """A y/n/e/a prompt on the terminal (stdin)."""
 
     def __init__(self, input_fn: Callable[[str], str] = input,
-                 output: Any = None) -> None:
+                 output: Any = None, show_call: bool = True) -> None:
         self.input_fn = input_fn
         self.output = output
+        self.show_call = show_call  # False when a display already shows each call
 
     def _show(self, call: ToolCall) -> None:
         out = self.output or sys.stdout
@@ -90,7 +91,8 @@ class TerminalApprover:
         print(f"\n── tool call: {call.name} ──\n{body}\n", file=out, flush=True)
 
     async def decide(self, call: ToolCall) -> Decision:
-        self._show(call)
+        if self.show_call:
+            self._show(call)
         while True:
             # input() blocks: run it in a worker thread so the engine loop stays live.
             answer = (await asyncio.to_thread(

@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ipyagent: {exc}", file=sys.stderr)
         return 2
     if approve == "ask":
-        agent.approval_hook = TerminalApprover()
+        agent.approval_hook = TerminalApprover(show_call=args.quiet)
     with agent:
         try:
             display = None if args.quiet else TerminalDisplay()

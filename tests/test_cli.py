@@ -48,3 +48,21 @@ def test_provider_preset_sets_the_endpoint(tmp_path):
     assert "http://127.0.0.1:1234/v1/chat/completions" in proc.stdout
     bad = run("run", "hi", "--provider", "nope", cwd=tmp_path)
     assert bad.returncode == 2 and "provider" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_terminal_prompt_in_a_pty(tmp_path):
+    pexpect = __import__("pytest").importorskip("pexpect")
+    cmd = str(SCRIPT) if SCRIPT.exists() else sys.executable
+    args = ["run", "compute 3**4"] if SCRIPT.exists() else ["-m", "ipyagent.cli", "run", "compute 3**4"]
+    child = pexpect.spawn(cmd, args, cwd=str(tmp_path), encoding="utf-8", timeout=60)
+    child.expect(r"Run it\? \[y\]es")
+    assert child.before.count("print(f'digits: {len(value)}')") == 1  # the call, shown once
+    child.sendline("y")
+    child.expect("TypeError")  # it really ran
+    child.expect(r"Run it\?")
+    child.sendline("n")
+    child.expect("Reason for the model")
+    child.sendline("")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert "denied" in child.before and child.exitstatus == 1
