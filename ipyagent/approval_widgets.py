@@ -36,8 +36,8 @@ def _editable_text(call: ToolCall) -> str:
     return json.dumps(call.arguments, indent=2, ensure_ascii=False)
 
 
-def describe(decision: Decision, tool: str) -> str:
-    """One line for what was decided, e.g. '✓ approved by you'."""
+def describe(decision: Decision, tool: str, brief: bool = False) -> str:
+    """One line for what was decided, e.g. '✓ approved by you' (``brief``: no long reasons)."""
     if decision.action == "edit":
         return "✎ edited by you, then run"
     if decision.approved:
@@ -46,6 +46,8 @@ def describe(decision: Decision, tool: str) -> str:
         return "✓ approved" + (" by you" if decision.by == "user" else f" ({decision.by})")
     who = "by you" if decision.by == "user" else (
         "— no answer" if decision.by == "timeout" else f"({decision.by})")
+    if brief and decision.by != "user":
+        return f"✗ denied {who}"  # the policy's reason, with how to allow, is in the footer
     return f"✗ denied {who}" + (f": {decision.reason}" if decision.reason else "")
 
 

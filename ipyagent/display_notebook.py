@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import threading
 import time
 from typing import Any, Callable
@@ -108,8 +109,13 @@ def footer_html(text: str, kind: str = "info") -> dict[str, str]:
     """A small status line as a display bundle."""
     return {"text/html": (f"<div style='font-size:85%;color:{_COLORS[kind]};"
                           "border-top:1px solid var(--jp-border-color2,#e0e0e0);"
-                          f"padding-top:2px;margin-top:4px'>{html.escape(text)}</div>"),
+                          f"padding-top:2px;margin-top:4px'>{_inline_code(text)}</div>"),
             "text/plain": text}
+
+
+def _inline_code(text: str) -> str:
+    """Escaped text with `backticked` spans as <code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
 
 
 def _run_footer(result: RunResult) -> tuple[str, str]:
@@ -126,7 +132,7 @@ def _step_footer(step: Step) -> tuple[str, str]:
         why = f" · {step.error}" if step.error else ""
         return (f"■ {line} · stopped: {step.stop_reason}{why}",
                 "ok" if step.stop_reason == "done" else "warn")
-    return f"⏸ {line} · paused: `%agent step` runs the next one", "info"
+    return f"‖ {line} · paused: `%agent step` runs the next one", "info"
 
 
 def _bundle_for(output: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -320,7 +326,7 @@ class NotebookDisplay:
             card.started = time.monotonic()  # time the run, not the wait for a click
             card.status(("✎ edited by you · " if decision.action == "edit" else "") + "▶ running…")
         else:
-            card.status(describe(decision, call.name))
+            card.status(describe(decision, call.name, brief=True))
 
     def _finished(self, call: ToolCall, result: ToolResult) -> None:
         card = self.cards.get(call.id)

@@ -1,0 +1,76 @@
+"""Terminal IPython through a real pty: the y/n/e/a prompt appears, `y` runs, `n` denies."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+pexpect = pytest.importorskip("pexpect")
+
+pytestmark = pytest.mark.slow
+
+IPYTHON = str(Path(sys.executable).with_name("ipython"))
+PROMPT = r"Run it\? \[y\]es / \[n\]o / \[e\]dit / \[a\]lways: "
+
+
+@pytest.fixture
+def term(tmp_path: Path) -> Iterator[pexpect.spawn]:
+    env = {**os.environ, "IPYTHONDIR": str(tmp_path / "ipython"), "TERM": "xterm",
+           "PROMPT_TOOLKIT_NO_CPR": "1"}
+    child = pexpect.spawn(IPYTHON, ["--no-banner", "--colors=NoColor", "--no-confirm-exit"],
+                          env=env, cwd=str(tmp_path), encoding="utf-8", timeout=60,
+                          dimensions=(50, 160))
+    child.expect(r"In \[1\]:")
+    yield child
+    child.send("exit\r")
+    child.expect(pexpect.EOF)
+
+
+def enter(child: pexpect.spawn, line: str) -> None:
+    child.send(line + "\r")  # Enter, as a keyboard sends it to prompt_toolkit
+
+
+def test_y_runs_and_n_denies(term: pexpect.spawn, tmp_path: Path) -> None:
+    enter(term, "%load_ext ipyagent")
+    term.expect("approval ask")
+    term.expect(r"In \[2\]:")
+    enter(term, "%agent Use Python to compute 2**100")
+    term.expect(r"value = 2\*\*100")  # the code is shown before the question
+    term.expect(PROMPT)
+    enter(term, "y")
+    term.expect("value = 1267650600228229401496703205376")  # it ran
+    term.expect(PROMPT)  # the demo model's fix needs approval too
+    enter(term, "y")
+    term.expect("digits: 31")
+    term.expect("done · 3 steps")
+    term.expect(r"In \[3\]:")
+    enter(term, "%agent Use Python to compute 3**3")
+    term.expect(PROMPT)
+    enter(term, "n")
+    term.expect("Reason for the model")
+    enter(term, "")
+    term.expect("denied")
+    term.expect(r"In \[4\]:")
+    enter(term, "print('items=%d' % len(__import__('ipyagent').current().context))")
+    term.expect(r"items=(\d+)")
+    # 8 items from the first run; then the task, the model's text, its call and the
+    # denial as the call's result: a bare "no" ends the run there.
+    assert int(term.match.group(1)) == 12
+
+
+def test_ctrl_c_at_the_prompt_stops_the_run_cleanly(term: pexpect.spawn) -> None:
+    enter(term, "%load_ext ipyagent")
+    term.expect(r"In \[2\]:")
+    enter(term, "%agent Use Python to compute 2**100")
+    term.expect(PROMPT)
+    term.sendintr()
+    term.expect("interrupted")
+    term.expect(r"In \[3\]:")
+    enter(term, "[i.label for i in __import__('ipyagent').current().context]")
+    term.expect(r"'tool error'\]")  # the open call got an "Interrupted" result
+    enter(term, "%agent --approve auto Use Python to compute 2**10")
+    term.expect("done")
