@@ -1,0 +1,221 @@
+"""MCP servers as tools, through the official ``mcp`` SDK (the optional ``mcp`` extra).
+
+Servers come from ``Agent.mcp_servers`` and from ``.ipyagent/mcp.json`` or ``mcp.json``
+beside the notebook (``mcp_config``). Their tools are offered to the model as
+``server__tool`` and go through the same approval as any tool; what they return, and how
+they fail, are values. Every session lives on the engine loop (``_loop``), one holder task
+per server (``mcp_session``). Servers start lazily — at the first step, or with
+``%agent mcp`` — and a server found dead is reported by the call that found it and
+restarted at the next use. ``Agent.close()`` stops them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from . import _loop
+from .errors import ConfigError
+from .events import Notice
+from .items import ToolCall, ToolResult
+from .mcp_config import ServerConfig, load_configs, parse_servers, tool_name
+from .mcp_session import CallFailed, Connection, MCPServerError, to_tool_result
+from .tools import Tool
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = ["MISSING", "MCPUnavailable", "MCPManager", "ServerConfig", "load_configs",
+           "parse_servers", "sdk_available", "tool_name", "to_tool_result"]
+
+MISSING = "MCP servers need the mcp package: pip install 'ipyagent[mcp]'"
+RETRY_FAILED_AFTER = 30.0  # a server that failed to start is retried at most this often
+
+
+class MCPUnavailable(ConfigError):
+    """The ``mcp`` package is not installed."""
+
+
+def sdk_available() -> bool:
+    """True when the ``mcp`` SDK can be imported."""
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class MCPManager:
+    """The MCP servers of one agent and the tools they add to ``agent.tools``."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.connections: dict[str, Connection] = {}
+        self.problems: list[str] = []
+        self._registered: set[str] = set()
+        self._noted: set[str] = set()  # notices already shown, so each shows once
+
+    def __repr__(self) -> str:
+        return "\n".join([f"MCP servers ({len(self.connections)}):", *(
+            f"  {name} [{c.config.transport}] {c.state}: "
+            + (", ".join(tool_name(name, t["name"]) for t in c.tools) or c.error or "no tools")
+            for name, c in self.connections.items()), *(f"  ! {p}" for p in self.problems)])
+
+    def _directory(self) -> Path:
+        return Path(self.agent.cwd or os.getcwd())
+
+    async def _configure(self) -> None:
+        configs, self.problems = load_configs(self.agent.mcp_servers, self._directory())
+        for name in list(self.connections):
+            conn = self.connections[name]
+            if name not in configs or not conn.config.same_server(configs[name]):
+                await conn.stop()
+                del self.connections[name]
+        for name, config in configs.items():
+            self.connections.setdefault(name, Connection(config)).config = config
+
+    async def _start(self, conns: list[Connection]) -> list[tuple[Connection, str, str, bool]]:
+        """Start ``conns`` together -> (connection, state before, error before, started)."""
+        before = [(c, c.state, c.error) for c in conns]
+        outcomes = await asyncio.gather(*(c.start() for c in conns), return_exceptions=True)
+        return [(c, state, error, not isinstance(out, BaseException))
+                for (c, state, error), out in zip(before, outcomes)]
+
+    async def prepare(self, emit: Callable[[Any], None] = lambda event: None) -> None:
+        """Before a model request: start what is due, offer the tools, tell the user once."""
+        await self._configure()
+        for problem in self.problems:
+            self._note(emit, problem, "warning")
+        if self.connections and not sdk_available():
+            self._note(emit, f"{MISSING} (configured: {', '.join(self.connections)})", "warning")
+            self._sync_tools()
+            return
+        now = time.monotonic()
+        due = [c for c in self.connections.values() if c.state in ("stopped", "dead")
+               or (c.state == "failed" and now - c.failed_at > RETRY_FAILED_AFTER)]
+        for conn, was, why, started in await self._start(due):
+            name = conn.config.name
+            if not started:
+                self._note(emit, f"MCP server {name!r} failed to start: {conn.error}; its tools "
+                                 "are not offered (%agent mcp retries it)", "warning",
+                           key=f"{name}:{conn.error}")
+            elif was == "dead":
+                emit(Notice(f"MCP server {name!r} restarted (it had died: {why})", "warning"))
+        self._sync_tools()
+
+    def _note(self, emit: Callable[[Any], None], message: str, level: str, key: str = "") -> None:
+        if (key or message) not in self._noted:
+            self._noted.add(key or message)
+            emit(Notice(message, level))  # type: ignore[arg-type]
+
+    async def alist(self) -> MCPManager:
+        """Start every configured server (retrying failed ones) and offer their tools."""
+        await self._configure()
+        if self.connections and not sdk_available():
+            raise MCPUnavailable(f"{MISSING} (configured: {', '.join(self.connections)})")
+        await self._start([c for c in self.connections.values() if c.state != "running"])
+        self._sync_tools()
+        return self
+
+    def list(self) -> MCPManager:
+        """``alist`` from synchronous code; returns self (a table in a notebook)."""
+        return _loop.run_sync(self.alist())
+
+    def _sync_tools(self) -> None:
+        wanted: dict[str, Tool] = {}
+        for name, conn in self.connections.items():
+            if conn.state not in ("running", "dead"):
+                continue  # a dead server keeps its tools: the next call restarts it
+            for spec in conn.tools:
+                wanted[tool_name(name, spec["name"])] = self._tool(conn, spec)
+        for stale in self._registered - set(wanted):
+            if stale in self.agent.tools:
+                self.agent.tools.remove(stale)
+        for t in wanted.values():
+            self.agent.tools.add(t)
+        self._registered = set(wanted)
+
+    def _tool(self, conn: Connection, spec: dict[str, Any]) -> Tool:
+        server, original = conn.config.name, str(spec["name"])
+        schema = dict(spec.get("inputSchema") or {})
+        schema.setdefault("type", "object")
+        schema.setdefault("properties", {})
+        description = spec.get("description") or spec.get("title") or original
+
+        async def handle(call: ToolCall) -> ToolResult:
+            return await self._call(server, original, call)
+
+        return Tool(name=tool_name(server, original),
+                    description=f"{description} (tool {original!r} of MCP server {server!r})",
+                    parameters=schema, handler=handle)
+
+    async def _call(self, server: str, tool: str, call: ToolCall) -> ToolResult:
+        def error(text: str) -> ToolResult:
+            return ToolResult(call.id, f"Error: {text}", error=True, name=call.name,
+                              meta={"mcp": server})
+
+        conn = self.connections.get(server)
+        if conn is None:
+            return error(f"MCP server {server!r} is no longer configured")
+        if conn.state != "running":
+            try:
+                await conn.start()  # restarted on the next use after a death
+            except MCPServerError as exc:
+                return error(f"MCP server {server!r} could not be started: {exc}")
+        timeout = self.agent.tool_timeout or None
+        try:
+            data = await conn.call(tool, dict(call.arguments), timeout)
+        except asyncio.TimeoutError:
+            return error(f"{tool!r} on MCP server {server!r} did not answer within {timeout:g} s "
+                         "(Agent.tool_timeout)")
+        except CallFailed as exc:
+            return error(f"MCP server {server!r} refused the call to {tool!r}: {exc}")
+        except MCPServerError as exc:
+            return error(f"MCP server {server!r} died during this call ({exc}); it will be "
+                         "restarted on the next call")
+        result = to_tool_result(data, send_images=self.agent.send_images)
+        result.call_id, result.name = call.id, call.name
+        result.meta.update({"mcp": server, "tool": tool})
+        return result
+
+    async def aclose(self) -> None:
+        """Stop every server."""
+        await asyncio.gather(*(c.stop() for c in self.connections.values()),
+                             return_exceptions=True)
+        self._sync_tools()
+
+    def close(self) -> None:
+        """Stop every server (from synchronous code)."""
+        if any(c.state != "stopped" for c in self.connections.values()):
+            _loop.run_sync(self.aclose(), timeout=30)
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        rows = []
+        for name, conn in self.connections.items():
+            color = {"running": "#1a7f37", "failed": "#b00020", "dead": "#b00020"}.get(
+                conn.state, "#57606a")
+            status = f"<span style='color:{color}'>{esc(conn.state)}</span>"
+            if conn.error and conn.state != "running":
+                status += f"<br><small>{esc(conn.error)}</small>"
+            tools = "".join(
+                f"<li><code>{esc(tool_name(name, t['name']))}</code> — "
+                f"{esc((t.get('description') or '').strip().splitlines()[0] if t.get('description') else '')}</li>"
+                for t in conn.tools) or "—"
+            rows.append(f"<tr><td style='text-align:left'><b>{esc(name)}</b><br><small>"
+                        f"{esc(conn.config.transport)}: {esc(conn.config.describe())}</small></td>"
+                        f"<td style='text-align:left'>{status}</td><td style='text-align:left'>"
+                        f"<ul style='margin:0'>{tools}</ul></td></tr>")
+        problems = "".join(f"<div style='color:#b00020'>⚠ {esc(p)}</div>" for p in self.problems)
+        if not rows:
+            return ("<div><b>MCP servers</b>: none configured — set <code>Agent.mcp_servers</code> "
+                    f"or add <code>.ipyagent/mcp.json</code>{problems}</div>")
+        return ("<div><b>MCP servers</b> — tools are offered to the model as "
+                "<code>server__tool</code>, each call approved like any other<table><thead><tr>"
+                "<th style='text-align:left'>server</th><th style='text-align:left'>state</th>"
+                "<th style='text-align:left'>tools</th></tr></thead><tbody>"
+                f"{''.join(rows)}</tbody></table>{problems}</div>")
