@@ -1,0 +1,265 @@
+"""The quickstart in a real browser: a person sees the approval card and the clicks work.
+
+JupyterLab (and Jupyter Notebook 7) on 127.0.0.1 with a random port and token, serving a
+temporary copy of ``notebooks/quickstart.ipynb``; headless Chromium (Debian's, driven by
+Playwright from PyPI) runs the ``%agent`` cell with approval ``ask`` on the demo model,
+checks the card shows the code while nothing has run, clicks **Approve**, checks the tool
+output and the answer; then runs a second task, clicks **Deny** with a reason, checks the
+model was told and the cell says so. Every check reads the text a person would see.
+Screenshots go to ``artifacts/e2e/``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jupyter_server_helper import JupyterServer
+
+try:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+except ImportError:  # the browser fixture skips, loudly
+    PlaywrightTimeout = TimeoutError  # type: ignore[assignment,misc]
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
+
+REPO = Path(__file__).resolve().parent.parent
+ARTIFACTS = REPO / "artifacts" / "e2e"
+CHROMIUM = os.environ.get("IPYAGENT_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--disable-quic"]
+BIG = "1267650600228229401496703205376"  # 2**100
+LOAD = 90_000  # ms: JupyterLab's first load on a busy 2-core machine
+RUN = 60_000  # ms: a kernel start, a sibling kernel start, a tool call
+
+
+def _skip_loudly(reason: str) -> None:
+    message = f"E2E BROWSER TEST NOT RUN: {reason}"
+    warnings.warn(message, pytest.PytestWarning, stacklevel=2)  # in the warnings summary
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One headless Chromium (Debian's), fresh user-data-dir; a loud skip if it is missing."""
+    if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
+        _skip_loudly(f"no Chromium at {CHROMIUM} (apt-get install -y chromium)")
+    try:
+        subprocess.run([CHROMIUM, "--version"], check=True, capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        _skip_loudly(f"{CHROMIUM} does not start: {exc}")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:  # the [test] extra installs it
+        _skip_loudly("playwright is not installed (pip install -e '.[test]')")
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1280, "height": 1000})
+        context.set_default_timeout(RUN)
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+@pytest.fixture(params=["lab", "notebook"])
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[JupyterServer]:
+    """A Jupyter server over a temporary copy of the quickstart; no kernel outlives it."""
+    app = request.param
+    if app == "notebook":
+        pytest.importorskip("notebook", reason="Jupyter Notebook 7 is not installed")
+    else:
+        pytest.importorskip("jupyterlab", reason="JupyterLab is not installed")
+    root = tmp_path / "root"
+    root.mkdir()
+    shutil.copy(REPO / "notebooks" / "quickstart.ipynb", root)
+    srv = JupyterServer(root, tmp_path / "home", app=app)
+    srv.start()
+    kernels: list[int] = []
+    try:
+        yield srv
+        kernels = srv.kernel_pids()
+    finally:
+        kernels = kernels or srv.kernel_pids()
+        srv.close()
+    _assert_gone(kernels)
+
+
+def _assert_gone(pids: list[int]) -> None:
+    import psutil
+
+    deadline = time.monotonic() + 15
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if psutil.pid_exists(p)
+                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        time.sleep(0.2)
+    assert not alive, f"kernels outlived the server: {alive}"
+
+
+# -- what a person does ------------------------------------------------------------------
+def code_cell(page: Any, source: str) -> Any:
+    """The code cell whose editor shows ``source``."""
+    return page.locator(".jp-CodeCell").filter(
+        has=page.locator(".jp-InputArea-editor", has_text=source)).first
+
+
+def run_cell(cell: Any) -> None:
+    """Click into the cell's editor and press Shift+Enter; wait until the prompt shows it.
+
+    A click that lands while the page is still settling can lose its keypress; the prompt
+    staying ``[ ]:`` (nothing queued, nothing ran) is the sign, and then one retry is safe.
+    """
+    editor = cell.locator(".jp-InputArea-editor")
+    before = prompt(cell)
+    for attempt in range(2):
+        editor.scroll_into_view_if_needed()
+        editor.click()
+        cell.page.keyboard.press("Shift+Enter")
+        try:
+            cell.page.wait_for_function(
+                "([el, before]) => el.textContent.trim() !== before",
+                arg=[cell.locator(".jp-InputArea-prompt").element_handle(), before],
+                timeout=15_000 if attempt == 0 else RUN)
+            return
+        except PlaywrightTimeout:
+            if attempt:
+                raise
+
+
+def add_cell_below(page: Any, cell: Any, source: str) -> Any:
+    """Select ``cell``, insert a code cell below (B), type ``source`` into it."""
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("b")
+    page.keyboard.press("Enter")
+    page.keyboard.type(source)
+    new = code_cell(page, source)
+    new.wait_for()
+    return new
+
+
+def output_text(cell: Any) -> str:
+    return cell.locator(".jp-OutputArea").inner_text()
+
+
+def prompt(cell: Any) -> str:
+    """The execution count shown left of the cell: '[ ]:', '[*]:' or '[3]:'."""
+    return cell.locator(".jp-InputArea-prompt").inner_text().strip()
+
+
+def wait_text(cell: Any, text: str, timeout: float = RUN) -> None:
+    """Wait until the cell's outputs show ``text``."""
+    cell.locator(".jp-OutputArea", has_text=text).wait_for(timeout=timeout)
+
+
+def wait_idle(cell: Any, timeout: float = RUN) -> None:
+    """Wait until the cell's prompt is a number again (the run ended)."""
+    cell.page.wait_for_function(
+        "el => /\\[\\d+\\]/.test(el.textContent)",
+        arg=cell.locator(".jp-InputArea-prompt").element_handle(), timeout=timeout)
+
+
+def button(cell: Any, label: str, enabled: bool = True) -> Any:
+    """The cell's widget button labelled ``label`` (only clickable ones unless told)."""
+    state = ":enabled" if enabled else ""
+    return cell.locator(f".jp-OutputArea button.jupyter-button{state}",
+                        has_text=re.compile(rf"^\s*{re.escape(label)}\s*$"))
+
+
+def shot(cell: Any, name: str, app: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / (name if app == "lab" else f"notebook7-{name}")
+    cell.scroll_into_view_if_needed()
+    cell.screenshot(path=str(path))
+    return path
+
+
+# -- the test ----------------------------------------------------------------------------
+def test_quickstart_approve_then_deny_in_browser(browser: Any, server: JupyterServer) -> None:
+    app = server.app
+    for stale in ARTIFACTS.glob(f"failed-{app}.png"):
+        stale.unlink()
+    page = browser.new_page()
+    page.on("dialog", lambda dialog: dialog.dismiss())
+    try:
+        page.goto(server.url_for("quickstart.ipynb"), timeout=LOAD)
+        load = code_cell(page, "%load_ext ipyagent")
+        load.wait_for(timeout=LOAD)
+
+        # 0. The extension loads; it says the model is the demo and calls need approval.
+        run_cell(load)
+        wait_text(load, "approval", timeout=LOAD)  # the first kernel start can be slow
+        banner = output_text(load)
+        assert "model demo" in banner and "approval ask" in banner, banner
+
+        # 1. The quickstart's %agent cell, approval ask, demo model.
+        cell = code_cell(page, "%agent Use Python to compute 2**100")
+        run_cell(cell)
+
+        # 2. The card: the code is visible, buttons are there, nothing has run.
+        approve = button(cell, "Approve")
+        approve.wait_for()
+        card = cell.locator(".ipyagent-card").last
+        code = card.locator("pre").inner_text()
+        assert "value = 2**100" in code and "print(f'digits: {len(value)}')" in code, code
+        for label in ("Approve", "Deny", "Edit", "Always"):
+            assert button(cell, label).is_visible(), f"no visible {label} button"
+        page.wait_for_timeout(1000)  # give a wrongly unattended run the chance to show itself
+        text = output_text(cell)
+        assert "waiting for your approval" in text, text
+        assert BIG not in text, "the code ran before anyone clicked"
+        assert prompt(cell) == "[*]:", "the cell should stay busy while it waits"
+        shot(cell, "waiting.png", app)
+
+        # 3. Approve. The demo model's first try fails on purpose; approve its fix too.
+        approve.click()
+        wait_text(cell, "value = " + BIG)  # the approved code ran in the sibling kernel
+        button(cell, "Approve").wait_for()  # the second call's card
+        assert cell.locator(".ipyagent-card").count() == 2
+        button(cell, "Approve").click()
+        wait_text(cell, "✓ done")
+        wait_idle(cell)
+        text = output_text(cell)
+        assert "digits: 31" in text, text  # the fixed call's output
+        assert "I evaluated 2**100 in Python. The sibling kernel printed:" in text, text
+        assert "(This answer was produced by the built-in demo model, not an LLM.)" in text
+        assert "✓ approved by you" in text, text
+        assert button(cell, "Approve").count() == 0, "decided buttons must be disabled"
+        shot(cell, "approve.png", app)
+
+        # 4. A second task; deny it with a reason.
+        denied = add_cell_below(page, cell, "%agent Use Python to compute 3**5")
+        run_cell(denied)
+        button(denied, "Deny").wait_for()
+        code = denied.locator(".ipyagent-card").last.locator("pre").inner_text()
+        assert "value = 3**5" in code, code
+        denied.locator(".jp-OutputArea input[type='text']").fill("use pen and paper")
+        button(denied, "Deny").click()
+        wait_text(denied, "not approved (use pen and paper)")  # the model was told
+        wait_idle(denied)
+        text = output_text(denied)
+        assert "✗ denied by you: use pen and paper" in text, text  # the card says so
+        assert "Understood: the call was not approved (use pen and paper), so I did not " \
+               "run anything." in text, text
+        assert "value = 243" not in text and "digits: 3" not in text, "a denied call ran"
+        assert button(denied, "Approve").count() == 0
+        shot(denied, "deny.png", app)
+    except BaseException:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)  # what the page showed when it failed
+        page.screenshot(path=str(ARTIFACTS / f"failed-{app}.png"), full_page=True)
+        print(f"jupyter {app} log:\n{server.log()}")
+        raise
+    finally:
+        page.close()
