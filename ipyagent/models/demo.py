@@ -130,7 +130,12 @@ class DemoModel:
             return f"{LABEL} Here is what the tools returned:\n\n" + "\n".join(lines), []
         calls = []
         numbers = [float(x) if "." in x else int(x) for x in re.findall(r"-?\d+(?:\.\d+)?", task)]
-        for name, spec in tools.items():
+        # Built-in workspace tools change files: never call them on a guess. Prefer the
+        # tools the task names; else every tool whose arguments can be filled.
+        candidates = {n: s for n, s in tools.items() if n not in _WORKSPACE_TOOLS}
+        words = set(re.findall(r"\w+", task.lower()))
+        named = {n: s for n, s in candidates.items() if n.lower() in words}
+        for name, spec in (named or candidates).items():
             args = fill_arguments(spec.get("parameters", {}), task, numbers)
             if args is not None:
                 calls.append(self._call(name, args, n + len(calls)))
@@ -140,6 +145,8 @@ class DemoModel:
         names = ", ".join(f"`{c.name}`" for c in calls)
         return f"{LABEL} I'll call {names}.", calls
 
+
+_WORKSPACE_TOOLS = {"read_file", "write_file", "edit_file", "list_files"}
 
 _SAFE_NAMES = {"abs", "divmod", "len", "max", "min", "pow", "range", "round", "sorted", "str",
                "sum", "int", "float", "math", "sqrt", "pi", "e", "factorial", "list"}
