@@ -25,9 +25,9 @@ import pytest
 from jupyter_server_helper import JupyterServer
 
 try:
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import expect
 except ImportError:  # the browser fixture skips, loudly
-    PlaywrightTimeout = TimeoutError  # type: ignore[assignment,misc]
+    expect = None  # type: ignore[assignment]
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -109,31 +109,60 @@ def _assert_gone(pids: list[int]) -> None:
 
 
 # -- what a person does ------------------------------------------------------------------
+def dismiss_dialogs(page: Any) -> list[str]:
+    """Answer any Jupyter dialog with its default button; returns what they said.
+
+    On a loaded machine JupyterLab can open the notebook before it has the kernel specs
+    and ask which kernel to start; its default is the notebook's own (python3). A person
+    would press Enter too.
+    """
+    seen: list[str] = []
+
+    def answer(dialog: Any) -> None:
+        seen.append(" ".join(dialog.inner_text().split()))
+        print(f"dismissed a dialog: {seen[-1]!r}")
+        dialog.locator(".jp-Dialog-button.jp-mod-accept").first.click()
+
+    page.add_locator_handler(page.locator(".jp-Dialog"), answer)
+    page.on("dialog", lambda dialog: dialog.dismiss())  # browser alerts (none expected)
+    return seen
+
+
 def code_cell(page: Any, source: str) -> Any:
     """The code cell whose editor shows ``source``."""
     return page.locator(".jp-CodeCell").filter(
         has=page.locator(".jp-InputArea-editor", has_text=source)).first
 
 
+def outputs(cell: Any) -> Any:
+    return cell.locator(".jp-Cell-outputArea")
+
+
+def output_text(cell: Any) -> str:
+    return str(outputs(cell).inner_text())
+
+
+def prompt(cell: Any) -> Any:
+    """The execution count left of the cell: '[ ]:', '[*]:' (busy) or '[3]:'."""
+    return cell.locator(".jp-InputArea-prompt")
+
+
 def run_cell(cell: Any) -> None:
     """Click into the cell's editor and press Shift+Enter; wait until the prompt shows it.
 
     A click that lands while the page is still settling can lose its keypress; the prompt
-    staying ``[ ]:`` (nothing queued, nothing ran) is the sign, and then one retry is safe.
+    staying as it was (nothing queued, nothing ran) is the sign, and then one retry is safe.
     """
     editor = cell.locator(".jp-InputArea-editor")
-    before = prompt(cell)
+    before = prompt(cell).inner_text().strip()
     for attempt in range(2):
         editor.scroll_into_view_if_needed()
         editor.click()
-        cell.page.keyboard.press("Shift+Enter")
+        editor.locator(".cm-content").press("Shift+Enter")
         try:
-            cell.page.wait_for_function(
-                "([el, before]) => el.textContent.trim() !== before",
-                arg=[cell.locator(".jp-InputArea-prompt").element_handle(), before],
-                timeout=15_000 if attempt == 0 else RUN)
+            expect(prompt(cell)).not_to_have_text(before, timeout=15_000 if not attempt else RUN)
             return
-        except PlaywrightTimeout:
+        except AssertionError:
             if attempt:
                 raise
 
@@ -146,36 +175,25 @@ def add_cell_below(page: Any, cell: Any, source: str) -> Any:
     page.keyboard.press("Enter")
     page.keyboard.type(source)
     new = code_cell(page, source)
-    new.wait_for()
+    expect(new).to_be_visible()
     return new
 
 
-def output_text(cell: Any) -> str:
-    return cell.locator(".jp-OutputArea").inner_text()
-
-
-def prompt(cell: Any) -> str:
-    """The execution count shown left of the cell: '[ ]:', '[*]:' or '[3]:'."""
-    return cell.locator(".jp-InputArea-prompt").inner_text().strip()
-
-
 def wait_text(cell: Any, text: str, timeout: float = RUN) -> None:
-    """Wait until the cell's outputs show ``text``."""
-    cell.locator(".jp-OutputArea", has_text=text).wait_for(timeout=timeout)
+    """Wait until the cell's outputs show ``text`` (the failure shows what they do show)."""
+    expect(outputs(cell)).to_contain_text(text, timeout=timeout)
 
 
 def wait_idle(cell: Any, timeout: float = RUN) -> None:
     """Wait until the cell's prompt is a number again (the run ended)."""
-    cell.page.wait_for_function(
-        "el => /\\[\\d+\\]/.test(el.textContent)",
-        arg=cell.locator(".jp-InputArea-prompt").element_handle(), timeout=timeout)
+    expect(prompt(cell)).to_have_text(re.compile(r"\[\d+\]"), timeout=timeout)
 
 
 def button(cell: Any, label: str, enabled: bool = True) -> Any:
     """The cell's widget button labelled ``label`` (only clickable ones unless told)."""
     state = ":enabled" if enabled else ""
-    return cell.locator(f".jp-OutputArea button.jupyter-button{state}",
-                        has_text=re.compile(rf"^\s*{re.escape(label)}\s*$"))
+    return outputs(cell).locator(f"button.jupyter-button{state}",
+                                 has_text=re.compile(rf"^\s*{re.escape(label)}\s*$"))
 
 
 def shot(cell: Any, name: str, app: str) -> Path:
@@ -192,42 +210,42 @@ def test_quickstart_approve_then_deny_in_browser(browser: Any, server: JupyterSe
     for stale in ARTIFACTS.glob(f"failed-{app}.png"):
         stale.unlink()
     page = browser.new_page()
-    page.on("dialog", lambda dialog: dialog.dismiss())
+    dialogs = dismiss_dialogs(page)
     try:
         page.goto(server.url_for("quickstart.ipynb"), timeout=LOAD)
         load = code_cell(page, "%load_ext ipyagent")
-        load.wait_for(timeout=LOAD)
+        expect(load).to_be_visible(timeout=LOAD)
 
-        # 0. The extension loads; it says the model is the demo and calls need approval.
+        # 0. The extension loads and says: demo model, calls need approval.
         run_cell(load)
         wait_text(load, "approval", timeout=LOAD)  # the first kernel start can be slow
         banner = output_text(load)
         assert "model demo" in banner and "approval ask" in banner, banner
 
-        # 1. The quickstart's %agent cell, approval ask, demo model.
+        # 1. The quickstart's own %agent cell (approval ask, demo model).
         cell = code_cell(page, "%agent Use Python to compute 2**100")
         run_cell(cell)
 
-        # 2. The card: the code is visible, buttons are there, nothing has run.
+        # 2. The card shows the code and the buttons; nothing has run; the cell is busy.
         approve = button(cell, "Approve")
-        approve.wait_for()
+        expect(approve).to_be_visible()
+        for label in ("Deny", "Edit", "Always"):
+            expect(button(cell, label)).to_be_visible()
         card = cell.locator(".ipyagent-card").last
+        expect(card).to_contain_text("waiting for approval")
         code = card.locator("pre").inner_text()
         assert "value = 2**100" in code and "print(f'digits: {len(value)}')" in code, code
-        for label in ("Approve", "Deny", "Edit", "Always"):
-            assert button(cell, label).is_visible(), f"no visible {label} button"
         page.wait_for_timeout(1000)  # give a wrongly unattended run the chance to show itself
         text = output_text(cell)
         assert "waiting for your approval" in text, text
         assert BIG not in text, "the code ran before anyone clicked"
-        assert prompt(cell) == "[*]:", "the cell should stay busy while it waits"
+        expect(prompt(cell)).to_have_text("[*]:")
         shot(cell, "waiting.png", app)
 
         # 3. Approve. The demo model's first try fails on purpose; approve its fix too.
         approve.click()
         wait_text(cell, "value = " + BIG)  # the approved code ran in the sibling kernel
-        button(cell, "Approve").wait_for()  # the second call's card
-        assert cell.locator(".ipyagent-card").count() == 2
+        expect(cell.locator(".ipyagent-card")).to_have_count(2)  # the model's fix
         button(cell, "Approve").click()
         wait_text(cell, "✓ done")
         wait_idle(cell)
@@ -235,31 +253,34 @@ def test_quickstart_approve_then_deny_in_browser(browser: Any, server: JupyterSe
         assert "digits: 31" in text, text  # the fixed call's output
         assert "I evaluated 2**100 in Python. The sibling kernel printed:" in text, text
         assert "(This answer was produced by the built-in demo model, not an LLM.)" in text
-        assert "✓ approved by you" in text, text
-        assert button(cell, "Approve").count() == 0, "decided buttons must be disabled"
+        assert text.count("✓ approved by you") == 2, text
+        expect(button(cell, "Approve")).to_have_count(0)  # decided: every button disabled
         shot(cell, "approve.png", app)
 
-        # 4. A second task; deny it with a reason.
+        # 4. A second task in a new cell; deny it with a reason.
         denied = add_cell_below(page, cell, "%agent Use Python to compute 3**5")
         run_cell(denied)
-        button(denied, "Deny").wait_for()
+        expect(button(denied, "Deny")).to_be_visible()
         code = denied.locator(".ipyagent-card").last.locator("pre").inner_text()
         assert "value = 3**5" in code, code
-        denied.locator(".jp-OutputArea input[type='text']").fill("use pen and paper")
+        outputs(denied).locator("input[type='text']").fill("use pen and paper")
         button(denied, "Deny").click()
         wait_text(denied, "not approved (use pen and paper)")  # the model was told
         wait_idle(denied)
         text = output_text(denied)
         assert "✗ denied by you: use pen and paper" in text, text  # the card says so
-        assert "Understood: the call was not approved (use pen and paper), so I did not " \
-               "run anything." in text, text
+        assert ("Understood: the call was not approved (use pen and paper), so I did not "
+                "run anything.") in text, text
         assert "value = 243" not in text and "digits: 3" not in text, "a denied call ran"
-        assert button(denied, "Approve").count() == 0
+        expect(button(denied, "Approve")).to_have_count(0)
         shot(denied, "deny.png", app)
+        if dialogs:
+            warnings.warn(f"jupyter {app} asked, answered with the default: {dialogs}",
+                          pytest.PytestWarning, stacklevel=1)
     except BaseException:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)  # what the page showed when it failed
         page.screenshot(path=str(ARTIFACTS / f"failed-{app}.png"), full_page=True)
-        print(f"jupyter {app} log:\n{server.log()}")
+        print(f"dialogs answered: {dialogs}\njupyter {app} log:\n{server.log()}")
         raise
     finally:
         page.close()
