@@ -15,7 +15,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from traitlets import Bool, Enum, Float, Int, List, TraitError, Unicode, Union, validate
+from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, Union, validate
 from traitlets.config import LoggingConfigurable
 
 from . import _loop
@@ -36,6 +36,7 @@ from .tools import Tool, Toolbox
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from .mcp import MCPManager
     from .replay import ReplayReport
     from .transcript import Transcript
 
@@ -156,6 +157,46 @@ class Agent(LoggingConfigurable):
         "directory."
     )).tag(config=True)
 
+    workspace = Unicode("", help=(
+        "Directory the file tools (read_file, write_file, list_files, edit_file) are confined "
+        "to; empty: Agent.cwd, else the current directory. Absolute paths outside it, '..' "
+        "and symlinks that lead out are refused."
+    )).tag(config=True)
+    file_tools = Bool(True, help=(
+        "Offer the workspace file tools read_file, write_file, list_files and edit_file, each "
+        "approved like any tool (Agent.allow = ['read_file', 'list_files'] skips asking for the "
+        "read-only ones). Read when the agent is created."
+    )).tag(config=True)
+    mcp_servers = Dict(help=(
+        "MCP servers whose tools are offered as server__tool: name -> {command, args, env} "
+        "(stdio) or {url, headers} (streamable HTTP), the value of the usual mcpServers key "
+        "(a dict holding mcpServers is accepted too). .ipyagent/mcp.json or mcp.json beside "
+        "the notebook adds servers. Needs pip install 'ipyagent[mcp]'."
+    )).tag(config=True)
+    personas = Dict(help=(
+        "Extra personas: name -> {system_prompt, tools, description, any Agent setting} or a "
+        "prompt string. Also read from .ipyagent/agents/*.md and ~/.ipyagent/agents/*.md."
+    )).tag(config=True)
+    persona = Unicode(None, allow_none=True, help=(
+        "Active persona: its system prompt, tools and settings apply while it is set "
+        "(built-in: coder, data-analyst, reviewer; %agent personas lists all). None: none."
+    )).tag(config=True)
+    agents_md = Bool(True, help=(
+        "Add the nearest AGENTS.md (in the notebook's directory, or a parent up to the "
+        "repository root) to the system prompt."
+    )).tag(config=True)
+
+    @validate("persona")
+    def _check_persona(self, proposal: Any) -> str | None:
+        if not proposal["value"]:
+            return None
+        from .personas import PersonaError, check
+
+        try:
+            return check(self, proposal["value"]).name
+        except PersonaError as exc:
+            raise TraitError(str(exc)) from None
+
     @validate("max_steps")
     def _check_max_steps(self, proposal: Any) -> int:
         if proposal["value"] < 1:
@@ -191,7 +232,14 @@ class Agent(LoggingConfigurable):
                  **kwargs: Any) -> None:
         """Settings as keyword arguments; ``client`` injects a model client (tests, custom APIs)."""
         super().__init__(**kwargs)
-        self.context = Context(system=self.system_prompt)
+        self._persona_active: Any = None  # personas.Active: the persona and what it replaced
+        self._mcp: Any = None  # mcp.MCPManager, made on first use
+        self._agents_md_noted: Path | None = None
+        if self.persona:
+            from .personas import switch
+
+            switch(self, self.persona)
+        self.context = Context(system=self._effective_system())
         self.tools = Toolbox(tools)
         self.listeners: list[Listener] = []
         self.usage = Usage()
@@ -210,8 +258,14 @@ class Agent(LoggingConfigurable):
                                                      "provider", "api", "timeout", "max_retries"])
         self.observe(self._policy_changed, names=["approval", "allow"])
         self.observe(self._system_changed, names=["system_prompt"])
+        self.observe(self._persona_changed, names=["persona"])
         if self.python_tool:
             self._add_python_tool()
+        if self.file_tools:
+            from .file_tools import file_tools
+
+            for t in file_tools(lambda: self.workspace_path):
+                self.tools.add(t)
 
     # -- configuration ---------------------------------------------------------------
     @property
@@ -230,7 +284,65 @@ class Agent(LoggingConfigurable):
         self._policy.allow = list(self.allow)
 
     def _system_changed(self, change: Any) -> None:
-        self.context.system = self.system_prompt
+        self.context.system = self._effective_system()
+
+    def _persona_changed(self, change: Any) -> None:
+        from .personas import PersonaError, switch
+
+        try:
+            switch(self, change["new"])
+        except PersonaError as exc:  # its settings were rolled back; so is the name
+            self.set_trait("persona", change["old"])
+            raise TraitError(str(exc)) from None
+
+    def _effective_system(self) -> str:
+        """The system prompt sent: ``system_prompt`` (a persona's, if one is active) + AGENTS.md."""
+        from .agents_md import with_agents_md
+
+        return with_agents_md(self.system_prompt, self.agents_md_path)
+
+    @property
+    def agents_md_path(self) -> Path | None:
+        """The AGENTS.md added to the system prompt (None: none found, or ``agents_md`` off)."""
+        if not self.agents_md:
+            return None
+        from .agents_md import find_agents_md
+
+        return find_agents_md(self.cwd or os.getcwd())
+
+    @property
+    def workspace_path(self) -> Path:
+        """The directory the file tools are confined to."""
+        from pathlib import Path
+
+        return Path(self.workspace or self.cwd or os.getcwd()).resolve()
+
+    @property
+    def mcp(self) -> MCPManager:
+        """The MCP servers and their tools; ``agent.mcp.list()`` starts them (a table)."""
+        if self._mcp is None:
+            from .mcp import MCPManager
+
+            self._mcp = MCPManager(self)
+        return self._mcp
+
+    def offered_tools(self) -> list[Tool]:
+        """The tools offered to the model: every tool, or those the active persona offers."""
+        persona = self._persona_active.persona if self._persona_active else None
+        return [t for t in self.tools if persona is None or persona.offers(t.name)]
+
+    async def _before_request(self, listeners: list[Listener]) -> None:
+        """On the engine loop, before each request: MCP tools offered; AGENTS.md noted once."""
+        from .agents_md import MARKER
+
+        path = self.agents_md_path
+        if path is not None and path != self._agents_md_noted and MARKER in self.context.system:
+            self._agents_md_noted = path
+            self._emit(listeners, Notice(f"AGENTS.md: {path} is in the system prompt", "info"))
+        try:
+            await self.mcp.prepare(lambda event: self._emit(listeners, event))
+        except Exception as exc:  # MCP trouble must not stop a run that may not need it
+            self._emit(listeners, Notice(f"MCP servers: {exc}", "warning"))
 
     def _settings_changed(self, change: Any) -> None:
         if not self._client_injected and self._client is not None:
@@ -403,12 +515,14 @@ class Agent(LoggingConfigurable):
         if self.max_tokens and self.usage.total >= self.max_tokens:
             return self._finish(step, started, listeners, "budget",
                                 f"token budget spent ({self.usage.total} of {self.max_tokens})")
+        await self._before_request(listeners)  # before compaction: MCP tools count too
         if self.context_window:
             problem = await fit_window(self, lambda e: self._emit(listeners, e))
             if problem:
                 return self._finish(step, started, listeners, "error", problem)
         request = ModelRequest(
-            system=self.context.system, items=list(self.context), tools=self.tools.specs(),
+            system=self.context.system, items=list(self.context),
+            tools=[t.spec() for t in self.offered_tools()],
             temperature=self.temperature, max_tokens=self.request_max_tokens,
             tool_choice=self.tool_choice)
         counter = self.context.counter
@@ -517,6 +631,9 @@ class Agent(LoggingConfigurable):
 
     async def _run_one(self, call: ToolCall, step: Step, listeners: list[Listener]) -> ToolResult:
         self._emit(listeners, ToolCallRequested(call))
+        if call.name in self.tools and call.name not in [t.name for t in self.offered_tools()]:
+            # Hidden by the persona: refused without asking, like an unknown tool.
+            return await Toolbox(self.offered_tools()).execute(call)
         decision = await self._policy.decide(call)
         step.decisions.append(decision)
         self._emit(listeners, ToolCallDecided(call, decision))
@@ -591,7 +708,7 @@ class Agent(LoggingConfigurable):
     # -- lifecycle -------------------------------------------------------------------
     def reset(self, *, kernel: bool = False) -> None:
         """Start a new conversation (the sibling kernel is kept unless ``kernel=True``)."""
-        self.context = Context(system=self.system_prompt)
+        self.context = Context(system=self._effective_system())
         self.usage = Usage()
         self._step_counter = 0
         self._policy.always.clear()
@@ -599,7 +716,7 @@ class Agent(LoggingConfigurable):
             self._kernel.restart()
 
     def close(self) -> None:
-        """Shut down the sibling kernel and the model client's connections."""
+        """Shut down the sibling kernel, the MCP servers and the model client's connections."""
         if self._closed:
             return
         self._closed = True
@@ -608,6 +725,11 @@ class Agent(LoggingConfigurable):
                 _loop.run_sync(self._client.aclose(), timeout=5)
             except Exception:
                 pass
+        if self._mcp is not None:
+            try:
+                self._mcp.close()
+            except Exception as exc:  # a stuck server must not stop the rest of the shutdown
+                self.log.warning("ipyagent: MCP servers did not stop cleanly: %s", exc)
         if self._kernel is not None:
             self._kernel.shutdown()
 
