@@ -71,7 +71,8 @@ class DemoModel:
         task = items[start].content  # type: ignore[union-attr]
         results = [it for it in items[start + 1 :] if isinstance(it, ToolResult)]
         tools = {spec["name"]: spec for spec in request.tools}
-        n_calls = sum(isinstance(it, ToolCall) for it in items[start + 1 :])
+        # Ids count every call of the conversation: unique, and still deterministic.
+        n_calls = sum(isinstance(it, ToolCall) for it in items)
 
         denied = [r for r in results if r.meta.get("denied")]
         if denied:
