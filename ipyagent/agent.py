@@ -258,7 +258,7 @@ class Agent(LoggingConfigurable):
                                                      "provider", "api", "timeout", "max_retries"])
         self.observe(self._policy_changed, names=["approval", "allow"])
         self.observe(self._system_changed, names=["system_prompt"])
-        self.observe(self._persona_changed, names=["persona"])
+        self.observe(self._on_persona, names=["persona"])
         if self.python_tool:
             self._add_python_tool()
         if self.file_tools:
@@ -286,7 +286,7 @@ class Agent(LoggingConfigurable):
     def _system_changed(self, change: Any) -> None:
         self.context.system = self._effective_system()
 
-    def _persona_changed(self, change: Any) -> None:
+    def _on_persona(self, change: Any) -> None:
         from .personas import PersonaError, switch
 
         try:

@@ -142,14 +142,17 @@ class Connection:
             raise MCPServerError(f"it is {self.state}")
         try:
             result = await asyncio.wait_for(session.call_tool(tool, arguments), timeout)
-        except asyncio.TimeoutError:
-            raise
         except Exception as exc:
+            # Some transports (mcp 1.x over HTTP) leave a call to a vanished server hanging
+            # until the timeout; either way a ping tells a slow or refusing server from a dead one.
             if await self._alive():
+                if isinstance(exc, asyncio.TimeoutError):
+                    raise
                 raise CallFailed(describe_error(exc)) from None  # a protocol-level error answer
             await self._teardown()
             self.state = "dead"
-            self.error = describe_error(exc) + self._stderr_tail()
+            why = "no answer" if isinstance(exc, asyncio.TimeoutError) else describe_error(exc)
+            self.error = why + self._stderr_tail()
             raise MCPServerError(self.error) from None
         return result.model_dump(by_alias=True, mode="json", exclude_none=True)  # type: ignore[no-any-return]
 

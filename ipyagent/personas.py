@@ -285,7 +285,7 @@ def lookup(agent: Agent, name: str) -> Persona:
         return folded[name.lower()]
     hint = next((p for p in problems if name in p), None)
     raise PersonaError(f"unknown persona {name!r}; known: {', '.join(sorted(found))}"
-                       + (f" (a file for it could not be read: {hint})" if hint else "")
+                       + (f" (one by that name could not be read: {hint})" if hint else "")
                        + " — %agent personas lists them")
 
 

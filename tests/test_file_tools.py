@@ -1,0 +1,200 @@
+"""Workspace file tools: what they do, what they refuse (path escapes), and their approval."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from scripted_model import ScriptedModel, calls, text
+
+from ipyagent import Agent, _loop
+from ipyagent.file_tools import READ_CHARS, diff_preview
+from ipyagent.items import ToolCall, ToolResult
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    """A workspace with a file, a subdirectory, and a secret file beside (outside) it."""
+    root = tmp_path / "ws"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "mod.py").write_text("def f():\n    return 1\n")
+    (root / "notes.txt").write_text("hello\n")
+    (tmp_path / "secret.txt").write_text("TOP SECRET\n")
+    return root
+
+
+@pytest.fixture
+def agent(ws: Path):
+    with Agent(python_tool=False, workspace=str(ws)) as a:
+        yield a
+
+
+def run(agent: Agent, name: str, **args) -> ToolResult:
+    return _loop.run_sync(agent.tools.execute(ToolCall("c1", name, args)))
+
+
+def test_the_four_tools_are_there_by_default_and_can_be_turned_off(ws: Path) -> None:
+    with Agent(workspace=str(ws)) as a:
+        assert a.tools.names == ["python", "read_file", "write_file", "list_files", "edit_file"]
+    with Agent(file_tools=False, python_tool=False) as a:
+        assert a.tools.names == []
+
+
+def test_read_write_list_edit(agent: Agent, ws: Path) -> None:
+    assert run(agent, "read_file", path="pkg/mod.py").output == "def f():\n    return 1\n"
+    made = run(agent, "write_file", path="new/dir/a.txt", content="one\ntwo\n")
+    assert not made.error and made.output.startswith("created new/dir/a.txt")
+    assert (ws / "new" / "dir" / "a.txt").read_text() == "one\ntwo\n"
+    assert run(agent, "write_file", path="notes.txt", content="bye").output.startswith("replaced")
+    edited = run(agent, "edit_file", path="pkg/mod.py", old="return 1", new="return 2")
+    assert not edited.error and "at line 2" in edited.output
+    assert (ws / "pkg" / "mod.py").read_text() == "def f():\n    return 2\n"
+    listing = run(agent, "list_files").output.splitlines()
+    assert listing[0] == "./ (3 entries)"
+    assert listing[1:] == ["new/", "pkg/", "notes.txt  (3 bytes)"]  # directories first
+    assert run(agent, "list_files", path="pkg").output == "pkg/ (1 entries)\nmod.py  (22 bytes)"
+    absolute = run(agent, "read_file", path=str(ws / "notes.txt"))  # absolute, but inside
+    assert absolute.output == "bye"
+
+
+@pytest.mark.parametrize("name,args", [
+    ("read_file", {}), ("write_file", {"content": "x"}), ("list_files", {}),
+    ("edit_file", {"old": "TOP", "new": "NOT"}),
+])
+@pytest.mark.parametrize("path", ["../secret.txt", "pkg/../../secret.txt", "{outside}"])
+def test_paths_outside_the_workspace_are_refused(agent: Agent, ws: Path, name: str,
+                                                 args: dict, path: str) -> None:
+    path = path.format(outside=ws.parent / "secret.txt")
+    result = run(agent, name, path=path, **args)
+    assert result.error and "outside the workspace" in result.output
+    assert result.output.startswith("Error: ") and "raised" not in result.output
+    assert (ws.parent / "secret.txt").read_text() == "TOP SECRET\n"  # untouched
+
+
+@pytest.mark.parametrize("name,args", [
+    ("read_file", {}), ("write_file", {"content": "x"}), ("edit_file", {"old": "TOP", "new": "X"}),
+])
+def test_symlinks_that_escape_are_refused(agent: Agent, ws: Path, name: str, args: dict) -> None:
+    (ws / "link.txt").symlink_to(ws.parent / "secret.txt")
+    (ws / "linkdir").symlink_to(ws.parent)
+    (ws / "dangling").symlink_to(ws.parent / "not-yet.txt")
+    for path in ("link.txt", "linkdir/secret.txt", "dangling"):
+        result = run(agent, name, path=path, **args)
+        assert result.error and "symlink" in result.output and "leads outside" in result.output
+    assert (ws.parent / "secret.txt").read_text() == "TOP SECRET\n"
+    assert not (ws.parent / "not-yet.txt").exists()
+    assert run(agent, "list_files", path="linkdir").error
+
+
+def test_symlinks_inside_the_workspace_work(agent: Agent, ws: Path) -> None:
+    (ws / "alias.py").symlink_to(ws / "pkg" / "mod.py")
+    assert run(agent, "read_file", path="alias.py").output.startswith("def f()")
+    run(agent, "edit_file", path="alias.py", old="return 1", new="return 3")
+    assert (ws / "alias.py").is_symlink()  # the link is kept; its target was written
+    assert "return 3" in (ws / "pkg" / "mod.py").read_text()
+    assert "alias.py -> (symlink)" in run(agent, "list_files").output
+
+
+def test_mistakes_are_clear_error_values(agent: Agent, ws: Path) -> None:
+    (ws / "twice.txt").write_text("a\na\n")
+    (ws / "blob.bin").write_bytes(b"\x89PNG\x00\x00data")
+    cases = {
+        ("read_file", "missing.txt"): "does not exist",
+        ("read_file", "pkg"): "is a directory",
+        ("read_file", "blob.bin"): "looks binary",
+        ("list_files", "notes.txt"): "not a directory",
+        ("read_file", ""): "the path is empty",
+    }
+    for (name, path), expected in cases.items():
+        result = run(agent, name, path=path)
+        assert result.error and expected in result.output, (name, path, result.output)
+    assert "occurs 2 times" in run(agent, "edit_file", path="twice.txt", old="a", new="b").output
+    assert "was not found" in run(agent, "edit_file", path="notes.txt", old="zzz", new="b").output
+    assert "`old` is empty" in run(agent, "edit_file", path="notes.txt", old="", new="b").output
+    assert (ws / "twice.txt").read_text() == "a\na\n"
+
+
+def test_reads_are_capped_and_can_be_paged(agent: Agent, ws: Path) -> None:
+    lines = [f"line {i:05d} " + "x" * 60 + "\n" for i in range(1, 2001)]
+    (ws / "big.txt").write_text("".join(lines))
+    first = run(agent, "read_file", path="big.txt").output
+    assert len(first) < READ_CHARS + 200
+    body, note = first.rsplit("\n[", 1)
+    shown = body.count("\n") + 1
+    assert body.startswith("line 00001") and f"showing lines 1–{shown} of big.txt" in note
+    assert f"start_line={shown + 1}) for more" in note
+    nxt = run(agent, "read_file", path="big.txt", start_line=shown + 1).output
+    assert nxt.startswith(f"line {shown + 1:05d}")
+    last = run(agent, "read_file", path="big.txt", start_line=1999).output
+    assert last.endswith("; end of file]") and last.startswith("line 01999")
+    assert run(agent, "read_file", path="big.txt", start_line=5000).error
+
+
+def test_writes_are_atomic_and_keep_the_mode(agent: Agent, ws: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    script = ws / "run.sh"
+    script.write_text("echo 1\n")
+    script.chmod(0o750)
+    run(agent, "edit_file", path="run.sh", old="1", new="2")
+    assert stat.S_IMODE(script.stat().st_mode) == 0o750 and script.read_text() == "echo 2\n"
+    umask = os.umask(0o022)
+    os.umask(umask)
+    run(agent, "write_file", path="fresh.txt", content="x")
+    assert stat.S_IMODE((ws / "fresh.txt").stat().st_mode) == 0o666 & ~umask
+
+    def broken_replace(src: str, dst: str) -> None:  # the disk fails at the last moment
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    failed = run(agent, "write_file", path="run.sh", content="rm -rf /\n")
+    assert failed.error and "No space left on device" in failed.output
+    assert script.read_text() == "echo 2\n"  # the old content, whole
+    assert sorted(p.name for p in ws.iterdir()) == ["fresh.txt", "notes.txt", "pkg", "run.sh"]
+
+
+def test_each_call_is_approved_and_read_only_tools_can_be_allowed(ws: Path) -> None:
+    asked: list[str] = []
+
+    def hook(call: ToolCall) -> bool | str:
+        asked.append(call.name)
+        return call.name != "write_file" or "no writes"
+
+    model = ScriptedModel([calls(("list_files", {}), ("read_file", {"path": "notes.txt"}),
+                                 ("write_file", {"path": "out.txt", "content": "x"})),
+                           text("done")])
+    with Agent(client=model, python_tool=False, workspace=str(ws), approval="ask",
+               approval_hook=hook, allow=["read_file", "list_files"]) as agent:
+        agent.run("look around")
+    assert asked == ["write_file"]  # the read-only ones were on the allow list
+    out = [i for i in agent.context if isinstance(i, ToolResult)]
+    assert out[1].output == "hello\n" and out[2].meta["denied"]
+    assert not (ws / "out.txt").exists()
+    assert {t["name"] for t in model.requests[0].tools} == {
+        "read_file", "write_file", "list_files", "edit_file"}
+
+
+def test_workspace_defaults_to_cwd_then_the_current_directory(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "here.txt").write_text("here")
+    with Agent(python_tool=False) as a:
+        assert a.workspace_path == tmp_path.resolve()
+        assert run(a, "read_file", path="here.txt").output == "here"
+        a.cwd = str(tmp_path / "sub")
+        assert a.workspace_path == (tmp_path / "sub").resolve()
+        a.workspace = str(tmp_path)
+        assert a.workspace_path == tmp_path.resolve()
+
+
+def test_diff_preview_of_writes_and_edits(ws: Path) -> None:
+    edit = ToolCall("c", "edit_file", {"path": "pkg/mod.py", "old": "return 1", "new": "return 2"})
+    preview = diff_preview(edit, ws)
+    assert preview is not None
+    assert "--- a/pkg/mod.py" in preview and "-    return 1\n+    return 2\n" in preview
+    new = diff_preview(ToolCall("c", "write_file", {"path": "n.txt", "content": "a\n"}), ws)
+    assert new is not None and "--- /dev/null" in new and "+a\n" in new
+    assert "outside the workspace" in (diff_preview(
+        ToolCall("c", "write_file", {"path": "../x", "content": ""}), ws) or "")
+    assert diff_preview(ToolCall("c", "read_file", {"path": "n.txt"}), ws) is None

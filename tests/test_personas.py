@@ -1,0 +1,178 @@
+"""Personas: front matter, where they are found, what selecting one changes, and undoing it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from scripted_model import ScriptedModel, calls, text
+from traitlets import TraitError
+
+from ipyagent import Agent
+from ipyagent.agent import DEFAULT_SYSTEM_PROMPT
+from ipyagent.items import ToolResult
+from ipyagent.personas import (
+    BUILTINS, Persona, PersonaError, PersonaTable, find_personas, parse_front_matter,
+)
+
+REVIEWER_MD = """---
+name: strict-reviewer   # the name, not the file's
+description: "Reviews, strictly: no nonsense"
+model: gpt-4o-mini
+tools: [read_file, 'list_files']
+approval: deny
+temperature: 0.1
+max_steps: 4
+---
+You review code. Be strict.
+"""
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty home directory, so the user's real personas never leak into a test."""
+    h = tmp_path / "home"
+    h.mkdir()
+    monkeypatch.setenv("HOME", str(h))
+    return h
+
+
+def test_front_matter_subset() -> None:
+    fields, body = parse_front_matter(REVIEWER_MD)
+    assert fields == {"name": "strict-reviewer", "description": "Reviews, strictly: no nonsense",
+                      "model": "gpt-4o-mini", "tools": ["read_file", "list_files"],
+                      "approval": "deny", "temperature": 0.1, "max_steps": 4}
+    assert body == "You review code. Be strict."
+    fields, _ = parse_front_matter("---\ntools:\n  - python\n  - 'a, b'\nflag: true\n"
+                                   "none: null\nempty: []\nurl: http://x/#frag\n---\n")
+    assert fields == {"tools": ["python", "a, b"], "flag": True, "none": None, "empty": [],
+                      "url": "http://x/#frag"}
+    assert parse_front_matter("just a prompt\n") == ({}, "just a prompt")
+
+
+@pytest.mark.parametrize("bad,where", [
+    ("---\nname: x\n", "no closing"),
+    ("---\nsettings:\n  nested: 1\n---\n", "line 3"),
+    ("---\nmodel: {a: 1}\n---\n", "line 2: nested mappings"),
+    ("---\ntools: [a, b\n---\n", "must close on the same line"),
+    ("---\njust words\n---\n", "line 2"),
+])
+def test_front_matter_beyond_the_subset_is_refused_with_the_line(bad: str, where: str) -> None:
+    with pytest.raises(PersonaError, match=where):
+        parse_front_matter(bad)
+
+
+def test_sources_in_order_configured_project_home_builtin(tmp_path: Path, home: Path) -> None:
+    project = tmp_path / "nb"
+    (project / ".ipyagent" / "agents").mkdir(parents=True)
+    (home / ".ipyagent" / "agents").mkdir(parents=True)
+    (project / ".ipyagent" / "agents" / "r.md").write_text(REVIEWER_MD)
+    (project / ".ipyagent" / "agents" / "coder.md").write_text("Project coder prompt.")
+    (home / ".ipyagent" / "agents" / "coder.md").write_text("Home coder prompt.")
+    (home / ".ipyagent" / "agents" / "mine.md").write_text("---\ntools: python\n---\nMine.")
+    (home / ".ipyagent" / "agents" / "broken.md").write_text("---\nname: broken\n")
+    found, problems = find_personas({"mine": "Configured wins."}, project)
+    assert found["strict-reviewer"].source.endswith("r.md")
+    assert found["coder"].system_prompt == "Project coder prompt."  # the project over home
+    assert found["mine"].system_prompt == "Configured wins." and found["mine"].source == "Agent.personas"
+    assert found["data-analyst"] is BUILTINS["data-analyst"]
+    assert len(problems) == 1 and "broken.md" in problems[0] and "no closing" in problems[0]
+
+
+def test_builtins_are_what_the_docs_say() -> None:
+    assert set(BUILTINS) == {"coder", "data-analyst", "reviewer"}
+    assert BUILTINS["coder"].tools == ["python", "read_file", "list_files", "write_file",
+                                       "edit_file"]
+    analyst = BUILTINS["data-analyst"]
+    assert analyst.tools == ["python", "read_file", "list_files"]
+    assert "pandas" in analyst.system_prompt and "plt.show()" in analyst.system_prompt
+    reviewer = BUILTINS["reviewer"]
+    assert reviewer.tools == ["read_file", "list_files"] and not reviewer.offers("python")
+    assert reviewer.settings == {"allow": ["read_file", "list_files"]}
+    assert Persona("x", tools=["github__*"]).offers("github__create_issue")
+    assert not Persona("x", tools=["github__*"]).offers("gitlab__x")
+
+
+def test_reviewer_changes_prompt_tools_and_approval_and_refuses_python(
+        tmp_path: Path, home: Path) -> None:
+    model = ScriptedModel([calls(("python", {"code": "import os"}),
+                                 ("list_files", {})), text("no issues")])
+    asked: list[str] = []
+    with Agent(client=model, cwd=str(tmp_path), approval="ask",
+               approval_hook=lambda call: asked.append(call.name) or False,
+               persona="reviewer") as agent:
+        assert agent.persona == "reviewer"
+        assert agent.system_prompt == BUILTINS["reviewer"].system_prompt
+        assert agent.context.system.startswith("You are a meticulous code reviewer.")
+        agent.run("review")
+        assert asked == []  # python refused without asking; list_files allowed by the persona
+        assert [t["name"] for t in model.requests[0].tools] == ["read_file", "list_files"]
+        refused, listed = [i for i in agent.context if isinstance(i, ToolResult)]
+        assert refused.error and "unknown tool 'python'" in refused.output
+        assert not listed.error
+        assert agent._kernel is None  # the python tool never ran
+        agent.persona = None  # leaving restores every setting it changed
+        assert agent.system_prompt == DEFAULT_SYSTEM_PROMPT and agent.allow == []
+        assert agent.context.system == DEFAULT_SYSTEM_PROMPT
+        assert "python" in [t.name for t in agent.offered_tools()]
+
+
+def test_data_analyst_offers_python_and_read_only_files(tmp_path: Path, home: Path) -> None:
+    model = ScriptedModel([text("ok")])
+    with Agent(client=model, cwd=str(tmp_path), persona="data-analyst") as agent:
+        agent.run("analyse")
+    assert [t["name"] for t in model.requests[0].tools] == ["python", "read_file", "list_files"]
+    assert "matplotlib" in model.requests[0].system
+
+
+def test_file_persona_sets_model_and_settings_and_switching_restores(
+        tmp_path: Path, home: Path) -> None:
+    (tmp_path / ".ipyagent" / "agents").mkdir(parents=True)
+    (tmp_path / ".ipyagent" / "agents" / "r.md").write_text(REVIEWER_MD)
+    with Agent(cwd=str(tmp_path), python_tool=False, model="demo", temperature=0.7,
+               allow=["mine"]) as agent:
+        agent.persona = "strict-reviewer"
+        assert (agent.model, agent.approval, agent.temperature, agent.max_steps) == (
+            "gpt-4o-mini", "deny", 0.1, 4)
+        assert agent.context.system == "You review code. Be strict."
+        agent.max_steps = 9  # the user changes a setting the persona set: theirs is kept
+        agent.persona = "coder"
+        assert (agent.model, agent.approval, agent.temperature) == ("demo", "auto", 0.7)
+        assert agent.max_steps == 9 and agent.allow == ["mine"]
+        assert agent.system_prompt == BUILTINS["coder"].system_prompt
+        agent.persona = None
+        assert agent.system_prompt == DEFAULT_SYSTEM_PROMPT
+
+
+def test_unknown_or_broken_personas_are_one_line_errors(tmp_path: Path, home: Path) -> None:
+    with pytest.raises(TraitError, match=r"unknown persona 'nope'; known: coder, data-analyst, "
+                                         r"reviewer"):
+        Agent(persona="nope", python_tool=False)
+    agent = Agent(python_tool=False, personas={
+        "odd": {"approval": "sometimes"}, "alien": {"no_such_setting": 1},
+        "loop": {"persona": "coder"}})
+    with agent:
+        for name, why in [("odd", "approval"), ("alien", "'no_such_setting' is not an Agent "
+                          "setting"), ("loop", "cannot set persona")]:
+            with pytest.raises(TraitError, match=why):
+                agent.persona = name
+            assert agent.persona is None and agent.approval == "auto"
+
+
+def test_persona_from_config_applies_at_creation(tmp_path: Path, home: Path) -> None:
+    from traitlets.config import Config
+
+    cfg = Config()
+    cfg.Agent.persona = "mine"
+    cfg.Agent.personas = {"mine": {"system_prompt": "From config.", "tools": ["read_file"]}}
+    with Agent(config=cfg, python_tool=False, cwd=str(tmp_path)) as agent:
+        assert agent.context.system == "From config."
+        assert [t.name for t in agent.offered_tools()] == ["read_file"]
+
+
+def test_listing_is_a_table(tmp_path: Path, home: Path) -> None:
+    with Agent(python_tool=False, cwd=str(tmp_path), persona="coder") as agent:
+        table = PersonaTable.for_agent(agent)
+    html = table._repr_html_()
+    assert "<table" in html and "data-analyst" in html and "● coder" in html
+    assert "reviewer" in repr(table) and "allow=" in repr(table)
