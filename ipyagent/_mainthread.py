@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import queue
+import signal
+import socket
 import threading
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
-__all__ = ["Dispatcher", "LoopDispatcher", "PumpDispatcher"]
+__all__ = ["Dispatcher", "LoopDispatcher", "PumpDispatcher", "wake_on_signals"]
 
 T = TypeVar("T")
 
@@ -113,3 +116,46 @@ class PumpDispatcher(Dispatcher):
             except queue.Empty:
                 return
             fn(*args)
+
+
+@contextlib.contextmanager
+def wake_on_signals(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+    """Let a signal that another thread catches wake ``loop`` (the main one) at once.
+
+    Why: Python runs signal handlers only on the main thread, and only when it runs
+    bytecode. While a cell awaits, the main thread sleeps in ``select``; if the kernel's
+    SIGINT (the Interrupt button) is delivered to another thread — measured here while
+    the engine waits on the sibling kernel — the handler waits until something else wakes
+    the loop: a 10-minute tool call made Interrupt take 10 minutes. A wakeup fd (what
+    asyncio's own ``add_signal_handler`` uses) wakes the loop, and the handler runs.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    reader, writer = socket.socketpair()
+    reader.setblocking(False)
+    writer.setblocking(False)
+    try:
+        previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    except (ValueError, OSError):
+        previous = None
+    if previous is None or previous != -1:  # unavailable, or someone else's: keep theirs
+        if previous not in (None, -1):
+            signal.set_wakeup_fd(previous)
+        reader.close()
+        writer.close()
+        yield
+        return
+    loop.add_reader(reader.fileno(), _drain, reader)
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(-1)
+        loop.remove_reader(reader.fileno())
+        reader.close()
+        writer.close()
+
+
+def _drain(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.recv(4096)

@@ -205,13 +205,15 @@ class _Card:
             self.handle = handle
             display.update(handle, bundle)
         self.started = time.monotonic()
+        self.open = True  # not finished yet: an interruption says so on the card
 
     def bundle(self, status: str) -> dict[str, str]:
         md = card_markdown(self.call, status, self.arguments)
         return {"text/html": card_html(self.call, status, self.arguments),
                 "text/markdown": md, "text/plain": md}
 
-    def status(self, status: str) -> None:
+    def status(self, status: str, final: bool = False) -> None:
+        self.open = not final
         self.d.update(self.handle, self.bundle(status))
 
 
@@ -326,20 +328,20 @@ class NotebookDisplay:
             card.started = time.monotonic()  # time the run, not the wait for a click
             card.status(("✎ edited by you · " if decision.action == "edit" else "") + "▶ running…")
         else:
-            card.status(describe(decision, call.name, brief=True))
+            card.status(describe(decision, call.name, brief=True), final=True)
 
     def _finished(self, call: ToolCall, result: ToolResult) -> None:
         card = self.cards.get(call.id)
         if result.meta.get("denied") or result.meta.get("skipped"):
             if card is not None and result.meta.get("skipped"):
-                card.status("✗ not run (an earlier call was denied)")
+                card.status("✗ not run (an earlier call was denied)", final=True)
             return
         if card is not None:
             took = time.monotonic() - card.started
             edited = "✎ edited · " if result.meta.get("edited") else ""
             mark = "✗ error" if result.error else "✓ done"
             count = f" · [{result.execution_count}]" if result.execution_count else ""
-            card.status(f"{edited}{mark} in {took:.1f}s{count}")
+            card.status(f"{edited}{mark} in {took:.1f}s{count}", final=True)
         outputs = [b for b in map(_bundle_for, result.outputs) if b is not None]
         if not outputs and result.output:
             outputs = [({"text/plain": result.output}, {})]
@@ -349,6 +351,9 @@ class NotebookDisplay:
     def interrupted(self) -> None:
         """Say that the run was stopped (main thread)."""
         self._end_streams()
+        for card in self.cards.values():
+            if card.open:
+                card.status("■ interrupted", final=True)
         self.publish(footer_html("■ interrupted — the context is valid: `%agent step` or a "
                                  "new task continues from here", "warn"))
 

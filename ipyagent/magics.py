@@ -25,7 +25,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import TraitError
 
 from . import _loop
-from ._mainthread import Dispatcher, LoopDispatcher, PumpDispatcher
+from ._mainthread import Dispatcher, LoopDispatcher, PumpDispatcher, wake_on_signals
 from ._transformer import await_agent_magics, protect_question_marks
 from .errors import IpyagentError
 
@@ -339,11 +339,14 @@ class AgentMagics(Magics):
             future = self._start(agent, cmd, display, lambda: loop.call_soon_threadsafe(
                 lambda: done.done() or done.set_result(None)))
             try:
-                await asyncio.wrap_future(future)
+                with wake_on_signals(loop):
+                    await asyncio.wrap_future(future)
             except asyncio.CancelledError:  # the Interrupt button: stop the run, keep the cell
                 future.cancel()
                 with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                     await asyncio.wait_for(asyncio.shield(done), 10)
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.wait_for(_interrupt_sibling(agent), 5)
                 display.interrupted()
             except IpyagentError as exc:
                 print(f"ipyagent: {_one_line(exc)}", file=sys.stderr)
@@ -371,6 +374,8 @@ class AgentMagics(Magics):
             except KeyboardInterrupt:
                 future.cancel()
                 pump.pump(done)  # the engine answers open calls, then stops
+                with contextlib.suppress(Exception):
+                    _loop.run_sync(_interrupt_sibling(agent), timeout=5)
                 if hasattr(listener, "interrupted"):
                     listener.interrupted()
                 else:
@@ -400,6 +405,15 @@ async def _guard(coro: Coroutine[Any, Any, Any], on_done: Any) -> Any:
         return await coro
     finally:
         on_done()
+
+
+async def _interrupt_sibling(agent: Any) -> None:
+    """Make sure code the run started in the sibling kernel stops too (harmless when idle)."""
+    # The cancelled execute asks for this as well; asking again here costs a signal and
+    # keeps the next run from queueing behind a loop that is still going.
+    kernel = getattr(agent, "_kernel", None)  # never start one just to interrupt it
+    if kernel is not None and kernel.is_alive():
+        await kernel.interrupt_async()
 
 
 def _one_line(exc: BaseException) -> str:

@@ -192,3 +192,24 @@ def test_bad_input_is_one_line(fe: Frontend) -> None:
         shown = cell.text().strip()
         assert shown.startswith("UsageError:") and "\n" not in shown, shown
         assert expected in shown
+
+
+def test_interrupt_stops_a_running_tool_call_at_once(fresh: Frontend) -> None:
+    fe = fresh
+    cell = fe.execute("%agent Use Python to compute 2**100")
+    fe.wait_for_panel()
+    fe.click(fe.buttons("Edit")[-1])
+    fe.set_value(fe.widget_of("TextareaModel"),
+                 # A Python loop: SIGINT stops it at once (a C call like time.sleep only
+                 # stops when it returns, if the signal lands on another thread).
+                 "import time\nprint('started', flush=True)\n"
+                 "end = time.time() + 120\nwhile time.time() < end:\n    pass")
+    fe.click(fe.wait_for_button("Run edited"))
+    fe.pump_until(lambda: "started" in cell.text())
+    fe.interrupt()
+    fe.pump_until(lambda: cell.done, 30)  # long before the 120 s loop would end
+    assert cell.reply["status"] == "ok"
+    assert "■ interrupted" in cell.text()  # on the card and in the footer
+    assert check_context(fe)[-1] == "tool error"
+    again = fe.run("%agent --approve auto Use Python to compute 2**10", timeout=30)
+    assert "1024" in again.text()  # the sibling kernel was interrupted too
