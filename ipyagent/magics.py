@@ -237,6 +237,12 @@ class AgentMagics(Magics):
         """The awaiting form of ``%agent`` (what top-level agent cells are rewritten to)."""
         line = self.shell.var_expand(line)  # `%agent {task}`, as run_line_magic would
         cmd = self.parse(line, cell)
+        if cmd.action == "replay" and hasattr(self.get_agent(), "areplay"):
+            # It re-runs a transcript in a fresh kernel: await it, the notebook stays live.
+            try:
+                return await self.get_agent().areplay(cmd.path)
+            except (OSError, IpyagentError, ValueError) as exc:
+                raise UsageError(f"%agent replay {cmd.path}: {_one_line(exc)}") from None
         if cmd.action not in ("run", "step"):
             return self._command(cmd)
         await asyncio.to_thread(self._settle_warmup)

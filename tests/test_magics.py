@@ -225,6 +225,11 @@ def test_save_and_load_subcommands(loaded: Any, tmp_path: Any) -> None:
     out, err, result = run(loaded, f"%agent load {path}")
     assert result.success, err
     assert len(ipyagent.current().context) == n
+    out, err, result = run(loaded, f"%agent replay {path}")
+    assert result.success, err
+    assert type(result.result).__name__ == "ReplayReport"
+    _, err, result = run(loaded, f"%agent load {tmp_path / 'missing.ipynb'}")
+    assert not result.success and err.count("\n") == 1 and "UsageError: %agent load" in err
 
 
 # -- transformers ----------------------------------------------------------------------

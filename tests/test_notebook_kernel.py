@@ -149,14 +149,28 @@ def test_edit_runs_the_edited_code_and_shows_the_figure(fresh: Frontend) -> None
     assert recorded.text().strip() == edited  # the context records what actually ran
 
 
-def test_always_approves_later_calls_of_the_tool(fresh: Frontend) -> None:
+def test_run_all_waits_and_always_approves_later_calls(fresh: Frontend) -> None:
     fe = fresh
     before = len(fe.buttons("Always", enabled=False))
+    # Run All: every cell is sent at once; the later ones queue behind the agent cell.
     cell = fe.execute("%agent Use Python to compute 2**100")
-    fe.click(fe.wait_for_button("Always"))
+    after = fe.execute("print('the next cell ran')")
+    fe.wait_for_panel()
+    fe.pump_for(0.5)
+    assert not after.done  # it waits for the agent cell, which waits for the click
+    fe.click(fe.buttons("Always")[-1])  # the click still gets through the queue
     finish(fe, cell)
+    fe.pump_until(lambda: after.done)
+    assert "the next cell ran" in after.text()
     assert len(fe.buttons("Always", enabled=False)) == before + 1  # asked once, not twice
     assert "digits: 31" in cell.text()
+
+
+def test_agent_lines_inside_top_level_blocks_await_with_variables(fresh: Frontend) -> None:
+    cell = fresh.run("for _expr in ['2**3', '2**4']:\n"
+                     "    %agent --approve auto Use Python to compute {_expr}")
+    assert cell.reply["status"] == "ok", cell.text()
+    assert "value = 8" in cell.text() and "value = 16" in cell.text()
 
 
 def test_headless_run_denies_at_once_and_says_how_to_allow(fresh: Frontend) -> None:
@@ -213,3 +227,21 @@ def test_interrupt_stops_a_running_tool_call_at_once(fresh: Frontend) -> None:
     assert check_context(fe)[-1] == "tool error"
     again = fe.run("%agent --approve auto Use Python to compute 2**10", timeout=30)
     assert "1024" in again.text()  # the sibling kernel was interrupted too
+
+
+def test_older_kernels_run_detached_and_say_so(fresh: Frontend) -> None:
+    fe = fresh
+    # What load_ext does on ipykernel < 7.4: no awaiting rewrite, so the magic detaches.
+    setup = fe.run("import ipyagent._transformer as _t\n"
+                   "ipyagent.magics._MAGICS.awaits = False\n"
+                   "get_ipython().input_transformers_post.remove(_t.await_agent_magics)")
+    assert setup.reply["status"] == "ok", setup.text()
+    try:
+        cell = fe.run("%agent --approve auto Use Python to compute 2**6")
+        assert "cannot take clicks while a cell waits" in cell.text()
+        # The run goes on after the cell has ended, and its outputs still land in that cell.
+        fe.pump_until(lambda: "✓ done" in cell.text())
+        assert "value = 64" in cell.text()
+    finally:
+        fe.run("ipyagent.magics._MAGICS.awaits = True\n"
+               "get_ipython().input_transformers_post.append(_t.await_agent_magics)")
