@@ -56,7 +56,7 @@ class ApprovalPanel:
 
     def __init__(self, call: ToolCall, resolve: Callable[[Decision], None],
                  note: str = "") -> None:
-        import ipywidgets as w
+        import ipywidgets as w  # type: ignore[import-untyped]
 
         self.call = call
         self._resolve = resolve
@@ -147,7 +147,7 @@ class ApprovalPanel:
 
 
 def _box_class() -> type:
-    import ipywidgets as w
+    import ipywidgets as w  # type: ignore[import-untyped]
 
     class ApprovalBox(w.VBox):
         """A VBox whose plain-text fallback says what was decided (for saved notebooks)."""
@@ -232,10 +232,10 @@ class WidgetApprover:
             if future.done() and not future.cancelled():
                 return future.result()  # a click won the race
             future.cancel()
-            dispatcher.call(lambda: holder and holder[0].settle(decision))
+            dispatcher.call(_each, holder, lambda panel: panel.settle(decision))
             return decision
         except asyncio.CancelledError:
-            dispatcher.call(lambda: holder and holder[0].interrupted())
+            dispatcher.call(_each, holder, lambda panel: panel.interrupted())
             raise
 
     def _open(self, call: ToolCall, resolve: Callable[[Decision], None], note: str,
@@ -252,6 +252,11 @@ class WidgetApprover:
         # Re-send the bundle once decided: its text/plain then records the decision, so a
         # saved notebook viewed without the widget state still says what happened.
         panel.on_settle = lambda p: handle.update(p.widget)
+
+
+def _each(panels: list[ApprovalPanel], fn: Callable[[ApprovalPanel], None]) -> None:
+    for panel in panels:
+        fn(panel)
 
 
 def _settle(future: asyncio.Future[Decision], decision: Decision) -> None:

@@ -89,9 +89,9 @@ _TOKEN_VARS = [
 def highlight(code: str, lang: str = "python") -> str:
     """HTML for ``code`` with theme-aware token colours (JupyterLab's editor variables)."""
     try:
-        from pygments import lex
-        from pygments.lexers import JsonLexer, PythonLexer
-        from pygments.token import string_to_tokentype
+        from pygments import lex  # type: ignore[import-untyped]
+        from pygments.lexers import JsonLexer, PythonLexer  # type: ignore[import-untyped]
+        from pygments.token import string_to_tokentype  # type: ignore[import-untyped]
     except ImportError:  # pygments comes with IPython; plain text if it is missing
         return html.escape(code)
     styles = [(string_to_tokentype(name), f"color:var(--jp-mirror-editor-{var}-color,{fallback})")

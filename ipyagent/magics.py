@@ -11,21 +11,18 @@ line, never a traceback.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import shlex
 import sys
 import threading
-from dataclasses import dataclass
-from typing import Any, Coroutine, Iterator
+from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import TraitError
 
-from . import _loop
-from ._mainthread import Dispatcher, LoopDispatcher, PumpDispatcher, wake_on_signals
+from ._cellrun import CellRunner, Command, one_line
+from ._mainthread import LoopDispatcher
 from ._transformer import await_agent_magics, protect_question_marks
 from .errors import IpyagentError
 
@@ -33,23 +30,10 @@ __all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension", 
            "agent_async"]
 
 _MAGICS: AgentMagics | None = None
-_OVERRIDES = {"model": "model", "base_url": "base_url", "approve": "approval",
-              "max_steps": "max_steps"}
 _ALONE = {"step", "context"}
 _WITH_PATH = {"save", "load", "replay"}
 _NO_TASK = ("give a task: `%agent TASK`, or `%%agent` with the task in the cell "
             "(`%agent?` for help)")
-
-
-@dataclass
-class Command:
-    """One parsed ``%agent`` invocation."""
-
-    action: str  # run | step | context | reset | save | load | replay
-    task: str | None
-    options: Any
-    path: str | None = None
-    kernel: bool = False  # reset --kernel
 
 
 def _kernel_of(shell: Any) -> Any:
@@ -74,8 +58,7 @@ class AgentMagics(Magics):
         super().__init__(shell)
         self._agent: Any = None
         self._warmup: threading.Thread | None = None
-        self._pump: PumpDispatcher | None = None  # the blocking run's, for terminal prompts
-        self.running = False
+        self.runner = CellRunner(self)
         self.in_kernel = _kernel_of(shell) is not None
         self.awaits = can_await(shell)
         self.approver: Any = None
@@ -86,15 +69,16 @@ class AgentMagics(Magics):
         if self._agent is None:
             from .agent import Agent
 
+            shell = self.shell
+            assert shell is not None
             try:
-                agent = Agent(parent=self.shell)
+                agent = Agent(parent=shell)
             except TraitError as exc:
                 raise UsageError(f"ipython_config: {exc}") from None
-            configured = self.shell.config._has_section("Agent") and (
-                "approval" in self.shell.config.Agent)
+            configured = shell.config._has_section("Agent") and "approval" in shell.config.Agent
             if not configured:
                 agent.approval = "ask"  # the library's default is 'auto'; people get asked
-            self.shell.configurables.append(agent)
+            shell.configurables.append(agent)
             self._agent = agent
             self.approver = self._make_approver(agent)
             agent.approval_hook = self.approver
@@ -117,7 +101,7 @@ class AgentMagics(Magics):
             except EOFError:
                 return "n" if prompt.startswith("Run it") else ("." if not prompt else "")
 
-        pump = self._pump
+        pump = self.runner.pump
         return pump.call_and_wait(ask) if pump is not None else ask()
 
     def warm_up(self) -> None:
@@ -129,7 +113,7 @@ class AgentMagics(Magics):
                 if agent.python_tool:
                     agent.kernel  # noqa: B018 - starts it in the background
                 if self.in_kernel:
-                    import ipywidgets  # noqa: F401 - the first approval panel shows at once
+                    import ipywidgets  # type: ignore[import-untyped]  # noqa: F401 - pre-import
             except Exception as exc:  # reported again by the first run that needs it
                 agent.log.warning("ipyagent: sibling kernel did not start: %s", exc)
 
@@ -137,8 +121,9 @@ class AgentMagics(Magics):
         self._warmup.start()
 
     def _settle_warmup(self) -> None:
-        if self._warmup is not None:
-            self._warmup.join()
+        thread = self._warmup  # read once: another thread may be settling it too
+        if thread is not None:
+            thread.join()
             self._warmup = None
 
     def banner(self) -> str:
@@ -230,11 +215,12 @@ class AgentMagics(Magics):
         if cmd.action not in ("run", "step"):
             return self._command(cmd)
         if self.in_kernel and not self.awaits:
-            return self._detach(cmd)
-        return self._run_blocking(cmd)
+            return self.runner.detach(cmd)
+        return self.runner.run_blocking(cmd)
 
     async def agent_async(self, line: str = "", cell: str | None = None) -> Any:
         """The awaiting form of ``%agent`` (what top-level agent cells are rewritten to)."""
+        assert self.shell is not None
         line = self.shell.var_expand(line)  # `%agent {task}`, as run_line_magic would
         cmd = self.parse(line, cell)
         if cmd.action == "replay" and hasattr(self.get_agent(), "areplay"):
@@ -242,11 +228,11 @@ class AgentMagics(Magics):
             try:
                 return await self.get_agent().areplay(cmd.path)
             except (OSError, IpyagentError, ValueError) as exc:
-                raise UsageError(f"%agent replay {cmd.path}: {_one_line(exc)}") from None
+                raise UsageError(f"%agent replay {cmd.path}: {one_line(exc)}") from None
         if cmd.action not in ("run", "step"):
             return self._command(cmd)
         await asyncio.to_thread(self._settle_warmup)
-        await self._run_async(cmd, LoopDispatcher())
+        await self.runner.run_async(cmd, LoopDispatcher())
         return None
 
     # -- subcommands -----------------------------------------------------------------
@@ -265,7 +251,7 @@ class AgentMagics(Magics):
         try:
             outcome = method(cmd.path)
         except (OSError, IpyagentError, ValueError) as exc:
-            raise UsageError(f"%agent {cmd.action} {cmd.path}: {_one_line(exc)}") from None
+            raise UsageError(f"%agent {cmd.action} {cmd.path}: {one_line(exc)}") from None
         if cmd.action == "save":
             print(f"ipyagent: saved {len(agent.context)} items to {outcome}")
             return None
@@ -274,158 +260,6 @@ class AgentMagics(Magics):
                   "the next %agent continues it")
             return None
         return outcome
-
-    # -- running ---------------------------------------------------------------------
-    def _check_runnable(self, cmd: Command) -> Any:
-        agent = self.get_agent()
-        if self.running:
-            raise UsageError("a run is already in progress in this session")
-        if cmd.task is None and not agent.pending():
-            raise UsageError("nothing to continue: the last step ended the run; "
-                             "give a task (`%agent --step TASK`)")
-        return agent
-
-    @contextlib.contextmanager
-    def _session(self, cmd: Command) -> Iterator[Any]:
-        """Apply the one-run options, mark the session busy, restore afterwards."""
-        agent = self._check_runnable(cmd)
-        saved: dict[str, Any] = {}
-        try:
-            for opt, trait in _OVERRIDES.items():
-                value = getattr(cmd.options, opt)
-                if value is not None:
-                    saved.setdefault(trait, getattr(agent, trait))
-                    setattr(agent, trait, value)
-        except TraitError as exc:
-            for trait, value in saved.items():
-                setattr(agent, trait, value)
-            raise UsageError(str(exc)) from None
-        if cmd.options.new:
-            agent.reset()
-        self.running = True
-        try:
-            yield agent
-        finally:
-            self.running = False
-            for trait, value in saved.items():
-                setattr(agent, trait, value)
-
-    def _headless(self) -> bool:
-        # Headless runners (nbclient, papermill, nbconvert --execute) send allow_stdin=False;
-        # interactive frontends (JupyterLab, Notebook, VS Code) allow input.
-        kernel = _kernel_of(self.shell)
-        if kernel is None:
-            return not sys.stdin.isatty()
-        return not getattr(kernel, "_allow_stdin", True)
-
-    def _listener(self, dispatcher: Dispatcher, cmd: Command, agent: Any) -> Any:
-        if not self.in_kernel:
-            from .display_terminal import TerminalDisplay
-
-            return TerminalDisplay()
-        from .display_notebook import NotebookDisplay
-
-        asks = (lambda call: agent.approval == "ask" and call.name not in agent.allow
-                and call.name not in agent._policy.always)
-        display = NotebookDisplay(dispatcher, asks=asks, step_mode=cmd.action == "step")
-        if self.approver is not None and hasattr(self.approver, "bind"):
-            self.approver.bind(dispatcher, headless=self._headless())
-        return display
-
-    def _start(self, agent: Any, cmd: Command, listener: Any,
-               on_done: Any) -> Any:
-        run = agent.astep if cmd.action == "step" else agent.arun
-        return _loop.submit(_guard(run(cmd.task, on_event=listener), on_done))
-
-    async def _run_async(self, cmd: Command, dispatcher: LoopDispatcher) -> None:
-        loop = asyncio.get_running_loop()
-        with self._session(cmd) as agent:
-            display = self._listener(dispatcher, cmd, agent)
-            done = loop.create_future()
-            future = self._start(agent, cmd, display, lambda: loop.call_soon_threadsafe(
-                lambda: done.done() or done.set_result(None)))
-            try:
-                with wake_on_signals(loop):
-                    await asyncio.wrap_future(future)
-            except asyncio.CancelledError:  # the Interrupt button: stop the run, keep the cell
-                future.cancel()
-                with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
-                    await asyncio.wait_for(asyncio.shield(done), 10)
-                with contextlib.suppress(Exception, asyncio.CancelledError):
-                    await asyncio.wait_for(_interrupt_sibling(agent), 5)
-                display.interrupted()
-            except IpyagentError as exc:
-                print(f"ipyagent: {_one_line(exc)}", file=sys.stderr)
-            finally:
-                display.close()
-
-    def _run_blocking(self, cmd: Command) -> None:
-        agent = self._check_runnable(cmd)
-        needs_click = getattr(self.approver, "needs_event_loop", False) and (
-            (cmd.options.approve or agent.approval) == "ask")
-        if self.in_kernel and needs_click:
-            raise UsageError("this %agent cannot wait for approval clicks here (only an "
-                             "unindented %agent line or %%agent cell can); move it to the "
-                             "start of a line, or use --approve auto")
-        self._settle_warmup()
-        pump = PumpDispatcher()
-        with self._session(cmd):
-            listener = self._listener(pump, cmd, agent)
-            done = threading.Event()
-            future = self._start(agent, cmd, listener, done.set)
-            self._pump = pump
-            try:
-                pump.pump(future)
-                future.result()
-            except KeyboardInterrupt:
-                future.cancel()
-                pump.pump(done)  # the engine answers open calls, then stops
-                with contextlib.suppress(Exception):
-                    _loop.run_sync(_interrupt_sibling(agent), timeout=5)
-                if hasattr(listener, "interrupted"):
-                    listener.interrupted()
-                else:
-                    print("\nipyagent: interrupted — the context is valid; "
-                          "`%agent step` or a new task continues", file=sys.stderr)
-            except IpyagentError as exc:
-                print(f"ipyagent: {_one_line(exc)}", file=sys.stderr)
-            finally:
-                self._pump = None
-                if hasattr(listener, "close"):
-                    listener.close()
-
-    def _detach(self, cmd: Command) -> None:
-        import ipykernel
-
-        print(f"ipyagent: ipykernel {ipykernel.__version__} cannot take clicks while a cell "
-              "waits (7.4+ can): this run continues in the background, and Run All will not "
-              "wait for it", file=sys.stderr)
-        self._check_runnable(cmd)
-        task = asyncio.ensure_future(self._run_async(cmd, LoopDispatcher()))
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
-
-
-async def _guard(coro: Coroutine[Any, Any, Any], on_done: Any) -> Any:
-    """Run ``coro`` on the engine loop; ``on_done`` fires when it has really finished."""
-    try:
-        return await coro
-    finally:
-        on_done()
-
-
-async def _interrupt_sibling(agent: Any) -> None:
-    """Make sure code the run started in the sibling kernel stops too (harmless when idle)."""
-    # The cancelled execute asks for this as well; asking again here costs a signal and
-    # keeps the next run from queueing behind a loop that is still going.
-    kernel = getattr(agent, "_kernel", None)  # never start one just to interrupt it
-    if kernel is not None and kernel.is_alive():
-        await kernel.interrupt_async()
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text
-
 
 def _split_options(line: str, parser: Any) -> tuple[list[str], str, bool]:
     """Leading ``--options`` (with their values), the raw rest, and whether ``--`` ended them."""
@@ -497,6 +331,9 @@ def current() -> Any:
     """The ``Agent`` behind ``%agent`` (``%load_ext ipyagent`` first)."""
     if _MAGICS is None:
         raise RuntimeError("ipyagent is not loaded: run %load_ext ipyagent first")
+    # The warm-up thread may be creating the sibling kernel right now; Agent.kernel is
+    # not thread-safe, so let it finish before anyone else can touch agent.kernel.
+    _MAGICS._settle_warmup()
     return _MAGICS.get_agent()
 
 

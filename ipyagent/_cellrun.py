@@ -1,0 +1,211 @@
+"""How one ``%agent`` run is carried out in a cell: awaiting, blocking or detached.
+
+* awaiting (a rewritten top-level cell on ipykernel >= 7.4): the kernel's loop stays free,
+  so approval clicks arrive while the cell stays busy;
+* blocking (terminal IPython, or a ``%agent`` inside a ``def``): the main thread pumps the
+  display and the terminal prompts until the engine is done;
+* detached (older ipykernel): a task on the kernel's loop, the cell returns at once.
+
+The engine runs on its own thread (``_loop``); ``guard`` tells the cell when it has really
+finished, so an interrupted run has answered its open calls before the cell ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any, Coroutine, Iterator
+
+from IPython.core.error import UsageError
+from traitlets import TraitError
+
+from . import _loop
+from ._mainthread import Dispatcher, LoopDispatcher, PumpDispatcher, wake_on_signals
+from .errors import IpyagentError
+
+__all__ = ["CellRunner", "Command", "OVERRIDES", "one_line"]
+
+# Magic option -> Agent trait, for one run.
+OVERRIDES = {"model": "model", "base_url": "base_url", "approve": "approval",
+             "max_steps": "max_steps"}
+
+
+@dataclass
+class Command:
+    """One parsed ``%agent`` invocation."""
+
+    action: str  # run | step | context | reset | save | load | replay
+    task: str | None
+    options: Any
+    path: str | None = None
+    kernel: bool = False  # reset --kernel
+
+
+class CellRunner:
+    """Runs the magics' agent for one cell at a time."""
+
+    def __init__(self, magics: Any) -> None:
+        self.m = magics
+        self.running = False
+        self.pump: PumpDispatcher | None = None  # the blocking run's, for terminal prompts
+
+    def __repr__(self) -> str:
+        return f"<CellRunner {'running' if self.running else 'idle'}>"
+
+    def check_runnable(self, cmd: Command) -> Any:
+        agent = self.m.get_agent()
+        if self.running:
+            raise UsageError("a run is already in progress in this session")
+        if cmd.task is None and not agent.pending():
+            raise UsageError("nothing to continue: the last step ended the run; "
+                             "give a task (`%agent --step TASK`)")
+        return agent
+
+    @contextlib.contextmanager
+    def session(self, cmd: Command) -> Iterator[Any]:
+        """Apply the one-run options, mark the session busy, restore afterwards."""
+        agent = self.check_runnable(cmd)
+        saved: dict[str, Any] = {}
+        try:
+            for opt, trait in OVERRIDES.items():
+                value = getattr(cmd.options, opt)
+                if value is not None:
+                    saved.setdefault(trait, getattr(agent, trait))
+                    setattr(agent, trait, value)
+        except TraitError as exc:
+            for trait, value in saved.items():
+                setattr(agent, trait, value)
+            raise UsageError(str(exc)) from None
+        if cmd.options.new:
+            agent.reset()
+        self.running = True
+        try:
+            yield agent
+        finally:
+            self.running = False
+            for trait, value in saved.items():
+                setattr(agent, trait, value)
+
+    def headless(self) -> bool:
+        # Headless runners (nbclient, papermill, nbconvert --execute) send allow_stdin=False;
+        # interactive frontends (JupyterLab, Notebook, VS Code) allow input.
+        kernel = getattr(self.m.shell, "kernel", None)
+        if kernel is None:
+            return not sys.stdin.isatty()
+        return not getattr(kernel, "_allow_stdin", True)
+
+    def listener(self, dispatcher: Dispatcher, cmd: Command, agent: Any) -> Any:
+        if not self.m.in_kernel:
+            from .display_terminal import TerminalDisplay
+
+            return TerminalDisplay()
+        from .display_notebook import NotebookDisplay
+
+        asks = (lambda call: agent.approval == "ask" and call.name not in agent.allow
+                and call.name not in agent._policy.always)
+        display = NotebookDisplay(dispatcher, asks=asks, step_mode=cmd.action == "step")
+        if self.m.approver is not None and hasattr(self.m.approver, "bind"):
+            self.m.approver.bind(dispatcher, headless=self.headless())
+        return display
+
+    def start(self, agent: Any, cmd: Command, listener: Any,
+               on_done: Any) -> Any:
+        run = agent.astep if cmd.action == "step" else agent.arun
+        return _loop.submit(guard(run(cmd.task, on_event=listener), on_done))
+
+    async def run_async(self, cmd: Command, dispatcher: LoopDispatcher) -> None:
+        loop = asyncio.get_running_loop()
+        with self.session(cmd) as agent:
+            display = self.listener(dispatcher, cmd, agent)
+            done = loop.create_future()
+            future = self.start(agent, cmd, display,
+                                lambda: loop.call_soon_threadsafe(_resolve, done))
+            try:
+                with wake_on_signals(loop):
+                    await asyncio.wrap_future(future)
+            except asyncio.CancelledError:  # the Interrupt button: stop the run, keep the cell
+                future.cancel()
+                with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(asyncio.shield(done), 10)
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.wait_for(interrupt_sibling(agent), 5)
+                display.interrupted()
+            except IpyagentError as exc:
+                print(f"ipyagent: {one_line(exc)}", file=sys.stderr)
+            finally:
+                display.close()
+
+    def run_blocking(self, cmd: Command) -> None:
+        agent = self.check_runnable(cmd)
+        needs_click = getattr(self.m.approver, "needs_event_loop", False) and (
+            (cmd.options.approve or agent.approval) == "ask")
+        if self.m.in_kernel and needs_click:
+            raise UsageError("this %agent cannot wait for approval clicks here (only an "
+                             "unindented %agent line or %%agent cell can); move it to the "
+                             "start of a line, or use --approve auto")
+        self.m._settle_warmup()
+        pump = PumpDispatcher()
+        with self.session(cmd):
+            listener = self.listener(pump, cmd, agent)
+            done = threading.Event()
+            future = self.start(agent, cmd, listener, done.set)
+            self.pump = pump
+            try:
+                pump.pump(future)
+                future.result()
+            except KeyboardInterrupt:
+                future.cancel()
+                pump.pump(done)  # the engine answers open calls, then stops
+                with contextlib.suppress(Exception):
+                    _loop.run_sync(interrupt_sibling(agent), timeout=5)
+                if hasattr(listener, "interrupted"):
+                    listener.interrupted()
+                else:
+                    print("\nipyagent: interrupted — the context is valid; "
+                          "`%agent step` or a new task continues", file=sys.stderr)
+            except IpyagentError as exc:
+                print(f"ipyagent: {one_line(exc)}", file=sys.stderr)
+            finally:
+                self.pump = None
+                if hasattr(listener, "close"):
+                    listener.close()
+
+    def detach(self, cmd: Command) -> None:
+        import ipykernel
+
+        print(f"ipyagent: ipykernel {ipykernel.__version__} cannot take clicks while a cell "
+              "waits (7.4+ can): this run continues in the background, and Run All will not "
+              "wait for it", file=sys.stderr)
+        self.check_runnable(cmd)
+        task = asyncio.ensure_future(self.run_async(cmd, LoopDispatcher()))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+
+async def guard(coro: Coroutine[Any, Any, Any], on_done: Any) -> Any:
+    """Run ``coro`` on the engine loop; ``on_done`` fires when it has really finished."""
+    try:
+        return await coro
+    finally:
+        on_done()
+
+
+async def interrupt_sibling(agent: Any) -> None:
+    """Make sure code the run started in the sibling kernel stops too (harmless when idle)."""
+    # The cancelled execute asks for this as well; asking again here costs a signal and
+    # keeps the next run from queueing behind a loop that is still going.
+    kernel = getattr(agent, "_kernel", None)  # never start one just to interrupt it
+    if kernel is not None and kernel.is_alive():
+        await kernel.interrupt_async()
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one readable line."""
+    return " ".join(str(exc).split()) or type(exc).__name__
