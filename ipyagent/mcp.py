@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .agent import Agent
 
 __all__ = ["MISSING", "MCPUnavailable", "MCPManager", "ServerConfig", "load_configs",
-           "parse_servers", "sdk_available", "tool_name", "to_tool_result"]
+           "parse_servers", "sdk_available", "sdk_problem", "tool_name", "to_tool_result"]
 
 MISSING = "MCP servers need the mcp package: pip install 'ipyagent[mcp]'"
 RETRY_FAILED_AFTER = 30.0  # a server that failed to start is retried at most this often
@@ -40,13 +40,21 @@ class MCPUnavailable(ConfigError):
     """The ``mcp`` package is not installed."""
 
 
-def sdk_available() -> bool:
-    """True when the ``mcp`` SDK can be imported."""
+def sdk_problem() -> str | None:
+    """Why the ``mcp`` SDK cannot be used here, or None when it can."""
     try:
         import mcp  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    except ImportError as exc:
+        if isinstance(exc, ModuleNotFoundError) and exc.name in ("mcp", None):
+            return MISSING
+        # Installed but broken, e.g. an old mcp beside a newer pydantic.
+        return f"the mcp package could not be imported ({exc}); try pip install -U 'ipyagent[mcp]'"
+    return None
+
+
+def sdk_available() -> bool:
+    """True when the ``mcp`` SDK can be imported."""
+    return sdk_problem() is None
 
 
 class MCPManager:
@@ -90,8 +98,9 @@ class MCPManager:
         await self._configure()
         for problem in self.problems:
             self._note(emit, problem, "warning")
-        if self.connections and not sdk_available():
-            self._note(emit, f"{MISSING} (configured: {', '.join(self.connections)})", "warning")
+        problem = sdk_problem() if self.connections else None
+        if problem:
+            self._note(emit, f"{problem} (configured: {', '.join(self.connections)})", "warning")
             self._sync_tools()
             return
         now = time.monotonic()
@@ -115,8 +124,9 @@ class MCPManager:
     async def alist(self) -> MCPManager:
         """Start every configured server (retrying failed ones) and offer their tools."""
         await self._configure()
-        if self.connections and not sdk_available():
-            raise MCPUnavailable(f"{MISSING} (configured: {', '.join(self.connections)})")
+        problem = sdk_problem() if self.connections else None
+        if problem:
+            raise MCPUnavailable(f"{problem} (configured: {', '.join(self.connections)})")
         await self._start([c for c in self.connections.values() if c.state != "running"])
         self._sync_tools()
         return self
