@@ -29,8 +29,9 @@ from .errors import IpyagentError
 __all__ = ["CellRunner", "Command", "OVERRIDES", "one_line"]
 
 # Magic option -> Agent trait, for one run.
-OVERRIDES = {"model": "model", "base_url": "base_url", "approve": "approval",
-             "max_steps": "max_steps"}
+# The persona comes first, so explicit options given with it win over its settings.
+OVERRIDES = {"persona": "persona", "model": "model", "base_url": "base_url",
+             "approve": "approval", "max_steps": "max_steps"}
 
 
 @dataclass
@@ -76,7 +77,7 @@ class CellRunner:
                     saved.setdefault(trait, getattr(agent, trait))
                     setattr(agent, trait, value)
         except TraitError as exc:
-            for trait, value in saved.items():
+            for trait, value in reversed(saved.items()):  # last set, first restored
                 setattr(agent, trait, value)
             raise UsageError(str(exc)) from None
         if cmd.options.new:
@@ -86,7 +87,7 @@ class CellRunner:
             yield agent
         finally:
             self.running = False
-            for trait, value in saved.items():
+            for trait, value in reversed(saved.items()):  # last set, first restored
                 setattr(agent, trait, value)
 
     def headless(self) -> bool:

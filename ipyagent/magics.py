@@ -30,7 +30,7 @@ __all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension", 
            "agent_async"]
 
 _MAGICS: AgentMagics | None = None
-_ALONE = {"step", "context"}
+_ALONE = {"step", "context", "mcp", "personas"}
 _WITH_PATH = {"save", "load", "replay"}
 _NO_TASK = ("give a task: `%agent TASK`, or `%%agent` with the task in the cell "
             "(`%agent?` for help)")
@@ -183,6 +183,8 @@ class AgentMagics(Magics):
               help="Approval for this run (Agent.approval).")
     @argument("--max-steps", type=int, metavar="N", help="Iteration cap for this run "
               "(Agent.max_steps).")
+    @argument("-p", "--persona", metavar="NAME", help="Persona for this run (Agent.persona): "
+              "coder, data-analyst, reviewer, or your own; `%%agent personas` lists them.")
     @argument("--new", action="store_true", help="Start a new conversation first.")
     @argument("--step", action="store_true", help="Add the task and run ONE iteration; "
               "`%%agent step` runs the next.")
@@ -205,6 +207,9 @@ class AgentMagics(Magics):
             %agent save PATH.ipynb       save the run as a notebook
             %agent load PATH.ipynb       continue a saved conversation
             %agent replay PATH.ipynb     re-run a saved transcript, report differences
+            %agent -p NAME TASK          run as a persona (coder, data-analyst, reviewer, …)
+            %agent personas              the personas, as a table
+            %agent mcp                   start the MCP servers (Agent.mcp_servers), list tools
 
         Every setting is a traitlet: ``%config Agent`` lists them, ``%config Agent.model =
         "qwen2.5:7b"`` sets one (or ``c.Agent.model`` in ipython_config.py); the options
@@ -240,6 +245,15 @@ class AgentMagics(Magics):
         agent = self.get_agent()
         if cmd.action == "context":
             return agent.context
+        if cmd.action == "personas":
+            from .personas import PersonaTable
+
+            return PersonaTable.for_agent(agent)
+        if cmd.action == "mcp":
+            try:
+                return agent.mcp.list()  # starts them: the table shows what the model gets
+            except IpyagentError as exc:
+                raise UsageError(f"%agent mcp: {one_line(exc)}") from None
         if cmd.action == "reset":
             agent.reset(kernel=cmd.kernel)
             print("ipyagent: new conversation" + (" and a restarted sibling kernel"

@@ -321,3 +321,44 @@ def _call_with(agent: Agent, name: str, args: dict) -> ToolResult:
     from ipyagent.items import ToolCall
 
     return _loop.run_sync(agent.tools.execute(ToolCall("c1", name, args)))
+
+
+# -- %agent mcp ------------------------------------------------------------------------
+@pytest.fixture
+def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``%load_ext ipyagent`` in an in-process shell, in a directory holding an mcp.json."""
+    import io
+    from contextlib import redirect_stdout
+
+    from IPython.testing.globalipapp import get_ipython
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": STDIO}))
+    ip = get_ipython()
+    with redirect_stdout(io.StringIO()):
+        ip.run_line_magic("load_ext", "ipyagent")
+    yield ip
+    ip.run_line_magic("unload_ext", "ipyagent")
+    ip.config.pop("Agent", None)
+
+
+@needs_sdk
+def test_magic_lists_the_servers_of_mcp_json(shell) -> None:
+    import ipyagent
+
+    listing = shell.run_line_magic("agent", "mcp")
+    assert listing.connections["demo"].state == "running"
+    assert listing.connections["demo"].config.source.endswith("mcp.json")
+    assert "demo__add" in listing._repr_html_() and "demo__add" in ipyagent.current().tools
+    pid = int(_call(ipyagent.current(), "demo__pid"))
+    shell.run_line_magic("unload_ext", "ipyagent")  # shuts the servers down with the agent
+    assert _wait_dead(pid)
+
+
+def test_magic_without_the_sdk_is_one_line(shell, monkeypatch: pytest.MonkeyPatch) -> None:
+    from IPython.core.error import UsageError
+
+    monkeypatch.setitem(sys.modules, "mcp", None)
+    with pytest.raises(UsageError, match=r"^%agent mcp: MCP servers need the mcp package: "
+                                         r"pip install 'ipyagent\[mcp\]' \(configured: demo\)$"):
+        shell.run_line_magic("agent", "mcp")

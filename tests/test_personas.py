@@ -176,3 +176,46 @@ def test_listing_is_a_table(tmp_path: Path, home: Path) -> None:
     html = table._repr_html_()
     assert "<table" in html and "data-analyst" in html and "● coder" in html
     assert "reviewer" in repr(table) and "allow=" in repr(table)
+
+
+# -- the magics ------------------------------------------------------------------------
+@pytest.fixture
+def shell(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch):
+    """``%load_ext ipyagent`` in an in-process shell (terminal mode), auto-approving."""
+    import io
+    from contextlib import redirect_stdout
+
+    from IPython.testing.globalipapp import get_ipython
+
+    monkeypatch.chdir(tmp_path)
+    ip = get_ipython()
+    with redirect_stdout(io.StringIO()):
+        ip.run_line_magic("load_ext", "ipyagent")
+    ip.run_line_magic("config", "Agent.approval = 'auto'")
+    yield ip
+    ip.run_line_magic("unload_ext", "ipyagent")
+    ip.config.pop("Agent", None)
+
+
+def test_magic_persona_option_changes_one_run(shell, capsys: pytest.CaptureFixture) -> None:
+    from IPython.core.error import UsageError
+
+    import ipyagent
+    from ipyagent.items import ToolCall
+
+    table = shell.run_line_magic("agent", "personas")
+    assert isinstance(table, PersonaTable) and {"coder", "data-analyst", "reviewer"} <= set(
+        table.personas)
+    with pytest.raises(UsageError, match="unknown persona 'nope'; known: coder"):
+        shell.run_line_magic("agent", "-p nope Use Python to compute 2**10")
+    agent = ipyagent.current()
+    # The reviewer has no python: the (demo) model cannot compute and says so.
+    shell.run_line_magic("agent", "-p reviewer Use Python to compute 2**10")
+    assert agent.persona is None and agent.system_prompt == DEFAULT_SYSTEM_PROMPT  # one run
+    assert not any(isinstance(i, ToolCall) for i in agent.context)
+    assert "None of the tools (read_file, list_files)" in agent.context[-1].content
+    # The data analyst has python: the same task is computed in the sibling kernel.
+    shell.run_line_magic("agent", "--new --persona data-analyst Use Python to compute 2**10")
+    ran = [i for i in agent.context if isinstance(i, ToolResult)]
+    assert ran and "value = 1024" in ran[0].output
+    assert agent.persona is None
