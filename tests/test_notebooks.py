@@ -43,7 +43,7 @@ def code_cells(nb: Any) -> dict[str, str]:
 
 def test_every_notebook_is_tested() -> None:
     assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == [
-        "local-models.ipynb", "quickstart.ipynb", "step-through.ipynb"]
+        "local-models.ipynb", "mcp.ipynb", "quickstart.ipynb", "step-through.ipynb"]
 
 
 def test_quickstart(tmp_path: Path) -> None:
@@ -83,3 +83,16 @@ def test_local_models_runs_without_a_server(tmp_path: Path) -> None:
     assert "127.0.0.1:11434/v1" in status
     back = next(v for k, v in cells.items() if k.startswith("%config Agent.provider = None"))
     assert "model='demo'" in back
+
+
+def test_mcp_lists_a_real_servers_tools_and_calls_one_once_allowed(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    cells = code_cells(execute("mcp.ipynb", tmp_path))
+    listing = cells["%agent mcp"]
+    assert "calc [stdio] running: calc__add, calc__word_count" in listing
+    personas = next(v for k, v in cells.items() if k.startswith("%config Agent.personas"))
+    assert "calculator" in personas and "calc__*" in personas and "data-analyst" in personas
+    asked = cells["%agent -p calculator Use calc__add to add 2 and 40"]
+    assert "nobody could approve this call" in asked and "Agent.allow = ['calc__add']" in asked
+    allowed = next(v for k, v in cells.items() if k.startswith('%config Agent.allow = ["calc__add"]'))
+    assert "✓ done" in allowed and "`calc__add`: 42" in allowed
