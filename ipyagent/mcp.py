@@ -98,9 +98,9 @@ class MCPManager:
         await self._configure()
         for problem in self.problems:
             self._note(emit, problem, "warning")
-        problem = sdk_problem() if self.connections else None
-        if problem:
-            self._note(emit, f"{problem} (configured: {', '.join(self.connections)})", "warning")
+        missing = sdk_problem() if self.connections else None
+        if missing:
+            self._note(emit, f"{missing} (configured: {', '.join(self.connections)})", "warning")
             self._sync_tools()
             return
         now = time.monotonic()

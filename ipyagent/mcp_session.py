@@ -205,7 +205,7 @@ async def _open_http(stack: contextlib.AsyncExitStack, config: ServerConfig) -> 
             await stack.enter_async_context(client)
         return await stack.enter_async_context(sh.streamable_http_client(config.url, http_client=client))
     return await stack.enter_async_context(  # older 1.x
-        sh.streamablehttp_client(config.url, headers=config.headers or None))
+        sh.streamablehttp_client(config.url, headers=config.headers or None))  # type: ignore[attr-defined]
 
 
 async def _list_tools(session: Any) -> list[dict[str, Any]]:

@@ -316,7 +316,7 @@ def check(agent: Agent, name: str) -> Persona:
             raise PersonaError(f"persona {persona.name!r} ({persona.source}): {key!r} is not "
                                "an Agent setting")
         try:
-            traits[key].validate(agent, value)
+            traits[key]._validate(agent, value)  # the trait's checks and Agent's @validate
         except TraitError as exc:
             raise PersonaError(f"persona {persona.name!r} ({persona.source}): "
                                f"{' '.join(str(exc).split())}") from None
