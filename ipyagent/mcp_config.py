@@ -1,9 +1,9 @@
 """MCP server settings: ``Agent.mcp_servers`` and ``mcp.json`` beside the notebook.
 
 The format is the common ``mcpServers`` value: server name → ``{command, args, env, cwd}``
-(stdio) or ``{url, headers}`` (streamable HTTP). A dict holding ``mcpServers`` itself is
-accepted, ``"disabled": true`` skips an entry, and mistakes become one-line problems
-rather than exceptions, so one bad entry never hides the good ones.
+(stdio) or ``{url, headers}`` (streamable HTTP). A dict holding ``mcpServers`` itself (or
+VS Code's ``servers``) is accepted, ``"disabled": true`` skips an entry, and mistakes become
+one-line problems rather than exceptions, so one bad entry never hides the good ones.
 """
 
 from __future__ import annotations
@@ -49,9 +49,12 @@ class ServerConfig:
 
 
 def unwrap(value: Any) -> Any:
-    """The servers dict of a config that holds ``mcpServers`` itself, else ``value``."""
+    """The servers dict of a config that holds ``mcpServers`` (or VS Code's ``servers``)."""
     if isinstance(value, dict) and isinstance(value.get("mcpServers"), dict):
         return value["mcpServers"]
+    servers = value.get("servers") if isinstance(value, dict) else None
+    if isinstance(servers, dict) and not ({"command", "url"} & set(servers)):
+        return servers  # VS Code's mcp.json: {"servers": {...}, "inputs": [...]}
     return value
 
 

@@ -35,7 +35,7 @@ needs_sdk = pytest.mark.skipif(not sdk_available(), reason="the mcp extra is not
 def test_parse_accepts_the_mcpServers_value_or_a_dict_holding_it() -> None:
     inner = {"fs": {"command": "npx", "args": ["-y", "server-fs", "."], "env": {"N": 1}},
              "web": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer x"}}}
-    for raw in (inner, {"mcpServers": inner}):
+    for raw in (inner, {"mcpServers": inner}, {"servers": inner, "inputs": []}):  # VS Code's
         configs, problems = parse_servers(raw, "test")
         assert problems == []
         assert configs["fs"].transport == "stdio" and configs["fs"].args == ["-y", "server-fs", "."]
