@@ -36,6 +36,24 @@ _NO_TASK = ("give a task: `%agent TASK`, or `%%agent` with the task in the cell 
             "(`%agent?` for help)")
 
 
+class _TerminalOrDeny:
+    """The y/n/e/a prompt when stdin is a terminal; a clear denial when nobody is there."""
+
+    def __init__(self, input_fn: Any) -> None:
+        from .approval import TerminalApprover
+
+        self.prompt = TerminalApprover(input_fn=input_fn)
+
+    async def decide(self, call: Any) -> Any:
+        if sys.stdin is None or not sys.stdin.isatty():  # piped input, a script, CI
+            from .approval import Decision
+            from .approval_widgets import unattended_reason
+
+            return Decision("deny", by="timeout", reason=unattended_reason(
+                call, "nobody could approve this call: stdin is not a terminal"))
+        return await self.prompt.decide(call)
+
+
 def _kernel_of(shell: Any) -> Any:
     return getattr(shell, "kernel", None)
 
@@ -89,9 +107,7 @@ class AgentMagics(Magics):
             from .approval_widgets import WidgetApprover
 
             return WidgetApprover(timeout=lambda: agent.approval_timeout)
-        from .approval import TerminalApprover
-
-        return TerminalApprover(input_fn=self._terminal_input)
+        return _TerminalOrDeny(self._terminal_input)
 
     def _terminal_input(self, prompt: str) -> str:
         """``input`` on the main thread (where Ctrl-C lands); end of input means 'no'."""

@@ -414,3 +414,12 @@ def test_loop_dispatcher_runs_in_the_captured_context() -> None:
 
     asyncio.run(main())
     assert seen == [("cell", True)]
+
+
+def test_terminal_without_a_tty_denies_with_how_to_allow(loaded: Any) -> None:
+    run(loaded, "%config Agent.approval = 'ask'")
+    out, _, result = run(loaded, "%agent --new Use Python to compute 2**100")  # stdin: not a tty
+    assert result.success
+    assert "nobody could approve this call: stdin is not a terminal" in out
+    assert "%config Agent.approval = 'auto'" in out
+    assert "1267650600228229401496703205376" not in out
