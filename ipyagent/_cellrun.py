@@ -87,6 +87,8 @@ class CellRunner:
             yield agent
         finally:
             self.running = False
+            if hasattr(self.m.approver, "unbind"):
+                self.m.approver.unbind()  # its cell is done: never draw buttons there again
             for trait, value in reversed(saved.items()):  # last set, first restored
                 setattr(agent, trait, value)
 

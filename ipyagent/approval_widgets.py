@@ -197,6 +197,11 @@ class WidgetApprover:
         self.show = show
         self.panels = []
 
+    def unbind(self) -> None:
+        """Forget the cell: a later call from elsewhere must bind again, not draw in it."""
+        self.dispatcher = None
+        self.show = None
+
     def _timeout(self) -> float:
         value = self.timeout() if callable(self.timeout) else self.timeout
         return max(0.0, float(value or 0.0))

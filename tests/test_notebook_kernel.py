@@ -245,3 +245,17 @@ def test_older_kernels_run_detached_and_say_so(fresh: Frontend) -> None:
     finally:
         fe.run("ipyagent.magics._MAGICS.awaits = True\n"
                "get_ipython().input_transformers_post.append(_t.await_agent_magics)")
+
+
+def test_awaiting_the_agent_directly_after_a_run_does_not_draw_in_the_old_cell(
+        fresh: Frontend) -> None:
+    fe = fresh
+    first = fe.run("%agent --approve auto Use Python to compute 2**3")
+    n = len(first.outputs)
+    cell = fe.run("try:\n"
+                  "    await ipyagent.current().arun('Use Python to compute 2**4')\n"
+                  "except ipyagent.errors.ApprovalError as exc:\n"
+                  "    print('refused:', exc)")
+    assert "refused: the approval buttons have no cell to appear in" in cell.text()
+    assert len(first.outputs) == n  # nothing was added to the earlier cell
+    check_context(fe)
