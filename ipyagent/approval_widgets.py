@@ -82,7 +82,7 @@ class ApprovalPanel:
                                    icon="play", layout=w.Layout(width="auto", display="none"))
         self.cancel_edit = w.Button(description="Cancel", layout=w.Layout(
             width="auto", display="none"))
-        self.status = w.HTML(f"<span style='color:#8a6d00'>⏳ waiting for your approval"
+        self.status = w.HTML(f"<span style='color:#8a6d00'>● waiting for your approval"
                              f"{html.escape(note)}</span>")
         self.approve.on_click(lambda _: self._decide(Decision("approve", by="user")))
         self.always.on_click(lambda _: self._decide(

@@ -198,7 +198,7 @@ class _Card:
 
     def __init__(self, display: NotebookDisplay, call: ToolCall, handle: Any = None) -> None:
         self.d, self.call, self.arguments = display, call, dict(call.arguments)
-        bundle = self.bundle("⏳ waiting for approval" if display.asks(call) else "▶ running…")
+        bundle = self.bundle("● waiting for approval" if display.asks(call) else "▶ running…")
         if handle is None:
             self.handle = display.publish(bundle, new=True)
         else:
