@@ -29,6 +29,7 @@ def flaky(x: int) -> int:
 def make(replies, **kw) -> tuple[Agent, ScriptedModel]:
     model = ScriptedModel(replies)
     kw.setdefault("python_tool", False)
+    kw.setdefault("file_tools", False)
     agent = Agent(client=model, tools=[add, flaky], **kw)
     return agent, model
 

@@ -135,7 +135,7 @@ def test_huge_latest_result_is_cut_for_the_model_not_the_notebook():
     server, stats = make_server()
     with server:
         server.script([reply_tool_calls([("dump", {})]), reply_text("ok")])
-        agent = Agent(model="m", base_url=server.base_url, python_tool=False, tools=[dump],
+        agent = Agent(model="m", base_url=server.base_url, python_tool=False, file_tools=False, tools=[dump],
                       context_window=WINDOW, request_max_tokens=256, tool_output_limit=40_000)
         result = agent.run("dump")
         agent.close()
@@ -151,7 +151,7 @@ def test_tool_output_limit_caps_what_the_model_sees():
         return "a" * 1000 + "b" * 1000
 
     with ScriptedServer([reply_tool_calls([("dump", {})]), reply_text("ok")]) as server:
-        agent = Agent(model="m", base_url=server.base_url, python_tool=False, tools=[dump],
+        agent = Agent(model="m", base_url=server.base_url, python_tool=False, file_tools=False, tools=[dump],
                       tool_output_limit=100)
         agent.run("go")
         agent.close()

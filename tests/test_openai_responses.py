@@ -52,7 +52,7 @@ def test_two_step_tool_loop_through_the_agent(server: ScriptedServer, monkeypatc
                         reasoning="Two plus three: use the tool.", encrypted="gAAAA-opaque"),
         responses_reply("The sum is 5."),
     ])
-    agent = Agent(model="gpt-test", api="responses", base_url=server.base_url,
+    agent = Agent(model="gpt-test", api="responses", base_url=server.base_url, file_tools=False,
                   api_key_env="IPYAGENT_TEST_KEY", tools=[add], python_tool=False)
     result = agent.run("What is 2+3?")
 

@@ -64,5 +64,5 @@ def rich_hook(call: ToolCall) -> Decision:
 
 def rich_agent(cwd: str, **kw: Any) -> Agent:
     """An agent that runs the rich script against a real sibling kernel."""
-    return Agent(client=ScriptedModel(rich_replies()), tools=[add], approval="ask",
+    return Agent(client=ScriptedModel(rich_replies()), tools=[add], approval="ask", file_tools=False,
                  approval_hook=rich_hook, cwd=cwd, **kw)
