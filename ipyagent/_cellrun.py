@@ -30,8 +30,8 @@ __all__ = ["CellRunner", "Command", "OVERRIDES", "one_line"]
 
 # Magic option -> Agent trait, for one run.
 # The persona comes first, so explicit options given with it win over its settings.
-OVERRIDES = {"persona": "persona", "model": "model", "base_url": "base_url",
-             "approve": "approval", "max_steps": "max_steps"}
+OVERRIDES = {"persona": "persona", "provider": "provider", "api": "api", "model": "model",
+             "base_url": "base_url", "approve": "approval", "max_steps": "max_steps"}
 
 
 @dataclass

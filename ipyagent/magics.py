@@ -194,6 +194,10 @@ class AgentMagics(Magics):
     # -- the magic -------------------------------------------------------------------
     @magic_arguments()
     @argument("--model", metavar="NAME", help="Model for this run (Agent.model).")
+    @argument("--provider", metavar="NAME", help="Provider preset for this run (Agent.provider): "
+              "openai, anthropic, ollama, llamacpp, vllm, lmstudio, groq, openrouter.")
+    @argument("--api", choices=["chat", "responses", "anthropic"],
+              help="Wire format for this run (Agent.api).")
     @argument("--base-url", metavar="URL", help="Endpoint for this run (Agent.base_url).")
     @argument("--approve", choices=["auto", "ask", "deny"],
               help="Approval for this run (Agent.approval).")

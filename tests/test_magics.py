@@ -147,7 +147,8 @@ def test_notebooks_ask_by_default_unless_configured(ip: Any) -> None:
 
 def test_help_documents_the_options(loaded: Any) -> None:
     text = loaded.object_inspect_text("%agent")
-    for word in ("--model", "--base-url", "--approve", "--max-steps", "--new", "--step",
+    for word in ("--model", "--base-url", "--provider", "--api", "--approve", "--max-steps",
+                 "--new", "--step",
                  "%agent step", "%agent context", "%agent reset", "%config Agent"):
         assert word in text
 
@@ -423,3 +424,14 @@ def test_terminal_without_a_tty_denies_with_how_to_allow(loaded: Any) -> None:
     assert "nobody could approve this call: stdin is not a terminal" in out
     assert "%config Agent.approval = 'auto'" in out
     assert "1267650600228229401496703205376" not in out
+
+
+def test_provider_option_points_one_run_at_the_preset(loaded: Any) -> None:
+    agent = ipyagent.current()
+    out, err, _ = run(loaded, "%agent --provider lmstudio --model m hello")
+    # Nothing listens on LM Studio's port here: the run ends in one error line naming it.
+    assert "127.0.0.1:1234/v1/chat/completions" in out + err
+    assert "Traceback" not in out + err
+    assert agent.provider is None and agent.model == "demo"  # restored after the run
+    _, err, result = run(loaded, "%agent --provider nope hello")
+    assert not result.success and "provider" in err and "Traceback" not in err
