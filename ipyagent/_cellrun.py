@@ -104,12 +104,13 @@ class CellRunner:
         if not self.m.in_kernel:
             from .display_terminal import TerminalDisplay
 
-            return TerminalDisplay()
+            return TerminalDisplay(preview=agent.tools.preview)
         from .display_notebook import NotebookDisplay
 
         asks = (lambda call: agent.approval == "ask" and call.name not in agent.allow
                 and call.name not in agent._policy.always)
-        display = NotebookDisplay(dispatcher, asks=asks, step_mode=cmd.action == "step")
+        display = NotebookDisplay(dispatcher, asks=asks, step_mode=cmd.action == "step",
+                                  preview=agent.tools.preview)
         if self.m.approver is not None and hasattr(self.m.approver, "bind"):
             self.m.approver.bind(dispatcher, headless=self.headless())
         return display

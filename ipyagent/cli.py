@@ -58,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         agent.approval_hook = TerminalApprover(show_call=args.quiet)
     with agent:
         try:
-            display = None if args.quiet else TerminalDisplay()
+            display = None if args.quiet else TerminalDisplay(preview=agent.tools.preview)
             result = agent.run(args.task, on_event=display)
         except KeyboardInterrupt:
             print("\nipyagent: interrupted", file=sys.stderr)

@@ -44,15 +44,18 @@ def _fence(text: str, lang: str = "") -> str:
     return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}"
 
 
-def card_markdown(call: ToolCall, status: str, arguments: dict[str, Any] | None = None) -> str:
+def card_markdown(call: ToolCall, status: str, arguments: dict[str, Any] | None = None,
+                  preview: str | None = None) -> str:
     """A tool call as Markdown: a header line with its status, then the code."""
-    lang, code = _code_of(call, arguments)
+    lang, code = ("diff", preview) if preview else _code_of(call, arguments)
     return f"**{call.name}** <small>· {call.id} · {status}</small>\n\n{_fence(code, lang)}"
 
 
-def card_html(call: ToolCall, status: str, arguments: dict[str, Any] | None = None) -> str:
-    """A tool call as a bordered card: name, id and status in a header, highlighted code."""
-    lang, code = _code_of(call, arguments)
+def card_html(call: ToolCall, status: str, arguments: dict[str, Any] | None = None,
+              preview: str | None = None) -> str:
+    """A tool call as a bordered card: name, id and status in a header, highlighted code
+    (or the tool's preview of the call — a diff for file edits)."""
+    lang, code = ("diff", preview) if preview else _code_of(call, arguments)
     color = (_COLORS["bad"] if status.startswith("✗") else _COLORS["ok"]
              if status.startswith("✓") else _MUTED)
     return (
@@ -83,6 +86,8 @@ _TOKEN_VARS = [
     ("Name.Class", "def", "#0000ff"), ("Literal.String", "string", "#ba2121"),
     ("Literal.Number", "number", "#080"), ("Operator", "operator", "#aa22ff"),
     ("Punctuation", "punctuation", "#05a"),
+    ("Generic.Inserted", "string", "#1a7f37"), ("Generic.Deleted", "keyword", "#cf222e"),
+    ("Generic.Subheading", "comment", "#6e7781"), ("Generic.Heading", "comment", "#6e7781"),
 ]
 
 
@@ -90,14 +95,15 @@ def highlight(code: str, lang: str = "python") -> str:
     """HTML for ``code`` with theme-aware token colours (JupyterLab's editor variables)."""
     try:
         from pygments import lex  # type: ignore[import-untyped]
-        from pygments.lexers import JsonLexer, PythonLexer  # type: ignore[import-untyped]
+        from pygments.lexers import DiffLexer, JsonLexer, PythonLexer  # type: ignore[import-untyped]
         from pygments.token import string_to_tokentype  # type: ignore[import-untyped]
     except ImportError:  # pygments comes with IPython; plain text if it is missing
         return html.escape(code)
     styles = [(string_to_tokentype(name), f"color:var(--jp-mirror-editor-{var}-color,{fallback})")
               for name, var, fallback in _TOKEN_VARS]
     parts = []
-    for token, text in lex(code, PythonLexer() if lang == "python" else JsonLexer()):
+    lexer = {"python": PythonLexer, "diff": DiffLexer}.get(lang, JsonLexer)()
+    for token, text in lex(code, lexer):
         style = next((css for kind, css in styles if token in kind), None)
         escaped = html.escape(text)
         parts.append(f"<span style='{style}'>{escaped}</span>" if style and text.strip()
@@ -198,6 +204,7 @@ class _Card:
 
     def __init__(self, display: NotebookDisplay, call: ToolCall, handle: Any = None) -> None:
         self.d, self.call, self.arguments = display, call, dict(call.arguments)
+        self.preview = display.preview(call)
         bundle = self.bundle("● waiting for approval" if display.asks(call) else "▶ running…")
         if handle is None:
             self.handle = display.publish(bundle, new=True)
@@ -208,8 +215,8 @@ class _Card:
         self.open = True  # not finished yet: an interruption says so on the card
 
     def bundle(self, status: str) -> dict[str, str]:
-        md = card_markdown(self.call, status, self.arguments)
-        return {"text/html": card_html(self.call, status, self.arguments),
+        md = card_markdown(self.call, status, self.arguments, self.preview)
+        return {"text/html": card_html(self.call, status, self.arguments, self.preview),
                 "text/markdown": md, "text/plain": md}
 
     def status(self, status: str, final: bool = False) -> None:
@@ -221,8 +228,10 @@ class NotebookDisplay:
     """A listener that renders a run in the current notebook cell."""
 
     def __init__(self, dispatcher: Dispatcher | None = None, *, interval: float = 0.1,
-                 asks: Callable[[ToolCall], bool] | None = None, step_mode: bool = False) -> None:
+                 asks: Callable[[ToolCall], bool] | None = None, step_mode: bool = False,
+                 preview: Callable[[ToolCall], str | None] | None = None) -> None:
         self.dispatcher = dispatcher or LoopDispatcher()
+        self.preview = preview or (lambda call: None)  # a tool's own view of a call (diffs)
         self.interval = interval
         self.asks = asks or (lambda call: False)  # does this call wait for a click?
         self.step_mode = step_mode

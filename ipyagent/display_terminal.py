@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sys
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 from .events import (
     Notice, RunFinished, StepStarted, ToolCallDecided, ToolCallFinished, ToolCallRequested,
 )
+from .items import ToolCall
 from .models.base import ReasoningDelta, TextDelta
 
 __all__ = ["TerminalDisplay"]
@@ -17,8 +18,10 @@ class TerminalDisplay:
     """A listener that streams a run as plain text."""
 
     def __init__(self, stream: IO[str] | None = None, show_reasoning: bool = False,
-                 max_output_lines: int = 40) -> None:
+                 max_output_lines: int = 40,
+                 preview: Callable[[ToolCall], str | None] | None = None) -> None:
         self.stream = stream
+        self.preview = preview or (lambda call: None)  # a tool's own view (diffs)
         self.show_reasoning = show_reasoning
         self.max_output_lines = max_output_lines
         self._at_line_start = True
@@ -53,6 +56,9 @@ class TerminalDisplay:
                 self._line(f"  ┌ python ({call.id})\n{body}")
             else:
                 self._line(f"  ┌ {call.summary()} ({call.id})")
+                diff = self.preview(call)
+                if diff:
+                    self._line("\n".join("  │ " + ln for ln in diff.rstrip().splitlines()))
         elif isinstance(event, ToolCallDecided):
             d = event.decision
             if not d.approved:

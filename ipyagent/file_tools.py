@@ -250,6 +250,8 @@ def file_tools(root: Callable[[], Path]) -> list[Tool]:
     for fn in (read_file, write_file, list_files, edit_file):
         t = tool(fn)  # schema and description from the signature and docstring
         t.fn = guarded(fn)
+        if fn in (write_file, edit_file):
+            t.preview = lambda call: diff_preview(call, root())
         made.append(t)
     return made
 

@@ -42,7 +42,8 @@ class _TerminalOrDeny:
     def __init__(self, input_fn: Any) -> None:
         from .approval import TerminalApprover
 
-        self.prompt = TerminalApprover(input_fn=input_fn)
+        # The run's TerminalDisplay already shows each call: do not print it twice.
+        self.prompt = TerminalApprover(input_fn=input_fn, show_call=False)
 
     async def decide(self, call: Any) -> Any:
         if sys.stdin is None or not sys.stdin.isatty():  # piped input, a script, CI

@@ -42,6 +42,8 @@ class Tool:
     fn: Callable[..., Any] | None = None
     # Raw handlers get the ToolCall itself and return a ToolResult (the python tool).
     handler: Callable[[ToolCall], Awaitable[ToolResult]] | None = field(default=None, repr=False)
+    # What the call would do, shown where it is approved (a diff for file edits), or None.
+    preview: Callable[[ToolCall], str | None] | None = field(default=None, repr=False)
 
     def spec(self) -> dict[str, Any]:
         """The function spec sent to the model."""
@@ -215,6 +217,16 @@ class Toolbox:
     @property
     def names(self) -> list[str]:
         return list(self._tools)
+
+    def preview(self, call: ToolCall) -> str | None:
+        """The tool's preview of ``call`` (e.g. a diff), or None; never raises."""
+        t = self._tools.get(call.name)
+        if t is None or t.preview is None:
+            return None
+        try:
+            return t.preview(call)
+        except Exception as exc:  # a preview is a courtesy: it must not break approval
+            return f"(no preview: {exc})"
 
     def specs(self) -> list[dict[str, Any]]:
         return [t.spec() for t in self._tools.values()]

@@ -198,3 +198,25 @@ def test_diff_preview_of_writes_and_edits(ws: Path) -> None:
     assert "outside the workspace" in (diff_preview(
         ToolCall("c", "write_file", {"path": "../x", "content": ""}), ws) or "")
     assert diff_preview(ToolCall("c", "read_file", {"path": "n.txt"}), ws) is None
+
+
+def test_write_and_edit_calls_show_a_diff_where_they_are_approved(tmp_path):
+    from ipyagent import Agent, ToolCall
+    from ipyagent.display_notebook import card_html
+    from ipyagent.display_terminal import TerminalDisplay
+    from ipyagent.events import ToolCallRequested
+    import io
+
+    (tmp_path / "notes.txt").write_text("alpha\nbeta\n")
+    agent = Agent(python_tool=False, workspace=str(tmp_path))
+    edit = ToolCall("c1", "edit_file", {"path": "notes.txt", "old": "beta", "new": "gamma"})
+    diff = agent.tools.preview(edit)
+    assert "-beta" in diff and "+gamma" in diff and "a/notes.txt" in diff
+    assert agent.tools.preview(ToolCall("c2", "read_file", {"path": "notes.txt"})) is None
+    html = card_html(edit, "waiting", preview=diff)
+    assert "+gamma" in html and "&quot;old&quot;" not in html  # the diff replaces the JSON
+    out = io.StringIO()
+    TerminalDisplay(out, preview=agent.tools.preview)(ToolCallRequested(edit))
+    assert "│ +gamma" in out.getvalue()
+    assert (tmp_path / "notes.txt").read_text() == "alpha\nbeta\n"  # a preview changes nothing
+    agent.close()
