@@ -15,8 +15,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, Union, validate
-from traitlets.config import LoggingConfigurable
+from traitlets import TraitError
 
 from . import _loop
 from .approval import ApprovalPolicy, Approver, CallbackApprover
@@ -24,13 +23,15 @@ from .compaction import fit_window
 from .context import Context
 from .errors import ApprovalError, ConfigError, ModelError
 from .models.retry import safe_url
-from .providers import APIS, PRESETS, Endpoint, check_key, resolve
+from .providers import Endpoint, check_key, resolve
+from .settings import DEFAULT_SYSTEM_PROMPT, AgentSettings
 from .events import (
     Event, Notice, RunFinished, RunResult, RunStarted, Step, StepFinished, StepStarted,
     StopReason, ToolCallDecided, ToolCallFinished, ToolCallRequested, Usage,
 )
 from .items import Message, ToolCall, ToolResult
 from .models.base import Model, ModelRequest, Retrying, TurnComplete
+from .python_tool import python_tool
 from .tools import Tool, Toolbox
 
 if TYPE_CHECKING:
@@ -42,190 +43,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Agent", "DEFAULT_SYSTEM_PROMPT"]
 
-DEFAULT_SYSTEM_PROMPT = """\
-You are an assistant working inside a user's Jupyter notebook. You can run Python with \
-the `python` tool: it executes in a separate, persistent Python kernel (variables persist \
-between calls; the user's own variables are not there unless they share them). Use it for \
-anything that needs computing or checking, instead of guessing. File tools, when offered, \
-reach only the user's workspace folder: read before you edit. Each call is \
-shown to the user and may need their approval. Keep code short; print what you need to \
-see. When you are done, answer plainly and concisely, with the key numbers."""
-
 Listener = Callable[[Event], Any]
 
 
-class Agent(LoggingConfigurable):
+class Agent(AgentSettings):
     """An LLM agent whose Python runs in an isolated sibling kernel."""
-
-    model = Unicode("demo", help=(
-        "Model name sent to the endpoint; 'demo' is the built-in deterministic offline model."
-    )).tag(config=True)
-    base_url = Unicode("", help=(
-        "Endpoint base URL, e.g. http://127.0.0.1:11434/v1 (Ollama). "
-        "Empty: the provider's, else https://api.openai.com/v1."
-    )).tag(config=True)
-    api_key_env = Unicode("OPENAI_API_KEY", help=(
-        "Name of the environment variable holding the API key. The key is read when a "
-        "request is made and is never stored, shown or logged. Left at its default, the "
-        "provider's variable is used."
-    )).tag(config=True)
-    provider = Enum(list(PRESETS), default_value=None, allow_none=True, help=(
-        "Preset that fills in base_url, api and api_key_env: " + ", ".join(PRESETS) + ". "
-        "Explicit settings win: the preset fills only those left at their defaults. "
-        "Local servers (ollama, llamacpp, vllm, lmstudio) need no key."
-    )).tag(config=True)
-    api = Enum(list(APIS), default_value=None, allow_none=True, help=(
-        "Wire protocol: 'chat' (Chat Completions), 'responses' (OpenAI Responses) or "
-        "'anthropic' (Anthropic Messages). None: the provider's, else 'chat'."
-    )).tag(config=True)
-    system_prompt = Unicode(DEFAULT_SYSTEM_PROMPT, help="System prompt for the model.").tag(config=True)
-    approval = Enum(["auto", "ask", "deny"], default_value="auto", help=(
-        "Who approves tool calls: 'auto' runs them, 'ask' asks (notebook buttons, terminal "
-        "prompt, or approval_hook), 'deny' refuses them all."
-    )).tag(config=True)
-    allow = List(Unicode(), help="Tool names that run without asking, whatever `approval` says.").tag(config=True)
-    approval_timeout = Float(0.0, help=(
-        "Seconds to wait for an approval click before denying the call; 0: no limit. Where "
-        "nobody can click (the frontend allows no input: nbclient, papermill, CI), calls are "
-        "denied after this many seconds, or at once when it is 0."
-    )).tag(config=True)
-
-    @validate("approval_timeout")
-    def _check_approval_timeout(self, proposal: Any) -> float:
-        if proposal["value"] < 0:
-            raise TraitError(f"Agent.approval_timeout must be >= 0, not {proposal['value']}")
-        return proposal["value"]
-
-    max_steps = Int(20, help="Stop after this many iterations (stop reason 'max_steps').").tag(config=True)
-    circuit_breaker = Int(3, help=(
-        "Stop when the same tool fails this many times in a row (stop reason 'circuit_breaker')."
-    )).tag(config=True)
-    max_tokens = Int(0, help=(
-        "Token budget for the whole session, input + output (stop reason 'budget'); 0: unlimited."
-    )).tag(config=True)
-    temperature = Union([Float(), Unicode()], default_value=None, allow_none=True, help=(
-        "Sampling temperature; None: the server's default."
-    )).tag(config=True)
-    request_max_tokens = Int(None, allow_none=True, help=(
-        "Maximum output tokens per model request; None: the server's default."
-    )).tag(config=True)
-    tool_choice = Unicode(None, allow_none=True, help=(
-        "'auto', 'none', 'required' or a tool name; None: the server's default."
-    )).tag(config=True)
-    timeout = Float(120.0, help="Seconds to wait for the model endpoint per request.").tag(config=True)
-    max_retries = Int(3, help="Retries on 429, 5xx and dropped connections.").tag(config=True)
-    python_tool = Bool(True, help="Offer the `python` tool (runs in the sibling kernel).").tag(config=True)
-    kernel_name = Unicode("python3", help="Kernelspec of the sibling kernel.").tag(config=True)
-    cwd = Unicode("", help="Working directory of the sibling kernel; empty: the current directory.").tag(config=True)
-    tool_timeout = Float(60.0, help=(
-        "Seconds a python tool call may run before it is interrupted (state is kept)."
-    )).tag(config=True)
-    context_window = Int(0, help=(
-        "The model's context window in tokens; before each request the context is compacted "
-        "to fit it. 0: unknown, never compact."
-    )).tag(config=True)
-    compact_threshold = Float(0.8, help=(
-        "Compact when prompt + request_max_tokens would pass this fraction of context_window."
-    )).tag(config=True)
-    compact_keep_recent = Float(0.5, help=(
-        "Fraction of the compaction limit kept for the most recent turns, verbatim."
-    )).tag(config=True)
-    on_length = Enum(["continue", "stop"], default_value="continue", help=(
-        "When a reply is cut at request_max_tokens: 'continue' asks the model to go on, "
-        "'stop' ends the run (stop reason 'length')."
-    )).tag(config=True)
-    tool_output_limit = Int(20000, help=(
-        "Characters of one tool result the model sees (head and tail kept); the notebook "
-        "keeps the full output."
-    )).tag(config=True)
-    send_images = Bool(False, help=(
-        "Send images that python tool calls display (plots) to the model; needs a "
-        "vision-capable model. Off: the model sees a placeholder like [image/png 640x480]."
-    )).tag(config=True)
-    memory_limit = Unicode("", help=(
-        "Address-space limit of the sibling kernel, e.g. '4GB'; empty: no limit."
-    )).tag(config=True)
-    autosave = Unicode("", help=(
-        "Rewrite the transcript notebook here (atomically) after every step; a path ending "
-        "in '/' is a directory with one run-<date>.ipynb per conversation. Empty: off."
-    )).tag(config=True)
-    cache = Enum(["off", "on", "replay-only"], default_value="off", help=(
-        "Response cache: 'on' answers a request seen before from disk (no model request); "
-        "'replay-only' also never calls the model and fails on a miss."
-    )).tag(config=True)
-    cache_path = Unicode("", help=(
-        "SQLite file of the response cache; empty: .ipyagent/cache.sqlite in the working "
-        "directory."
-    )).tag(config=True)
-
-    workspace = Unicode("", help=(
-        "Directory the file tools (read_file, write_file, list_files, edit_file) are confined "
-        "to; empty: Agent.cwd, else the current directory. Absolute paths outside it, '..' "
-        "and symlinks that lead out are refused."
-    )).tag(config=True)
-    file_tools = Bool(True, help=(
-        "Offer the workspace file tools read_file, write_file, list_files and edit_file, each "
-        "approved like any tool (Agent.allow = ['read_file', 'list_files'] skips asking for the "
-        "read-only ones). Read when the agent is created."
-    )).tag(config=True)
-    mcp_servers = Dict(help=(
-        "MCP servers whose tools are offered as server__tool: name -> {command, args, env} "
-        "(stdio) or {url, headers} (streamable HTTP), the value of the usual mcpServers key "
-        "(a dict holding mcpServers is accepted too). .ipyagent/mcp.json or mcp.json beside "
-        "the notebook adds servers. Needs pip install 'ipyagent[mcp]'."
-    )).tag(config=True)
-    personas = Dict(help=(
-        "Extra personas: name -> {system_prompt, tools, description, any Agent setting} or a "
-        "prompt string. Also read from .ipyagent/agents/*.md and ~/.ipyagent/agents/*.md."
-    )).tag(config=True)
-    persona = Unicode(None, allow_none=True, help=(
-        "Active persona: its system prompt, tools and settings apply while it is set "
-        "(built-in: coder, data-analyst, reviewer; %agent personas lists all). None: none."
-    )).tag(config=True)
-    agents_md = Bool(True, help=(
-        "Add the nearest AGENTS.md (in the notebook's directory, or a parent up to the "
-        "repository root) to the system prompt."
-    )).tag(config=True)
-
-    @validate("persona")
-    def _check_persona(self, proposal: Any) -> str | None:
-        if not proposal["value"]:
-            return None
-        from .personas import PersonaError, check
-
-        try:
-            return check(self, proposal["value"]).name
-        except PersonaError as exc:
-            raise TraitError(str(exc)) from None
-
-    @validate("max_steps")
-    def _check_max_steps(self, proposal: Any) -> int:
-        if proposal["value"] < 1:
-            raise TraitError(f"Agent.max_steps must be at least 1, not {proposal['value']}")
-        return proposal["value"]
-
-    @validate("circuit_breaker", "max_tokens", "max_retries", "context_window", "tool_output_limit")
-    def _check_non_negative(self, proposal: Any) -> int:
-        if proposal["value"] < 0:
-            raise TraitError(f"Agent.{proposal['trait'].name} must be >= 0, not {proposal['value']}")
-        return proposal["value"]
-
-    @validate("compact_threshold", "compact_keep_recent")
-    def _check_fraction(self, proposal: Any) -> float:
-        if not 0 < proposal["value"] <= 1:
-            raise TraitError(f"Agent.{proposal['trait'].name} must be in (0, 1], "
-                             f"not {proposal['value']}")
-        return proposal["value"]
-
-    @validate("temperature")
-    def _check_temperature(self, proposal: Any) -> float | None:
-        value = proposal["value"]
-        if value is None or value == "":
-            return None
-        try:
-            return float(value)
-        except ValueError:
-            raise TraitError(f"Agent.temperature must be a number, not {value!r}") from None
 
     def __init__(self, *, client: Model | None = None, http_client: Any = None,
                  tools: Iterable[Tool | Callable[..., Any]] = (),
@@ -261,7 +83,7 @@ class Agent(LoggingConfigurable):
         self.observe(self._system_changed, names=["system_prompt"])
         self.observe(self._on_persona, names=["persona"])
         if self.python_tool:
-            self._add_python_tool()
+            self.tools.add(python_tool(self))
         if self.file_tools:
             from .file_tools import file_tools
 
@@ -401,26 +223,6 @@ class Agent(LoggingConfigurable):
                 secret_env_vars=[v for v in {self.api_key_env, self.endpoint.key_env} if v])
             self._kernel.start_background()
         return self._kernel
-
-    def _add_python_tool(self) -> None:
-        async def run_python(call: ToolCall) -> ToolResult:
-            execution = await self.kernel.execute_async(str(call.arguments["code"]))
-            meta: dict[str, Any] = {"status": execution.status}
-            if self.send_images:
-                meta["images"] = _images(execution.outputs)
-            return ToolResult(
-                call_id=call.id, name=call.name, output=execution.text or "(no output)",
-                error=execution.status != "ok", outputs=list(execution.outputs),
-                execution_count=execution.execution_count, meta=meta)
-
-        self.tools.add(Tool(
-            name="python",
-            description=("Run Python code in a persistent, isolated IPython kernel and return "
-                         "what it prints, the value of the last expression, or the error."),
-            parameters={"type": "object", "properties": {"code": {
-                "type": "string", "description": "Python source to execute."}},
-                "required": ["code"], "additionalProperties": False},
-            handler=run_python))
 
     # -- running ---------------------------------------------------------------------
     def run(self, task: str | None = None, *, on_event: Listener | None = None) -> RunResult:
@@ -762,17 +564,6 @@ class Agent(LoggingConfigurable):
 _LENGTH_REASONS = ("length", "max_tokens", "max_output_tokens")
 CONTINUE_PROMPT = ("[ipyagent] Your reply was cut off by the output token limit. Continue "
                    "exactly where you stopped, without repeating yourself.")
-
-
-def _images(outputs: list[dict[str, Any]], limit: int = 4) -> list[dict[str, str]]:
-    """Base64 PNG/JPEG images from nbformat outputs, for models that can see."""
-    found = []
-    for out in outputs:
-        for mime in ("image/png", "image/jpeg"):
-            data = out.get("data", {}).get(mime)
-            if data:
-                found.append({"mime": mime, "data": "".join(data) if isinstance(data, list) else data})
-    return found[:limit]
 
 
 def _head_tail(text: str, limit: int) -> str:

@@ -1,0 +1,45 @@
+"""The built-in ``python`` tool: the model's code runs in the agent's sibling kernel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .items import ToolCall, ToolResult
+from .tools import Tool
+
+__all__ = ["python_tool"]
+
+DESCRIPTION = ("Run Python code in a persistent, isolated IPython kernel and return what it "
+               "prints, the value of the last expression, or the error.")
+
+
+def python_tool(agent: Any) -> Tool:
+    """The ``python`` tool bound to ``agent`` (its kernel, its ``send_images`` setting)."""
+
+    async def run_python(call: ToolCall) -> ToolResult:
+        execution = await agent.kernel.execute_async(str(call.arguments["code"]))
+        meta: dict[str, Any] = {"status": execution.status}
+        if agent.send_images:
+            meta["images"] = _images(execution.outputs)
+        return ToolResult(
+            call_id=call.id, name=call.name, output=execution.text or "(no output)",
+            error=execution.status != "ok", outputs=list(execution.outputs),
+            execution_count=execution.execution_count, meta=meta)
+
+    return Tool(
+        name="python", description=DESCRIPTION,
+        parameters={"type": "object", "properties": {"code": {
+            "type": "string", "description": "Python source to execute."}},
+            "required": ["code"], "additionalProperties": False},
+        handler=run_python)
+
+
+def _images(outputs: list[dict[str, Any]], limit: int = 4) -> list[dict[str, str]]:
+    """Base64 PNG/JPEG images from nbformat outputs, for models that can see."""
+    found = []
+    for out in outputs:
+        for mime in ("image/png", "image/jpeg"):
+            data = out.get("data", {}).get(mime)
+            if data:
+                found.append({"mime": mime, "data": "".join(data) if isinstance(data, list) else data})
+    return found[:limit]
