@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 import time
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from traitlets import TraitError
@@ -76,6 +78,7 @@ class Agent(AgentSettings):
         self._steps_in_run = 0
         self._step_counter = 0
         self._kernel: Any = None
+        self._kernel_lock = threading.Lock()
         self._closed = False
         self.observe(self._settings_changed, names=["model", "base_url", "api_key_env",
                                                      "provider", "api", "timeout", "max_retries"])
@@ -84,6 +87,7 @@ class Agent(AgentSettings):
         self.observe(self._on_persona, names=["persona"])
         if self.python_tool:
             self.tools.add(python_tool(self))
+            self._start_kernel_soon()
         if self.file_tools:
             from .file_tools import file_tools
 
@@ -214,15 +218,39 @@ class Agent(AgentSettings):
     @property
     def kernel(self) -> Any:
         """The sibling kernel that runs the ``python`` tool (started in the background)."""
-        if self._kernel is None:
-            from .kernel import SiblingKernel
+        with self._kernel_lock:  # one kernel, even when two threads ask at once
+            if self._kernel is None:
+                self._kernel = self._make_kernel()
+            return self._kernel
 
-            self._kernel = SiblingKernel(
-                cwd=self.cwd or os.getcwd(), timeout=self.tool_timeout,
-                memory_limit=self.memory_limit or None, kernel_name=self.kernel_name,
-                secret_env_vars=[v for v in {self.api_key_env, self.endpoint.key_env} if v])
-            self._kernel.start_background()
-        return self._kernel
+    def _start_kernel_soon(self) -> None:
+        """Create and start the sibling in a background thread: the first call finds it warm,
+        and creating an agent (or ``%load_ext``) does not wait for jupyter_client's import."""
+        ref = weakref.ref(self)
+
+        def start() -> None:
+            agent = ref()
+            if agent is None:
+                return
+            try:
+                with agent._kernel_lock:  # close() takes the lock too: no kernel after close
+                    if not agent._closed and agent._kernel is None:
+                        agent._kernel = agent._make_kernel()
+            except Exception as exc:  # the first python call reports it again, as a value
+                if agent is not None:
+                    agent.log.warning("ipyagent: the sibling kernel did not start: %s", exc)
+
+        threading.Thread(target=start, name="ipyagent-kernel-start", daemon=True).start()
+
+    def _make_kernel(self) -> Any:
+        from .kernel import SiblingKernel
+
+        kernel = SiblingKernel(
+            cwd=self.cwd or os.getcwd(), timeout=self.tool_timeout,
+            memory_limit=self.memory_limit or None, kernel_name=self.kernel_name,
+            secret_env_vars=[v for v in {self.api_key_env, self.endpoint.key_env} if v])
+        kernel.start_background()
+        return kernel
 
     # -- running ---------------------------------------------------------------------
     def run(self, task: str | None = None, *, on_event: Listener | None = None) -> RunResult:
@@ -533,8 +561,10 @@ class Agent(AgentSettings):
                 self._mcp.close()
             except Exception as exc:  # a stuck server must not stop the rest of the shutdown
                 self.log.warning("ipyagent: MCP servers did not stop cleanly: %s", exc)
-        if self._kernel is not None:
-            self._kernel.shutdown()
+        with self._kernel_lock:  # waits for a kernel being created right now
+            kernel = self._kernel
+        if kernel is not None:
+            kernel.shutdown()
 
     def __enter__(self) -> Agent:
         return self

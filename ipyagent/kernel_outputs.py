@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from nbformat import NotebookNode, from_dict
 
 __all__ = ["Execution", "OutputCollector", "model_text", "truncate_middle", "strip_ansi"]
 
@@ -123,26 +122,28 @@ def model_text(outputs: Sequence[Mapping[str, Any]], max_chars: int = 10_000) ->
     return truncate_middle("".join(parts).rstrip("\n"), max_chars)
 
 
-def output_from_msg(kind: str, content: dict[str, Any]) -> NotebookNode:
-    """An nbformat v4 output for an IOPub message.
+def output_from_msg(kind: str, content: dict[str, Any]) -> dict[str, Any]:
+    """An nbformat v4 output (a plain dict) for an IOPub message.
 
     Built directly rather than with ``nbformat.v4.output_from_msg``: that validates every
-    output against the JSON schema, which costs ~5 ms per MB of text on each call.
+    output against the JSON schema, which costs ~5 ms per MB of text on each call — and
+    importing nbformat at all costs ~20 MB in the user's kernel (jsonschema), which the
+    sibling kernel's client does not need.
     """
     if kind == "stream":
-        return NotebookNode(output_type="stream", name=content.get("name", "stdout"), text=content.get("text", ""))
+        return {"output_type": "stream", "name": content.get("name", "stdout"), "text": content.get("text", "")}
     if kind == "error":
-        return NotebookNode(
-            output_type="error",
-            ename=content.get("ename", ""),
-            evalue=content.get("evalue", ""),
-            traceback=list(content.get("traceback", [])),
-        )
-    out = NotebookNode(
-        output_type=kind,
-        data=from_dict(content.get("data", {})),
-        metadata=from_dict(content.get("metadata", {})),
-    )
+        return {
+            "output_type": "error",
+            "ename": content.get("ename", ""),
+            "evalue": content.get("evalue", ""),
+            "traceback": list(content.get("traceback", [])),
+        }
+    out: dict[str, Any] = {
+        "output_type": kind,
+        "data": dict(content.get("data", {})),
+        "metadata": dict(content.get("metadata", {})),
+    }
     if kind == "execute_result":
         out["execution_count"] = content.get("execution_count")
     return out
@@ -186,7 +187,7 @@ class OutputCollector:
 
     def __init__(self, max_output_bytes: int = 2_000_000) -> None:
         self.max_output_bytes = max_output_bytes
-        self._items: list[_Stream | NotebookNode] = []
+        self._items: list[_Stream | dict[str, Any]] = []
         self._head_left = max_output_bytes // 2
         self._tail: deque[_Stream] = deque()  # streams that took text after the head filled
         self._tail_size = 0
@@ -309,7 +310,7 @@ class OutputCollector:
                 else:
                     result.append(output_from_msg("stream", {"name": item.name, "text": text}))
             else:
-                out = NotebookNode({k: v for k, v in item.items() if k != "_display_id"})
+                out = {k: v for k, v in item.items() if k != "_display_id"}
                 result.append(out)
         return result
 

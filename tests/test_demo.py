@@ -67,3 +67,25 @@ def test_plans_from_user_tools_without_python():
 ])
 def test_find_expression(task, expr):
     assert find_expression(task) == expr
+
+
+def test_the_sibling_starts_in_the_background_at_creation():
+    import time
+
+    agent = Agent(model="demo")
+    deadline = time.monotonic() + 30
+    while agent._kernel is None and time.monotonic() < deadline:  # nobody asked for it
+        time.sleep(0.05)
+    kernel = agent.kernel
+    assert kernel.execute("1+1").text == "2"
+    agent.close()
+    assert not kernel.is_alive()
+
+
+def test_close_right_after_creation_leaves_no_kernel():
+    agent = Agent(model="demo")
+    agent.close()  # races the background start: either no kernel, or one that is shut down
+    import time
+
+    time.sleep(1.0)
+    assert agent._kernel is None or not agent._kernel.is_alive()
