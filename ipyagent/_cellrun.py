@@ -110,7 +110,8 @@ class CellRunner:
         asks = (lambda call: agent.approval == "ask" and call.name not in agent.allow
                 and call.name not in agent._policy.always)
         display = NotebookDisplay(dispatcher, asks=asks, step_mode=cmd.action == "step",
-                                  preview=agent.tools.preview)
+                                  preview=agent.tools.preview,
+                                  meter=lambda: (agent.context.tokens, agent.context_window))
         if self.m.approver is not None and hasattr(self.m.approver, "bind"):
             self.m.approver.bind(dispatcher, headless=self.headless())
         return display

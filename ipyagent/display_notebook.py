@@ -23,9 +23,10 @@ from ._mainthread import Dispatcher, LoopDispatcher
 from .approval import Decision
 from .approval_widgets import describe
 from .events import (
-    Notice, RunFinished, RunResult, Step, StepFinished, StepStarted, ToolCallDecided,
+    ContextCompacted, Notice, RunFinished, RunResult, Step, StepFinished, StepStarted, ToolCallDecided,
     ToolCallFinished, ToolCallRequested,
 )
+from .events import compaction_line
 from .items import ToolCall, ToolResult
 from .models.base import ReasoningDelta, TextDelta, ToolCallDelta
 
@@ -111,12 +112,28 @@ def highlight(code: str, lang: str = "python") -> str:
     return "".join(parts).rstrip("\n")
 
 
-def footer_html(text: str, kind: str = "info") -> dict[str, str]:
-    """A small status line as a display bundle."""
+def footer_html(text: str, kind: str = "info", meter: tuple[int, int] | None = None) -> dict[str, str]:
+    """A small status line as a display bundle (with a token meter, when given)."""
+    right = (f"<span style='float:right'>{meter_html(*meter)}</span>" if meter else "")
+    plain = text + (f" · context ~{meter[0]:,}" + (f"/{meter[1]:,}" if meter[1] else "")
+                    + " tokens" if meter else "")
     return {"text/html": (f"<div style='font-size:85%;color:{_COLORS[kind]};"
                           "border-top:1px solid var(--jp-border-color2,#e0e0e0);"
-                          f"padding-top:2px;margin-top:4px'>{_inline_code(text)}</div>"),
-            "text/plain": text}
+                          f"padding-top:2px;margin-top:4px'>{right}{_inline_code(text)}</div>"),
+            "text/plain": plain}
+
+
+def meter_html(tokens: int, window: int) -> str:
+    """A small token meter: the context's size against the model's window (if known)."""
+    if not window:
+        return f"<span style='color:{_MUTED}'>context ~{tokens:,} tokens</span>"
+    share = min(1.0, tokens / window)
+    color = _COLORS["ok"] if share < 0.6 else _COLORS["warn"] if share < 0.8 else _COLORS["bad"]
+    return (f"<span title='context tokens / Agent.context_window' style='color:{_MUTED}'>"
+            "context <span style='display:inline-block;width:60px;height:7px;vertical-align:middle;"
+            "border:1px solid var(--jp-border-color1,#ccc);border-radius:2px'>"
+            f"<span style='display:block;height:100%;width:{share * 100:.0f}%;background:{color}'>"
+            f"</span></span> ~{tokens:,} / {window:,}</span>")
 
 
 def _inline_code(text: str) -> str:
@@ -229,9 +246,11 @@ class NotebookDisplay:
 
     def __init__(self, dispatcher: Dispatcher | None = None, *, interval: float = 0.1,
                  asks: Callable[[ToolCall], bool] | None = None, step_mode: bool = False,
-                 preview: Callable[[ToolCall], str | None] | None = None) -> None:
+                 preview: Callable[[ToolCall], str | None] | None = None,
+                 meter: Callable[[], tuple[int, int]] | None = None) -> None:
         self.dispatcher = dispatcher or LoopDispatcher()
         self.preview = preview or (lambda call: None)  # a tool's own view of a call (diffs)
+        self.meter = meter  # () -> (context tokens, context window) for the footer
         self.interval = interval
         self.asks = asks or (lambda call: False)  # does this call wait for a click?
         self.step_mode = step_mode
@@ -321,11 +340,20 @@ class NotebookDisplay:
         elif isinstance(event, StepFinished):
             self._end_streams()
             if self.step_mode:
-                self.publish(footer_html(*_step_footer(event.step)))
+                self.publish(footer_html(*_step_footer(event.step), meter=self._meter()))
+        elif isinstance(event, ContextCompacted):
+            self._end_streams()
+            self.publish(footer_html(compaction_line(event), "info"))
         elif isinstance(event, RunFinished):
             self._end_streams()
             self.finished = True
-            self.publish(footer_html(*_run_footer(event.result)))
+            self.publish(footer_html(*_run_footer(event.result), meter=self._meter()))
+
+    def _meter(self) -> tuple[int, int] | None:
+        try:
+            return self.meter() if self.meter else None
+        except Exception:  # a meter is decoration; never break the footer
+            return None
 
     def _decided(self, call: ToolCall, decision: Decision) -> None:
         card = self.cards.get(call.id)

@@ -6,7 +6,7 @@ import sys
 from typing import IO, Any, Callable
 
 from .events import (
-    Notice, RunFinished, StepStarted, ToolCallDecided, ToolCallFinished, ToolCallRequested,
+    ContextCompacted, Notice, compaction_line, RunFinished, StepStarted, ToolCallDecided, ToolCallFinished, ToolCallRequested,
 )
 from .items import ToolCall
 from .models.base import ReasoningDelta, TextDelta
@@ -62,7 +62,7 @@ class TerminalDisplay:
         elif isinstance(event, ToolCallDecided):
             d = event.decision
             if not d.approved:
-                self._line(f"  ✗ denied" + (f": {d.reason}" if d.reason else ""))
+                self._line("  ✗ denied" + (f": {d.reason}" if d.reason else ""))
             elif d.action == "edit":
                 self._line("  ✎ edited before running")
         elif isinstance(event, ToolCallFinished):
@@ -74,6 +74,8 @@ class TerminalDisplay:
                 lines = lines[:half] + [f"… {len(lines) - 2 * half} more lines …"] + lines[-half:]
             mark = "✗" if event.result.error else "└"
             self._line("\n".join(f"  {mark} " + ln for ln in lines) or f"  {mark} (no output)")
+        elif isinstance(event, ContextCompacted):
+            self._line(f"[info] {compaction_line(event)}")
         elif isinstance(event, Notice):
             self._line(f"[{event.level}] {event.message}")
         elif isinstance(event, RunFinished):

@@ -29,6 +29,7 @@ __all__ = [
     "RunFinished",
     "Notice",
     "ContextCompacted",
+    "compaction_line",
     "Event",
 ]
 
@@ -193,6 +194,17 @@ class ContextCompacted:
     before: int
     after: int
     summary: Any = None  # the Summary item that now stands in for the older items
+
+
+def compaction_line(event: ContextCompacted) -> str:
+    """One line saying what a compaction did, for every display."""
+    summary = event.summary
+    replaced = len(getattr(summary, "replaced", []) or [])
+    how = ("summarised" if getattr(summary, "meta", {}).get("method") == "summary"
+           else "dropped")
+    return (f"context compacted before the request: ~{event.before:,} → ~{event.after:,} "
+            f"tokens ({replaced} earlier items {how}; `agent.context.compaction_preview()` "
+            "shows what the next one would do)")
 
 
 Event = Union[

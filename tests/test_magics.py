@@ -435,3 +435,20 @@ def test_provider_option_points_one_run_at_the_preset(loaded: Any) -> None:
     assert agent.provider is None and agent.model == "demo"  # restored after the run
     _, err, result = run(loaded, "%agent --provider nope hello")
     assert not result.success and "provider" in err and "Traceback" not in err
+
+
+def test_compactions_and_the_token_meter_show_in_the_cell(published: list[dict[str, Any]]) -> None:
+    agent = Agent(model="demo", context_window=1200, request_max_tokens=100, file_tools=False)
+    meter = lambda: (agent.context.tokens, agent.context_window)  # noqa: E731
+
+    async def main() -> None:
+        for task in ("compute 2**10", "compute 3**7", "compute 5**5"):
+            await agent.arun(task, on_event=NotebookDisplay(meter=meter))
+        await asyncio.sleep(0.05)
+
+    asyncio.run(main())
+    agent.close()
+    html = "\n".join(str(o["data"].get("text/html", "")) for o in published)
+    assert "context compacted before the request" in html and "compaction_preview" in html
+    assert "title='context tokens / Agent.context_window'" in html and "/ 1,200" in html
+    assert any(type(i).__name__ == "Summary" for i in agent.context)

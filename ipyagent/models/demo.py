@@ -20,6 +20,7 @@ import json
 import re
 from typing import Any, AsyncIterator
 
+from ..compaction import SUMMARY_PROMPT
 from ..items import Message, ToolCall, ToolResult
 from .base import ModelEvent, ModelRequest, TextDelta, ToolCallDelta, Turn, TurnComplete
 
@@ -64,6 +65,8 @@ class DemoModel:
     # -- planning ------------------------------------------------------------------
     def _plan(self, request: ModelRequest) -> tuple[str, list[ToolCall]]:
         items = list(request.items)
+        if request.system == SUMMARY_PROMPT:
+            return _summarise(items), []
         start = max((i for i, it in enumerate(items)
                      if isinstance(it, Message) and it.role == "user"), default=-1)
         if start < 0:
@@ -204,3 +207,14 @@ def _printed_part(result: ToolResult) -> str:
             break
         kept.append(line)
     return "\n".join(kept).strip()
+
+
+def _summarise(items: list[Any]) -> str:
+    """A compaction summary, honestly mechanical: the first line of each earlier block."""
+    text = "\n".join(getattr(it, "content", "") for it in items)
+    bullets = []
+    for block in text.split("\n\n"):
+        lines = [ln.strip() for ln in block.splitlines() if ln.strip()]
+        if len(lines) >= 2 and lines[0].startswith("["):
+            bullets.append(f"- {lines[0].strip('[]')}: {lines[1][:100]}")
+    return f"{LABEL} summary of {len(bullets)} earlier blocks:\n" + "\n".join(bullets[-30:])
