@@ -11,34 +11,14 @@ last, errors inside a 200 stream, a missing ``[DONE]``, a JSON body instead of a
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, Sequence
 
 import httpx
 
-from ..errors import ModelError, ModelResponseError, ModelStreamError
 from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, new_call_id
-from .base import (
-    ModelEvent,
-    ModelRequest,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallDelta,
-    Turn,
-    TurnComplete,
-)
-from .retry import (
-    RetryPolicy,
-    http_error,
-    one_line,
-    provider_message,
-    redact,
-    safe_url,
-    transport_error,
-    with_retries,
-)
-from .sse import aiter_events, is_event_stream, sse_response
+from .base import ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn
+from .http import ProviderError, StreamingHTTPModel
 
 __all__ = [
     "OpenAIChatModel",
@@ -48,7 +28,6 @@ __all__ = [
     "parse_arguments",
 ]
 
-log = logging.getLogger("ipyagent.models")
 
 # Opaque assistant-message fields a provider wants back on the next turn: OpenRouter's
 # ``reasoning_details`` (possibly encrypted), Gemini's thought signatures.
@@ -358,21 +337,24 @@ class ChatTurnAssembler:
 # ---------------------------------------------------------------- the client
 
 
-class _BearerAuth(httpx.Auth):
-    """Adds ``Authorization: Bearer`` per request; the key lives nowhere else."""
+class _ChatAssembler(ChatTurnAssembler):
+    """``ChatTurnAssembler`` speaking the shared HTTP base's assembler protocol."""
 
-    def __init__(self, key: str) -> None:
-        self._key = key
+    @property
+    def events_seen(self) -> int:
+        return self.chunks
 
-    def auth_flow(self, request: httpx.Request):  # type: ignore[no-untyped-def]
-        request.headers["Authorization"] = f"Bearer {self._key}"
-        yield request
+    def feed(self, event: str | None, data: dict[str, Any]) -> list[ModelEvent]:  # type: ignore[override]
+        events = super().feed(data)  # first: an error chunk may still carry usage
+        if event == "error" or data.get("error"):
+            raise ProviderError(data.get("error", data))
+        return events
 
-    def __repr__(self) -> str:
-        return "_BearerAuth(***)"
+    def feed_body(self, body: dict[str, Any]) -> list[ModelEvent]:
+        return self.feed_completion(body)
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(StreamingHTTPModel):
     """A model behind an OpenAI-compatible ``/chat/completions`` endpoint.
 
     Transient failures (429, 5xx, connection errors, timeouts) are retried with backoff
@@ -380,47 +362,11 @@ class OpenAIChatModel:
     consumer a retry would repeat them, so a later drop raises ``ModelConnectionError``.
     """
 
-    def __init__(
-        self,
-        model: str,
-        base_url: str = "https://api.openai.com/v1",
-        api_key: str | None = None,
-        *,
-        client: httpx.AsyncClient | None = None,
-        timeout: float = 120.0,
-        max_retries: int = 3,
-        backoff: float = 0.5,
-        extra_headers: dict[str, str] | None = None,
-    ) -> None:
-        self.name = model
-        self.base_url = base_url.rstrip("/")
-        self.timeout = timeout
-        self.retry = RetryPolicy(max_retries=max_retries, backoff=backoff)
-        self.extra_headers = dict(extra_headers or {})
-        self._key = api_key
-        self._auth = _BearerAuth(api_key) if api_key else None
-        self._client = client
-        self._owns_client = client is None
+    path = "chat/completions"
+    default_base_url = "https://api.openai.com/v1"
 
-    @property
-    def url(self) -> str:
-        """The completions endpoint."""
-        return f"{self.base_url}/chat/completions"
-
-    def __repr__(self) -> str:
-        return f"OpenAIChatModel({self.name!r}, base_url={safe_url(self.base_url)!r})"
-
-    async def __aenter__(self) -> OpenAIChatModel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this model created it."""
-        if self._owns_client and self._client is not None:
-            await self._client.aclose()
-            self._client = None
+    def new_assembler(self) -> _ChatAssembler:
+        return _ChatAssembler()
 
     def payload(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for ``request``."""
@@ -442,92 +388,3 @@ class OpenAIChatModel:
             official = httpx.URL(self.url).host == "api.openai.com"
             body["max_completion_tokens" if official else "max_tokens"] = request.max_tokens
         return body
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """Yield events for one reply, then one ``TurnComplete``; raise ``ModelError``."""
-        body = self.payload(request)
-        async for event in with_retries(self.retry, lambda: self._attempt(body)):
-            yield event
-
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:  # created lazily, inside the loop that will use it
-            self._client = httpx.AsyncClient()
-        return self._client
-
-    async def _attempt(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
-        url = safe_url(self.url)
-        headers = {"Accept": "text/event-stream", **self.extra_headers}
-        log.debug("POST %s model=%s", url, self.name)
-        try:
-            async with self._http().stream(
-                "POST", self.url, json=body, headers=headers, auth=self._auth, timeout=self.timeout
-            ) as response:
-                if not response.is_success:
-                    await response.aread()
-                    raise http_error(response, url=url, secrets=[self._key])
-                async for event in self._events(response, url):
-                    yield event
-        except httpx.HTTPError as exc:
-            raise transport_error(exc, url=url, timeout=self.timeout) from exc
-
-    async def _events(self, response: httpx.Response, url: str) -> AsyncIterator[ModelEvent]:
-        assembler = ChatTurnAssembler()
-        if not is_event_stream(response):
-            content = await response.aread()
-            if "json" in response.headers.get("content-type", "") or content.lstrip()[:1] == b"{":
-                for event in self._completion(content, assembler, url):
-                    yield event
-                return
-            response = sse_response(content)  # SSE under another content type: sniffed
-        async for sse in aiter_events(response):
-            data = sse.data.strip()
-            if not data:
-                continue
-            if data == "[DONE]":
-                break
-            try:
-                chunk = json.loads(data)
-            except ValueError:
-                if sse.event == "error":
-                    raise self._stream_error(data, assembler, url) from None
-                message = f"unparseable stream chunk: {one_line(data, 120)}"
-                raise ModelResponseError(message, url=url) from None
-            if not isinstance(chunk, dict):
-                continue
-            for event in assembler.feed(chunk):
-                yield event
-            if sse.event == "error" or chunk.get("error"):
-                raise self._stream_error(chunk.get("error", chunk), assembler, url)
-        if not assembler.chunks:
-            raise ModelResponseError("the stream ended before any chunk", url=url)
-        yield TurnComplete(assembler.turn())
-
-    def _completion(
-        self, content: bytes, assembler: ChatTurnAssembler, url: str
-    ) -> list[ModelEvent]:
-        """Events of a non-streamed JSON body (a server that ignored ``stream: true``)."""
-        try:
-            body = json.loads(content)
-        except ValueError:
-            text = one_line(content.decode("utf-8", "replace"), 120)
-            raise ModelResponseError(f"unparseable response: {text}", url=url) from None
-        if not isinstance(body, dict):
-            raise ModelResponseError("the response is not a JSON object", url=url)
-        if body.get("error"):
-            raise self._stream_error(body["error"], assembler, url)
-        try:
-            events = assembler.feed_completion(body)
-        except ValueError as exc:
-            raise ModelResponseError(str(exc), url=url) from None
-        return [*events, TurnComplete(assembler.turn())]
-
-    def _stream_error(self, error: Any, assembler: ChatTurnAssembler, url: str) -> ModelStreamError:
-        """A ``ModelStreamError`` with the provider's message, ``.body`` and ``.turn`` so far."""
-        message = provider_message({"error": error}) or "error"
-        code = error.get("code") if isinstance(error, dict) else None
-        text = one_line(redact(message, [self._key]))
-        exc = ModelStreamError(f"{text} [{code}]" if code is not None else text, url=url)
-        exc.body = error  # type: ignore[attr-defined]
-        # Usage and partial output of the failed turn still count (budgets, display).
-        exc.turn = assembler.turn()  # type: ignore[attr-defined]
-        return exc
