@@ -336,3 +336,33 @@ def recorded_transport(rec: dict[str, Any], chunk_size: int | None, seen: list[h
         return httpx.Response(rec["http_status"], json=raw)
 
     return httpx.MockTransport(handler)
+
+
+async def replay_record(
+    make_model: Any, rec: dict[str, Any], chunk_size: int | None, system: str = ""
+) -> tuple[list[Any], Exception | None, list[httpx.Request]]:
+    """Stream a recording through ``make_model(client)``: (events, error or None, requests).
+
+    Retries are kept (a 429 is retried twice) but never sleep.
+    """
+    from ipyagent.items import Message
+    from ipyagent.models.base import ModelRequest
+
+    seen: list[httpx.Request] = []
+    client = httpx.AsyncClient(transport=recorded_transport(rec, chunk_size, seen))
+    model = make_model(client)
+
+    async def no_sleep(seconds: float) -> None:
+        pass
+
+    model.retry.sleep = no_sleep
+    events: list[Any] = []
+    error: Exception | None = None
+    try:
+        async for event in model.stream(ModelRequest(system, [Message("user", "hi")])):
+            events.append(event)
+    except Exception as exc:  # the test decides whether it was expected
+        error = exc
+    finally:
+        await client.aclose()
+    return events, error, seen

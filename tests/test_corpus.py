@@ -24,10 +24,10 @@ from ipyagent.errors import (
 )
 from ipyagent.items import Message, ToolCall, ToolResult
 from ipyagent.models.base import (
-    ModelRequest, ReasoningDelta, Retrying, TextDelta, ToolCallDelta, TurnComplete,
+    ReasoningDelta, Retrying, TextDelta, ToolCallDelta, TurnComplete,
 )
 from ipyagent.models.openai_chat import OpenAIChatModel, to_chat_messages, to_chat_tools
-from ipyagent.models.sse import aiter_events_from_text, sse_response
+from ipyagent.models.sse import aiter_events_from_text
 
 CORPUS = Path(os.environ.get("IPYAGENT_CORPUS") or Path(__file__).parents[1].parent / "shared" / "corpus")
 URL = "https://provider.example/v1"
@@ -44,47 +44,17 @@ def _chat_files(where: Any = lambda rec: True) -> list[Any]:
 
 
 def _load(path: Path | None) -> dict[str, Any]:
-    if path is None:
-        pytest.fail(
-            f"no chat.completions recordings in {CORPUS}: the corpus lives in shared/corpus "
-            "beside the repository (set IPYAGENT_CORPUS to point elsewhere)"
-        )
-    return json.loads(path.read_text())
+    from scripted_apis import load_record  # it imports CORPUS from here
 
-
-def _transport(rec: dict[str, Any], chunk_size: int | None, calls: list[httpx.Request]) -> httpx.MockTransport:
-    def handler(request: httpx.Request) -> httpx.Response:
-        calls.append(request)
-        raw = rec["raw_response"]
-        if rec["stream"] and rec["http_status"] == 200:
-            return sse_response(raw, status_code=200, chunk_size=chunk_size)
-        if isinstance(raw, str):
-            return httpx.Response(rec["http_status"], text=raw)
-        return httpx.Response(rec["http_status"], json=raw)
-
-    return httpx.MockTransport(handler)
+    return load_record(path)
 
 
 async def _replay(rec: dict[str, Any], chunk_size: int | None) -> tuple[list[Any], Exception | None, list[httpx.Request]]:
-    requests: list[httpx.Request] = []
-    client = httpx.AsyncClient(transport=_transport(rec, chunk_size, requests))
-    model = OpenAIChatModel("m", URL, KEY, client=client, max_retries=2, backoff=0)
-    waits: list[float] = []
+    from scripted_apis import replay_record
 
-    async def no_sleep(seconds: float) -> None:
-        waits.append(seconds)
-
-    model.retry.sleep = no_sleep
-    events: list[Any] = []
-    error: Exception | None = None
-    try:
-        async for event in model.stream(ModelRequest("", [Message("user", "hi")])):
-            events.append(event)
-    except Exception as exc:  # the test decides whether it was expected
-        error = exc
-    finally:
-        await client.aclose()
-    return events, error, requests
+    return await replay_record(
+        lambda client: OpenAIChatModel("m", URL, KEY, client=client, max_retries=2, backoff=0),
+        rec, chunk_size)
 
 
 def _check_turn(turn: Any, expected: dict[str, Any]) -> None:

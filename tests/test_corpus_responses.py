@@ -17,34 +17,19 @@ import pytest
 
 from ipyagent.errors import RequestRejected
 from ipyagent.items import Message, ToolCall, ToolResult
-from ipyagent.models.base import ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, TurnComplete
+from ipyagent.models.base import ReasoningDelta, TextDelta, ToolCallDelta, TurnComplete
 from ipyagent.models.openai_responses import OpenAIResponsesModel, to_responses_input, to_responses_tools
 
-from scripted_apis import CORPUS, CORPUS_APIS, corpus_params, load_record, recorded_transport
+from scripted_apis import CORPUS, CORPUS_APIS, corpus_params, load_record, replay_record
 
 URL = "https://provider.example/v1"
 KEY = "sk-SENTINEL-responses-0123"
 
 
 async def _replay(rec: dict[str, Any], chunk_size: int | None) -> tuple[list[Any], Exception | None, list[httpx.Request]]:
-    seen: list[httpx.Request] = []
-    client = httpx.AsyncClient(transport=recorded_transport(rec, chunk_size, seen))
-    model = OpenAIResponsesModel("m", URL, KEY, client=client, max_retries=2, backoff=0)
-
-    async def no_sleep(seconds: float) -> None:
-        pass
-
-    model.retry.sleep = no_sleep
-    events: list[Any] = []
-    error: Exception | None = None
-    try:
-        async for event in model.stream(ModelRequest("Be brief.", [Message("user", "hi")])):
-            events.append(event)
-    except Exception as exc:  # the test decides whether it was expected
-        error = exc
-    finally:
-        await client.aclose()
-    return events, error, seen
+    return await replay_record(
+        lambda client: OpenAIResponsesModel("m", URL, KEY, client=client, max_retries=2, backoff=0),
+        rec, chunk_size, system="Be brief.")
 
 
 @pytest.mark.parametrize("path, chunk_size", corpus_params("responses", sliced=True))
