@@ -68,7 +68,11 @@ class Usage:
         out = usage.get("completion_tokens", usage.get("output_tokens"))
         if into is None and out is None:
             return None
-        return cls(int(into or 0), int(out or 0), 1, bool(usage.get("estimated")))
+        # Anthropic counts prompt-cache reads and writes apart from input_tokens; they are
+        # still prompt tokens (and count toward budgets and the window).
+        cached = sum(int(usage.get(k) or 0) for k in
+                     ("cache_read_input_tokens", "cache_creation_input_tokens"))
+        return cls(int(into or 0) + cached, int(out or 0), 1, bool(usage.get("estimated")))
 
 
 @dataclass

@@ -298,3 +298,14 @@ def test_message_items_round_trip_through_context():
     copy = agent.context.copy()
     assert copy == agent.context
     assert isinstance(copy[0], Message)
+
+
+def test_usage_shapes_of_every_api():
+    from ipyagent.events import Usage
+
+    assert Usage.from_server({"prompt_tokens": 10, "completion_tokens": 2}).total == 12
+    assert Usage.from_server({"input_tokens": 10, "output_tokens": 2}).total == 12
+    cached = Usage.from_server({"input_tokens": 3, "cache_read_input_tokens": 900,
+                                "cache_creation_input_tokens": 100, "output_tokens": 5})
+    assert (cached.input, cached.output) == (1003, 5)
+    assert Usage.from_server({}) is None and Usage.from_server({"cost": 0}) is None
