@@ -146,7 +146,10 @@ class Context(MutableSequence[Item]):
 
     # -- reprs ---------------------------------------------------------------------
     def __repr__(self) -> str:
-        return f"<Context: {len(self)} items, ~{self.tokens} tokens>"
+        return f"<Context: {self._count()}, ~{self.tokens} tokens>"
+
+    def _count(self) -> str:
+        return f"{len(self)} item{'' if len(self) == 1 else 's'}"
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Context):
@@ -167,7 +170,7 @@ class Context(MutableSequence[Item]):
         system = html.escape(" ".join(self.system.split())[:120])
         return (
             "<div class='ipyagent-context'>"
-            f"<div><b>Context</b> — {len(self)} items, ~{self.tokens} tokens</div>"
+            f"<div><b>Context</b> — {self._count()}, ~{self.tokens:,} tokens</div>"
             f"<div style='color:#666;font-size:90%'>system: {system}</div>"
             "<table><thead><tr><th>#</th><th>kind</th><th style='text-align:left'>summary</th>"
             "<th>tokens</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
