@@ -505,3 +505,19 @@ def test_max_tokens_field_follows_the_server() -> None:
     official = OpenAIChatModel("m", "https://api.openai.com/v1").payload(request)
     assert local["max_tokens"] == 7 and "max_completion_tokens" not in local
     assert official["max_completion_tokens"] == 7 and "max_tokens" not in official
+
+
+async def test_a_server_that_refuses_stream_options_is_asked_again_without(server, make_model) -> None:
+    server.script([
+        http_error(400, {"error": {"message": "Unrecognized request argument supplied: stream_options"}}),
+        reply_text("fine", usage=False),
+        reply_text("again", usage=False),
+    ])
+    model = make_model()
+    _, turn = await collect(model.stream(ask()))
+    assert turn.text == "fine"
+    _, turn = await collect(model.stream(ask()))
+    assert turn.text == "again"
+    bodies = server.bodies
+    assert "stream_options" in bodies[0] and "stream_options" not in bodies[1]
+    assert "stream_options" not in bodies[2] and len(bodies) == 3

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, AsyncIterator, Sequence
 
 import httpx
 
+from ..errors import RequestRejected
 from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, new_call_id
 from .base import ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn
 from .http import ProviderError, StreamingHTTPModel
@@ -365,8 +366,24 @@ class OpenAIChatModel(StreamingHTTPModel):
     path = "chat/completions"
     default_base_url = "https://api.openai.com/v1"
 
+    # Set once a server rejected ``stream_options`` (some OpenAI-compatible servers do):
+    # later requests leave it out, and usage then comes only if the server sends it anyway.
+    _stream_options_rejected = False
+
     def new_assembler(self) -> _ChatAssembler:
         return _ChatAssembler()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Yield events for one reply; retry once without ``stream_options`` if it is refused."""
+        try:
+            async for event in super().stream(request):
+                yield event
+        except RequestRejected as exc:
+            if self._stream_options_rejected or "stream_options" not in str(exc):
+                raise
+            self._stream_options_rejected = True
+            async for event in super().stream(request):
+                yield event
 
     def payload(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for ``request``."""
@@ -374,8 +391,9 @@ class OpenAIChatModel(StreamingHTTPModel):
             "model": self.name,
             "messages": to_chat_messages(request.system, request.items),
             "stream": True,
-            "stream_options": {"include_usage": True},
         }
+        if not self._stream_options_rejected:
+            body["stream_options"] = {"include_usage": True}
         if request.tools:
             body["tools"] = to_chat_tools(request.tools)
         if request.tool_choice:
