@@ -110,7 +110,9 @@ def test_reviewer_changes_prompt_tools_and_approval_and_refuses_python(
         refused, listed = [i for i in agent.context if isinstance(i, ToolResult)]
         assert refused.error and "unknown tool 'python'" in refused.output
         assert not listed.error
-        assert agent._kernel is None  # the python tool never ran
+        # The python tool never ran: refused before reaching the sibling kernel.
+        assert refused.outputs == [] and refused.execution_count is None
+        assert "status" not in refused.meta  # set only by the python tool's handler
         agent.persona = None  # leaving restores every setting it changed
         assert agent.system_prompt == DEFAULT_SYSTEM_PROMPT and agent.allow == []
         assert agent.context.system == DEFAULT_SYSTEM_PROMPT
