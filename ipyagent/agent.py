@@ -12,9 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
 import time
-import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from traitlets import TraitError
@@ -25,8 +23,8 @@ from .compaction import fit_window
 from .context import Context
 from .errors import ApprovalError, ConfigError, ModelError
 from .models.retry import safe_url
-from .providers import Endpoint, check_key, resolve
-from .settings import DEFAULT_SYSTEM_PROMPT, AgentSettings
+from .resources import AgentResources
+from .settings import DEFAULT_SYSTEM_PROMPT
 from .events import (
     Event, Notice, RunFinished, RunResult, RunStarted, Step, StepFinished, StepStarted,
     StopReason, ToolCallDecided, ToolCallFinished, ToolCallRequested, Usage,
@@ -39,7 +37,6 @@ from .tools import Tool, Toolbox
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from .mcp import MCPManager
     from .replay import ReplayReport
     from .transcript import Transcript
 
@@ -48,7 +45,7 @@ __all__ = ["Agent", "DEFAULT_SYSTEM_PROMPT"]
 Listener = Callable[[Event], Any]
 
 
-class Agent(AgentSettings):
+class Agent(AgentResources):
     """An LLM agent whose Python runs in an isolated sibling kernel."""
 
     def __init__(self, *, client: Model | None = None, http_client: Any = None,
@@ -57,8 +54,8 @@ class Agent(AgentSettings):
                  **kwargs: Any) -> None:
         """Settings as keyword arguments; ``client`` injects a model client (tests, custom APIs)."""
         super().__init__(**kwargs)
+        self._init_resources(client, http_client)
         self._persona_active: Any = None  # personas.Active: the persona and what it replaced
-        self._mcp: Any = None  # mcp.MCPManager, made on first use
         self._agents_md_noted: Path | None = None
         if self.persona:
             from .personas import switch
@@ -68,20 +65,12 @@ class Agent(AgentSettings):
         self.tools = Toolbox(tools)
         self.listeners: list[Listener] = []
         self.usage = Usage()
-        self._client = client
-        self._client_injected = client is not None
-        self._http_client = http_client
         self._policy = ApprovalPolicy(mode=self.approval, allow=list(self.allow))
         if approval_hook is not None:
             self.approval_hook = approval_hook
         self._failures: tuple[str, int] = ("", 0)
         self._steps_in_run = 0
         self._step_counter = 0
-        self._kernel: Any = None
-        self._kernel_lock = threading.Lock()
-        self._closed = False
-        self.observe(self._settings_changed, names=["model", "base_url", "api_key_env",
-                                                     "provider", "api", "timeout", "max_retries"])
         self.observe(self._policy_changed, names=["approval", "allow"])
         self.observe(self._system_changed, names=["system_prompt"])
         self.observe(self._on_persona, names=["persona"])
@@ -128,31 +117,6 @@ class Agent(AgentSettings):
 
         return with_agents_md(self.system_prompt, self.agents_md_path)
 
-    @property
-    def agents_md_path(self) -> Path | None:
-        """The AGENTS.md added to the system prompt (None: none found, or ``agents_md`` off)."""
-        if not self.agents_md:
-            return None
-        from .agents_md import find_agents_md
-
-        return find_agents_md(self.cwd or os.getcwd())
-
-    @property
-    def workspace_path(self) -> Path:
-        """The directory the file tools are confined to."""
-        from pathlib import Path
-
-        return Path(self.workspace or self.cwd or os.getcwd()).resolve()
-
-    @property
-    def mcp(self) -> MCPManager:
-        """The MCP servers and their tools; ``agent.mcp.list()`` starts them (a table)."""
-        if self._mcp is None:
-            from .mcp import MCPManager
-
-            self._mcp = MCPManager(self)
-        return self._mcp
-
     def offered_tools(self) -> list[Tool]:
         """The tools offered to the model: every tool, or those the active persona offers."""
         persona = self._persona_active.persona if self._persona_active else None
@@ -170,87 +134,6 @@ class Agent(AgentSettings):
             await self.mcp.prepare(lambda event: self._emit(listeners, event))
         except Exception as exc:  # MCP trouble must not stop a run that may not need it
             self._emit(listeners, Notice(f"MCP servers: {exc}", "warning"))
-
-    def _settings_changed(self, change: Any) -> None:
-        if not self._client_injected and self._client is not None:
-            old, self._client = self._client, None
-            _loop.submit(old.aclose())
-
-    @property
-    def client(self) -> Model:
-        """The model client for the current settings (built on first use)."""
-        if self._client is None:
-            self._client = self._make_client()
-        if self.cache != "off":
-            from .cache import cached_client
-
-            return cached_client(self, self._client)
-        return self._client
-
-    def _make_client(self) -> Model:
-        if self.model == "demo":
-            from .models.demo import DemoModel
-
-            return DemoModel()
-        endpoint = self.endpoint
-        # Read the key now, at use: it lives only in the client's request headers.
-        key = os.environ.get(endpoint.key_env) if endpoint.key_env else None
-        check_key(endpoint, key)  # a cloud endpoint without its key: one line, no request
-        if endpoint.api == "responses":
-            from .models.openai_responses import OpenAIResponsesModel as Client
-        elif endpoint.api == "anthropic":
-            from .models.anthropic import AnthropicModel as Client  # type: ignore[assignment]
-        else:
-            from .models.openai_chat import OpenAIChatModel as Client  # type: ignore[assignment]
-        return Client(  # type: ignore[no-any-return]
-            self.model, base_url=endpoint.base_url, api_key=key,
-            client=self._http_client, timeout=self.timeout, max_retries=self.max_retries)
-
-    @property
-    def endpoint(self) -> Endpoint:
-        """Where requests go: ``provider`` preset + explicit settings (explicit ones win)."""
-        # A setting counts as explicit when it differs from its default.
-        key_env = self.api_key_env
-        default_key_env = type(self).class_traits()["api_key_env"].default_value
-        return resolve(self.provider, api=self.api, base_url=self.base_url,
-                       key_env=None if key_env == default_key_env else key_env)
-
-    @property
-    def kernel(self) -> Any:
-        """The sibling kernel that runs the ``python`` tool (started in the background)."""
-        with self._kernel_lock:  # one kernel, even when two threads ask at once
-            if self._kernel is None:
-                self._kernel = self._make_kernel()
-            return self._kernel
-
-    def _start_kernel_soon(self) -> None:
-        """Create and start the sibling in a background thread: the first call finds it warm,
-        and creating an agent (or ``%load_ext``) does not wait for jupyter_client's import."""
-        ref = weakref.ref(self)
-
-        def start() -> None:
-            agent = ref()
-            if agent is None:
-                return
-            try:
-                with agent._kernel_lock:  # close() takes the lock too: no kernel after close
-                    if not agent._closed and agent._kernel is None:
-                        agent._kernel = agent._make_kernel()
-            except Exception as exc:  # the first python call reports it again, as a value
-                if agent is not None:
-                    agent.log.warning("ipyagent: the sibling kernel did not start: %s", exc)
-
-        threading.Thread(target=start, name="ipyagent-kernel-start", daemon=True).start()
-
-    def _make_kernel(self) -> Any:
-        from .kernel import SiblingKernel
-
-        kernel = SiblingKernel(
-            cwd=self.cwd or os.getcwd(), timeout=self.tool_timeout,
-            memory_limit=self.memory_limit or None, kernel_name=self.kernel_name,
-            secret_env_vars=[v for v in {self.api_key_env, self.endpoint.key_env} if v])
-        kernel.start_background()
-        return kernel
 
     # -- running ---------------------------------------------------------------------
     def run(self, task: str | None = None, *, on_event: Listener | None = None) -> RunResult:

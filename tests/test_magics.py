@@ -12,7 +12,7 @@ from typing import Any, Iterator
 import pytest
 from IPython.core.displaypub import CapturingDisplayPublisher
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import start_ipython
+from IPython.testing import globalipapp
 
 import ipyagent
 from ipyagent import Agent, Tool, ToolCall, ToolResult, magics
@@ -27,8 +27,10 @@ from scripted_model import ScriptedModel, calls, text
 
 @pytest.fixture(scope="module")
 def ip() -> Iterator[Any]:
-    shell = start_ipython()
-    yield shell
+    # The one test shell of the process (other modules may have started it already);
+    # globalipapp.get_ipython is replaced by the real one once the shell is up.
+    globalipapp.start_ipython()
+    yield globalipapp.get_ipython()
 
 
 @pytest.fixture
