@@ -27,7 +27,7 @@ from .resources import AgentResources
 from .settings import DEFAULT_SYSTEM_PROMPT
 from .events import (
     Event, Notice, RunFinished, RunResult, RunStarted, Step, StepFinished, StepStarted,
-    StopReason, ToolCallDecided, ToolCallFinished, ToolCallRequested, Usage,
+    StopReason, ToolCallDecided, ToolCallFinished, ToolCallRequested, Usage, live_emitter,
 )
 from .items import Message, ToolCall, ToolResult
 from .models.base import Model, ModelRequest, Retrying, TurnComplete
@@ -366,7 +366,11 @@ class Agent(AgentResources):
             call.meta["original_arguments"] = call.arguments
             call.arguments = decision.arguments  # the context records what actually ran
             call.raw_arguments = None
-        result = await self.tools.execute(call)
+        token = live_emitter.set(lambda event: self._emit(listeners, event))
+        try:
+            result = await self.tools.execute(call)
+        finally:
+            live_emitter.reset(token)
         if self.tool_output_limit and len(result.output) > self.tool_output_limit:
             result.meta["full_output_chars"] = len(result.output)
             result.output = _head_tail(result.output, self.tool_output_limit)

@@ -16,15 +16,6 @@ from .tokens import TokenCounter
 __all__ = ["Context"]
 
 _ITEM_TYPES = (Message, ToolCall, ToolResult, Reasoning, Summary)
-_default_counter: TokenCounter | None = None
-
-
-def default_counter() -> TokenCounter:
-    """One shared counter, so a tokenizer is loaded once per process."""
-    global _default_counter
-    if _default_counter is None:
-        _default_counter = TokenCounter()
-    return _default_counter
 
 
 class Context(MutableSequence[Item]):
@@ -33,7 +24,8 @@ class Context(MutableSequence[Item]):
     def __init__(self, items: Iterable[Item] = (), system: str = "",
                  counter: TokenCounter | None = None) -> None:
         self.system = system
-        self.counter = counter or default_counter()
+        # Its own counter: calibration is per conversation (the tokenizer is shared).
+        self.counter = counter or TokenCounter()
         # Set by the Agent so that compaction_preview() needs no arguments.
         self.compaction_settings: dict[str, Any] = {}
         self._items: list[Item] = []

@@ -23,7 +23,7 @@ from ._mainthread import Dispatcher, LoopDispatcher
 from .approval import Decision
 from .approval_widgets import describe
 from .events import (
-    ContextCompacted, Notice, RunFinished, RunResult, Step, StepFinished, StepStarted, ToolCallDecided,
+    ContextCompacted, Notice, RunFinished, ToolOutput, RunResult, Step, StepFinished, StepStarted, ToolCallDecided,
     ToolCallFinished, ToolCallRequested,
 )
 from .events import compaction_line
@@ -230,6 +230,7 @@ class _Card:
             display.update(handle, bundle)
         self.started = time.monotonic()
         self.open = True  # not finished yet: an interruption says so on the card
+        self.live: _Stream | None = None  # what the running call has printed so far
 
     def bundle(self, status: str) -> dict[str, str]:
         md = card_markdown(self.call, status, self.arguments, self.preview)
@@ -330,6 +331,12 @@ class NotebookDisplay:
             self._end_streams()
             handle = self.placeholders.pop(0) if self.placeholders else None
             self.cards[event.call.id] = _Card(self, event.call, handle)
+        elif isinstance(event, ToolOutput):
+            card = self.cards.get(event.call.id)
+            if card is not None:
+                if card.live is None:
+                    card.live = _Stream(self, _live_bundle)
+                card.live.add(event.text)
         elif isinstance(event, ToolCallDecided):
             self._decided(event.call, event.decision)
         elif isinstance(event, ToolCallFinished):
@@ -373,6 +380,12 @@ class NotebookDisplay:
             if card is not None and result.meta.get("skipped"):
                 card.status("✗ not run (an earlier call was denied)", final=True)
             return
+        if card is not None and card.live is not None:
+            # The live text gives way to the real outputs (which hold all of it).
+            card.live.flush()
+            if card.live.handle is not None:
+                self.update(card.live.handle, {"text/plain": ""})
+            card.live = None
         if card is not None:
             took = time.monotonic() - card.started
             edited = "✎ edited · " if result.meta.get("edited") else ""
@@ -389,6 +402,8 @@ class NotebookDisplay:
         """Say that the run was stopped (main thread)."""
         self._end_streams()
         for card in self.cards.values():
+            if card.live is not None:
+                card.live.flush()  # what it printed before the interrupt stays visible
             if card.open:
                 card.status("■ interrupted", final=True)
         self.publish(footer_html("■ interrupted — the context is valid: `%agent step` or a "
@@ -397,6 +412,13 @@ class NotebookDisplay:
     def close(self) -> None:
         """Final flush (main thread)."""
         self._end_streams()
+
+
+def _live_bundle(text: str, limit: int = 20_000) -> dict[str, str]:
+    """What a running call printed so far (the tail, when it is long)."""
+    if len(text) > limit:
+        text = f"[… {len(text) - limit} characters above …]\n" + text[-limit:]
+    return {"text/plain": text}
 
 
 def _reasoning_bundle(text: str) -> dict[str, str]:

@@ -8,8 +8,9 @@ interleaved with the loop's own events below, in order. Displays are listeners.
 from __future__ import annotations
 
 import html
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Callable, Literal, Union
 
 from .approval import Decision
 from .items import ToolCall, ToolResult
@@ -29,6 +30,8 @@ __all__ = [
     "RunFinished",
     "Notice",
     "ContextCompacted",
+    "ToolOutput",
+    "live_emitter",
     "compaction_line",
     "Event",
 ]
@@ -192,6 +195,21 @@ class Notice:
 
 
 @dataclass
+class ToolOutput:
+    """Text a running tool printed (stdout/stderr), as it arrives: live progress."""
+
+    call: ToolCall
+    name: str  # "stdout" | "stderr"
+    text: str
+
+
+# Set by the loop while a tool runs: where a tool sends ``ToolOutput`` events (a context
+# variable, so concurrent runs of different agents never mix their outputs).
+live_emitter: ContextVar[Callable[[Any], None] | None] = ContextVar("ipyagent_live_emitter",
+                                                                   default=None)
+
+
+@dataclass
 class ContextCompacted:
     """The context was compacted before a request: tokens before and after."""
 
@@ -214,4 +232,5 @@ def compaction_line(event: ContextCompacted) -> str:
 Event = Union[
     TextDelta, ReasoningDelta, ToolCallDelta, RunStarted, StepStarted, ToolCallRequested,
     ToolCallDecided, ToolCallFinished, StepFinished, RunFinished, Notice, ContextCompacted,
+    ToolOutput,
 ]

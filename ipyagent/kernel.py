@@ -15,12 +15,13 @@ reached raises ``KernelError``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import queue
 import tempfile
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import zmq
@@ -34,6 +35,8 @@ from .kernel_process import _finalize, _Handle, _Limits, _private_ipython_dir, p
 from .kernel_transfer import TransferMixin
 
 __all__ = ["SiblingKernel", "Execution", "scrub_env", "parse_memory"]
+
+log = logging.getLogger("ipyagent.kernel")
 
 _POLL = 0.15  # seconds between liveness checks: a dead kernel is noticed within a second
 
@@ -75,6 +78,7 @@ class SiblingKernel(TransferMixin):
         self._ksm = kernel_spec_manager
         self._handle = _Handle()
         self._state = "not started"
+        self._on_stream: Callable[[str, str], None] | None = None
         self._lock: asyncio.Lock | None = None  # made on the engine loop
         self._closed = False
         self._finalizer = weakref.finalize(self, _finalize, self._handle)
@@ -226,7 +230,9 @@ class SiblingKernel(TransferMixin):
     async def interrupt_async(self) -> None:
         """Async form of ``interrupt``."""
         async def go() -> None:
-            if self._handle.km is not None:
+            # Only a kernel that is running code needs it; a SIGINT that lands while a
+            # kernel is still starting (before ipykernel installs its handler) kills it.
+            if self._handle.km is not None and self._state == "busy":
                 await self._handle.km.interrupt_kernel()
 
         await _loop.run_async(go())
@@ -300,12 +306,19 @@ class SiblingKernel(TransferMixin):
         """Run ``code``; blocks (safe inside a running loop). ``timeout`` overrides the default."""
         return _loop.run_sync(self._execute(code, timeout))
 
-    async def execute_async(self, code: str, timeout: float | None = None) -> Execution:
-        """Run ``code`` without blocking the caller's loop."""
-        return await _loop.run_async(self._execute(code, timeout))
+    async def execute_async(self, code: str, timeout: float | None = None,
+                            on_stream: Callable[[str, str], None] | None = None) -> Execution:
+        """Run ``code`` without blocking the caller's loop.
 
-    async def _execute(self, code: str, timeout: float | None) -> Execution:
-        execution, _ = await self._run(code, self.timeout if timeout is None else timeout)
+        ``on_stream(name, text)`` is called with stdout/stderr text as it arrives (live
+        progress); the returned ``Execution`` still holds all of it.
+        """
+        return await _loop.run_async(self._execute(code, timeout, on_stream))
+
+    async def _execute(self, code: str, timeout: float | None,
+                       on_stream: Callable[[str, str], None] | None = None) -> Execution:
+        execution, _ = await self._run(code, self.timeout if timeout is None else timeout,
+                                       on_stream=on_stream)
         return execution
 
     async def _run(
@@ -315,12 +328,17 @@ class SiblingKernel(TransferMixin):
         *,
         silent: bool = False,
         user_expressions: dict[str, str] | None = None,
+        on_stream: Callable[[str, str], None] | None = None,
     ) -> tuple[Execution, dict[str, Any]]:
         """Run one request on the engine loop; returns the Execution and the reply content."""
         await self._ensure_ready()
         assert self._lock is not None
-        async with self._lock:
-            return await self._run_locked(code, timeout, silent, user_expressions)
+        async with self._lock:  # one request at a time, so the callback is this request's
+            self._on_stream = on_stream
+            try:
+                return await self._run_locked(code, timeout, silent, user_expressions)
+            finally:
+                self._on_stream = None
 
     async def _run_locked(
         self, code: str, timeout: float | None, silent: bool, user_expressions: dict[str, str] | None
@@ -434,6 +452,11 @@ class SiblingKernel(TransferMixin):
                     return "idle"
                 continue
             collector.add(msg)
+            if self._on_stream is not None and msg["msg_type"] == "stream":
+                try:
+                    self._on_stream(msg["content"].get("name", "stdout"), msg["content"].get("text", ""))
+                except Exception:  # a display problem must not lose the output
+                    log.debug("on_stream callback failed", exc_info=True)
 
     async def _reply(self, msg_id: str, patience: float = 5.0) -> dict[str, Any]:
         """The execute_reply content for ``msg_id`` (stale replies of earlier requests skipped)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .events import ToolOutput, live_emitter
 from .items import ToolCall, ToolResult
 from .tools import Tool
 
@@ -17,7 +18,10 @@ def python_tool(agent: Any) -> Tool:
     """The ``python`` tool bound to ``agent`` (its kernel, its ``send_images`` setting)."""
 
     async def run_python(call: ToolCall) -> ToolResult:
-        execution = await agent.kernel.execute_async(str(call.arguments["code"]))
+        emit = live_emitter.get()
+        on_stream = (lambda name, text: emit(ToolOutput(call, name, text))) if emit else None
+        execution = await agent.kernel.execute_async(str(call.arguments["code"]),
+                                                     on_stream=on_stream)
         meta: dict[str, Any] = {"status": execution.status}
         if agent.send_images:
             meta["images"] = _images(execution.outputs)

@@ -31,7 +31,18 @@ def item_text(item: Item) -> str:
     return ""
 
 
+_NOT_LOADED: Any = object()
+_encoder: Any = _NOT_LOADED  # loaded once per process; every counter shares it
+
+
 def _load_tiktoken() -> Callable[[str], int] | None:
+    global _encoder
+    if _encoder is _NOT_LOADED:
+        _encoder = _try_tiktoken()
+    return _encoder  # type: ignore[no-any-return]
+
+
+def _try_tiktoken() -> Callable[[str], int] | None:
     try:
         import tiktoken
 
@@ -42,7 +53,10 @@ def _load_tiktoken() -> Callable[[str], int] | None:
 
 
 class TokenCounter:
-    """Counts tokens of text and items; calibrated by the server's reported usage."""
+    """Counts tokens of text and items; calibrated by the server's reported usage.
+
+    One per conversation: the calibration belongs to one model behind one endpoint.
+    """
 
     def __init__(self, use_tokenizer: bool = True) -> None:
         self._encode = _load_tiktoken() if use_tokenizer else None

@@ -81,3 +81,10 @@ def test_copy_and_dicts():
     assert Context.from_dicts(ctx.to_dicts(), system=ctx.system) == ctx
     assert ctx.tool_call("c1").name == "python"
     assert ctx.tool_call("nope") is None
+
+
+def test_calibration_is_per_conversation():
+    a, b = Context([Message("user", "x" * 400)]), Context([Message("user", "x" * 400)])
+    before = b.tokens
+    a.counter.calibrate(100, 400)  # one endpoint's tokenizer counts 4x
+    assert a.tokens > before and b.tokens == before

@@ -523,3 +523,19 @@ async def test_cancelled_execute_interrupts_the_kernel(kernel: SiblingKernel) ->
         await task
     r = await kernel.execute_async("'next'")
     assert r.text == "'next'" and r.duration < 30  # the sleep was interrupted, not waited out
+
+
+async def test_stream_text_arrives_live_while_the_code_runs(kernel: SiblingKernel) -> None:
+    seen: list[tuple[float, str, str]] = []
+    r = await kernel.execute_async(
+        "import time, sys\nprint('first', flush=True)\ntime.sleep(0.6)\n"
+        "print('oops', file=sys.stderr, flush=True)\nprint('last')",
+        on_stream=lambda name, text: seen.append((time.monotonic(), name, text)))
+    done = time.monotonic()
+    assert r.status == "ok" and "first" in r.text and "last" in r.text
+    assert seen[0][1:] == ("stdout", "first\n")
+    assert done - seen[0][0] > 0.4  # it came while the code was still sleeping
+    assert ("stderr", "oops\n") in [(n, t) for _, n, t in seen]
+    # A broken callback never loses output.
+    r = await kernel.execute_async("print('x')", on_stream=lambda n, t: 1 / 0)
+    assert r.text == "x"

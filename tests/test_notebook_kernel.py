@@ -216,7 +216,8 @@ def test_interrupt_stops_a_running_tool_call_at_once(fresh: Frontend) -> None:
     fe.set_value(fe.widget_of("TextareaModel"),
                  # A Python loop: SIGINT stops it at once (a C call like time.sleep only
                  # stops when it returns, if the signal lands on another thread).
-                 "import time\nprint('started', flush=True)\n"
+                 # ('start' + 'ed': the card shows the code, so wait for the *output*.)
+                 "import time\nprint('start' + 'ed', flush=True)\n"
                  "end = time.time() + 120\nwhile time.time() < end:\n    pass")
     fe.click(fe.wait_for_button("Run edited"))
     fe.pump_until(lambda: "started" in cell.text())
@@ -226,7 +227,7 @@ def test_interrupt_stops_a_running_tool_call_at_once(fresh: Frontend) -> None:
     assert "■ interrupted" in cell.text()  # on the card and in the footer
     assert check_context(fe)[-1] == "tool error"
     again = fe.run("%agent --approve auto Use Python to compute 2**10", timeout=30)
-    assert "1024" in again.text()  # the sibling kernel was interrupted too
+    assert "1024" in again.text(), again.text()  # the sibling kernel was interrupted too
 
 
 def test_older_kernels_run_detached_and_say_so(fresh: Frontend) -> None:
