@@ -426,6 +426,7 @@ class Agent(AgentResources):
     # -- lifecycle -------------------------------------------------------------------
     def reset(self, *, kernel: bool = False) -> None:
         """Start a new conversation (the sibling kernel is kept unless ``kernel=True``)."""
+        self._agents_md_cache = None  # a new conversation looks for AGENTS.md again
         self.context = Context(system=self._effective_system())
         self.usage = Usage()
         self._step_counter = 0

@@ -41,7 +41,12 @@ class AgentResources(AgentSettings):
             return None
         from .agents_md import find_agents_md
 
-        return find_agents_md(self.cwd or os.getcwd())
+        # Looked up once per directory (not on every step: it walks up to the repo root).
+        where = self.cwd or os.getcwd()
+        cached = getattr(self, "_agents_md_cache", None)
+        if cached is None or cached[0] != where:
+            self._agents_md_cache = (where, find_agents_md(where))
+        return self._agents_md_cache[1]
 
     @property
     def workspace_path(self) -> Path:
