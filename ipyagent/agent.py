@@ -251,7 +251,13 @@ class Agent(AgentResources):
                 else:
                     self._emit(listeners, event)  # type: ignore[arg-type]
         except (ModelError, ConfigError) as exc:  # ConfigError: e.g. the API key is not set
-            # Nothing of a failed reply is appended: the context stays valid to retry.
+            # Nothing of a failed reply is appended: the context stays valid to retry. But
+            # tokens the provider billed for it (an error inside a stream) still count.
+            partial = getattr(exc, "turn", None)
+            spent = Usage.from_server(getattr(partial, "usage", None))
+            if spent is not None:
+                step.usage = spent
+                self.usage.add(spent)
             return self._finish(step, started, listeners, "error", str(exc))
         if turn is None:
             return self._finish(step, started, listeners, "error",

@@ -220,6 +220,9 @@ class CachedModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         key = request_key(self.inner.name, request)
+        extra = getattr(self.inner, "extra_body", None)
+        if extra:  # provider fields (Agent.extra_body) shape the reply too
+            key = hashlib.sha256((key + json.dumps(extra, sort_keys=True, default=str)).encode()).hexdigest()
         recorded = self.cache.get(key)
         if recorded is not None:
             self.hits += 1

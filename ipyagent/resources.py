@@ -31,8 +31,8 @@ class AgentResources(AgentSettings):
         self._kernel_lock = threading.Lock()
         self._mcp: Any = None  # mcp.MCPManager, made on first use
         self._closed = False
-        self.observe(self._settings_changed, names=["model", "base_url", "api_key_env",
-                                                     "provider", "api", "timeout", "max_retries"])
+        self.observe(self._settings_changed, names=["model", "base_url", "api_key_env", "provider",
+                                                     "api", "timeout", "max_retries", "extra_body"])
 
     @property
     def agents_md_path(self) -> Path | None:
@@ -97,7 +97,8 @@ class AgentResources(AgentSettings):
             from .models.openai_chat import OpenAIChatModel as Client  # type: ignore[assignment]
         return Client(  # type: ignore[no-any-return]
             self.model, base_url=endpoint.base_url, api_key=key,
-            client=self._http_client, timeout=self.timeout, max_retries=self.max_retries)
+            client=self._http_client, timeout=self.timeout, max_retries=self.max_retries,
+            extra_body=dict(self.extra_body))
 
     @property
     def endpoint(self) -> Endpoint:

@@ -125,6 +125,12 @@ class AgentSettings(LoggingConfigurable):
         "Response cache: 'on' answers a request seen before from disk (no model request); "
         "'replay-only' also never calls the model and fails on a miss."
     )).tag(config=True)
+    extra_body = Dict(help=(
+        "Extra fields merged into every request body, for what a provider offers beyond "
+        "the common settings, e.g. {'options': {'num_ctx': 16384}} (Ollama's context size), "
+        "{'thinking': {'type': 'enabled', 'budget_tokens': 2048}} (Anthropic) or "
+        "{'reasoning': {'effort': 'low'}} (OpenAI)."
+    )).tag(config=True)
     cache_path = Unicode("", help=(
         "SQLite file of the response cache; empty: .ipyagent/cache.sqlite in the working "
         "directory."

@@ -143,3 +143,28 @@ def test_plots_reach_a_vision_model_only_with_send_images(agent):
         else:
             assert messages[-1]["role"] == "tool"
     agent.send_images = False
+
+
+def test_extra_body_reaches_the_server_for_every_api():
+    with ScriptedServer([reply_text("ok"), reply_text("ok")]) as srv:
+        with Agent(model="m", base_url=srv.base_url, python_tool=False, file_tools=False,
+                   extra_body={"options": {"num_ctx": 16384}}) as agent:
+            agent.run("x")
+            agent.extra_body = {"options": {"num_ctx": 4096}}  # rebuilds the client
+            agent.run("y")
+        assert srv.bodies[0]["options"] == {"num_ctx": 16384}
+        assert srv.bodies[1]["options"] == {"num_ctx": 4096}
+
+
+def test_tokens_of_a_reply_that_failed_mid_stream_still_count():
+    from scripted_server import raw_sse, sse_event
+
+    failing = raw_sse(sse_event({"choices": [{"index": 0, "delta": {"content": "par"}}],
+                                 "usage": {"prompt_tokens": 40, "completion_tokens": 3}})
+                      + sse_event({"error": {"message": "upstream overloaded"}}))
+    with ScriptedServer([failing]) as srv:
+        with Agent(model="m", base_url=srv.base_url, python_tool=False, max_retries=0) as agent:
+            result = agent.run("x")
+    assert result.stop_reason == "error" and "upstream overloaded" in result.error
+    assert (agent.usage.input, agent.usage.output) == (40, 3)
+    assert [type(i).__name__ for i in agent.context] == ["Message"]  # nothing half-done added
