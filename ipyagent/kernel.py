@@ -21,7 +21,7 @@ import queue
 import tempfile
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import zmq
@@ -146,13 +146,27 @@ class SiblingKernel(TransferMixin):
         if zmq.has("curve"):
             # CurveZMQ when the kernelspec supports it: other local users cannot read the traffic.
             km.transport_encryption = "auto"
-        try:
-            try:
-                await km.start_kernel(**self._launch_kwargs(handle))
-            except Exception as exc:
-                raise KernelError(f"could not start the sibling kernel {self.kernel_name!r}: {exc}") from exc
+
+        async def launch() -> None:
+            await km.start_kernel(**self._launch_kwargs(handle))
             handle.kc = km.client()
             handle.kc.start_channels()
+
+        await self._bring_up(launch, f"start the sibling kernel {self.kernel_name!r}")
+
+    async def _bring_up(self, launch: Callable[[], Awaitable[None]], what: str) -> None:
+        """Run ``launch`` (a start or a restart) and wait until the kernel answers.
+
+        On any failure the kernel is marked dead and closed: the next call starts from
+        scratch rather than reuse a half-started kernel.
+        """
+        handle = self._handle
+        self._state = "starting"
+        try:
+            try:
+                await launch()
+            except Exception as exc:
+                raise KernelError(f"could not {what}: {exc}") from exc
             if handle.pid:
                 handle.pids.append(handle.pid)
             await self._wait_ready(handle)
@@ -252,22 +266,9 @@ class SiblingKernel(TransferMixin):
         await _loop.run_async(go())
 
     async def _restart(self) -> None:
-        handle = self._handle
-        assert handle.km is not None
-        self._state = "starting"
-        try:
-            try:
-                await handle.km.restart_kernel(now=True)
-            except Exception as exc:
-                raise KernelError(f"could not restart the sibling kernel: {exc}") from exc
-            if handle.pid:
-                handle.pids.append(handle.pid)
-            await self._wait_ready(handle)
-        except BaseException:
-            # Start from scratch on the next call rather than reuse a half-restarted kernel.
-            self._state = "dead"
-            await handle.aclose(now=True)
-            raise
+        km = self._handle.km
+        assert km is not None
+        await self._bring_up(lambda: km.restart_kernel(now=True), "restart the sibling kernel")
 
     def is_alive(self) -> bool:
         """True while the kernel process is running."""

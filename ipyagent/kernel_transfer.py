@@ -99,6 +99,7 @@ class TransferMixin:
             *,
             silent: bool = False,
             user_expressions: dict[str, str] | None = None,
+            on_stream: Callable[[str, str], None] | None = None,
         ) -> tuple[Execution, dict[str, Any]]: ...
 
     async def _expression(self, expr: str, what: str) -> dict[str, Any]:
