@@ -156,8 +156,8 @@ class CellRunner:
         with self.session(cmd):
             listener = self.listener(pump, cmd, agent)
             done = threading.Event()
+            self.pump = pump  # before the run starts: its first prompt may come at once
             future = self.start(agent, cmd, listener, done.set)
-            self.pump = pump
             try:
                 pump.pump(future)
                 future.result()

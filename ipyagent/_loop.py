@@ -38,7 +38,14 @@ def engine_loop() -> asyncio.AbstractEventLoop:
             def _run() -> None:
                 asyncio.set_event_loop(loop)
                 loop.call_soon(ready.set)
-                loop.run_forever()
+                while True:
+                    try:
+                        loop.run_forever()
+                        return
+                    except (KeyboardInterrupt, SystemExit):
+                        # asyncio lets these escape a task's step and stop the loop; the
+                        # engine outlives one interrupted coroutine.
+                        continue
 
             _thread = threading.Thread(target=_run, name="ipyagent-engine", daemon=True)
             _thread.start()

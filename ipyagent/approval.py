@@ -73,6 +73,16 @@ class CallbackApprover:
         return Decision("deny", reason="denied by the approval hook", by="hook")
 
 
+def terminal_answer(prompt: str) -> str:
+    """One answer typed at the terminal; Ctrl-C interrupts it; end of input means 'no'."""
+    from ._mainthread import interruptible_input
+
+    try:
+        return interruptible_input(prompt)
+    except EOFError:  # Ctrl-D or a closed stdin: deny, end an edit, give no reason
+        return "n" if prompt.startswith("Run it") else ("." if not prompt else "")
+
+
 class TerminalApprover:
     """A y/n/e/a prompt on the terminal (stdin)."""
 

@@ -39,8 +39,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; the exit code is 0 only when the run ended ``done``."""
     args = _parser().parse_args(argv)
+    from ._mainthread import PumpDispatcher, run_pumped
     from .agent import Agent
-    from .approval import TerminalApprover
+    from .approval import TerminalApprover, terminal_answer
     from .display_terminal import TerminalDisplay
     from .errors import IpyagentError
 
@@ -54,12 +55,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TraitError as exc:
         print(f"ipyagent: {exc}", file=sys.stderr)
         return 2
+    # The prompt runs on this (main) thread, where Ctrl-C lands; in a worker thread a
+    # cancelled input() kept reading and the process could not exit.
+    pump = PumpDispatcher()
     if approve == "ask":
-        agent.approval_hook = TerminalApprover(show_call=args.quiet)
+        agent.approval_hook = TerminalApprover(
+            input_fn=lambda prompt: pump.call_and_wait(terminal_answer, prompt),
+            show_call=args.quiet)
     with agent:
         try:
             display = None if args.quiet else TerminalDisplay(preview=agent.tools.preview)
-            result = agent.run(args.task, on_event=display)
+            result = run_pumped(pump, agent.arun(args.task, on_event=display))
         except KeyboardInterrupt:
             print("\nipyagent: interrupted", file=sys.stderr)
             return 130

@@ -111,15 +111,12 @@ class AgentMagics(Magics):
         return _TerminalOrDeny(self._terminal_input)
 
     def _terminal_input(self, prompt: str) -> str:
-        """``input`` on the main thread (where Ctrl-C lands); end of input means 'no'."""
-        def ask() -> str:
-            try:
-                return input(prompt)
-            except EOFError:
-                return "n" if prompt.startswith("Run it") else ("." if not prompt else "")
+        """The answer is read on the main thread, where Ctrl-C lands."""
+        from .approval import terminal_answer
 
         pump = self.runner.pump
-        return pump.call_and_wait(ask) if pump is not None else ask()
+        return pump.call_and_wait(terminal_answer, prompt) if pump is not None \
+            else terminal_answer(prompt)
 
     def warm_up(self) -> None:
         """Start the sibling kernel (and pre-import widgets) without blocking the caller."""

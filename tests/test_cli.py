@@ -66,3 +66,17 @@ def test_terminal_prompt_in_a_pty(tmp_path):
     child.expect(pexpect.EOF)
     child.close()
     assert "denied" in child.before and child.exitstatus == 1
+
+
+def test_ctrl_c_at_the_prompt_exits_at_once(tmp_path):
+    """Before: the prompt read stdin in a worker thread that kept the process alive."""
+    pexpect = __import__("pytest").importorskip("pexpect")
+    cmd = str(SCRIPT) if SCRIPT.exists() else sys.executable
+    args = ["run", "compute 3**4"] if SCRIPT.exists() else ["-m", "ipyagent.cli", "run", "compute 3**4"]
+    child = pexpect.spawn(cmd, args, cwd=str(tmp_path), encoding="utf-8", timeout=60)
+    child.expect(r"Run it\? \[y\]es")
+    child.sendintr()
+    child.expect("ipyagent: interrupted")
+    child.expect(pexpect.EOF, timeout=10)
+    child.close()
+    assert child.exitstatus == 130

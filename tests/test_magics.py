@@ -454,3 +454,44 @@ def test_compactions_and_the_token_meter_show_in_the_cell(published: list[dict[s
     assert "context compacted before the request" in html and "compaction_preview" in html
     assert "title='context tokens / Agent.context_window'" in html and "/ 1,200" in html
     assert any(type(i).__name__ == "Summary" for i in agent.context)
+
+
+def test_ctrl_c_in_a_pumped_prompt_cancels_the_run_and_the_engine_survives() -> None:
+    """Ctrl-C in the main thread's input() must reach the engine as a cancellation.
+
+    Before: the waiting worker re-raised KeyboardInterrupt inside the engine's task,
+    which escaped asyncio's loop and killed the engine thread (the terminal hung).
+    """
+    import concurrent.futures
+    import threading
+
+    from ipyagent import Agent, _loop
+    from ipyagent._mainthread import PumpDispatcher
+    from ipyagent.approval import TerminalApprover
+
+    def ctrl_c(prompt: str) -> str:
+        raise KeyboardInterrupt
+
+    pump = PumpDispatcher()
+    engine = _loop.engine_loop()
+    agent = Agent(model="demo", approval="ask", python_tool=True)
+    agent.approval_hook = TerminalApprover(
+        input_fn=lambda prompt: pump.call_and_wait(ctrl_c, prompt), show_call=False)
+    done = threading.Event()
+
+    async def run() -> Any:
+        try:
+            return await agent.arun("Use Python to compute 2**100")
+        finally:
+            done.set()
+
+    future = _loop.submit(run())
+    with pytest.raises(KeyboardInterrupt):
+        pump.pump(future)  # the prompt runs here, on the main thread, and raises
+    assert done.wait(10)  # not cancelled by us: the engine must end the run by itself
+    with pytest.raises(concurrent.futures.CancelledError):
+        future.result(timeout=10)
+    assert [i.label for i in agent.context][-1] == "tool error"  # the open call was answered
+    assert _loop.engine_loop() is engine  # the same engine thread, still alive
+    assert _loop.run_sync(asyncio.sleep(0, "alive"), timeout=10) == "alive"
+    agent.close()

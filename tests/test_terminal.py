@@ -74,3 +74,36 @@ def test_ctrl_c_at_the_prompt_stops_the_run_cleanly(term: pexpect.spawn) -> None
     term.expect(r"'tool error'\]")  # the open call got an "Interrupted" result
     enter(term, "%agent --approve auto Use Python to compute 2**10")
     term.expect("done")
+
+
+SIGNAL_TO_ANOTHER_THREAD = r"""
+import signal, sys, threading, time
+from ipyagent._mainthread import interruptible_input
+
+def hit():
+    time.sleep(0.5)
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # SIGINT lands on *this* thread
+
+threading.Thread(target=hit).start()
+start = time.monotonic()
+try:
+    {reader}("Run it? ")
+except KeyboardInterrupt:
+    print("interrupted after %.1f s" % (time.monotonic() - start))
+"""
+
+
+@pytest.mark.parametrize("reader,interrupted", [("interruptible_input", True), ("input", False)])
+def test_ctrl_c_delivered_to_another_thread_still_interrupts_the_prompt(
+        tmp_path: Path, reader: str, interrupted: bool) -> None:
+    """The OS may give SIGINT to any thread; plain input() then waits for Enter."""
+    script = tmp_path / "prompt.py"
+    script.write_text(SIGNAL_TO_ANOTHER_THREAD.replace("{reader}", reader))
+    child = pexpect.spawn(sys.executable, [str(script)], encoding="utf-8", timeout=5)
+    child.expect("Run it")
+    index = child.expect([r"interrupted after (\d\.\d) s", pexpect.TIMEOUT], timeout=3)
+    assert (index == 0) is interrupted  # the control case shows the test can fail
+    if interrupted:
+        assert float(child.match.group(1)) < 1.5
+    child.sendline("")
+    child.expect(pexpect.EOF)
