@@ -43,6 +43,7 @@ class Command:
     options: Any
     path: str | None = None
     kernel: bool = False  # reset --kernel
+    rerun: bool = False  # load --rerun
 
 
 class CellRunner:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from typing import Any, Coroutine, TypeVar
 
 __all__ = ["engine_loop", "run_sync", "run_async", "on_engine_loop"]
@@ -77,10 +78,23 @@ def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         raise RuntimeError("run_sync() called from the engine loop itself; await instead")
     future = submit(coro)
     try:
+        if threading.current_thread() is threading.main_thread():
+            _wait_interruptibly(future, timeout)
         return future.result(timeout)
     except BaseException:
         future.cancel()
         raise
+
+
+def _wait_interruptibly(future: concurrent.futures.Future[Any], timeout: float | None) -> None:
+    """Wait in short slices: the OS may give SIGINT to another thread, and an untimed
+    wait would then sleep through Ctrl-C (the handler runs only between bytecodes)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not future.done():
+        left = 0.1 if deadline is None else min(0.1, deadline - time.monotonic())
+        if left <= 0:
+            return
+        concurrent.futures.wait([future], timeout=left)
 
 
 async def run_async(coro: Coroutine[Any, Any, T]) -> T:

@@ -37,6 +37,7 @@ from .tools import Tool, Toolbox
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from .rebuild import Rebuild
     from .replay import ReplayReport
     from .transcript import Transcript
 
@@ -405,17 +406,46 @@ class Agent(AgentResources):
         return save(self, path)
 
     @classmethod
-    def from_transcript(cls, path: str | os.PathLike[str], **settings: Any) -> Agent:
-        """A new agent continuing a saved transcript (``settings`` override recorded ones)."""
+    def from_transcript(cls, path: str | os.PathLike[str], *, rerun: bool = False,
+                        **settings: Any) -> Agent:
+        """A new agent continuing a saved transcript (``settings`` override recorded ones).
+
+        ``rerun=True`` also re-runs its python calls so the sibling has their variables.
+        """
         from .transcript import from_transcript
 
-        return from_transcript(cls, path, **settings)
+        agent = from_transcript(cls, path, **settings)
+        if rerun:
+            agent.rebuild_kernel()
+        return agent
 
-    def load(self, path: str | os.PathLike[str]) -> Transcript:
-        """Replace the conversation with a transcript's (this agent's settings are kept)."""
+    def load(self, path: str | os.PathLike[str], *, rerun: bool = False) -> Transcript:
+        """Replace the conversation with a transcript's (this agent's settings are kept).
+
+        ``rerun=True`` also re-runs its python calls (``rebuild_kernel``) in a fresh sibling.
+        """
         from .transcript import load_into
 
-        return load_into(self, path)
+        transcript = load_into(self, path)
+        if rerun:
+            self.rebuild_kernel(restart=True)
+        return transcript
+
+    def rebuild_kernel(self, *, restart: bool = False) -> Rebuild:
+        """Re-run every python call of the conversation that ran, in order -> ``Rebuild``.
+
+        Use after loading a transcript: its variables then exist again in the sibling.
+        ``restart=True`` restarts the sibling first, so nothing stale is left over.
+        """
+        return _loop.run_sync(self.arebuild_kernel(restart=restart))
+
+    async def arebuild_kernel(self, *, restart: bool = False) -> Rebuild:
+        """Awaitable ``rebuild_kernel``."""
+        from .rebuild import arebuild
+
+        if restart and self._kernel is not None:
+            await self._kernel.restart_async()
+        return await arebuild(self)
 
     def replay(self, path: str | os.PathLike[str], **settings: Any) -> ReplayReport:
         """Re-run a transcript's recorded turns in a fresh kernel -> ReplayReport."""

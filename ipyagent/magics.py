@@ -178,8 +178,11 @@ class AgentMagics(Magics):
                 args = shlex.split(rest)
             except ValueError:
                 args = []
+            rerun = words[0] == "load" and "--rerun" in args[2:]
+            if rerun:
+                args.remove("--rerun")
             if len(args) == 2:
-                return Command(words[0], None, opts, path=args[1])
+                return Command(words[0], None, opts, path=args[1], rerun=rerun)
             if len(args) == 1:
                 raise UsageError(f"%agent {words[0]} needs a path, e.g. %agent {words[0]} run.ipynb")
         task = rest.strip()
@@ -224,6 +227,7 @@ class AgentMagics(Magics):
             %agent reset [--kernel]      start over (--kernel also restarts the sibling kernel)
             %agent save PATH.ipynb       save the run as a notebook
             %agent load PATH.ipynb       continue a saved conversation
+            %agent load PATH --rerun     ... and re-run its python calls (its variables)
             %agent replay PATH.ipynb     re-run a saved transcript, report differences
             %agent -p NAME TASK          run as a persona (coder, data-analyst, reviewer, …)
             %agent personas              the personas, as a table
@@ -290,8 +294,27 @@ class AgentMagics(Magics):
         if cmd.action == "load":
             print(f"ipyagent: loaded {len(agent.context)} items from {cmd.path}; "
                   "the next %agent continues it")
+            self._after_load(agent, cmd)
             return None
         return outcome
+
+    def _after_load(self, agent: Any, cmd: Command) -> None:
+        """Rebuild the sibling's variables (``--rerun``), or say how to."""
+        from .rebuild import python_calls_that_ran
+
+        calls = len(python_calls_that_ran(agent.context))
+        if not calls:
+            return
+        if not cmd.rerun:
+            print(f"ipyagent: the sibling kernel does not have this run's variables; "
+                  f"`%agent load {cmd.path} --rerun` re-runs its {calls} python "
+                  f"call{'s' if calls != 1 else ''} first")
+            return
+        try:
+            report = agent.rebuild_kernel(restart=True)
+        except IpyagentError as exc:
+            raise UsageError(f"%agent load {cmd.path} --rerun: {one_line(exc)}") from None
+        print(f"ipyagent: {report.line()}")
 
 def _split_options(line: str, parser: Any) -> tuple[list[str], str, bool]:
     """Leading ``--options`` (with their values), the raw rest, and whether ``--`` ended them."""

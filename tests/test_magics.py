@@ -495,3 +495,19 @@ def test_ctrl_c_in_a_pumped_prompt_cancels_the_run_and_the_engine_survives() -> 
     assert _loop.engine_loop() is engine  # the same engine thread, still alive
     assert _loop.run_sync(asyncio.sleep(0, "alive"), timeout=10) == "alive"
     agent.close()
+
+
+def test_load_says_the_kernel_is_empty_and_rerun_rebuilds_it(loaded: Any, tmp_path: Any) -> None:
+    run(loaded, "%agent --approve auto Use Python to compute 2**100")
+    path = tmp_path / "run.ipynb"
+    run(loaded, f"%agent save {path}")
+    run(loaded, "%agent reset --kernel")
+    out, err, result = run(loaded, f"%agent load {path}")
+    assert result.success, err
+    assert f"`%agent load {path} --rerun` re-runs its 2 python calls" in out
+    assert ipyagent.current().kernel.execute("value").status == "error"
+    out, err, result = run(loaded, f"%agent load {path} --rerun")
+    assert result.success, err
+    # The demo's first call printed the value, then failed on len(int): it fails again.
+    assert "re-ran 2 python calls in the sibling kernel; 1 failed — call 1: error: TypeError" in out
+    assert "1267650600228229401496703205376" in ipyagent.current().kernel.execute("value").text
