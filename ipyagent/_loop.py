@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any, Coroutine, TypeVar
 
-__all__ = ["engine_loop", "run_sync", "run_async", "on_engine_loop"]
+__all__ = ["engine_loop", "run_sync", "run_async", "on_engine_loop", "submit", "submit_tracked"]
 
 T = TypeVar("T")
 
@@ -68,21 +68,43 @@ def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
     return asyncio.run_coroutine_threadsafe(coro, engine_loop())
 
 
-def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+def submit_tracked(coro: Coroutine[Any, Any, T]
+                   ) -> tuple[concurrent.futures.Future[T], threading.Event]:
+    """``submit``, plus an event set once the coroutine has really finished.
+
+    Why: cancelling the returned future marks it done at once, while the coroutine is
+    still unwinding (an interrupted agent answers its open tool calls there); whoever
+    reads the context next must wait for the event.
+    """
+    finished = threading.Event()
+
+    async def tracked() -> T:
+        try:
+            return await coro
+        finally:
+            finished.set()
+
+    return submit(tracked()), finished
+
+
+def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None,
+             grace: float = 10.0) -> T:
     """Run ``coro`` on the engine loop and block until it is done.
 
-    Ctrl-C (KeyboardInterrupt) while waiting cancels the coroutine and re-raises.
+    Ctrl-C (KeyboardInterrupt) while waiting cancels the coroutine, waits up to
+    ``grace`` seconds for it to unwind, and re-raises.
     """
     if on_engine_loop():
         coro.close()
         raise RuntimeError("run_sync() called from the engine loop itself; await instead")
-    future = submit(coro)
+    future, finished = submit_tracked(coro)
     try:
         if threading.current_thread() is threading.main_thread():
             _wait_interruptibly(future, timeout)
         return future.result(timeout)
     except BaseException:
-        future.cancel()
+        if future.cancel():
+            finished.wait(grace)
         raise
 
 

@@ -168,7 +168,8 @@ def _drain(sock: socket.socket) -> None:
         sock.recv(4096)
 
 
-def interruptible_input(prompt: str, poll: float = 0.1) -> str:
+def interruptible_input(prompt: str, poll: float = 0.1,
+                        stop: threading.Event | None = None) -> str:
     """``input(prompt)`` that Ctrl-C always interrupts within ``poll`` seconds.
 
     Why: Python runs a signal's handler on the main thread, but the OS may hand SIGINT
@@ -176,6 +177,7 @@ def interruptible_input(prompt: str, poll: float = 0.1) -> str:
     waits for the next Enter (measured: about one run in three at a terminal prompt).
     Waiting in short ``select`` slices runs bytecode in between, so the handler runs.
     On a canonical-mode terminal the fd is readable only once a whole line is typed.
+    ``stop`` set ends the wait with ``EOFError`` and leaves the typed line unread.
     """
     stdin = sys.stdin
     try:
@@ -187,8 +189,11 @@ def interruptible_input(prompt: str, poll: float = 0.1) -> str:
         return input(prompt)
     sys.stdout.write(prompt)
     sys.stdout.flush()
-    while not select.select([fd], [], [], poll)[0]:
-        pass
+    while True:
+        if stop is not None and stop.is_set():
+            raise EOFError
+        if select.select([fd], [], [], poll)[0]:
+            break
     line = stdin.readline()
     if not line:
         raise EOFError
@@ -203,12 +208,11 @@ def run_pumped(pump: PumpDispatcher, coro: Coroutine[Any, Any, T], grace: float 
     """
     from . import _loop
 
-    future = _loop.submit(coro)
+    future, finished = _loop.submit_tracked(coro)
     try:
         pump.pump(future)
     except KeyboardInterrupt:
-        future.cancel()
-        with contextlib.suppress(Exception):
-            concurrent.futures.wait([future], timeout=grace)
+        if future.cancel():
+            finished.wait(grace)
         raise
     return future.result()

@@ -13,6 +13,7 @@ import asyncio
 import inspect
 import json
 import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Literal, Protocol, Union
 
@@ -73,12 +74,15 @@ class CallbackApprover:
         return Decision("deny", reason="denied by the approval hook", by="hook")
 
 
-def terminal_answer(prompt: str) -> str:
-    """One answer typed at the terminal; Ctrl-C interrupts it; end of input means 'no'."""
+def terminal_answer(prompt: str, stop: threading.Event | None = None) -> str:
+    """One answer typed at the terminal; Ctrl-C interrupts it; end of input means 'no'.
+
+    ``stop`` set (the question was withdrawn) ends the wait without consuming a line.
+    """
     from ._mainthread import interruptible_input
 
     try:
-        return interruptible_input(prompt)
+        return interruptible_input(prompt, stop=stop)
     except EOFError:  # Ctrl-D or a closed stdin: deny, end an edit, give no reason
         return "n" if prompt.startswith("Run it") else ("." if not prompt else "")
 
@@ -86,7 +90,7 @@ def terminal_answer(prompt: str) -> str:
 class TerminalApprover:
     """A y/n/e/a prompt on the terminal (stdin)."""
 
-    def __init__(self, input_fn: Callable[[str], str] = input,
+    def __init__(self, input_fn: Callable[[str], str] = terminal_answer,
                  output: Any = None, show_call: bool = True) -> None:
         self.input_fn = input_fn
         self.output = output
@@ -104,19 +108,53 @@ class TerminalApprover:
         if self.show_call:
             self._show(call)
         while True:
-            # input() blocks: run it in a worker thread so the engine loop stays live.
-            answer = (await asyncio.to_thread(
-                self.input_fn, "Run it? [y]es / [n]o / [e]dit / [a]lways: ")).strip().lower()
+            answer = (await self._ask("Run it? [y]es / [n]o / [e]dit / [a]lways: ")).strip().lower()
             if answer in ("y", "yes"):
                 return Decision("approve", by="user")
             if answer in ("a", "always"):
                 return Decision("approve", scope="always", by="user")
             if answer in ("n", "no"):
-                reason = (await asyncio.to_thread(
-                    self.input_fn, "Reason for the model (optional): ")).strip()
+                reason = (await self._ask("Reason for the model (optional): ")).strip()
                 return Decision("deny", reason=reason, by="user")
             if answer in ("e", "edit"):
                 return await self._edit(call)
+
+    async def _ask(self, prompt: str) -> str:
+        """``input_fn(prompt)`` in a daemon thread, so the engine loop stays live.
+
+        Why not ``asyncio.to_thread``: a cancelled read (Ctrl-C) keeps its thread blocked
+        on stdin, and the executor's threads are joined at exit — the process would
+        wait for an Enter nobody is going to type.
+        """
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[str] = loop.create_future()
+
+        def settle(value: str | None, exc: BaseException | None) -> None:
+            if answer.done():
+                return
+            if isinstance(exc, asyncio.CancelledError):
+                answer.cancel()
+            elif exc is not None:
+                answer.set_exception(exc)
+            else:
+                answer.set_result(value or "")
+
+        stop = threading.Event()
+
+        def read() -> None:
+            try:
+                value, exc = (terminal_answer(prompt, stop) if self.input_fn is terminal_answer
+                              else self.input_fn(prompt)), None
+            except BaseException as error:  # handed to the awaiting coroutine
+                value, exc = None, error
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(settle, value, exc)
+
+        threading.Thread(target=read, name="ipyagent-prompt", daemon=True).start()
+        try:
+            return await answer
+        finally:
+            stop.set()  # withdrawn: the next line typed belongs to whoever reads next
 
     async def _edit(self, call: ToolCall) -> Decision:
         key = "code" if "code" in call.arguments else None
@@ -125,7 +163,7 @@ class TerminalApprover:
         print(prompt, end="", file=self.output or sys.stdout, flush=True)
         lines: list[str] = []
         while True:
-            line = await asyncio.to_thread(self.input_fn, "")
+            line = await self._ask("")
             if line.strip() == ".":
                 break
             lines.append(line)

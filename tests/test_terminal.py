@@ -107,3 +107,28 @@ def test_ctrl_c_delivered_to_another_thread_still_interrupts_the_prompt(
         assert float(child.match.group(1)) < 1.5
     child.sendline("")
     child.expect(pexpect.EOF)
+
+
+LIBRARY_RUN = r"""
+from ipyagent import Agent
+from ipyagent.approval import TerminalApprover
+agent = Agent(model="demo", approval="ask")
+agent.approval_hook = TerminalApprover()  # input in a thread; run() blocks the main one
+try:
+    agent.run("Use Python to compute 2**100")
+except KeyboardInterrupt:
+    print("caught; last item: " + agent.context[-1].label)
+agent.close()
+"""
+
+
+def test_ctrl_c_during_a_library_run_answers_the_open_call_and_exits(tmp_path: Path) -> None:
+    """run() returns only once the engine answered the open call; nothing keeps stdin."""
+    script = tmp_path / "run.py"
+    script.write_text(LIBRARY_RUN)
+    child = pexpect.spawn(sys.executable, [str(script)], cwd=str(tmp_path), encoding="utf-8",
+                          timeout=60)
+    child.expect(PROMPT)
+    child.sendintr()
+    child.expect("caught; last item: tool error", timeout=10)
+    child.expect(pexpect.EOF, timeout=15)
