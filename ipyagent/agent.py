@@ -293,6 +293,12 @@ class Agent(AgentResources):
             if not turn.tool_calls:
                 self.context.add_user(CONTINUE_PROMPT)
         elif not turn.tool_calls:
+            from .reply_checks import final_reply_notice
+
+            notice = final_reply_notice(turn.text, turn.finish_reason, turn.reasoning is not None,
+                                        self.tools.names)
+            if notice:
+                self._emit(listeners, Notice(notice, "warning"))
             return self._finish(step, started, listeners, "done")
         if self.max_tokens and self.usage.total >= self.max_tokens:
             return self._finish(step, started, listeners, "budget",

@@ -521,3 +521,101 @@ async def test_a_server_that_refuses_stream_options_is_asked_again_without(serve
     bodies = server.bodies
     assert "stream_options" in bodies[0] and "stream_options" not in bodies[1]
     assert "stream_options" not in bodies[2] and len(bodies) == 3
+
+
+# ------------------------------------------------------------------ shapes found by the wire audit
+
+
+def _chunks(*deltas: dict[str, Any], finish: str = "tool_calls") -> str:
+    base = {"id": "c", "object": "chat.completion.chunk", "model": "m"}
+    events = [sse_event({**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]})
+              for d in deltas]
+    events.append(sse_event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}))
+    return "".join(events) + "data: [DONE]\n\n"
+
+
+def _whole_call(name: str, arguments: str, call_id: str | None = None, index: int | None = 0) -> dict[str, Any]:
+    wire: dict[str, Any] = {"type": "function", "function": {"name": name, "arguments": arguments}}
+    if call_id is not None:
+        wire["id"] = call_id
+    if index is not None:
+        wire["index"] = index
+    return {"tool_calls": [wire]}
+
+
+@pytest.mark.parametrize("ids,index", [(("call_a", "call_b"), 0), ((None, None), 0), (("", ""), None)],
+                         ids=["ollama-index-0-distinct-ids", "index-0-no-ids", "no-index-empty-ids"])
+async def test_parallel_calls_that_share_an_index_stay_separate(server, make_model, ids, index) -> None:
+    server.script([raw_sse(_chunks(_whole_call("add", '{"a": 1, "b": 2}', ids[0], index),
+                                   _whole_call("add", '{"a": 3, "b": 4}', ids[1], index)))])
+    _, turn = await collect(make_model().stream(ask()))
+    assert [(c.name, c.arguments, c.raw_arguments) for c in turn.tool_calls] == [
+        ("add", {"a": 1, "b": 2}, None), ("add", {"a": 3, "b": 4}, None)]
+    assert len({c.id for c in turn.tool_calls}) == 2
+    if ids[0]:
+        assert [c.id for c in turn.tool_calls] == list(ids)
+
+
+async def test_a_name_repeated_on_every_fragment_is_still_one_call(server, make_model) -> None:
+    pieces = ['{"a": ', '1, "b"', ': 2}', '']
+    server.script([raw_sse(_chunks(*(_whole_call("add", p, "call_x") for p in pieces)))])
+    _, turn = await collect(make_model().stream(ask()))
+    assert [(c.id, c.arguments) for c in turn.tool_calls] == [("call_x", {"a": 1, "b": 2})]
+
+
+async def test_reasoning_content_goes_back_on_tool_calling_turns(server, make_model) -> None:
+    """DeepSeek's thinking mode answers 400 when a tool-calling turn lacks its reasoning."""
+    server.script([raw_sse(_chunks({"role": "assistant", "reasoning_content": "Add them."},
+                                   _whole_call("add", '{"a": 1, "b": 2}', "call_1"))),
+                   reply_text("3.")])
+    model = make_model()
+    _, turn = await collect(model.stream(ask()))
+    assert turn.reasoning is not None and turn.reasoning.content == "Add them."
+    history = [Message("user", "add"), turn.reasoning, *turn.tool_calls,
+               ToolResult("call_1", "3", name="add")]
+    await collect(model.stream(ask(*history)))
+    assistant = server.requests[1].body["messages"][2]
+    assert assistant["reasoning_content"] == "Add them." and assistant["tool_calls"]
+    # A turn without tool calls does not send its reasoning back (DeepSeek ignores it).
+    plain = [Message("user", "hi"), Reasoning("Think.", details={"text_field": "reasoning_content"}),
+             Message("assistant", "Hello.")]
+    from ipyagent.models.openai_chat import to_chat_messages
+    assert "reasoning_content" not in to_chat_messages("", plain)[1]
+    # Reasoning from a server that never sent the field is never sent.
+    assert "reasoning_content" not in to_chat_messages(
+        "", [Reasoning("Think."), ToolCall("c", "add", {})])[0]
+
+
+@pytest.mark.parametrize("pieces", [
+    ["<think>", "\nI should add.\n", "</think>\n\nThe sum is 3."],
+    ["<thi", "nk>I should", " add.</th", "ink>The sum is 3."],
+    ["I should add.\n</think>\n\nThe sum is 3."],  # the template opened <think> itself
+], ids=["whole-tags", "split-tags", "no-opening-tag"])
+async def test_think_tags_in_content_become_reasoning(server, make_model, pieces) -> None:
+    server.script([raw_sse(_chunks(*({"content": p} for p in pieces), finish="stop"))])
+    events, turn = await collect(make_model().stream(ask()))
+    assert turn.text == "The sum is 3."
+    assert turn.reasoning is not None and turn.reasoning.content.strip() == "I should add."
+    if "<think>" in "".join(pieces):  # streamed to the right place as it came
+        assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "The sum is 3."
+
+
+async def test_content_that_merely_mentions_think_is_text(server, make_model) -> None:
+    server.script([raw_sse(_chunks({"content": "Use <think> tags"}, {"content": " sparingly."},
+                                   finish="stop"))])
+    _, turn = await collect(make_model().stream(ask()))
+    assert turn.text == "Use <think> tags sparingly." and turn.reasoning is None
+
+
+async def test_a_surrogate_pair_split_across_chunks_is_joined(server, make_model) -> None:
+    base = '{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":%s}]}'
+    text = ("data: " + base % '{"content":"Smile \\ud83d"}' + "\n\n"
+            + "data: " + base % '{"content":"\\ude00 now, lone \\udc00"}' + "\n\n"
+            + "data: " + base % '{"tool_calls":[{"index":0,"id":"c1","function":{"name":"say","arguments":"{\\"t\\": \\"\\ud83d"}}]}' + "\n\n"
+            + "data: " + base % '{"tool_calls":[{"index":0,"function":{"arguments":"\\ude00\\"}"}}]}' + "\n\n"
+            + "data: [DONE]\n\n")
+    server.script([raw_sse(text)])
+    _, turn = await collect(make_model().stream(ask()))
+    assert turn.text == "Smile \U0001F600 now, lone \ufffd"
+    assert turn.tool_calls[0].arguments == {"t": "\U0001F600"}
+    json.dumps(turn.text).encode("utf-8")  # nothing left that cannot be sent again

@@ -5,7 +5,10 @@
 ``ChatTurnAssembler`` is the part that survives the wire quirks listed in
 ``shared/corpus/README.md``: tool calls built by ``index`` (id and name set once, only
 ``arguments`` appended), ids synthesized when empty, usage taken from wherever it comes
-last, errors inside a 200 stream, a missing ``[DONE]``, a JSON body instead of a stream.
+last, errors inside a 200 stream, a missing ``[DONE]``, a JSON body instead of a stream,
+parallel calls that all claim ``index`` 0 (Ollama), ``<think>`` reasoning inside the
+content (reasoning models served without a reasoning parser), and UTF-16 surrogate pairs
+split across chunks.
 """
 
 from __future__ import annotations
@@ -52,6 +55,13 @@ def _wire_call(call: ToolCall) -> dict[str, Any]:
     return {**call.meta.get(_CALL_EXTRA, {}), **wire}
 
 
+# Reasoning.details key naming the field the reasoning text came in (``reasoning_content``
+# or ``reasoning``): DeepSeek's thinking mode answers 400 unless an assistant message that
+# made tool calls carries its reasoning text back in that field; servers that never sent
+# it never get it.
+TEXT_FIELD = "text_field"
+
+
 def _echo_fields(reasoning: Reasoning) -> dict[str, Any]:
     details = reasoning.details
     if isinstance(details, list):  # a bare OpenRouter reasoning_details list
@@ -61,25 +71,33 @@ def _echo_fields(reasoning: Reasoning) -> dict[str, Any]:
     return {}
 
 
+def _text_field(reasoning: Reasoning) -> dict[str, Any]:
+    details = reasoning.details
+    key = details.get(TEXT_FIELD) if isinstance(details, dict) else None
+    return {key: reasoning.content} if key in ("reasoning_content", "reasoning") and reasoning.content else {}
+
+
 def to_chat_messages(system: str, items: Sequence[Item]) -> list[dict[str, Any]]:
     """Chat ``messages`` for a system prompt and items, one assistant message per turn.
 
     Items of one assistant turn come as Reasoning?, Message?, ToolCall*: they are merged
-    into ONE assistant message (``content`` + ``tool_calls``). Reasoning text is not sent
-    (chat has no field for it); opaque reasoning data a provider asked back is.
+    into ONE assistant message (``content`` + ``tool_calls``). Reasoning text goes back only
+    on a message with tool calls and only in the field the server sent it in (DeepSeek
+    requires it there); opaque reasoning data a provider asked back is always sent.
     """
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     turn: dict[str, Any] | None = None  # the assistant message being assembled
+    thought: dict[str, Any] = {}  # the turn's reasoning text, sent back only with tool calls
     # Images from tool results (Agent.send_images): a tool message carries only text, and
     # nothing may come between the tool messages of one turn, so they follow as one user
     # message after the last result.
     images: list[dict[str, Any]] = []
 
     def flush() -> None:
-        nonlocal turn
+        nonlocal turn, thought
         if turn is not None and (turn.get("content") is not None or turn.get("tool_calls")):
-            messages.append(turn)
-        turn = None
+            messages.append({**turn, **thought} if turn.get("tool_calls") else turn)
+        turn, thought = None, {}
         if images:
             parts: list[dict[str, Any]] = [{"type": "text", "text": "Images from the tool results above:"}]
             parts += [{"type": "image_url", "image_url": {"url": f"data:{im['mime']};base64,{im['data']}"}}
@@ -92,14 +110,16 @@ def to_chat_messages(system: str, items: Sequence[Item]) -> list[dict[str, Any]]
             flush()  # reasoning opens a new assistant turn
             echo = _echo_fields(item)
             turn = {"role": "assistant", "content": None, **echo} if echo else None
+            thought = _text_field(item)
         elif isinstance(item, Message) and item.role == "assistant":
             if turn is None or turn.get("content") is not None or turn.get("tool_calls"):
+                kept = thought if turn is None else {}  # reasoning without opaque fields
                 flush()
-                turn = {"role": "assistant", "content": None}
+                turn, thought = {"role": "assistant", "content": None}, kept
             turn["content"] = item.content
         elif isinstance(item, ToolCall):
             if turn is None:
-                turn = {"role": "assistant", "content": None}
+                turn = {"role": "assistant", "content": None}  # keeps a pending ``thought``
             turn.setdefault("tool_calls", []).append(_wire_call(item))
         elif isinstance(item, ToolResult):
             if turn is not None:
@@ -156,6 +176,69 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     return (value, None) if isinstance(value, dict) else ({}, text)
 
 
+def _join_surrogates(text: str) -> str:
+    """Combine UTF-16 surrogate pairs (a JSON ``\\ud83d`` escape split from its partner
+    across chunks decodes to two lone halves); a half without a partner becomes U+FFFD."""
+    if not any("\ud800" <= ch <= "\udfff" for ch in text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+class _ThinkSplitter:
+    """Routes a leading ``<think>…</think>`` block of streamed content to reasoning.
+
+    Reasoning models served without a reasoning parser (deepseek-r1 on older Ollama,
+    llama.cpp without ``--reasoning-format``, vLLM without ``--reasoning-parser``) put
+    their thinking inside ``content``; it must not become the answer nor be sent back.
+    Tags may be split across chunks, so undecided text is held back until it is clear.
+    """
+
+    OPEN, CLOSE = "<think>", "</think>"
+
+    def __init__(self) -> None:
+        self.state = "start"  # start -> think -> text
+        self.pending = ""
+
+    def feed(self, chunk: str) -> tuple[str, str]:
+        """``(reasoning, text)`` that can be released for this chunk."""
+        self.pending += chunk
+        reasoning = text = ""
+        if self.state == "start":
+            head = self.pending.lstrip()
+            if self.OPEN.startswith(head) and len(head) < len(self.OPEN):
+                return "", ""  # maybe the start of "<think>": wait
+            if head.startswith(self.OPEN):
+                self.state, self.pending = "think", head[len(self.OPEN):]
+            else:
+                self.state = "text"
+        if self.state == "think":
+            end = self.pending.find(self.CLOSE)
+            if end < 0:
+                keep = _partial_suffix(self.pending, self.CLOSE)
+                reasoning, self.pending = self.pending[:len(self.pending) - keep], \
+                    self.pending[len(self.pending) - keep:]
+                return reasoning, ""
+            reasoning = self.pending[:end]
+            self.pending = self.pending[end + len(self.CLOSE):].lstrip("\r\n")
+            self.state = "text"
+        if self.state == "text":
+            text, self.pending = self.pending, ""
+        return reasoning, text
+
+    def flush(self) -> tuple[str, str]:
+        """What is still held back at the end of the stream."""
+        rest, self.pending = self.pending, ""
+        return (rest, "") if self.state == "think" else ("", rest)
+
+
+def _partial_suffix(text: str, tag: str) -> int:
+    """Length of the longest end of ``text`` that could begin ``tag``."""
+    for size in range(min(len(tag) - 1, len(text)), 0, -1):
+        if tag.startswith(text[-size:]):
+            return size
+    return 0
+
+
 @dataclass
 class _CallSlot:
     id: str = ""
@@ -182,6 +265,9 @@ class ChatTurnAssembler:
         self._details: list[dict[str, Any]] = []
         self._echo: dict[str, Any] = {}
         self._calls: dict[int, _CallSlot] = {}
+        self._slot_of: dict[int, int] = {}  # wire index -> slot (Ollama reuses index 0)
+        self._reasoning_field: str | None = None
+        self._think = _ThinkSplitter()
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
         self.model: str | None = None
@@ -221,17 +307,24 @@ class ChatTurnAssembler:
         if isinstance(content, list):  # content parts
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
         if isinstance(content, str) and content:
-            self._text.append(content)
-            events.append(TextDelta(content))
+            thinking, content = self._think.feed(content)
+            if thinking:
+                self._reasoning.append(thinking)
+                events.append(ReasoningDelta(thinking))
+            if content:
+                self._text.append(content)
+                events.append(TextDelta(content))
 
         details = delta.get("reasoning_details")
         if isinstance(details, list) and details:
             self._add_details(details)
         # One text per delta: servers that send ``reasoning`` also mirror it in
         # ``reasoning_details``, and some send ``reasoning_content`` next to ``reasoning``.
-        for candidate in (delta.get("reasoning_content"), delta.get("reasoning")):
+        for key in ("reasoning_content", "reasoning"):
+            candidate = delta.get(key)
             if isinstance(candidate, str) and candidate:
                 reasoning = candidate
+                self._reasoning_field = self._reasoning_field or key
                 break
         else:
             reasoning = _reasoning_text(details) if isinstance(details, list) else ""
@@ -276,7 +369,7 @@ class ChatTurnAssembler:
     def _index(self, wire: dict[str, Any], position: int, count: int) -> int:
         index = wire.get("index")
         if isinstance(index, int):
-            return index
+            return self._slot_for_index(index, wire)
         # No index: a known id names its slot, a new id opens one; otherwise go by
         # position, or continue the latest call when the delta holds only one.
         call_id = wire.get("id")
@@ -287,7 +380,38 @@ class ChatTurnAssembler:
             return max(self._calls, default=-1) + 1
         if count > 1 or not self._calls:
             return position
-        return max(self._calls)
+        latest = max(self._calls)
+        return latest + 1 if self._starts_another_call(self._calls[latest], wire) else latest
+
+    def _slot_for_index(self, index: int, wire: dict[str, Any]) -> int:
+        """The slot for a wire ``index``: a new one when that index starts another call.
+
+        Ollama sends each parallel call whole, every one with ``index`` 0 (and its own
+        id); some gateways do the same without ids. Merged, they would become one call
+        whose arguments are two JSON objects back to back, and the second call lost.
+        """
+        slot = self._slot_of.get(index)
+        if slot is None:
+            slot = index if index not in self._calls else max(self._calls) + 1
+        elif self._starts_another_call(self._calls[slot], wire):
+            call_id = wire.get("id")
+            known = [i for i, s in self._calls.items() if call_id and s.id == call_id]
+            slot = known[0] if known else max(self._calls) + 1
+        self._slot_of[index] = slot
+        return slot
+
+    @staticmethod
+    def _starts_another_call(slot: _CallSlot, wire: dict[str, Any]) -> bool:
+        """A different id, or a name with arguments after the slot's JSON is complete."""
+        call_id = wire.get("id")
+        if isinstance(call_id, str) and call_id and slot.id and call_id != slot.id:
+            return True
+        function = wire.get("function")
+        if not (isinstance(function, dict) and function.get("name") and slot.name
+                and function.get("arguments")):
+            return False
+        so_far = "".join(slot.arguments)
+        return bool(so_far.strip()) and parse_arguments(so_far)[1] is None
 
     def _call_delta(self, index: int, wire: dict[str, Any]) -> ToolCallDelta | None:
         slot = self._calls.setdefault(index, _CallSlot())
@@ -314,19 +438,29 @@ class ChatTurnAssembler:
 
     def turn(self) -> Turn:
         """The turn assembled so far (ids synthesized where the server sent none)."""
+        thinking, rest = self._think.flush()
+        self._reasoning.append(thinking)
+        self._text.append(rest)
         calls = []
         for index in sorted(self._calls):
             slot = self._calls[index]
-            arguments, raw = parse_arguments("".join(slot.arguments))
+            arguments, raw = parse_arguments(_join_surrogates("".join(slot.arguments)))
             meta = {_CALL_EXTRA: dict(slot.extra)} if slot.extra else {}
             calls.append(ToolCall(slot.id or new_call_id(), slot.name, arguments, raw, meta))
         echo = dict(self._echo)
         if self._details:
             echo["reasoning_details"] = [dict(d) for d in self._details]
-        text = "".join(self._reasoning)
-        reasoning = Reasoning(text, details=echo or None) if (text or echo) else None
+        thoughts = _join_surrogates("".join(self._reasoning))
+        text = _join_surrogates("".join(self._text))
+        if "</think>" in text and "<think>" not in text:
+            # The template opened <think> in the prompt: the reply starts inside it.
+            head, _, text = text.partition("</think>")
+            thoughts, text = thoughts + head, text.lstrip("\r\n")
+        if thoughts and echo.get(TEXT_FIELD) is None and self._reasoning_field:
+            echo[TEXT_FIELD] = self._reasoning_field
+        reasoning = Reasoning(thoughts, details=echo or None) if (thoughts or echo) else None
         return Turn(
-            text="".join(self._text),
+            text=text,
             tool_calls=calls,
             reasoning=reasoning,
             finish_reason=self.finish_reason,
