@@ -21,9 +21,26 @@ from .base import ModelEvent, ModelRequest, Turn, TurnComplete
 from .retry import RetryPolicy, with_retries, http_error, one_line, provider_message, redact, safe_url, transport_error
 from .sse import aiter_events, is_event_stream, sse_response
 
-__all__ = ["HeaderAuth", "ProviderError", "Assembler", "StreamingHTTPModel"]
+__all__ = ["HeaderAuth", "ProviderError", "Assembler", "StreamingHTTPModel", "encode_json"]
 
 log = logging.getLogger("ipyagent.models")
+
+
+def encode_json(body: Any) -> bytes:
+    """``body`` as compact UTF-8 JSON that cannot fail on a lone UTF-16 surrogate.
+
+    Streams from JS-based servers can cut an emoji's ``\\ud83d\\ude00`` escape pair in two;
+    a half that was never rejoined would make every later request (the conversation holds
+    it) fail in the UTF-8 encoder. Halves that sit side by side are joined into their
+    character; a lone one becomes U+FFFD. Other non-ASCII text stays real UTF-8.
+    """
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Through UTF-16, surrogate pairs combine and lone halves decode as U+FFFD.
+        repaired = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        return repaired.encode("utf-8")
 
 
 class HeaderAuth(httpx.Auth):
@@ -153,11 +170,12 @@ class StreamingHTTPModel:
 
     async def _attempt(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         url = safe_url(self.url)
-        headers = {"Accept": "text/event-stream", **self.extra_headers}
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **self.extra_headers}
         log.debug("POST %s model=%s", url, self.name)
+        content = encode_json(body)  # not httpx's json=: it raises on a lone surrogate
         try:
             async with self._http().stream(
-                "POST", self.url, json=body, headers=headers, auth=self._auth, timeout=self.timeout
+                "POST", self.url, content=content, headers=headers, auth=self._auth, timeout=self.timeout
             ) as response:
                 if not response.is_success:
                     await response.aread()
