@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from . import errors
@@ -15,6 +16,11 @@ from .context import Context
 from .events import RunResult, Step, Usage
 from .items import Message, Reasoning, Summary, ToolCall, ToolResult
 from .tools import Tool, Toolbox, tool
+
+# Library convention: records go nowhere until the application configures logging, so
+# Python's last-resort handler never prints them raw to stderr (a red block in a cell)
+# next to the Notice that already told the user.
+logging.getLogger("ipyagent").addHandler(logging.NullHandler())
 
 __all__ = [
     "__version__",

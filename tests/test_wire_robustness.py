@@ -21,7 +21,7 @@ from ipyagent.models.base import ModelRequest
 from ipyagent.models.http import encode_json
 from ipyagent.models.openai_chat import OpenAIChatModel
 
-from scripted_server import ScriptedServer, collect, raw_sse, reply_text, sse_event
+from scripted_server import ScriptedServer, collect, http_error, raw_sse, reply_text, sse_event
 
 KEY = "sk-SENTINEL-wire42"
 
@@ -89,3 +89,29 @@ def test_agent_keeps_running_after_a_streamed_lone_surrogate(scripted_server) ->
     assert (first.stop_reason, first.error, first.text) == ("done", None, "Done.")
     assert (second.stop_reason, second.text) == ("done", "Again.")
     assert scripted_server.bodies[1]["messages"][2]["content"] == "Smile \ufffd!"
+
+
+# ------------------------------------------------------------------ retries reach the user once
+
+
+def test_a_retry_is_not_also_printed_raw_to_stderr(scripted_server) -> None:
+    """With no logging configured, a retry is a Retrying event only (no last-resort stderr line)."""
+    scripted_server.script([http_error(429, {"error": {"message": "slow down"}}, {"retry-after": "0"}),
+                            reply_text("ok")])
+    script = textwrap.dedent(f"""
+        import asyncio
+        from ipyagent.items import Message
+        from ipyagent.models.base import ModelRequest
+        from ipyagent.models.openai_chat import OpenAIChatModel
+
+        async def main():
+            async with OpenAIChatModel("m", {scripted_server.base_url!r}, "k", backoff=0) as model:
+                request = ModelRequest("s", [Message("user", "hi")])
+                print([type(e).__name__ async for e in model.stream(request)])
+
+        asyncio.run(main())
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "Retrying" in done.stdout and "TurnComplete" in done.stdout
+    assert done.stderr == ""

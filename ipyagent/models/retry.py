@@ -261,7 +261,8 @@ async def with_retries(
             if yielded or not policy.should_retry(exc, n):
                 raise
             delay = policy.delay(n, exc)
-            _log.warning("%s; retry %d of %d in %.2fs", exc, n + 1, policy.max_retries, delay)
+            # INFO, not WARNING: the Retrying event below is how the user hears of it.
+            _log.info("%s; retry %d of %d in %.2fs", exc, n + 1, policy.max_retries, delay)
             yield Retrying(n + 1, policy.max_retries, delay, str(exc))
             await policy.sleep(delay)
             n += 1
