@@ -16,6 +16,8 @@ from typing import Any, AsyncIterator, Callable
 import pytest
 
 from ipyagent import Agent
+from ipyagent.errors import ModelResponseError, ModelStreamError
+from ipyagent.events import Notice
 from ipyagent.items import Message, ToolCall
 from ipyagent.models.base import ModelRequest
 from ipyagent.models.http import encode_json
@@ -115,3 +117,76 @@ def test_a_retry_is_not_also_printed_raw_to_stderr(scripted_server) -> None:
     assert done.returncode == 0, done.stderr
     assert "Retrying" in done.stdout and "TurnComplete" in done.stdout
     assert done.stderr == ""
+
+
+# ------------------------------------------------------------------ llama.cpp's `error:` lines
+
+LLAMA_ERROR = ('error: {"code":400,"message":"the request exceeds the available context size, try increasing it",'
+               '"type":"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":4096}\n\n')
+
+
+@pytest.mark.parametrize("before", ["", chunk({"role": "assistant", "content": "The answer is"})],
+                         ids=["error-first", "error-mid-stream"])
+async def test_llamacpp_error_line_is_the_error_with_the_servers_message(
+        scripted_server, make_model, before) -> None:
+    scripted_server.script([raw_sse(before + LLAMA_ERROR + "data: [DONE]\n\n")])
+    with pytest.raises(ModelStreamError) as info:
+        await collect(make_model().stream(ask()))
+    text = str(info.value)
+    assert "the request exceeds the available context size, try increasing it" in text
+    assert scripted_server.base_url in text and "\n" not in text and KEY not in text
+
+
+async def test_error_line_split_across_network_reads_is_still_read(scripted_server, make_model) -> None:
+    scripted_server.script([raw_sse(chunk({"content": "Hi"}) + LLAMA_ERROR, chunk_size=3)])
+    with pytest.raises(ModelStreamError, match="exceeds the available context size"):
+        await collect(make_model().stream(ask()))
+
+
+def test_agent_run_ends_in_error_not_done_on_a_mid_stream_error_line(scripted_server) -> None:
+    scripted_server.script([raw_sse(chunk({"role": "assistant", "content": "The answer is"})
+                                    + LLAMA_ERROR + "data: [DONE]\n\n")])
+    with Agent(model="m", base_url=scripted_server.base_url, python_tool=False, file_tools=False) as agent:
+        result = agent.run("go")
+    assert result.stop_reason == "error" and "exceeds the available context size" in (result.error or "")
+
+
+# ------------------------------------------------------------------ a stream cut off without a finish reason
+
+
+def test_stream_ending_without_a_finish_reason_gives_a_warning(scripted_server) -> None:
+    scripted_server.script([raw_sse(chunk({"role": "assistant", "content": "The answer is"}))])
+    seen: list[Any] = []
+    with Agent(model="m", base_url=scripted_server.base_url, python_tool=False, file_tools=False) as agent:
+        result = agent.run("go", on_event=seen.append)
+    warnings = [e.message for e in seen if isinstance(e, Notice) and e.level == "warning"]
+    assert result.text == "The answer is"
+    assert any("without a finish reason" in w and "cut off" in w and scripted_server.base_url in w
+               for w in warnings), warnings
+
+
+async def test_a_complete_stream_gives_no_cut_off_warning(scripted_server, make_model) -> None:
+    scripted_server.script([reply_text("All here."), reply_text("No [DONE] either.", done=False)])
+    for _ in range(2):
+        events, turn = await collect(make_model().stream(ask()))
+        assert not [e for e in events if isinstance(e, Notice)] and turn.finish_reason == "stop"
+
+
+# ------------------------------------------------------------------ an HTML page where the API should be
+
+
+async def test_html_page_with_200_says_to_check_base_url(scripted_server, make_model) -> None:
+    page = "<!doctype html><html><head><title>Open WebUI</title></head><body></body></html>"
+    scripted_server.script([raw_sse(page, content_type="text/html; charset=utf-8")])
+    with pytest.raises(ModelResponseError) as info:
+        await collect(make_model().stream(ask()))
+    text = str(info.value)
+    assert text.startswith("got an HTML page ('Open WebUI') from http://127.0.0.1:")
+    assert "check base_url (it usually ends in /v1)" in text and "\n" not in text and KEY not in text
+    assert info.value.url == f"{scripted_server.base_url}/chat/completions"
+
+
+async def test_plain_text_200_quotes_the_body(scripted_server, make_model) -> None:
+    scripted_server.script([raw_sse("Ollama is running", content_type="text/plain")])
+    with pytest.raises(ModelResponseError, match="neither an event stream nor JSON: Ollama is running"):
+        await collect(make_model().stream(ask()))

@@ -5,18 +5,21 @@ provides ``payload(request)`` and ``new_assembler()``; the base class POSTs the 
 maps failures through ``retry.py`` (the same rules as the Chat Completions client),
 retries transient ones while nothing has been yielded, frames the reply with ``sse.py``
 and feeds each JSON event to the assembler. A JSON body where a stream was asked for
-(a server that ignored ``stream: true``) goes to the assembler whole.
+(a server that ignored ``stream: true``) goes to the assembler whole; an HTML page (a
+``base_url`` that points at a web UI) is one error line that says so. A stream that ends
+without a finish reason after some output yields a warning ``Notice`` before its turn.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any, AsyncIterator, Protocol
 
 import httpx
 
-from ..errors import ModelError, ModelResponseError, ModelStreamError
+from ..errors import ModelResponseError, ModelStreamError
 from .base import ModelEvent, ModelRequest, Turn, TurnComplete
 from .retry import RetryPolicy, with_retries, http_error, one_line, provider_message, redact, safe_url, transport_error
 from .sse import aiter_events, is_event_stream, sse_response
@@ -187,34 +190,48 @@ class StreamingHTTPModel:
 
     async def _events(self, response: httpx.Response, url: str) -> AsyncIterator[ModelEvent]:
         assembler = self.new_assembler()
+        sniffed: bytes | None = None  # the body, when it was not announced as a stream
         try:
             if not is_event_stream(response):
-                content = await response.aread()
-                if "json" in response.headers.get("content-type", "") or content.lstrip()[:1] == b"{":
-                    for event in self._whole(content, assembler, url):
+                sniffed = await response.aread()
+                if "json" in response.headers.get("content-type", "") or sniffed.lstrip()[:1] == b"{":
+                    for event in self._whole(sniffed, assembler, url):
                         yield event
                     return
-                response = sse_response(content)  # SSE under another content type: sniffed
-            async for sse in aiter_events(response):
-                data = sse.data.strip()
-                if not data:
-                    continue
-                if data == "[DONE]":
-                    break
-                try:
-                    chunk = json.loads(data)
-                except ValueError:
-                    if sse.event == "error":
-                        raise ProviderError(data) from None
-                    raise ModelResponseError(f"unparseable stream event: {one_line(data, 120)}", url=url) from None
-                if isinstance(chunk, dict):
-                    for event in assembler.feed(sse.event, chunk):
-                        yield event
+                if _is_html(response, sniffed):
+                    raise _html_error(sniffed, url, self._key)
+                response = sse_response(sniffed)  # SSE under another content type: sniffed
+            async for event in self._stream_events(response, assembler, url):
+                yield event
         except ProviderError as exc:
             raise self._stream_error(exc.error, assembler.turn(), url) from None
         if not assembler.events_seen:
-            raise ModelResponseError("the stream ended before any event", url=url)
-        yield TurnComplete(assembler.turn())
+            raise ModelResponseError(redact(_no_events(sniffed), [self._key]), url=url)
+        turn = assembler.turn()
+        notice = _cut_off_notice(turn, url)
+        if notice is not None:
+            yield notice  # a Notice: the agent shows any event it does not consume itself
+        yield TurnComplete(turn)
+
+    async def _stream_events(
+        self, response: httpx.Response, assembler: Assembler, url: str
+    ) -> AsyncIterator[ModelEvent]:
+        """Feed each SSE event's JSON to ``assembler``; stop at ``[DONE]``."""
+        async for sse in aiter_events(response):
+            data = sse.data.strip()
+            if not data:
+                continue
+            if data == "[DONE]":
+                break
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                if sse.event == "error":
+                    raise ProviderError(data) from None
+                raise ModelResponseError(f"unparseable stream event: {one_line(data, 120)}", url=url) from None
+            if isinstance(chunk, dict):
+                for event in assembler.feed(sse.event, chunk):
+                    yield event
 
     def _whole(self, content: bytes, assembler: Assembler, url: str) -> list[ModelEvent]:
         """Events of a non-streamed JSON body."""
@@ -245,3 +262,48 @@ class StreamingHTTPModel:
         # Usage and partial output of the failed turn still count (budgets, display).
         exc.turn = turn  # type: ignore[attr-defined]
         return exc
+
+
+def _is_html(response: httpx.Response, content: bytes) -> bool:
+    """True for a web page (a UI or a proxy's page answered where the API should be)."""
+    if "html" in response.headers.get("content-type", "").lower():
+        return True
+    return content.lstrip()[:15].lower().startswith((b"<!doctype html", b"<html"))
+
+
+def _html_error(content: bytes, url: str, key: str | None) -> ModelResponseError:
+    """One line that says a page came back and what to check, with the page's title."""
+    found = re.search(rb"<title[^>]*>(.*?)</title>", content[:4096], re.I | re.S)
+    title = one_line(redact(found.group(1).decode("utf-8", "replace"), [key]), 60) if found else ""
+    page = f"an HTML page ({title!r})" if title else "an HTML page"
+    error = ModelResponseError(
+        f"got {page} from {url}, not an API response — check base_url (it usually ends in /v1)"
+    )
+    error.url = url  # already in the message, where it reads best
+    return error
+
+
+def _no_events(sniffed: bytes | None) -> str:
+    """Why a reply gave nothing; quotes a body that was not announced as a stream."""
+    text = one_line(sniffed.decode("utf-8", "replace"), 120) if sniffed else ""
+    if text:
+        return f"the reply is neither an event stream nor JSON: {text}"
+    return "the stream ended before any event"
+
+
+def _cut_off_notice(turn: Turn, url: str) -> Any:
+    """A warning ``Notice`` when output came but no finish reason: the reply may be cut off.
+
+    A proxy's timeout or a server that dies mid-reply can close the stream cleanly; the
+    turn would otherwise end the run ``done`` with a truncated answer, silently.
+    """
+    if turn.finish_reason or not (turn.text or turn.tool_calls or turn.reasoning):
+        return None
+    from ..events import Notice  # lazily: events imports the models package
+
+    parts = [f"{len(turn.text)} characters"] if turn.text else []
+    if turn.tool_calls:
+        parts.append(f"{len(turn.tool_calls)} tool call(s)")
+    what = " and ".join(parts) or "reasoning only"
+    return Notice(f"the stream from {url} ended without a finish reason after {what}: "
+                  "the reply may be cut off", "warning")

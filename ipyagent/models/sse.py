@@ -5,11 +5,16 @@ httpx-sse implements the WHATWG event-stream rules (``:`` comment lines, ``event
 blank lines by hand. A recorded SSE string goes through the very same code path: it is
 wrapped in an ``httpx.Response`` (optionally cut into tiny byte chunks, to prove that
 events and multi-byte characters split across network reads survive).
+
+One non-standard line is understood: llama.cpp's server reports a failure as
+``error: {json}``, a field the event-stream rules ignore; it is read as an ``error`` event
+so the caller's error path shows the server's message.
 """
 
 from __future__ import annotations
 
-from typing import AsyncIterator, Mapping
+import re
+from typing import AsyncGenerator, AsyncIterator, Mapping
 
 import httpx
 from httpx_sse import EventSource, ServerSentEvent
@@ -39,11 +44,60 @@ async def aiter_events(response: httpx.Response) -> AsyncIterator[ServerSentEven
 
     Comment lines are dropped by httpx-sse. Per the SSE spec, an event is dispatched at
     the blank line that ends it, so a final event cut off by the end of the body is lost.
+    An ``error: …`` line (llama.cpp) comes out as an event named ``error``.
     """
-    async for event in EventSource(response).aiter_sse():
-        if event.event in _IGNORED_EVENTS:
-            continue
-        yield event
+    source = _error_lines_as_events(response.aiter_bytes())
+    # Only the content type: the bytes are already decoded (no Content-Encoding again).
+    content_type = response.headers.get("content-type", SSE_CONTENT_TYPE)
+    rewritten = httpx.Response(response.status_code, headers={"content-type": content_type}, content=source)
+    try:
+        async for event in EventSource(rewritten).aiter_sse():
+            if event.event in _IGNORED_EVENTS:
+                continue
+            yield event
+    finally:
+        await source.aclose()
+
+
+_ERROR_FIELD = b"error:"
+_ERROR_EVENT = b"event: error\ndata:"
+_ERROR_AFTER_NEWLINE = re.compile(rb"(?<=[\r\n])error:")
+
+
+async def _error_lines_as_events(chunks: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
+    """``chunks`` with every line ``error: X`` rewritten as ``event: error`` + ``data: X``.
+
+    A chunk may end inside ``error:`` at the start of a line: those few bytes wait for
+    the next chunk. Nothing else is held back, so events are not delayed.
+    """
+    held = b""
+    at_line_start = True  # the stream begins a line
+    try:
+        async for chunk in chunks:
+            data = held + chunk
+            starts_line = at_line_start or bool(held)
+            data, held = _split_partial_field(data, starts_line)
+            if not data:
+                continue
+            if starts_line and data.startswith(_ERROR_FIELD):
+                data = _ERROR_EVENT + data[len(_ERROR_FIELD):]
+            yield _ERROR_AFTER_NEWLINE.sub(_ERROR_EVENT, data)
+            at_line_start = data.endswith((b"\n", b"\r"))
+        if held:
+            yield held
+    finally:
+        close = getattr(chunks, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def _split_partial_field(data: bytes, starts_line: bool) -> tuple[bytes, bytes]:
+    """``data`` cut before a last line that may yet become ``error:``, and that piece."""
+    newline = max(data.rfind(b"\n"), data.rfind(b"\r"))
+    last = data[newline + 1 :]
+    if last and (newline >= 0 or starts_line) and len(last) < len(_ERROR_FIELD) and _ERROR_FIELD.startswith(last):
+        return data[: newline + 1], last
+    return data, b""
 
 
 def sse_response(
