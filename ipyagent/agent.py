@@ -418,9 +418,12 @@ class Agent(AgentResources):
 
         ``rerun=True`` also re-runs its python calls so the sibling has their variables.
         """
-        from .transcript import from_transcript
+        from .transcript import from_transcript, read
 
-        agent = from_transcript(cls, path, **settings)
+        transcript = read(path)
+        if rerun:
+            transcript.verify_cells()  # run only the code its cells show
+        agent = from_transcript(cls, transcript, **settings)
         if rerun:
             agent.rebuild_kernel()
         return agent
@@ -428,13 +431,19 @@ class Agent(AgentResources):
     def load(self, path: str | os.PathLike[str], *, rerun: bool = False) -> Transcript:
         """Replace the conversation with a transcript's (this agent's settings are kept).
 
-        ``rerun=True`` also re-runs its python calls (``rebuild_kernel``) in a fresh sibling.
+        A running sibling is restarted: the old conversation's variables must not pass
+        for this one's. ``rerun=True`` then re-runs its python calls (``rebuild_kernel``).
         """
-        from .transcript import load_into
+        from .transcript import load_into, read
 
-        transcript = load_into(self, path)
+        transcript = read(path)
         if rerun:
-            self.rebuild_kernel(restart=True)
+            transcript.verify_cells()
+        load_into(self, transcript)
+        if self._kernel is not None and self._kernel.is_alive():
+            self._kernel.restart()
+        if rerun:
+            transcript.rebuild = self.rebuild_kernel()
         return transcript
 
     def rebuild_kernel(self, *, restart: bool = False) -> Rebuild:

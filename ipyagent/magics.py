@@ -185,6 +185,9 @@ class AgentMagics(Magics):
                 return Command(words[0], None, opts, path=args[1], rerun=rerun)
             if len(args) == 1:
                 raise UsageError(f"%agent {words[0]} needs a path, e.g. %agent {words[0]} run.ipynb")
+            if " ".join(args[1:]).endswith(".ipynb"):  # a path with spaces, not a task
+                raise UsageError(f"%agent {words[0]} takes one path; quote a path with spaces: "
+                                 f"%agent {words[0]} \"{' '.join(args[1:])}\"")
         task = rest.strip()
         if not task:
             if opts.step:
@@ -285,7 +288,7 @@ class AgentMagics(Magics):
         if method is None:
             raise UsageError(f"%agent {cmd.action} is not available in this version of ipyagent")
         try:
-            outcome = method(cmd.path)
+            outcome = method(cmd.path, rerun=True) if cmd.rerun else method(cmd.path)
         except (OSError, IpyagentError, ValueError) as exc:
             raise UsageError(f"%agent {cmd.action} {cmd.path}: {one_line(exc)}") from None
         if cmd.action == "save":
@@ -294,27 +297,25 @@ class AgentMagics(Magics):
         if cmd.action == "load":
             print(f"ipyagent: loaded {len(agent.context)} items from {cmd.path}; "
                   "the next %agent continues it")
-            self._after_load(agent, cmd)
+            self._after_load(agent, cmd, outcome)
             return None
         return outcome
 
-    def _after_load(self, agent: Any, cmd: Command) -> None:
-        """Rebuild the sibling's variables (``--rerun``), or say how to."""
+    def _after_load(self, agent: Any, cmd: Command, transcript: Any) -> None:
+        """Say whether the sibling has the run's variables (``--rerun`` rebuilt them)."""
         from .rebuild import python_calls_that_ran
 
         calls = len(python_calls_that_ran(agent.context))
         if not calls:
             return
         if not cmd.rerun:
-            print(f"ipyagent: the sibling kernel does not have this run's variables; "
-                  f"`%agent load {cmd.path} --rerun` re-runs its {calls} python "
-                  f"call{'s' if calls != 1 else ''} first")
+            print(f"ipyagent: the sibling kernel starts empty; `%agent load {cmd.path} --rerun` "
+                  f"re-runs its {calls} python call{'s' if calls != 1 else ''} (the code in its "
+                  "cells) to bring the variables back")
             return
-        try:
-            report = agent.rebuild_kernel(restart=True)
-        except IpyagentError as exc:
-            raise UsageError(f"%agent load {cmd.path} --rerun: {one_line(exc)}") from None
-        print(f"ipyagent: {report.line()}")
+        report = getattr(transcript, "rebuild", None)
+        if report is not None:
+            print(f"ipyagent: {report.line()}")
 
 def _split_options(line: str, parser: Any) -> tuple[list[str], str, bool]:
     """Leading ``--options`` (with their values), the raw rest, and whether ``--`` ended them."""

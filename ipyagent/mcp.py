@@ -77,7 +77,8 @@ class MCPManager:
         return Path(self.agent.cwd or os.getcwd())
 
     async def _configure(self) -> None:
-        configs, self.problems = load_configs(self.agent.mcp_servers, self._directory())
+        directory = self._directory() if self.agent.mcp_files else None
+        configs, self.problems = load_configs(self.agent.mcp_servers, directory)
         for name in list(self.connections):
             conn = self.connections[name]
             if name not in configs or not conn.config.same_server(configs[name]):

@@ -103,11 +103,13 @@ def find_config_file(directory: str | Path) -> Path | None:
     return None
 
 
-def load_configs(configured: Any, directory: str | Path) -> tuple[dict[str, ServerConfig], list[str]]:
-    """Servers from the config file beside the notebook, then ``Agent.mcp_servers`` (wins)."""
+def load_configs(configured: Any, directory: str | Path | None
+                 ) -> tuple[dict[str, ServerConfig], list[str]]:
+    """Servers from the config file beside the notebook (none when ``directory`` is None),
+    then ``Agent.mcp_servers`` (wins)."""
     configs: dict[str, ServerConfig] = {}
     problems: list[str] = []
-    path = find_config_file(directory)
+    path = find_config_file(directory) if directory is not None else None
     if path is not None:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))

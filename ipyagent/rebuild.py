@@ -4,8 +4,9 @@ Why: a loaded transcript continues the *conversation*, but its sibling kernel st
 empty, so the model's next ``print(df.head())`` fails on a ``df`` it believes exists.
 ``agent.rebuild_kernel()`` (``%agent load PATH --rerun``) re-executes, in order, every
 ``python`` call that really ran — as edited, and including calls a compaction summary
-replaced — and skips denied, skipped and interrupted ones. It is the user's explicit
-choice: like "Run All" on a notebook, it runs the transcript's code without asking.
+replaced — exactly the calls the transcript shows as code cells. It is the user's explicit
+choice: like "Run All" on a notebook, it runs that code without asking; a transcript
+whose cells no longer match its metadata is refused (``Transcript.verify_cells``).
 """
 
 from __future__ import annotations
@@ -17,9 +18,6 @@ from typing import Any, Iterable
 from .items import Summary, ToolCall, ToolResult, item_from_dict
 
 __all__ = ["Rebuild", "python_calls_that_ran", "arebuild"]
-
-_NOT_RUN = ("denied", "skipped", "interrupted")
-
 
 @dataclass
 class Rebuild:
@@ -60,15 +58,27 @@ def _unfold(items: Iterable[Any]) -> Iterable[Any]:
 
 
 def python_calls_that_ran(items: Iterable[Any]) -> list[ToolCall]:
-    """The ``python`` calls, in order, whose code actually ran (summaries unfolded)."""
+    """The ``python`` calls, in order, that the transcript shows as code cells.
+
+    The same rule as the notebook's cells (summaries unfolded): calls that ran, as
+    edited — not denied, skipped, interrupted, timed-out or kernel-killing ones.
+    """
+    from .notebook_export import _not_run_reason
+
     flat = list(_unfold(items))
-    results = {i.call_id: i for i in flat if isinstance(i, ToolResult)}
+    pending: dict[str, list[ToolResult]] = {}
+    for item in flat:
+        if isinstance(item, ToolResult):
+            pending.setdefault(item.call_id, []).append(item)
     ran: list[ToolCall] = []
     for item in flat:
-        if isinstance(item, ToolCall) and item.name == "python" and "code" in item.arguments:
-            result = results.get(item.id)
-            if result is not None and not any(result.meta.get(k) for k in _NOT_RUN):
-                ran.append(item)
+        if not isinstance(item, ToolCall) or item.name != "python":
+            continue
+        queue = pending.get(item.id) or []
+        result = queue.pop(0) if queue else None
+        if (isinstance(item.arguments.get("code"), str) and item.raw_arguments is None
+                and not _not_run_reason(result)):
+            ran.append(item)
     return ran
 
 

@@ -223,6 +223,7 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
     from .transcript import Transcript, read
 
     transcript = source if isinstance(source, Transcript) else read(source)
+    transcript.verify_cells()  # replay runs code: only the code its cells show
     started = time.perf_counter()
     items = flatten(transcript.items)
     turns = turns_from_items(items)
@@ -240,6 +241,9 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
               if recorded.get(k) is not None and Agent.class_traits().get(k) is not None}
     kwargs.update(settings)
     decisions = _RecordedDecisions(calls, results)
+    # Only python re-runs: no file tools (a write would happen again), no MCP servers
+    # (a mcp.json in the directory must not be called); the playback tools answer instead.
+    kwargs.update(file_tools=False, mcp_servers={}, mcp_files=False)
     agent = Agent(client=ReplayModel(turns), approval="ask", approval_hook=decisions,
                   circuit_breaker=0, max_tokens=0, python_tool=True,
                   system_prompt=transcript.system, cwd=cwd or os.getcwd(),

@@ -152,6 +152,10 @@ class AgentSettings(LoggingConfigurable):
         "(a dict holding mcpServers is accepted too). .ipyagent/mcp.json or mcp.json beside "
         "the notebook adds servers. Needs pip install 'ipyagent[mcp]'."
     )).tag(config=True)
+    mcp_files = Bool(True, help=(
+        "Also read MCP servers from .ipyagent/mcp.json or mcp.json beside the notebook; "
+        "False uses Agent.mcp_servers only (a directory you do not trust, a replay)."
+    )).tag(config=True)
     personas = Dict(help=(
         "Extra personas: name -> {system_prompt, tools, description, any Agent setting} or a "
         "prompt string. Also read from .ipyagent/agents/*.md and ~/.ipyagent/agents/*.md."

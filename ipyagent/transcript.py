@@ -26,7 +26,7 @@ from ._secrets import find_secret, key_envs, secret_values
 from ._version import __version__
 from .context import Context
 from .errors import TranscriptError
-from .items import Item, item_from_dict
+from .items import Item, ToolCall, ToolResult, item_from_dict
 from .notebook_export import FORMAT, context_to_notebook
 
 if TYPE_CHECKING:
@@ -60,6 +60,34 @@ class Transcript:
     version: str = ""
     saved: str = ""
     path: str | None = None
+    # The code cells a person sees, per call id (None: not read from a notebook).
+    cells: dict[str, list[str]] | None = None
+    rebuild: Any = None  # what ``load(..., rerun=True)`` re-ran (a ``Rebuild``)
+
+    def verify_cells(self) -> None:
+        """Raise ``TranscriptError`` unless every python call that would run again is the
+        code its cell shows.
+
+        Why: ``load`` and ``replay`` read the metadata, which nobody sees. Replay and
+        ``--rerun`` run code; it must be the code a reader of the notebook can review —
+        an edited cell (or metadata edited behind the cells) is refused, not run.
+        """
+        if self.cells is None:
+            return
+        from .rebuild import python_calls_that_ran
+
+        seen: dict[str, int] = {}
+        for call in python_calls_that_ran(self.items):
+            n = seen[call.id] = seen.get(call.id, -1) + 1
+            shown = self.cells.get(call.id, [])
+            where = f"{self.path or 'the transcript'}"
+            if n >= len(shown):
+                raise TranscriptError(f"{where}: python call {call.id} has no code cell; the "
+                                      "metadata was changed after saving — not running it")
+            if shown[n].strip() != str(call.arguments.get("code", "")).strip():
+                raise TranscriptError(f"{where}: the cell of python call {call.id} differs from "
+                                      "the recorded code (edited after saving); save the "
+                                      "notebook again from ipyagent, or restore the cell")
 
     @property
     def context(self) -> Context:
@@ -250,17 +278,49 @@ def read(path: str | os.PathLike[str]) -> Transcript:
     data = nb.metadata.get("ipyagent")
     if not isinstance(data, dict) or not isinstance(data.get("items"), list):
         raise TranscriptError(f"{source} is not an ipyagent transcript (no metadata.ipyagent.items)")
-    if int(data.get("format", 1)) > FORMAT:
+    try:
+        newer = int(data.get("format", 1)) > FORMAT
+    except (TypeError, ValueError):
+        raise TranscriptError(f"{source}: metadata.ipyagent.format is not a number "
+                              f"({data.get('format')!r})") from None
+    if newer:
         raise TranscriptError(f"{source} was written by a newer ipyagent ({data.get('version')}); "
                               "upgrade ipyagent to read it")
+    for key in ("settings", "usage"):
+        if not isinstance(data.get(key, {}), dict):
+            raise TranscriptError(f"{source}: metadata.ipyagent.{key} is damaged (not a mapping)")
     try:
-        items = [item_from_dict(_plain(d)) for d in data["items"]]
-    except (TypeError, ValueError, KeyError) as exc:
+        items = [_checked(item_from_dict(_plain(d))) for d in data["items"]]
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise TranscriptError(f"{source}: a damaged item in metadata.ipyagent.items ({exc})") from None
     return Transcript(items=items, system=str(data.get("system", "")),
                       settings=_plain(data.get("settings", {})), usage=_plain(data.get("usage", {})),
                       version=str(data.get("version", "")), saved=str(data.get("saved", "")),
-                      path=str(source))
+                      path=str(source), cells=_code_cells(nb))
+
+
+def _checked(item: Item) -> Item:
+    """The item, if its fields have the types the engine relies on."""
+    if isinstance(item, ToolCall) and not isinstance(item.arguments, dict):
+        raise TypeError(f"tool call {item.id}: arguments are not a mapping")
+    if isinstance(item, ToolResult):
+        if not isinstance(item.outputs, list) or not all(isinstance(o, dict) for o in item.outputs):
+            raise TypeError(f"tool result {item.call_id}: outputs are not a list of outputs")
+        if not isinstance(item.meta, dict):
+            raise TypeError(f"tool result {item.call_id}: meta is not a mapping")
+    return item
+
+
+def _code_cells(nb: Any) -> dict[str, list[str]]:
+    """Visible code per call id, in notebook order (ids may repeat across tasks)."""
+    cells: dict[str, list[str]] = {}
+    for cell in nb.cells:
+        tag = cell.get("metadata", {}).get("ipyagent") if cell.get("cell_type") == "code" else None
+        if isinstance(tag, dict) and isinstance(tag.get("call_id"), str):
+            source = cell.get("source", "")
+            cells.setdefault(tag["call_id"], []).append(
+                "".join(source) if isinstance(source, list) else str(source))
+    return cells
 
 
 def _plain(value: Any) -> Any:

@@ -68,6 +68,9 @@ def test_parse_options_task_and_subcommands(loaded: Any) -> None:
     assert m.parse("save 'my runs/a.ipynb'", None).path == "my runs/a.ipynb"
     # Subcommand words inside a longer task are the task; `--` forces a task.
     assert m.parse("step through the data", None).action == "run"
+    assert m.parse("load the sales data and plot it", None).action == "run"
+    cmd = m.parse("load 'my run.ipynb' --rerun", None)
+    assert (cmd.action, cmd.path, cmd.rerun) == ("load", "my run.ipynb", True)
     assert m.parse("-- reset", None).task == "reset"
     cmd = m.parse("--new", "Load sales.csv\nplot it\n")
     assert (cmd.action, cmd.task, cmd.options.new) == ("run", "Load sales.csv\nplot it", True)
@@ -82,6 +85,7 @@ def test_parse_options_task_and_subcommands(loaded: Any) -> None:
     ("", "  \n", "give a task"),
     ("do this", "and that", "%%agent takes options on its line"),
     ("save", None, "needs a path"),
+    ("save my run.ipynb", None, "quote a path with spaces"),
 ])
 def test_bad_input_raises_one_line_usage_errors(loaded: Any, line: str, cell: str | None,
                                                 message: str) -> None:

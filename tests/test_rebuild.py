@@ -13,16 +13,22 @@ def py(call_id: str, code: str) -> ToolCall:
     return ToolCall(call_id, "python", {"code": code})
 
 
-def test_only_calls_that_ran_in_order_summaries_unfolded() -> None:
-    folded = [py("a", "x = 1"), ToolResult("a", "", name="python")]
+def ran(call_id: str, status: str = "ok") -> ToolResult:
+    return ToolResult(call_id, "", error=status != "ok", name="python", meta={"status": status})
+
+
+def test_only_calls_shown_as_code_cells_in_order_summaries_unfolded() -> None:
+    folded = [py("a", "x = 1"), ran("a")]
     items = [
         Summary("earlier work", replaced=[i.to_dict() for i in folded]),
         Message("user", "go on"),
-        py("b", "y = x + 1"), ToolResult("b", "", name="python"),
+        py("b", "y = x + 1"), ran("b"),
         py("c", "rm()"), ToolResult("c", "denied", error=True, meta={"denied": True}),
         py("d", "z = 3"), ToolResult("d", "skipped", error=True, meta={"skipped": True}),
         py("e", "w = 4"), ToolResult("e", "stop", error=True, meta={"interrupted": True}),
-        py("f", "boom()"), ToolResult("f", "NameError", error=True, name="python"),
+        py("f", "boom()"), ran("f", "error"),
+        py("t", "while True: pass"), ran("t", "timeout"),
+        py("k", "import os; os._exit(1)"), ran("k", "died"),
         ToolCall("g", "read_file", {"path": "a.txt"}), ToolResult("g", "text"),
         py("h", "never answered"),
     ]
@@ -50,3 +56,51 @@ def test_from_transcript_rerun_brings_the_variables_back(tmp_path: Path) -> None
         # Both demo calls re-ran; the first (which failed on len(int)) failed again.
         report = warm.rebuild_kernel(restart=True)
         assert report.ran == 2 and [f[:2] for f in report.failed] == [(1, "error")]
+
+
+def _demo_transcript(tmp_path: Path) -> Path:
+    with Agent(model="demo", approval="auto", cwd=str(tmp_path)) as first:
+        first.run("Use Python to compute 2**100")
+        return first.save(tmp_path / "run.ipynb")
+
+
+def test_code_that_differs_from_its_cell_is_refused_never_run(tmp_path: Path) -> None:
+    """Replay and --rerun run what the cells show; hidden metadata code is refused."""
+    import nbformat
+    import pytest
+
+    from ipyagent.errors import TranscriptError
+
+    path = _demo_transcript(tmp_path)
+    nb = nbformat.read(path, as_version=4)
+    call = next(i for i in nb.metadata.ipyagent["items"] if i["type"] == "tool_call")
+    call["arguments"]["code"] = "open('PWNED', 'w').write('x')"  # the cell still shows the real code
+    tampered = tmp_path / "tampered.ipynb"
+    nbformat.write(nb, tampered)
+    with Agent(model="demo", approval="auto", cwd=str(tmp_path)) as agent:
+        with pytest.raises(TranscriptError, match="differs from the recorded code"):
+            agent.load(tampered, rerun=True)
+        with pytest.raises(TranscriptError, match="differs from the recorded code"):
+            agent.replay(tampered)
+        with pytest.raises(TranscriptError, match="differs from the recorded code"):
+            Agent.from_transcript(tampered, rerun=True)
+    assert not (tmp_path / "PWNED").exists()
+    # An edited visible cell is refused the same way (what runs must be what was recorded).
+    nb = nbformat.read(path, as_version=4)
+    next(c for c in nb.cells if c.cell_type == "code").source = "raise ValueError"
+    nbformat.write(nb, tampered)
+    with Agent(model="demo", approval="auto", cwd=str(tmp_path)) as agent:
+        with pytest.raises(TranscriptError, match="differs"):
+            agent.replay(tampered)
+        agent.load(tampered)  # without --rerun nothing runs: loading the conversation is fine
+
+
+def test_load_restarts_a_sibling_that_holds_another_conversations_variables(tmp_path: Path) -> None:
+    path = _demo_transcript(tmp_path)
+    with Agent(model="demo", approval="auto", cwd=str(tmp_path)) as agent:
+        assert agent.kernel.execute("value = 343").status == "ok"
+        agent.load(path)
+        assert agent.kernel.execute("value").status == "error"  # not a stale 343
+        transcript = agent.load(path, rerun=True)
+        assert transcript.rebuild.ran == 2
+        assert "1267650600228229401496703205376" in agent.kernel.execute("value").text

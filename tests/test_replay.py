@@ -200,3 +200,30 @@ async def test_areplay_awaits_from_a_running_loop(tmp_path):
         agent.close()
     assert report.reproduced and report.compared == 1
     assert [i.output for i in report.context if isinstance(i, ToolResult)] == ["45"]
+
+
+def test_replay_reuses_file_tool_and_mcp_results_never_redoes_them(tmp_path):
+    """A write_file call recorded in the transcript must not write again on replay, and an
+    mcp.json in the directory must not be started (its tools answered from the record)."""
+    import json
+    import sys
+    from pathlib import Path
+
+    model = ScriptedModel([calls(("write_file", {"path": "out.txt", "content": "first"})),
+                           text("Written.")])
+    with Agent(client=model, approval="auto", python_tool=False, cwd=str(tmp_path),
+               workspace=str(tmp_path)) as agent:
+        assert agent.run("write it").stop_reason == "done"
+        path = agent.save(tmp_path / "files.ipynb")
+    (tmp_path / "out.txt").unlink()
+    marker = tmp_path / "MCP_STARTED"
+    server = tmp_path / "server.py"
+    server.write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    (tmp_path / "mcp.json").write_text(json.dumps(
+        {"mcpServers": {"calc": {"command": sys.executable, "args": [str(server)]}}}))
+    report = replay(path, cwd=str(tmp_path))
+    assert report.reproduced and report.reused == 1, str(report)
+    assert not (tmp_path / "out.txt").exists()  # reused, not re-run
+    assert not marker.exists()
+    result = next(i for i in report.context if isinstance(i, ToolResult))
+    assert result.meta.get("replayed")

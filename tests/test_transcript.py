@@ -187,6 +187,25 @@ def test_read_errors_are_one_line(tmp_path):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("damage,message", [
+    (lambda m: m.update(settings="oops"), "settings is damaged"),
+    (lambda m: m.update(format="x"), "format is not a number"),
+    (lambda m: next(i for i in m["items"] if i["type"] == "tool_result").update(outputs="oops"),
+     "outputs are not a list"),
+    (lambda m: next(i for i in m["items"] if i["type"] == "tool_call").update(arguments="oops"),
+     "arguments are not a mapping"),
+])
+def test_damaged_metadata_is_one_line_naming_the_file(rich, tmp_path, damage, message):
+    _, path, _ = rich
+    nb = nbformat.read(path, as_version=4)
+    damage(nb.metadata["ipyagent"])
+    broken = tmp_path / "broken.ipynb"
+    nbformat.write(nb, broken)
+    with pytest.raises(TranscriptError, match=message) as info:
+        read(broken)
+    assert str(broken) in str(info.value) and "\n" not in str(info.value)
+
+
 def test_autosave_rewrites_after_every_step(tmp_path):
     target = tmp_path / "auto.ipynb"
     seen = []
