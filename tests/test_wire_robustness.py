@@ -16,7 +16,7 @@ from typing import Any, AsyncIterator, Callable
 import pytest
 
 from ipyagent import Agent
-from ipyagent.errors import ModelResponseError, ModelStreamError
+from ipyagent.errors import ModelResponseError, ModelStreamError, RateLimitError
 from ipyagent.events import Notice
 from ipyagent.items import Message, ToolCall
 from ipyagent.models.base import ModelRequest
@@ -190,3 +190,40 @@ async def test_plain_text_200_quotes_the_body(scripted_server, make_model) -> No
     scripted_server.script([raw_sse("Ollama is running", content_type="text/plain")])
     with pytest.raises(ModelResponseError, match="neither an event stream nor JSON: Ollama is running"):
         await collect(make_model().stream(ask()))
+
+
+# ------------------------------------------------------------------ a daily quota's retry-after
+
+
+async def test_retry_after_beyond_the_limit_fails_at_once_saying_the_wait(scripted_server, make_model) -> None:
+    quota = {"error": {"message": "Rate limit reached for tokens per day", "code": "rate_limit_exceeded"}}
+    scripted_server.script([http_error(429, quota, {"retry-after": "3600"}), reply_text("never asked for")])
+    model = make_model()
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    model.retry.sleep = sleep
+    with pytest.raises(RateLimitError) as info:
+        await collect(model.stream(ask()))
+    text = str(info.value)
+    assert waits == [] and len(scripted_server.bodies) == 1
+    assert text == ("HTTP 429: Rate limit reached for tokens per day; the server asks to wait 3600 s "
+                    "(about 1 h), more than max_retry_after=60 s, so no retry "
+                    f"({scripted_server.base_url}/chat/completions)")
+    assert info.value.retry_after == 3600.0 and KEY not in text
+
+
+async def test_retry_after_within_the_limit_is_still_waited(scripted_server, make_model) -> None:
+    scripted_server.script([http_error(429, {"error": {"message": "slow down"}}, {"retry-after": "45"}),
+                            reply_text("ok")])
+    model = make_model()
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    model.retry.sleep = sleep
+    _, turn = await collect(model.stream(ask()))
+    assert turn.text == "ok" and waits == [45.0]

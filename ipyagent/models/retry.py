@@ -7,7 +7,9 @@ Shared by every model client. Three jobs:
   the provider uses), the URL without credentials, and never the API key;
 * ``transport_error`` maps httpx's connect / timeout / dropped-connection errors;
 * ``RetryPolicy`` says whether a failure is worth another attempt and how long to wait
-  (exponential backoff with jitter; a server's ``retry-after`` wins, within a cap).
+  (exponential backoff with jitter; a server's ``retry-after`` wins). A server that asks
+  for more than ``max_retry_after`` (a daily quota) is not retried at all: the error says
+  the wait it asked for, at once, instead of after minutes of certain failures.
 """
 
 from __future__ import annotations
@@ -219,13 +221,18 @@ class RetryPolicy:
     max_retries: int = 3
     backoff: float = 0.5  # first wait in seconds; doubles each retry
     max_backoff: float = 30.0  # cap on one computed wait
-    max_retry_after: float = 60.0  # cap on a server-requested wait
+    max_retry_after: float = 60.0  # longest server-requested wait; a longer one: no retry
     jitter: float = 0.5  # each computed wait is shortened by up to this fraction
     sleep: Callable[[float], Awaitable[None]] = field(default=asyncio.sleep, repr=False)
 
     def should_retry(self, exc: BaseException, attempt: int) -> bool:
         """True when ``exc`` is transient and retry number ``attempt + 1`` is allowed."""
-        return attempt < self.max_retries and isinstance(exc, RETRYABLE)
+        return attempt < self.max_retries and isinstance(exc, RETRYABLE) and not self.waits_too_long(exc)
+
+    def waits_too_long(self, exc: BaseException) -> bool:
+        """True when the server asks for a wait beyond ``max_retry_after``."""
+        retry_after = getattr(exc, "retry_after", None)
+        return retry_after is not None and float(retry_after) > self.max_retry_after
 
     def delay(self, attempt: int, exc: BaseException | None = None) -> float:
         """Seconds to wait before retry number ``attempt + 1``."""
@@ -258,6 +265,10 @@ async def with_retries(
                 yield event
             return
         except ModelError as exc:
+            if not yielded and policy.waits_too_long(exc):
+                asked = float(getattr(exc, "retry_after"))
+                _add_note(exc, f"the server asks to wait {_duration(asked)}, "
+                               f"more than max_retry_after={policy.max_retry_after:g} s, so no retry")
             if yielded or not policy.should_retry(exc, n):
                 raise
             delay = policy.delay(n, exc)
@@ -266,3 +277,18 @@ async def with_retries(
             yield Retrying(n + 1, policy.max_retries, delay, str(exc))
             await policy.sleep(delay)
             n += 1
+
+
+def _duration(seconds: float) -> str:
+    """``3600 s (about 1 h)``: the exact figure the server sent, and a readable one."""
+    exact = f"{round(seconds)} s"
+    if seconds >= 3600:
+        return f"{exact} (about {seconds / 3600:.3g} h)"
+    return f"{exact} (about {seconds / 60:.0f} min)" if seconds >= 120 else exact
+
+
+def _add_note(exc: ModelError, note: str) -> None:
+    """Put ``note`` into ``exc``'s one-line message, before the ``(url)`` that ends it."""
+    text = str(exc)
+    tail = f" ({exc.url})" if exc.url and text.endswith(f" ({exc.url})") else ""
+    exc.args = (f"{text[: len(text) - len(tail)]}; {note}{tail}",)
