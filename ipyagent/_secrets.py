@@ -2,9 +2,11 @@
 
 Transcripts, autosaves and the response cache all pass their text through
 ``find_secret`` before writing. The secrets are *values* from the environment: the one
-``Agent.api_key_env`` names, plus any variable whose name says it holds a key or token
-(``*_API_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_ACCESS_KEY``). Short values are ignored:
-a 3-character "key" would match innocent text everywhere.
+``Agent.api_key_env`` names, plus any variable whose name contains KEY, TOKEN, SECRET or
+PASSWORD — the same rule that keeps them out of the sibling kernel's environment
+(``SECRET_MARKERS``), so nothing the sibling is denied can reach a file either. Short
+values, paths and booleans are ignored: a 3-character "key" would match innocent text
+everywhere.
 """
 
 from __future__ import annotations
@@ -16,7 +18,11 @@ from typing import Iterable, Mapping
 __all__ = ["secret_values", "find_secret", "key_envs"]
 
 MIN_LENGTH = 8
-_SECRET_NAME = re.compile(r"(API_?KEY|_TOKEN|_SECRET|SECRET_KEY|ACCESS_KEY)$", re.IGNORECASE)
+# Kept in step with kernel_process.SECRET_MARKERS (a test checks): the sibling's scrub.
+SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+# Paths, booleans, numbers, dotted names (KEYRING_BACKEND=keyring.backends.null.Keyring).
+_NOT_SECRET = re.compile(r"^(?:[/~.]|[A-Za-z]:\\|(?:true|false|yes|no|on|off|none|null|\d+)$"
+                         r"|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$)", re.IGNORECASE)
 
 
 def secret_values(key_env: str | Iterable[str | None] | None = None,
@@ -30,7 +36,8 @@ def secret_values(key_env: str | Iterable[str | None] | None = None,
         # Names that merely look like keys need a key-like value, not a word or a path.
         if named and len(value) >= MIN_LENGTH:
             found[name] = value
-        elif _SECRET_NAME.search(name) and len(value) >= 16 and not value.startswith(("/", "~")):
+        elif (any(m in name.upper() for m in SECRET_MARKERS) and len(value) >= MIN_LENGTH
+              and not _NOT_SECRET.match(value)):
             found[name] = value
     return found
 

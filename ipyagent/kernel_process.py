@@ -19,10 +19,10 @@ from typing import IO
 from jupyter_client import AsyncKernelClient, AsyncKernelManager
 
 from . import _loop
+from ._secrets import SECRET_MARKERS  # one rule for the sibling's scrub and the save guard
 
 __all__ = ["parse_memory", "scrub_env", "SECRET_MARKERS"]
 
-SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 _SIGNAL_HINTS = {
     "SIGXCPU": ": its CPU-time limit (cpu_limit) was used up",
     "SIGKILL": ": killed from outside, e.g. by the system's out-of-memory killer",

@@ -10,6 +10,7 @@ endpoint without its key is a ``ConfigError`` naming the variable, before any re
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from typing import Literal, get_args
 from urllib.parse import urlsplit
@@ -92,15 +93,46 @@ def resolve(
         raise ConfigError(f"unknown api {api!r}; one of: {', '.join(APIS)}")
     preset = PRESETS[provider] if provider else None
     url = (base_url or (preset.base_url if preset else PRESETS["openai"].base_url)).rstrip("/")
-    cloud = _CLOUD_HOSTS.get(urlsplit(url).hostname)
+    host = urlsplit(url).hostname or ""
+    cloud = _CLOUD_HOSTS.get(host)
     if key_env is None:
-        key_env = preset.key_env if preset else DEFAULT_KEY_ENV
+        key_env = _default_key_env(preset, cloud, host, explicit_url=bool(base_url))
     if preset is not None and not base_url:
         required, label = preset.key_required, preset.label
     else:  # an explicit URL (or none at all): a key is required by known cloud hosts only
         required, label = cloud is not None, cloud.label if cloud else (urlsplit(url).hostname or url)
     chosen = api or (preset.api if preset else "chat")
     return Endpoint(chosen, url, key_env, required, label)  # type: ignore[arg-type]
+
+
+def _default_key_env(preset: Preset | None, cloud: Preset | None, host: str,
+                     explicit_url: bool) -> str:
+    """The key variable when ``api_key_env`` was not set: never a cloud key for a local host.
+
+    A preset names its own; a known cloud host gets its provider's; a server on this
+    machine or the local network gets none (``OPENAI_API_KEY`` must not travel to
+    ``http://192.168.1.20``); any other URL is taken for an OpenAI-compatible proxy.
+    """
+    if preset is not None:
+        return preset.key_env
+    if cloud is not None:
+        return cloud.key_env
+    if explicit_url and is_local_host(host):
+        return ""
+    return DEFAULT_KEY_ENV
+
+
+def is_local_host(host: str) -> bool:
+    """True for loopback, private and link-local addresses, ``localhost``, ``*.local``
+    and dot-less intranet names."""
+    host = host.strip("[]").lower()
+    if host in ("localhost", "host.docker.internal") or host.endswith((".local", ".localhost")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return "." not in host and bool(host)
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 def check_key(endpoint: Endpoint, key: str | None) -> None:

@@ -139,3 +139,29 @@ def test_the_same_task_runs_unchanged_on_every_api(api: str, monkeypatch: pytest
     assert [r.path for r in srv.requests] == [path] * 3
     auth = srv.requests[0].headers.get("x-api-key" if api == "anthropic" else "authorization")
     assert auth in ("k-123", "Bearer k-123")
+
+
+def test_an_explicit_local_url_gets_no_cloud_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's own example: base_url at 127.0.0.1, no provider, OPENAI_API_KEY set."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
+    monkeypatch.setenv("MY_LOCAL_KEY", "local-secret-123")
+    with ScriptedServer([any_api_reply("hi there"), any_api_reply("again")]) as srv:
+        agent = Agent(model="qwen2.5:7b", base_url=srv.base_url, python_tool=False)
+        assert agent.run("hi").text == "hi there"
+        agent.api_key_env = "MY_LOCAL_KEY"  # a local server with --api-key: named, then sent
+        assert agent.run("again").text == "again"
+        agent.close()
+    assert "authorization" not in srv.requests[0].headers
+    assert srv.requests[1].headers["authorization"] == "Bearer local-secret-123"
+
+
+@pytest.mark.parametrize("url,key_env", [
+    ("http://127.0.0.1:8080/v1", ""), ("http://localhost:11434/v1", ""),
+    ("http://192.168.1.20:8000/v1", ""), ("http://[::1]:8000/v1", ""), ("http://gpu-box:8000/v1", ""),
+    ("http://lab.local:1234/v1", ""),
+    ("https://api.groq.com/openai/v1", "GROQ_API_KEY"),  # a known cloud host: its own key
+    ("https://llm-proxy.example.com/v1", "OPENAI_API_KEY"),  # an OpenAI-compatible proxy
+])
+def test_which_key_an_explicit_url_gets(url: str, key_env: str) -> None:
+    assert resolve(base_url=url).key_env == key_env
+    assert resolve(base_url=url, key_env="MINE").key_env == "MINE"  # explicit always wins

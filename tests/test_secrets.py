@@ -102,3 +102,13 @@ def test_secret_values_pick_key_like_variables_only():
     assert set(found) == {"OPENAI_API_KEY", "GITHUB_TOKEN", "CHOSEN"}
     assert find_secret("x " + "b" * 36, found) is None
     assert find_secret("token ghp_" + "b" * 36, found) == "GITHUB_TOKEN"
+
+
+def test_what_the_sibling_may_not_see_may_not_be_written_either():
+    from ipyagent.kernel_process import scrub_env
+
+    env = {"DB_PASSWORD": "hunter2222", "OPENAI_API_KEY_OLD": "sk-old-1234567890",
+           "TOKENIZERS_PARALLELISM": "false", "KEY_FILE": "/etc/k.pem", "PATH": "/usr/bin"}
+    found = secret_values(None, env)
+    assert set(found) == {"DB_PASSWORD", "OPENAI_API_KEY_OLD"}
+    assert set(found) <= set(env) - set(scrub_env(base=env))  # scrubbed there too
