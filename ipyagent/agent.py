@@ -72,6 +72,8 @@ class Agent(AgentResources):
         self._failures: tuple[str, int] = ("", 0)
         self._steps_in_run = 0
         self._step_counter = 0
+        self._autosave_said: Any = None  # the autosave file last announced
+        self._autosave_failure: str | None = None  # the last failure said (said once)
         self.observe(self._policy_changed, names=["approval", "allow"])
         self.observe(self._system_changed, names=["system_prompt"])
         self.observe(self._on_persona, names=["persona"])
@@ -315,12 +317,7 @@ class Agent(AgentResources):
         if stop == "error" and why:
             self._emit(listeners, Notice(why, "error"))
         if self.autosave:
-            try:
-                from .transcript import autosave
-
-                autosave(self)
-            except Exception as exc:  # a full disk must not kill the run: say it in one line
-                self._emit(listeners, Notice(f"autosave failed: {exc}", "warning"))
+            self._autosave(listeners)
         self._emit(listeners, StepFinished(step))
         return step
 
@@ -391,6 +388,24 @@ class Agent(AgentResources):
             result.meta["edited"] = True
             result.output = "Note: the user edited this call before it ran.\n" + result.output
         return result
+
+    def _autosave(self, listeners: list[Listener]) -> None:
+        """Rewrite the autosave file; say where once, and a failure once (until it works)."""
+        from .transcript import autosave
+
+        try:
+            path = autosave(self)
+        except Exception as exc:  # a full disk must not kill the run: say it in one line
+            message = f"autosave failed: {exc}"
+            if message != self._autosave_failure:
+                self._autosave_failure = message
+                self._emit(listeners, Notice(message, "warning"))
+            return
+        self._autosave_failure = None
+        if path is not None and path != self._autosave_said:
+            self._autosave_said = path
+            self._emit(listeners, Notice(f"autosaving this conversation to {path} "
+                                         "(Agent.autosave)", "info"))
 
     def _count_failure(self, call: ToolCall, result: ToolResult) -> bool:
         """Track consecutive failures of one tool; True when the breaker trips."""

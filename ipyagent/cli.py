@@ -76,9 +76,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(result.text)
         if args.save:
             try:
-                agent.save(args.save)  # type: ignore[attr-defined]
-            except (AttributeError, OSError, IpyagentError) as exc:
+                saved = agent.save(args.save)
+            except (OSError, IpyagentError) as exc:
                 print(f"ipyagent: could not save the transcript: {exc}", file=sys.stderr)
+                return 2  # asked for a transcript and got none: not a success
+            print(f"ipyagent: saved the transcript to {saved}", file=sys.stderr)
     return 0 if result.stop_reason == "done" else 1
 
 

@@ -30,6 +30,7 @@ __all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension", 
            "agent_async"]
 
 _MAGICS: AgentMagics | None = None
+AUTOSAVE_DIR = ".ipyagent/runs/"  # the magics' Agent.autosave unless configured
 _ALONE = {"step", "context", "mcp", "personas"}
 _WITH_PATH = {"save", "load", "replay"}
 _NO_TASK = ("give a task: `%agent TASK`, or `%%agent` with the task in the cell "
@@ -94,9 +95,11 @@ class AgentMagics(Magics):
                 agent = Agent(parent=shell)
             except TraitError as exc:
                 raise UsageError(f"ipython_config: {exc}") from None
-            configured = shell.config._has_section("Agent") and "approval" in shell.config.Agent
-            if not configured:
+            configured = shell.config.Agent if shell.config._has_section("Agent") else {}
+            if "approval" not in configured:
                 agent.approval = "ask"  # the library's default is 'auto'; people get asked
+            if "autosave" not in configured:
+                agent.autosave = AUTOSAVE_DIR  # the library's is off; a notebook keeps its runs
             shell.configurables.append(agent)
             self._agent = agent
             self.approver = self._make_approver(agent)

@@ -224,11 +224,27 @@ def _atomic_write(target: Path, text: str) -> None:
 
 
 def save(agent: Agent, path: str | os.PathLike[str]) -> Path:
-    """Write the agent's transcript to ``path`` (``.ipynb`` added when missing)."""
-    target = Path(path).expanduser()
-    if target.suffix != ".ipynb":
+    """Write the agent's transcript to ``path`` (``.ipynb`` added when missing); a
+    directory (existing, or ending in ``/``) gets a new ``run-<date>.ipynb`` inside."""
+    text = os.fspath(path)
+    if not text.strip():
+        raise TranscriptError("give a file name, e.g. run.ipynb")
+    target = Path(text).expanduser()
+    if text.endswith(("/", os.sep)) or target.is_dir():
+        target = _new_run_file(target)
+    elif target.suffix != ".ipynb":
         target = target.with_name(target.name + ".ipynb")
     return write_notebook(to_notebook(agent), target, key_env=key_envs(agent))
+
+
+def _new_run_file(directory: Path) -> Path:
+    """``directory/run-YYYYmmdd-HHMMSS.ipynb``, numbered when that name is taken."""
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    name, n = directory / f"run-{stamp}.ipynb", 1
+    while name.exists():
+        n += 1
+        name = directory / f"run-{stamp}-{n}.ipynb"
+    return name
 
 
 # -- autosave ---------------------------------------------------------------------
@@ -247,12 +263,7 @@ def autosave_path(agent: Agent) -> Path | None:
     # One file per conversation: a new Context (reset, load) starts a new file.
     target = getattr(agent, "_autosave_target", None)
     if target is None or target[0] is not agent.context or target[1] != setting:
-        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        name, n = path / f"run-{stamp}.ipynb", 1
-        while name.exists():
-            n += 1
-            name = path / f"run-{stamp}-{n}.ipynb"
-        target = (agent.context, setting, name)
+        target = (agent.context, setting, _new_run_file(path))
         agent._autosave_target = target  # type: ignore[attr-defined]
     return target[2]
 

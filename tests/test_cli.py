@@ -80,3 +80,14 @@ def test_ctrl_c_at_the_prompt_exits_at_once(tmp_path):
     child.expect(pexpect.EOF, timeout=10)
     child.close()
     assert child.exitstatus == 130
+
+
+def test_save_says_where_and_a_failed_save_is_not_success(tmp_path):
+    ok = run("run", "compute 2**10", "--model", "demo", "--save", "runs/", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    (saved,) = (tmp_path / "runs").glob("run-*.ipynb")  # a directory gets a new run file
+    assert f"saved the transcript to runs/{saved.name}" in ok.stderr
+    (tmp_path / "blocker").write_text("a file where a directory should be")
+    bad = run("run", "compute 2**10", "--model", "demo", "--save", "blocker/run.ipynb", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert "could not save the transcript" in bad.stderr and "Traceback" not in bad.stderr

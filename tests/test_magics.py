@@ -15,6 +15,7 @@ from IPython.core.error import UsageError
 from IPython.testing import globalipapp
 
 import ipyagent
+from ipyagent.transcript import read
 from ipyagent import Agent, Tool, ToolCall, ToolResult, magics
 from ipyagent._mainthread import LoopDispatcher
 from ipyagent._transformer import await_agent_magics, protect_question_marks
@@ -41,6 +42,7 @@ def loaded(ip: Any) -> Iterator[Any]:
         ip.run_line_magic("load_ext", "ipyagent")
     assert "model demo" in out.getvalue()
     ip.run_line_magic("config", "Agent.approval = 'auto'")
+    ipyagent.current().autosave = ""  # the magics' default writes .ipyagent/runs/ in the cwd
     yield ip
     ip.run_line_magic("unload_ext", "ipyagent")
     ip.config.pop("Agent", None)
@@ -515,3 +517,21 @@ def test_load_says_the_kernel_is_empty_and_rerun_rebuilds_it(loaded: Any, tmp_pa
     # The demo's first call printed the value, then failed on len(int): it fails again.
     assert "re-ran 2 python calls in the sibling kernel; 1 failed — call 1: error: TypeError" in out
     assert "1267650600228229401496703205376" in ipyagent.current().kernel.execute("value").text
+
+
+def test_the_magics_autosave_under_ipyagent_runs_and_say_so(ip: Any, tmp_path: Any,
+                                                          monkeypatch: Any) -> None:
+    monkeypatch.chdir(tmp_path)
+    with redirect_stdout(io.StringIO()):
+        ip.run_line_magic("load_ext", "ipyagent")
+    try:
+        agent = ipyagent.current()
+        assert agent.autosave == ".ipyagent/runs/"
+        out, err, result = run(ip, "%agent --approve auto Use Python to compute 2**10")
+        assert result.success, err
+        files = list((tmp_path / ".ipyagent" / "runs").glob("run-*.ipynb"))
+        assert len(files) == 1 and len(read(files[0]).items) == len(agent.context)
+        assert (out + err).count("autosaving this conversation to .ipyagent/runs/run-") == 1
+    finally:
+        ip.run_line_magic("unload_ext", "ipyagent")
+        ip.config.pop("Agent", None)
