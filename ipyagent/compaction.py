@@ -4,13 +4,18 @@ Before a request, if ``prompt + reserve`` would pass ``threshold × window``, th
 part of the conversation is replaced by a ``Summary``:
 
 * kept verbatim: the system prompt, the original task (first user message) and the most
-  recent turns (up to ``keep_recent`` of the limit);
+  recent turns (up to ``keep_recent`` of the room the conversation has inside the limit,
+  i.e. after the reply reserve, the system prompt, the tool specs and the task — so that a
+  compaction leaves headroom instead of running again at the next step);
 * summarised by a model call (a prompt that keeps facts, decisions, file and variable
-  names, open questions); when that fails or is not enough, **hard-truncated**;
+  names, open questions); when that fails or is not enough, **hard-truncated**: the oldest
+  items go first, then fewer recent turns are kept, then the biggest tool result is cut;
 * the unit is a *turn group* (an assistant turn with its tool calls and their results, or
   one user message), so a tool call and its result are never separated;
 * the ``Summary`` keeps every replaced item (``Summary.replaced``), so nothing is lost from
-  the transcript.
+  the transcript. A new summary that covers an older one *merges* it: it takes the older
+  one's replaced items (flattened, so ``replaced`` never nests) and its place, so the
+  conversation holds one summary however many compactions ran.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ if TYPE_CHECKING:
     from .context import Context
 
 __all__ = ["CompactionPlan", "plan", "preview", "turn_groups", "render_for_summary",
-           "SUMMARY_PROMPT", "truncation_summary", "shrink_largest_result", "fit_window"]
+           "SUMMARY_PROMPT", "truncation_summary", "replaced_items", "shrink_largest_result",
+           "fit_window"]
 
 SUMMARY_PROMPT = """\
 You compress the earlier part of a working session between a user and an AI agent that \
@@ -109,10 +115,10 @@ def plan(context: Context, window: int = 0, threshold: float = 0.8, reserve: int
     groups = turn_groups(items)
     tok = [context.item_tokens(i) for i in range(len(items))]
     gtok = [sum(tok[i] for i in g) for g in groups]
-    first_user = next((gi for gi, g in enumerate(groups)
-                       if isinstance(items[g[0]], Message) and items[g[0]].role == "user"), None)
+    first_user = next((gi for gi, g in enumerate(groups) if _is_user(items[g[0]])), None)
     head_groups = [first_user] if first_user is not None else []
-    budget = int(limit * keep_recent) - sum(gtok[g] for g in head_groups)
+    budget = _tail_budget(prompt - sum(tok), limit, reserve, keep_recent,
+                          sum(gtok[g] for g in head_groups))
     tail_groups: list[int] = []
     for gi in range(len(groups) - 1, -1, -1):
         if gi in head_groups:
@@ -129,6 +135,19 @@ def plan(context: Context, window: int = 0, threshold: float = 0.8, reserve: int
     result.tail = [i for g in tail_groups for i in groups[g]]
     result.middle_tokens = sum(tok[i] for i in result.middle)
     return result
+
+
+def _is_user(item: Item) -> bool:
+    return isinstance(item, Message) and item.role == "user"
+
+
+def _tail_budget(fixed: int, limit: int, reserve: int, keep_recent: float, head: int) -> int:
+    """Tokens the recent turns may keep: a share of the room the items have in the limit.
+
+    A share of the whole limit could exceed that room (small windows, big tool specs):
+    then no compaction could ever make the request fit.
+    """
+    return int(max(0, limit - reserve - fixed - head) * keep_recent)
 
 
 def preview(context: Context, **settings: Any) -> CompactionPlan:
@@ -161,12 +180,47 @@ def render_for_summary(items: list[Item], max_chars: int, per_item: int = 2000) 
     return out
 
 
+def replaced_items(items: list[Item]) -> list[dict[str, Any]]:
+    """What a new Summary of ``items`` records: their dicts, older summaries flattened.
+
+    An older Summary contributes its own replaced items, not itself, so ``replaced`` is
+    never nested (nesting grew by one per compaction until serialising hit the recursion
+    limit). Its dicts are reused as they are: re-serialising them at every compaction
+    would make a long session quadratic.
+    """
+    out: list[dict[str, Any]] = []
+    for item in items:
+        if isinstance(item, Summary):
+            out.extend(_flatten_dicts(item.replaced))
+        else:
+            out.append(item.to_dict())
+    return out
+
+
+def _flatten_dicts(dicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Summary dicts replaced by their items, iteratively (old transcripts nest deeply)."""
+    if not any(d.get("type") == "summary" for d in dicts):
+        return dicts  # the usual case: already flat
+    out: list[dict[str, Any]] = []
+    stack = [iter(dicts)]
+    while stack:
+        d = next(stack[-1], None)
+        if d is None:
+            stack.pop()
+        elif d.get("type") == "summary":
+            stack.append(iter(d.get("replaced") or []))
+        else:
+            out.append(d)
+    return out
+
+
 def truncation_summary(items: list[Item], reason: str) -> Summary:
     """A Summary that just records what was dropped (no model involved)."""
+    replaced = replaced_items(items)
     return Summary(
-        content=(f"[{len(items)} earlier items were removed to fit the context window "
+        content=(f"[{len(replaced)} earlier items were removed to fit the context window "
                  f"({reason}); their details are no longer available.]"),
-        replaced=[i.to_dict() for i in items], meta={"method": "truncate", "reason": reason})
+        replaced=replaced, meta={"method": "truncate", "reason": reason})
 
 
 def shrink_largest_result(context: Context, over: int, keep_last: bool = True) -> bool:
@@ -190,8 +244,7 @@ def shrink_largest_result(context: Context, over: int, keep_last: bool = True) -
 
 async def fit_window(agent: Any, emit: Callable[[Any], None]) -> str | None:
     """Compact ``agent.context`` until the next request fits; a one-line problem, or None."""
-    from .events import ContextCompacted, Notice, Usage
-    from .models.base import ModelRequest, TurnComplete
+    from .events import ContextCompacted
 
     ctx = agent.context
     window = agent.context_window
@@ -204,43 +257,75 @@ async def fit_window(agent: Any, emit: Callable[[Any], None]) -> str | None:
     if not p.needed:
         return None
     before = p.prompt_tokens
-    if p.middle:
-        items = [ctx[i] for i in p.middle]
-        summary_tokens = min(1024, max(64, p.limit // 4))
-        max_chars = int(max(200, p.limit - summary_tokens - 300) * 4 / ctx.counter.scale * 0.8)
-        request = ModelRequest(system=SUMMARY_PROMPT, items=[Message(
-            "user", render_for_summary(items, max_chars))], tools=[], temperature=0,
-            max_tokens=summary_tokens)
-        try:
-            text = ""
-            async for event in agent.client.stream(request):
-                if isinstance(event, TurnComplete):
-                    text = event.turn.text.strip()
-                    agent.usage.add(Usage.from_server(event.turn.usage) or Usage(requests=1))
-            if not text:
-                raise ValueError("the summary came back empty")
-            summary = Summary(text, replaced=[i.to_dict() for i in items],
-                              meta={"method": "summary", "tokens_replaced": p.middle_tokens})
-        except Exception as exc:  # any failure: fall back to truncation, keep running
-            emit(Notice(f"Summarising for compaction failed ({_one_line(exc)}); "
-                        "dropping the oldest items instead.", "warning"))
-            summary = truncation_summary(items, "summary failed")
+    # A middle that is only an earlier summary has nothing new to summarise.
+    if any(not isinstance(ctx[i], Summary) for i in p.middle):
+        summary = await _summarise(agent, [ctx[i] for i in p.middle], p, emit)
         _replace(ctx, p.middle, summary)
-    # Still too big (a huge recent turn, or a summary that did not shrink enough)?
-    for _ in range(50):
-        p = plan(ctx, **settings)
-        if not p.needed or p.prompt_tokens + reserve <= p.limit:
-            break
-        if p.middle:
-            _replace(ctx, p.middle, truncation_summary([ctx[i] for i in p.middle], "still too large"))
-        elif not shrink_largest_result(ctx, p.prompt_tokens + reserve - p.limit):
-            break
+    _hard_truncate(ctx, settings)  # a huge recent turn, or a summary that was not enough
     after = plan(ctx, **settings).prompt_tokens
     emit(ContextCompacted(before=before, after=after, summary=_last_summary(ctx)))
     if after + reserve > window:
         return (f"the context does not fit the window even after compaction: ~{after} tokens "
                 f"+ {reserve} reserved for the reply > context_window={window}")
     return None
+
+
+async def _summarise(agent: Any, items: list[Item], p: CompactionPlan,
+                     emit: Callable[[Any], None]) -> Summary:
+    """A model-written Summary of ``items``; a truncation Summary if that fails."""
+    from .events import Notice, Usage
+    from .models.base import ModelRequest, TurnComplete
+
+    counter = agent.context.counter
+    # No longer than the room left once the middle is gone, so it fits without truncation.
+    free = p.limit - p.reserve - (p.prompt_tokens - p.middle_tokens)
+    summary_tokens = max(64, min(1024, p.limit // 4, free))
+    max_chars = int(max(200, p.limit - summary_tokens - 300) * 4 / counter.scale * 0.8)
+    request = ModelRequest(system=SUMMARY_PROMPT, items=[Message(
+        "user", render_for_summary(items, max_chars))], tools=[], temperature=0,
+        max_tokens=summary_tokens)
+    try:
+        text = ""
+        async for event in agent.client.stream(request):
+            if isinstance(event, TurnComplete):
+                text = event.turn.text.strip()
+                agent.usage.add(Usage.from_server(event.turn.usage) or Usage(requests=1))
+        if not text:
+            raise ValueError("the summary came back empty")
+        return Summary(text, replaced=replaced_items(items),
+                       meta={"method": "summary", "tokens_replaced": p.middle_tokens})
+    except Exception as exc:  # any failure: fall back to truncation, keep running
+        emit(Notice(f"Summarising for compaction failed ({_one_line(exc)}); "
+                    "dropping the oldest items instead.", "warning"))
+        return truncation_summary(items, "summary failed")
+
+
+def _hard_truncate(ctx: Context, settings: dict[str, Any]) -> None:
+    """Drop the oldest items, then keep fewer recent turns, then cut the biggest result.
+
+    Every pass either shrinks the context or keeps less next time, so it ends; the old
+    loop re-wrapped a lone summary in another one, growing it instead.
+    """
+    keep = float(settings["keep_recent"])
+    for _ in range(64):
+        p = plan(ctx, **{**settings, "keep_recent": keep})
+        over = p.prompt_tokens + p.reserve - p.limit
+        if not p.needed or over <= 0:
+            return
+        if _worth_truncating([ctx[i] for i in p.middle]):
+            _replace(ctx, p.middle, truncation_summary([ctx[i] for i in p.middle],
+                                                       "still too large"))
+        elif keep > 0:
+            keep = keep / 2 if keep > 0.05 else 0.0  # then only the newest turn stays
+        elif not shrink_largest_result(ctx, over):
+            return
+
+
+def _worth_truncating(items: list[Item]) -> bool:
+    """Whether truncating ``items`` shrinks them (a lone truncation note would not)."""
+    if len(items) != 1 or not isinstance(items[0], Summary):
+        return bool(items)
+    return items[0].meta.get("method") != "truncate"
 
 
 def _replace(ctx: Context, indices: list[int], summary: Summary) -> None:

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
+import nbformat
 import pytest
 
 from ipyagent import Agent, Message, Summary, ToolCall, ToolResult, tool
-from ipyagent.compaction import SUMMARY_PROMPT, plan, turn_groups
+from ipyagent.compaction import (
+    SUMMARY_PROMPT, fit_window, plan, replaced_items, truncation_summary, turn_groups,
+)
 from ipyagent.context import Context
-from ipyagent.events import ContextCompacted, Notice
+from ipyagent.events import ContextCompacted, Notice, StepFinished
+from ipyagent.models.base import ModelRequest
+from ipyagent.models.demo import DemoModel
 from ipyagent.tokens import TokenCounter
 
+from scripted_model import ScriptedModel, calls, text
 from scripted_server import ScriptedServer, http_error, reply_text, reply_tool_calls
 
 WINDOW = 4096
@@ -184,3 +191,161 @@ def test_calibration_follows_the_server():
         agent.close()
     assert agent.context.counter.scale == 4.0  # clamped: a wildly different tokenizer
     assert agent.context.tokens > before
+
+
+# -- long sessions: bounded summaries, flat nesting, every request fits -------------------
+def power_tool(doc_chars: int):
+    """A power tool whose description makes the tool specs ``doc_chars`` long: big specs
+    leave the conversation little room, as the kernel's python tool does."""
+    def power(base: int, exp: int) -> str:
+        v = base ** exp
+        return f"{base}**{exp} = {v} ({len(str(v))} digits)"
+
+    power.__doc__ = "Compute base ** exp. " + "Exact integers, any size. " * (doc_chars // 26)
+    return tool(power)
+
+
+class RecordingDemo(DemoModel):
+    """The demo model, recording the estimated size of every request it is sent."""
+
+    def __init__(self, agent_ref: list) -> None:
+        super().__init__()
+        self.agent_ref, self.sizes = agent_ref, []
+
+    async def stream(self, request):
+        agent = self.agent_ref[0]
+        self.sizes.append(request_size(agent, request))
+        async for event in super().stream(request):
+            yield event
+
+
+def request_size(agent: Agent, request) -> int:
+    """Tokens a request occupies in the window, by the agent's own estimate."""
+    counter = agent.context.counter
+    prompt = Context(request.items, system=request.system, counter=counter).tokens
+    tools = counter.scaled(counter.raw(json.dumps(request.tools))) if request.tools else 0
+    reserve = request.max_tokens or min(2048, agent.context_window // 4)
+    return prompt + tools + reserve
+
+
+def replaced_depth(data: dict) -> int:
+    """How deep ``replaced`` lists nest (iteratively: the bug made it thousands deep)."""
+    depth, level = 0, [data]
+    while level:
+        level = [d for item in level for d in item.get("replaced") or []]
+        depth += bool(level)
+    return depth
+
+
+@pytest.mark.parametrize("window", [2048, 4096])
+def test_many_short_tasks_keep_one_flat_summary(window, tmp_path):
+    ref: list = []
+    model = RecordingDemo(ref)
+    agent = Agent(client=model, python_tool=False, file_tools=False, approval="auto",
+                  tools=[power_tool(1800 if window == 2048 else 5000)], context_window=window)
+    ref.append(agent)
+    tasks = 45
+    for k in range(tasks):
+        result = agent.run(f"Compute {k + 2} to the power {(k + 2) * 7}")
+        assert result.stop_reason == "done", (k, result.error)
+    assert max(model.sizes) <= window, f"a request passed the window: {max(model.sizes)}"
+    summaries = [i for i in agent.context if isinstance(i, Summary)]
+    assert len(summaries) == 1 and summaries[0].replaced
+    assert replaced_depth(summaries[0].to_dict()) == 1
+    assert not any(d["type"] == "summary" for d in summaries[0].replaced)
+    # Lossless: every task's items are in the context or inside the summary, in order.
+    history = [d for i in agent.context
+               for d in (i.replaced if isinstance(i, Summary) else [i.to_dict()])]
+    users = [d["content"] for d in history if d.get("role") == "user"]
+    assert users == [f"Compute {k + 2} to the power {(k + 2) * 7}" for k in range(tasks)]
+    assert agent.context[0].content == users[0]  # the original task stays verbatim
+    nb = nbformat.read(agent.save(tmp_path / "long.ipynb"), as_version=4)
+    agent.close()
+    kinds = [c.metadata.get("ipyagent", {}).get("kind") for c in nb.cells]
+    assert kinds.count("summary") == 1
+    assert len(nb.cells) <= 2 * len(history) + 10  # proportional to the real items
+
+
+def test_only_an_old_summary_in_the_middle_is_not_wrapped_again():
+    """The request is too big, and the part to compact is just the earlier summary: the
+    tail must shrink (the old loop wrapped the summary in a new one, 50 times a step)."""
+    model = ScriptedModel([text("ok")])
+    agent = Agent(client=model, python_tool=False, file_tools=False, tools=[work],
+                  context_window=2048, request_max_tokens=256)
+    agent.context.counter = TokenCounter(use_tokenizer=False)
+    old = [Message("user", "step 0"), Message("assistant", "done 0")]
+    items = [Message("user", "the task"),
+             Summary("[2 earlier items were removed]", replaced=[i.to_dict() for i in old],
+                     meta={"method": "truncate"})]
+    for i in range(12):
+        items += [ToolCall(f"c{i}", "work", {"i": i}), ToolResult(f"c{i}", "r" * 400)]
+    agent.context[:] = items
+    events: list = []
+    assert asyncio.run(fit_window(agent, events.append)) is None
+    summaries = [i for i in agent.context if isinstance(i, Summary)]
+    assert len(summaries) == 1 and replaced_depth(summaries[0].to_dict()) == 1
+    assert summaries[0].replaced[:2] == [i.to_dict() for i in old]  # oldest first, kept
+    assert request_size(agent, ModelRequest(system=agent.context.system,
+                                            items=list(agent.context),
+                                            tools=agent.tools.specs(),
+                                            max_tokens=256)) <= 2048
+    assert isinstance(agent.context[-1], ToolResult) and agent.context[-1].call_id == "c11"
+    ids = {i.id for i in agent.context if isinstance(i, ToolCall)}
+    assert all(i.call_id in ids for i in agent.context if isinstance(i, ToolResult))
+    agent.close()
+
+
+def test_a_deeply_nested_old_summary_is_flattened_without_recursion():
+    """Transcripts saved before the fix hold summaries nested thousands deep."""
+    nested: dict = {"type": "message", "role": "user", "content": "first"}
+    for n in range(5000):
+        nested = {"type": "summary", "content": f"s{n}", "meta": {},
+                  "replaced": [nested, {"type": "message", "role": "assistant",
+                                        "content": f"a{n}", "meta": {}}]}
+    old = Summary(nested["content"], replaced=nested["replaced"])
+    new = truncation_summary([old, Message("user", "latest")], "test")
+    assert replaced_depth({"replaced": new.replaced}) == 1
+    contents = [d["content"] for d in new.replaced]
+    assert contents == ["first", *(f"a{n}" for n in range(5000)), "latest"]
+    assert json.loads(new.to_json())["replaced"][-1]["content"] == "latest"
+
+
+def test_merging_reuses_the_replaced_dicts():
+    """A new summary takes the old one's dicts as they are: no re-serialising per step."""
+    older = [Message("user", f"m{i}").to_dict() for i in range(3)]
+    merged = replaced_items([Summary("s", replaced=older), Message("assistant", "x")])
+    assert all(a is b for a, b in zip(merged, older)) and merged[-1]["content"] == "x"
+
+
+def test_300_steps_stay_in_a_2048_window_at_a_flat_cost():
+    def reply(request):
+        if request.system == SUMMARY_PROMPT:
+            return text("- ran the work steps; each returned lorem ipsum")
+        n = sum(isinstance(i, ToolCall) for i in request.items)
+        return calls(("work", {"i": n}), text=f"Step {n}.")
+
+    steps = 300
+    model = ScriptedModel([reply] * (steps * 3))
+    agent = Agent(client=model, python_tool=False, file_tools=False, tools=[work],
+                  context_window=2048, max_steps=steps)
+    agent.context.counter = TokenCounter(use_tokenizer=False)
+    agent.context._recount()
+    events: list = []
+    timings: list[float] = []
+    agent.listeners.append(lambda e: isinstance(e, StepFinished) and timings.append(
+        e.step.duration))
+    result = agent.run("do the long job", on_event=events.append)
+    agent.close()
+    assert result.stop_reason == "max_steps" and len(result.steps) == steps
+    sizes = [request_size(agent, r) for r in model.requests]
+    assert max(sizes) <= 2048, max(sizes)
+    compactions = sum(isinstance(e, ContextCompacted) for e in events)
+    summaries = [i for i in agent.context if isinstance(i, Summary)]
+    assert compactions >= 10 and len(summaries) == 1
+    assert replaced_depth(summaries[0].to_dict()) == 1
+    # Nothing lost: every step's call is in the summary or still in the context.
+    kept = sum(isinstance(i, ToolCall) for i in agent.context)
+    assert kept + sum(d["type"] == "tool_call" for d in summaries[0].replaced) == steps
+    # Flat cost: the late steps (big summary) take about as long as the early ones.
+    early, late = sorted(timings[20:80])[30], sorted(timings[-60:])[30]
+    assert late <= 4 * early + 0.005, (early, late)
