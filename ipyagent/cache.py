@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from ._secrets import find_secret, key_envs, secret_values
+from ._text import repair_surrogates
 from .errors import ModelError
 from .items import Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
 from .models.base import (
@@ -88,10 +89,12 @@ def request_key(model: str, request: ModelRequest) -> str:
     body = {"v": KEY_VERSION, "model": model, "system": request.system,
             "items": [wire(i) for i in request.items], "tools": request.tools, **settings}
     text = json.dumps(body, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(repair_surrogates(text).encode("utf-8")).hexdigest()
 
 
 # -- events <-> JSON --------------------------------------------------------------
+_REPLY_EVENTS = (TextDelta, ReasoningDelta, ToolCallDelta, TurnComplete)  # what a reply is
+
 def _event_to_json(event: ModelEvent) -> dict[str, Any]:
     if isinstance(event, TextDelta):
         return {"t": "text", "text": event.text}
@@ -156,7 +159,7 @@ class ResponseCache:
     def put(self, key: str, model: str, events: list[ModelEvent],
             key_env: str | list[str] | None = None) -> bool:
         """Record ``events`` under ``key``; False (and nothing written) if it holds a secret."""
-        text = json.dumps([_event_to_json(e) for e in events], ensure_ascii=False)
+        text = repair_surrogates(json.dumps([_event_to_json(e) for e in events], ensure_ascii=False))
         leaked = find_secret(text, secret_values(key_env))
         if leaked:
             log.warning("not caching a reply that contains the value of $%s", leaked)
@@ -236,7 +239,8 @@ class CachedModel:
                             "Agent.cache = 'on' to call the model")
         events: list[ModelEvent] = []
         async for event in self.inner.stream(request):
-            events.append(event)
+            if isinstance(event, _REPLY_EVENTS):  # not a retry or a notice: not the reply
+                events.append(event)
             yield event
         if events and isinstance(events[-1], TurnComplete):  # only whole replies are kept
             self.cache.put(key, self.inner.name, events, self.key_env)

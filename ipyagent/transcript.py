@@ -23,6 +23,7 @@ import nbformat
 from nbformat import NotebookNode
 
 from ._secrets import find_secret, key_envs, secret_values
+from ._text import repair_surrogates
 from ._version import __version__
 from .context import Context
 from .errors import TranscriptError
@@ -209,7 +210,7 @@ def _atomic_write(target: Path, text: str) -> None:
         raise TranscriptError(f"cannot write {target}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+            f.write(repair_surrogates(text))  # a lone surrogate must not lose the save
             f.flush()
             os.fsync(f.fileno())
         # mkstemp makes the file private (0600); a transcript is meant to be shared.

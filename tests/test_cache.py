@@ -154,3 +154,31 @@ async def test_only_whole_replies_are_recorded(tmp_path):
     with pytest.raises(CacheMiss):
         [e async for e in CachedModel(ScriptedModel([]), store, mode="replay-only").stream(
             request(Message("user", "q")))]
+
+
+def test_a_retried_reply_is_cached_without_the_retry(tmp_path):
+    """A Retrying notice inside the stream is not part of the reply (it used to crash)."""
+    from scripted_server import http_error
+
+    db = tmp_path / "cache.sqlite"
+    with ScriptedServer([http_error(503, {"error": {"message": "busy"}}), reply_text("Fine.")]) as srv:
+        agent = Agent(model="m", base_url=srv.base_url, python_tool=False, cache="on",
+                      cache_path=str(db))
+        agent.client.inner.retry.backoff = 0  # type: ignore[attr-defined]
+        assert agent.run("hi").text == "Fine."
+        agent.close()
+        again = Agent(model="m", base_url=srv.base_url, python_tool=False, cache="replay-only",
+                      cache_path=str(db))
+        assert again.run("hi").text == "Fine." and len(srv.bodies) == 2
+        again.close()
+
+
+def test_a_lone_surrogate_in_the_conversation_is_cached_and_saved(tmp_path):
+    db = tmp_path / "cache.sqlite"
+    agent = Agent(client=ScriptedModel([text("Smile \ud83d")]), python_tool=False, cache="on",
+                  cache_path=str(db))
+    assert agent.run("hi \udc00").stop_reason == "done"
+    assert len(ResponseCache(db)) == 1
+    path = agent.save(tmp_path / "run.ipynb")
+    assert "\ufffd" in path.read_text(encoding="utf-8")
+    agent.close()

@@ -19,6 +19,7 @@ from typing import Any, AsyncIterator, Protocol
 
 import httpx
 
+from .._text import repair_surrogates
 from ..errors import ModelResponseError, ModelStreamError
 from .base import ModelEvent, ModelRequest, Turn, TurnComplete
 from .retry import RetryPolicy, with_retries, http_error, one_line, provider_message, redact, safe_url, transport_error
@@ -41,9 +42,7 @@ def encode_json(body: Any) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        # Through UTF-16, surrogate pairs combine and lone halves decode as U+FFFD.
-        repaired = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-        return repaired.encode("utf-8")
+        return repair_surrogates(text).encode("utf-8")
 
 
 class HeaderAuth(httpx.Auth):

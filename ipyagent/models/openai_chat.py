@@ -19,6 +19,7 @@ from typing import Any, AsyncIterator, Sequence
 
 import httpx
 
+from .._text import repair_surrogates
 from ..errors import RequestRejected
 from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, new_call_id
 from .base import ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn
@@ -174,14 +175,6 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     except ValueError:
         return {}, text
     return (value, None) if isinstance(value, dict) else ({}, text)
-
-
-def _join_surrogates(text: str) -> str:
-    """Combine UTF-16 surrogate pairs (a JSON ``\\ud83d`` escape split from its partner
-    across chunks decodes to two lone halves); a half without a partner becomes U+FFFD."""
-    if not any("\ud800" <= ch <= "\udfff" for ch in text):
-        return text
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 class _ThinkSplitter:
@@ -444,14 +437,14 @@ class ChatTurnAssembler:
         calls = []
         for index in sorted(self._calls):
             slot = self._calls[index]
-            arguments, raw = parse_arguments(_join_surrogates("".join(slot.arguments)))
+            arguments, raw = parse_arguments(repair_surrogates("".join(slot.arguments)))
             meta = {_CALL_EXTRA: dict(slot.extra)} if slot.extra else {}
             calls.append(ToolCall(slot.id or new_call_id(), slot.name, arguments, raw, meta))
         echo = dict(self._echo)
         if self._details:
             echo["reasoning_details"] = [dict(d) for d in self._details]
-        thoughts = _join_surrogates("".join(self._reasoning))
-        text = _join_surrogates("".join(self._text))
+        thoughts = repair_surrogates("".join(self._reasoning))
+        text = repair_surrogates("".join(self._text))
         if "</think>" in text and "<think>" not in text:
             # The template opened <think> in the prompt: the reply starts inside it.
             head, _, text = text.partition("</think>")
