@@ -100,7 +100,8 @@ class AgentSettings(LoggingConfigurable):
         "Compact when prompt + request_max_tokens would pass this fraction of context_window."
     )).tag(config=True)
     compact_keep_recent = Float(0.5, help=(
-        "Fraction of the compaction limit kept for the most recent turns, verbatim."
+        "Fraction of the room inside the compaction limit (what is left after the reply "
+        "reserve, system prompt, tool specs and task) kept for the most recent turns, verbatim."
     )).tag(config=True)
     on_length = Enum(["continue", "stop"], default_value="continue", help=(
         "When a reply is cut at request_max_tokens: 'continue' asks the model to go on, "
