@@ -16,7 +16,7 @@ from typing import Any, AsyncIterator, Callable
 import pytest
 
 from ipyagent import Agent
-from ipyagent.errors import ModelResponseError, ModelStreamError, RateLimitError
+from ipyagent.errors import ModelResponseError, ModelStreamError, RateLimitError, ServerError
 from ipyagent.events import Notice
 from ipyagent.items import Message, ToolCall
 from ipyagent.models.base import ModelRequest
@@ -227,3 +227,37 @@ async def test_retry_after_within_the_limit_is_still_waited(scripted_server, mak
     model.retry.sleep = sleep
     _, turn = await collect(model.stream(ask()))
     assert turn.text == "ok" and waits == [45.0]
+
+
+# ------------------------------------------------------------------ a 500 that names a server setting
+
+
+async def test_a_500_naming_a_server_flag_fails_at_once_with_what_to_change(scripted_server, make_model) -> None:
+    # llama.cpp's answer to a request with tools when llama-server was started without --jinja
+    jinja = {"error": {"code": 500, "message": "tools param requires --jinja flag", "type": "server_error"}}
+    scripted_server.script([http_error(500, jinja), reply_text("never asked for")])
+    model = make_model()
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    model.retry.sleep = sleep
+    with pytest.raises(ServerError) as info:
+        await collect(model.stream(ask()))
+    assert waits == [] and len(scripted_server.bodies) == 1
+    assert str(info.value).startswith(
+        "HTTP 500: tools param requires --jinja flag; restart llama-server with --jinja")
+
+
+async def test_a_plain_500_is_still_retried(scripted_server, make_model) -> None:
+    scripted_server.script([http_error(500, {"error": {"message": "Internal error"}}), reply_text("ok")])
+    model = make_model()
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    model.retry.sleep = sleep
+    _, turn = await collect(model.stream(ask()))
+    assert turn.text == "ok" and len(waits) == 1

@@ -19,6 +19,7 @@ import email.utils
 import json
 import logging
 import random
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -179,14 +180,38 @@ def http_error(
             message, retry_after=retry_after, status_code=status, url=url, body=body
         )
     if status >= 500:
+        hint = setup_hint(message)
+        if hint:
+            message = f"{message}; {hint}"
         error = ServerError(message, status_code=status, url=url, body=body)
         # A 503 may say when to come back too; RetryPolicy reads it off any error.
         error.retry_after = retry_after  # type: ignore[attr-defined]
+        # A server that is set up without what the request needs fails the same way
+        # every time: retrying only makes the user wait for the same line.
+        error.retryable = hint is None  # type: ignore[attr-defined]
     elif status >= 400:
         error = RequestRejected(message, status_code=status, url=url, body=body)
     else:
         error = ModelHTTPError(message, status_code=status, url=url, body=body)
     return error
+
+
+# 5xx replies that name a server setting, not a passing fault (llama.cpp answers a
+# request with tools 500 "tools param requires --jinja flag" when started without it).
+_SETUP_FAULTS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"--jinja"), "restart llama-server with --jinja (tool calls need its Jinja chat template)"),
+    (re.compile(r"does not support tools", re.I), "pick a model that supports tool calls"),
+    (re.compile(r"--enable-auto-tool-choice|--tool-call-parser"),
+     "start vLLM with --enable-auto-tool-choice --tool-call-parser <parser>"),
+)
+
+
+def setup_hint(message: str) -> str | None:
+    """What to change when a 5xx ``message`` names a server setting; None for a passing fault."""
+    for pattern, hint in _SETUP_FAULTS:
+        if pattern.search(message):
+            return hint
+    return None
 
 
 def transport_error(exc: httpx.HTTPError, *, url: str, timeout: float | None = None) -> ModelError:
@@ -227,7 +252,12 @@ class RetryPolicy:
 
     def should_retry(self, exc: BaseException, attempt: int) -> bool:
         """True when ``exc`` is transient and retry number ``attempt + 1`` is allowed."""
-        return attempt < self.max_retries and isinstance(exc, RETRYABLE) and not self.waits_too_long(exc)
+        return (
+            attempt < self.max_retries
+            and isinstance(exc, RETRYABLE)
+            and getattr(exc, "retryable", True)
+            and not self.waits_too_long(exc)
+        )
 
     def waits_too_long(self, exc: BaseException) -> bool:
         """True when the server asks for a wait beyond ``max_retry_after``."""
