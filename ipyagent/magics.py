@@ -300,6 +300,11 @@ class AgentMagics(Magics):
         if cmd.action == "load":
             print(f"ipyagent: loaded {len(agent.context)} items from {cmd.path}; "
                   "the next %agent continues it")
+            from .transcript import endpoint_note
+
+            note = endpoint_note(agent, outcome)
+            if note:
+                print(f"ipyagent: {note}")
             self._after_load(agent, cmd, outcome)
             return None
         return outcome

@@ -13,8 +13,10 @@ environment values) first, and a hit refuses the write with one readable line.
 from __future__ import annotations
 
 import datetime as _dt
+import ipaddress
 import os
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +36,8 @@ if TYPE_CHECKING:
     from .agent import Agent
 
 __all__ = ["Transcript", "to_notebook", "save", "read", "load_into", "from_transcript",
-           "autosave", "autosave_path", "write_notebook", "SETTINGS", "RESTORED"]
+           "autosave", "autosave_path", "write_notebook", "SETTINGS", "RESTORED",
+           "restored_endpoint", "endpoint_note"]
 
 # Recorded in the header and metadata: what shapes behaviour. Never a key.
 SETTINGS = ("model", "provider", "api", "base_url", "approval", "allow", "max_steps",
@@ -43,8 +46,10 @@ SETTINGS = ("model", "provider", "api", "base_url", "approval", "allow", "max_st
             "python_tool", "tool_output_limit", "kernel_name", "tool_timeout", "memory_limit",
             "api_key_env")
 # Restored by ``from_transcript``. Trust decisions (approval, allow) and where requests
-# and the key go (base_url, api_key_env) stay with the person loading the file.
-RESTORED = ("model", "max_steps", "max_tokens", "circuit_breaker", "temperature",
+# and the key go (base_url, api_key_env) stay with the person loading the file; a preset
+# (provider) fixes its own host and key, and a loopback base_url stays on this machine,
+# so those two come back (``restored_endpoint``).
+RESTORED = ("model", "provider", "api", "max_steps", "max_tokens", "circuit_breaker", "temperature",
             "request_max_tokens", "tool_choice", "on_length", "context_window",
             "compact_threshold", "compact_keep_recent", "python_tool", "tool_output_limit",
             "kernel_name", "tool_timeout", "memory_limit")
@@ -362,8 +367,52 @@ def from_transcript(cls: type[Agent], path: str | os.PathLike[str] | Transcript,
     transcript = path if isinstance(path, Transcript) else read(path)
     kwargs = {k: transcript.settings[k] for k in RESTORED
               if k in transcript.settings and cls.class_traits().get(k) is not None}
+    kwargs.update(restored_endpoint(transcript))
     kwargs["system_prompt"] = transcript.system
     kwargs.update(settings)
     agent = cls(**kwargs)
     load_into(agent, transcript)
+    note = endpoint_note(agent, transcript)
+    if note:
+        warnings.warn(note, stacklevel=3)
     return agent
+
+
+def _loopback(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def restored_endpoint(transcript: Transcript) -> dict[str, Any]:
+    """``{"base_url": ...}`` when the recorded endpoint is on this machine, else ``{}``."""
+    url = str(transcript.settings.get("base_url") or "")
+    return {"base_url": url} if url and _loopback(url) else {}
+
+
+def _where(model: str, provider: Any, url: str) -> str:
+    return model + (f" ({provider})" if provider else "") + (f" at {url}" if url else "")
+
+
+def endpoint_note(agent: Agent, transcript: Transcript) -> str | None:
+    """One line when ``agent`` goes on with another model or endpoint than the run used."""
+    recorded = transcript.settings
+    model = str(recorded.get("model") or "")
+    if not model or "client" in recorded:  # an unknown or injected client: nothing to compare
+        return None
+    url = str(recorded.get("base_url") or "")
+    was = _where(model, recorded.get("provider"), url)
+    now = _where(agent.model, agent.provider, agent.base_url or "")
+    if was == now:
+        return None
+    how = ""
+    if url and url != (agent.base_url or "") and not _loopback(url):
+        how = (f"; pass base_url={url!r} to go on there (an endpoint off this machine is "
+               "never taken from a file)")
+    return f"this conversation ran with {was}; it goes on with {now}{how}"

@@ -234,6 +234,11 @@ def test_save_and_load_subcommands(loaded: Any, tmp_path: Any) -> None:
     out, err, result = run(loaded, f"%agent load {path}")
     assert result.success, err
     assert len(ipyagent.current().context) == n
+    assert "ran with" not in out  # same model, same endpoint: nothing to say
+    run(loaded, "%config Agent.model = 'other-model'")
+    out, err, result = run(loaded, f"%agent load {path}")
+    assert "ipyagent: this conversation ran with demo; it goes on with other-model" in out, out
+    run(loaded, "%config Agent.model = 'demo'")
     out, err, result = run(loaded, f"%agent replay {path}")
     assert result.success, err
     assert type(result.result).__name__ == "ReplayReport"

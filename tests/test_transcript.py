@@ -174,6 +174,41 @@ def test_load_keeps_this_agents_settings_and_from_transcript_keeps_trust(rich):
     assert fresh.approval == "auto" and fresh.base_url == ""
 
 
+def _with_endpoint(path, tmp_path, name, **settings):
+    """A copy of the transcript at ``path`` whose recorded settings say ``settings``."""
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata["ipyagent"]["settings"].update(settings)
+    nb.metadata["ipyagent"]["settings"].pop("client", None)
+    out = tmp_path / name
+    nbformat.write(nb, out)
+    return out
+
+
+def test_from_transcript_goes_on_at_a_local_endpoint_and_never_at_a_remote_one(rich, tmp_path):
+    _, path, _ = rich
+    local = _with_endpoint(path, tmp_path, "local.ipynb", model="qwen2.5:7b",
+                           base_url="http://127.0.0.1:11434/v1", api_key_env="OPENAI_API_KEY")
+    agent = Agent.from_transcript(local, python_tool=False)
+    # Same machine: the conversation goes on where it ran, with no key taken from the file.
+    assert (agent.model, agent.base_url) == ("qwen2.5:7b", "http://127.0.0.1:11434/v1")
+    assert agent.api_key_env == "OPENAI_API_KEY" and agent.endpoint.key_env in ("", None)
+
+    remote = _with_endpoint(path, tmp_path, "remote.ipynb", model="m-1",
+                            base_url="https://llm.example.com/v1")
+    with pytest.warns(UserWarning) as caught:
+        agent = Agent.from_transcript(remote, python_tool=False)
+    assert agent.base_url == "" and agent.model == "m-1"
+    (line,) = [str(w.message) for w in caught]
+    assert line == ("this conversation ran with m-1 at https://llm.example.com/v1; it goes on with "
+                    "m-1; pass base_url='https://llm.example.com/v1' to go on there (an endpoint "
+                    "off this machine is never taken from a file)")
+
+    preset = _with_endpoint(path, tmp_path, "preset.ipynb", model="llama-3.1-8b-instant",
+                            provider="groq", base_url="")
+    agent = Agent.from_transcript(preset, python_tool=False)
+    assert agent.provider == "groq" and agent.endpoint.key_env == "GROQ_API_KEY"
+
+
 def test_read_errors_are_one_line(tmp_path):
     with pytest.raises(TranscriptError, match="no such transcript"):
         read(tmp_path / "missing.ipynb")
