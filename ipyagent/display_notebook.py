@@ -17,7 +17,7 @@ import json
 import re
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ._mainthread import Dispatcher, LoopDispatcher
 from .approval import Decision
@@ -141,10 +141,10 @@ def _inline_code(text: str) -> str:
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
 
 
-def _run_footer(result: RunResult) -> tuple[str, str]:
+def _run_footer(result: RunResult, shown: Iterable[str] = ()) -> tuple[str, str]:
     mark = {"done": "✓", "denied": "✗", "error": "⚠"}.get(result.stop_reason, "■")
     kind = "ok" if result.ok else ("bad" if result.stop_reason in ("error", "denied") else "warn")
-    return f"{mark} {result.footer()}", kind
+    return f"{mark} {result.footer(shown=shown)}", kind
 
 
 def _step_footer(step: Step) -> tuple[str, str]:
@@ -263,6 +263,7 @@ class NotebookDisplay:
         self.finished = False
         self._lock = threading.Lock()
         self._open: tuple[type, list[str]] | None = None
+        self._errors_shown: list[str] = []  # said once as a notice: the footer points up
 
     def __repr__(self) -> str:
         return f"<NotebookDisplay cards={len(self.cards)} renders={self.renders}>"
@@ -344,6 +345,8 @@ class NotebookDisplay:
         elif isinstance(event, Notice):
             kind = {"error": "bad", "warning": "warn"}.get(event.level, "info")
             self.publish(footer_html(event.message, kind))
+            if event.level == "error":
+                self._errors_shown.append(event.message)
         elif isinstance(event, StepFinished):
             self._end_streams()
             if self.step_mode:
@@ -354,7 +357,8 @@ class NotebookDisplay:
         elif isinstance(event, RunFinished):
             self._end_streams()
             self.finished = True
-            self.publish(footer_html(*_run_footer(event.result), meter=self._meter()))
+            self.publish(footer_html(*_run_footer(event.result, self._errors_shown),
+                                     meter=self._meter()))
 
     def _meter(self) -> tuple[int, int] | None:
         try:

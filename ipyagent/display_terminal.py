@@ -25,6 +25,7 @@ class TerminalDisplay:
         self.show_reasoning = show_reasoning
         self.max_output_lines = max_output_lines
         self._at_line_start = True
+        self._errors_shown: list[str] = []  # said once as a notice: the footer points up
 
     @property
     def out(self) -> IO[str]:
@@ -78,5 +79,7 @@ class TerminalDisplay:
             self._line(f"[info] {compaction_line(event)}")
         elif isinstance(event, Notice):
             self._line(f"[{event.level}] {event.message}")
+            if event.level == "error":
+                self._errors_shown.append(event.message)
         elif isinstance(event, RunFinished):
-            self._line(f"── {event.result.footer()}")
+            self._line(f"── {event.result.footer(shown=self._errors_shown)}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Union
+from typing import Any, Callable, Iterable, Literal, Union
 
 from .approval import Decision
 from .items import ToolCall, ToolResult
@@ -135,10 +135,12 @@ class RunResult:
         return (f"RunResult(stop_reason={self.stop_reason!r}, steps={len(self.steps)}, "
                 f"usage={self.usage}, text={text!r})")
 
-    def footer(self) -> str:
-        """One line: stop reason, steps, tokens, time."""
+    def footer(self, *, shown: Iterable[str] = ()) -> str:
+        """One line: stop reason, steps, tokens, time, and the error unless it is in ``shown``."""
         line = (f"{self.stop_reason} · {len(self.steps)} step{'s' * (len(self.steps) != 1)} · "
                 f"{self.usage} tokens · {self.duration:.1f}s")
+        if self.error and self.error in set(shown):
+            return line + " · the error above"
         return line + (f" · {self.error}" if self.error else "")
 
     def _repr_html_(self) -> str:

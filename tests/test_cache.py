@@ -78,6 +78,23 @@ def test_replay_only_miss_is_a_clear_one_line_error(tmp_path):
         agent.close()
 
 
+def test_an_error_is_said_once_and_the_footer_points_to_it(tmp_path):
+    import io
+
+    from ipyagent.display_terminal import TerminalDisplay
+
+    out = io.StringIO()
+    with ScriptedServer([]) as srv:
+        agent = server_agent(srv, tmp_path / "empty.sqlite", cache="replay-only")
+        result = agent.run("not recorded", on_event=TerminalDisplay(out))
+        agent.close()
+    shown = out.getvalue()
+    assert shown.count(result.error) == 1, shown
+    assert f"[error] {result.error}" in shown
+    assert shown.rstrip().splitlines()[-1].endswith("· the error above")
+    assert result.footer().endswith(result.error)  # on its own, the footer still says it
+
+
 def test_cache_setting_can_change_between_runs(tmp_path):
     model = ScriptedModel([text("live"), text("live again")])
     agent = Agent(client=model, python_tool=False, cache_path=str(tmp_path / "c.sqlite"))
