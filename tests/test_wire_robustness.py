@@ -44,6 +44,17 @@ async def make_model(scripted_server: ScriptedServer) -> AsyncIterator[Callable[
         await model.aclose()
 
 
+def record_waits(model: OpenAIChatModel) -> list[float]:
+    """The backoff waits ``model`` will ask for, recorded instead of slept."""
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    model.retry.sleep = sleep
+    return waits
+
+
 def ask(*items: Any) -> ModelRequest:
     return ModelRequest("You are terse.", list(items) or [Message("user", "hi")])
 
@@ -199,12 +210,7 @@ async def test_retry_after_beyond_the_limit_fails_at_once_saying_the_wait(script
     quota = {"error": {"message": "Rate limit reached for tokens per day", "code": "rate_limit_exceeded"}}
     scripted_server.script([http_error(429, quota, {"retry-after": "3600"}), reply_text("never asked for")])
     model = make_model()
-    waits: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        waits.append(seconds)
-
-    model.retry.sleep = sleep
+    waits = record_waits(model)
     with pytest.raises(RateLimitError) as info:
         await collect(model.stream(ask()))
     text = str(info.value)
@@ -219,12 +225,7 @@ async def test_retry_after_within_the_limit_is_still_waited(scripted_server, mak
     scripted_server.script([http_error(429, {"error": {"message": "slow down"}}, {"retry-after": "45"}),
                             reply_text("ok")])
     model = make_model()
-    waits: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        waits.append(seconds)
-
-    model.retry.sleep = sleep
+    waits = record_waits(model)
     _, turn = await collect(model.stream(ask()))
     assert turn.text == "ok" and waits == [45.0]
 
@@ -237,12 +238,7 @@ async def test_a_500_naming_a_server_flag_fails_at_once_with_what_to_change(scri
     jinja = {"error": {"code": 500, "message": "tools param requires --jinja flag", "type": "server_error"}}
     scripted_server.script([http_error(500, jinja), reply_text("never asked for")])
     model = make_model()
-    waits: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        waits.append(seconds)
-
-    model.retry.sleep = sleep
+    waits = record_waits(model)
     with pytest.raises(ServerError) as info:
         await collect(model.stream(ask()))
     assert waits == [] and len(scripted_server.bodies) == 1
@@ -253,11 +249,6 @@ async def test_a_500_naming_a_server_flag_fails_at_once_with_what_to_change(scri
 async def test_a_plain_500_is_still_retried(scripted_server, make_model) -> None:
     scripted_server.script([http_error(500, {"error": {"message": "Internal error"}}), reply_text("ok")])
     model = make_model()
-    waits: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        waits.append(seconds)
-
-    model.retry.sleep = sleep
+    waits = record_waits(model)
     _, turn = await collect(model.stream(ask()))
     assert turn.text == "ok" and len(waits) == 1
