@@ -205,3 +205,20 @@ def test_tool_result_images_follow_the_results_as_one_user_message() -> None:
     assert wire[4]["content"][1:] == [{"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}] * 2
     assert wire[5] == {"role": "user", "content": "and?"}
     assert to_responses_input(items[:3])[-1]["content"][0]["type"] == "input_text"  # at the end too
+
+
+@pytest.mark.parametrize("text", [
+    "<think>I should add.</think>\n\nThe sum is 3.",
+    "I should add.\n</think>\n\nThe sum is 3.",  # the template opened <think> itself
+], ids=["tags", "no-opening-tag"])
+async def test_think_tags_in_output_text_become_reasoning(server: ScriptedServer, text: str) -> None:
+    # A reasoning model served without a reasoning parser writes its thinking into the text.
+    server.script([responses_reply(text)])
+    events, turn = await collect(model(server).stream(request()))
+    assert turn.text == "The sum is 3."
+    assert turn.reasoning is not None and turn.reasoning.content.strip() == "I should add."
+    if text.startswith("<think>"):  # streamed to the right place as it came
+        assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "The sum is 3."
+    # Nothing of it goes back as an answer, nor as a reasoning item a server cannot take.
+    wire = to_responses_input([Message("user", "hi"), turn.reasoning, Message("assistant", turn.text)])
+    assert "should add" not in json.dumps(wire)

@@ -24,6 +24,7 @@ from ..errors import RequestRejected
 from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, new_call_id
 from .base import ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn
 from .http import ProviderError, StreamingHTTPModel
+from .think import ThinkSplitter, split_unopened_think
 
 __all__ = [
     "OpenAIChatModel",
@@ -177,61 +178,6 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     return (value, None) if isinstance(value, dict) else ({}, text)
 
 
-class _ThinkSplitter:
-    """Routes a leading ``<think>…</think>`` block of streamed content to reasoning.
-
-    Reasoning models served without a reasoning parser (deepseek-r1 on older Ollama,
-    llama.cpp without ``--reasoning-format``, vLLM without ``--reasoning-parser``) put
-    their thinking inside ``content``; it must not become the answer nor be sent back.
-    Tags may be split across chunks, so undecided text is held back until it is clear.
-    """
-
-    OPEN, CLOSE = "<think>", "</think>"
-
-    def __init__(self) -> None:
-        self.state = "start"  # start -> think -> text
-        self.pending = ""
-
-    def feed(self, chunk: str) -> tuple[str, str]:
-        """``(reasoning, text)`` that can be released for this chunk."""
-        self.pending += chunk
-        reasoning = text = ""
-        if self.state == "start":
-            head = self.pending.lstrip()
-            if self.OPEN.startswith(head) and len(head) < len(self.OPEN):
-                return "", ""  # maybe the start of "<think>": wait
-            if head.startswith(self.OPEN):
-                self.state, self.pending = "think", head[len(self.OPEN):]
-            else:
-                self.state = "text"
-        if self.state == "think":
-            end = self.pending.find(self.CLOSE)
-            if end < 0:
-                keep = _partial_suffix(self.pending, self.CLOSE)
-                reasoning, self.pending = self.pending[:len(self.pending) - keep], \
-                    self.pending[len(self.pending) - keep:]
-                return reasoning, ""
-            reasoning = self.pending[:end]
-            self.pending = self.pending[end + len(self.CLOSE):].lstrip("\r\n")
-            self.state = "text"
-        if self.state == "text":
-            text, self.pending = self.pending, ""
-        return reasoning, text
-
-    def flush(self) -> tuple[str, str]:
-        """What is still held back at the end of the stream."""
-        rest, self.pending = self.pending, ""
-        return (rest, "") if self.state == "think" else ("", rest)
-
-
-def _partial_suffix(text: str, tag: str) -> int:
-    """Length of the longest end of ``text`` that could begin ``tag``."""
-    for size in range(min(len(tag) - 1, len(text)), 0, -1):
-        if tag.startswith(text[-size:]):
-            return size
-    return 0
-
-
 @dataclass
 class _CallSlot:
     id: str = ""
@@ -260,7 +206,7 @@ class ChatTurnAssembler:
         self._calls: dict[int, _CallSlot] = {}
         self._slot_of: dict[int, int] = {}  # wire index -> slot (Ollama reuses index 0)
         self._reasoning_field: str | None = None
-        self._think = _ThinkSplitter()
+        self._think = ThinkSplitter()
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
         self.model: str | None = None
@@ -443,12 +389,8 @@ class ChatTurnAssembler:
         echo = dict(self._echo)
         if self._details:
             echo["reasoning_details"] = [dict(d) for d in self._details]
-        thoughts = repair_surrogates("".join(self._reasoning))
-        text = repair_surrogates("".join(self._text))
-        if "</think>" in text and "<think>" not in text:
-            # The template opened <think> in the prompt: the reply starts inside it.
-            head, _, text = text.partition("</think>")
-            thoughts, text = thoughts + head, text.lstrip("\r\n")
+        thoughts, text = split_unopened_think(repair_surrogates("".join(self._reasoning)),
+                                              repair_surrogates("".join(self._text)))
         if thoughts and echo.get(TEXT_FIELD) is None and self._reasoning_field:
             echo[TEXT_FIELD] = self._reasoning_field
         reasoning = Reasoning(thoughts, details=echo or None) if (thoughts or echo) else None

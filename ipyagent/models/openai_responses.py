@@ -20,6 +20,7 @@ from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, new
 from .base import ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn
 from .http import ProviderError, StreamingHTTPModel
 from .openai_chat import parse_arguments
+from .think import ThinkSplitter, split_unopened_think
 
 __all__ = [
     "OpenAIResponsesModel",
@@ -155,6 +156,7 @@ class ResponsesTurnAssembler:
         self._reasoning_items: dict[int, dict[str, Any]] = {}
         self._calls: dict[int, _Call] = {}
         self._by_item_id: dict[str, int] = {}
+        self._think = ThinkSplitter()  # <think> written into the text by an unparsed model
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
         self.model: str | None = None
@@ -213,8 +215,15 @@ class ResponsesTurnAssembler:
         if not isinstance(delta, str) or not delta:
             return []
         self._streamed.add(("text", index))
-        self._text.append(delta)
-        return [TextDelta(delta)]
+        thinking, delta = self._think.feed(delta)
+        events: list[ModelEvent] = []
+        if thinking:
+            self._reasoning.append(thinking)
+            events.append(ReasoningDelta(thinking))
+        if delta:
+            self._text.append(delta)
+            events.append(TextDelta(delta))
+        return events
 
     def _reasoning_delta(self, index: int, part: int, delta: Any) -> list[ModelEvent]:
         if not isinstance(delta, str) or not delta:
@@ -309,12 +318,15 @@ class ResponsesTurnAssembler:
             meta = {"item_id": slot.item_id} if slot.item_id else {}
             calls.append(ToolCall(slot.call_id or new_call_id(), slot.name, arguments, raw, meta))
         items = [self._reasoning_items[i] for i in sorted(self._reasoning_items)]
-        text = "".join(self._reasoning)
+        held_thinking, held_text = self._think.flush()
+        self._reasoning.append(held_thinking)
+        self._text.append(held_text)
+        thoughts, answer = split_unopened_think("".join(self._reasoning), "".join(self._text))
         reasoning = None
-        if text or items:
-            reasoning = Reasoning(text, details={"reasoning_items": items} if items else None)
+        if thoughts or items:
+            reasoning = Reasoning(thoughts, details={"reasoning_items": items} if items else None)
         return Turn(
-            text="".join(self._text),
+            text=answer,
             tool_calls=calls,
             reasoning=reasoning,
             finish_reason=self.finish_reason,
