@@ -22,6 +22,8 @@ from .items import ToolCall
 __all__ = ["Decision", "Approver", "ApprovalPolicy", "TerminalApprover", "CallbackApprover"]
 
 Action = Literal["approve", "deny", "edit"]
+Mode = Literal["auto", "ask", "deny"]  # Agent.approval
+MODES: tuple[Mode, ...] = ("auto", "ask", "deny")  # typed, so the trait's value is a Mode
 
 
 @dataclass
@@ -180,7 +182,7 @@ class TerminalApprover:
 class ApprovalPolicy:
     """The agent's approval settings applied to each call."""
 
-    mode: Literal["auto", "ask", "deny"] = "auto"
+    mode: Mode = "auto"
     allow: list[str] = field(default_factory=list)
     ui: Approver | None = None
     always: set[str] = field(default_factory=set)  # tools approved "always" this session

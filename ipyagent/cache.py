@@ -29,7 +29,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, Union
 
 from ._secrets import find_secret, key_envs, secret_values
 from ._text import repair_surrogates
@@ -40,7 +40,7 @@ from .models.base import (
 )
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from .settings import AgentSettings
 
 __all__ = ["CachedModel", "ResponseCache", "CacheMiss", "request_key", "cached_client",
            "DEFAULT_PATH"]
@@ -94,8 +94,9 @@ def request_key(model: str, request: ModelRequest) -> str:
 
 # -- events <-> JSON --------------------------------------------------------------
 _REPLY_EVENTS = (TextDelta, ReasoningDelta, ToolCallDelta, TurnComplete)  # what a reply is
+ReplyEvent = Union[TextDelta, ReasoningDelta, ToolCallDelta, TurnComplete]  # no Retrying: never stored
 
-def _event_to_json(event: ModelEvent) -> dict[str, Any]:
+def _event_to_json(event: ReplyEvent) -> dict[str, Any]:
     if isinstance(event, TextDelta):
         return {"t": "text", "text": event.text}
     if isinstance(event, ReasoningDelta):
@@ -110,7 +111,7 @@ def _event_to_json(event: ModelEvent) -> dict[str, Any]:
             "reasoning": turn.reasoning.to_dict() if turn.reasoning else None}
 
 
-def _event_from_json(data: dict[str, Any]) -> ModelEvent:
+def _event_from_json(data: dict[str, Any]) -> ReplyEvent:
     kind = data["t"]
     if kind == "text":
         return TextDelta(data["text"])
@@ -145,7 +146,7 @@ class ResponseCache:
                 self._ready = True
         return conn
 
-    def get(self, key: str) -> list[ModelEvent] | None:
+    def get(self, key: str) -> list[ReplyEvent] | None:
         """The recorded events for ``key``, or None."""
         if not self.path.exists():
             return None
@@ -156,7 +157,7 @@ class ResponseCache:
             conn.close()
         return [_event_from_json(e) for e in json.loads(row[0])] if row else None
 
-    def put(self, key: str, model: str, events: list[ModelEvent],
+    def put(self, key: str, model: str, events: list[ReplyEvent],
             key_env: str | list[str] | None = None) -> bool:
         """Record ``events`` under ``key``; False (and nothing written) if it holds a secret."""
         text = repair_surrogates(json.dumps([_event_to_json(e) for e in events], ensure_ascii=False))
@@ -229,15 +230,15 @@ class CachedModel:
         recorded = self.cache.get(key)
         if recorded is not None:
             self.hits += 1
-            for event in recorded:
-                yield event
+            for replayed in recorded:
+                yield replayed
             return
         self.misses += 1
         if self.mode == "replay-only":
             raise CacheMiss(f"replay-only cache: no recorded reply for this request to "
                             f"{self.inner.name!r} (key {key[:12]}) in {self.cache.path}; set "
                             "Agent.cache = 'on' to call the model")
-        events: list[ModelEvent] = []
+        events: list[ReplyEvent] = []
         async for event in self.inner.stream(request):
             if isinstance(event, _REPLY_EVENTS):  # not a retry or a notice: not the reply
                 events.append(event)
@@ -246,7 +247,7 @@ class CachedModel:
             self.cache.put(key, self.inner.name, events, self.key_env)
 
 
-def cached_client(agent: Agent, inner: Model) -> Model:
+def cached_client(agent: AgentSettings, inner: Model) -> Model:
     """The agent's client wrapped per ``Agent.cache`` (rebuilt when a setting changes)."""
     if agent.cache == "off":
         return inner

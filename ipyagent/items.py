@@ -11,7 +11,7 @@ import html
 import json
 import uuid
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, ClassVar, Literal, Union
+from typing import Any, ClassVar, Literal, Type, TypeVar, Union
 
 __all__ = [
     "Message",
@@ -25,6 +25,7 @@ __all__ = [
 ]
 
 Role = Literal["user", "assistant", "system"]
+_I = TypeVar("_I", bound="_ItemBase")
 
 
 def new_call_id() -> str:
@@ -50,8 +51,9 @@ class _ItemBase:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
+    # Type, not type: in this class body ``type`` is the tag attribute.
     @classmethod
-    def from_dict(cls, data: dict[str, Any]):  # type: ignore[no-untyped-def]
+    def from_dict(cls: Type[_I], data: dict[str, Any]) -> _I:
         names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
         known = {k: v for k, v in data.items() if k in names}
         extra = {k: v for k, v in data.items() if k not in names and k != "type"}
@@ -190,7 +192,7 @@ class Summary(_ItemBase):
 
 Item = Union[Message, ToolCall, ToolResult, Reasoning, Summary]
 
-_TYPES: dict[str, type] = {
+_TYPES: dict[str, type[Item]] = {
     cls.type: cls for cls in (Message, ToolCall, ToolResult, Reasoning, Summary)
 }
 
@@ -201,4 +203,4 @@ def item_from_dict(data: dict[str, Any]) -> Item:
         cls = _TYPES[data["type"]]
     except KeyError:
         raise ValueError(f"not an ipyagent item: type={data.get('type')!r}") from None
-    return cls.from_dict(data)  # type: ignore[no-any-return]
+    return cls.from_dict(data)

@@ -27,7 +27,7 @@ from .mcp_session import CallFailed, Connection, MCPServerError, to_tool_result
 from .tools import Tool
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from .resources import AgentResources
 
 __all__ = ["MISSING", "MCPUnavailable", "MCPManager", "ServerConfig", "load_configs",
            "parse_servers", "sdk_available", "sdk_problem", "tool_name", "to_tool_result"]
@@ -60,7 +60,7 @@ def sdk_available() -> bool:
 class MCPManager:
     """The MCP servers of one agent and the tools they add to ``agent.tools``."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: AgentResources) -> None:
         self.agent = agent
         self.connections: dict[str, Connection] = {}
         self.problems: list[str] = []

@@ -41,6 +41,7 @@ from .errors import ConfigError
 
 if TYPE_CHECKING:
     from .agent import Agent
+    from .settings import AgentSettings
 
 __all__ = ["Persona", "PersonaError", "BUILTINS", "parse_front_matter", "load_file",
            "find_personas", "lookup", "check", "switch", "active_persona", "PersonaTable"]
@@ -269,13 +270,13 @@ def find_personas(configured: dict[str, Any], directory: str | Path,
     return found, problems
 
 
-def _directory(agent: Agent) -> Path:
+def _directory(agent: AgentSettings) -> Path:
     import os
 
     return Path(agent.cwd or os.getcwd())
 
 
-def lookup(agent: Agent, name: str) -> Persona:
+def lookup(agent: AgentSettings, name: str) -> Persona:
     """The persona called ``name`` for ``agent``; ``PersonaError`` names the known ones."""
     found, problems = find_personas(dict(agent.personas), _directory(agent))
     if name in found:
@@ -305,7 +306,7 @@ def _settings(persona: Persona) -> dict[str, Any]:
     return settings
 
 
-def check(agent: Agent, name: str) -> Persona:
+def check(agent: AgentSettings, name: str) -> Persona:
     """The persona called ``name``, once each of its settings fits ``agent``'s traits."""
     from traitlets import TraitError
 

@@ -16,12 +16,16 @@ from .settings import AgentSettings
 
 if TYPE_CHECKING:
     from .mcp import MCPManager
+    from .tools import Toolbox
 
 __all__ = ["AgentResources"]
 
 
 class AgentResources(AgentSettings):
     """The settings plus the resources they describe (the loop lives in ``Agent``)."""
+
+    tools: Toolbox  # set by Agent.__init__; MCP adds its servers' tools to it
+    _agents_md_cache: tuple[str, Path | None] | None = None  # (directory, its AGENTS.md)
 
     def _init_resources(self, client: Model | None, http_client: Any) -> None:
         self._client = client
@@ -43,10 +47,10 @@ class AgentResources(AgentSettings):
 
         # Looked up once per directory (not on every step: it walks up to the repo root).
         where = self.cwd or os.getcwd()
-        cached = getattr(self, "_agents_md_cache", None)
+        cached = self._agents_md_cache
         if cached is None or cached[0] != where:
-            self._agents_md_cache = (where, find_agents_md(where))
-        return self._agents_md_cache[1]
+            cached = self._agents_md_cache = (where, find_agents_md(where))
+        return cached[1]
 
     @property
     def workspace_path(self) -> Path:

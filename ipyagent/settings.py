@@ -12,6 +12,7 @@ from typing import Any
 from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, Union, validate
 from traitlets.config import LoggingConfigurable
 
+from .approval import MODES
 from .providers import APIS, PRESETS
 
 __all__ = ["AgentSettings", "DEFAULT_SYSTEM_PROMPT"]
@@ -51,7 +52,7 @@ class AgentSettings(LoggingConfigurable):
         "'anthropic' (Anthropic Messages). None: the provider's, else 'chat'."
     )).tag(config=True)
     system_prompt = Unicode(DEFAULT_SYSTEM_PROMPT, help="System prompt for the model.").tag(config=True)
-    approval = Enum(["auto", "ask", "deny"], default_value="auto", help=(
+    approval = Enum(list(MODES), default_value="auto", help=(
         "Who approves tool calls: 'auto' runs them, 'ask' asks (notebook buttons, terminal "
         "prompt, or approval_hook), 'deny' refuses them all."
     )).tag(config=True)

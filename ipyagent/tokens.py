@@ -44,7 +44,7 @@ def _load_tiktoken() -> Callable[[str], int] | None:
 
 def _try_tiktoken() -> Callable[[str], int] | None:
     try:
-        import tiktoken
+        import tiktoken  # type: ignore[import-not-found]  # optional: ipyagent[tokens]
 
         enc = tiktoken.get_encoding("o200k_base")
     except Exception:  # not installed, or its encoding file cannot be fetched offline

@@ -59,8 +59,14 @@ class Tool:
         return f"**tool** `{self.name}` — {self.description}\n\n```json\n{params}\n```"
 
 
+@typing.overload
+def tool(fn: Callable[..., Any], *, name: str | None = None,
+         description: str | None = None) -> Tool: ...
+@typing.overload
+def tool(fn: None = None, *, name: str | None = None,
+         description: str | None = None) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
-         description: str | None = None) -> Any:
+         description: str | None = None) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Decorator: build a ``Tool`` from a function's signature and docstring."""
 
     def wrap(f: Callable[..., Any]) -> Tool:

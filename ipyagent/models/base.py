@@ -97,7 +97,10 @@ ModelEvent = Union[TextDelta, ReasoningDelta, ToolCallDelta, TurnComplete, Retry
 class Model(Protocol):
     """A model client."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The model name (read only: wrappers such as ``CachedModel`` pass it through)."""
+        ...
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Yield events for one reply; the last one is ``TurnComplete``."""

@@ -132,7 +132,7 @@ class DemoModel:
             lines = [f"- `{r.name}`: {'error: ' if r.error else ''}{r.output.strip()}"
                      for r in results]
             return f"{LABEL} Here is what the tools returned:\n\n" + "\n".join(lines), []
-        calls = []
+        calls: list[ToolCall] = []
         numbers = [float(x) if "." in x else int(x) for x in re.findall(r"-?\d+(?:\.\d+)?", task)]
         # Built-in workspace tools change files: never call them on a guess. Prefer the
         # tools the task names; else every tool whose arguments can be filled.

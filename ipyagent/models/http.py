@@ -72,7 +72,10 @@ class ProviderError(Exception):
 class Assembler(Protocol):
     """Builds one ``Turn`` from a protocol's events."""
 
-    events_seen: int
+    @property
+    def events_seen(self) -> int:
+        """Events taken so far (read only: an attribute or a property both fit)."""
+        ...
 
     def feed(self, event: str | None, data: dict[str, Any]) -> list[ModelEvent]:
         """Take one SSE event (name, parsed JSON); raise ``ProviderError`` on an error event."""
