@@ -291,8 +291,9 @@ class NotebookDisplay:
 
         return display(bundle, raw=True, metadata=metadata or {}, display_id=new or None)
 
-    def update(self, handle: Any, bundle: dict[str, Any]) -> None:
-        handle.update(bundle, raw=True)
+    def update(self, handle: Any, bundle: dict[str, Any],
+               metadata: dict[str, Any] | None = None) -> None:
+        handle.update(bundle, raw=True, metadata=metadata or {})
 
     def _drain(self, segment: tuple[type, list[str]]) -> None:
         with self._lock:
@@ -384,12 +385,10 @@ class NotebookDisplay:
             if card is not None and result.meta.get("skipped"):
                 card.status("✗ not run (an earlier call was denied)", final=True)
             return
+        live = None
         if card is not None and card.live is not None:
-            # The live text gives way to the real outputs (which hold all of it).
             card.live.flush()
-            if card.live.handle is not None:
-                self.update(card.live.handle, {"text/plain": ""})
-            card.live = None
+            live, card.live = card.live.handle, None
         if card is not None:
             took = time.monotonic() - card.started
             edited = "✎ edited · " if result.meta.get("edited") else ""
@@ -399,6 +398,11 @@ class NotebookDisplay:
         outputs = [b for b in map(_bundle_for, result.outputs) if b is not None]
         if not outputs and result.output:
             outputs = [({"text/plain": result.output}, {})]
+        if live is not None:
+            # The live text gives way to the real outputs (which hold all of it): the first
+            # takes its place, so no empty output is left behind in the saved notebook.
+            data, metadata = outputs.pop(0) if outputs else ({"text/plain": ""}, {})
+            self.update(live, data, metadata)
         for data, metadata in outputs:
             self.publish(data, metadata)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernel_frontend import Cell, Frontend
+from scripted_server import ScriptedServer, reply_text, reply_tool_calls
 
 pytestmark = pytest.mark.slow
 
@@ -260,3 +261,24 @@ def test_awaiting_the_agent_directly_after_a_run_does_not_draw_in_the_old_cell(
     assert "refused: the approval buttons have no cell to appear in" in cell.text()
     assert len(first.outputs) == n  # nothing was added to the earlier cell
     check_context(fe)
+
+
+def test_a_running_call_prints_live_and_its_outputs_take_that_place(fresh: Frontend) -> None:
+    fe = fresh
+    code = ("import time\nfor i in range(3):\n    print('tick', i, flush=True)\n"
+            "    time.sleep(0.6)\n'finished'")
+    with ScriptedServer([reply_tool_calls([("python", {"code": code})]), reply_text("Ticked.")]) as srv:
+        configured = fe.run(f"%config Agent.model = 'scripted'\n%config Agent.base_url = '{srv.base_url}'")
+        assert configured.reply["status"] == "ok", configured.text()
+        try:
+            cell = fe.execute("%agent --approve auto tick three times")
+            fe.pump_until(lambda: "tick 0" in cell.text(), 30)
+            # Shown while the call still runs: the cell is busy and the last tick is to come.
+            assert not cell.done and "tick 2" not in cell.text()
+            finish(fe, cell)
+        finally:
+            fe.run("%config Agent.model = 'demo'\n%config Agent.base_url = ''")
+    text = cell.text()
+    assert "Ticked." in text and "'finished'" in text
+    assert text.count("tick 0") == 1  # the live text gave way to the real output
+    assert all(out.get("data") != {"text/plain": ""} for out in cell.outputs), cell.outputs
