@@ -87,7 +87,13 @@ def _read_text(path: Path) -> str:
     data = path.read_bytes()
     if b"\x00" in data[:BINARY_PROBE]:
         raise WorkspaceError(f"{path.name} looks binary; use the python tool for it")
-    return data.decode("utf-8", errors="replace")
+    try:
+        # Strict: a lenient decode would write U+FFFD over every byte it could not read.
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WorkspaceError(f"{path.name} is not UTF-8 text (byte {exc.start}); editing it "
+                             "here would destroy its other characters — use the python tool "
+                             "with the file's encoding") from None
 
 
 def atomic_write(path: Path, content: str) -> None:

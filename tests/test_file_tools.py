@@ -220,3 +220,16 @@ def test_write_and_edit_calls_show_a_diff_where_they_are_approved(tmp_path):
     assert "│ +gamma" in out.getvalue()
     assert (tmp_path / "notes.txt").read_text() == "alpha\nbeta\n"  # a preview changes nothing
     agent.close()
+
+
+def test_a_file_that_is_not_utf8_is_never_rewritten_with_replacement_characters(
+        agent: Agent, ws: Path) -> None:
+    latin = ws / "latin1.txt"
+    latin.write_bytes("café déjà vu\n".encode("latin-1"))
+    edit = run(agent, "edit_file", path="latin1.txt", old="vu", new="VU")
+    assert edit.error and "not UTF-8" in edit.output and "python tool" in edit.output
+    assert latin.read_bytes() == "café déjà vu\n".encode("latin-1")  # untouched
+    preview = diff_preview(ToolCall("c", "edit_file", {"path": "latin1.txt", "old": "vu",
+                                                       "new": "VU"}), ws)
+    assert preview is not None and "not UTF-8" in preview
+    assert "caf" in run(agent, "read_file", path="latin1.txt").output  # reading still works
