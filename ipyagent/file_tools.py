@@ -49,7 +49,11 @@ def resolve(root: Path, path: str) -> Path:
     if not _inside(lexical, root):
         raise WorkspaceError(f"{path!r} is outside the workspace ({root}); the file tools only "
                              "reach files under it — use a path relative to it")
-    real = lexical.resolve()
+    try:
+        real = lexical.resolve()
+    except (RuntimeError, OSError):  # a symlink loop (RuntimeError before Python 3.13)
+        raise WorkspaceError(f"{path!r} is (or passes through) a symlink loop; it leads "
+                             "nowhere") from None
     if not _inside(real, root):
         raise WorkspaceError(f"{path!r} is a symlink (or passes through one) that leads outside "
                              f"the workspace ({root}), to {real}; refused")
@@ -211,10 +215,10 @@ def file_tools(root: Callable[[], Path]) -> list[Tool]:
         for entry in entries[:LIST_ENTRIES]:
             if entry.is_symlink():
                 try:
-                    inside = _inside(entry.resolve(), base.resolve())
-                except OSError:
-                    inside = False
-                lines.append(f"{entry.name} -> (symlink{'' if inside else ', leads outside'})")
+                    where = "" if _inside(entry.resolve(), base.resolve()) else ", leads outside"
+                except (RuntimeError, OSError):  # one loop must not hide the whole listing
+                    where = ", a loop"
+                lines.append(f"{entry.name} -> (symlink{where})")
             elif entry.is_dir():
                 lines.append(entry.name + "/")
             else:

@@ -233,3 +233,16 @@ def test_a_file_that_is_not_utf8_is_never_rewritten_with_replacement_characters(
                                                        "new": "VU"}), ws)
     assert preview is not None and "not UTF-8" in preview
     assert "caf" in run(agent, "read_file", path="latin1.txt").output  # reading still works
+
+
+def test_a_symlink_loop_is_one_clear_error_and_does_not_break_the_listing(
+        agent: Agent, ws: Path) -> None:
+    os.symlink(ws / "loop2", ws / "loop1")
+    os.symlink(ws / "loop1", ws / "loop2")
+    listing = run(agent, "list_files", path=".")
+    assert not listing.error and "notes.txt" in listing.output
+    assert "loop1 -> (symlink, a loop)" in listing.output
+    for name, args in [("read_file", {}), ("write_file", {"content": "x"}),
+                       ("edit_file", {"old": "a", "new": "b"})]:
+        result = run(agent, name, path="loop1", **args)
+        assert result.error and "symlink loop" in result.output and "raised" not in result.output
