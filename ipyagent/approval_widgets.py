@@ -92,9 +92,9 @@ class ApprovalPanel:
         self.edit.on_click(lambda _: self._show_editor(True))
         self.cancel_edit.on_click(lambda _: self._show_editor(False))
         self.run_edited.on_click(lambda _: self._submit_edit())
-        buttons = w.HBox([self.approve, self.deny, self.reason, self.edit, self.always],
-                         layout=w.Layout(align_items="center", flex_flow="row wrap"))
-        self.widget = _Box([buttons, self.editor, w.HBox([self.run_edited, self.cancel_edit]),
+        self.controls = w.HBox([self.approve, self.deny, self.reason, self.edit, self.always],
+                               layout=w.Layout(align_items="center", flex_flow="row wrap"))
+        self.widget = _Box([self.controls, self.editor, w.HBox([self.run_edited, self.cancel_edit]),
                             self.status])
         self.widget.add_class("ipyagent-approval")
         self.widget.panel = self
@@ -137,6 +137,8 @@ class ApprovalPanel:
         if decision.action != "edit":
             self._show_editor(False)
         self.run_edited.layout.display = self.cancel_edit.layout.display = "none"
+        # Decided: the line saying what was decided replaces the buttons (less to scroll past).
+        self.controls.layout.display = "none"
         color = "#1a7f37" if decision.approved else "#b00020"
         self.status.value = (f"<span style='color:{color}'>"
                              f"{html.escape(describe(decision, self.call.name))}</span>")
