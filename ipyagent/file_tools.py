@@ -100,6 +100,28 @@ def _read_text(path: Path) -> str:
                              "with the file's encoding") from None
 
 
+def _capped_lines(f: Any, cap: int) -> Any:
+    """``(number, line, whole)`` for each line of text file ``f``, at most ``cap`` characters
+    each (``whole`` False when cut): a file that is one huge line is never read in whole."""
+    number = 0
+    while True:
+        line = f.readline(cap)
+        if not line:
+            return
+        number += 1
+        whole = True
+        if len(line) == cap and not line.endswith(("\n", "\r")):
+            while True:  # skip the rest of the line, a piece at a time
+                rest = f.readline(cap)
+                if rest.strip("\r\n"):
+                    whole = False
+                elif whole:
+                    line += rest  # only the line's end was left: the line is whole
+                if not rest or rest.endswith(("\n", "\r")):
+                    break
+        yield number, line, whole
+
+
 def atomic_write(path: Path, content: str) -> None:
     """Write ``content`` to ``path`` via a temporary file and ``os.replace`` (all or nothing)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -163,21 +185,28 @@ def file_tools(root: Callable[[], Path]) -> list[Tool]:
         used = 0
         last = start - 1
         more = False
+        cut: list[int] = []  # lines longer than READ_CHARS, shown up to it
         with target.open("r", encoding="utf-8", errors="replace", newline="") as f:
-            for number, line in enumerate(f, 1):
+            for number, line, whole in _capped_lines(f, READ_CHARS):
                 if number < start:
                     continue
                 if used + len(line) > READ_CHARS and taken:
                     more = True
                     break
-                taken.append(line[:READ_CHARS])
+                if not whole:
+                    cut.append(number)
+                    line += "\n"
+                taken.append(line)
                 used += len(line)
                 last = number
         text = "".join(taken)
         if not taken and start > 1:
             return _error(f"{path!r} has fewer than {start} lines")
-        if more or start > 1:
+        if more or start > 1 or cut:
             note = f"[showing lines {start}–{last} of {_shown(base, target)} ({_size(size)})"
+            if cut:
+                note += (f"; line {', '.join(map(str, cut))} is longer than {READ_CHARS} "
+                         "characters and was cut there — the python tool reads all of it")
             note += (f"; read_file(path, start_line={last + 1}) for more]" if more
                      else "; end of file]")
             return text + ("" if text.endswith("\n") else "\n") + note

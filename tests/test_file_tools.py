@@ -246,3 +246,20 @@ def test_a_symlink_loop_is_one_clear_error_and_does_not_break_the_listing(
                        ("edit_file", {"old": "a", "new": "b"})]:
         result = run(agent, name, path="loop1", **args)
         assert result.error and "symlink loop" in result.output and "raised" not in result.output
+
+
+def test_a_line_longer_than_the_cap_is_said_to_be_cut(agent: Agent, ws: Path) -> None:
+    (ws / "one_line.json").write_text("[" + "1," * 3_000_000 + "1]")  # 6 MB, no newline
+    result = run(agent, "read_file", path="one_line.json")
+    assert not result.error and len(result.output) < READ_CHARS + 400
+    assert result.output.startswith("[1,1,")
+    assert "line 1 is longer than" in result.output and "end of file]" in result.output
+    (ws / "mixed.txt").write_text("short\n" + "y" * (READ_CHARS + 5) + "\nafter\n")
+    first = run(agent, "read_file", path="mixed.txt").output
+    assert first.startswith("short\n") and "start_line=2) for more" in first
+    second = run(agent, "read_file", path="mixed.txt", start_line=2).output
+    assert "line 2 is longer than" in second and "start_line=3) for more" in second
+    assert run(agent, "read_file", path="mixed.txt", start_line=3).output.startswith("after\n")
+    (ws / "exact.txt").write_text("z" * READ_CHARS + "\nnext\n")  # exactly the cap: not cut
+    exact = run(agent, "read_file", path="exact.txt").output
+    assert "longer than" not in exact and exact.startswith("z" * READ_CHARS + "\n[showing")
