@@ -214,13 +214,34 @@ def _flatten_dicts(dicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def truncation_summary(items: list[Item], reason: str) -> Summary:
-    """A Summary that just records what was dropped (no model involved)."""
+def truncation_summary(items: list[Item], reason: str, keep_text: bool = True) -> Summary:
+    """A Summary that records what was dropped (no model involved).
+
+    A model-written summary among ``items`` keeps its text (unless ``keep_text`` is off):
+    it is the distilled facts of everything before it, paid for with a model call, and
+    dropping it with the turns after it left the model with a bare "items were removed".
+    """
     replaced = replaced_items(items)
-    return Summary(
-        content=(f"[{len(replaced)} earlier items were removed to fit the context window "
-                 f"({reason}); their details are no longer available.]"),
-        replaced=replaced, meta={"method": "truncate", "reason": reason})
+    kept = _summary_text(items) if keep_text else ""
+    note = (f"[{len(replaced)} earlier items were removed to fit the context window "
+            f"({reason}); their details are no longer available.]")
+    meta: dict[str, Any] = {"method": "truncate", "reason": reason}
+    if kept:
+        meta["kept_text"] = kept
+        note = (f"{kept}\n\n[Not in the summary above: some later items were removed to fit "
+                f"the context window ({reason}); {len(replaced)} items replaced in all.]")
+    return Summary(content=note, replaced=replaced, meta=meta)
+
+
+def _summary_text(items: list[Item]) -> str:
+    """The newest model-written summary text among ``items`` ('' when there is none)."""
+    for item in reversed(items):
+        if isinstance(item, Summary):
+            if item.meta.get("method") == "summary":
+                return item.content
+            if item.meta.get("kept_text"):
+                return str(item.meta["kept_text"])
+    return ""
 
 
 def shrink_largest_result(context: Context, over: int, keep_last: bool = True) -> bool:
@@ -312,20 +333,19 @@ def _hard_truncate(ctx: Context, settings: dict[str, Any]) -> None:
         over = p.prompt_tokens + p.reserve - p.limit
         if not p.needed or over <= 0:
             return
-        if _worth_truncating([ctx[i] for i in p.middle]):
-            _replace(ctx, p.middle, truncation_summary([ctx[i] for i in p.middle],
-                                                       "still too large"))
+        middle = [ctx[i] for i in p.middle]
+        if middle and not (len(middle) == 1 and isinstance(middle[0], Summary)):
+            _replace(ctx, p.middle, truncation_summary(middle, "still too large"))
         elif keep > 0:
             keep = keep / 2 if keep > 0.05 else 0.0  # then only the newest turn stays
-        elif not shrink_largest_result(ctx, over):
+        elif shrink_largest_result(ctx, over):
+            continue
+        elif middle and _summary_text(middle):
+            # Last resort: the summary's own text is what does not fit.
+            _replace(ctx, p.middle, truncation_summary(middle, "still too large",
+                                                       keep_text=False))
+        else:
             return
-
-
-def _worth_truncating(items: list[Item]) -> bool:
-    """Whether truncating ``items`` shrinks them (a lone truncation note would not)."""
-    if len(items) != 1 or not isinstance(items[0], Summary):
-        return bool(items)
-    return items[0].meta.get("method") != "truncate"
 
 
 def _replace(ctx: Context, indices: list[int], summary: Summary) -> None:

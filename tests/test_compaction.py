@@ -349,3 +349,34 @@ def test_300_steps_stay_in_a_2048_window_at_a_flat_cost():
     # Flat cost: the late steps (big summary) take about as long as the early ones.
     early, late = sorted(timings[20:80])[30], sorted(timings[-60:])[30]
     assert late <= 4 * early + 0.005, (early, late)
+
+
+def test_a_model_summary_survives_a_huge_latest_result():
+    """The newest result alone is too big: it is cut, the summary just paid for is kept
+    (it used to be dropped for a bare 'N items were removed' note at once)."""
+    model = ScriptedModel([text("- v holds the 30000 numbers; the file is data.csv")])
+    agent = Agent(client=model, python_tool=False, file_tools=False, tools=[work],
+                  context_window=2048, request_max_tokens=256)
+    agent.context.counter = TokenCounter(use_tokenizer=False)
+    items: list = [Message("user", "the task")]
+    for i in range(6):
+        items += [ToolCall(f"c{i}", "work", {"i": i}), ToolResult(f"c{i}", "r" * 400)]
+    items += [ToolCall("big", "work", {"i": 9}), ToolResult("big", "z" * 20_000)]
+    agent.context[:] = items
+    assert asyncio.run(fit_window(agent, lambda e: None)) is None
+    summaries = [i for i in agent.context if isinstance(i, Summary)]
+    assert len(summaries) == 1 and "data.csv" in summaries[0].content
+    assert summaries[0].meta["method"] == "summary"
+    assert "characters cut to fit" in agent.context[-1].output
+    agent.close()
+
+
+def test_truncating_after_a_summary_keeps_its_text():
+    summary = Summary("- x is 42", replaced=[Message("user", "old").to_dict()],
+                      meta={"method": "summary"})
+    cut = truncation_summary([summary, Message("assistant", "later")], "still too large")
+    assert cut.content.startswith("- x is 42") and "2 items replaced" in cut.content
+    again = truncation_summary([cut, Message("user", "more")], "still too large")
+    assert again.content.count("- x is 42") == 1 and again.meta["kept_text"] == "- x is 42"
+    bare = truncation_summary([again], "still too large", keep_text=False)
+    assert "x is 42" not in bare.content
