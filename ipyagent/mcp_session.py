@@ -4,7 +4,8 @@ The SDK's transports and ``ClientSession`` are anyio context managers whose canc
 must be entered and exited by the same task. So each server is held open by one
 long-lived task that owns an ``AsyncExitStack`` and waits for a stop event; calls made
 from other tasks only use the session. A call that fails is followed by a ping: a server
-that still answers refused the call (an error value), one that does not is dead.
+that still answers refused the call (an error value), one that does not is dead. A stdio
+server whose output ends (it exited) is marked dead at once, so its next use restarts it.
 """
 
 from __future__ import annotations
@@ -120,7 +121,30 @@ class Connection:
                 command=self.config.command, args=self.config.args, cwd=self.config.cwd,
                 env={**get_default_environment(), **self.config.env})
             streams = await stack.enter_async_context(stdio_client(params, errlog=self._stderr))
+            streams = (await self._watch_exit(stack, streams[0]), streams[1])
         return await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+
+    async def _watch_exit(self, stack: contextlib.AsyncExitStack, read: Any) -> Any:
+        """``read`` relayed, marking the server dead the moment its output ends.
+
+        A stdio server that exits while idle is otherwise noticed only by the next call,
+        which then fails; marked dead, that call restarts it first instead.
+        """
+        import anyio
+
+        send, receive = anyio.create_memory_object_stream[Any](0)
+
+        async def relay() -> None:
+            async with send:
+                async for message in read:
+                    await send.send(message)
+            if not self._stopping and self.state == "running":
+                self.state, self.error = "dead", "it exited" + self._stderr_tail()
+
+        group = await stack.enter_async_context(anyio.create_task_group())
+        stack.callback(group.cancel_scope.cancel)  # unwound before the group's exit waits
+        group.start_soon(relay)
+        return receive
 
     def _stderr_tail(self, limit: int = 600) -> str:
         if self._stderr is None:

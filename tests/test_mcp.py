@@ -235,6 +235,28 @@ def test_a_dead_server_is_reported_then_restarted_on_next_use(tmp_path: Path) ->
 
 
 @needs_sdk
+def test_a_server_that_exits_while_idle_is_restarted_before_its_next_call(tmp_path: Path) -> None:
+    notices: list[str] = []
+    agent, _ = agent_with([calls(("demo__pid", {})), text("one"),
+                           calls(("demo__add", {"a": 1, "b": 2})), text("two")], tmp_path)
+    with agent:
+        agent.run("go")
+        pid = int(results(agent)[0].output)
+        os.kill(pid, 9)  # killed from outside (OOM killer, a crash) between runs
+        assert _wait_dead(pid)
+        deadline = time.monotonic() + 5
+        while agent.mcp.connections["demo"].state != "dead" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert agent.mcp.connections["demo"].state == "dead"
+        result = agent.run("again", on_event=lambda e: isinstance(e, Notice)
+                           and notices.append(e.message))
+        added = results(agent)[1]
+        assert not added.error and added.output == "3"  # the call did not pay for the death
+        assert result.stop_reason == "done"
+        assert any("restarted (it had died: it exited" in n for n in notices), notices
+
+
+@needs_sdk
 def test_a_server_that_cannot_start_is_a_notice_not_a_failure(tmp_path: Path) -> None:
     notices: list[str] = []
     servers = {**STDIO, "broken": {"command": sys.executable, "args": ["-c", "import sys; "
