@@ -51,6 +51,10 @@ def context_to_notebook(context: Any, header: Mapping[str, Any] | None = None, *
     if header is not None:
         cells.append(_header_cell(header, context.system))
     cells.extend(_cells(items))
+    for index, cell in enumerate(cells):
+        # By position, not random: saving the same run twice gives the same file, and a
+        # continued run only adds cells (clean diffs under version control).
+        cell["id"] = f"ipyagent-{index}"
     nb = new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": kernel_name, "display_name": "Python 3 (ipykernel)",
                                  "language": "python"}

@@ -174,6 +174,20 @@ def test_load_keeps_this_agents_settings_and_from_transcript_keeps_trust(rich):
     assert fresh.approval == "auto" and fresh.base_url == ""
 
 
+def test_saving_again_gives_the_same_cells_and_a_continued_run_only_adds(rich, tmp_path):
+    items, path, _ = rich
+    agent = Agent.from_transcript(path, python_tool=False, client=ScriptedModel([text("More.")]),
+                                  tools=[add], approval="auto")
+    again = nbformat.read(agent.save(tmp_path / "again.ipynb"), as_version=4)
+    first = nbformat.read(path, as_version=4)
+    body = lambda nb: [(c.id, c.cell_type, c.source) for c in nb.cells[1:]]  # noqa: E731 - after the header
+    assert body(again) == body(first)  # ids by position, not random
+    agent.run("and more?")
+    more = nbformat.read(agent.save(tmp_path / "more.ipynb"), as_version=4)
+    assert body(more)[: len(body(first))] == body(first)
+    nbformat.validate(more)
+
+
 def _with_endpoint(path, tmp_path, name, **settings):
     """A copy of the transcript at ``path`` whose recorded settings say ``settings``."""
     nb = nbformat.read(path, as_version=4)
