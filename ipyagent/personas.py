@@ -261,8 +261,14 @@ def find_personas(configured: dict[str, Any], directory: str | Path,
         for path in sorted(folder.glob("*.md")) if folder.is_dir() else []:
             try:
                 persona = load_file(path)
-            except (PersonaError, OSError, UnicodeDecodeError) as exc:
+            except PersonaError as exc:
                 problems.append(str(exc))
+                continue
+            except UnicodeDecodeError as exc:
+                problems.append(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8")
+                continue
+            except OSError as exc:
+                problems.append(f"{path}: not readable ({exc.strerror or exc})")
                 continue
             found.setdefault(persona.name, persona)
     for name, persona in BUILTINS.items():
@@ -285,9 +291,11 @@ def lookup(agent: AgentSettings, name: str) -> Persona:
     if name.lower() in folded:
         return folded[name.lower()]
     hint = next((p for p in problems if name in p), None)
-    raise PersonaError(f"unknown persona {name!r}; known: {', '.join(sorted(found))}"
-                       + (f" (one by that name could not be read: {hint})" if hint else "")
-                       + " — %agent personas lists them")
+    unread = (f" (one by that name could not be read: {hint})" if hint else
+              # The name may sit in the front matter of a file that could not be parsed.
+              f" ({len(problems)} persona file(s) could not be read)" if problems else "")
+    raise PersonaError(f"unknown persona {name!r}; known: {', '.join(sorted(found))}{unread}"
+                       " — %agent personas lists them")
 
 
 # -- applying ----------------------------------------------------------------------------

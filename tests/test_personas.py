@@ -221,3 +221,17 @@ def test_magic_persona_option_changes_one_run(shell, capsys: pytest.CaptureFixtu
     ran = [i for i in agent.context if isinstance(i, ToolResult)]
     assert ran and "value = 1024" in ran[0].output
     assert agent.persona is None
+
+
+def test_an_unreadable_persona_file_is_one_line_naming_it(tmp_path: Path, home: Path) -> None:
+    folder = tmp_path / ".ipyagent" / "agents"
+    folder.mkdir(parents=True)
+    (folder / "latin.md").write_bytes("---\nname: café\n---\nRéponds.\n".encode("latin-1"))
+    (folder / "nested.md").write_text("---\nname: broken\ntools:\n  x: {a: 1}\n---\nbody\n")
+    found, problems = find_personas({}, tmp_path, home=home)
+    assert "coder" in found and len(problems) == 2
+    assert any(str(folder / "latin.md") in p and "not UTF-8" in p for p in problems), problems
+    with Agent(python_tool=False, cwd=str(tmp_path)) as agent:
+        with pytest.raises(TraitError, match=r"unknown persona 'broken'.*2 persona file\(s\) "
+                                             r"could not be read"):
+            agent.persona = "broken"
