@@ -408,6 +408,9 @@ class SiblingKernel(TransferMixin):
         if status == "timeout":
             for_model = [o for o in outputs if o.get("ename") != "KeyboardInterrupt"]
         text = model_text(for_model, self.max_model_chars)
+        if collector.unreadable:
+            note = (f"[{collector.unreadable} output message(s) from the kernel could not be "
+                    "read (bad signature) and were skipped.]" + (f" {note}" if note else ""))
         if note:
             text = f"{text}\n{note}" if text else note
         if pre_note:
@@ -438,6 +441,12 @@ class SiblingKernel(TransferMixin):
                 msg = await kc.get_iopub_msg(timeout=wait)
             except queue.Empty:
                 msg = None
+            except ValueError as exc:
+                # A message failing its signature check (seen from a kernel near its
+                # memory limit): skip it and say so, rather than lose the whole call.
+                collector.unreadable += 1
+                log.debug("skipped an unreadable IOPub message: %s", exc)
+                continue
             now = time.monotonic()
             if msg is None or now >= next_check:
                 # Checked on quiet waits and, during an output flood, at least every _POLL.
@@ -467,7 +476,7 @@ class SiblingKernel(TransferMixin):
         while time.monotonic() < give_up:
             try:
                 msg = await kc.get_shell_msg(timeout=_POLL)
-            except queue.Empty:
+            except (queue.Empty, ValueError):  # ValueError: a bad signature, as above
                 continue
             if msg.get("parent_header", {}).get("msg_id") == msg_id:
                 return dict(msg["content"])

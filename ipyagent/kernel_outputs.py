@@ -194,6 +194,7 @@ class OutputCollector:
         self._dropped = 0
         self._clear_pending = False
         self.execution_count: int | None = None
+        self.unreadable = 0  # messages skipped because they could not be deserialized
 
     def add(self, msg: dict[str, Any]) -> None:
         """Take one IOPub message (already filtered to this request)."""

@@ -539,3 +539,21 @@ async def test_stream_text_arrives_live_while_the_code_runs(kernel: SiblingKerne
     # A broken callback never loses output.
     r = await kernel.execute_async("print('x')", on_stream=lambda n, t: 1 / 0)
     assert r.text == "x"
+
+
+_FORGED = '''
+k = get_ipython().kernel
+msg = k.session.msg("stream", {"name": "stdout", "text": "forged\\n"}, parent=k.get_parent())
+parts = k.session.serialize(msg, ident=b"stream.stdout")
+parts[parts.index(b"<IDS|MSG>") + 1] = b"0" * 64
+k.iopub_socket.send_multipart(parts)
+print("after")
+'''
+
+
+def test_a_message_with_a_bad_signature_is_skipped_not_raised(kernel: SiblingKernel) -> None:
+    """A kernel near its memory limit sent one: execute raised 'ValueError: Invalid Signature'."""
+    r = kernel.execute(_FORGED)
+    assert r.status == "ok" and r.text.startswith("after")
+    assert "could not be read (bad signature)" in r.text and "forged" not in r.text
+    assert kernel.execute("1+1").text == "2" and kernel.state == "idle"
