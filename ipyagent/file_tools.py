@@ -122,6 +122,18 @@ def _capped_lines(f: Any, cap: int) -> Any:
         yield number, line, whole
 
 
+def _line_endings(text: str, old: str, new: str) -> tuple[str, str]:
+    """``old`` and ``new`` with CRLF line ends when the file has them and ``old`` has not.
+
+    Models write ``\n``; without this no multi-line edit of a Windows file could match.
+    """
+    if "\r\n" in text and "\n" in old and "\r\n" not in old and old not in text:
+        crlf = old.replace("\n", "\r\n")
+        if crlf in text:
+            return crlf, new.replace("\r\n", "\n").replace("\n", "\r\n")
+    return old, new
+
+
 def atomic_write(path: Path, content: str) -> None:
     """Write ``content`` to ``path`` via a temporary file and ``os.replace`` (all or nothing)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -273,6 +285,7 @@ def file_tools(root: Callable[[], Path]) -> list[Tool]:
             raise WorkspaceError("`old` is empty; give the exact text to replace "
                                  "(write_file creates or overwrites whole files)")
         text = _read_text(target)
+        old, new = _line_endings(text, old, new)
         count = text.count(old)
         if count == 0:
             raise WorkspaceError(f"`old` was not found in {_shown(base, target)}; it must match "
@@ -308,7 +321,7 @@ def diff_preview(call: ToolCall, root: Path, context: int = 3) -> str | None:
     if call.name == "write_file":
         after = str(args.get("content", ""))
     else:
-        old, new = str(args.get("old", "")), str(args.get("new", ""))
+        old, new = _line_endings(before, str(args.get("old", "")), str(args.get("new", "")))
         if not old or before.count(old) != 1:
             return "(no preview: `old` does not occur exactly once)"
         after = before.replace(old, new, 1)

@@ -263,3 +263,15 @@ def test_a_line_longer_than_the_cap_is_said_to_be_cut(agent: Agent, ws: Path) ->
     (ws / "exact.txt").write_text("z" * READ_CHARS + "\nnext\n")  # exactly the cap: not cut
     exact = run(agent, "read_file", path="exact.txt").output
     assert "longer than" not in exact and exact.startswith("z" * READ_CHARS + "\n[showing")
+
+
+def test_edit_file_matches_a_windows_file_written_with_plain_newlines(agent: Agent, ws: Path) -> None:
+    crlf = ws / "win.py"
+    crlf.write_bytes(b"def f():\r\n    return 1\r\n\r\ndef g():\r\n    return 2\r\n")
+    edit = run(agent, "edit_file", path="win.py", old="def f():\n    return 1\n",
+               new="def f():\n    return 10\n")
+    assert not edit.error, edit.output
+    assert crlf.read_bytes() == b"def f():\r\n    return 10\r\n\r\ndef g():\r\n    return 2\r\n"
+    preview = diff_preview(ToolCall("c", "edit_file", {"path": "win.py", "old": "return 2\n",
+                                                       "new": "return 20\n"}), ws)
+    assert preview is not None and "+    return 20" in preview
