@@ -243,7 +243,9 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
     decisions = _RecordedDecisions(calls, results)
     # Only python re-runs: no file tools (a write would happen again), no MCP servers
     # (a mcp.json in the directory must not be called); the playback tools answer instead.
-    kwargs.update(file_tools=False, mcp_servers={}, mcp_files=False)
+    # No compaction either: a summary request would take the next recorded turn, and the
+    # recorded turns already hold the run's own summaries.
+    kwargs.update(file_tools=False, mcp_servers={}, mcp_files=False, context_window=0)
     agent = Agent(client=ReplayModel(turns), approval="ask", approval_hook=decisions,
                   circuit_breaker=0, max_tokens=0, python_tool=True,
                   system_prompt=transcript.system, cwd=cwd or os.getcwd(),
@@ -297,6 +299,13 @@ def _skip_results(items: list[Any], position: int) -> int:
 def _compare(number: int, recorded_calls: list[ToolCall], new_results: list[ToolResult],
              recorded_results: dict[int, ToolResult | None], report: ReplayReport) -> None:
     """Compare one turn's replayed python results with the recorded ones."""
+    for call in recorded_calls[len(new_results):]:
+        # The replay went off the recording (this turn ran fewer calls): never "reproduced".
+        old = recorded_results.get(id(call))
+        if old is not None and call.name == "python":
+            report.differences.append(Difference(
+                number, call.id, str(call.arguments.get("code", "")), _observed(old),
+                "(not run in the replay)", old.error, True))
     for call, new in zip(recorded_calls, new_results):
         old = recorded_results.get(id(call))
         if old is None or any(old.meta.get(k) for k in ("denied", "skipped", "interrupted")):

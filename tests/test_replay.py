@@ -124,6 +124,10 @@ def test_replay_of_a_deterministic_run_is_reproduced(tmp_path):
     assert "reproduced" in report._repr_html_()
     # The replayed conversation is the recorded one.
     assert [i.to_dict()["type"] for i in report.context] == [i["type"] for i in before]
+    # A small window passed along never makes the replay compact (a summary request would
+    # take the next recorded turn): the recorded turns are replayed as they were.
+    small = replay(path, cwd=str(tmp_path), context_window=300)
+    assert small.reproduced and (small.steps, small.compared) == (3, 2), small.notes
 
 
 def test_replay_follows_recorded_decisions_and_normalises(tmp_path):
