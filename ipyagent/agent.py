@@ -19,7 +19,7 @@ from traitlets import TraitError
 
 from . import _loop
 from .approval import ApprovalPolicy, Approver, CallbackApprover
-from .compaction import fit_window
+from .compaction import bind_settings, fit_window
 from .context import Context
 from .errors import ApprovalError, ConfigError, ModelError
 from .models.retry import safe_url
@@ -87,6 +87,16 @@ class Agent(AgentResources):
                 self.tools.add(t)
 
     # -- configuration ---------------------------------------------------------------
+    @property
+    def context(self) -> Context:
+        """The conversation: list-like and editable; ``compaction_preview()`` uses this agent."""
+        return self._context
+
+    @context.setter
+    def context(self, value: Context) -> None:
+        bind_settings(value, self)  # the preview follows the current settings, even before a step
+        self._context = value
+
     @property
     def approval_hook(self) -> Approver | None:
         """The UI asked when ``approval == 'ask'``: an object with ``async decide(call)``."""

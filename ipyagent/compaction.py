@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import html
 import json
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CompactionPlan", "plan", "preview", "turn_groups", "render_for_summary",
            "SUMMARY_PROMPT", "truncation_summary", "replaced_items", "shrink_largest_result",
-           "fit_window"]
+           "fit_window", "settings_for", "bind_settings"]
 
 SUMMARY_PROMPT = """\
 You compress the earlier part of a working session between a user and an AI agent that \
@@ -82,10 +83,14 @@ class CompactionPlan:
     labels: list[str] = field(default_factory=list)  # one line per item, for the repr
 
     def __repr__(self) -> str:
+        if not self.window:
+            return (f"<CompactionPlan: no context_window set, so nothing is compacted "
+                    f"(~{self.prompt_tokens} tokens now)>")
         state = "needed" if self.needed else "not needed"
+        would = "" if self.needed or not self.middle else "if run now: "
         return (f"<CompactionPlan {state}: {self.prompt_tokens}+{self.reserve} of limit "
-                f"{self.limit} (window {self.window}); summarise {len(self.middle)} items "
-                f"(~{self.middle_tokens} tokens), keep {len(self.head) + len(self.tail)}>")
+                f"{self.limit} (window {self.window}); {would}summarise {len(self.middle)} "
+                f"items (~{self.middle_tokens} tokens), keep {len(self.head) + len(self.tail)}>")
 
     def _repr_html_(self) -> str:
         fate = {i: "keep (task)" for i in self.head}
@@ -129,7 +134,7 @@ def plan(context: Context, window: int = 0, threshold: float = 0.8, reserve: int
         budget -= gtok[gi]
     middle_groups = [gi for gi in range(len(groups))
                      if gi not in head_groups and gi not in tail_groups]
-    result.needed = True
+    result.needed = prompt + reserve > limit  # a forced (preview) plan may not be needed yet
     result.head = [i for g in head_groups for i in groups[g]]
     result.middle = [i for g in middle_groups for i in groups[g]]
     result.tail = [i for g in tail_groups for i in groups[g]]
@@ -263,17 +268,38 @@ def shrink_largest_result(context: Context, over: int, keep_last: bool = True) -
     return True
 
 
+def settings_for(agent: Any, context: Context | None = None) -> dict[str, Any]:
+    """``plan`` settings from an agent's current traits (window, threshold, reserve…)."""
+    ctx = agent.context if context is None else context
+    window = agent.context_window
+    reserve = agent.request_max_tokens or min(2048, window // 4)
+    tools_tokens = ctx.counter.scaled(ctx.counter.raw(json.dumps(agent.tools.specs())))
+    return dict(window=window, threshold=agent.compact_threshold, reserve=reserve,
+                keep_recent=agent.compact_keep_recent, extra_tokens=tools_tokens)
+
+
+def bind_settings(context: Context, agent: Any) -> None:
+    """Make ``context.compaction_preview()`` use ``agent``'s settings as they are when asked.
+
+    Why: the preview must show what the next step would do, before the first step and
+    after a setting changed (it used to show window 0 until a step had run).
+    """
+    ref = weakref.ref(agent)
+
+    def source() -> dict[str, Any]:
+        owner = ref()
+        return settings_for(owner, context) if owner is not None else {}
+
+    context.settings_source = source
+
+
 async def fit_window(agent: Any, emit: Callable[[Any], None]) -> str | None:
     """Compact ``agent.context`` until the next request fits; a one-line problem, or None."""
     from .events import ContextCompacted
 
     ctx = agent.context
-    window = agent.context_window
-    reserve = agent.request_max_tokens or min(2048, window // 4)
-    tools_tokens = ctx.counter.scaled(ctx.counter.raw(json.dumps(agent.tools.specs())))
-    settings = dict(window=window, threshold=agent.compact_threshold, reserve=reserve,
-                    keep_recent=agent.compact_keep_recent, extra_tokens=tools_tokens)
-    ctx.compaction_settings = {**settings, "force": True}
+    settings = settings_for(agent)
+    window, reserve = settings["window"], settings["reserve"]
     p = plan(ctx, **settings)
     if not p.needed:
         return None

@@ -8,7 +8,7 @@ like a list (``len``, indexing, slicing, iteration, ``append``/``insert``/``pop`
 from __future__ import annotations
 
 import html
-from typing import Any, Iterable, Iterator, MutableSequence, overload
+from typing import Any, Callable, Iterable, Iterator, MutableSequence, overload
 
 from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
 from .tokens import TokenCounter
@@ -26,7 +26,9 @@ class Context(MutableSequence[Item]):
         self.system = system
         # Its own counter: calibration is per conversation (the tokenizer is shared).
         self.counter = counter or TokenCounter()
-        # Set by the Agent so that compaction_preview() needs no arguments.
+        # Set by the Agent (compaction.bind_settings) so that compaction_preview() needs no
+        # arguments and follows the agent's current settings; compaction_settings overrides.
+        self.settings_source: Callable[[], dict[str, Any]] | None = None
         self.compaction_settings: dict[str, Any] = {}
         self._items: list[Item] = []
         self._tokens: list[int] = []
@@ -110,7 +112,8 @@ class Context(MutableSequence[Item]):
         """What compaction would summarise and keep now (nothing changes)."""
         from .compaction import preview
 
-        return preview(self, **{**self.compaction_settings, **settings})
+        base = self.settings_source() if self.settings_source is not None else {}
+        return preview(self, **{**base, **self.compaction_settings, **settings})
 
     def tool_call(self, call_id: str) -> ToolCall | None:
         """The call with this id, if present."""

@@ -380,3 +380,20 @@ def test_truncating_after_a_summary_keeps_its_text():
     assert again.content.count("- x is 42") == 1 and again.meta["kept_text"] == "- x is 42"
     bare = truncation_summary([again], "still too large", keep_text=False)
     assert "x is 42" not in bare.content
+
+
+def test_preview_follows_the_agents_settings_before_any_step():
+    agent = Agent(client=ScriptedModel([]), python_tool=False, file_tools=False,
+                  tools=[work], context_window=2048, request_max_tokens=256)
+    agent.context.counter = TokenCounter(use_tokenizer=False)
+    agent.context[:] = list(conversation(10))
+    p = agent.context.compaction_preview()
+    assert p.window == 2048 and p.reserve == 256 and p.needed and p.middle
+    agent.context_window = 100_000  # a changed setting shows at once
+    p = agent.context.compaction_preview()
+    assert p.window == 100_000 and not p.needed and "not needed" in repr(p)
+    agent.reset()  # a new conversation is bound too
+    assert agent.context.compaction_preview().window == 100_000
+    agent.context_window = 0
+    assert "no context_window set" in repr(agent.context.compaction_preview())
+    agent.close()
