@@ -9,6 +9,8 @@ from typing import Sequence
 from traitlets import TraitError
 
 from ._version import __version__
+from .approval import Decision
+from .items import ToolCall
 
 __all__ = ["main"]
 
@@ -29,11 +31,20 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--api-key-env", default=None,
                      help="environment variable holding the API key (default: from the provider)")
     run.add_argument("--approve", choices=["auto", "ask", "deny"], default=None,
-                     help="tool-call approval (default: ask on a terminal, auto otherwise)")
+                     help="tool-call approval (default: ask; with no terminal to ask in, calls are denied)")
     run.add_argument("--max-steps", type=int, default=20)
     run.add_argument("--save", metavar="PATH", help="save the transcript notebook here")
     run.add_argument("--quiet", action="store_true", help="print only the final answer")
     return p
+
+
+class _Unattended:
+    """Approval with nobody to ask: each call is denied with how to let calls run."""
+
+    async def decide(self, call: ToolCall) -> Decision:
+        return Decision("deny", by="timeout", reason=(
+            "nobody could approve this call: stdin is not a terminal (a script, a pipe, CI). "
+            f"Pass --approve auto to let tool calls run unattended ({call.name} was not run)"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -45,7 +56,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .display_terminal import TerminalDisplay
     from .errors import IpyagentError
 
-    approve = args.approve or ("ask" if sys.stdin.isatty() else "auto")
+    # Nobody at a terminal (a script, a pipe, CI): calls are denied unless --approve says
+    # otherwise, as in a notebook run without a frontend. Never run unasked by default.
+    attended = sys.stdin is not None and sys.stdin.isatty()
+    approve = args.approve or "ask"
     try:
         settings = {k: v for k, v in (("provider", args.provider), ("api", args.api),
                                        ("base_url", args.base_url)) if v}
@@ -58,7 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The prompt runs on this (main) thread, where Ctrl-C lands; in a worker thread a
     # cancelled input() kept reading and the process could not exit.
     pump = PumpDispatcher()
-    if approve == "ask":
+    if approve == "ask" and not attended:
+        agent.approval_hook = _Unattended()
+    elif approve == "ask":
         agent.approval_hook = TerminalApprover(
             input_fn=lambda prompt: pump.call_and_wait(terminal_answer, prompt),
             show_call=args.quiet)

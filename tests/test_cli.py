@@ -17,16 +17,26 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_run_demo_prints_answer_and_exits_zero(tmp_path):
-    proc = run("run", "Use Python to compute 2**100", "--model", "demo", cwd=tmp_path)
+    proc = run("run", "Use Python to compute 2**100", "--model", "demo", "--approve", "auto",
+               cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert str(2**100) in proc.stdout
     assert "done · 3 steps" in proc.stdout
 
 
 def test_exit_code_nonzero_when_not_done(tmp_path):
-    proc = run("run", "compute 2**100", "--max-steps", "1", cwd=tmp_path)
+    proc = run("run", "compute 2**100", "--max-steps", "1", "--approve", "auto", cwd=tmp_path)
     assert proc.returncode == 1
     assert "max_steps" in proc.stdout
+
+
+def test_with_no_terminal_to_ask_in_calls_are_denied_saying_how_to_allow(tmp_path):
+    proc = run("run", "Use Python to compute 2**100", "--model", "demo", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout
+    assert "nobody could approve this call: stdin is not a terminal" in proc.stdout
+    assert "--approve auto" in proc.stdout
+    assert str(2**100) not in proc.stdout  # nothing ran
+    assert "denied" in proc.stdout.splitlines()[-1]
 
 
 def test_bad_setting_is_one_line(tmp_path):
@@ -83,7 +93,8 @@ def test_ctrl_c_at_the_prompt_exits_at_once(tmp_path):
 
 
 def test_save_says_where_and_a_failed_save_is_not_success(tmp_path):
-    ok = run("run", "compute 2**10", "--model", "demo", "--save", "runs/", cwd=tmp_path)
+    ok = run("run", "compute 2**10", "--model", "demo", "--save", "runs/", "--approve", "auto",
+             cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr
     (saved,) = (tmp_path / "runs").glob("run-*.ipynb")  # a directory gets a new run file
     assert f"saved the transcript to runs/{saved.name}" in ok.stderr
