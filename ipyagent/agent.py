@@ -291,14 +291,16 @@ class Agent(AgentResources):
         # What a replay needs beyond the items: the turn's usage and finish reason.
         self.context[first].meta["turn"] = {"step": step.index, "finish_reason": turn.finish_reason,
                                             "usage": turn.usage, "model": turn.model}
-        stop, why = await self._run_calls(step, listeners)
-        if stop:
-            return self._finish(step, started, listeners, stop, why)
-        if turn.finish_reason in _LENGTH_REASONS:
+        cut = turn.finish_reason in _LENGTH_REASONS
+        if cut:  # said before the calls run: a cut call's bad arguments may end the run
             limit = self.request_max_tokens or "the server's limit"
             self._emit(listeners, Notice(
                 f"The reply was cut off at the output limit (request_max_tokens={limit}).",
                 "warning"))
+        stop, why = await self._run_calls(step, listeners)
+        if stop:
+            return self._finish(step, started, listeners, stop, why)
+        if cut:
             if self.on_length == "stop":
                 return self._finish(step, started, listeners, "length",
                                     "the reply was cut off at the output limit")

@@ -397,3 +397,19 @@ def test_preview_follows_the_agents_settings_before_any_step():
     agent.context_window = 0
     assert "no context_window set" in repr(agent.context.compaction_preview())
     agent.close()
+
+
+def test_a_cut_tool_call_is_said_even_when_its_failure_ends_the_run():
+    """The cut call's broken arguments trip the breaker: the user still learns why."""
+    from scripted_server import Completion
+
+    cut = Completion(tool_calls=[("work", '{"i": 1')], finish_reason="length")
+    with ScriptedServer([cut]) as server:
+        events: list = []
+        agent = Agent(model="m", base_url=server.base_url, python_tool=False,
+                      file_tools=False, tools=[work], request_max_tokens=5, circuit_breaker=1)
+        result = agent.run("go", on_event=events.append)
+        agent.close()
+    assert result.stop_reason == "circuit_breaker"
+    assert any(isinstance(e, Notice) and "cut off at the output limit" in e.message
+               for e in events)
