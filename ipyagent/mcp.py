@@ -68,6 +68,10 @@ class MCPManager:
         self._noted: set[str] = set()  # notices already shown, so each shows once
 
     def __repr__(self) -> str:
+        if not self.connections:
+            return "\n".join(["MCP servers: none configured — set Agent.mcp_servers or add "
+                              ".ipyagent/mcp.json (or mcp.json) in this directory",
+                              *(f"  ! {p}" for p in self.problems)])
         return "\n".join([f"MCP servers ({len(self.connections)}):", *(
             f"  {name} [{c.config.transport}] {c.state}: "
             + (", ".join(tool_name(name, t["name"]) for t in c.tools) or c.error or "no tools")

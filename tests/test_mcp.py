@@ -76,6 +76,13 @@ def test_config_file_beside_the_notebook_and_the_trait_wins(tmp_path: Path) -> N
     assert configs == {} and "not readable as JSON" in problems[0]
 
 
+def test_no_servers_says_how_to_add_one(tmp_path: Path) -> None:
+    with Agent(model="demo", python_tool=False, cwd=str(tmp_path)) as agent:
+        agent.mcp.list()
+        assert repr(agent.mcp).startswith("MCP servers: none configured — set Agent.mcp_servers")
+        assert "none configured" in agent.mcp._repr_html_()
+
+
 def test_tool_names_fit_every_api() -> None:
     assert tool_name("github", "create_issue") == "github__create_issue"
     assert tool_name("my server", "do.thing/now") == "my_server__do_thing_now"
