@@ -235,6 +235,9 @@ def file_tools(root: Callable[[], Path]) -> list[Tool]:
         target = resolve(base, path)
         if target.is_dir():
             raise IsADirectoryError(path)
+        if path.endswith(("/", os.sep)):  # resolve() drops the slash: 'out/' would be a file
+            raise WorkspaceError(f"{path!r} names a directory; give the file's name, "
+                                 f"e.g. {path.rstrip('/' + os.sep) + '/notes.txt'!r}")
         existed = target.exists()
         atomic_write(target, content)
         return (f"{'replaced' if existed else 'created'} {_shown(base, target)} "

@@ -114,6 +114,9 @@ def test_mistakes_are_clear_error_values(agent: Agent, ws: Path) -> None:
     assert "was not found" in run(agent, "edit_file", path="notes.txt", old="zzz", new="b").output
     assert "`old` is empty" in run(agent, "edit_file", path="notes.txt", old="", new="b").output
     assert (ws / "twice.txt").read_text() == "a\na\n"
+    named_dir = run(agent, "write_file", path="out/", content="x")
+    assert named_dir.error and "names a directory" in named_dir.output
+    assert not (ws / "out").exists()  # no file called 'out' either
 
 
 def test_reads_are_capped_and_can_be_paged(agent: Agent, ws: Path) -> None:
