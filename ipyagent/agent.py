@@ -20,6 +20,7 @@ from traitlets import TraitError
 from . import _loop
 from .approval import ApprovalPolicy, Approver, CallbackApprover
 from .compaction import bind_settings, fit_window
+from .overflow import context_overflow, overflow_hint
 from .context import Context
 from .errors import ApprovalError, ConfigError, ModelError
 from .models.retry import safe_url
@@ -243,35 +244,50 @@ class Agent(AgentResources):
             return self._finish(step, started, listeners, "budget",
                                 f"token budget spent ({self.usage.total} of {self.max_tokens})")
         await self._before_request(listeners)  # before compaction: MCP tools count too
-        if self.context_window:
-            problem = await fit_window(self, lambda e: self._emit(listeners, e))
-            if problem:
-                return self._finish(step, started, listeners, "error", problem)
-        request = ModelRequest(
-            system=self.context.system, items=list(self.context),
-            tools=[t.spec() for t in self.offered_tools()],
-            temperature=self.temperature, max_tokens=self.request_max_tokens,
-            tool_choice=self.tool_choice)
-        counter = self.context.counter
-        estimated_raw = self.context.raw_tokens + counter.raw(json.dumps(request.tools))
         turn = None
-        try:
-            async for event in self.client.stream(request):
-                if isinstance(event, TurnComplete):
-                    turn = event.turn
-                elif isinstance(event, Retrying):
-                    self._emit(listeners, Notice(event.message, "warning"))
-                else:
-                    self._emit(listeners, event)  # type: ignore[arg-type]
-        except (ModelError, ConfigError) as exc:  # ConfigError: e.g. the API key is not set
-            # Nothing of a failed reply is appended: the context stays valid to retry. But
-            # tokens the provider billed for it (an error inside a stream) still count.
-            partial = getattr(exc, "turn", None)
-            spent = Usage.from_server(getattr(partial, "usage", None))
-            if spent is not None:
-                step.usage = spent
-                self.usage.add(spent)
-            return self._finish(step, started, listeners, "error", str(exc))
+        for attempt in (1, 2):  # a second attempt only after the server said "too long"
+            if self.context_window:
+                problem = await fit_window(self, lambda e: self._emit(listeners, e))
+                if problem:
+                    return self._finish(step, started, listeners, "error", problem)
+            request = ModelRequest(
+                system=self.context.system, items=list(self.context),
+                tools=[t.spec() for t in self.offered_tools()],
+                temperature=self.temperature, max_tokens=self.request_max_tokens,
+                tool_choice=self.tool_choice)
+            counter = self.context.counter
+            estimated_raw = self.context.raw_tokens + counter.raw(json.dumps(request.tools))
+            try:
+                async for event in self.client.stream(request):
+                    if isinstance(event, TurnComplete):
+                        turn = event.turn
+                    elif isinstance(event, Retrying):
+                        self._emit(listeners, Notice(event.message, "warning"))
+                    else:
+                        self._emit(listeners, event)  # type: ignore[arg-type]
+            except (ModelError, ConfigError) as exc:  # ConfigError: e.g. the API key is not set
+                overflow = context_overflow(exc)
+                if overflow is not None and self.context_window and attempt == 1:
+                    # Our estimate was low (another tokenizer, no usage reported): count
+                    # as densely as the server does, compact to fit, and ask once more.
+                    scale = counter.count_denser(estimated_raw, overflow.prompt_tokens)
+                    counted = (f" (it counted {overflow.prompt_tokens:,} tokens)"
+                               if overflow.prompt_tokens else "")
+                    self._emit(listeners, Notice(
+                        f"The server refused the request as longer than its context "
+                        f"window{counted}; counting tokens ×{scale:.2f}, compacting and "
+                        "trying once more.", "warning"))
+                    continue
+                # Nothing of a failed reply is appended: the context stays valid to retry. But
+                # tokens the provider billed for it (an error inside a stream) still count.
+                partial = getattr(exc, "turn", None)
+                spent = Usage.from_server(getattr(partial, "usage", None))
+                if spent is not None:
+                    step.usage = spent
+                    self.usage.add(spent)
+                return self._finish(step, started, listeners, "error",
+                                    str(exc) + (overflow_hint(self.context_window) if overflow else ""))
+            break
         if turn is None:
             return self._finish(step, started, listeners, "error",
                                 "the model client ended without a reply")

@@ -87,6 +87,18 @@ class TokenCounter:
             self.scale = ratio if self.scale == 1.0 else 0.5 * self.scale + 0.5 * ratio
             self.scale = min(max(self.scale, 0.25), 4.0)
 
+    def count_denser(self, estimated_raw: int, counted: int | None, margin: float = 1.1) -> float:
+        """The server counted more than the estimate (it refused an over-long prompt):
+        count at least that densely from now on (×1.3 when it did not say how many).
+        Returns the new scale."""
+        with self._lock:
+            if counted and estimated_raw > 0:
+                wanted = counted / estimated_raw * margin
+            else:
+                wanted = self.scale * 1.3
+            self.scale = min(max(self.scale, wanted), 4.0)
+            return self.scale
+
     def scaled(self, raw: int) -> int:
         return int(raw * self.scale + 0.5)
 

@@ -413,3 +413,62 @@ def test_a_cut_tool_call_is_said_even_when_its_failure_ends_the_run():
     assert result.stop_reason == "circuit_breaker"
     assert any(isinstance(e, Notice) and "cut off at the output limit" in e.message
                for e in events)
+
+
+# -- the server says the prompt is too long: count denser, compact, ask once more ---------
+LLAMA_TOO_LONG = {"error": {"code": 400, "type": "exceed_context_size_error", "n_ctx": 3072,
+                            "n_prompt_tokens": 3100,
+                            "message": "the request exceeds the available context size, try increasing it"}}
+
+
+def _long_history(agent: Agent) -> None:
+    for i in range(6):  # ~1,400 estimated tokens: fits 0.8 × 3000 by the estimate alone
+        agent.context.add_user(f"note {i}: " + "lorem ipsum dolor " * 44)
+        agent.context.append(Message("assistant", f"noted {i}"))
+
+
+def test_a_refused_over_long_request_is_compacted_and_asked_again():
+    with ScriptedServer([http_error(400, LLAMA_TOO_LONG), reply_text("Summary of the notes."),
+                         reply_text("Done.")]) as server:
+        agent = Agent(model="m", base_url=server.base_url, python_tool=False, file_tools=False,
+                      context_window=3000)
+        agent.context.counter = TokenCounter(use_tokenizer=False)
+        _long_history(agent)
+        events: list = []
+        result = agent.run("and now?", on_event=events.append)
+        agent.close()
+    assert result.stop_reason == "done" and result.text == "Done.", result
+    notices = [e.message for e in events if isinstance(e, Notice)]
+    assert any("refused the request as longer than its context window (it counted 3,100 tokens)"
+               in n for n in notices), notices
+    assert any(isinstance(e, ContextCompacted) for e in events)
+    assert len(server.bodies) == 3  # refused, the summary request, the retry
+    assert len(json.dumps(server.bodies[2])) < len(json.dumps(server.bodies[0])) / 2
+    assert agent.context.counter.scale > 1.5  # it counts as the server does from now on
+
+
+def test_without_a_window_the_refusal_says_to_set_one():
+    with ScriptedServer([http_error(400, LLAMA_TOO_LONG)]) as server:
+        agent = Agent(model="m", base_url=server.base_url, python_tool=False, file_tools=False)
+        result = agent.run("hello")
+        agent.close()
+    assert result.stop_reason == "error" and len(server.bodies) == 1
+    assert "exceeds the available context size" in result.error
+    assert "set Agent.context_window to the model's window" in result.error
+
+
+@pytest.mark.parametrize("message, counted", [
+    ("This model's maximum context length is 8192 tokens. However, your messages resulted in "
+     "9013 tokens. Please reduce the length of the messages.", 9013),
+    ("This model's maximum context length is 4096 tokens. However, you requested 5000 tokens "
+     "(4000 in the messages, 1000 in the completion).", 4000),
+    ("prompt is too long: 210000 tokens > 200000 maximum", 210000),
+    ("Your input exceeds the context window of this model.", None),
+])
+def test_how_servers_say_too_long(message, counted):
+    from ipyagent.errors import RequestRejected
+    from ipyagent.overflow import context_overflow
+
+    found = context_overflow(RequestRejected(message, status_code=400, body={"error": {"message": message}}))
+    assert found is not None and found.prompt_tokens == counted
+    assert context_overflow(RequestRejected("Invalid 'model': gpt-9", status_code=400)) is None
