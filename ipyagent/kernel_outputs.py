@@ -185,8 +185,17 @@ class _Stream:
 class OutputCollector:
     """Turns one request's IOPub messages into nbformat outputs with bounded stream text."""
 
-    def __init__(self, max_output_bytes: int = 2_000_000) -> None:
+    def __init__(self, max_output_bytes: int = 2_000_000, max_rich_outputs: int = 200,
+                 max_rich_bytes: int = 50_000_000) -> None:
         self.max_output_bytes = max_output_bytes
+        # Displays (plots, HTML) are kept whole, but not without end: a loop that displays
+        # 10,000 figures must not fill the user's kernel and the transcript.
+        self.max_rich_outputs = max_rich_outputs
+        self.max_rich_bytes = max_rich_bytes
+        self._rich_kept = 0
+        self._rich_bytes = 0
+        self._rich_dropped = 0
+        self._rich_dropped_bytes = 0
         self._items: list[_Stream | dict[str, Any]] = []
         self._head_left = max_output_bytes // 2
         self._tail: deque[_Stream] = deque()  # streams that took text after the head filled
@@ -227,10 +236,25 @@ class OutputCollector:
             out["_display_id"] = display_id
         if kind == "execute_result":
             self.execution_count = content.get("execution_count", self.execution_count)
+        elif kind == "display_data" and not self._keep_rich(out):
+            return
         self._items.append(out)
+
+    def _keep_rich(self, out: dict[str, Any]) -> bool:
+        """Count a display output against the caps; False when it is past them."""
+        size = _data_size(out.get("data", {}))
+        if (self._rich_kept >= self.max_rich_outputs
+                or self._rich_bytes + size > self.max_rich_bytes):
+            self._rich_dropped += 1
+            self._rich_dropped_bytes += size
+            return False
+        self._rich_kept += 1
+        self._rich_bytes += size
+        return True
 
     def _clear(self) -> None:
         self._items.clear()
+        self._rich_kept = self._rich_bytes = self._rich_dropped = self._rich_dropped_bytes = 0
         self._tail.clear()
         self._tail_size = 0
         self._dropped = 0
@@ -313,7 +337,25 @@ class OutputCollector:
             else:
                 out = {k: v for k, v in item.items() if k != "_display_id"}
                 result.append(out)
+        if self._rich_dropped:
+            note = (f"[{self._rich_dropped} more displayed outputs ({_size_label(self._rich_dropped_bytes)}) "
+                    f"were not kept: at most {self.max_rich_outputs} displays or "
+                    f"{_size_label(self.max_rich_bytes)} per call]\n")
+            result.append(output_from_msg("stream", {"name": "stderr", "text": note}))
         return result
+
+
+def _data_size(data: Mapping[str, Any]) -> int:
+    """About how many bytes a display bundle holds (base64 images, HTML, text)."""
+    size = 0
+    for value in data.values():
+        if isinstance(value, str):
+            size += len(value)
+        elif isinstance(value, list):
+            size += sum(len(v) for v in value if isinstance(v, str))
+        else:
+            size += len(str(value))
+    return size
 
 
 @dataclass

@@ -192,6 +192,33 @@ def test_error_is_a_value_and_next_request_not_aborted(kernel: SiblingKernel) ->
     assert kernel.execute("2+2").status == "ok"  # stop_on_error=False: not "aborted"
 
 
+def test_collector_caps_displays_by_count_and_size_and_says_so() -> None:
+    c = OutputCollector(max_rich_outputs=3, max_rich_bytes=10_000)
+    for i in range(5):
+        c.add(_msg("display_data", data={"text/plain": f"d{i}"}, metadata={}))
+    c.add(_msg("execute_result", data={"text/plain": "'last'"}, metadata={}, execution_count=1))
+    outs = c.outputs()
+    assert [o["data"]["text/plain"] for o in outs if o["output_type"] == "display_data"] == ["d0", "d1", "d2"]
+    assert outs[-2]["output_type"] == "execute_result"  # a result is always kept
+    assert outs[-1]["name"] == "stderr" and outs[-1]["text"].startswith("[2 more displayed outputs")
+    big = OutputCollector(max_rich_bytes=10_000)
+    for _ in range(3):
+        big.add(_msg("display_data", data={"image/png": "A" * 6000}, metadata={}))
+    assert sum(o["output_type"] == "display_data" for o in big.outputs()) == 1
+    assert "[2 more displayed outputs (12 KB) were not kept" in model_text(big.outputs())
+
+
+def test_a_display_loop_in_the_kernel_is_capped(kernel: SiblingKernel) -> None:
+    r = kernel.execute("from IPython.display import display, HTML\n"
+                       "for i in range(260): display(HTML(f'<b>{i}</b>'))\n"
+                       "'end'")
+    assert r.status == "ok"
+    kinds = [o["output_type"] for o in r.outputs]
+    assert kinds.count("display_data") == 200 and "execute_result" in kinds
+    assert "[60 more displayed outputs" in r.text
+    assert kernel.execute("1+1").text == "2"
+
+
 def test_rich_output_png_kept_whole(kernel: SiblingKernel) -> None:
     png = _png(640, 480)
     code = (
