@@ -220,7 +220,7 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
                   on_event: Any = None, **settings: Any) -> ReplayReport:
     """Replay a transcript in a fresh sibling kernel and report what differs."""
     from .agent import Agent
-    from .transcript import Transcript, read
+    from .transcript import Transcript, build_agent, read
 
     transcript = source if isinstance(source, Transcript) else read(source)
     transcript.verify_cells()  # replay runs code: only the code its cells show
@@ -239,6 +239,7 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
     kwargs = {k: recorded[k] for k in ("kernel_name", "tool_timeout", "memory_limit",
                                        "tool_output_limit")
               if recorded.get(k) is not None and Agent.class_traits().get(k) is not None}
+    taken = [k for k in kwargs if k not in settings]
     kwargs.update(settings)
     decisions = _RecordedDecisions(calls, results)
     # Only python re-runs: no file tools (a write would happen again), no MCP servers
@@ -246,11 +247,12 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
     # No compaction either: a summary request would take the next recorded turn, and the
     # recorded turns already hold the run's own summaries.
     kwargs.update(file_tools=False, mcp_servers={}, mcp_files=False, context_window=0)
-    agent = Agent(client=ReplayModel(turns), approval="ask", approval_hook=decisions,
-                  circuit_breaker=0, max_tokens=0, python_tool=True,
-                  system_prompt=transcript.system, cwd=cwd or os.getcwd(),
-                  tools=[_playback_tool(n, answers) for n in
-                         sorted({c.name for c in calls if c.name != "python"})], **kwargs)
+    agent = build_agent(Agent, transcript, dict(
+        client=ReplayModel(turns), approval="ask", approval_hook=decisions,
+        circuit_breaker=0, max_tokens=0, python_tool=True,
+        system_prompt=transcript.system, cwd=cwd or os.getcwd(),
+        tools=[_playback_tool(n, answers) for n in
+               sorted({c.name for c in calls if c.name != "python"})], **kwargs), taken)
     report = ReplayReport(source=transcript.path or "<transcript>", steps=len(turns))
     try:
         position = 0

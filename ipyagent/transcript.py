@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 import ipaddress
 import os
+import re
 import tempfile
 import warnings
 from dataclasses import dataclass, field
@@ -23,13 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 import nbformat
 from nbformat import NotebookNode
+from traitlets import TraitError
 
 from ._secrets import find_secret, key_envs, secret_values
 from ._text import repair_surrogates
 from ._version import __version__
 from .context import Context
-from .errors import TranscriptError
-from .items import Item, ToolCall, ToolResult, item_from_dict
+from .errors import IpyagentError, TranscriptError
+from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
 from .notebook_export import FORMAT, context_to_notebook
 
 if TYPE_CHECKING:
@@ -291,7 +293,9 @@ def read(path: str | os.PathLike[str]) -> Transcript:
     except FileNotFoundError:
         raise TranscriptError(f"no such transcript: {source}") from None
     except (OSError, ValueError) as exc:  # unreadable, or not JSON / not a notebook
-        raise TranscriptError(f"cannot read {source}: {str(exc).splitlines()[0]}") from None
+        raise TranscriptError(f"cannot read {source}: {_first_line(exc)}") from None
+    except Exception as exc:  # JSON that is no notebook ([], v3 without worksheets, ...)
+        raise TranscriptError(f"cannot read {source}: not a notebook ({_first_line(exc)})") from None
     data = nb.metadata.get("ipyagent")
     if not isinstance(data, dict) or not isinstance(data.get("items"), list):
         raise TranscriptError(f"{source} is not an ipyagent transcript (no metadata.ipyagent.items)")
@@ -316,8 +320,34 @@ def read(path: str | os.PathLike[str]) -> Transcript:
                       path=str(source), cells=_code_cells(nb))
 
 
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+# Fields every item of a type must hold with these types (the engine relies on them).
+_FIELD_TYPES: dict[type, tuple[tuple[str, type | tuple[type, ...]], ...]] = {
+    Message: (("content", str),),
+    ToolCall: (("id", str), ("name", str)),
+    ToolResult: (("call_id", str), ("output", str), ("error", bool), ("name", str),
+                 ("execution_count", (int, type(None)))),
+    Reasoning: (("content", str),),
+    Summary: (("content", str), ("replaced", list)),
+}
+
+
 def _checked(item: Item) -> Item:
     """The item, if its fields have the types the engine relies on."""
+    for name, kind in _FIELD_TYPES.get(type(item), ()):
+        value = getattr(item, name)
+        if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+            raise TypeError(f"{item.type} {name} is {type(value).__name__} {value!r:.40}")
+    if isinstance(item, Message) and item.role not in ("user", "assistant", "system"):
+        raise TypeError(f"message role {item.role!r:.40} is not user, assistant or system")
+    if isinstance(item, Summary):
+        for entry in item.replaced:  # compaction and replay unfold these
+            _checked(item_from_dict(entry))
+    if not isinstance(getattr(item, "meta", {}), dict):
+        raise TypeError(f"{item.type} meta is not a mapping")
     if isinstance(item, ToolCall) and not isinstance(item.arguments, dict):
         raise TypeError(f"tool call {item.id}: arguments are not a mapping")
     if isinstance(item, ToolResult):
@@ -369,13 +399,29 @@ def from_transcript(cls: type[Agent], path: str | os.PathLike[str] | Transcript,
               if k in transcript.settings and cls.class_traits().get(k) is not None}
     kwargs.update(restored_endpoint(transcript))
     kwargs["system_prompt"] = transcript.system
+    recorded = [k for k in kwargs if k not in settings and k != "system_prompt"]
     kwargs.update(settings)
-    agent = cls(**kwargs)
+    agent = build_agent(cls, transcript, kwargs, recorded)
     load_into(agent, transcript)
     note = endpoint_note(agent, transcript)
     if note:
         warnings.warn(note, stacklevel=3)
     return agent
+
+
+def build_agent(cls: type[Agent], transcript: Transcript, kwargs: dict[str, Any],
+                recorded: list[str]) -> Agent:
+    """``cls(**kwargs)``; a bad value of a ``recorded`` setting (taken from the file, maybe
+    hand-edited) is one line naming the file and the setting, not a traitlets traceback."""
+    try:
+        return cls(**kwargs)
+    except (TraitError, IpyagentError) as exc:
+        bad = next((k for k in recorded if re.search(rf"\b{k}\b", str(exc))), None)
+        if bad is None:
+            raise
+        raise TranscriptError(f"{transcript.path or 'transcript'}: metadata.ipyagent.settings."
+                              f"{bad} is damaged ({_first_line(exc)}); pass {bad}=... to "
+                              "override it") from None
 
 
 def _loopback(url: str) -> bool:

@@ -255,6 +255,54 @@ def test_damaged_metadata_is_one_line_naming_the_file(rich, tmp_path, damage, me
     assert str(broken) in str(info.value) and "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("text", ["[]", '{"nbformat": 3, "nbformat_minor": 0, "metadata": {}}'])
+def test_json_that_is_no_notebook_is_one_line(tmp_path, text):
+    odd = tmp_path / "odd.ipynb"
+    odd.write_text(text)
+    with pytest.raises(TranscriptError, match="cannot read .*not a notebook") as info:
+        read(odd)
+    assert str(odd) in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("damage,message", [
+    (lambda m: next(i for i in m["items"] if i["type"] == "message").update(content=5),
+     "message content is int"),
+    (lambda m: next(i for i in m["items"] if i["type"] == "message").update(role="robot"),
+     "role 'robot'"),
+    (lambda m: next(i for i in m["items"] if i["type"] == "tool_result").update(output=None),
+     "tool_result output is NoneType"),
+    (lambda m: next(i for i in m["items"] if i["type"] == "tool_call").update(id=7),
+     "tool_call id is int"),
+])
+def test_an_item_field_of_the_wrong_type_is_one_line(rich, tmp_path, damage, message):
+    _, path, work = rich
+    nb = nbformat.read(path, as_version=4)
+    damage(nb.metadata["ipyagent"])
+    broken = tmp_path / "broken.ipynb"
+    nbformat.write(nb, broken)
+    with pytest.raises(TranscriptError, match=message) as info:
+        Agent.from_transcript(broken, python_tool=False, file_tools=False)
+    assert str(broken) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_damaged_setting_is_one_line_naming_it_and_can_be_overridden(rich, tmp_path):
+    from ipyagent.replay import replay
+
+    _, path, work = rich
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata["ipyagent"]["settings"].update(max_steps="lots", tool_timeout="soon")
+    broken = tmp_path / "broken.ipynb"
+    nbformat.write(nb, broken)
+    with pytest.raises(TranscriptError, match=r"settings\.max_steps is damaged .*pass max_steps=") as info:
+        Agent.from_transcript(broken, python_tool=False, file_tools=False, tool_timeout=5)
+    assert str(broken) in str(info.value) and "\n" not in str(info.value)
+    with Agent.from_transcript(broken, python_tool=False, file_tools=False, max_steps=3,
+                               tool_timeout=5) as agent:
+        assert agent.max_steps == 3
+    with pytest.raises(TranscriptError, match=r"settings\.tool_timeout is damaged"):
+        replay(broken, cwd=str(work))
+
+
 def test_autosave_rewrites_after_every_step(tmp_path):
     target = tmp_path / "auto.ipynb"
     seen = []
