@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from traitlets import TraitError
 
 from ._version import __version__
 from .approval import Decision
 from .items import ToolCall
+
+if TYPE_CHECKING:
+    from .agent import Agent
 
 __all__ = ["main"]
 
@@ -84,20 +87,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = run_pumped(pump, agent.arun(args.task, on_event=display))
         except KeyboardInterrupt:
             print("\nipyagent: interrupted", file=sys.stderr)
+            if args.save and len(agent.context):
+                _save(agent, args.save)  # what was done so far is still asked for
             return 130
         except IpyagentError as exc:
             print(f"ipyagent: {exc}", file=sys.stderr)
             return 2
         if args.quiet:
             print(result.text)
-        if args.save:
-            try:
-                saved = agent.save(args.save)
-            except (OSError, IpyagentError) as exc:
-                print(f"ipyagent: could not save the transcript: {exc}", file=sys.stderr)
-                return 2  # asked for a transcript and got none: not a success
-            print(f"ipyagent: saved the transcript to {saved}", file=sys.stderr)
+            if result.stop_reason != "done":  # stdout is the answer; why it is not one, here
+                print(f"ipyagent: {result.footer()}", file=sys.stderr)
+        if args.save and not _save(agent, args.save):
+            return 2  # asked for a transcript and got none: not a success
     return 0 if result.stop_reason == "done" else 1
+
+
+def _save(agent: "Agent", path: str) -> bool:
+    from .errors import IpyagentError
+
+    try:
+        saved = agent.save(path)
+    except (OSError, IpyagentError) as exc:
+        print(f"ipyagent: could not save the transcript: {exc}", file=sys.stderr)
+        return False
+    print(f"ipyagent: saved the transcript to {saved}", file=sys.stderr)
+    return True
 
 
 if __name__ == "__main__":  # pragma: no cover

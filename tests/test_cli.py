@@ -102,3 +102,32 @@ def test_save_says_where_and_a_failed_save_is_not_success(tmp_path):
     bad = run("run", "compute 2**10", "--model", "demo", "--save", "blocker/run.ipynb", cwd=tmp_path)
     assert bad.returncode == 2
     assert "could not save the transcript" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_quiet_run_that_is_not_done_says_why_on_stderr(tmp_path):
+    proc = run("run", "compute 2**100", "--max-steps", "1", "--approve", "auto", "--quiet",
+               cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "max_steps" not in proc.stdout  # stdout stays the answer only
+    assert proc.stderr.startswith("ipyagent: max_steps · 1 step") and proc.stderr.count("\n") == 1
+    denied = run("run", "compute 2**100", "--quiet", cwd=tmp_path)  # nobody to ask: denied
+    assert denied.returncode == 1 and "ipyagent: denied" in denied.stderr
+
+
+def test_ctrl_c_with_save_keeps_what_was_done(tmp_path):
+    pexpect = __import__("pytest").importorskip("pexpect")
+    import nbformat
+
+    cmd = str(SCRIPT) if SCRIPT.exists() else sys.executable
+    args = ["run", "compute 3**4", "--save", "out.ipynb"]
+    args = args if SCRIPT.exists() else ["-m", "ipyagent.cli", *args]
+    child = pexpect.spawn(cmd, args, cwd=str(tmp_path), encoding="utf-8", timeout=60)
+    child.expect(r"Run it\? \[y\]es")
+    child.sendintr()
+    child.expect("saved the transcript to out.ipynb")
+    child.expect(pexpect.EOF, timeout=10)
+    child.close()
+    assert child.exitstatus == 130
+    nb = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    nbformat.validate(nb)
+    assert "compute 3**4" in "".join(c.source for c in nb.cells)
