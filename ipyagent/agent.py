@@ -428,6 +428,10 @@ class Agent(AgentResources):
             if message != self._autosave_failure:
                 self._autosave_failure = message
                 self._emit(listeners, Notice(message, "warning"))
+                if not listeners:  # a plain script shows no notices: lost steps must not be silent
+                    import warnings
+
+                    warnings.warn(message, RuntimeWarning, stacklevel=2)
             return
         self._autosave_failure = None
         if path is not None and path != self._autosave_said:

@@ -356,6 +356,23 @@ def test_failing_autosave_is_a_notice_and_the_run_goes_on(tmp_path):
     agent.close()
 
 
+def test_failing_autosave_with_no_display_is_a_warning_not_silence(tmp_path):
+    """A plain script has no listener: the notice alone went nowhere, and the user believed
+    every step was saved."""
+    import warnings
+
+    (tmp_path / "afile").write_text("x")
+    agent = Agent(client=ScriptedModel([calls(("add", {"a": 1, "b": 1})), text("2")]),
+                  tools=[add], python_tool=False, autosave=str(tmp_path / "afile" / "run.ipynb"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = agent.run("go")
+    agent.close()
+    assert result.stop_reason == "done"
+    said = [str(w.message) for w in caught]
+    assert len(said) == 1 and said[0].startswith("autosave failed: cannot write"), said
+
+
 def test_odd_contexts_still_make_valid_notebooks():
     agent = Agent(python_tool=False)
     ctx = agent.context
