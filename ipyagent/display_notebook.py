@@ -258,7 +258,11 @@ class NotebookDisplay:
         self.text: _Stream | None = None
         self.reasoning: _Stream | None = None
         self.cards: dict[str, _Card] = {}
-        self.placeholders: list[Any] = []  # handles drawn while a call was streaming in
+        # One 'writing the call…' line while calls stream in: the first card takes its
+        # place; later cards are drawn when their turn comes, under the earlier call's
+        # buttons and outputs, so each card reads with its own.
+        self.placeholder: Any = None
+        self.writing: list[str] = []  # names of the calls streamed in this step
         self.renders = 0  # text renders, summed over the run (the throttle's effect)
         self.finished = False
         self._lock = threading.Lock()
@@ -322,16 +326,19 @@ class NotebookDisplay:
     def _handle(self, event: Any) -> None:
         if isinstance(event, StepStarted):
             self._end_streams()
-            self.placeholders = []
+            self.placeholder, self.writing = None, []
         elif isinstance(event, ToolCallDelta):
             self._end_streams()
-            if event.name and event.index >= len(self.placeholders):
-                self.placeholders.append(self.publish(
-                    {"text/markdown": f"**{event.name}** <small>· writing the call…</small>",
-                     "text/plain": f"{event.name}: writing the call…"}, new=True))
+            if event.name and event.index >= len(self.writing):
+                self.writing.append(event.name)
+                bundle = _writing_bundle(self.writing)
+                if self.placeholder is None:
+                    self.placeholder = self.publish(bundle, new=True)
+                else:
+                    self.update(self.placeholder, bundle)
         elif isinstance(event, ToolCallRequested):
             self._end_streams()
-            handle = self.placeholders.pop(0) if self.placeholders else None
+            handle, self.placeholder = self.placeholder, None
             self.cards[event.call.id] = _Card(self, event.call, handle)
         elif isinstance(event, ToolOutput):
             card = self.cards.get(event.call.id)
@@ -350,6 +357,7 @@ class NotebookDisplay:
                 self._errors_shown.append(event.message)
         elif isinstance(event, StepFinished):
             self._end_streams()
+            self._unwritten("not run: the reply ended before the call was complete")
             if self.step_mode:
                 self.publish(footer_html(*_step_footer(event.step), meter=self._meter()))
         elif isinstance(event, ContextCompacted):
@@ -406,9 +414,18 @@ class NotebookDisplay:
         for data, metadata in outputs:
             self.publish(data, metadata)
 
+    def _unwritten(self, why: str) -> None:
+        """A call that was streaming in but never came to be: say so where it was shown."""
+        if self.placeholder is not None:
+            name = self.writing[-1] if self.writing else "tool"
+            self.update(self.placeholder, {"text/markdown": f"**{name}** <small>· {why}</small>",
+                                           "text/plain": f"{name}: {why}"})
+            self.placeholder = None
+
     def interrupted(self) -> None:
         """Say that the run was stopped (main thread)."""
         self._end_streams()
+        self._unwritten("interrupted while the model was writing the call")
         for card in self.cards.values():
             if card.live is not None:
                 card.live.flush()  # what it printed before the interrupt stays visible
@@ -420,6 +437,14 @@ class NotebookDisplay:
     def close(self) -> None:
         """Final flush (main thread)."""
         self._end_streams()
+
+
+def _writing_bundle(names: list[str]) -> dict[str, str]:
+    """The line shown while the model is still writing its tool calls."""
+    what = ("the call" if len(names) == 1
+            else f"{len(names)} calls ({', '.join(dict.fromkeys(names))})")
+    return {"text/markdown": f"**{names[-1]}** <small>· writing {what}…</small>",
+            "text/plain": f"{names[-1]}: writing {what}…"}
 
 
 def _live_bundle(text: str, limit: int = 20_000) -> dict[str, str]:

@@ -9,6 +9,7 @@ output lands in that cell.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -282,3 +283,35 @@ def test_a_running_call_prints_live_and_its_outputs_take_that_place(fresh: Front
     assert "Ticked." in text and "'finished'" in text
     assert text.count("tick 0") == 1  # the live text gave way to the real output
     assert all(out.get("data") != {"text/plain": ""} for out in cell.outputs), cell.outputs
+
+
+def test_each_call_of_a_turn_shows_its_card_buttons_and_output_together(fresh: Frontend) -> None:
+    fe = fresh
+    turn = reply_tool_calls([("python", {"code": "print('out' + '-a')"}),
+                             ("python", {"code": "print('out' + '-b')"})])
+    with ScriptedServer([turn, reply_text("Both ran.")]) as srv:
+        configured = fe.run(f"%config Agent.model = 'scripted'\n%config Agent.base_url = '{srv.base_url}'")
+        assert configured.reply["status"] == "ok", configured.text()
+        try:
+            cell = fe.execute("%agent two calls")
+            first = fe.wait_for_button("Approve")
+            fe.click(first)
+            fe.pump_until(lambda: fe.buttons("Approve") not in ([], [first]))
+            fe.click(fe.buttons("Approve")[-1])
+            finish(fe, cell)
+        finally:
+            fe.run("%config Agent.model = 'demo'\n%config Agent.base_url = ''")
+
+    def at(predicate: Any) -> list[int]:
+        return [i for i, out in enumerate(cell.outputs) if predicate(out)]
+
+    def shows(text: str) -> Any:
+        return lambda out: text in (out.get("text") or out.get("data", {}).get("text/plain", ""))
+
+    panels = at(lambda out: "application/vnd.jupyter.widget-view+json" in out.get("data", {}))
+    card_a, card_b = at(shows("print('out' + '-a')")), at(shows("print('out' + '-b')"))
+    out_a, out_b = at(shows("out-a\n")), at(shows("out-b\n"))
+    # Read top to bottom: card a, its buttons, its output; then card b, its buttons, its output.
+    assert len(panels) == 2 and len(card_a) == len(card_b) == 1, cell.outputs
+    assert card_a[0] < panels[0] < out_a[0] < card_b[0] < panels[1] < out_b[0], cell.outputs
+    assert "writing" not in cell.text()  # no placeholder left behind
