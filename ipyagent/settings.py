@@ -188,6 +188,16 @@ class AgentSettings(LoggingConfigurable):
             raise TraitError(f"Agent.max_steps must be at least 1, not {proposal['value']}")
         return proposal["value"]
 
+    @validate("base_url")
+    def _check_base_url(self, proposal: Any) -> str:
+        value = str(proposal["value"]).strip()
+        if not value:
+            return ""
+        problem = base_url_problem(value)
+        if problem:
+            raise TraitError(f"Agent.base_url {problem}")
+        return value
+
     @validate("circuit_breaker", "max_tokens", "max_retries", "context_window", "tool_output_limit")
     def _check_non_negative(self, proposal: Any) -> int:
         if proposal["value"] < 0:
@@ -210,3 +220,22 @@ class AgentSettings(LoggingConfigurable):
             return float(value)
         except ValueError:
             raise TraitError(f"Agent.temperature must be a number, not {value!r}") from None
+
+
+def base_url_problem(url: str) -> str | None:
+    """What is wrong with ``url`` as an endpoint, in words; None when it can be used."""
+    from urllib.parse import urlsplit
+
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in ("http", "https"):
+        guess = url.split("://", 1)[-1]
+        return (f"must start with http:// or https://, not {url!r} "
+                f"(did you mean 'http://{guess}'?)")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises for a port that is not a number
+    except ValueError as exc:
+        return f"is not a valid URL: {url!r} ({exc})"
+    if not parts.hostname or any(c.isspace() for c in url):
+        return f"is not a valid URL: {url!r} (no host, or a space in it)"
+    return None

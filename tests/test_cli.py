@@ -52,6 +52,12 @@ def test_unreachable_endpoint_is_one_line(tmp_path):
     assert "127.0.0.1:9" in proc.stdout
 
 
+def test_a_base_url_without_a_scheme_is_one_line_at_once(tmp_path):
+    proc = run("run", "hi", "--model", "m", "--base-url", "localhost:11434/v1", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "did you mean 'http://localhost:11434/v1'" in proc.stderr
+
+
 def test_provider_preset_sets_the_endpoint(tmp_path):
     proc = run("run", "hi", "--provider", "lmstudio", "--model", "m", cwd=tmp_path)
     assert proc.returncode == 1

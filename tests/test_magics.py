@@ -121,6 +121,10 @@ def test_config_rejects_bad_values_in_one_line(loaded: Any, caplog: Any) -> None
     messages = [r.getMessage() for r in caplog.records] + (out + err).splitlines()
     assert any("max_steps must be at least 1" in m for m in messages)
     assert "Traceback" not in out + err
+    out, err, _ = run(loaded, "%config Agent.base_url = 'localhost:11434/v1'")
+    messages = [r.getMessage() for r in caplog.records] + (out + err).splitlines()
+    assert any("did you mean 'http://localhost:11434/v1'" in m for m in messages)
+    assert ipyagent.current().base_url == "" and "Traceback" not in out + err
 
 
 # -- configuration -------------------------------------------------------------------

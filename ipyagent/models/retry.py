@@ -224,6 +224,10 @@ def transport_error(exc: httpx.HTTPError, *, url: str, timeout: float | None = N
         return ModelConnectionError(f"could not connect: {detail}", url=url)
     if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
         return ModelConnectionError(f"connection dropped mid-stream: {detail}", url=url)
+    if isinstance(exc, httpx.UnsupportedProtocol):  # a setting, not a passing fault
+        error = ModelConnectionError(f"the URL needs http:// or https://: {detail}", url=url)
+        error.retryable = False  # type: ignore[attr-defined]
+        return error
     if isinstance(exc, httpx.DecodingError):
         return ModelResponseError(f"undecodable response: {detail}", url=url)
     return ModelConnectionError(f"{type(exc).__name__}: {detail}", url=url)
