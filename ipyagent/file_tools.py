@@ -241,7 +241,7 @@ def file_tools(root: Callable[[], Path]) -> list[Tool]:
         existed = target.exists()
         atomic_write(target, content)
         return (f"{'replaced' if existed else 'created'} {_shown(base, target)} "
-                f"({_size(len(content.encode('utf-8')))}, {content.count(chr(10)) + 1} lines)")
+                f"({_size(len(content.encode('utf-8')))}, {_lines(content)})")
 
     def list_files(path: str = ".") -> Any:
         """List a directory of the workspace: subdirectories end with '/', files show sizes.
@@ -333,3 +333,9 @@ def diff_preview(call: ToolCall, root: Path, context: int = 3) -> str | None:
                                 fromfile=f"a/{name}" if before else "/dev/null",
                                 tofile=f"b/{name}", n=context)
     return "".join(line if line.endswith("\n") else line + "\n" for line in diff)
+
+
+def _lines(text: str) -> str:
+    """'3 lines' as an editor counts them: a final newline ends a line, it does not start one."""
+    n = len(text.splitlines())
+    return f"{n} line{'s' if n != 1 else ''}"

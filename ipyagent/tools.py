@@ -206,6 +206,8 @@ class Toolbox:
 
     def remove(self, name: str) -> Tool:
         """Remove and return the tool called ``name``."""
+        if name not in self._tools:
+            raise KeyError(f"no tool called {name!r}; the tools are {', '.join(self._tools) or 'none'}")
         return self._tools.pop(name)
 
     def __contains__(self, name: object) -> bool:

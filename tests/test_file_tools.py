@@ -46,8 +46,10 @@ def test_read_write_list_edit(agent: Agent, ws: Path) -> None:
     assert run(agent, "read_file", path="pkg/mod.py").output == "def f():\n    return 1\n"
     made = run(agent, "write_file", path="new/dir/a.txt", content="one\ntwo\n")
     assert not made.error and made.output.startswith("created new/dir/a.txt")
+    assert made.output.endswith("2 lines)")  # a final newline ends a line, it adds none
     assert (ws / "new" / "dir" / "a.txt").read_text() == "one\ntwo\n"
-    assert run(agent, "write_file", path="notes.txt", content="bye").output.startswith("replaced")
+    bye = run(agent, "write_file", path="notes.txt", content="bye").output
+    assert bye.startswith("replaced") and bye.endswith("1 line)")
     edited = run(agent, "edit_file", path="pkg/mod.py", old="return 1", new="return 2")
     assert not edited.error and "at line 2" in edited.output
     assert (ws / "pkg" / "mod.py").read_text() == "def f():\n    return 2\n"
