@@ -105,7 +105,8 @@ class CellRunner:
         if not self.m.in_kernel:
             from .display_terminal import TerminalDisplay
 
-            return TerminalDisplay(preview=agent.tools.preview)
+            return TerminalDisplay(preview=agent.tools.preview,
+                                   step_mode=cmd.action == "step")
         from .display_notebook import NotebookDisplay
 
         asks = (lambda call: agent.approval == "ask" and call.name not in agent.allow

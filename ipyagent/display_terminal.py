@@ -6,8 +6,8 @@ import sys
 from typing import IO, Any, Callable
 
 from .events import (
-    ContextCompacted, Notice, compaction_line, RunFinished, StepStarted, ToolCallDecided, ToolCallFinished, ToolCallRequested,
-    ToolOutput,
+    ContextCompacted, Notice, compaction_line, RunFinished, Step, StepFinished, StepStarted,
+    ToolCallDecided, ToolCallFinished, ToolCallRequested, ToolOutput,
 )
 from .items import ToolCall, ToolResult
 from .kernel_outputs import model_text
@@ -21,8 +21,10 @@ class TerminalDisplay:
 
     def __init__(self, stream: IO[str] | None = None, show_reasoning: bool = False,
                  max_output_lines: int = 40,
-                 preview: Callable[[ToolCall], str | None] | None = None) -> None:
+                 preview: Callable[[ToolCall], str | None] | None = None,
+                 step_mode: bool = False) -> None:
         self.stream = stream
+        self.step_mode = step_mode  # `%agent --step` / `%agent step`: say where each step ended
         self.preview = preview or (lambda call: None)  # a tool's own view (diffs)
         self.show_reasoning = show_reasoning
         self.max_output_lines = max_output_lines
@@ -116,8 +118,21 @@ class TerminalDisplay:
             self._line(f"[{event.level}] {event.message}")
             if event.level == "error":
                 self._errors_shown.append(event.message)
+        elif isinstance(event, StepFinished):
+            if self.step_mode:
+                self._line(f"── {step_line(event.step)}")
         elif isinstance(event, RunFinished):
             self._line(f"── {event.result.footer(shown=self._errors_shown)}")
+
+
+def step_line(step: Step) -> str:
+    """One line for a finished step: what it did, and whether the run goes on."""
+    calls = len(step.tool_calls)
+    line = (f"step {step.index} · {calls} tool call{'s' * (calls != 1)} · {step.usage} tokens · "
+            f"{step.duration:.1f}s")
+    if step.stop_reason:
+        return f"{line} · stopped: {step.stop_reason}" + (f" · {step.error}" if step.error else "")
+    return f"{line} · paused: %agent step runs the next one"
 
 
 _LIVE = "  ┆ "  # the prefix of what a call prints while it runs

@@ -76,6 +76,23 @@ def test_ctrl_c_at_the_prompt_stops_the_run_cleanly(term: pexpect.spawn) -> None
     term.expect("done")
 
 
+
+def test_step_through_says_each_step_paused_and_how_to_go_on(term: pexpect.spawn) -> None:
+    enter(term, "%load_ext ipyagent")
+    term.expect(r"In \[2\]:")
+    enter(term, "%agent --approve auto --step Use Python to compute 2**100")
+    term.expect("TypeError")  # the demo model's first try fails on purpose
+    term.expect(r"── step 1 · 1 tool call · .* · paused: %agent step runs the next one")
+    term.expect(r"In \[3\]:")
+    enter(term, "%agent --approve auto step")
+    term.expect("digits: 31")
+    term.expect(r"── step 2 · 1 tool call .* · paused")
+    term.expect(r"In \[4\]:")
+    enter(term, "%agent step")
+    term.expect("The sibling kernel printed")
+    term.expect(r"── step 3 · 0 tool calls .* · stopped: done")
+    term.expect(r"In \[5\]:")
+
 SIGNAL_TO_ANOTHER_THREAD = r"""
 import signal, sys, threading, time
 from ipyagent._mainthread import interruptible_input
