@@ -240,8 +240,9 @@ def file_tools(root: Callable[[], Path]) -> list[Tool]:
                                  f"e.g. {path.rstrip('/' + os.sep) + '/notes.txt'!r}")
         existed = target.exists()
         atomic_write(target, content)
-        return (f"{'replaced' if existed else 'created'} {_shown(base, target)} "
-                f"({_size(len(content.encode('utf-8')))}, {_lines(content)})")
+        return _written(base, target, content, f"{'replaced' if existed else 'created'} "
+                        f"{_shown(base, target)} ({_size(len(content.encode('utf-8')))}, "
+                        f"{_lines(content)})")
 
     def list_files(path: str = ".") -> Any:
         """List a directory of the workspace: subdirectories end with '/', files show sizes.
@@ -296,10 +297,12 @@ def file_tools(root: Callable[[], Path]) -> list[Tool]:
         if count > 1:
             raise WorkspaceError(f"`old` occurs {count} times in {_shown(base, target)}; include "
                                  "more surrounding text so it occurs exactly once")
-        atomic_write(target, text.replace(old, new, 1))
+        edited = text.replace(old, new, 1)
+        atomic_write(target, edited)
         line = text[: text.index(old)].count("\n") + 1
-        return (f"edited {_shown(base, target)}: replaced {old.count(chr(10)) + 1} line(s) at "
-                f"line {line} with {new.count(chr(10)) + 1} line(s)")
+        return _written(base, target, edited, f"edited {_shown(base, target)}: replaced "
+                        f"{old.count(chr(10)) + 1} line(s) at line {line} with "
+                        f"{new.count(chr(10)) + 1} line(s)")
 
     made = []
     for fn in (read_file, write_file, list_files, edit_file):
@@ -339,3 +342,10 @@ def _lines(text: str) -> str:
     """'3 lines' as an editor counts them: a final newline ends a line, it does not start one."""
     n = len(text.splitlines())
     return f"{n} line{'s' if n != 1 else ''}"
+
+
+def _written(base: Path, target: Path, text: str, said: str) -> ToolResult:
+    """The result of a write: what the model reads, and the file as left (for transcripts)."""
+    from .file_record import record
+
+    return ToolResult(call_id="", output=said, meta={"file": record(_shown(base, target), text)})

@@ -25,6 +25,7 @@ from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from ._version import __version__
+from .file_record import cell_source, recorded_file
 from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
 
 __all__ = ["context_to_notebook", "FORMAT", "MAX_CELL_TEXT"]
@@ -107,6 +108,11 @@ def _call_cells(call: ToolCall, result: ToolResult | None) -> Iterable[NotebookN
     meta = result.meta if result is not None else {}
     if not isinstance(code, str) or call.raw_arguments is not None:
         yield _md(_describe_call(call, result), kind="tool", call_id=call.id)
+        written = recorded_file(result)
+        if written is not None:  # Run All re-creates the file the agent wrote
+            cell = new_code_cell(source=cell_source(call, *written))
+            cell.metadata["ipyagent"] = {"call_id": call.id, "kind": "file"}
+            yield cell
         return
     why = _not_run_reason(result)
     if why:

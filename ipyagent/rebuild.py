@@ -17,13 +17,14 @@ from typing import Any, Iterable
 
 from .items import Summary, ToolCall, ToolResult, item_from_dict
 
-__all__ = ["Rebuild", "python_calls_that_ran", "arebuild"]
+__all__ = ["Rebuild", "python_calls_that_ran", "rerun_steps", "arebuild", "unfold"]
 
 @dataclass
 class Rebuild:
     """What ``rebuild_kernel`` re-ran: counts, and the calls that failed this time."""
 
     ran: int = 0
+    files: int = 0  # files re-created as the agent left them
     failed: list[tuple[int, str, str]] = field(default_factory=list)  # (n, status, line)
 
     @property
@@ -34,6 +35,8 @@ class Rebuild:
     def line(self) -> str:
         """One line for the user."""
         text = f"re-ran {self.ran} python call{'s' if self.ran != 1 else ''} in the sibling kernel"
+        if self.files:
+            text += f" and re-created {self.files} file{'s' if self.files != 1 else ''} the agent wrote"
         if self.failed:
             n, status, first = self.failed[0]
             more = f" (+{len(self.failed) - 1} more)" if len(self.failed) > 1 else ""
@@ -48,44 +51,71 @@ class Rebuild:
         return f"<div style='color:{colour}'>{html.escape(self.line())}</div>"
 
 
-def _unfold(items: Iterable[Any]) -> Iterable[Any]:
+def unfold(items: Iterable[Any]) -> Iterable[Any]:
     """Items in order, with each compaction summary replaced by what it replaced."""
     for item in items:
         if isinstance(item, Summary):
-            yield from _unfold(item_from_dict(d) for d in item.replaced)
+            yield from unfold(item_from_dict(d) for d in item.replaced)
         else:
             yield item
 
 
-def python_calls_that_ran(items: Iterable[Any]) -> list[ToolCall]:
-    """The ``python`` calls, in order, that the transcript shows as code cells.
+def rerun_steps(items: Iterable[Any]) -> list[tuple[ToolCall, tuple[str, str] | None]]:
+    """What a re-run re-does, in order: each python call that ran (with ``None``) and each
+    file the agent wrote (with its recorded ``(path, text)``).
 
     The same rule as the notebook's cells (summaries unfolded): calls that ran, as
     edited — not denied, skipped, interrupted, timed-out or kernel-killing ones.
     """
+    from .file_record import recorded_file
     from .notebook_export import _not_run_reason
 
-    flat = list(_unfold(items))
+    flat = list(unfold(items))
     pending: dict[str, list[ToolResult]] = {}
     for item in flat:
         if isinstance(item, ToolResult):
             pending.setdefault(item.call_id, []).append(item)
-    ran: list[ToolCall] = []
+    steps: list[tuple[ToolCall, tuple[str, str] | None]] = []
     for item in flat:
-        if not isinstance(item, ToolCall) or item.name != "python":
+        if not isinstance(item, ToolCall):
             continue
         queue = pending.get(item.id) or []
         result = queue.pop(0) if queue else None
-        if (isinstance(item.arguments.get("code"), str) and item.raw_arguments is None
+        if item.name != "python":
+            written = recorded_file(result)
+            if written is not None:
+                steps.append((item, written))
+        elif (isinstance(item.arguments.get("code"), str) and item.raw_arguments is None
                 and not _not_run_reason(result)):
-            ran.append(item)
-    return ran
+            steps.append((item, None))
+    return steps
+
+
+def python_calls_that_ran(items: Iterable[Any]) -> list[ToolCall]:
+    """The ``python`` calls, in order, that the transcript shows as code cells."""
+    return [call for call, written in rerun_steps(items) if written is None]
 
 
 async def arebuild(agent: Any) -> Rebuild:
-    """Re-run ``agent.context``'s python calls in ``agent.kernel``; a failure does not stop it."""
+    """Re-run ``agent.context``'s python calls in ``agent.kernel`` and re-create the files the
+    agent wrote, in order; a failure does not stop it."""
+    from .file_record import restore
+
     report = Rebuild()
-    for n, call in enumerate(python_calls_that_ran(agent.context), 1):
+    claimed: set[str] = set()  # files this re-run made: a later write of the agent's may replace them
+    for n, (call, written) in enumerate(rerun_steps(agent.context), 1):
+        if written is not None:
+            try:
+                outcome = restore(agent.workspace_path, *written, claimed)
+            except (OSError, ValueError) as exc:  # WorkspaceError is a ValueError
+                outcome = str(exc).splitlines()[0][:120]
+            if outcome in ("created", "same"):
+                report.files += 1
+            else:
+                why = ("it changed since the agent wrote it; left as is" if outcome == "differs"
+                       else outcome)
+                report.failed.append((n, f"{call.name} {written[0]}", why))
+            continue
         execution = await agent.kernel.execute_async(str(call.arguments["code"]))
         report.ran += 1
         if execution.status != "ok":

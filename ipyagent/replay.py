@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .approval import Decision
+from .file_record import recorded_file, restore
 from .items import Message, ToolCall, ToolResult
 from .models.replay import ReplayModel, flatten, turns_from_items
 from .tools import Tool
@@ -203,12 +204,24 @@ def _recorded_results(items: list[Any]) -> dict[int, ToolResult | None]:
     return out
 
 
-def _playback_tool(name: str, answers: dict[str, list[ToolResult]]) -> Tool:
+def _playback_tool(name: str, answers: dict[str, list[ToolResult]], root: str,
+                   report: ReplayReport, claimed: set[str]) -> Tool:
     async def handler(call: ToolCall) -> ToolResult:
         queue = answers.get(call.id) or []
         recorded = queue.pop(0) if queue else None
         if recorded is None:
             return ToolResult(call.id, "(replay: no recorded result)", error=True, name=name)
+        written = recorded_file(recorded)
+        if written is not None:  # the agent's file, for the python calls that read it
+            try:
+                outcome = restore(root, *written, claimed)
+            except (OSError, ValueError) as exc:
+                outcome = str(exc).splitlines()[0]
+            if outcome == "created":
+                report.notes.append(f"re-created {written[0]} as the agent wrote it ({call.id})")
+            elif outcome != "same":
+                why = "it changed since; left as is" if outcome == "differs" else outcome
+                report.notes.append(f"did not re-create {written[0]} ({call.id}): {why}")
         return ToolResult(call.id, recorded.output, recorded.error, name, list(recorded.outputs),
                           recorded.execution_count, {**recorded.meta, "replayed": True})
 
@@ -242,18 +255,21 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
     taken = [k for k in kwargs if k not in settings]
     kwargs.update(settings)
     decisions = _RecordedDecisions(calls, results)
-    # Only python re-runs: no file tools (a write would happen again), no MCP servers
+    # Only python re-runs: no file tools (the playback tools re-create a recorded file only
+    # where it is missing: never over a later edit), no MCP servers
     # (a mcp.json in the directory must not be called); the playback tools answer instead.
     # No compaction either: a summary request would take the next recorded turn, and the
     # recorded turns already hold the run's own summaries.
     kwargs.update(file_tools=False, mcp_servers={}, mcp_files=False, context_window=0)
+    report = ReplayReport(source=transcript.path or "<transcript>", steps=len(turns))
+    root = str(settings.get("workspace") or cwd or os.getcwd())
+    claimed: set[str] = set()  # files this replay made (a second write may replace them)
     agent = build_agent(Agent, transcript, dict(
         client=ReplayModel(turns), approval="ask", approval_hook=decisions,
         circuit_breaker=0, max_tokens=0, python_tool=True,
         system_prompt=transcript.system, cwd=cwd or os.getcwd(),
-        tools=[_playback_tool(n, answers) for n in
+        tools=[_playback_tool(n, answers, root, report, claimed) for n in
                sorted({c.name for c in calls if c.name != "python"})], **kwargs), taken)
-    report = ReplayReport(source=transcript.path or "<transcript>", steps=len(turns))
     try:
         position = 0
         for number, rt in enumerate(turns, 1):

@@ -74,7 +74,7 @@ class Transcript:
 
     def verify_cells(self) -> None:
         """Raise ``TranscriptError`` unless every python call that would run again is the
-        code its cell shows.
+        code its cell shows, and every file that would be re-created is the cell's text.
 
         Why: ``load`` and ``replay`` read the metadata, which nobody sees. Replay and
         ``--rerun`` run code; it must be the code a reader of the notebook can review —
@@ -85,10 +85,10 @@ class Transcript:
         from .rebuild import python_calls_that_ran
 
         seen: dict[str, int] = {}
+        where = f"{self.path or 'the transcript'}"
         for call in python_calls_that_ran(self.items):
             n = seen[call.id] = seen.get(call.id, -1) + 1
             shown = self.cells.get(call.id, [])
-            where = f"{self.path or 'the transcript'}"
             if n >= len(shown):
                 raise TranscriptError(f"{where}: python call {call.id} has no code cell; the "
                                       "metadata was changed after saving — not running it")
@@ -96,6 +96,16 @@ class Transcript:
                 raise TranscriptError(f"{where}: the cell of python call {call.id} differs from "
                                       "the recorded code (edited after saving); save the "
                                       "notebook again from ipyagent, or restore the cell")
+        from .file_record import cell_source, file_writes
+
+        for call, path, text in file_writes(self.items):
+            n = seen[call.id] = seen.get(call.id, -1) + 1
+            shown = self.cells.get(call.id, [])
+            if n >= len(shown) or shown[n].strip() != cell_source(call, path, text).strip():
+                raise TranscriptError(f"{where}: the cell that re-creates {path} ({call.id}) is "
+                                      "missing or differs from the recorded file (edited after "
+                                      "saving); save the notebook again from ipyagent, or "
+                                      "restore the cell")
 
     @property
     def context(self) -> Context:

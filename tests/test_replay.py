@@ -207,8 +207,9 @@ async def test_areplay_awaits_from_a_running_loop(tmp_path):
 
 
 def test_replay_reuses_file_tool_and_mcp_results_never_redoes_them(tmp_path):
-    """A write_file call recorded in the transcript must not write again on replay, and an
-    mcp.json in the directory must not be started (its tools answered from the record)."""
+    """A write_file call recorded in the transcript is not run again on replay (a missing
+    file is re-created from the record, as its cell shows), and an mcp.json in the
+    directory must not be started (its tools answered from the record)."""
     import json
     import sys
     from pathlib import Path
@@ -227,7 +228,9 @@ def test_replay_reuses_file_tool_and_mcp_results_never_redoes_them(tmp_path):
         {"mcpServers": {"calc": {"command": sys.executable, "args": [str(server)]}}}))
     report = replay(path, cwd=str(tmp_path))
     assert report.reproduced and report.reused == 1, str(report)
-    assert not (tmp_path / "out.txt").exists()  # reused, not re-run
+    # Reused, not re-run: the recorded file is back as the agent left it.
+    assert (tmp_path / "out.txt").read_text() == "first"
+    assert "re-created out.txt as the agent wrote it" in " ".join(report.notes)
     assert not marker.exists()
     result = next(i for i in report.context if isinstance(i, ToolResult))
     assert result.meta.get("replayed")

@@ -1,0 +1,87 @@
+"""Files the agent wrote, recorded so that a transcript re-creates them.
+
+``write_file`` and ``edit_file`` record the file as they left it (up to ``RECORD_LIMIT``
+characters) in their result's ``meta["file"]``. The transcript shows each as a code cell
+that writes exactly that text, so "Run All", ``--rerun`` and replay have the agent's files
+too — and, as for python cells, what runs again is what the cell shows. A re-run or a
+replay only creates a missing file; one changed since is left alone and reported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+from .items import ToolCall, ToolResult
+
+__all__ = ["RECORD_LIMIT", "record", "recorded_file", "cell_source", "file_writes", "restore"]
+
+RECORD_LIMIT = 100_000  # characters; a larger file is described, not re-created
+
+
+def record(path: str, text: str) -> dict[str, Any]:
+    """``meta["file"]`` for a file at workspace-relative ``path`` now holding ``text``."""
+    posix = Path(path).as_posix()
+    if len(text) > RECORD_LIMIT:
+        return {"path": posix, "omitted_chars": len(text)}
+    return {"path": posix, "text": text}
+
+
+def recorded_file(result: ToolResult | None) -> tuple[str, str] | None:
+    """(path, text) a successful result recorded, else None."""
+    if result is None or result.error:
+        return None
+    entry = result.meta.get("file")
+    if isinstance(entry, dict) and isinstance(entry.get("path"), str) and isinstance(entry.get("text"), str):
+        return entry["path"], entry["text"]
+    return None
+
+
+def _literal(text: str) -> str:
+    """``text`` as a Python literal a person can read: triple-quoted when that is exact."""
+    unsafe = ('"""' in text or "\\" in text or text.endswith('"')
+              or any(not (c.isprintable() or c in "\n\t") for c in text))
+    return repr(text) if unsafe else f'"""{text}"""'
+
+
+def cell_source(call: ToolCall, path: str, text: str) -> str:
+    """The code cell that re-creates ``path`` with ``text`` (what ``call`` left)."""
+    target = repr(path)
+    return (f"# {call.name} ({call.id}) left {path} like this; this cell re-creates it.\n"
+            "from pathlib import Path\n"
+            f"Path({target}).parent.mkdir(parents=True, exist_ok=True)\n"
+            f'Path({target}).write_text({_literal(text)}, encoding="utf-8", newline="")')
+
+
+def file_writes(items: Iterable[Any]) -> list[tuple[ToolCall, str, str]]:
+    """(call, path, text) of every recorded file write, in order, summaries unfolded."""
+    from .rebuild import rerun_steps
+
+    return [(call, *written) for call, written in rerun_steps(items) if written is not None]
+
+
+def restore(root: str | Path, path: str, text: str, claimed: set[str]) -> str:
+    """Re-create ``path`` under ``root`` (never outside it) with ``text``.
+
+    Returns ``"created"``, ``"same"`` (already so) or ``"differs"``. A file that existed
+    and differs is left alone — a re-run or a replay never overwrites someone's later
+    edits — unless this same re-run made it (``claimed``: the paths it created or found
+    as recorded), so a file the agent wrote twice ends as the agent left it.
+    """
+    from .file_tools import atomic_write, resolve
+
+    target = resolve(Path(root), path)
+    key = str(target)
+    if target.exists() and key not in claimed:
+        try:
+            with open(target, encoding="utf-8", newline="") as f:
+                same = f.read() == text
+        except (OSError, UnicodeDecodeError):
+            same = False
+        if not same:
+            return "differs"
+        claimed.add(key)
+        return "same"
+    atomic_write(target, text)
+    claimed.add(key)
+    return "created"
