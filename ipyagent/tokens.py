@@ -15,9 +15,13 @@ from typing import Any, Callable
 
 from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult
 
-__all__ = ["TokenCounter", "item_text", "ITEM_OVERHEAD"]
+__all__ = ["TokenCounter", "item_text", "ITEM_OVERHEAD", "IMAGE_TOKENS"]
 
 ITEM_OVERHEAD = 4  # role/framing tokens per message on the wire
+# An image sent to a model that can see (Agent.send_images): providers bill a plot at
+# roughly 250–1,600 tokens (OpenAI tiles, Anthropic's width×height/750); one figure in
+# the middle of that range, calibrated like the rest by the usage the server reports.
+IMAGE_TOKENS = 1000
 
 
 def item_text(item: Item) -> str:
@@ -74,8 +78,10 @@ class TokenCounter:
         return (len(text) + 3) // 4
 
     def item(self, item: Item) -> int:
-        """Uncalibrated tokens of one item, with per-message overhead."""
-        return ITEM_OVERHEAD + self.raw(item_text(item))
+        """Uncalibrated tokens of one item, with per-message overhead (and its images)."""
+        images = item.meta.get("images") if isinstance(item, ToolResult) else None
+        extra = IMAGE_TOKENS * len(images) if isinstance(images, list) else 0
+        return ITEM_OVERHEAD + self.raw(item_text(item)) + extra
 
     def calibrate(self, estimated_raw: int, reported: int) -> None:
         """Fold one (estimate, server-reported) pair into ``scale``."""

@@ -88,3 +88,13 @@ def test_calibration_is_per_conversation():
     before = b.tokens
     a.counter.calibrate(100, 400)  # one endpoint's tokenizer counts 4x
     assert a.tokens > before and b.tokens == before
+
+
+def test_images_sent_to_the_model_are_counted():
+    from ipyagent.tokens import IMAGE_TOKENS, TokenCounter
+
+    counter = TokenCounter(use_tokenizer=False)
+    plain = ToolResult("c1", "[image/png 640x480, 23 KB]")
+    seen = ToolResult("c1", "[image/png 640x480, 23 KB]",
+                      meta={"images": [{"mime": "image/png", "data": "AAAA"}] * 2})
+    assert counter.item(seen) - counter.item(plain) == 2 * IMAGE_TOKENS
