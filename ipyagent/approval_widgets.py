@@ -23,6 +23,10 @@ from .items import ToolCall
 
 __all__ = ["WidgetApprover", "ApprovalPanel", "unattended_reason"]
 
+# The frontend's theme colours (light fallbacks), as on the cards: readable in dark themes.
+_WAIT, _OK, _BAD = ("var(--jp-warn-color1, #9a6700)", "var(--jp-success-color1, #1a7f37)",
+                    "var(--jp-error-color1, #cf222e)")
+
 
 def unattended_reason(call: ToolCall, why: str) -> str:
     """The denial text for a call nobody approved: what happened and how to allow it."""
@@ -82,7 +86,7 @@ class ApprovalPanel:
                                    icon="play", layout=w.Layout(width="auto", display="none"))
         self.cancel_edit = w.Button(description="Cancel", layout=w.Layout(
             width="auto", display="none"))
-        self.status = w.HTML(f"<span style='color:#8a6d00'>● waiting for your approval"
+        self.status = w.HTML(f"<span style='color:{_WAIT}'>● waiting for your approval"
                              f"{html.escape(note)}</span>")
         self.approve.on_click(lambda _: self._decide(Decision("approve", by="user")))
         self.always.on_click(lambda _: self._decide(
@@ -117,7 +121,7 @@ class ApprovalPanel:
             try:
                 arguments = json.loads(text)
             except json.JSONDecodeError as exc:
-                self.status.value = (f"<span style='color:#b00'>not valid JSON: "
+                self.status.value = (f"<span style='color:{_BAD}'>not valid JSON: "
                                      f"{html.escape(str(exc))}</span>")
                 return
         self._decide(Decision("edit", arguments=arguments, by="user"))
@@ -139,7 +143,7 @@ class ApprovalPanel:
         self.run_edited.layout.display = self.cancel_edit.layout.display = "none"
         # Decided: the line saying what was decided replaces the buttons (less to scroll past).
         self.controls.layout.display = "none"
-        color = "#1a7f37" if decision.approved else "#b00020"
+        color = _OK if decision.approved else _BAD
         self.status.value = (f"<span style='color:{color}'>"
                              f"{html.escape(describe(decision, self.call.name))}</span>")
 

@@ -315,3 +315,16 @@ def test_each_call_of_a_turn_shows_its_card_buttons_and_output_together(fresh: F
     assert len(panels) == 2 and len(card_a) == len(card_b) == 1, cell.outputs
     assert card_a[0] < panels[0] < out_a[0] < card_b[0] < panels[1] < out_b[0], cell.outputs
     assert "writing" not in cell.text()  # no placeholder left behind
+
+
+def test_the_panel_status_uses_the_theme_colours(fresh: Frontend) -> None:
+    """Fixed dark reds and browns were hard to read in a dark theme; the card's own theme
+    variables (with the light colours as fallbacks) read in both."""
+    fe = fresh
+    cell = fe.execute("%agent Use Python to compute 3**3")
+    fe.wait_for_panel()
+    assert "var(--jp-warn-color1" in statuses(fe)[-1]  # waiting
+    fe.click(fe.buttons("Deny")[-1])
+    finish(fe, cell)
+    assert "var(--jp-error-color1" in statuses(fe)[-1] and "denied by you" in statuses(fe)[-1]
+    assert not any("color:#" in s for s in statuses(fe)), statuses(fe)
