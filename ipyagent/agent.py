@@ -28,7 +28,8 @@ from .resources import AgentResources
 from .settings import DEFAULT_SYSTEM_PROMPT
 from .events import (
     Event, Notice, RunFinished, RunResult, RunStarted, Step, StepFinished, StepStarted,
-    StopReason, ToolCallDecided, ToolCallFinished, ToolCallRequested, Usage, live_emitter,
+    StopReason, ToolCallDecided, ToolCallFinished, ToolCallRequested, ToolOutput, Usage,
+    live_emitter,
 )
 from .items import Message, ToolCall, ToolResult
 from .models.base import Model, ModelRequest, Retrying, TurnComplete
@@ -73,6 +74,7 @@ class Agent(AgentResources):
         self._failures: tuple[str, int] = ("", 0)
         self._steps_in_run = 0
         self._step_counter = 0
+        self._printed: dict[str, list[str]] = {}  # running calls' output, by call id
         self._autosave_said: Any = None  # the autosave file last announced
         self._autosave_failure: str | None = None  # the last failure said (said once)
         self.observe(self._policy_changed, names=["approval", "allow"])
@@ -335,7 +337,9 @@ class Agent(AgentResources):
                                 f"token budget spent ({self.usage.total} of {self.max_tokens})")
         if steps_so_far + 1 >= self.max_steps:
             return self._finish(step, started, listeners, "max_steps",
-                                f"reached max_steps={self.max_steps}")
+                                f"reached max_steps={self.max_steps}; the context is valid: "
+                                "run again with no task (%agent step) to go on, or raise "
+                                "Agent.max_steps")
         return self._finish(step, started, listeners, None)
 
     def _finish(self, step: Step, started: float, listeners: list[Listener],
@@ -369,9 +373,9 @@ class Agent(AgentResources):
                 # Interrupted (Ctrl-C, cancelled cell): answer every open call so the
                 # context stays valid, then let the interruption through.
                 for open_call in calls[i:]:
-                    self.context.append(ToolResult(open_call.id, "Interrupted by the user.",
-                                                   error=True, name=open_call.name,
-                                                   meta={"interrupted": True}))
+                    self.context.append(ToolResult(open_call.id, _interrupted_text(
+                        self._printed.pop(open_call.id, [])), error=True, name=open_call.name,
+                        meta={"interrupted": True}))
                 raise
             self.context.append(result)
             step.results.append(result)
@@ -404,11 +408,20 @@ class Agent(AgentResources):
             call.meta["original_arguments"] = call.arguments
             call.arguments = decision.arguments  # the context records what actually ran
             call.raw_arguments = None
-        token = live_emitter.set(lambda event: self._emit(listeners, event))
+        printed: list[str] = []  # what the call printed so far, kept if it is interrupted
+        self._printed[call.id] = printed
+
+        def live(event: Any) -> None:
+            if isinstance(event, ToolOutput) and sum(map(len, printed)) < _PRINTED_KEPT:
+                printed.append(event.text)
+            self._emit(listeners, event)
+
+        token = live_emitter.set(live)
         try:
             result = await self.tools.execute(call)
         finally:
             live_emitter.reset(token)
+        self._printed.pop(call.id, None)
         if self.tool_output_limit and len(result.output) > self.tool_output_limit:
             result.meta["full_output_chars"] = len(result.output)
             result.output = _head_tail(result.output, self.tool_output_limit)
@@ -580,6 +593,19 @@ class Agent(AgentResources):
 _LENGTH_REASONS = ("length", "max_tokens", "max_output_tokens")
 CONTINUE_PROMPT = ("[ipyagent] Your reply was cut off by the output token limit. Continue "
                    "exactly where you stopped, without repeating yourself.")
+
+
+_PRINTED_KEPT = 4000  # characters of an interrupted call's output the model is told
+
+
+def _interrupted_text(printed: list[str]) -> str:
+    """What the model reads for an interrupted call: that, and what it had printed."""
+    text = "".join(printed).rstrip()
+    if not text:
+        return "Interrupted by the user."
+    if len(text) > _PRINTED_KEPT:
+        text = text[:_PRINTED_KEPT] + "\n[…]"
+    return f"Interrupted by the user. It had printed:\n{text}"
 
 
 def _head_tail(text: str, limit: int) -> str:

@@ -228,6 +228,8 @@ def test_interrupt_stops_a_running_tool_call_at_once(fresh: Frontend) -> None:
     assert cell.reply["status"] == "ok"
     assert "■ interrupted" in cell.text()  # on the card and in the footer
     assert check_context(fe)[-1] == "tool error"
+    told = fe.run("print([i for i in ipyagent.current().context if isinstance(i, ToolResult)][-1].output)")
+    assert told.text().strip() == "Interrupted by the user. It had printed:\nstarted"  # the model knows
     again = fe.run("%agent --approve auto Use Python to compute 2**10", timeout=30)
     assert "1024" in again.text(), again.text()  # the sibling kernel was interrupted too
 
