@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import os
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -160,6 +161,9 @@ class TerminalApprover:
 
     async def _edit(self, call: ToolCall) -> Decision:
         key = "code" if "code" in call.arguments else None
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+        if editor and _on_a_terminal():
+            return await self._edit_in(editor, call, key)
         prompt = ("New code (end with a line holding only '.'):\n" if key
                   else "New arguments as JSON (end with a line holding only '.'):\n")
         print(prompt, end="", file=self.output or sys.stdout, flush=True)
@@ -176,6 +180,56 @@ class TerminalApprover:
             return Decision("edit", arguments=json.loads(text), by="user")
         except json.JSONDecodeError as exc:
             return Decision("deny", reason=f"edited arguments were not JSON ({exc})", by="user")
+
+
+    async def _edit_in(self, editor: str, call: ToolCall, key: str | None) -> Decision:
+        """Edit in ``$VISUAL``/``$EDITOR``, opened on the call's code (or JSON arguments)."""
+        original = (str(call.arguments[key]) if key
+                    else json.dumps(call.arguments, indent=2, ensure_ascii=False))
+        print(f"Editing in {editor} — save and quit to run your version.",
+              file=self.output or sys.stdout, flush=True)
+        text, problem = await asyncio.to_thread(edit_text, editor, original,
+                                                ".py" if key == "code" else ".json")
+        if problem:
+            return Decision("deny", reason=f"not run: {problem}", by="user")
+        if text.strip() == original.strip():
+            return Decision("approve", by="user")  # saved unchanged: the call as proposed
+        if key:
+            return Decision("edit", arguments={**call.arguments, key: text}, by="user")
+        try:
+            return Decision("edit", arguments=json.loads(text), by="user")
+        except json.JSONDecodeError as exc:
+            return Decision("deny", reason=f"edited arguments were not JSON ({exc})", by="user")
+
+
+def _on_a_terminal() -> bool:
+    """True when stdin is a terminal an editor can take over."""
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (AttributeError, ValueError, OSError):  # a replaced or closed stdin
+        return False
+
+
+def edit_text(editor: str, text: str, suffix: str) -> tuple[str, str | None]:
+    """``text`` after the user edited it in ``editor``: (new text, None) or ("", problem)."""
+    import shlex
+    import subprocess
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="ipyagent-edit-", suffix=suffix)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text if text.endswith("\n") else text + "\n")
+        try:
+            done = subprocess.run([*shlex.split(editor), path])
+        except (OSError, ValueError) as exc:
+            return "", f"could not start the editor {editor!r} ({exc})"
+        if done.returncode != 0:
+            return "", f"the editor {editor!r} exited with {done.returncode}"
+        with open(path, encoding="utf-8") as f:
+            return f.read(), None
+    finally:
+        os.unlink(path)
 
 
 @dataclass

@@ -137,3 +137,23 @@ def test_ctrl_c_with_save_keeps_what_was_done(tmp_path):
     nb = nbformat.read(tmp_path / "out.ipynb", as_version=4)
     nbformat.validate(nb)
     assert "compute 3**4" in "".join(c.source for c in nb.cells)
+
+
+def test_edit_opens_the_editor_on_the_code_and_runs_what_was_saved(tmp_path):
+    pexpect = __import__("pytest").importorskip("pexpect")
+    # An "editor" that fixes the demo model's bug in the file it is given, as a person would.
+    editor = tmp_path / "fix.py"
+    editor.write_text("import sys\np = sys.argv[1]\nt = open(p).read()\n"
+                      "open(p, 'w').write(t.replace('len(value)', 'len(str(value))'))\n")
+    cmd = str(SCRIPT) if SCRIPT.exists() else sys.executable
+    args = ["run", "compute 3**4"] if SCRIPT.exists() else ["-m", "ipyagent.cli", "run", "compute 3**4"]
+    env = {**__import__("os").environ, "EDITOR": f"{sys.executable} {editor}"}
+    env.pop("VISUAL", None)
+    child = pexpect.spawn(cmd, args, cwd=str(tmp_path), encoding="utf-8", timeout=60, env=env)
+    child.expect(r"Run it\? \[y\]es")
+    child.sendline("e")
+    child.expect("Editing in ")
+    child.expect(r"digits: 2")  # the edited code ran: no TypeError this time
+    child.expect(pexpect.EOF)
+    child.close()
+    assert "TypeError" not in child.before and child.exitstatus == 0
