@@ -173,14 +173,7 @@ class TerminalApprover:
             if line.strip() == ".":
                 break
             lines.append(line)
-        text = "\n".join(lines)
-        if key:
-            return Decision("edit", arguments={**call.arguments, key: text}, by="user")
-        try:
-            return Decision("edit", arguments=json.loads(text), by="user")
-        except json.JSONDecodeError as exc:
-            return Decision("deny", reason=f"edited arguments were not JSON ({exc})", by="user")
-
+        return _edited(call, key, "\n".join(lines))
 
     async def _edit_in(self, editor: str, call: ToolCall, key: str | None) -> Decision:
         """Edit in ``$VISUAL``/``$EDITOR``, opened on the call's code (or JSON arguments)."""
@@ -194,12 +187,17 @@ class TerminalApprover:
             return Decision("deny", reason=f"not run: {problem}", by="user")
         if text.strip() == original.strip():
             return Decision("approve", by="user")  # saved unchanged: the call as proposed
-        if key:
-            return Decision("edit", arguments={**call.arguments, key: text}, by="user")
-        try:
-            return Decision("edit", arguments=json.loads(text), by="user")
-        except json.JSONDecodeError as exc:
-            return Decision("deny", reason=f"edited arguments were not JSON ({exc})", by="user")
+        return _edited(call, key, text)
+
+
+def _edited(call: ToolCall, key: str | None, text: str) -> Decision:
+    """The decision for edited text: the new ``key`` argument, or all arguments as JSON."""
+    if key:
+        return Decision("edit", arguments={**call.arguments, key: text}, by="user")
+    try:
+        return Decision("edit", arguments=json.loads(text), by="user")
+    except json.JSONDecodeError as exc:
+        return Decision("deny", reason=f"edited arguments were not JSON ({exc})", by="user")
 
 
 def _on_a_terminal() -> bool:

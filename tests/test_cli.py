@@ -66,11 +66,17 @@ def test_provider_preset_sets_the_endpoint(tmp_path):
     assert bad.returncode == 2 and "provider" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_terminal_prompt_in_a_pty(tmp_path):
+def spawn(tmp_path, *args: str, env=None):
+    """The console script in a pseudo-terminal, as a person at a terminal runs it."""
     pexpect = __import__("pytest").importorskip("pexpect")
     cmd = str(SCRIPT) if SCRIPT.exists() else sys.executable
-    args = ["run", "compute 3**4"] if SCRIPT.exists() else ["-m", "ipyagent.cli", "run", "compute 3**4"]
-    child = pexpect.spawn(cmd, args, cwd=str(tmp_path), encoding="utf-8", timeout=60)
+    argv = list(args) if SCRIPT.exists() else ["-m", "ipyagent.cli", *args]
+    return pexpect.spawn(cmd, argv, cwd=str(tmp_path), encoding="utf-8", timeout=60, env=env)
+
+
+def test_terminal_prompt_in_a_pty(tmp_path):
+    pexpect = __import__("pytest").importorskip("pexpect")
+    child = spawn(tmp_path, "run", "compute 3**4")
     child.expect(r"Run it\? \[y\]es")
     assert child.before.count("print(f'digits: {len(value)}')") == 1  # the call, shown once
     child.sendline("y")
@@ -87,9 +93,7 @@ def test_terminal_prompt_in_a_pty(tmp_path):
 def test_ctrl_c_at_the_prompt_exits_at_once(tmp_path):
     """Before: the prompt read stdin in a worker thread that kept the process alive."""
     pexpect = __import__("pytest").importorskip("pexpect")
-    cmd = str(SCRIPT) if SCRIPT.exists() else sys.executable
-    args = ["run", "compute 3**4"] if SCRIPT.exists() else ["-m", "ipyagent.cli", "run", "compute 3**4"]
-    child = pexpect.spawn(cmd, args, cwd=str(tmp_path), encoding="utf-8", timeout=60)
+    child = spawn(tmp_path, "run", "compute 3**4")
     child.expect(r"Run it\? \[y\]es")
     child.sendintr()
     child.expect("ipyagent: interrupted")
@@ -124,10 +128,7 @@ def test_ctrl_c_with_save_keeps_what_was_done(tmp_path):
     pexpect = __import__("pytest").importorskip("pexpect")
     import nbformat
 
-    cmd = str(SCRIPT) if SCRIPT.exists() else sys.executable
-    args = ["run", "compute 3**4", "--save", "out.ipynb"]
-    args = args if SCRIPT.exists() else ["-m", "ipyagent.cli", *args]
-    child = pexpect.spawn(cmd, args, cwd=str(tmp_path), encoding="utf-8", timeout=60)
+    child = spawn(tmp_path, "run", "compute 3**4", "--save", "out.ipynb")
     child.expect(r"Run it\? \[y\]es")
     child.sendintr()
     child.expect("saved the transcript to out.ipynb")
@@ -145,11 +146,9 @@ def test_edit_opens_the_editor_on_the_code_and_runs_what_was_saved(tmp_path):
     editor = tmp_path / "fix.py"
     editor.write_text("import sys\np = sys.argv[1]\nt = open(p).read()\n"
                       "open(p, 'w').write(t.replace('len(value)', 'len(str(value))'))\n")
-    cmd = str(SCRIPT) if SCRIPT.exists() else sys.executable
-    args = ["run", "compute 3**4"] if SCRIPT.exists() else ["-m", "ipyagent.cli", "run", "compute 3**4"]
     env = {**__import__("os").environ, "EDITOR": f"{sys.executable} {editor}"}
     env.pop("VISUAL", None)
-    child = pexpect.spawn(cmd, args, cwd=str(tmp_path), encoding="utf-8", timeout=60, env=env)
+    child = spawn(tmp_path, "run", "compute 3**4", env=env)
     child.expect(r"Run it\? \[y\]es")
     child.sendline("e")
     child.expect("Editing in ")

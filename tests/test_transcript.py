@@ -236,6 +236,15 @@ def test_read_errors_are_one_line(tmp_path):
     assert "\n" not in str(info.value)
 
 
+def damaged_copy(path, tmp_path, damage):
+    """A copy of the transcript at ``path`` whose ipyagent metadata ``damage`` changed."""
+    nb = nbformat.read(path, as_version=4)
+    damage(nb.metadata["ipyagent"])
+    broken = tmp_path / "broken.ipynb"
+    nbformat.write(nb, broken)
+    return broken
+
+
 @pytest.mark.parametrize("damage,message", [
     (lambda m: m.update(settings="oops"), "settings is damaged"),
     (lambda m: m.update(format="x"), "format is not a number"),
@@ -246,10 +255,7 @@ def test_read_errors_are_one_line(tmp_path):
 ])
 def test_damaged_metadata_is_one_line_naming_the_file(rich, tmp_path, damage, message):
     _, path, _ = rich
-    nb = nbformat.read(path, as_version=4)
-    damage(nb.metadata["ipyagent"])
-    broken = tmp_path / "broken.ipynb"
-    nbformat.write(nb, broken)
+    broken = damaged_copy(path, tmp_path, damage)
     with pytest.raises(TranscriptError, match=message) as info:
         read(broken)
     assert str(broken) in str(info.value) and "\n" not in str(info.value)
@@ -276,10 +282,7 @@ def test_json_that_is_no_notebook_is_one_line(tmp_path, text):
 ])
 def test_an_item_field_of_the_wrong_type_is_one_line(rich, tmp_path, damage, message):
     _, path, work = rich
-    nb = nbformat.read(path, as_version=4)
-    damage(nb.metadata["ipyagent"])
-    broken = tmp_path / "broken.ipynb"
-    nbformat.write(nb, broken)
+    broken = damaged_copy(path, tmp_path, damage)
     with pytest.raises(TranscriptError, match=message) as info:
         Agent.from_transcript(broken, python_tool=False, file_tools=False)
     assert str(broken) in str(info.value) and "\n" not in str(info.value)

@@ -22,7 +22,7 @@ import httpx
 from .._text import repair_surrogates
 from ..errors import RequestRejected
 from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, new_call_id
-from .base import ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn
+from .base import ModelEvent, ModelRequest, ReasoningDelta, ToolCallDelta, Turn
 from .http import ProviderError, StreamingHTTPModel
 from .think import ThinkSplitter, split_unopened_think
 
@@ -246,13 +246,7 @@ class ChatTurnAssembler:
         if isinstance(content, list):  # content parts
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
         if isinstance(content, str) and content:
-            thinking, content = self._think.feed(content)
-            if thinking:
-                self._reasoning.append(thinking)
-                events.append(ReasoningDelta(thinking))
-            if content:
-                self._text.append(content)
-                events.append(TextDelta(content))
+            events += self._think.route(content, self._reasoning, self._text)
 
         details = delta.get("reasoning_details")
         if isinstance(details, list) and details:

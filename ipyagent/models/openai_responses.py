@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, new_call_id
-from .base import ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn
+from .base import ModelEvent, ModelRequest, ReasoningDelta, ToolCallDelta, Turn
 from .http import ProviderError, StreamingHTTPModel
 from .openai_chat import parse_arguments
 from .think import ThinkSplitter, split_unopened_think
@@ -215,15 +215,7 @@ class ResponsesTurnAssembler:
         if not isinstance(delta, str) or not delta:
             return []
         self._streamed.add(("text", index))
-        thinking, delta = self._think.feed(delta)
-        events: list[ModelEvent] = []
-        if thinking:
-            self._reasoning.append(thinking)
-            events.append(ReasoningDelta(thinking))
-        if delta:
-            self._text.append(delta)
-            events.append(TextDelta(delta))
-        return events
+        return self._think.route(delta, self._reasoning, self._text)
 
     def _reasoning_delta(self, index: int, part: int, delta: Any) -> list[ModelEvent]:
         if not isinstance(delta, str) or not delta:

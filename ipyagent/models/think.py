@@ -7,6 +7,8 @@ so it is shown as reasoning, never becomes the answer, and is never sent back as
 
 from __future__ import annotations
 
+from .base import ModelEvent, ReasoningDelta, TextDelta
+
 __all__ = ["ThinkSplitter", "split_unopened_think", "partial_suffix"]
 
 
@@ -50,6 +52,18 @@ class ThinkSplitter:
         if self.state == "text":
             text, self.pending = self.pending, ""
         return reasoning, text
+
+    def route(self, chunk: str, reasoning: list[str], text: list[str]) -> list[ModelEvent]:
+        """Feed ``chunk``; append what is released to ``reasoning`` / ``text``; its events."""
+        thinking, said = self.feed(chunk)
+        events: list[ModelEvent] = []
+        if thinking:
+            reasoning.append(thinking)
+            events.append(ReasoningDelta(thinking))
+        if said:
+            text.append(said)
+            events.append(TextDelta(said))
+        return events
 
     def flush(self) -> tuple[str, str]:
         """What is still held back at the end of the stream."""
