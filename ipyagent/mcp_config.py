@@ -109,7 +109,13 @@ def load_configs(configured: Any, directory: str | Path | None
     then ``Agent.mcp_servers`` (wins)."""
     configs: dict[str, ServerConfig] = {}
     problems: list[str] = []
-    path = find_config_file(directory) if directory is not None else None
+    path = None
+    if directory is not None:
+        path = find_config_file(directory)
+        # Only the first file is read: say so when another one is there too.
+        problems += [f"{other} is not read: {path} is (the first found wins; merge them)"
+                     for other in (Path(directory) / rel for rel in CONFIG_FILES)
+                     if other.is_file() and other != path]
     if path is not None:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))

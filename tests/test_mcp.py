@@ -68,7 +68,8 @@ def test_config_file_beside_the_notebook_and_the_trait_wins(tmp_path: Path) -> N
         "a": {"command": "from-file"}, "b": {"command": "from-file"}}}))
     (tmp_path / "mcp.json").write_text("{not json")  # .ipyagent/mcp.json comes first
     configs, problems = load_configs({"b": {"command": "from-trait"}}, tmp_path)
-    assert problems == []
+    assert problems == [f"{tmp_path / 'mcp.json'} is not read: {tmp_path / '.ipyagent' / 'mcp.json'} "
+                        "is (the first found wins; merge them)"]
     assert configs["a"].command == "from-file" and configs["a"].source.endswith("mcp.json")
     assert configs["b"].command == "from-trait" and configs["b"].source == "Agent.mcp_servers"
     (tmp_path / ".ipyagent" / "mcp.json").unlink()
