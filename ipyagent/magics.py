@@ -233,7 +233,7 @@ class AgentMagics(Magics):
             %agent reset [--kernel]      start over (--kernel also restarts the sibling kernel)
             %agent save PATH.ipynb       save the run as a notebook
             %agent load PATH.ipynb       continue a saved conversation
-            %agent load PATH --rerun     ... and re-run its python calls (its variables)
+            %agent load PATH --rerun     ... re-run its python calls, re-create its files
             %agent replay PATH.ipynb     re-run a saved transcript, report differences
             %agent -p NAME TASK          run as a persona (coder, data-analyst, reviewer, …)
             %agent personas              the personas, as a table
@@ -311,15 +311,20 @@ class AgentMagics(Magics):
 
     def _after_load(self, agent: Any, cmd: Command, transcript: Any) -> None:
         """Say whether the sibling has the run's variables (``--rerun`` rebuilt them)."""
-        from .rebuild import python_calls_that_ran
+        from .rebuild import rerun_steps
 
-        calls = len(python_calls_that_ran(agent.context))
-        if not calls:
+        steps = rerun_steps(agent.context)
+        calls = sum(written is None for _, written in steps)
+        files = len(steps) - calls
+        if not steps:
             return
         if not cmd.rerun:
+            what = [f"re-runs its {calls} python call{'s' if calls != 1 else ''} (the code in "
+                    "its cells) to bring the variables back"] if calls else []
+            what += [f"re-creates the {files} file{'s' if files != 1 else ''} the agent wrote "
+                     "where missing"] if files else []
             print(f"ipyagent: the sibling kernel starts empty; `%agent load {cmd.path} --rerun` "
-                  f"re-runs its {calls} python call{'s' if calls != 1 else ''} (the code in its "
-                  "cells) to bring the variables back")
+                  + " and ".join(what))
             return
         report = getattr(transcript, "rebuild", None)
         if report is not None:

@@ -544,3 +544,14 @@ def test_the_magics_autosave_under_ipyagent_runs_and_say_so(ip: Any, tmp_path: A
     finally:
         ip.run_line_magic("unload_ext", "ipyagent")
         ip.config.pop("Agent", None)
+
+
+def test_load_says_rerun_also_recreates_the_agents_files(loaded: Any, tmp_path: Any) -> None:
+    model = ScriptedModel([calls(("write_file", {"path": "notes.txt", "content": "hi\n"})),
+                           text("Written.")])
+    with Agent(client=model, approval="auto", python_tool=False, cwd=str(tmp_path)) as agent:
+        agent.run("write it")
+        path = agent.save(tmp_path / "files.ipynb")
+    out, err, result = run(loaded, f"%agent load {path}")
+    assert result.success, err
+    assert f"`%agent load {path} --rerun` re-creates the 1 file the agent wrote where missing" in out
