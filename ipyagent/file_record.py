@@ -10,11 +10,11 @@ replay only creates a missing file; one changed since is left alone and reported
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .items import ToolCall, ToolResult
 
-__all__ = ["RECORD_LIMIT", "record", "recorded_file", "cell_source", "file_writes", "restore"]
+__all__ = ["RECORD_LIMIT", "record", "recorded_file", "cell_source", "restore"]
 
 RECORD_LIMIT = 100_000  # characters; a larger file is described, not re-created
 
@@ -53,35 +53,34 @@ def cell_source(call: ToolCall, path: str, text: str) -> str:
             f'Path({target}).write_text({_literal(text)}, encoding="utf-8", newline="")')
 
 
-def file_writes(items: Iterable[Any]) -> list[tuple[ToolCall, str, str]]:
-    """(call, path, text) of every recorded file write, in order, summaries unfolded."""
-    from .rebuild import rerun_steps
-
-    return [(call, *written) for call, written in rerun_steps(items) if written is not None]
-
-
-def restore(root: str | Path, path: str, text: str, claimed: set[str]) -> str:
+def restore(root: str | Path, path: str, text: str,
+            claimed: set[str]) -> tuple[bool, str | None]:
     """Re-create ``path`` under ``root`` (never outside it) with ``text``.
 
-    Returns ``"created"``, ``"same"`` (already so) or ``"differs"``. A file that existed
-    and differs is left alone — a re-run or a replay never overwrites someone's later
-    edits — unless this same re-run made it (``claimed``: the paths it created or found
-    as recorded), so a file the agent wrote twice ends as the agent left it.
+    Returns ``(written, why_not)``: ``why_not`` is None when the file is now as the agent
+    left it (``written``: by this call), else why it was left alone, in one line. A file
+    that existed and differs is never overwritten (someone's later edits) unless this same
+    re-run made it (``claimed``: the paths it created or found as recorded), so a file
+    written twice ends as the agent left it.
     """
     from .file_tools import atomic_write, resolve
 
-    target = resolve(Path(root), path)
-    key = str(target)
-    if target.exists() and key not in claimed:
-        try:
-            with open(target, encoding="utf-8", newline="") as f:
-                same = f.read() == text
-        except (OSError, UnicodeDecodeError):
-            same = False
-        if not same:
-            return "differs"
-        claimed.add(key)
-        return "same"
-    atomic_write(target, text)
+    try:
+        target = resolve(Path(root), path)
+        key = str(target)
+        if target.exists() and key not in claimed:
+            try:
+                with open(target, encoding="utf-8", newline="") as f:
+                    same = f.read() == text
+            except (OSError, UnicodeDecodeError):
+                same = False
+            if not same:
+                return False, "it changed since the agent wrote it; left as is"
+            written = False
+        else:
+            atomic_write(target, text)
+            written = True
+    except (OSError, ValueError) as exc:  # WorkspaceError is a ValueError
+        return False, str(exc).splitlines()[0][:120]
     claimed.add(key)
-    return "created"
+    return written, None

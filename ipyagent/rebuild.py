@@ -105,15 +105,10 @@ async def arebuild(agent: Any) -> Rebuild:
     claimed: set[str] = set()  # files this re-run made: a later write of the agent's may replace them
     for n, (call, written) in enumerate(rerun_steps(agent.context), 1):
         if written is not None:
-            try:
-                outcome = restore(agent.workspace_path, *written, claimed)
-            except (OSError, ValueError) as exc:  # WorkspaceError is a ValueError
-                outcome = str(exc).splitlines()[0][:120]
-            if outcome in ("created", "same"):
+            _, why = restore(agent.workspace_path, *written, claimed)
+            if why is None:
                 report.files += 1
             else:
-                why = ("it changed since the agent wrote it; left as is" if outcome == "differs"
-                       else outcome)
                 report.failed.append((n, f"{call.name} {written[0]}", why))
             continue
         execution = await agent.kernel.execute_async(str(call.arguments["code"]))

@@ -213,15 +213,11 @@ def _playback_tool(name: str, answers: dict[str, list[ToolResult]], root: str,
             return ToolResult(call.id, "(replay: no recorded result)", error=True, name=name)
         written = recorded_file(recorded)
         if written is not None:  # the agent's file, for the python calls that read it
-            try:
-                outcome = restore(root, *written, claimed)
-            except (OSError, ValueError) as exc:
-                outcome = str(exc).splitlines()[0]
-            if outcome == "created":
-                report.notes.append(f"re-created {written[0]} as the agent wrote it ({call.id})")
-            elif outcome != "same":
-                why = "it changed since; left as is" if outcome == "differs" else outcome
+            created, why = restore(root, *written, claimed)
+            if why is not None:
                 report.notes.append(f"did not re-create {written[0]} ({call.id}): {why}")
+            elif created:
+                report.notes.append(f"re-created {written[0]} as the agent wrote it ({call.id})")
         return ToolResult(call.id, recorded.output, recorded.error, name, list(recorded.outputs),
                           recorded.execution_count, {**recorded.meta, "replayed": True})
 

@@ -82,30 +82,28 @@ class Transcript:
         """
         if self.cells is None:
             return
-        from .rebuild import python_calls_that_ran
+        from .file_record import cell_source
+        from .rebuild import rerun_steps
 
         seen: dict[str, int] = {}
         where = f"{self.path or 'the transcript'}"
-        for call in python_calls_that_ran(self.items):
+        for call, written in rerun_steps(self.items):
             n = seen[call.id] = seen.get(call.id, -1) + 1
             shown = self.cells.get(call.id, [])
-            if n >= len(shown):
+            if written is not None:
+                path, text = written
+                if n >= len(shown) or shown[n].strip() != cell_source(call, path, text).strip():
+                    raise TranscriptError(f"{where}: the cell that re-creates {path} ({call.id}) "
+                                          "is missing or differs from the recorded file (edited "
+                                          "after saving); save the notebook again from "
+                                          "ipyagent, or restore the cell")
+            elif n >= len(shown):
                 raise TranscriptError(f"{where}: python call {call.id} has no code cell; the "
                                       "metadata was changed after saving — not running it")
-            if shown[n].strip() != str(call.arguments.get("code", "")).strip():
+            elif shown[n].strip() != str(call.arguments.get("code", "")).strip():
                 raise TranscriptError(f"{where}: the cell of python call {call.id} differs from "
                                       "the recorded code (edited after saving); save the "
                                       "notebook again from ipyagent, or restore the cell")
-        from .file_record import cell_source, file_writes
-
-        for call, path, text in file_writes(self.items):
-            n = seen[call.id] = seen.get(call.id, -1) + 1
-            shown = self.cells.get(call.id, [])
-            if n >= len(shown) or shown[n].strip() != cell_source(call, path, text).strip():
-                raise TranscriptError(f"{where}: the cell that re-creates {path} ({call.id}) is "
-                                      "missing or differs from the recorded file (edited after "
-                                      "saving); save the notebook again from ipyagent, or "
-                                      "restore the cell")
 
     @property
     def context(self) -> Context:
