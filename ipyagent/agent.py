@@ -408,12 +408,16 @@ class Agent(AgentResources):
             call.meta["original_arguments"] = call.arguments
             call.arguments = decision.arguments  # the context records what actually ran
             call.raw_arguments = None
-        printed: list[str] = []  # what the call printed so far, kept if it is interrupted
+        printed: list[str] = []  # the first of what the call prints, kept if it is interrupted
         self._printed[call.id] = printed
+        room = [_PRINTED_KEPT]  # characters still kept (a flood must not cost per event)
 
         def live(event: Any) -> None:
-            if isinstance(event, ToolOutput) and sum(map(len, printed)) < _PRINTED_KEPT:
-                printed.append(event.text)
+            if isinstance(event, ToolOutput) and room[0] >= 0:
+                printed.append(event.text[:room[0]])
+                room[0] -= len(event.text)
+                if room[0] < 0:  # the rest is not kept: say so
+                    printed.append("\n[…]")
             self._emit(listeners, event)
 
         token = live_emitter.set(live)
@@ -603,8 +607,6 @@ def _interrupted_text(printed: list[str]) -> str:
     text = "".join(printed).rstrip()
     if not text:
         return "Interrupted by the user."
-    if len(text) > _PRINTED_KEPT:
-        text = text[:_PRINTED_KEPT] + "\n[…]"
     return f"Interrupted by the user. It had printed:\n{text}"
 
 

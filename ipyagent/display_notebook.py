@@ -148,14 +148,10 @@ def _run_footer(result: RunResult, shown: Iterable[str] = ()) -> tuple[str, str]
 
 
 def _step_footer(step: Step) -> tuple[str, str]:
-    calls = len(step.tool_calls)
-    line = (f"step {step.index} · {calls} tool call{'s' * (calls != 1)} · {step.usage} tokens · "
-            f"{step.duration:.1f}s")
+    line = step.footer("paused: `%agent step` runs the next one")
     if step.stop_reason:
-        why = f" · {step.error}" if step.error else ""
-        return (f"■ {line} · stopped: {step.stop_reason}{why}",
-                "ok" if step.stop_reason == "done" else "warn")
-    return f"‖ {line} · paused: `%agent step` runs the next one", "info"
+        return f"■ {line}", "ok" if step.stop_reason == "done" else "warn"
+    return f"‖ {line}", "info"
 
 
 def _bundle_for(output: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:

@@ -6,7 +6,7 @@ import sys
 from typing import IO, Any, Callable
 
 from .events import (
-    ContextCompacted, Notice, compaction_line, RunFinished, Step, StepFinished, StepStarted,
+    ContextCompacted, Notice, compaction_line, RunFinished, StepFinished, StepStarted,
     ToolCallDecided, ToolCallFinished, ToolCallRequested, ToolOutput,
 )
 from .items import ToolCall, ToolResult
@@ -61,7 +61,6 @@ class TerminalDisplay:
             live = self._live[event.call.id] = _Live()
             if not self._at_line_start:
                 self._write("\n")
-        live.chunks.append(event.text)
         for piece in event.text.splitlines(keepends=True):
             if live.held:
                 return  # the rest is summed up when the call ends
@@ -120,19 +119,9 @@ class TerminalDisplay:
                 self._errors_shown.append(event.message)
         elif isinstance(event, StepFinished):
             if self.step_mode:
-                self._line(f"── {step_line(event.step)}")
+                self._line(f"── {event.step.footer('paused: %agent step runs the next one')}")
         elif isinstance(event, RunFinished):
             self._line(f"── {event.result.footer(shown=self._errors_shown)}")
-
-
-def step_line(step: Step) -> str:
-    """One line for a finished step: what it did, and whether the run goes on."""
-    calls = len(step.tool_calls)
-    line = (f"step {step.index} · {calls} tool call{'s' * (calls != 1)} · {step.usage} tokens · "
-            f"{step.duration:.1f}s")
-    if step.stop_reason:
-        return f"{line} · stopped: {step.stop_reason}" + (f" · {step.error}" if step.error else "")
-    return f"{line} · paused: %agent step runs the next one"
 
 
 _LIVE = "  ┆ "  # the prefix of what a call prints while it runs
@@ -142,7 +131,6 @@ class _Live:
     """What one running call has printed so far, and how much of it was shown."""
 
     def __init__(self) -> None:
-        self.chunks: list[str] = []
         self.lines = 0  # whole lines shown
         self.held = False  # over the live limit: the tail is shown at the end
 

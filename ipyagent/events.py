@@ -102,6 +102,15 @@ class Step:
         end = f", stop={self.stop_reason}" if self.stop_reason else ""
         return f"<Step {self.index}: {calls}{end}>"
 
+    def footer(self, paused: str = "paused") -> str:
+        """One line: calls, tokens, time, and how the step ended (``paused`` when the run goes on)."""
+        calls = len(self.tool_calls)
+        line = (f"step {self.index} · {calls} tool call{'s' * (calls != 1)} · {self.usage} tokens"
+                f" · {self.duration:.1f}s")
+        if self.stop_reason:
+            return f"{line} · stopped: {self.stop_reason}" + (f" · {self.error}" if self.error else "")
+        return f"{line} · {paused}"
+
     def _repr_markdown_(self) -> str:
         lines = [f"**Step {self.index}** ({self.duration:.2f}s, {self.usage})"]
         if self.text:
