@@ -98,7 +98,9 @@ class CellRunner:
         # interactive frontends (JupyterLab, Notebook, VS Code) allow input.
         kernel = getattr(self.m.shell, "kernel", None)
         if kernel is None:
-            return not sys.stdin.isatty()
+            from .approval import on_a_terminal
+
+            return not on_a_terminal()
         return not getattr(kernel, "_allow_stdin", True)
 
     def listener(self, dispatcher: Dispatcher, cmd: Command, agent: Any) -> Any:

@@ -20,7 +20,8 @@ from typing import Any, Awaitable, Callable, Literal, Protocol, Union
 
 from .items import ToolCall
 
-__all__ = ["Decision", "Approver", "ApprovalPolicy", "TerminalApprover", "CallbackApprover"]
+__all__ = ["Decision", "Approver", "ApprovalPolicy", "TerminalApprover", "TerminalOrDeny",
+           "CallbackApprover", "on_a_terminal"]
 
 Action = Literal["approve", "deny", "edit"]
 Mode = Literal["auto", "ask", "deny"]  # Agent.approval
@@ -162,7 +163,7 @@ class TerminalApprover:
     async def _edit(self, call: ToolCall) -> Decision:
         key = "code" if "code" in call.arguments else None
         editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
-        if editor and _on_a_terminal():
+        if editor and on_a_terminal():
             return await self._edit_in(editor, call, key)
         prompt = ("New code (end with a line holding only '.'):\n" if key
                   else "New arguments as JSON (end with a line holding only '.'):\n")
@@ -190,6 +191,21 @@ class TerminalApprover:
         return _edited(call, key, text)
 
 
+class TerminalOrDeny:
+    """The y/n/e/a prompt when stdin is a terminal; with nobody there (a script, a pipe,
+    CI), each call is denied with ``unattended(call)``: what happened and how to allow it."""
+
+    def __init__(self, input_fn: Callable[[str], str], unattended: Callable[[ToolCall], str],
+                 show_call: bool = False) -> None:
+        self.prompt = TerminalApprover(input_fn=input_fn, show_call=show_call)
+        self.unattended = unattended
+
+    async def decide(self, call: ToolCall) -> Decision:
+        if not on_a_terminal():
+            return Decision("deny", by="timeout", reason=self.unattended(call))
+        return await self.prompt.decide(call)
+
+
 def _edited(call: ToolCall, key: str | None, text: str) -> Decision:
     """The decision for edited text: the new ``key`` argument, or all arguments as JSON."""
     if key:
@@ -200,8 +216,8 @@ def _edited(call: ToolCall, key: str | None, text: str) -> Decision:
         return Decision("deny", reason=f"edited arguments were not JSON ({exc})", by="user")
 
 
-def _on_a_terminal() -> bool:
-    """True when stdin is a terminal an editor can take over."""
+def on_a_terminal() -> bool:
+    """True when stdin is a terminal: someone can answer a prompt or use an editor."""
     try:
         return sys.stdin is not None and sys.stdin.isatty()
     except (AttributeError, ValueError, OSError):  # a replaced or closed stdin

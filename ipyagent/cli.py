@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING, Sequence
 from traitlets import TraitError
 
 from ._version import __version__
-from .approval import Decision
-from .items import ToolCall
 
 if TYPE_CHECKING:
     from .agent import Agent
+    from .items import ToolCall
 
 __all__ = ["main"]
 
@@ -41,13 +40,10 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-class _Unattended:
-    """Approval with nobody to ask: each call is denied with how to let calls run."""
-
-    async def decide(self, call: ToolCall) -> Decision:
-        return Decision("deny", by="timeout", reason=(
-            "nobody could approve this call: stdin is not a terminal (a script, a pipe, CI). "
-            f"Pass --approve auto to let tool calls run unattended ({call.name} was not run)"))
+def _unattended(call: ToolCall) -> str:
+    """Why a call was denied with nobody at a terminal, and how to let calls run."""
+    return ("nobody could approve this call: stdin is not a terminal (a script, a pipe, CI). "
+            f"Pass --approve auto to let tool calls run unattended ({call.name} was not run)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -55,13 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from ._mainthread import PumpDispatcher, run_pumped
     from .agent import Agent
-    from .approval import TerminalApprover, terminal_answer
+    from .approval import TerminalOrDeny, terminal_answer
     from .display_terminal import TerminalDisplay
     from .errors import IpyagentError
 
     # Nobody at a terminal (a script, a pipe, CI): calls are denied unless --approve says
     # otherwise, as in a notebook run without a frontend. Never run unasked by default.
-    attended = sys.stdin is not None and sys.stdin.isatty()
     approve = args.approve or "ask"
     try:
         settings = {k: v for k, v in (("provider", args.provider), ("api", args.api),
@@ -75,11 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The prompt runs on this (main) thread, where Ctrl-C lands; in a worker thread a
     # cancelled input() kept reading and the process could not exit.
     pump = PumpDispatcher()
-    if approve == "ask" and not attended:
-        agent.approval_hook = _Unattended()
-    elif approve == "ask":
-        agent.approval_hook = TerminalApprover(
-            input_fn=lambda prompt: pump.call_and_wait(terminal_answer, prompt),
+    if approve == "ask":
+        agent.approval_hook = TerminalOrDeny(
+            lambda prompt: pump.call_and_wait(terminal_answer, prompt), _unattended,
             show_call=args.quiet)
     with agent:
         try:

@@ -37,25 +37,6 @@ _NO_TASK = ("give a task: `%agent TASK`, or `%%agent` with the task in the cell 
             "(`%agent?` for help)")
 
 
-class _TerminalOrDeny:
-    """The y/n/e/a prompt when stdin is a terminal; a clear denial when nobody is there."""
-
-    def __init__(self, input_fn: Any) -> None:
-        from .approval import TerminalApprover
-
-        # The run's TerminalDisplay already shows each call: do not print it twice.
-        self.prompt = TerminalApprover(input_fn=input_fn, show_call=False)
-
-    async def decide(self, call: Any) -> Any:
-        if sys.stdin is None or not sys.stdin.isatty():  # piped input, a script, CI
-            from .approval import Decision
-            from .approval_widgets import unattended_reason
-
-            return Decision("deny", by="timeout", reason=unattended_reason(
-                call, "nobody could approve this call: stdin is not a terminal"))
-        return await self.prompt.decide(call)
-
-
 def _kernel_of(shell: Any) -> Any:
     return getattr(shell, "kernel", None)
 
@@ -111,7 +92,12 @@ class AgentMagics(Magics):
             from .approval_widgets import WidgetApprover
 
             return WidgetApprover(timeout=lambda: agent.approval_timeout)
-        return _TerminalOrDeny(self._terminal_input)
+        from .approval import TerminalOrDeny
+        from .approval_widgets import unattended_reason
+
+        # The run's TerminalDisplay already shows each call: the prompt does not repeat it.
+        return TerminalOrDeny(self._terminal_input, lambda call: unattended_reason(
+            call, "nobody could approve this call: stdin is not a terminal"))
 
     def _terminal_input(self, prompt: str) -> str:
         """The answer is read on the main thread, where Ctrl-C lands."""
