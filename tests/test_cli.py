@@ -74,6 +74,18 @@ def spawn(tmp_path, *args: str, env=None):
     return pexpect.spawn(cmd, argv, cwd=str(tmp_path), encoding="utf-8", timeout=60, env=env)
 
 
+def ctrl_c_at_the_prompt(tmp_path, said: str, *options: str) -> None:
+    """Run a task, press Ctrl-C at its first prompt: ``said`` is printed, the exit code 130."""
+    pexpect = __import__("pytest").importorskip("pexpect")
+    child = spawn(tmp_path, "run", "compute 3**4", *options)
+    child.expect(r"Run it\? \[y\]es")
+    child.sendintr()
+    child.expect(said)
+    child.expect(pexpect.EOF, timeout=10)
+    child.close()
+    assert child.exitstatus == 130
+
+
 def test_terminal_prompt_in_a_pty(tmp_path):
     pexpect = __import__("pytest").importorskip("pexpect")
     child = spawn(tmp_path, "run", "compute 3**4")
@@ -92,14 +104,7 @@ def test_terminal_prompt_in_a_pty(tmp_path):
 
 def test_ctrl_c_at_the_prompt_exits_at_once(tmp_path):
     """Before: the prompt read stdin in a worker thread that kept the process alive."""
-    pexpect = __import__("pytest").importorskip("pexpect")
-    child = spawn(tmp_path, "run", "compute 3**4")
-    child.expect(r"Run it\? \[y\]es")
-    child.sendintr()
-    child.expect("ipyagent: interrupted")
-    child.expect(pexpect.EOF, timeout=10)
-    child.close()
-    assert child.exitstatus == 130
+    ctrl_c_at_the_prompt(tmp_path, "ipyagent: interrupted")
 
 
 def test_save_says_where_and_a_failed_save_is_not_success(tmp_path):
@@ -125,16 +130,9 @@ def test_quiet_run_that_is_not_done_says_why_on_stderr(tmp_path):
 
 
 def test_ctrl_c_with_save_keeps_what_was_done(tmp_path):
-    pexpect = __import__("pytest").importorskip("pexpect")
     import nbformat
 
-    child = spawn(tmp_path, "run", "compute 3**4", "--save", "out.ipynb")
-    child.expect(r"Run it\? \[y\]es")
-    child.sendintr()
-    child.expect("saved the transcript to out.ipynb")
-    child.expect(pexpect.EOF, timeout=10)
-    child.close()
-    assert child.exitstatus == 130
+    ctrl_c_at_the_prompt(tmp_path, "saved the transcript to out.ipynb", "--save", "out.ipynb")
     nb = nbformat.read(tmp_path / "out.ipynb", as_version=4)
     nbformat.validate(nb)
     assert "compute 3**4" in "".join(c.source for c in nb.cells)
