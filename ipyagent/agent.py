@@ -34,6 +34,8 @@ from .events import (
 from .items import Message, ToolCall, ToolResult
 from .models.base import Model, ModelRequest, Retrying, TurnComplete
 from .python_tool import python_tool
+from .redaction import LiveRedactor, redact_result, redaction_notice
+from ._secrets import key_envs, secret_values
 from .tools import Tool, Toolbox
 
 if TYPE_CHECKING:
@@ -411,8 +413,10 @@ class Agent(AgentResources):
         printed: list[str] = []  # the first of what the call prints, kept if it is interrupted
         self._printed[call.id] = printed
         room = [_PRINTED_KEPT]  # characters still kept (a flood must not cost per event)
+        # Every tool's output passes here: secrets are redacted once, before anyone sees them.
+        redactor = LiveRedactor(secret_values(key_envs(self)))
 
-        def live(event: Any) -> None:
+        def show(event: Any) -> None:
             if isinstance(event, ToolOutput) and room[0] >= 0:
                 printed.append(event.text[:room[0]])
                 room[0] -= len(event.text)
@@ -420,12 +424,21 @@ class Agent(AgentResources):
                     printed.append("\n[…]")
             self._emit(listeners, event)
 
+        def live(event: Any) -> None:
+            for redacted in redactor.feed(event):
+                show(redacted)
+
         token = live_emitter.set(live)
         try:
             result = await self.tools.execute(call)
         finally:
             live_emitter.reset(token)
+            for held in redactor.flush():
+                show(held)
         self._printed.pop(call.id, None)
+        found = [*redactor.names, *redact_result(result, redactor.scan)]
+        if found:
+            self._emit(listeners, Notice(redaction_notice(list(dict.fromkeys(found)), call.name), "warning"))
         if self.tool_output_limit and len(result.output) > self.tool_output_limit:
             result.meta["full_output_chars"] = len(result.output)
             result.output = _head_tail(result.output, self.tool_output_limit)

@@ -160,8 +160,9 @@ class ResponseCache:
     def put(self, key: str, model: str, events: list[ReplyEvent],
             key_env: str | list[str] | None = None) -> bool:
         """Record ``events`` under ``key``; False (and nothing written) if it holds a secret."""
-        text = repair_surrogates(json.dumps([_event_to_json(e) for e in events], ensure_ascii=False))
-        leaked = find_secret(text, secret_values(key_env))
+        recorded = [_event_to_json(e) for e in events]
+        text = repair_surrogates(json.dumps(recorded, ensure_ascii=False))
+        leaked = find_secret(recorded, secret_values(key_env))  # strings, not JSON escapes
         if leaked:
             log.warning("not caching a reply that contains the value of $%s", leaked)
             return False

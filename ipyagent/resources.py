@@ -3,6 +3,7 @@ workspace, MCP servers and AGENTS.md — each built on first use from the settin
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import weakref
@@ -89,10 +90,13 @@ class AgentResources(AgentSettings):
             from .models.demo import DemoModel
 
             return DemoModel()
+        from .models.http import EnvKey
+
         endpoint = self.endpoint
-        # Read the key now, at use: it lives only in the client's request headers.
-        key = os.environ.get(endpoint.key_env) if endpoint.key_env else None
-        check_key(endpoint, key)  # a cloud endpoint without its key: one line, no request
+        # The client reads the key from the environment at each request and keeps no copy;
+        # a cloud endpoint without its key is one line now, and at a request after it is unset.
+        check_key(endpoint, os.environ.get(endpoint.key_env) if endpoint.key_env else None)
+        key = EnvKey(endpoint.key_env, functools.partial(check_key, endpoint)) if endpoint.key_env else None
         if endpoint.api == "responses":
             from .models.openai_responses import OpenAIResponsesModel as Client
         elif endpoint.api == "anthropic":

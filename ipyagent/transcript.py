@@ -208,7 +208,7 @@ def write_notebook(nb: NotebookNode, path: str | os.PathLike[str], *,
     except nbformat.ValidationError as exc:
         raise TranscriptError(f"not writing {target}: invalid notebook ({exc.message})") from None
     text = nbformat.writes(nb)
-    leaked = find_secret(text, secret_values(key_env))
+    leaked = find_secret(nb, secret_values(key_env))  # its strings: JSON escapes split lines
     if leaked:
         raise TranscriptError(
             f"refusing to write {target}: it would contain the value of ${leaked}; remove it "

@@ -77,7 +77,7 @@ def test_agent_traits_pick_the_client(no_keys: pytest.MonkeyPatch) -> None:
     agent = Agent(model="qwen2.5:7b", provider="ollama", python_tool=False)
     client = agent.client  # no key needed for a local server
     assert isinstance(client, OpenAIChatModel) and client.base_url == "http://127.0.0.1:11434/v1"
-    assert client._key is None
+    assert client.key_env is None  # no variable is read: no key goes out
 
     no_keys.setenv("ANTHROPIC_API_KEY", "sk-ant-x")
     agent.provider = "anthropic"  # a changed setting rebuilds the client
@@ -98,7 +98,7 @@ def test_preset_does_not_override_explicit_settings(no_keys: pytest.MonkeyPatch)
     no_keys.setenv("MY_GROQ_KEY", "gsk-mine")
     agent = Agent(model="m", provider="groq", api_key_env="MY_GROQ_KEY",
                   base_url="https://api.groq.com/openai/v1", api="chat", python_tool=False)
-    assert agent.endpoint.key_env == "MY_GROQ_KEY" and agent.client._key == "gsk-mine"
+    assert agent.endpoint.key_env == "MY_GROQ_KEY" and agent.client.key_env == "MY_GROQ_KEY"
 
 
 def test_cloud_provider_without_key_ends_the_run_with_one_line(no_keys: pytest.MonkeyPatch) -> None:

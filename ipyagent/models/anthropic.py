@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import httpx
 
@@ -286,7 +286,8 @@ class AnthropicModel(StreamingHTTPModel):
     path = "messages"
     default_base_url = "https://api.anthropic.com/v1"
 
-    def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, **kw: Any) -> None:
+    def __init__(self, model: str, base_url: str | None = None,
+                 api_key: str | Callable[[], str | None] | None = None, **kw: Any) -> None:
         super().__init__(model, base_url, api_key, **kw)
         self.extra_headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
-from typing import Any, AsyncIterator, Protocol
+from typing import Any, AsyncIterator, Callable, Protocol
 
 import httpx
 
@@ -25,7 +26,7 @@ from .base import ModelEvent, ModelRequest, Turn, TurnComplete
 from .retry import RetryPolicy, with_retries, http_error, one_line, provider_message, redact, safe_url, transport_error
 from .sse import aiter_events, is_event_stream, sse_response
 
-__all__ = ["HeaderAuth", "ProviderError", "Assembler", "StreamingHTTPModel", "encode_json"]
+__all__ = ["HeaderAuth", "EnvKey", "ProviderError", "Assembler", "StreamingHTTPModel", "encode_json"]
 
 log = logging.getLogger("ipyagent.models")
 
@@ -45,8 +46,36 @@ def encode_json(body: Any) -> bytes:
         return repair_surrogates(text).encode("utf-8")
 
 
+class EnvKey:
+    """The key, read from an environment variable at each request; holds only the name.
+
+    ``check`` (e.g. ``providers.check_key``) may raise a one-line error for a missing key.
+    """
+
+    def __init__(self, name: str, check: Callable[[str | None], None] | None = None) -> None:
+        self.name = name
+        self.check = check
+
+    def __call__(self) -> str | None:
+        key = os.environ.get(self.name) or None
+        if self.check is not None:
+            self.check(key)
+        return key
+
+    def __repr__(self) -> str:
+        return f"EnvKey({self.name!r})"
+
+
+def _fixed(key: str | None) -> Callable[[], str | None]:
+    # A closure, so an explicit key is in no attribute, vars(), repr or pickle of the client.
+    return lambda: key
+
+
 class HeaderAuth(httpx.Auth):
-    """Puts the key in one header per request (``Authorization: Bearer …``, ``x-api-key``)."""
+    """Puts the key in one header per request (``Authorization: Bearer …``, ``x-api-key``).
+
+    Made anew for each request and dropped after it: it is never kept on the client.
+    """
 
     def __init__(self, key: str, header: str = "Authorization", prefix: str = "Bearer ") -> None:
         self._key = key
@@ -100,7 +129,7 @@ class StreamingHTTPModel:
         self,
         model: str,
         base_url: str | None = None,
-        api_key: str | None = None,
+        api_key: str | Callable[[], str | None] | None = None,
         *,
         client: httpx.AsyncClient | None = None,
         timeout: float = 120.0,
@@ -117,8 +146,9 @@ class StreamingHTTPModel:
         # Provider-specific request fields ipyagent has no setting for (e.g. Anthropic's
         # ``thinking``, OpenAI's ``reasoning``); merged into every payload last.
         self.extra_body = dict(extra_body or {})
-        self._key = api_key
-        self._auth = self.make_auth(api_key) if api_key else None
+        # Where the key comes from at each request (an ``EnvKey``, or a closure over an
+        # explicit key): the client keeps no copy of an environment key.
+        self._key_source = api_key if callable(api_key) else _fixed(api_key)
         self._client = client
         self._owns_client = client is None
 
@@ -137,6 +167,11 @@ class StreamingHTTPModel:
         raise NotImplementedError
 
     # -- shared machinery
+
+    @property
+    def key_env(self) -> str | None:
+        """The environment variable the key is read from at each request (None: no variable)."""
+        return self._key_source.name if isinstance(self._key_source, EnvKey) else None
 
     @property
     def url(self) -> str:
@@ -178,37 +213,40 @@ class StreamingHTTPModel:
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **self.extra_headers}
         log.debug("POST %s model=%s", url, self.name)
         content = encode_json(body)  # not httpx's json=: it raises on a lone surrogate
+        key = self._key_source()  # now, per request: a key changed in the environment is used
+        auth = self.make_auth(key) if key else None
         try:
             async with self._http().stream(
-                "POST", self.url, content=content, headers=headers, auth=self._auth, timeout=self.timeout
+                "POST", self.url, content=content, headers=headers, auth=auth, timeout=self.timeout
             ) as response:
                 if not response.is_success:
                     await response.aread()
-                    raise http_error(response, url=url, secrets=[self._key])
-                async for event in self._events(response, url):
+                    raise http_error(response, url=url, secrets=[key])
+                async for event in self._events(response, url, key):
                     yield event
         except httpx.HTTPError as exc:
             raise transport_error(exc, url=url, timeout=self.timeout) from exc
 
-    async def _events(self, response: httpx.Response, url: str) -> AsyncIterator[ModelEvent]:
+    async def _events(self, response: httpx.Response, url: str,
+                      key: str | None = None) -> AsyncIterator[ModelEvent]:
         assembler = self.new_assembler()
         sniffed: bytes | None = None  # the body, when it was not announced as a stream
         try:
             if not is_event_stream(response):
                 sniffed = await response.aread()
                 if "json" in response.headers.get("content-type", "") or sniffed.lstrip()[:1] == b"{":
-                    for event in self._whole(sniffed, assembler, url):
+                    for event in self._whole(sniffed, assembler, url, key):
                         yield event
                     return
                 if _is_html(response, sniffed):
-                    raise _html_error(sniffed, url, self._key)
+                    raise _html_error(sniffed, url, key)
                 response = sse_response(sniffed)  # SSE under another content type: sniffed
             async for event in self._stream_events(response, assembler, url):
                 yield event
         except ProviderError as exc:
-            raise self._stream_error(exc.error, assembler.turn(), url) from None
+            raise self._stream_error(exc.error, assembler.turn(), url, key) from None
         if not assembler.events_seen:
-            raise ModelResponseError(redact(_no_events(sniffed), [self._key]), url=url)
+            raise ModelResponseError(redact(_no_events(sniffed), [key]), url=url)
         turn = assembler.turn()
         notice = _cut_off_notice(turn, url)
         if notice is not None:
@@ -235,7 +273,8 @@ class StreamingHTTPModel:
                 for event in assembler.feed(sse.event, chunk):
                     yield event
 
-    def _whole(self, content: bytes, assembler: Assembler, url: str) -> list[ModelEvent]:
+    def _whole(self, content: bytes, assembler: Assembler, url: str,
+               key: str | None = None) -> list[ModelEvent]:
         """Events of a non-streamed JSON body."""
         try:
             body = json.loads(content)
@@ -245,20 +284,20 @@ class StreamingHTTPModel:
         if not isinstance(body, dict):
             raise ModelResponseError("the response is not a JSON object", url=url)
         if body.get("error") or body.get("type") == "error":
-            raise self._stream_error(body.get("error", body), assembler.turn(), url)
+            raise self._stream_error(body.get("error", body), assembler.turn(), url, key)
         try:
             events = assembler.feed_body(body)
         except ProviderError as exc:
-            raise self._stream_error(exc.error, assembler.turn(), url) from None
+            raise self._stream_error(exc.error, assembler.turn(), url, key) from None
         except (ValueError, TypeError, KeyError) as exc:
             raise ModelResponseError(f"unexpected response: {one_line(exc, 120)}", url=url) from None
         return [*events, TurnComplete(assembler.turn())]
 
-    def _stream_error(self, error: Any, turn: Turn, url: str) -> ModelStreamError:
+    def _stream_error(self, error: Any, turn: Turn, url: str, key: str | None = None) -> ModelStreamError:
         """A ``ModelStreamError`` with the provider's message, ``.body`` and the ``.turn`` so far."""
         message = provider_message({"error": error}) or "error"
         code = (error.get("code") or error.get("type")) if isinstance(error, dict) else None
-        text = one_line(redact(message, [self._key]))
+        text = one_line(redact(message, [key]))
         exc = ModelStreamError(f"{text} [{code}]" if code not in (None, "", "error") else text, url=url)
         exc.body = error  # type: ignore[attr-defined]
         # Usage and partial output of the failed turn still count (budgets, display).
