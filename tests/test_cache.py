@@ -8,8 +8,8 @@ import uuid
 import pytest
 
 from ipyagent import Agent, Message, ToolCall, ToolResult
-from ipyagent.events import Notice
 from ipyagent.cache import CachedModel, CacheMiss, ResponseCache, request_key
+from ipyagent.events import Notice
 from ipyagent.models.base import ModelRequest, TextDelta, Turn, TurnComplete
 
 from scripted_model import ScriptedModel, text
@@ -227,9 +227,9 @@ def test_a_corrupt_cache_is_set_aside_with_one_warning_and_the_run_goes_on(
     damaged = db.read_bytes()
     with ScriptedServer([reply_text("fresh"), reply_text("again")]) as srv:
         events: list = []
-        with caplog.at_level("WARNING", logger="ipyagent.cache"):
-            with server_agent(srv, db, cache="on") as agent:
-                assert agent.run("hi", on_event=events.append).text == "fresh"
+        with caplog.at_level("WARNING", logger="ipyagent.cache"), \
+                server_agent(srv, db, cache="on") as agent:
+            assert agent.run("hi", on_event=events.append).text == "fresh"
         warned = [e.message for e in events if isinstance(e, Notice)]
         (aside,) = tmp_path.glob("cache.sqlite.corrupt-*")
         assert len(warned) == 1 and "\n" not in warned[0]  # one line, in the run's display

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import subprocess
-
-import pytest
 import sys
 import sysconfig
 from pathlib import Path
+
+import pytest
 
 SCRIPT = Path(sysconfig.get_path("scripts")) / "ipyagent"
 

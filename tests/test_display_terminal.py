@@ -9,9 +9,12 @@ import pytest
 
 from ipyagent import Agent
 from ipyagent.display_terminal import TerminalDisplay
+from ipyagent.errors import ModelError
 from ipyagent.events import ToolCallFinished
+from ipyagent.models.base import ReasoningDelta
 
 from scripted_model import ScriptedModel, calls, text
+from test_text import harmless
 
 
 def run_shown(tmp_path: Any, *codes: str, max_output_lines: int = 10) -> tuple[str, list[str]]:
@@ -64,11 +67,6 @@ ERASE = "\x1b[2K\x1b[G"  # erase the line, cursor to column 1: what came before 
 
 def test_nothing_the_model_or_a_tool_writes_reaches_the_terminal_as_a_control(tmp_path) -> None:
     """Issue 12, finding 3: text, code, tool names, arguments, output, results, errors."""
-    from ipyagent.errors import ModelError
-    from ipyagent.models.base import ReasoningDelta
-
-    from test_text import harmless
-
     hidden = "open('pwned', 'w').write('x')"
     code = f"{hidden}  # {ERASE}print('Hello, world!')\nprint('live\\x1b[1Aout'); 'res\\x1b[2Jult'"
     out = io.StringIO()
