@@ -216,5 +216,7 @@ def _resolve(future: asyncio.Future[None]) -> None:
 
 
 def one_line(exc: BaseException) -> str:
-    """An exception as one readable line."""
-    return " ".join(str(exc).split()) or type(exc).__name__
+    """An exception as one readable line, its control characters made visible."""
+    from ._text import visible
+
+    return visible(" ".join(str(exc).split()) or type(exc).__name__)

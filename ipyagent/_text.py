@@ -1,13 +1,20 @@
-"""Text that can always be encoded: UTF-16 surrogate halves repaired.
+"""Text that leaves the process safely: encodable (surrogates repaired) and, for a
+terminal, with every control character made visible.
 
 Why: JSON's ``\\ud83d\\ude00`` escape pair, cut in two by a streaming server, decodes to
 two lone halves; Python keeps them, but UTF-8 (requests, notebooks, SQLite) refuses
 them. One repair for every place text leaves the process.
+
+Why ``visible``: a terminal obeys what it is sent. ``ESC[2K ESC[G`` in a comment erased
+the line before ``Run it?``, so the user approved other code than what ran. Text from the
+model or a tool is shown through :func:`visible` before it reaches a terminal.
 """
 
 from __future__ import annotations
 
-__all__ = ["repair_surrogates"]
+import re
+
+__all__ = ["repair_surrogates", "visible"]
 
 
 def repair_surrogates(text: str) -> str:
@@ -15,3 +22,40 @@ def repair_surrogates(text: str) -> str:
     if not any("\ud800" <= ch <= "\udfff" for ch in text):
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+# What ``visible`` rewrites. C0 controls but newline and tab, DEL and C1; Unicode's format
+# characters (category Cf: bidi overrides and isolates, LRM/RLM/ALM, zero-width space and
+# joiners, word joiner, BOM, soft hyphen, the invisible "tag" characters); line and
+# paragraph separators (Python's splitlines breaks at them, a terminal does not); lone
+# surrogates (a terminal cannot be sent them); and the scheme's own alphabet — the control
+# pictures U+2400–U+2421 and ``⟨`` — so that a literal ``␛`` never reads as an escaped ESC.
+# The Cf list is Unicode 15's; a test checks it against this Python's unicodedata.
+_SHOWN = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f"
+    "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0001\U000e0020-\U000e007f"
+    "\ud800-\udfff\u2400-\u2421\u27e8]")
+
+
+def _shown(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x20:
+        return chr(0x2400 + code)  # ESC → ␛, CR → ␍, BS → ␈, BEL → ␇
+    if code == 0x7F:
+        return "\u2421"  # ␡
+    return f"⟨U+{code:04X}⟩"
+
+
+def visible(text: str) -> str:
+    """``text`` with every character that could move, erase, reorder or hide what a
+    terminal shows made visible; newline and tab are kept.
+
+    C0 controls and DEL become their control pictures (ESC → ``␛``, so ``ESC[2K`` reads
+    ``␛[2K``); everything else listed above becomes ``⟨U+202E⟩``. The scheme is
+    unambiguous: a literal control picture or ``⟨`` in ``text`` is itself shown as
+    ``⟨U+241B⟩``/``⟨U+27E8⟩``, so the original can always be read back.
+    """
+    return _SHOWN.sub(_shown, text)

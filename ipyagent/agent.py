@@ -32,7 +32,7 @@ from .events import (
     live_emitter,
 )
 from .items import Message, ToolCall, ToolResult
-from .models.base import Model, ModelRequest, Retrying, TurnComplete
+from .models.base import ClientNotice, Model, ModelRequest, Retrying, TurnComplete
 from .python_tool import python_tool
 from .redaction import LiveRedactor, redact_result, redaction_notice
 from ._secrets import key_envs, secret_values
@@ -265,7 +265,7 @@ class Agent(AgentResources):
                 async for event in self.client.stream(request):
                     if isinstance(event, TurnComplete):
                         turn = event.turn
-                    elif isinstance(event, Retrying):
+                    elif isinstance(event, (Retrying, ClientNotice)):
                         self._emit(listeners, Notice(event.message, "warning"))
                     else:
                         self._emit(listeners, event)  # type: ignore[arg-type]

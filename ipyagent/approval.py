@@ -18,6 +18,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Literal, Protocol, Union
 
+from ._text import visible
 from .items import ToolCall
 
 __all__ = ["Decision", "Approver", "ApprovalPolicy", "TerminalApprover", "TerminalOrDeny",
@@ -106,7 +107,9 @@ class TerminalApprover:
             body = str(call.arguments["code"])
         else:
             body = json.dumps(call.arguments, indent=2, ensure_ascii=False)
-        print(f"\n── tool call: {call.name} ──\n{body}\n", file=out, flush=True)
+        # Made visible: an escape sequence in the code must not erase or rewrite what is
+        # shown before "Run it?" (the code that runs is the code shown, byte for byte).
+        print(visible(f"\n── tool call: {call.name} ──\n{body}\n"), file=out, flush=True)
 
     async def decide(self, call: ToolCall) -> Decision:
         if self.show_call:

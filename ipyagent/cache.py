@@ -13,7 +13,8 @@ A miss calls the model and records its whole event stream (text deltas, tool-cal
 deltas, the final turn with its ids and usage); a hit replays that stream without a
 request, so a re-run yields the same ids, text and transcript. The store is one SQLite
 file (default ``.ipyagent/cache.sqlite`` in the working directory), safe to share
-between threads and processes. Modes: ``on`` (read and write) and ``replay-only``
+between threads and processes; a corrupt file is moved aside (``cache.sqlite.corrupt-<time>``)
+with one warning and a fresh one is started, so a run never fails for it. Modes: ``on`` (read and write) and ``replay-only``
 (read; a miss raises ``CacheMiss`` instead of calling the model). An entry that would
 contain a secret's value is not stored.
 """
@@ -29,14 +30,15 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator, Union
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, TypeVar, Union
 
 from ._secrets import find_secret, key_envs, secret_values
 from ._text import repair_surrogates
 from .errors import ModelError
 from .items import Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
 from .models.base import (
-    Model, ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn, TurnComplete,
+    ClientNotice, Model, ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn,
+    TurnComplete,
 )
 
 if TYPE_CHECKING:
@@ -127,6 +129,25 @@ def _event_from_json(data: dict[str, Any]) -> ReplyEvent:
 
 
 # -- the store --------------------------------------------------------------------
+T = TypeVar("T")
+_CORRUPT = (11, 26)  # SQLITE_CORRUPT ("disk image is malformed"), SQLITE_NOTADB
+
+
+def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
+    """The file is damaged — not merely busy or locked (OperationalError), which passes."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _CORRUPT
+    return type(exc) is sqlite3.DatabaseError  # Python < 3.11: no error codes
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except OSError:
+        return None
+
+
 class ResponseCache:
     """An SQLite file of recorded event streams, keyed by request hash."""
 
@@ -134,6 +155,49 @@ class ResponseCache:
         self.path = Path(path).expanduser().absolute()
         self._lock = threading.Lock()
         self._ready = False
+        self.notices: list[str] = []  # what the user should be told (a file set aside), once
+
+    def _do(self, op: Callable[[sqlite3.Connection], T]) -> T:
+        """``op`` on a fresh connection; a corrupt file is set aside and ``op`` runs again
+        on a new, empty cache (a cache is only ever a shortcut: losing it costs requests)."""
+        for attempt in (1, 2):
+            seen = _inode(self.path)
+            try:
+                conn = self._connect()
+                try:
+                    return op(conn)
+                finally:
+                    conn.close()
+            except sqlite3.DatabaseError as exc:
+                if attempt == 2 or not _is_corrupt(exc):
+                    raise
+                self._set_aside(seen, exc)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _set_aside(self, seen: int | None, exc: sqlite3.DatabaseError) -> None:
+        """Move the corrupt file (and its journal) to ``<name>.corrupt-<time>``, once."""
+        with self._lock:
+            self._ready = False
+            if seen is None or _inode(self.path) != seen:
+                return  # another thread or process has already replaced it
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+            n = 1
+            while aside.exists():
+                aside, n = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}"), n + 1
+            try:
+                os.replace(self.path, aside)
+            except FileNotFoundError:
+                return
+            # A journal left beside a new file would be "rolled back" into it.
+            for suffix in ("-journal", "-wal", "-shm"):
+                side = self.path.with_name(self.path.name + suffix)
+                if side.exists():
+                    os.replace(side, aside.with_name(aside.name + suffix))
+        said = (f"the response cache {self.path} was unreadable ({exc}): moved it to "
+                f"{aside.name} and started a new one")
+        log.warning("%s", said)
+        self.notices.append(said)
 
     def _connect(self) -> sqlite3.Connection:
         # One short-lived connection per operation: safe across threads and processes
@@ -150,12 +214,16 @@ class ResponseCache:
         """The recorded events for ``key``, or None."""
         if not self.path.exists():
             return None
-        conn = self._connect()
+        row = self._do(lambda conn: conn.execute(
+            "SELECT events FROM responses WHERE key = ?", (key,)).fetchone())
+        if not row:
+            return None
         try:
-            row = conn.execute("SELECT events FROM responses WHERE key = ?", (key,)).fetchone()
-        finally:
-            conn.close()
-        return [_event_from_json(e) for e in json.loads(row[0])] if row else None
+            return [_event_from_json(e) for e in json.loads(row[0])]
+        except (ValueError, KeyError, TypeError, IndexError) as exc:  # one bad entry: a miss
+            log.warning("ignoring an unreadable entry in the response cache %s (%s)",
+                        self.path, exc)
+            return None
 
     def put(self, key: str, model: str, events: list[ReplyEvent],
             key_env: str | list[str] | None = None) -> bool:
@@ -167,31 +235,20 @@ class ResponseCache:
             log.warning("not caching a reply that contains the value of $%s", leaked)
             return False
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = self._connect()
-        try:
-            conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?)",
-                         (key, model, time.time(), text))
-        finally:
-            conn.close()
+        self._do(lambda conn: conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?)",
+                                           (key, model, time.time(), text)))
         return True
 
     def __len__(self) -> int:
         if not self.path.exists():
             return 0
-        conn = self._connect()
-        try:
-            return int(conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
-        finally:
-            conn.close()
+        return int(self._do(lambda conn: conn.execute(
+            "SELECT COUNT(*) FROM responses").fetchone()[0]))
 
     def clear(self) -> None:
         """Forget every recorded response."""
         if self.path.exists():
-            conn = self._connect()
-            try:
-                conn.execute("DELETE FROM responses")
-            finally:
-                conn.close()
+            self._do(lambda conn: conn.execute("DELETE FROM responses"))
 
     def __repr__(self) -> str:
         return f"<ResponseCache {str(self.path)!r}: {len(self)} responses>"
@@ -229,6 +286,8 @@ class CachedModel:
         if extra:  # provider fields (Agent.extra_body) shape the reply too
             key = hashlib.sha256((key + json.dumps(extra, sort_keys=True, default=str)).encode()).hexdigest()
         recorded = self.cache.get(key)
+        while self.cache.notices:
+            yield ClientNotice(self.cache.notices.pop(0))
         if recorded is not None:
             self.hits += 1
             for replayed in recorded:

@@ -50,6 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; the exit code is 0 only when the run ended ``done``."""
     args = _parser().parse_args(argv)
     from ._mainthread import PumpDispatcher, run_pumped
+    from ._text import visible
     from .agent import Agent
     from .approval import TerminalOrDeny, terminal_answer
     from .display_terminal import TerminalDisplay
@@ -84,24 +85,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _save(agent, args.save)  # what was done so far is still asked for
             return 130
         except IpyagentError as exc:
-            print(f"ipyagent: {exc}", file=sys.stderr)
+            print(f"ipyagent: {visible(str(exc))}", file=sys.stderr)
             return 2
         if args.quiet:
-            print(result.text)
+            # The answer is data when piped (kept as written); on a terminal, it is shown.
+            print(visible(result.text) if sys.stdout.isatty() else result.text)
             if result.stop_reason != "done":  # stdout is the answer; why it is not one, here
-                print(f"ipyagent: {result.footer()}", file=sys.stderr)
+                print(f"ipyagent: {visible(result.footer())}", file=sys.stderr)
         if args.save and not _save(agent, args.save):
             return 2  # asked for a transcript and got none: not a success
     return 0 if result.stop_reason == "done" else 1
 
 
 def _save(agent: "Agent", path: str) -> bool:
+    from ._text import visible
     from .errors import IpyagentError
 
     try:
         saved = agent.save(path)
     except (OSError, IpyagentError) as exc:
-        print(f"ipyagent: could not save the transcript: {exc}", file=sys.stderr)
+        print(f"ipyagent: could not save the transcript: {visible(str(exc))}", file=sys.stderr)
         return False
     print(f"ipyagent: saved the transcript to {saved}", file=sys.stderr)
     return True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 from typing import Any, Callable, Iterable, Iterator, MutableSequence, overload
 
+from ._text import visible
 from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
 from .tokens import TokenCounter
 
@@ -175,7 +176,7 @@ class Context(MutableSequence[Item]):
         lines = [repr(self)]
         for i, item in enumerate(self._items):
             lines.append(f"  {i:>3}  {item.label:<12} {item.summary()}")
-        p.text("\n".join(lines))
+        p.text(visible("\n".join(lines)))  # terminal IPython prints it as is
 
 
 def _check(value: object) -> None:

@@ -1,10 +1,18 @@
-"""Plain-text rendering of a run, for terminals, scripts and terminal IPython."""
+"""Plain-text rendering of a run, for terminals, scripts and terminal IPython.
+
+Everything written goes through :func:`~ipyagent._text.visible` (in ``_write``): model
+text, code, arguments, tool names, output and error lines all come from outside, and a
+terminal obeys the control sequences in them. The one control kept is a progress bar's
+carriage return in live output, which rewrites only its own ``┆`` line (prefix included).
+"""
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import IO, Any, Callable
 
+from ._text import visible
 from .events import (
     ContextCompacted, Notice, compaction_line, RunFinished, StepFinished, StepStarted,
     ToolCallDecided, ToolCallFinished, ToolCallRequested, ToolOutput,
@@ -36,9 +44,10 @@ class TerminalDisplay:
     def out(self) -> IO[str]:
         return self.stream or sys.stdout
 
-    def _write(self, text: str) -> None:
+    def _write(self, text: str, raw: bool = False) -> None:
+        """Write ``text`` made visible (``raw``: already made visible, our own controls kept)."""
         if text:
-            self.out.write(text)
+            self.out.write(text if raw else visible(text))
             self.out.flush()
             self._at_line_start = text.endswith("\n")
 
@@ -61,16 +70,18 @@ class TerminalDisplay:
             live = self._live[event.call.id] = _Live()
             if not self._at_line_start:
                 self._write("\n")
-        for piece in event.text.splitlines(keepends=True):
+        for piece in _lines(event.text, keepends=True):
             if live.held:
                 return  # the rest is summed up when the call ends
             if live.lines >= self.max_output_lines // 2:
                 live.held = True
                 self._write(("" if self._at_line_start else "\n") + "  ┆ …\n")
                 return
-            # A progress bar's carriage return rewrites its line, prefix included.
-            piece = piece.replace("\r\n", "\n").replace("\r", "\r" + _LIVE)
-            self._write((_LIVE if self._at_line_start else "") + piece)
+            # A progress bar's carriage return rewrites its line, prefix included; every
+            # other control is made visible, so nothing reaches above this line.
+            parts = piece.replace("\r\n", "\n").split("\r")
+            piece = ("\r" + _LIVE).join(visible(part) for part in parts)
+            self._write((_LIVE if self._at_line_start else "") + piece, raw=True)
             live.lines += piece.endswith("\n")
 
     def __call__(self, event: Any) -> None:
@@ -84,13 +95,18 @@ class TerminalDisplay:
         elif isinstance(event, ToolCallRequested):
             call = event.call
             if call.name == "python" and "code" in call.arguments:
-                body = "\n".join("  │ " + ln for ln in str(call.arguments["code"]).splitlines())
+                # Split at newlines only: the lines shown are the code's own, byte for byte.
+                body = "\n".join("  │ " + ln for ln in _lines(str(call.arguments["code"])))
                 self._line(f"  ┌ python ({call.id})\n{body}")
             else:
-                self._line(f"  ┌ {call.summary()} ({call.id})")
                 diff = self.preview(call)
+                # Without a preview the arguments are what will run: all of them, not a
+                # summary (which cuts at 70 characters and folds whitespace).
+                shown = call.summary() if diff else (
+                    f"{call.name}({json.dumps(call.arguments, ensure_ascii=False)})")
+                self._line(f"  ┌ {shown} ({call.id})")
                 if diff:
-                    self._line("\n".join("  │ " + ln for ln in diff.rstrip().splitlines()))
+                    self._line("\n".join("  │ " + ln for ln in _lines(diff.rstrip())))
         elif isinstance(event, ToolCallDecided):
             d = event.decision
             if not d.approved:
@@ -105,7 +121,7 @@ class TerminalDisplay:
             live = self._live.pop(event.call.id, None)
             mark = "✗" if event.result.error else "└"
             if live is None:
-                lines = self._clip(event.result.output.rstrip().splitlines())
+                lines = self._clip(_lines(event.result.output.rstrip()))
                 self._line("\n".join(f"  {mark} " + ln for ln in lines) or f"  {mark} (no output)")
                 return
             rest = live.finish(self, event.result)
@@ -127,6 +143,15 @@ class TerminalDisplay:
 _LIVE = "  ┆ "  # the prefix of what a call prints while it runs
 
 
+def _lines(text: str, keepends: bool = False) -> list[str]:
+    """``text.splitlines()`` at ``\\n`` only: the other breaks it knows (CR, VT, FF, U+2028…)
+    stay in their line, where ``visible`` shows them."""
+    lines = text.split("\n")
+    if keepends:
+        return [ln + "\n" for ln in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+    return lines[:-1] if lines[-1] == "" else lines
+
+
 class _Live:
     """What one running call has printed so far, and how much of it was shown."""
 
@@ -145,10 +170,10 @@ class _Live:
         if not streamed or streamed not in full:
             # The kernel cut the output (or streams and results interleave): end with the
             # tail, which holds the outcome.
-            tail = full.splitlines()[-half:]
+            tail = _lines(full)[-half:]
             return ["…", *tail] if tail and self.held else tail
         before, _, after = full.partition(streamed)
-        unseen = streamed.splitlines()[self.lines:] if self.held else []
+        unseen = _lines(streamed)[self.lines:] if self.held else []
         if len(unseen) > half:
             unseen = [f"… {len(unseen) - half} more lines …", *unseen[-half:]]
-        return [*before.strip("\n").splitlines(), *unseen, *after.strip("\n").splitlines()]
+        return [*_lines(before.strip("\n")), *unseen, *_lines(after.strip("\n"))]

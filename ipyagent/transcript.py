@@ -26,6 +26,7 @@ import nbformat
 from nbformat import NotebookNode
 from traitlets import TraitError
 
+from ._leftovers import remove_stale_temps, temp_prefix
 from ._secrets import find_secret, key_envs, secret_values
 from ._text import repair_surrogates
 from ._version import __version__
@@ -220,7 +221,8 @@ def write_notebook(nb: NotebookNode, path: str | os.PathLike[str], *,
 def _atomic_write(target: Path, text: str) -> None:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        remove_stale_temps(target)  # what an earlier save killed mid-write left behind
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(target), suffix=".tmp", dir=target.parent)
     except OSError as exc:
         raise TranscriptError(f"cannot write {target}: {exc.strerror or exc}") from None
     try:

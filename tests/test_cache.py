@@ -9,6 +9,7 @@ import pytest
 
 from ipyagent import Agent, Message, ToolCall, ToolResult
 from ipyagent.cache import CachedModel, CacheMiss, ResponseCache, request_key
+from ipyagent.events import Notice
 from ipyagent.models.base import ModelRequest, TextDelta, Turn, TurnComplete
 
 from scripted_model import ScriptedModel, text
@@ -199,3 +200,65 @@ def test_a_lone_surrogate_in_the_conversation_is_cached_and_saved(tmp_path):
     path = agent.save(tmp_path / "run.ipynb")
     assert "\ufffd" in path.read_text(encoding="utf-8")
     agent.close()
+
+
+def corrupt_with_random_bytes(db) -> None:
+    import os
+
+    db.write_bytes(os.urandom(8192))
+
+
+def truncate_a_real_cache(db) -> None:
+    cache = ResponseCache(db)
+    for i in range(40):
+        cache.put(f"key{i}", "m", [TurnComplete(Turn(text="x" * 3000))])
+    size = db.stat().st_size
+    with open(db, "r+b") as f:
+        f.truncate(size // 2)
+
+
+@pytest.mark.parametrize("damage", [corrupt_with_random_bytes, truncate_a_real_cache],
+                         ids=["random-bytes", "truncated"])
+def test_a_corrupt_cache_is_set_aside_with_one_warning_and_the_run_goes_on(
+        tmp_path, caplog, damage):
+    """Issue 12, finding 7: every run() raised until the file was deleted."""
+    db = tmp_path / "cache.sqlite"
+    damage(db)
+    damaged = db.read_bytes()
+    with ScriptedServer([reply_text("fresh"), reply_text("again")]) as srv:
+        events: list = []
+        with caplog.at_level("WARNING", logger="ipyagent.cache"), \
+                server_agent(srv, db, cache="on") as agent:
+            assert agent.run("hi", on_event=events.append).text == "fresh"
+        warned = [e.message for e in events if isinstance(e, Notice)]
+        (aside,) = tmp_path.glob("cache.sqlite.corrupt-*")
+        assert len(warned) == 1 and "\n" not in warned[0]  # one line, in the run's display
+        assert f"moved it to {aside.name}" in warned[0] and "started a new one" in warned[0]
+        assert [r.getMessage() for r in caplog.records if r.name == "ipyagent.cache"] == warned
+        assert aside.read_bytes() == damaged  # kept, for whoever wants to look
+        assert len(ResponseCache(db)) == 1  # a fresh cache, holding this run's reply
+        with server_agent(srv, db, cache="on") as agent:  # and it is used: no new request
+            assert agent.run("hi").text == "fresh" and len(srv.bodies) == 1
+
+
+def test_a_busy_cache_is_not_taken_for_a_corrupt_one(tmp_path):
+    """Only a damaged file is set aside: "database is locked" (another writer) is not that."""
+    import sqlite3
+
+    from ipyagent.cache import _is_corrupt
+
+    db = tmp_path / "cache.sqlite"
+    ResponseCache(db).put("k", "m", [TurnComplete(Turn(text="kept"))])
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another process in the middle of a write
+    try:
+        with pytest.raises(sqlite3.OperationalError) as busy:
+            sqlite3.connect(db, timeout=0).execute("SELECT 1 FROM responses").fetchall()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert not _is_corrupt(busy.value)
+    corrupt_with_random_bytes(tmp_path / "other.sqlite")
+    with pytest.raises(sqlite3.DatabaseError) as broken:
+        sqlite3.connect(tmp_path / "other.sqlite").execute("SELECT * FROM sqlite_master").fetchall()
+    assert _is_corrupt(broken.value)

@@ -7,6 +7,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(sysconfig.get_path("scripts")) / "ipyagent"
 
 
@@ -154,3 +156,44 @@ def test_edit_opens_the_editor_on_the_code_and_runs_what_was_saved(tmp_path):
     child.expect(pexpect.EOF)
     child.close()
     assert "TypeError" not in child.before and child.exitstatus == 0
+
+
+HIDDEN = "open('pwned.txt', 'w').write('owned')"
+HELLO = "print('Hello, world!')"
+
+
+# Each payload makes a terminal that obeys it show only the harmless line.
+@pytest.mark.parametrize("code, shown", [
+    # ESC[2K erases the line, ESC[G returns to column 1: the hidden write is wiped
+    (f"{HIDDEN}  # \x1b[2K\x1b[G{HELLO}", f"{HIDDEN}  # ␛[2K␛[G{HELLO}"),
+    # on the next line, erased and the cursor moved back up
+    (f"{HELLO}\n{HIDDEN}  # \x1b[2K\x1b[1A", f"{HIDDEN}  # ␛[2K␛[1A"),
+    # a carriage return: the harmless text overprints the hidden write
+    (f"{HIDDEN}  #\r{HELLO}          ", f"{HIDDEN}  #␍{HELLO}"),
+    # a right-to-left override: the rest of the line reads backwards (Trojan Source)
+    (f"{HIDDEN}  #\u202e)'!dlrow ,olleH'(tnirp", f"{HIDDEN}  #⟨U+202E⟩)'!dlrow ,olleH'(tnirp"),
+], ids=["erase-line", "erase-next-line", "carriage-return", "bidi-override"])
+@pytest.mark.parametrize("quiet", [False, True], ids=["display", "quiet"])
+def test_the_prompt_shows_the_code_that_runs_controls_made_visible(
+        tmp_path, scripted_server, code, shown, quiet) -> None:
+    """Issue 12, finding 3: the user approved what looked like print('Hello, world!')."""
+    import io
+
+    pexpect = pytest.importorskip("pexpect")
+    from scripted_server import reply_tool_calls
+
+    scripted_server.script([reply_tool_calls([("python", {"code": code})])])
+    child = spawn(tmp_path, "run", "say hello", "--model", "m", "--base-url",
+                  scripted_server.base_url, *(["--quiet"] if quiet else []))
+    seen = child.logfile_read = io.StringIO()
+    child.expect(r"Run it\? \[y\]es")
+    child.sendline("n")
+    child.expect("Reason for the model")
+    child.sendline("")
+    child.expect(pexpect.EOF)
+    child.close()
+    terminal = seen.getvalue()
+    assert shown in terminal  # what the terminal shows holds the hidden code, visibly
+    assert "\x1b" not in terminal and "\u202e" not in terminal  # our CLI sends no controls
+    assert "\r" not in terminal.replace("\r\n", "\n")  # the tty's own CR-LF aside
+    assert not (tmp_path / "pwned.txt").exists() and child.exitstatus == 1

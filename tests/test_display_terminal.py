@@ -9,9 +9,12 @@ import pytest
 
 from ipyagent import Agent
 from ipyagent.display_terminal import TerminalDisplay
+from ipyagent.errors import ModelError
 from ipyagent.events import ToolCallFinished
+from ipyagent.models.base import ReasoningDelta
 
 from scripted_model import ScriptedModel, calls, text
+from test_text import harmless
 
 
 def run_shown(tmp_path: Any, *codes: str, max_output_lines: int = 10) -> tuple[str, list[str]]:
@@ -57,3 +60,35 @@ def test_a_call_that_only_printed_ends_with_its_outcome(tmp_path, code, last) ->
     card = shown.split("Done.")[0].rstrip().splitlines()
     assert card[-1] == last
     assert "  ✗ before" not in card and "  └ before" not in card  # printed live, not again
+
+
+ERASE = "\x1b[2K\x1b[G"  # erase the line, cursor to column 1: what came before is gone
+
+
+def test_nothing_the_model_or_a_tool_writes_reaches_the_terminal_as_a_control(tmp_path) -> None:
+    """Issue 12, finding 3: text, code, tool names, arguments, output, results, errors."""
+    hidden = "open('pwned', 'w').write('x')"
+    code = f"{hidden}  # {ERASE}print('Hello, world!')\nprint('live\\x1b[1Aout'); 'res\\x1b[2Jult'"
+    out = io.StringIO()
+    display = TerminalDisplay(out, show_reasoning=True)
+    display(ReasoningDelta("think\x1b]0;title\x07ing"))
+    model = ScriptedModel([
+        calls(("python", {"code": code}), text="Sure\x1b[2J."),
+        calls(("no\x1b[2Ksuch\u202etool", {"arg": "a\u2066b\x9b"})),
+        ModelError("the server said \x1b[31mno\x1b[0m"),
+    ])
+    with Agent(client=model, approval="auto", cwd=str(tmp_path)) as agent:
+        agent.run("go", on_event=display)
+    shown = out.getvalue()
+    assert harmless(shown), repr(shown)
+    assert f"  │ {hidden}  # ␛[2K␛[Gprint('Hello, world!')\n" in shown  # the code that runs
+    assert "  ┆ live␛[1Aout\n" in shown and "Sure␛[2J." in shown and "think␛]0;title␇ing" in shown
+    assert "┌ no␛[2Ksuch⟨U+202E⟩tool({\"arg\": \"a⟨U+2066⟩b⟨U+009B⟩\"})" in shown
+    assert "the server said ␛[31mno␛[0m" in shown
+
+
+def test_a_progress_bar_rewrites_only_its_own_line(tmp_path) -> None:
+    shown, _ = run_shown(tmp_path, "import sys\nfor i in range(3): print(f'{i}/3', end='\\r', flush=True)\nprint('3/3 ok\\x08!')")
+    live = [ln for ln in shown.split("\n") if ln.startswith("  ┆ ")]
+    assert live and all(seg.startswith("  ┆ ") for ln in live for seg in ln.split("\r") if seg)
+    assert "3/3 ok␈!" in shown and "\x08" not in shown

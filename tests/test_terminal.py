@@ -149,3 +149,31 @@ def test_ctrl_c_during_a_library_run_answers_the_open_call_and_exits(tmp_path: P
     child.sendintr()
     child.expect("caught; last item: tool error", timeout=10)
     child.expect(pexpect.EOF, timeout=15)
+
+
+def test_the_code_at_the_prompt_is_the_code_that_runs(term: pexpect.spawn, tmp_path: Path,
+                                                      scripted_server) -> None:
+    """Issue 12, finding 3: an escape sequence in a comment erased the real line."""
+    import io
+
+    from scripted_server import reply_tool_calls
+
+    hidden = "open('pwned.txt', 'w').write('owned')"
+    code = f"{hidden}  # \x1b[2K\x1b[Gprint('Hello, world!') \u202e"
+    scripted_server.script([reply_tool_calls([("python", {"code": code})])])
+    seen = term.logfile_read = io.StringIO()
+    enter(term, "%load_ext ipyagent")
+    term.expect(r"In \[2\]:")
+    enter(term, f"%config Agent.base_url = {scripted_server.base_url!r}")
+    term.expect(r"In \[3\]:")
+    enter(term, "%agent --model m say hello")
+    term.expect(PROMPT)
+    enter(term, "n")
+    term.expect("Reason for the model")
+    enter(term, "")
+    term.expect("denied")
+    term.expect(r"In \[4\]:")
+    shown = seen.getvalue()
+    assert f"{hidden}  # ␛[2K␛[Gprint('Hello, world!') ⟨U+202E⟩" in shown
+    assert "\x1b[2K\x1b[Gprint" not in shown and "\u202e" not in shown
+    assert not (tmp_path / "pwned.txt").exists()

@@ -445,3 +445,63 @@ def test_sigkill_mid_run_leaves_a_valid_notebook(tmp_path):
     results = [i for i in items if isinstance(i, ToolResult)]
     assert len(calls_) == len(results) == (len(items) - 1) // 2
     assert [r.output.split()[1] for r in results] == [str(n) for n in range(len(results))]
+
+
+KILLED_IN_A_WRITE = textwrap.dedent("""
+    import os, signal, sys
+    sys.path.insert(0, {tests!r})
+    from ipyagent import Agent
+    from scripted_model import ScriptedModel, text
+
+    # SIGKILL lands exactly inside the autosave: written, not yet renamed.
+    os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)
+    Agent(client=ScriptedModel([text("hi")]), python_tool=False, autosave={target!r}).run("go")
+""")
+
+
+def aged(path: Path, seconds: float) -> Path:
+    os.utime(path, (time.time() - seconds,) * 2)
+    return path
+
+
+def test_a_save_removes_what_a_save_killed_mid_write_left_behind(tmp_path):
+    """Issue 12, finding 7: kill -9 during autosave left .tmp files for good."""
+    target = tmp_path / "auto.ipynb"
+    proc = subprocess.run([sys.executable, "-c", KILLED_IN_A_WRITE.format(
+        tests=str(TESTS), target=str(target))], cwd=tmp_path, timeout=120, check=False)
+    assert proc.returncode == -signal.SIGKILL
+    (left,) = tmp_path.glob(".auto.ipynb.*.tmp")
+    aged(left, 60)  # its writer is dead, and a minute has passed
+    aged(_touch(tmp_path / ".auto.ipynb.k2j4_x9q.tmp"), 2 * 3600)  # an older ipyagent's, no pid
+    Agent(client=ScriptedModel([text("hello")]), python_tool=False,
+          autosave=str(target)).run("go")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["auto.ipynb"]
+    assert read(target).items[-1].content == "hello"
+
+
+def test_a_save_leaves_temp_files_that_a_live_writer_may_still_use(tmp_path):
+    target = tmp_path / "run.ipynb"
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead = int(gone.stdout)
+    keep = {
+        # another process (alive: this one) writing the same file right now
+        aged(_touch(tmp_path / f".run.ipynb.{os.getpid()}.abcdefgh.tmp"), 120),
+        # a dead pid, but fresh: it may be a live writer in another pid namespace or host
+        _touch(tmp_path / f".run.ipynb.{dead}.abcdefgh.tmp"),
+        # not this target's temp files, nor temp files at all
+        aged(_touch(tmp_path / f".run.ipynb.bak.{dead}.abcdefgh.tmp"), 7200),
+        aged(_touch(tmp_path / ".run.ipynb.my-notes.tmp"), 7200),
+        aged(_touch(tmp_path / f".other.ipynb.{dead}.abcdefgh.tmp"), 7200),
+    }
+    stale = aged(_touch(tmp_path / f".run.ipynb.{dead}.stale___.tmp"), 60)
+    with Agent(client=ScriptedModel([text("hi")]), python_tool=False) as agent:
+        agent.run("go")
+        agent.save(target)
+    assert not stale.exists()
+    assert {p for p in tmp_path.iterdir() if p != target} == keep
+
+
+def _touch(path: Path) -> Path:
+    path.write_text("{")
+    return path

@@ -21,6 +21,7 @@ __all__ = [
     "ToolCallDelta",
     "TurnComplete",
     "Retrying",
+    "ClientNotice",
     "ModelEvent",
     "Model",
 ]
@@ -90,7 +91,14 @@ class Retrying:
                 f"in {self.delay:.1f}s")
 
 
-ModelEvent = Union[TextDelta, ReasoningDelta, ToolCallDelta, TurnComplete, Retrying]
+@dataclass
+class ClientNotice:
+    """Something a client (or a wrapper such as the cache) wants the user to know."""
+
+    message: str
+
+
+ModelEvent = Union[TextDelta, ReasoningDelta, ToolCallDelta, TurnComplete, Retrying, ClientNotice]
 
 
 @runtime_checkable

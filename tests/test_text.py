@@ -1,0 +1,62 @@
+"""Text made safe to leave the process: ``visible`` for terminals."""
+
+from __future__ import annotations
+
+import random
+import re
+import unicodedata
+
+import pytest
+
+from ipyagent._text import visible
+
+PICTURE = re.compile("⟨U\\+([0-9A-F]{4,6})⟩|[\u2400-\u241f\u2421]")
+
+
+def read_back(shown: str) -> str:
+    """The inverse of ``visible``: the scheme is unambiguous, so the original is recoverable."""
+    def one(m: re.Match[str]) -> str:
+        if m.group(1):
+            return chr(int(m.group(1), 16))
+        return "\x7f" if m.group() == "\u2421" else chr(ord(m.group()) - 0x2400)
+    return PICTURE.sub(one, shown)
+
+
+def harmless(shown: str) -> bool:
+    """No character a terminal would obey or hide: controls (but \\n, \\t), format, separators."""
+    return not any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs")
+                   and ch not in "\n\t" for ch in shown)
+
+
+@pytest.mark.parametrize("raw, shown", [
+    ("print(1)  # \x1b[2K\x1b[G", "print(1)  # ␛[2K␛[G"),
+    ("a\rb\bc\x07\x7f", "a␍b␈c␇␡"),
+    ("x\u202ey\u2066z\u2069\u200f\u061c", "x⟨U+202E⟩y⟨U+2066⟩z⟨U+2069⟩⟨U+200F⟩⟨U+061C⟩"),
+    ("zero\u200bwidth\ufeff\u00ad", "zero⟨U+200B⟩width⟨U+FEFF⟩⟨U+00AD⟩"),
+    ("csi\x9b2K nel\x85", "csi⟨U+009B⟩2K nel⟨U+0085⟩"),
+    ("line\u2028sep", "line⟨U+2028⟩sep"),
+    ("tag\U000e0041", "tag⟨U+E0041⟩"),
+    ("lone \ud83d half", "lone ⟨U+D83D⟩ half"),
+    # the scheme's own alphabet, when literal, is escaped too: ␛ is never an ESC
+    ("literal ␛ and ⟨U+202E⟩", "literal ⟨U+241B⟩ and ⟨U+27E8⟩U+202E⟩"),
+    ("tabs\tand\nnewlines stay; so do ünïcödé, 中文, emoji 😀", None),
+])
+def test_each_kind_of_control_is_shown_and_reads_back(raw: str, shown: str | None) -> None:
+    assert visible(raw) == (raw if shown is None else shown)
+    assert harmless(visible(raw)) and read_back(visible(raw)) == raw
+
+
+def test_every_format_character_this_python_knows_is_shown() -> None:
+    missed = [f"U+{c:04X}" for c in range(0x110000)
+              if unicodedata.category(chr(c)) in ("Cc", "Cf", "Zl", "Zp", "Cs")
+              and chr(c) not in "\n\t" and visible(chr(c)) == chr(c)]
+    assert missed == []
+
+
+def test_random_text_round_trips() -> None:
+    rng = random.Random(12)
+    alphabet = ("ab ␛⟨⟩U+0\n\t\x1b\r\x00\x7f\x85\x9b\u202e\u2066\u200b\ufeff\u2400\u2421\u2028"
+                "\ud800\U000e0020é中")
+    for _ in range(2000):
+        raw = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        assert harmless(visible(raw)) and read_back(visible(raw)) == raw, repr(raw)
