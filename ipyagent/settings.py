@@ -151,8 +151,10 @@ class AgentSettings(LoggingConfigurable):
     mcp_servers = Dict(help=(
         "MCP servers whose tools are offered as server__tool: name -> {command, args, env} "
         "(stdio) or {url, headers} (streamable HTTP), the value of the usual mcpServers key "
-        "(a dict holding mcpServers is accepted too). .ipyagent/mcp.json or mcp.json beside "
-        "the notebook adds servers. Needs pip install 'ipyagent[mcp]'."
+        "(a dict holding mcpServers is accepted too); these start without asking. "
+        ".ipyagent/mcp.json or mcp.json beside the notebook adds servers that start only once "
+        "you agreed to that file as it is (asked in a run, or %agent mcp trust). Needs pip "
+        "install 'ipyagent[mcp]'."
     )).tag(config=True)
     mcp_files = Bool(True, help=(
         "Also read MCP servers from .ipyagent/mcp.json or mcp.json beside the notebook; "
