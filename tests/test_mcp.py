@@ -404,10 +404,8 @@ def test_magic_without_the_sdk_is_one_line(shell, monkeypatch: pytest.MonkeyPatc
 @pytest.fixture(autouse=True)
 def trust_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A trust list of the test's own, so your real ~/.ipyagent/trusted-mcp.json is never read."""
-    from ipyagent.mcp_trust import TRUST_ENV
-
     path = tmp_path / "config" / "trusted-mcp.json"
-    monkeypatch.setenv(TRUST_ENV, str(path))
+    monkeypatch.setenv("IPYAGENT_MCP_TRUST_FILE", str(path))  # mcp_trust.TRUST_ENV
     return path
 
 
