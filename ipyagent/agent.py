@@ -143,7 +143,10 @@ class Agent(AgentResources):
     async def _before_request(self, listeners: list[Listener]) -> None:
         """On the engine loop, before each request: MCP tools offered; AGENTS.md noted once."""
         from .agents_md import MARKER
+        from .personas import take_notes
 
+        for note in take_notes(self):  # what a persona file tried to set and was refused
+            self._emit(listeners, Notice(note, "warning"))
         path = self.agents_md_path
         if path is not None and path != self._agents_md_noted and MARKER in self.context.system:
             self._agents_md_noted = path

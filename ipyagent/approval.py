@@ -126,6 +126,12 @@ class TerminalApprover:
             if answer in ("e", "edit"):
                 return await self._edit(call)
 
+    async def confirm_mcp(self, request: Any) -> bool | str:
+        """Ask y/N whether a directory file's MCP servers start (``mcp_trust.TrustRequest``)."""
+        print(f"\n{request.question()}", file=self.output or sys.stdout, flush=True)
+        answer = (await self._ask("Start them? [y]es / [N]o: ")).strip().lower()
+        return True if answer in ("y", "yes") else "you answered no"
+
     async def _ask(self, prompt: str) -> str:
         """``input_fn(prompt)`` in a daemon thread, so the engine loop stays live.
 
@@ -207,6 +213,12 @@ class TerminalOrDeny:
         if not on_a_terminal():
             return Decision("deny", by="timeout", reason=self.unattended(call))
         return await self.prompt.decide(call)
+
+    async def confirm_mcp(self, request: Any) -> bool | str:
+        """The y/N prompt for a directory file's MCP servers; with nobody there: why not."""
+        if not on_a_terminal():
+            return "nobody could agree: stdin is not a terminal"
+        return await self.prompt.confirm_mcp(request)
 
 
 def _edited(call: ToolCall, key: str | None, text: str) -> Decision:

@@ -249,6 +249,13 @@ class WidgetApprover:
             dispatcher.call(_each, holder, lambda panel: panel.interrupted())
             raise
 
+    async def confirm_mcp(self, request: Any) -> bool | str:
+        """Ask, with buttons in the running cell, whether a directory file's MCP servers start."""
+        from .mcp_trust import ask_in_notebook
+
+        return await ask_in_notebook(self.dispatcher, self.headless, self._timeout(), request,
+                                     self.show)
+
     def _open(self, call: ToolCall, resolve: Callable[[Decision], None], note: str,
               holder: list[ApprovalPanel]) -> None:
         panel = ApprovalPanel(call, resolve, note)

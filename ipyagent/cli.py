@@ -37,7 +37,51 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-steps", type=int, default=20)
     run.add_argument("--save", metavar="PATH", help="save the transcript notebook here")
     run.add_argument("--quiet", action="store_true", help="print only the final answer")
+    mcp = sub.add_parser("mcp", help="agree (or stop agreeing) to start an mcp.json's servers")
+    mcp.add_argument("action", choices=["trust", "untrust"])
+    mcp.add_argument("path", nargs="?", default=None,
+                     help="the mcp.json (default: .ipyagent/mcp.json or mcp.json here)")
     return p
+
+
+def _mcp(action: str, path: str | None) -> int:
+    """``ipyagent mcp trust|untrust [PATH]``: what was agreed to is printed, line by line."""
+    from pathlib import Path
+
+    from .mcp_config import find_config_file, load_configs
+    from .mcp_trust import requests_for, trust, untrust, visible
+
+    file = Path(path) if path else find_config_file(Path.cwd())
+    if file is None or not file.is_file():
+        print(f"ipyagent: no MCP config file {'at ' + visible(path) if path else 'here'} "
+              "(.ipyagent/mcp.json or mcp.json)", file=sys.stderr)
+        return 2
+    if action == "untrust":
+        print(f"ipyagent: {'no longer trusted' if untrust(file) else 'was not trusted'}: "
+              f"{visible(str(file))}")
+        return 0
+    directory = file.parent.parent if file.parent.name == ".ipyagent" else file.parent
+    read = find_config_file(directory)
+    if read is None or read.resolve() != file.resolve():
+        print(f"ipyagent: {visible(str(file))} is not the file ipyagent reads there "
+              f"({visible(str(read)) if read else 'none'}: the first of .ipyagent/mcp.json, "
+              "mcp.json)", file=sys.stderr)
+        return 2
+    configs, problems = load_configs({}, directory)
+    for problem in problems:
+        print(f"ipyagent: {problem}", file=sys.stderr)
+    pending = requests_for(configs)
+    for request in pending:
+        note = trust(request)
+        print(f"ipyagent: trusted {visible(str(file))} as it is now (sha256 "
+              f"{request.sha256[:16]}…); its servers start when an agent needs them:")
+        print("\n".join(f"  {line}" for line in request.lines()))
+        if note:
+            print(f"ipyagent: {note}", file=sys.stderr)
+    if not pending:
+        print(f"ipyagent: nothing to trust in {visible(str(file))}"
+              + (" (already trusted as it is)" if configs else " (no servers)"))
+    return 0
 
 
 def _unattended(call: ToolCall) -> str:
@@ -49,6 +93,8 @@ def _unattended(call: ToolCall) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; the exit code is 0 only when the run ended ``done``."""
     args = _parser().parse_args(argv)
+    if args.command == "mcp":
+        return _mcp(args.action, args.path)
     from ._mainthread import PumpDispatcher, run_pumped
     from ._text import visible
     from .agent import Agent

@@ -160,6 +160,8 @@ class AgentMagics(Magics):
         words = [] if forced else rest.split()
         if words and words[0] in _ALONE and len(words) == 1:
             return Command(words[0], None, opts)
+        if words[:1] == ["mcp"] and len(words) == 2 and words[1] in ("trust", "untrust"):
+            return Command(f"mcp-{words[1]}", None, opts)
         if words and words[0] == "reset" and set(words[1:]) <= {"--kernel"} and len(words) <= 2:
             return Command("reset", None, opts, kernel=len(words) == 2)
         if words and words[0] in _WITH_PATH:
@@ -224,6 +226,8 @@ class AgentMagics(Magics):
             %agent -p NAME TASK          run as a persona (coder, data-analyst, reviewer, …)
             %agent personas              the personas, as a table
             %agent mcp                   start the MCP servers (Agent.mcp_servers), list tools
+            %agent mcp trust             agree to start the servers of the mcp.json here, as it is
+            %agent mcp untrust           forget that agreement (its servers stop)
 
         Every setting is a traitlet: ``%config Agent`` lists them, ``%config Agent.model =
         "qwen2.5:7b"`` sets one (or ``c.Agent.model`` in ipython_config.py); the options
@@ -263,11 +267,12 @@ class AgentMagics(Magics):
             from .personas import PersonaTable
 
             return PersonaTable.for_agent(agent)
-        if cmd.action == "mcp":
+        if cmd.action in ("mcp", "mcp-trust", "mcp-untrust"):
+            verb = {"mcp": "list", "mcp-trust": "trust", "mcp-untrust": "untrust"}[cmd.action]
             try:
-                return agent.mcp.list()  # starts them: the table shows what the model gets
+                return getattr(agent.mcp, verb)()  # the table shows what the model gets
             except IpyagentError as exc:
-                raise UsageError(f"%agent mcp: {one_line(exc)}") from None
+                raise UsageError(f"%agent {cmd.action.replace('-', ' ')}: {one_line(exc)}") from None
         if cmd.action == "reset":
             agent.reset(kernel=cmd.kernel)
             print("ipyagent: new conversation" + (" and a restarted sibling kernel"

@@ -6,7 +6,10 @@ beside the notebook (``mcp_config``). Their tools are offered to the model as
 they fail, are values. Every session lives on the engine loop (``_loop``), one holder task
 per server (``mcp_session``). Servers start lazily — at the first step, or with
 ``%agent mcp`` — and a server found dead is reported by the call that found it and
-restarted at the next use. ``Agent.close()`` stops them all.
+restarted at the next use. ``Agent.close()`` stops them all. Servers from a file beside
+the notebook start only once you agreed to that file as it is (``mcp_trust``): a run asks
+through the approval hook's ``confirm_mcp`` (buttons, terminal prompt), ``trust()`` agrees
+outright, and where nobody can be asked they stay stopped with one line saying how to allow.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from .events import Notice
 from .items import ToolCall, ToolResult
 from .mcp_config import ServerConfig, load_configs, parse_servers, tool_name
 from .mcp_session import CallFailed, Connection, MCPServerError, to_tool_result
+from .mcp_trust import TrustRequest, requests_for
 from .tools import Tool
 
 if TYPE_CHECKING:
@@ -66,23 +70,31 @@ class MCPManager:
         self.problems: list[str] = []
         self._registered: set[str] = set()
         self._noted: set[str] = set()  # notices already shown, so each shows once
+        self.untrusted: list[TrustRequest] = []  # config files nobody agreed to: not started
+        self._declined: set[str] = set()  # digests refused this session: not asked again
 
     def __repr__(self) -> str:
+        untrusted = [f"  ! {r.refused('not trusted yet')}" for r in self.untrusted]
         if not self.connections:
+            if untrusted:
+                return "\n".join(["MCP servers: none started", *untrusted,
+                                  *(f"  ! {p}" for p in self.problems)])
             return "\n".join(["MCP servers: none configured — set Agent.mcp_servers or add "
                               ".ipyagent/mcp.json (or mcp.json) in this directory",
                               *(f"  ! {p}" for p in self.problems)])
         return "\n".join([f"MCP servers ({len(self.connections)}):", *(
             f"  {name} [{c.config.transport}] {c.state}: "
             + (", ".join(tool_name(name, t["name"]) for t in c.tools) or c.error or "no tools")
-            for name, c in self.connections.items()), *(f"  ! {p}" for p in self.problems)])
+            for name, c in self.connections.items()), *untrusted,
+            *(f"  ! {p}" for p in self.problems)])
 
     def _directory(self) -> Path:
         return Path(self.agent.cwd or os.getcwd())
 
-    async def _configure(self) -> None:
+    async def _configure(self, emit: Callable[[Any], None] | None = None) -> None:
         directory = self._directory() if self.agent.mcp_files else None
         configs, self.problems = load_configs(self.agent.mcp_servers, directory)
+        await self._keep_trusted(configs, emit)
         for name in list(self.connections):
             conn = self.connections[name]
             if name not in configs or not conn.config.same_server(configs[name]):
@@ -90,6 +102,67 @@ class MCPManager:
                 del self.connections[name]
         for name, config in configs.items():
             self.connections.setdefault(name, Connection(config)).config = config
+
+    async def _keep_trusted(self, configs: dict[str, ServerConfig],
+                            emit: Callable[[Any], None] | None) -> None:
+        """Drop from ``configs`` the servers of files nobody agreed to; ``emit``: ask first."""
+        from .mcp_trust import is_trusted, trust
+
+        self.untrusted = []
+        for request in requests_for(configs):
+            _, problem = is_trusted(request.path, request.sha256)
+            if problem and problem not in self.problems:
+                self.problems.append(problem)  # a corrupt trust list: said with the others
+            if emit is not None and request.sha256 not in self._declined:
+                answer = await self._ask(request)
+                if answer is True:
+                    note = trust(request)
+                    self._note(emit, f"MCP: trusted {request.path} as it is now; its servers "
+                                     "start" + (f" ({note})" if note else ""), "info")
+                    continue
+                self._declined.add(request.sha256)
+                why = answer if isinstance(answer, str) and answer else "the answer was no"
+                self._note(emit, request.refused(why), "warning")
+            self.untrusted.append(request)
+            for config in request.servers:
+                configs.pop(config.name, None)
+
+    async def _ask(self, request: TrustRequest) -> bool | str:
+        """The approval hook's answer (True, or why not); with no way to ask: why not."""
+        confirm = getattr(getattr(self.agent, "approval_hook", None), "confirm_mcp", None)
+        if confirm is None:
+            return "nothing here can ask you (no notebook buttons, no terminal prompt)"
+        try:
+            return await confirm(request)  # type: ignore[no-any-return]
+        except Exception as exc:  # noqa: BLE001 - a broken prompt starts nothing, stops nothing
+            return f"the prompt failed ({exc})"
+
+    def trust(self) -> MCPManager:
+        """Agree to the config file beside the notebook as it is now, then start its servers."""
+        from .mcp_config import find_config_file
+        from .mcp_trust import trust
+
+        path = find_config_file(self._directory()) if self.agent.mcp_files else None
+        if path is None:
+            raise ConfigError(f"no .ipyagent/mcp.json or mcp.json in {self._directory()} to "
+                              "trust" + ("" if self.agent.mcp_files else " (Agent.mcp_files is off)"))
+        configs, _ = load_configs({}, self._directory())
+        for request in requests_for(configs):
+            trust(request)
+            self._declined.discard(request.sha256)
+        return self.list()
+
+    def untrust(self) -> MCPManager:
+        """Forget the agreement to the config file beside the notebook; stop its servers."""
+        from .mcp_config import find_config_file
+        from .mcp_trust import untrust
+
+        path = find_config_file(self._directory())
+        if path is not None:
+            untrust(path)
+        _loop.run_sync(self._configure())
+        self._sync_tools()
+        return self
 
     async def _start(self, conns: list[Connection]) -> list[tuple[Connection, str, str, bool]]:
         """Start ``conns`` together -> (connection, state before, error before, started)."""
@@ -100,7 +173,7 @@ class MCPManager:
 
     async def prepare(self, emit: Callable[[Any], None] = lambda event: None) -> None:
         """Before a model request: start what is due, offer the tools, tell the user once."""
-        await self._configure()
+        await self._configure(emit)
         for problem in self.problems:
             self._note(emit, problem, "warning")
         missing = sdk_problem() if self.connections else None
@@ -225,7 +298,10 @@ class MCPManager:
                         f"{esc(conn.config.transport)}: {esc(conn.config.describe())}</small></td>"
                         f"<td style='text-align:left'>{status}</td><td style='text-align:left'>"
                         f"<ul style='margin:0'>{tools}</ul></td></tr>")
-        problems = "".join(f"<div style='color:#b00020'>⚠ {esc(p)}</div>" for p in self.problems)
+        problems = "".join(f"<div style='color:#b00020'>⚠ {esc(p)}</div>" for p in
+                           [*(r.refused("not trusted yet") for r in self.untrusted), *self.problems])
+        if not rows and self.untrusted:
+            return f"<div><b>MCP servers</b>: none started{problems}</div>"
         if not rows:
             return ("<div><b>MCP servers</b>: none configured — set <code>Agent.mcp_servers</code> "
                     f"or add <code>.ipyagent/mcp.json</code>{problems}</div>")

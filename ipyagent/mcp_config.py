@@ -1,5 +1,8 @@
 """MCP server settings: ``Agent.mcp_servers`` and ``mcp.json`` beside the notebook.
 
+A file's servers carry its SHA-256 (``digest``): they start only once you agreed to that
+content (``mcp_trust``).
+
 The format is the common ``mcpServers`` value: server name → ``{command, args, env, cwd}``
 (stdio) or ``{url, headers}`` (streamable HTTP). A dict holding ``mcpServers`` itself (or
 VS Code's ``servers``) is accepted, ``"disabled": true`` skips an entry, and mistakes become
@@ -8,6 +11,7 @@ one-line problems rather than exceptions, so one bad entry never hides the good 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -33,6 +37,7 @@ class ServerConfig:
     url: str = ""
     headers: dict[str, str] = field(default_factory=dict)
     source: str = "Agent.mcp_servers"
+    digest: str = ""  # SHA-256 of the config file it came from ("": Agent.mcp_servers)
 
     @property
     def transport(self) -> str:
@@ -118,11 +123,15 @@ def load_configs(configured: Any, directory: str | Path | None
                      if other.is_file() and other != path]
     if path is not None:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            raw = path.read_bytes()  # read once: the bytes hashed are the bytes parsed
+            data = json.loads(raw.decode("utf-8"))
         except (OSError, ValueError) as exc:
             problems.append(f"{path}: not readable as JSON ({exc})")
         else:
             found, bad = parse_servers(data, str(path))
+            digest = hashlib.sha256(raw).hexdigest()
+            for config in found.values():
+                config.digest = digest  # mcp_trust: started only once you agreed to it
             configs.update(found)
             problems += bad
     if configured:

@@ -1,8 +1,8 @@
 """Personas: named agent profiles — a system prompt, the tools on offer, model and settings.
 
 Where they come from (the first one with a name wins): ``Agent.personas``, Markdown files
-in ``.ipyagent/agents/`` beside the notebook, then in ``~/.ipyagent/agents/``, then the
-built-ins (``coder``, ``data-analyst``, ``reviewer``). A file looks like::
+in ``~/.ipyagent/agents/`` (yours), the built-ins (``coder``, ``data-analyst``,
+``reviewer``), then files in ``.ipyagent/agents/`` beside the notebook. A file looks like::
 
     ---
     name: reviewer
@@ -17,6 +17,12 @@ The body is the system prompt (it replaces ``Agent.system_prompt`` while the per
 active). ``tools`` lists the tools offered (glob patterns such as ``github__*`` reach MCP
 tools; absent: every tool). ``allow`` *adds* to ``Agent.allow``. Every other key names an
 ``Agent`` setting (``model``, ``approval``, ``temperature``, ``max_steps``, …).
+
+A file beside the notebook came with the project, not from you: it may set only
+``DIRECTORY_KEYS`` (its prompt, description, the tools offered — a filter on the tools
+there are — and temperature); other keys are ignored with one line naming the file. It
+never replaces a persona you or ipyagent defined: that one wins, with one line, unless
+``Agent.personas_override_builtin`` lets it replace a built-in.
 
 The front matter is a small YAML subset parsed here, so PyYAML is not a dependency:
 ``key: value`` lines whose values are strings (quoted or not), numbers, ``true``/``false``,
@@ -33,7 +39,7 @@ from __future__ import annotations
 import fnmatch
 import html
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +50,8 @@ if TYPE_CHECKING:
     from .settings import AgentSettings
 
 __all__ = ["Persona", "PersonaError", "BUILTINS", "parse_front_matter", "load_file",
-           "find_personas", "lookup", "check", "switch", "active_persona", "PersonaTable"]
+           "find_personas", "lookup", "check", "switch", "active_persona", "take_notes",
+           "PersonaTable", "DIRECTORY_KEYS"]
 
 _TOOLS = ("You can use `python`: it runs code in a separate, persistent Python kernel (its "
           "variables persist between calls; the user's own variables are not there). ")
@@ -93,6 +100,11 @@ BUILTIN_SPECS: dict[str, dict[str, Any]] = {
 # Keys that are about the persona itself, not Agent settings.
 _OWN_KEYS = {"name", "description", "tools", "system_prompt", "prompt"}
 _REFUSED_KEYS = {"persona", "personas"}
+# All a persona file in the working directory may set (an allow-list: a setting added to
+# Agent later stays out of reach until someone decides it is harmless). `model` is not in
+# it: a name can move requests from the demo model to a paid endpoint with your key.
+DIRECTORY_KEYS = frozenset({"name", "description", "tools", "system_prompt", "prompt",
+                            "temperature"})
 
 
 class PersonaError(ConfigError):
@@ -109,6 +121,7 @@ class Persona:
     settings: dict[str, Any] = field(default_factory=dict)  # Agent traits it sets
     description: str = ""
     source: str = "built-in"
+    notes: tuple[str, ...] = ()  # said once when it is selected (ignored keys, shadowing)
 
     def offers(self, tool_name: str) -> bool:
         """Whether this persona offers the tool called ``tool_name``."""
@@ -233,8 +246,12 @@ def _scalar(text: str) -> Any:
     return text
 
 
-def load_file(path: Path) -> Persona:
-    """A Persona from a Markdown file (its name: ``name:`` or the file's stem)."""
+def load_file(path: Path, restricted: bool = False) -> Persona:
+    """A Persona from a Markdown file (its name: ``name:`` or the file's stem).
+
+    ``restricted`` (a file beside the notebook): keys outside ``DIRECTORY_KEYS`` are dropped
+    and named in the persona's ``notes``.
+    """
     try:
         fields, body = parse_front_matter(path.read_text(encoding="utf-8"))
     except PersonaError as exc:
@@ -242,12 +259,20 @@ def load_file(path: Path) -> Persona:
     name = str(fields.pop("name", None) or path.stem)
     if body:
         fields["system_prompt"] = body
-    return from_spec(name, fields, str(path))
+    ignored = sorted(k for k in fields if k not in DIRECTORY_KEYS) if restricted else []
+    persona = from_spec(name, {k: v for k, v in fields.items() if k not in ignored}, str(path))
+    if ignored:
+        note = (f"ignored in {path}: {', '.join(ignored)} — a persona file in the working "
+                "directory can set only its prompt, description, tools and temperature; set "
+                "the others with %config Agent.NAME")
+        persona.notes = (note,)
+    return persona
 
 
 # -- finding -----------------------------------------------------------------------------
 def find_personas(configured: dict[str, Any], directory: str | Path,
-                  home: Path | None = None) -> tuple[dict[str, Persona], list[str]]:
+                  home: Path | None = None, override_builtin: bool = False,
+                  ) -> tuple[dict[str, Persona], list[str]]:
     """Every persona by name (first source wins) and the problems met reading them."""
     found: dict[str, Persona] = {}
     problems: list[str] = []
@@ -257,23 +282,62 @@ def find_personas(configured: dict[str, Any], directory: str | Path,
         except PersonaError as exc:
             problems.append(str(exc))
     home = Path.home() if home is None else home
-    for folder in (Path(directory) / ".ipyagent" / "agents", home / ".ipyagent" / "agents"):
-        for path in sorted(folder.glob("*.md")) if folder.is_dir() else []:
-            try:
-                persona = load_file(path)
-            except PersonaError as exc:
-                problems.append(str(exc))
-                continue
-            except UnicodeDecodeError as exc:
-                problems.append(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8")
-                continue
-            except OSError as exc:
-                problems.append(f"{path}: not readable ({exc.strerror or exc})")
-                continue
-            found.setdefault(persona.name, persona)
+    yours, project = home / ".ipyagent" / "agents", Path(directory) / ".ipyagent" / "agents"
+    for persona in _read_folder(yours, problems):
+        found.setdefault(persona.name, persona)
     for name, persona in BUILTINS.items():
         found.setdefault(name, persona)
+    if _same_folder(project, yours):
+        return found, problems  # the working directory is home: those files are yours
+    taken = {n.casefold(): n for n in found}  # `-p Coder` finds `coder`: compare folded
+    for persona in _read_folder(project, problems, restricted=True):
+        owner = taken.get(persona.name.casefold())
+        if owner is None:
+            taken[persona.name.casefold()] = persona.name
+            found[persona.name] = persona
+            continue
+        winner = found[owner]
+        if winner.source == "built-in" and override_builtin:
+            found[owner] = replace(persona, name=owner)
+            continue
+        label = ("a built-in persona" if winner.source == "built-in"
+                 else f"defined in {winner.source}")
+        how = (f"rename it (name: my-{owner}) or set %config Agent.personas_override_builtin "
+               "= True" if winner.source == "built-in" else "rename it")
+        note = (f"ignored {persona.source}: {owner!r} is {label}, which wins over a file in "
+                f"the working directory; to use the file, {how}")
+        problems.append(note)
+        found[owner] = replace(winner, notes=(*winner.notes, note))
     return found, problems
+
+
+def _read_folder(folder: Path, problems: list[str], restricted: bool = False) -> list[Persona]:
+    personas = []
+    for path in sorted(folder.glob("*.md")) if folder.is_dir() else []:
+        try:
+            persona = load_file(path, restricted)
+        except PersonaError as exc:
+            problems.append(str(exc))
+        except UnicodeDecodeError as exc:
+            problems.append(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8")
+        except OSError as exc:
+            problems.append(f"{path}: not readable ({exc.strerror or exc})")
+        else:
+            personas.append(persona)
+            problems.extend(persona.notes)
+    return personas
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def _find(agent: AgentSettings) -> tuple[dict[str, Persona], list[str]]:
+    return find_personas(dict(agent.personas), _directory(agent),
+                         override_builtin=bool(getattr(agent, "personas_override_builtin", False)))
 
 
 def _directory(agent: AgentSettings) -> Path:
@@ -284,7 +348,7 @@ def _directory(agent: AgentSettings) -> Path:
 
 def lookup(agent: AgentSettings, name: str) -> Persona:
     """The persona called ``name`` for ``agent``; ``PersonaError`` names the known ones."""
-    found, problems = find_personas(dict(agent.personas), _directory(agent))
+    found, problems = _find(agent)
     if name in found:
         return found[name]
     folded = {n.lower(): p for n, p in found.items()}
@@ -305,6 +369,16 @@ class Active:
 
     persona: Persona
     replaced: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    said: bool = False  # its notes were shown
+
+
+def take_notes(agent: Agent) -> tuple[str, ...]:
+    """The active persona's notes, the first time they are asked for (then nothing)."""
+    active: Active | None = getattr(agent, "_persona_active", None)
+    if active is None or active.said:
+        return ()
+    active.said = True
+    return active.persona.notes
 
 
 def _settings(persona: Persona) -> dict[str, Any]:
@@ -379,7 +453,7 @@ class PersonaTable:
     @classmethod
     def for_agent(cls, agent: Agent) -> PersonaTable:
         """The table of ``agent``'s personas."""
-        found, problems = find_personas(dict(agent.personas), _directory(agent))
+        found, problems = _find(agent)
         return cls(found, agent.persona, problems)
 
     def _rows(self) -> list[tuple[str, str, str, str, str]]:

@@ -151,8 +151,10 @@ class AgentSettings(LoggingConfigurable):
     mcp_servers = Dict(help=(
         "MCP servers whose tools are offered as server__tool: name -> {command, args, env} "
         "(stdio) or {url, headers} (streamable HTTP), the value of the usual mcpServers key "
-        "(a dict holding mcpServers is accepted too). .ipyagent/mcp.json or mcp.json beside "
-        "the notebook adds servers. Needs pip install 'ipyagent[mcp]'."
+        "(a dict holding mcpServers is accepted too); these start without asking. "
+        ".ipyagent/mcp.json or mcp.json beside the notebook adds servers that start only once "
+        "you agreed to that file as it is (asked in a run, or %agent mcp trust). Needs pip "
+        "install 'ipyagent[mcp]'."
     )).tag(config=True)
     mcp_files = Bool(True, help=(
         "Also read MCP servers from .ipyagent/mcp.json or mcp.json beside the notebook; "
@@ -160,7 +162,14 @@ class AgentSettings(LoggingConfigurable):
     )).tag(config=True)
     personas = Dict(help=(
         "Extra personas: name -> {system_prompt, tools, description, any Agent setting} or a "
-        "prompt string. Also read from .ipyagent/agents/*.md and ~/.ipyagent/agents/*.md."
+        "prompt string. Also read from ~/.ipyagent/agents/*.md (same power) and from "
+        ".ipyagent/agents/*.md beside the notebook, which may set only the prompt, "
+        "description, tools and temperature."
+    )).tag(config=True)
+    personas_override_builtin = Bool(False, help=(
+        "Let a persona file in .ipyagent/agents/ beside the notebook replace the built-in "
+        "persona of its name (coder, data-analyst, reviewer). False: the built-in wins and "
+        "one line names the ignored file. Such a file still cannot change trust settings."
     )).tag(config=True)
     persona = Unicode(None, allow_none=True, help=(
         "Active persona: its system prompt, tools and settings apply while it is set "

@@ -85,9 +85,14 @@ def test_local_models_runs_without_a_server(tmp_path: Path) -> None:
     assert "model='demo'" in back
 
 
-def test_mcp_lists_a_real_servers_tools_and_calls_one_once_allowed(tmp_path: Path) -> None:
+def test_mcp_lists_a_real_servers_tools_and_calls_one_once_allowed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("mcp")
+    trust_list = tmp_path / "config" / "trusted-mcp.json"
+    monkeypatch.setenv("IPYAGENT_MCP_TRUST_FILE", str(trust_list))  # the kernel inherits it
     cells = code_cells(execute("mcp.ipynb", tmp_path))
+    assert "calc [stdio] running" in cells["%agent mcp trust"]  # agreed to in a visible cell
+    assert str(tmp_path / "mcp.json") in trust_list.read_text()
     listing = cells["%agent mcp"]
     assert "calc [stdio] running: calc__add, calc__word_count" in listing
     personas = next(v for k, v in cells.items() if k.startswith("%config Agent.personas"))
