@@ -64,8 +64,9 @@ class Decision:
         return self.by in PERSON or (self.by == "replay" and self.detail in PERSON)
 
     def __repr__(self) -> str:
+        by = f", by={self.by}" + (f" ({self.detail})" if self.detail else "") if self.by else ""
         extra = f", reason={self.reason!r}" if self.reason else ""
-        return f"Decision({self.action}{', always' if self.scope == 'always' else ''}{extra})"
+        return f"Decision({self.action}{', always' if self.scope == 'always' else ''}{by}{extra})"
 
 
 class Approver(Protocol):
