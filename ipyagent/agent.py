@@ -19,6 +19,7 @@ from traitlets import TraitError
 
 from . import _loop
 from .approval import ApprovalPolicy, Approver, CallbackApprover
+from .audit import Audit, decision_record
 from .compaction import bind_settings, fit_window
 from .overflow import context_overflow, overflow_hint
 from .context import Context
@@ -77,6 +78,7 @@ class Agent(AgentResources):
         self._steps_in_run = 0
         self._step_counter = 0
         self._printed: dict[str, list[str]] = {}  # running calls' output, by call id
+        self._records: dict[str, dict[str, Any]] = {}  # running calls' decisions, by call id
         self._autosave_said: Any = None  # the autosave file last announced
         self._autosave_failure: str | None = None  # the last failure said (said once)
         self.observe(self._policy_changed, names=["approval", "allow"])
@@ -378,9 +380,10 @@ class Agent(AgentResources):
                 # Interrupted (Ctrl-C, cancelled cell): answer every open call so the
                 # context stays valid, then let the interruption through.
                 for open_call in calls[i:]:
+                    record = self._records.pop(open_call.id, None)  # approved, then stopped
                     self.context.append(ToolResult(open_call.id, _interrupted_text(
                         self._printed.pop(open_call.id, [])), error=True, name=open_call.name,
-                        meta={"interrupted": True}))
+                        meta={"interrupted": True, **({"decision": record} if record else {})}))
                 raise
             self.context.append(result)
             step.results.append(result)
@@ -402,17 +405,22 @@ class Agent(AgentResources):
             reason = decision.reason
             # A denial with a reason is guidance: the model gets it and the run goes on.
             # A bare denial (or a policy one) stops the run.
-            stops = decision.by != "user" or not reason
-            text = "The user denied this tool call." if decision.by == "user" else (
+            stops = not decision.by_person or not reason
+            text = "The user denied this tool call." if decision.by_person else (
                 "This tool call was not approved.")
             return ToolResult(call.id, text + (f" Reason: {reason}" if reason else ""),
                               error=True, name=call.name,
                               meta={"denied": True, "reason": reason, "by": decision.by,
-                                    "stop": stops})
+                                    "stop": stops,
+                                    "decision": decision_record(decision, step.index)})
+        original = call.arguments
         if decision.action == "edit" and decision.arguments is not None:
             call.meta["original_arguments"] = call.arguments
             call.arguments = decision.arguments  # the context records what actually ran
             call.raw_arguments = None
+        # The audit trail: who decided, when, and what the edit changed (meta is saved).
+        record = decision_record(decision, step.index, original, call.arguments)
+        self._records[call.id] = record
         printed: list[str] = []  # the first of what the call prints, kept if it is interrupted
         self._printed[call.id] = printed
         room = [_PRINTED_KEPT]  # characters still kept (a flood must not cost per event)
@@ -442,6 +450,7 @@ class Agent(AgentResources):
         found = [*redactor.names, *redact_result(result, redactor.scan)]
         if found:
             self._emit(listeners, Notice(redaction_notice(list(dict.fromkeys(found)), call.name), "warning"))
+        result.meta["decision"] = self._records.pop(call.id, record)
         if self.tool_output_limit and len(result.output) > self.tool_output_limit:
             result.meta["full_output_chars"] = len(result.output)
             result.output = _head_tail(result.output, self.tool_output_limit)
@@ -483,6 +492,10 @@ class Agent(AgentResources):
             return count >= self.circuit_breaker
         self._failures = ("", 0)  # any success breaks the row
         return False
+
+    def audit(self) -> Audit:
+        """Every tool call of the conversation and how it was decided (who, when, edits)."""
+        return Audit.of(self.context)
 
     # -- transcripts -----------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> Path:

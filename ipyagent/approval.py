@@ -10,23 +10,35 @@ how to allow it — never silently run.
 from __future__ import annotations
 
 import asyncio
+import datetime as _dt
 import inspect
 import json
 import os
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Literal, Protocol, Union
 
 from ._text import visible
 from .items import ToolCall
 
 __all__ = ["Decision", "Approver", "ApprovalPolicy", "TerminalApprover", "TerminalOrDeny",
-           "CallbackApprover", "on_a_terminal"]
+           "CallbackApprover", "on_a_terminal", "BY", "PERSON", "utc_now"]
 
 Action = Literal["approve", "deny", "edit"]
 Mode = Literal["auto", "ask", "deny"]  # Agent.approval
 MODES: tuple[Mode, ...] = ("auto", "ask", "deny")  # typed, so the trait's value is a Mode
+# How a decision was made (``Decision.by``); ``Decision.detail`` says which button, key,
+# allow entry, mode or earlier call. "user" is what older transcripts and hooks say.
+BY = ("click", "click-always", "terminal", "always", "allow-list", "policy", "hook",
+      "timeout", "headless", "replay", "interrupt", "user")
+PERSON = ("click", "click-always", "terminal", "user")  # a person answered
+
+
+def utc_now() -> str:
+    """Now as a UTC ISO 8601 timestamp (milliseconds), for the audit trail."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z")
 
 
 @dataclass
@@ -39,15 +51,23 @@ class Decision:
     arguments: dict[str, Any] | None = None
     # "always": approve this tool for the rest of the session.
     scope: Literal["once", "always"] = "once"
-    by: str = ""  # who decided: "policy", "allow-list", "user", "hook", "timeout"
+    by: str = ""  # how it was decided: one of ``BY``
+    detail: str = ""  # which button / key / allow entry / mode, or the call that set Always
+    at: str = ""  # when the answer arrived (UTC ISO), stamped by ApprovalPolicy
 
     @property
     def approved(self) -> bool:
         return self.action in ("approve", "edit")
 
+    @property
+    def by_person(self) -> bool:
+        """True when a person answered (also when replay re-applies a person's answer)."""
+        return self.by in PERSON or (self.by == "replay" and self.detail in PERSON)
+
     def __repr__(self) -> str:
+        by = f", by={self.by}" + (f" ({self.detail})" if self.detail else "") if self.by else ""
         extra = f", reason={self.reason!r}" if self.reason else ""
-        return f"Decision({self.action}{', always' if self.scope == 'always' else ''}{extra})"
+        return f"Decision({self.action}{', always' if self.scope == 'always' else ''}{by}{extra})"
 
 
 class Approver(Protocol):
@@ -73,10 +93,11 @@ class CallbackApprover:
         if isinstance(value, Decision):
             return value
         if value is True or value in ("approve", "yes", "y"):
-            return Decision("approve", by="hook")
+            return Decision("approve", by="hook", detail=str(value))
         if isinstance(value, str) and value not in ("deny", "no", "n"):
             return Decision("deny", reason=value, by="hook")
-        return Decision("deny", reason="denied by the approval hook", by="hook")
+        return Decision("deny", reason="denied by the approval hook", by="hook",
+                        detail=str(value))
 
 
 def terminal_answer(prompt: str, stop: threading.Event | None = None) -> str:
@@ -117,14 +138,14 @@ class TerminalApprover:
         while True:
             answer = (await self._ask("Run it? [y]es / [n]o / [e]dit / [a]lways: ")).strip().lower()
             if answer in ("y", "yes"):
-                return Decision("approve", by="user")
+                return Decision("approve", by="terminal", detail=answer)
             if answer in ("a", "always"):
-                return Decision("approve", scope="always", by="user")
+                return Decision("approve", scope="always", by="terminal", detail=answer)
             if answer in ("n", "no"):
                 reason = (await self._ask("Reason for the model (optional): ")).strip()
-                return Decision("deny", reason=reason, by="user")
+                return Decision("deny", reason=reason, by="terminal", detail=answer)
             if answer in ("e", "edit"):
-                return await self._edit(call)
+                return replace(await self._edit(call), detail=answer)
 
     async def confirm_mcp(self, request: Any) -> bool | str:
         """Ask y/N whether a directory file's MCP servers start (``mcp_trust.TrustRequest``)."""
@@ -194,9 +215,9 @@ class TerminalApprover:
         text, problem = await asyncio.to_thread(edit_text, editor, original,
                                                 ".py" if key == "code" else ".json")
         if problem:
-            return Decision("deny", reason=f"not run: {problem}", by="user")
+            return Decision("deny", reason=f"not run: {problem}", by="terminal")
         if text.strip() == original.strip():
-            return Decision("approve", by="user")  # saved unchanged: the call as proposed
+            return Decision("approve", by="terminal")  # saved unchanged: the call as proposed
         return _edited(call, key, text)
 
 
@@ -211,7 +232,7 @@ class TerminalOrDeny:
 
     async def decide(self, call: ToolCall) -> Decision:
         if not on_a_terminal():
-            return Decision("deny", by="timeout", reason=self.unattended(call))
+            return Decision("deny", by="headless", reason=self.unattended(call))
         return await self.prompt.decide(call)
 
     async def confirm_mcp(self, request: Any) -> bool | str:
@@ -224,11 +245,11 @@ class TerminalOrDeny:
 def _edited(call: ToolCall, key: str | None, text: str) -> Decision:
     """The decision for edited text: the new ``key`` argument, or all arguments as JSON."""
     if key:
-        return Decision("edit", arguments={**call.arguments, key: text}, by="user")
+        return Decision("edit", arguments={**call.arguments, key: text}, by="terminal")
     try:
-        return Decision("edit", arguments=json.loads(text), by="user")
+        return Decision("edit", arguments=json.loads(text), by="terminal")
     except json.JSONDecodeError as exc:
-        return Decision("deny", reason=f"edited arguments were not JSON ({exc})", by="user")
+        return Decision("deny", reason=f"edited arguments were not JSON ({exc})", by="terminal")
 
 
 def on_a_terminal() -> bool:
@@ -263,27 +284,36 @@ def edit_text(editor: str, text: str, suffix: str) -> tuple[str, str | None]:
 
 @dataclass
 class ApprovalPolicy:
-    """The agent's approval settings applied to each call."""
+    """The agent's approval settings applied to each call; every answer says how it was made."""
 
     mode: Mode = "auto"
     allow: list[str] = field(default_factory=list)
     ui: Approver | None = None
-    always: set[str] = field(default_factory=set)  # tools approved "always" this session
+    # Tools approved "always" this session -> the id of the call whose answer said so.
+    always: dict[str, str] = field(default_factory=dict)
 
     async def decide(self, call: ToolCall) -> Decision:
-        if call.name in self.allow or call.name in self.always:
-            return Decision("approve", by="allow-list")
+        """The decision for ``call``, stamped with when it was made (``at``)."""
+        decision = await self._decide(call)
+        # A copy: a hook may hand back one Decision object for every call.
+        return replace(decision, by=decision.by or "hook", at=utc_now())
+
+    async def _decide(self, call: ToolCall) -> Decision:
+        if call.name in self.allow:
+            return Decision("approve", by="allow-list", detail=call.name)
+        if call.name in self.always:
+            return Decision("approve", by="always", detail=self.always[call.name])
         if self.mode == "auto":
-            return Decision("approve", by="policy")
+            return Decision("approve", by="policy", detail="auto")
         if self.mode == "deny":
-            return Decision("deny", by="policy", reason=(
+            return Decision("deny", by="policy", detail="deny", reason=(
                 "the approval policy is 'deny'; set Agent.approval = 'ask' or 'auto', "
                 f"or add {call.name!r} to Agent.allow"))
         if self.ui is None:
-            return Decision("deny", by="policy", reason=(
+            return Decision("deny", by="headless", reason=(
                 "approval is 'ask' but there is no way to ask here (no notebook widgets, no "
                 f"terminal); set Agent.approval = 'auto' or add {call.name!r} to Agent.allow"))
         decision = await self.ui.decide(call)
         if decision.approved and decision.scope == "always":
-            self.always.add(call.name)
+            self.always[call.name] = call.id
         return decision

@@ -43,20 +43,30 @@ def _editable_text(call: ToolCall) -> str:
 def describe(decision: Decision, tool: str, brief: bool = False) -> str:
     """One line for what was decided, e.g. '✓ approved by you' (``brief``: no long reasons)."""
     if decision.action == "edit":
-        return "✎ edited by you, then run"
+        return "✎ edited by you, then run" if decision.by_person else (
+            f"✎ edited ({decision.by}), then run")
     if decision.approved:
         if decision.scope == "always":
             return f"✓ approved — and every later {tool} call this session"
-        return "✓ approved" + (" by you" if decision.by == "user" else f" ({decision.by})")
-    who = "by you" if decision.by == "user" else (
+        if decision.by_person:
+            return "✓ approved by you"
+        if decision.by == "always":
+            return f"✓ approved (Always, given for {decision.detail or 'an earlier call'})"
+        return f"✓ approved ({decision.by})"
+    who = "by you" if decision.by_person else (
         "— no answer" if decision.by == "timeout" else f"({decision.by})")
-    if brief and decision.by != "user":
+    if brief and not decision.by_person:
         return f"✗ denied {who}"  # the policy's reason, with how to allow, is in the footer
     return f"✗ denied {who}" + (f": {decision.reason}" if decision.reason else "")
 
 
 class ApprovalPanel:
-    """The buttons for one tool call; main thread only."""
+    """The buttons for one tool call; main thread only.
+
+    A press only *proposes* a decision (``resolve``) and locks the panel; the panel shows a
+    decision only when the approver ``settle``s it with the one the engine took, so a press
+    that loses to a timeout or an interrupt, or comes twice, changes nothing.
+    """
 
     def __init__(self, call: ToolCall, resolve: Callable[[Decision], None],
                  note: str = "") -> None:
@@ -64,7 +74,9 @@ class ApprovalPanel:
 
         self.call = call
         self._resolve = resolve
-        self.decision: Decision | None = None
+        self.decision: Decision | None = None  # what the engine took (set by ``settle``)
+        self.pressed: Decision | None = None  # the one press that counts
+        self._editing = False  # "Run edited" counts only after "Edit" opened the editor
         self.on_settle: Callable[[ApprovalPanel], Any] = lambda panel: None
         tight = w.Layout(width="auto")
         self.approve = w.Button(description="Approve", button_style="success", icon="check",
@@ -88,11 +100,12 @@ class ApprovalPanel:
             width="auto", display="none"))
         self.status = w.HTML(f"<span style='color:{_WAIT}'>● waiting for your approval"
                              f"{html.escape(note)}</span>")
-        self.approve.on_click(lambda _: self._decide(Decision("approve", by="user")))
+        self.approve.on_click(lambda _: self._decide(
+            Decision("approve", by="click", detail="Approve")))
         self.always.on_click(lambda _: self._decide(
-            Decision("approve", scope="always", by="user")))
+            Decision("approve", scope="always", by="click-always", detail="Always")))
         self.deny.on_click(lambda _: self._decide(
-            Decision("deny", reason=self.reason.value.strip(), by="user")))
+            Decision("deny", reason=self.reason.value.strip(), by="click", detail="Deny")))
         self.edit.on_click(lambda _: self._show_editor(True))
         self.cancel_edit.on_click(lambda _: self._show_editor(False))
         self.run_edited.on_click(lambda _: self._submit_edit())
@@ -109,11 +122,18 @@ class ApprovalPanel:
                 self.cancel_edit]
 
     def _show_editor(self, show: bool) -> None:
+        if self.pressed is None and self.decision is None:  # a press after the answer: no-op
+            self._editing = show
+            self._layout_editor(show)
+
+    def _layout_editor(self, show: bool) -> None:
         shown = "" if show else "none"
         for widget in (self.editor, self.run_edited, self.cancel_edit):
             widget.layout.display = shown
 
     def _submit_edit(self) -> None:
+        if not self._editing:
+            return  # the hidden button, clicked without opening the editor: not an edit
         text = self.editor.value
         if "code" in self.call.arguments:
             arguments = {**self.call.arguments, "code": text}
@@ -124,22 +144,26 @@ class ApprovalPanel:
                 self.status.value = (f"<span style='color:{_BAD}'>not valid JSON: "
                                      f"{html.escape(str(exc))}</span>")
                 return
-        self._decide(Decision("edit", arguments=arguments, by="user"))
+        self._decide(Decision("edit", arguments=arguments, by="click", detail="Edit"))
 
     def _decide(self, decision: Decision) -> None:
-        if self.decision is not None:
-            return  # a double click, or a click racing the timeout
-        self.settle(decision)
+        if self.pressed is not None or self.decision is not None:
+            return  # a double click, or a click after a timeout, an interrupt or a decision
+        self.pressed = decision
+        for widget in [*self.buttons, self.reason, self.editor]:
+            widget.disabled = True  # one press per panel; the engine's answer settles it
         self._resolve(decision)
 
     def settle(self, decision: Decision) -> None:
-        """Disable every control and show what was decided."""
+        """Disable every control and show what was decided (the first settle wins)."""
+        if self.decision is not None:
+            return
         self.decision = decision
         self.on_settle(self)
         for widget in [*self.buttons, self.reason, self.editor]:
             widget.disabled = True
         if decision.action != "edit":
-            self._show_editor(False)
+            self._layout_editor(False)
         self.run_edited.layout.display = self.cancel_edit.layout.display = "none"
         # Decided: the line saying what was decided replaces the buttons (less to scroll past).
         self.controls.layout.display = "none"
@@ -150,6 +174,10 @@ class ApprovalPanel:
     def interrupted(self) -> None:
         if self.decision is None:
             self.settle(Decision("deny", reason="interrupted", by="interrupt"))
+
+    def __repr__(self) -> str:
+        state = "waiting" if self.decision is None else describe(self.decision, self.call.name)
+        return f"<ApprovalPanel {self.call.id} {self.call.name}: {state}>"
 
 
 def _box_class() -> type:
@@ -220,32 +248,40 @@ class WidgetApprover:
                                 "or call approver.bind() in the cell that awaits agent.arun()")
         timeout = self._timeout()
         if self.headless and not timeout:
-            return Decision("deny", by="timeout", reason=unattended_reason(
+            return Decision("deny", by="headless", reason=unattended_reason(
                 call, "nobody could approve this call: the notebook runs without a frontend "
                       "to click in (nbclient, papermill or CI)"))
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Decision] = loop.create_future()
 
         def resolve(decision: Decision) -> None:  # main thread → engine loop
-            loop.call_soon_threadsafe(_settle, future, decision)
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(_settle, future, decision)
 
         holder: list[ApprovalPanel] = []
+
+        def show(decision: Decision) -> Decision:  # the engine's decision, on the panel
+            dispatcher.call(_each, holder, lambda panel: panel.settle(decision))
+            return decision
+
         note = f" (denied after {timeout:g} s without an answer)" if timeout else ""
+        # Each call has its own future, reachable only from its own panel: a press on
+        # another call's panel (an older one, another cell's) can never answer this one.
         dispatcher.call(self._open, call, resolve, note, holder)
         try:
             if timeout:
-                return await asyncio.wait_for(asyncio.shield(future), timeout)
-            return await future
+                return show(await asyncio.wait_for(asyncio.shield(future), timeout))
+            return show(await future)
         except asyncio.TimeoutError:
-            decision = Decision("deny", by="timeout", reason=unattended_reason(
-                call, f"nobody approved this call within {timeout:g} s "
-                      "(Agent.approval_timeout)"))
             if future.done() and not future.cancelled():
-                return future.result()  # a click won the race
-            future.cancel()
-            dispatcher.call(_each, holder, lambda panel: panel.settle(decision))
-            return decision
+                return show(future.result())  # a click won the race
+            future.cancel()  # a press from now on finds it done: ignored
+            return show(Decision("deny", by="timeout", detail=f"{timeout:g}s",
+                                 reason=unattended_reason(
+                                     call, f"nobody approved this call within {timeout:g} s "
+                                           "(Agent.approval_timeout)")))
         except asyncio.CancelledError:
+            future.cancel()
             dispatcher.call(_each, holder, lambda panel: panel.interrupted())
             raise
 

@@ -31,7 +31,7 @@ __all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension", 
 
 _MAGICS: AgentMagics | None = None
 AUTOSAVE_DIR = ".ipyagent/runs/"  # the magics' Agent.autosave unless configured
-_ALONE = {"step", "context", "mcp", "personas"}
+_ALONE = {"step", "context", "audit", "mcp", "personas"}
 _WITH_PATH = {"save", "load", "replay"}
 _NO_TASK = ("give a task: `%agent TASK`, or `%%agent` with the task in the cell "
             "(`%agent?` for help)")
@@ -218,6 +218,7 @@ class AgentMagics(Magics):
             %agent --step TASK           add the task, run one iteration, stop
             %agent step                  run the next iteration (edit agent.context first)
             %agent context               the conversation, as a table
+            %agent audit                 how each tool call was decided: who, when, edits
             %agent reset [--kernel]      start over (--kernel also restarts the sibling kernel)
             %agent save PATH.ipynb       save the run as a notebook
             %agent load PATH.ipynb       continue a saved conversation
@@ -263,6 +264,8 @@ class AgentMagics(Magics):
         agent = self.get_agent()
         if cmd.action == "context":
             return agent.context
+        if cmd.action == "audit":
+            return agent.audit()
         if cmd.action == "personas":
             from .personas import PersonaTable
 

@@ -25,6 +25,7 @@ from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from ._version import __version__
+from .approval import PERSON
 from .file_record import cell_source, recorded_file
 from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
 
@@ -45,8 +46,10 @@ _OUTPUT_KEYS = {
 
 def context_to_notebook(context: Any, header: Mapping[str, Any] | None = None, *,
                         kernel_name: str = "python3",
-                        metadata: Mapping[str, Any] | None = None) -> NotebookNode:
-    """The notebook for ``context``; ``header`` (label → value) becomes the first cell."""
+                        metadata: Mapping[str, Any] | None = None,
+                        audit: bool = False) -> NotebookNode:
+    """The notebook for ``context``; ``header`` (label → value) becomes the first cell;
+    ``audit`` adds an "Audit" cell at the end (how each tool call was decided)."""
     items = list(context)
     cells: list[NotebookNode] = []
     if header is not None:
@@ -56,6 +59,12 @@ def context_to_notebook(context: Any, header: Mapping[str, Any] | None = None, *
         # By position, not random: saving the same run twice gives the same file, and a
         # continued run only adds cells (clean diffs under version control).
         cell["id"] = f"ipyagent-{index}"
+    if audit and any(isinstance(i, (ToolCall, Summary)) for i in items):
+        from .audit import Audit
+
+        cell = _md(Audit.of(items).markdown(), kind="audit")
+        cell["id"] = "ipyagent-audit"  # the last cell, rewritten in place on every save
+        cells.append(cell)
     nb = new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": kernel_name, "display_name": "Python 3 (ipykernel)",
                                  "language": "python"}
@@ -143,7 +152,8 @@ def _not_run_reason(result: ToolResult | None) -> str:
         return "not answered (the run stopped before it ran)"
     meta = result.meta
     if meta.get("denied"):
-        by = "the user" if meta.get("by") == "user" else f"the approval {meta.get('by') or 'policy'}"
+        by = ("the user" if meta.get("by") in PERSON
+              else f"the approval {meta.get('by') or 'policy'}")
         reason = meta.get("reason")
         return f"denied by {by}" + (f": {reason}" if reason else "")
     if meta.get("skipped"):

@@ -185,10 +185,17 @@ class _RecordedDecisions:
         if result is None or meta.get("denied") or meta.get("interrupted"):
             reason = meta.get("reason") or ("interrupted by the user" if meta.get("interrupted")
                                             else "not answered in the recording")
-            return Decision("deny", reason=reason, by=meta.get("by") or "user")
+            return Decision("deny", reason=reason, by="replay", detail=meta.get("by") or "user")
         if recorded is not None and recorded.arguments != call.arguments:
-            return Decision("edit", arguments=dict(recorded.arguments), by="user")
-        return Decision("approve", by="replay")
+            return Decision("edit", arguments=dict(recorded.arguments), by="replay",
+                            detail=_recorded_by(meta) or "user")
+        return Decision("approve", by="replay", detail=_recorded_by(meta))
+
+
+def _recorded_by(meta: dict[str, Any]) -> str:
+    """How the recorded run decided (its audit record), for the replayed decision."""
+    record = meta.get("decision")
+    return str(record.get("by", "")) if isinstance(record, dict) else ""
 
 
 def _recorded_results(items: list[Any]) -> dict[int, ToolResult | None]:

@@ -197,7 +197,7 @@ def to_notebook(agent: Agent) -> NotebookNode:
     return context_to_notebook(
         agent.context, header=_header(agent, settings, saved), kernel_name=agent.kernel_name,
         metadata={"saved": saved, "settings": settings, "usage": usage,
-                  "tools": agent.tools.specs()})
+                  "tools": agent.tools.specs()}, audit=True)
 
 
 def write_notebook(nb: NotebookNode, path: str | os.PathLike[str], *,

@@ -196,6 +196,16 @@ def test_conversation_persists_across_cells_and_reset_starts_over(loaded: Any) -
     assert len(ipyagent.current().context) == 0
 
 
+def test_agent_audit_lists_how_each_call_was_decided(loaded: Any) -> None:
+    run(loaded, "%agent Use Python to compute 2**100")
+    out, _, result = run(loaded, "%agent audit")
+    audit = result.result
+    assert repr(audit).startswith("<Audit: ") and len(audit) >= 1
+    assert all((row.by, row.detail, row.ran) == ("policy", "auto", True) for row in audit)
+    assert "<table>" in audit._repr_html_()
+    assert "%agent audit" in loaded.object_inspect_text("%agent")
+
+
 def test_options_override_for_one_run_only(loaded: Any) -> None:
     agent = ipyagent.current()
     out, _, _ = run(loaded, "%agent --approve deny Use Python to compute 2**100")

@@ -58,9 +58,10 @@ def test_saved_notebook_is_valid_and_shows_everything(rich):
     assert nb.metadata.kernelspec.name == "python3"
     kinds = [c.metadata["ipyagent"].get("kind", "code") for c in nb.cells]
     assert kinds == ["header", "user", "assistant", "code", "code", "tool", "tool", "note",
-                     "code", "assistant"]
+                     "code", "assistant", "audit"]
     assert nb.cells[1].source == "#### User\n\ndraw it"
-    assert nb.cells[-1].source.startswith("#### Assistant\n\nAll done")
+    assert nb.cells[-2].source.startswith("#### Assistant\n\nAll done")
+    assert nb.cells[-1].source.startswith("#### Audit") and nb.cells[-1].id == "ipyagent-audit"
 
 
 def test_code_cells_carry_the_real_outputs_and_counts(rich):
@@ -180,11 +181,14 @@ def test_saving_again_gives_the_same_cells_and_a_continued_run_only_adds(rich, t
                                   tools=[add], approval="auto")
     again = nbformat.read(agent.save(tmp_path / "again.ipynb"), as_version=4)
     first = nbformat.read(path, as_version=4)
-    body = lambda nb: [(c.id, c.cell_type, c.source) for c in nb.cells[1:]]  # noqa: E731 - after the header
+    # After the header and before the Audit trailer (rewritten in place, under a fixed id).
+    body = lambda nb: [(c.id, c.cell_type, c.source) for c in nb.cells[1:-1]]  # noqa: E731
     assert body(again) == body(first)  # ids by position, not random
+    assert again.cells[-1].source == first.cells[-1].source
     agent.run("and more?")
     more = nbformat.read(agent.save(tmp_path / "more.ipynb"), as_version=4)
     assert body(more)[: len(body(first))] == body(first)
+    assert [c.id for c in (first.cells[-1], more.cells[-1])] == ["ipyagent-audit"] * 2
     nbformat.validate(more)
 
 

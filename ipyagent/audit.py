@@ -1,0 +1,188 @@
+"""The audit trail: how each tool call was decided, read back from the context.
+
+``Agent`` writes one record per decision into the result's ``meta["decision"]`` (so it is
+saved and loaded with the transcript); ``Audit`` lists them for ``agent.audit()``, ``%agent
+audit`` and the transcript's "Audit" cell. Every string in a record may come from the model
+(tool names, call ids, edited code) or another person (a reason), so it is escaped wherever
+it is rendered.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .approval import Decision
+from .items import Item, Summary, ToolCall, ToolResult, item_from_dict
+
+__all__ = ["Audit", "AuditRow", "audit_rows", "decision_record"]
+
+
+def decision_record(decision: Decision, step: int,
+                    original: dict[str, Any] | None = None,
+                    ran: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON-safe record of one decision, for ``ToolResult.meta["decision"]``."""
+    record: dict[str, Any] = {"action": decision.action, "by": decision.by,
+                              "detail": decision.detail, "at": decision.at,
+                              "reason": decision.reason, "scope": decision.scope, "step": step}
+    if decision.action == "edit" and original is not None:
+        record["edited"] = {"original": original, "diff": _diff(original, ran or {})}
+    return record
+
+
+def _diff(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """A unified diff of the code (or of the JSON arguments) the edit changed."""
+    def rest(args: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in args.items() if k != "code"}
+
+    code_only = "code" in before and "code" in after and rest(before) == rest(after)
+
+    def text(args: dict[str, Any]) -> str:
+        if code_only:
+            return str(args["code"])
+        return json.dumps(args, indent=2, ensure_ascii=False, sort_keys=True)
+
+    lines = difflib.unified_diff(text(before).splitlines(), text(after).splitlines(),
+                                 "proposed", "ran", lineterm="")
+    return "\n".join(lines)
+
+
+@dataclass
+class AuditRow:
+    """One tool call and how it was decided (``by`` empty: no decision was recorded)."""
+
+    step: int | None
+    call_id: str
+    tool: str
+    decision: str  # approve | deny | edit | "" (never decided: skipped, interrupted, old file)
+    by: str
+    detail: str
+    at: str
+    edited: bool
+    reason: str
+    ran: bool  # approved, so it started
+    note: str = ""  # why there is no decision
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.step, self.call_id, self.tool, self.decision, self.by, self.at,
+                     self.edited))
+
+
+COLUMNS = ("step", "call id", "tool", "decision", "by", "at", "edited")
+
+
+def _flatten(items: Iterable[Item]) -> list[Item]:
+    out: list[Item] = []
+    for item in items:
+        if isinstance(item, Summary):  # compacted calls still ran: they stay in the trail
+            out.extend(_flatten(item_from_dict(d) for d in item.replaced))
+        out.append(item)
+    return out
+
+
+def audit_rows(items: Iterable[Item]) -> list[AuditRow]:
+    """A row per tool call, in order, with its recorded decision."""
+    flat = _flatten(items)
+    results: dict[str, list[ToolResult]] = {}
+    for item in flat:
+        if isinstance(item, ToolResult):
+            results.setdefault(item.call_id, []).append(item)
+    rows: list[AuditRow] = []
+    step: int | None = None
+    for item in flat:
+        turn = getattr(item, "meta", {}).get("turn")
+        if isinstance(turn, dict) and isinstance(turn.get("step"), int):
+            step = turn["step"]
+        if not isinstance(item, ToolCall):
+            continue
+        queue = results.get(item.id, [])
+        result = queue.pop(0) if queue else None
+        meta = result.meta if result is not None else {}
+        record = meta.get("decision")
+        if isinstance(record, dict):
+            action = str(record.get("action", ""))
+            rows.append(AuditRow(
+                step=record.get("step") if isinstance(record.get("step"), int) else step,
+                call_id=item.id, tool=item.name, decision=action, by=str(record.get("by", "")),
+                detail=str(record.get("detail", "")), at=str(record.get("at", "")),
+                edited=action == "edit", reason=str(record.get("reason", "")),
+                ran=action in ("approve", "edit")))
+            continue
+        note = ("not answered" if result is None else
+                "skipped: an earlier call was denied" if meta.get("skipped") else
+                "interrupted before a decision" if meta.get("interrupted") else
+                "not offered to the model" if result.error and "status" not in meta
+                and not meta.get("denied") and result.execution_count is None else
+                "no decision recorded (an older transcript)")
+        rows.append(AuditRow(step, item.id, item.name, "", "", "", "", False,
+                             str(meta.get("reason", "")), False, note))
+    return rows
+
+
+def _by(row: AuditRow) -> str:
+    return f"{row.by} ({row.detail})" if row.detail else row.by
+
+
+class Audit:
+    """Every tool call of a conversation and how it was decided: iterate for rows."""
+
+    def __init__(self, rows: list[AuditRow]) -> None:
+        self.rows = rows
+
+    @classmethod
+    def of(cls, items: Iterable[Item]) -> Audit:
+        """The audit of a context's (or a transcript's) items."""
+        return cls(audit_rows(items))
+
+    def __iter__(self) -> Iterator[AuditRow]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> AuditRow:
+        return self.rows[index]
+
+    def __repr__(self) -> str:
+        ran = sum(r.ran for r in self.rows)
+        denied = sum(r.decision == "deny" for r in self.rows)
+        return f"<Audit: {len(self.rows)} calls, {ran} ran, {denied} denied>"
+
+    def _cells(self, row: AuditRow) -> list[str]:
+        decision = row.decision or f"— {row.note}"
+        if row.reason and row.decision == "deny":
+            decision += f": {row.reason}"
+        return ["" if row.step is None else str(row.step), row.call_id, row.tool, decision,
+                _by(row), row.at, "yes" if row.edited else ""]
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{c}</th>" for c in COLUMNS)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in self._cells(r))
+                       + "</tr>" for r in self.rows)
+        return (f"<div><b>Audit</b> — {html.escape(repr(self)[1:-1])}"
+                f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
+
+    def markdown(self) -> str:
+        """The "Audit" section of a transcript: a Markdown table, every value escaped."""
+        intro = (f"{_md(repr(self)[1:-1])}. How each tool call was decided (`by`: click, "
+                 "click-always, terminal, always, allow-list, policy, hook, timeout, headless, "
+                 "replay); the full records are in each result's `meta.decision`.")
+        lines = ["#### Audit", "", intro, "", "| " + " | ".join(COLUMNS) + " |",
+                 "|" + "---|" * len(COLUMNS)]
+        lines += ["| " + " | ".join(_md(c) for c in self._cells(r)) + " |" for r in self.rows]
+        return "\n".join(lines)
+
+
+# Markdown punctuation that could start emphasis, code, a link or a table cell; < > & are
+# HTML-escaped instead (a backslash before an entity would show the entity's text).
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+
+
+def _md(text: str) -> str:
+    """Untrusted text as inert text in a Markdown table cell (one line)."""
+    return html.escape(_MD_SPECIAL.sub(r"\\\1", " ".join(text.split())), quote=False)

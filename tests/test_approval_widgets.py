@@ -1,0 +1,155 @@
+"""Approval panels driven in process (``button.click()`` runs the same handler a click does):
+a decision arrives only through the panel of that call, once, and the record says how."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from ipyagent import Decision, ToolCall
+from ipyagent._mainthread import Dispatcher
+from ipyagent.approval_widgets import ApprovalPanel, WidgetApprover
+
+
+class HeldDispatcher(Dispatcher):
+    """Main-thread jobs held until ``flush()``: a busy main thread, so races can be staged."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> None:
+        self.jobs.append((fn, args))
+
+    def flush(self) -> None:
+        while self.jobs:
+            fn, args = self.jobs.pop(0)
+            fn(*args)
+
+
+def settles(panel: ApprovalPanel) -> list[Decision]:
+    """Every decision the panel was settled with (what its saved output says, in order)."""
+    seen: list[Decision] = []
+    panel.on_settle = lambda p: seen.append(p.decision)  # type: ignore[arg-type]
+    return seen
+
+
+async def until(predicate: Callable[[], bool]) -> None:
+    for _ in range(400):
+        if predicate():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("timed out")
+
+
+def test_a_click_after_the_timeout_is_ignored_and_does_not_change_the_record() -> None:
+    held = HeldDispatcher()
+    approver = WidgetApprover(timeout=0.05)
+    approver.bind(held, show=lambda widget: None)
+    call = ToolCall("call_a", "python", {"code": "print(1)"})
+
+    async def main() -> tuple[Decision, list[Decision], ApprovalPanel]:
+        task = asyncio.ensure_future(approver.decide(call))
+        await until(lambda: bool(held.jobs))
+        held.flush()  # the panel is shown
+        panel = approver.panels[0]
+        seen = settles(panel)
+        decision = await task  # timed out; its settle waits on the busy main thread
+        panel.approve.click()  # the click lands before the timeout's settle
+        assert panel.decision is None or not panel.decision.approved
+        held.flush()
+        panel.approve.click()  # and after it
+        panel.always.click()
+        await asyncio.sleep(0.02)
+        return decision, seen, panel
+
+    decision, seen, panel = asyncio.run(main())
+    assert (decision.action, decision.by) == ("deny", "timeout")
+    assert [(d.action, d.by) for d in seen] == [("deny", "timeout")]  # settled once: no answer
+    assert panel.decision is not None and panel.decision.by == "timeout"
+    assert "no answer" in panel.status.value and "✓" not in panel.status.value
+    assert all(b.disabled for b in panel.buttons)
+
+
+def test_a_click_on_another_calls_panel_does_not_decide_this_one() -> None:
+    held = HeldDispatcher()
+    approver = WidgetApprover(timeout=0.05)
+    approver.bind(held, show=lambda widget: None)
+    a = ToolCall("call_a", "python", {"code": "print('a')"})
+    b = ToolCall("call_b", "python", {"code": "print('b')"})
+
+    async def main() -> tuple[Decision, Decision, list[Decision], list[Decision]]:
+        first = asyncio.ensure_future(approver.decide(a))
+        await until(lambda: bool(held.jobs))
+        held.flush()
+        panel_a = approver.panels[0]
+        seen_a = settles(panel_a)
+        decided_a = await first  # a timed out; its settle is held (a busy main thread)
+        approver.timeout = 0  # b waits for a click
+        second = asyncio.ensure_future(approver.decide(b))
+        await until(lambda: len(held.jobs) == 2)
+        # b is the call awaiting now; a's panel still has live buttons: "click them all".
+        for button in (panel_a.approve, panel_a.always, panel_a.deny):
+            button.click()
+        await asyncio.sleep(0.05)
+        assert not second.done()
+        held.flush()  # a's settle, then b's panel
+        panel_b = approver.panels[1]
+        seen_b = settles(panel_b)
+        panel_a.approve.click()
+        await asyncio.sleep(0.05)
+        assert not second.done()  # b waits for its own panel
+        panel_b.deny.click()
+        decided_b = await second
+        held.flush()
+        return decided_a, decided_b, seen_a, seen_b
+
+    decided_a, decided_b, seen_a, seen_b = asyncio.run(main())
+    assert decided_a.by == "timeout"
+    assert [(d.action, d.by) for d in seen_a] == [("deny", "timeout")]  # the clicks changed nothing
+    assert (decided_b.action, decided_b.by, decided_b.detail) == ("deny", "click", "Deny")
+    assert [(d.action, d.by) for d in seen_b] == [("deny", "click")]
+
+
+def test_a_double_click_records_once() -> None:
+    held = HeldDispatcher()
+    approver = WidgetApprover()
+    approver.bind(held, show=lambda widget: None)
+    call = ToolCall("call_a", "add", {"a": 1})
+
+    async def main() -> tuple[Decision, list[Decision], ApprovalPanel]:
+        task = asyncio.ensure_future(approver.decide(call))
+        await until(lambda: bool(held.jobs))
+        held.flush()
+        panel = approver.panels[0]
+        seen = settles(panel)
+        panel.approve.click()
+        assert all(b.disabled for b in panel.buttons)  # disabled at the first press
+        panel.approve.click()
+        panel.deny.click()
+        panel.edit.click()
+        decision = await task
+        held.flush()
+        panel.deny.click()  # after the decision
+        await asyncio.sleep(0.02)
+        held.flush()
+        return decision, seen, panel
+
+    decision, seen, panel = asyncio.run(main())
+    assert (decision.action, decision.by, decision.detail) == ("approve", "click", "Approve")
+    assert [(d.action, d.by, d.detail) for d in seen] == [("approve", "click", "Approve")]
+    assert panel.editor.layout.display == "none"  # the late Edit opened nothing
+
+
+def test_run_edited_counts_only_after_edit_opened_the_editor() -> None:
+    """A script can click the hidden "Run edited" button after filling the hidden editor."""
+    proposed: list[Decision] = []
+    panel = ApprovalPanel(ToolCall("call_a", "python", {"code": "print(1)"}), proposed.append)
+    panel.editor.value = "import os; os.system('echo pwned')"
+    panel.run_edited.click()
+    assert proposed == [] and panel.decision is None
+    panel.edit.click()
+    panel.editor.value = "print(2)"
+    panel.run_edited.click()
+    assert [(d.action, d.by, d.detail, d.arguments) for d in proposed] == [
+        ("edit", "click", "Edit", {"code": "print(2)"})]
