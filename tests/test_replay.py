@@ -126,7 +126,7 @@ def test_replay_of_a_deterministic_run_is_reproduced(tmp_path):
     assert [i.to_dict()["type"] for i in report.context] == [i["type"] for i in before]
     # A small window passed along never makes the replay compact (a summary request would
     # take the next recorded turn): the recorded turns are replayed as they were.
-    small = replay(path, cwd=str(tmp_path), context_window=300)
+    small = replay(path, cwd=str(tmp_path), approval="auto", context_window=300)
     assert small.reproduced and (small.steps, small.compared) == (3, 2), small.notes
 
 
@@ -137,7 +137,7 @@ def test_replay_follows_recorded_decisions_and_normalises(tmp_path):
         path = agent.save(tmp_path / "rich.ipynb")
     finally:
         agent.close()
-    report = replay(path, cwd=str(tmp_path))
+    report = replay(path, cwd=str(tmp_path), approval="auto")
     # The timestamp differs, yet it reproduces; the denied call did not run; the edit did.
     assert report.reproduced, str(report)
     assert (report.compared, report.reused, report.not_run) == (3, 1, 1)
@@ -157,14 +157,14 @@ def test_replay_reports_the_step_whose_output_changed(tmp_path):
         path = agent.save(tmp_path / "run.ipynb")
     finally:
         agent.close()
-    assert replay(path, cwd=str(tmp_path)).reproduced
+    assert replay(path, cwd=str(tmp_path), approval="auto").reproduced
     # A result the loop later cut to fit the context window compares by its full outputs.
     transcript = read(path)
     cut = [i for i in transcript.items if isinstance(i, ToolResult)][1]
     cut.output, cut.meta["cut_chars"] = "alp[… 3 characters cut …]", 3
-    assert replay(transcript, cwd=str(tmp_path)).reproduced
+    assert replay(transcript, cwd=str(tmp_path), approval="auto").reproduced
     (tmp_path / "data.txt").write_text("beta")
-    report = replay(path, cwd=str(tmp_path))
+    report = replay(path, cwd=str(tmp_path), approval="auto")
     assert not report.reproduced and report.compared == 2
     [diff] = report.differences
     assert (diff.step, diff.call_id) == (2, "call_0_python")
@@ -188,7 +188,7 @@ def test_replay_counts_an_error_that_appears(tmp_path):
         path = agent.save(tmp_path / "run.ipynb")
     finally:
         agent.close()
-    report = replay(path, cwd=str(tmp_path))  # the file is gone now: FileNotFoundError
+    report = replay(path, cwd=str(tmp_path), approval="auto")  # the file is gone now: FileNotFoundError
     [diff] = report.differences
     assert not diff.recorded_error and diff.new_error and "FileNotFoundError" in diff.new
 
@@ -226,7 +226,7 @@ def test_replay_reuses_file_tool_and_mcp_results_never_redoes_them(tmp_path):
     server.write_text(f"open({str(marker)!r}, 'w').write('x')\n")
     (tmp_path / "mcp.json").write_text(json.dumps(
         {"mcpServers": {"calc": {"command": sys.executable, "args": [str(server)]}}}))
-    report = replay(path, cwd=str(tmp_path))
+    report = replay(path, cwd=str(tmp_path), approval="auto")
     assert report.reproduced and report.reused == 1, str(report)
     # Reused, not re-run: the recorded file is back as the agent left it.
     assert (tmp_path / "out.txt").read_text() == "first"
