@@ -234,3 +234,117 @@ def test_replay_reuses_file_tool_and_mcp_results_never_redoes_them(tmp_path):
     assert not marker.exists()
     result = next(i for i in report.context if isinstance(i, ToolResult))
     assert result.meta.get("replayed")
+
+
+# -- the trust boundary: replay runs only what the cells show, asks first, elsewhere -------
+
+def _two_call_run(tmp_path, first: str, second: str):
+    """A saved run of two python calls (real sibling kernel); returns its path."""
+    model = ScriptedModel([calls(("python", {"code": first})), calls(("python", {"code": second})),
+                           text("done")])
+    work = tmp_path / "recorded"
+    work.mkdir()
+    with Agent(client=model, approval="auto", file_tools=False, cwd=str(work)) as agent:
+        assert agent.run("go").stop_reason == "done"
+        return agent.save(tmp_path / "run.ipynb")
+
+
+def test_hidden_code_of_a_call_no_cell_shows_is_never_run(tmp_path):
+    """A crafted notebook: its cells show print('hello'); the metadata records a second call
+    that 'killed the kernel' (so the notebook shows it as text only, never as a code cell)
+    whose code writes a marker. Replay must not run it: one line, and a difference."""
+    import nbformat
+
+    marker = tmp_path / "HIDDEN_CODE_RAN"
+    path = _two_call_run(tmp_path, "print('hello')", "print('bye')")
+    nb = nbformat.read(path, as_version=4)
+    items = nb.metadata.ipyagent["items"]
+    hidden = [i for i in items if i["type"] == "tool_call"][1]
+    hidden["arguments"]["code"] = f"open({str(marker)!r}, 'w').write('x')"
+    [i for i in items if i["type"] == "tool_result"][1]["meta"]["status"] = "died"
+    nbformat.write(nb, path)  # the cells still show print('hello') and print('bye')
+    with Agent(model="demo", approval="auto", python_tool=False, cwd=str(tmp_path)) as user:
+        report = user.replay(path)
+    assert not marker.exists()
+    assert not report.reproduced and report.compared == 2, str(report)
+    [diff] = report.differences
+    assert diff.call_id == hidden["id"] and diff.new.startswith("(replay: not run")
+    [line] = [n for n in report.notes if n.startswith("did not run python call")]
+    assert "killed the kernel in the recording" in line and "\n" not in line
+    outputs = [i.output for i in report.context if isinstance(i, ToolResult)]
+    assert outputs[0] == "hello"  # the visible cell did run
+
+
+def test_replay_asks_by_default_and_headless_denies_in_one_line(tmp_path):
+    marker = tmp_path / "RAN_WITHOUT_APPROVAL"
+    path = _two_call_run(tmp_path, f"open({str(marker)!r}, 'w').write('x')", "print(1)")
+    marker.unlink()
+    report = replay(path, cwd=str(tmp_path))  # no approval given: 'ask'; pytest's stdin is no terminal
+    assert not marker.exists()
+    assert not report.reproduced
+    [line] = [n for n in report.notes if "not approved" in n]
+    assert line.startswith("2 calls not approved, so not run: nobody could approve this "
+                           "replayed call") and "approval='auto'" in line and "\n" not in line
+
+
+def test_what_replay_asks_about_is_the_code_that_runs(tmp_path):
+    """The approver sees each call with the code that will run (an edited call: the edit),
+    and only calls that run something; the user's denial is followed."""
+    agent = rich_agent(str(tmp_path))
+    try:
+        agent.run("draw it")
+        path = agent.save(tmp_path / "rich.ipynb")
+    finally:
+        agent.close()
+    asked: list[str] = []
+
+    def hook(call: ToolCall):
+        asked.append(call.arguments.get("code", call.name))
+        return "approve" if call.arguments.get("code") != EDITED else "not this one"
+
+    from ipyagent.approval import CallbackApprover
+
+    report = replay(path, cwd=str(tmp_path), approval_hook=CallbackApprover(hook))
+    # The recorded denial is not asked about again; `add` is answered from the recording.
+    assert asked[-1] == EDITED and PROPOSED not in asked and "add" not in asked
+    assert len(asked) == 3
+    assert not report.reproduced and [d.code for d in report.differences] == [EDITED]
+    assert "1 call not approved, so not run: not this one" in report.notes
+
+
+def test_replay_runs_in_a_fresh_temporary_directory_unless_given_cwd(tmp_path, monkeypatch):
+    import os
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    path = _two_call_run(tmp_path, "import os; open('MARKER', 'w').write('x'); print(os.getcwd())",
+                         "print(2)")
+    monkeypatch.chdir(mine)
+    with Agent(model="demo", approval="auto", python_tool=False) as user:
+        report = user.replay(path)
+    assert not (mine / "MARKER").exists() and not (tmp_path / "MARKER").exists()
+    printed = next(i.output for i in report.context if isinstance(i, ToolResult))
+    assert printed == report.cwd and report.cwd.startswith(os.path.realpath(tempfile_dir()))
+    assert not os.path.exists(report.cwd)  # removed afterwards
+    assert any(n.startswith("ran in a fresh empty directory") for n in report.notes)
+    there = replay(path, approval="auto", cwd=str(mine))
+    assert (mine / "MARKER").exists() and there.cwd == str(mine)
+
+
+def tempfile_dir() -> str:
+    import tempfile
+
+    return tempfile.gettempdir()
+
+
+def test_a_recorded_timeout_never_lifts_yours(tmp_path):
+    import nbformat
+
+    path = _two_call_run(tmp_path, "import time; time.sleep(4); print('slept')", "print(2)")
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata.ipyagent["settings"].update(tool_timeout=0, memory_limit="")
+    nbformat.write(nb, path)
+    report = replay(path, approval="auto", limits={"tool_timeout": 1.0})
+    assert report.differences and report.differences[0].new_error  # interrupted after 1 s
+    [line] = [n for n in report.notes if n.startswith("ignored from")]
+    assert line.startswith(f"ignored from {path}: tool_timeout=0 (no limit)")
