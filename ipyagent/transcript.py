@@ -97,7 +97,7 @@ class Transcript:
             shown = self.cells.get(call.id, [])
             if written is not None:
                 path, text = written
-                if n >= len(shown) or shown[n].strip() != cell_source(call, path, text).strip():
+                if n >= len(shown) or shown[n] != cell_source(call, path, text):
                     raise TranscriptError(f"{where}: the cell that re-creates {path} ({call.id}) "
                                           "is missing or differs from the recorded file (edited "
                                           "after saving); save the notebook again from "
@@ -105,7 +105,7 @@ class Transcript:
             elif n >= len(shown):
                 raise TranscriptError(f"{where}: python call {call.id} has no code cell; the "
                                       "metadata was changed after saving — not running it")
-            elif shown[n].strip() != str(call.arguments.get("code", "")).strip():
+            elif shown[n] != str(call.arguments.get("code", "")):
                 raise TranscriptError(f"{where}: the cell of python call {call.id} differs from "
                                       "the recorded code (edited after saving); save the "
                                       "notebook again from ipyagent, or restore the cell")
