@@ -18,9 +18,10 @@ import os
 import re
 import tempfile
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import nbformat
 from nbformat import NotebookNode

@@ -348,3 +348,30 @@ def test_a_recorded_timeout_never_lifts_yours(tmp_path):
     assert report.differences and report.differences[0].new_error  # interrupted after 1 s
     [line] = [n for n in report.notes if n.startswith("ignored from")]
     assert line.startswith(f"ignored from {path}: tool_timeout=0 (no limit)")
+
+
+def test_percent_agent_replay_in_a_headless_notebook_shows_each_call_and_denies(tmp_path):
+    """A real kernel run by nbclient: `%agent replay` asks with the cell's approver, which
+    headless denies (one line); `--approve auto` runs it; the calls are shown in the cell."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    marker = tmp_path / "REPLAYED"
+    code = f"open({str(marker)!r}, 'a').write('x'); print('wrote')"
+    path = _two_call_run(tmp_path, code, "print(2)")
+    marker.unlink()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in [
+        "%load_ext ipyagent",
+        f"%agent replay {path}",
+        "print(_.notes[0])",
+        f"%agent replay {path} --approve auto --cwd {tmp_path}",
+    ]])
+    NotebookClient(nb, kernel_name="python3", timeout=120,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    denied, note, allowed = nb.cells[1], nb.cells[2], nb.cells[3]
+    shown = " ".join(str(o.get("data", {}).get("text/plain", "")) for o in denied.outputs)
+    assert code in shown and "denied" in shown
+    assert note.outputs[0]["text"].startswith("2 calls not approved, so not run: nobody could "
+                                              "approve this call: the notebook runs without")
+    assert "reproduced: 2 python calls" in allowed.outputs[-1]["data"]["text/plain"]
+    assert marker.read_text() == "x"  # only the approved replay wrote it
