@@ -398,7 +398,7 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
 
 
 def replay(source: str | os.PathLike[str] | Transcript, **kwargs: Any) -> ReplayReport:
-    """Blocking form of ``areplay`` (safe inside a running loop: no click is needed)."""
+    """Blocking form of ``areplay`` (in a notebook, approval clicks need ``%agent replay``)."""
     from . import _loop
 
     return _loop.run_sync(areplay(source, **kwargs))
