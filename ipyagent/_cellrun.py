@@ -44,6 +44,7 @@ class Command:
     path: str | None = None
     kernel: bool = False  # reset --kernel
     rerun: bool = False  # load --rerun
+    cwd: str | None = None  # replay --cwd DIR
 
 
 class CellRunner:

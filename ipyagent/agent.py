@@ -556,16 +556,27 @@ class Agent(AgentResources):
         return await arebuild(self)
 
     def replay(self, path: str | os.PathLike[str], **settings: Any) -> ReplayReport:
-        """Re-run a transcript's recorded turns in a fresh kernel -> ReplayReport."""
+        """Re-run a transcript's recorded turns in a fresh kernel -> ReplayReport.
+
+        Its calls are approved as this agent's would be; it runs in a new empty temporary
+        directory unless ``cwd=`` says where."""
         from .replay import replay
 
-        return replay(path, cwd=self.cwd or os.getcwd(), **settings)
+        return replay(path, **self._replay_settings(settings))
 
     async def areplay(self, path: str | os.PathLike[str], **settings: Any) -> ReplayReport:
         """Awaitable ``replay`` (the notebook stays responsive meanwhile)."""
         from .replay import areplay
 
-        return await _loop.run_async(areplay(path, cwd=self.cwd or os.getcwd(), **settings))
+        return await _loop.run_async(areplay(path, **self._replay_settings(settings)))
+
+    def _replay_settings(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """This agent's approval and limits for a replay (``settings`` win)."""
+        from .transcript import LIMITS
+
+        return {"approval": self.approval, "allow": list(self.allow),
+                "approval_hook": self.approval_hook,
+                "limits": {k: getattr(self, k) for k in LIMITS}, **settings}
 
     # -- lifecycle -------------------------------------------------------------------
     def reset(self, *, kernel: bool = False) -> None:

@@ -11,6 +11,7 @@ line, never a traceback.
 from __future__ import annotations
 
 import asyncio
+import os
 import shlex
 import sys
 import threading
@@ -172,8 +173,9 @@ class AgentMagics(Magics):
             rerun = words[0] == "load" and "--rerun" in args[2:]
             if rerun:
                 args.remove("--rerun")
+            cwd = _replay_options(args, opts) if words[0] == "replay" else None
             if len(args) == 2:
-                return Command(words[0], None, opts, path=args[1], rerun=rerun)
+                return Command(words[0], None, opts, path=args[1], rerun=rerun, cwd=cwd)
             if len(args) == 1:
                 raise UsageError(f"%agent {words[0]} needs a path, e.g. %agent {words[0]} run.ipynb")
             if " ".join(args[1:]).endswith(".ipynb"):  # a path with spaces, not a task
@@ -223,7 +225,9 @@ class AgentMagics(Magics):
             %agent save PATH.ipynb       save the run as a notebook
             %agent load PATH.ipynb       continue a saved conversation
             %agent load PATH --rerun     ... re-run its python calls, re-create its files
-            %agent replay PATH.ipynb     re-run a saved transcript, report differences
+            %agent replay PATH.ipynb     re-run a saved transcript's code cells, report
+                                         differences (each call approved as in a run; in
+                                         a new empty temp dir unless --cwd DIR)
             %agent -p NAME TASK          run as a persona (coder, data-analyst, reviewer, …)
             %agent personas              the personas, as a table
             %agent mcp                   start the MCP servers (Agent.mcp_servers), list tools
@@ -248,11 +252,19 @@ class AgentMagics(Magics):
         line = self.shell.var_expand(line)  # `%agent {task}`, as run_line_magic would
         cmd = self.parse(line, cell)
         if cmd.action == "replay" and hasattr(self.get_agent(), "areplay"):
-            # It re-runs a transcript in a fresh kernel: await it, the notebook stays live.
+            # It re-runs a transcript in a fresh kernel: await it, the notebook stays live,
+            # and each call it runs is shown and approved in this cell as in a live run.
+            agent = self.get_agent()
+            display = self.runner.listener(LoopDispatcher(), cmd, agent)
             try:
-                return await self.get_agent().areplay(cmd.path)
+                return await agent.areplay(cmd.path, on_event=display, **_replay_kwargs(cmd))
             except (OSError, IpyagentError, ValueError) as exc:
                 raise UsageError(f"%agent replay {cmd.path}: {one_line(exc)}") from None
+            finally:
+                if hasattr(self.approver, "unbind"):
+                    self.approver.unbind()
+                if hasattr(display, "close"):
+                    display.close()
         if cmd.action not in ("run", "step"):
             return self._command(cmd)
         await asyncio.to_thread(self._settle_warmup)
@@ -284,8 +296,12 @@ class AgentMagics(Magics):
         method = getattr(agent, cmd.action, None)
         if method is None:
             raise UsageError(f"%agent {cmd.action} is not available in this version of ipyagent")
+        kwargs: dict[str, Any] = {"rerun": True} if cmd.rerun else {}
+        if cmd.action == "replay":
+            # No live display shows the calls here: the replay's own prompt shows each one.
+            kwargs = {**_replay_kwargs(cmd), "approval_hook": None}
         try:
-            outcome = method(cmd.path, rerun=True) if cmd.rerun else method(cmd.path)
+            outcome = method(cmd.path, **kwargs)
         except (OSError, IpyagentError, ValueError) as exc:
             raise UsageError(f"%agent {cmd.action} {cmd.path}: {one_line(exc)}") from None
         if cmd.action == "save":
@@ -323,6 +339,35 @@ class AgentMagics(Magics):
         report = getattr(transcript, "rebuild", None)
         if report is not None:
             print(f"ipyagent: {report.line()}")
+
+def _replay_options(args: list[str], opts: Any) -> str | None:
+    """Take ``--cwd DIR`` and ``--approve MODE`` after ``replay PATH`` out of ``args``."""
+    cwd = None
+    for flag in ("--cwd", "--approve"):
+        if flag in args[2:]:
+            at = args.index(flag, 2)
+            if at + 1 >= len(args):
+                raise UsageError(f"%agent replay: {flag} needs a value")
+            value = args[at + 1]
+            del args[at:at + 2]
+            if flag == "--cwd":
+                cwd = value
+            elif value not in ("auto", "ask", "deny"):
+                raise UsageError(f"%agent replay: --approve takes auto, ask or deny, not {value!r}")
+            else:
+                opts.approve = value
+    return cwd
+
+
+def _replay_kwargs(cmd: Command) -> dict[str, Any]:
+    """``areplay`` keywords for ``%agent replay PATH [--cwd DIR] [--approve MODE]``."""
+    out: dict[str, Any] = {}
+    if cmd.cwd is not None:
+        out["cwd"] = os.path.abspath(os.path.expanduser(cmd.cwd))
+    if cmd.options.approve:
+        out["approval"] = cmd.options.approve
+    return out
+
 
 def _split_options(line: str, parser: Any) -> tuple[list[str], str, bool]:
     """Leading ``--options`` (with their values), the raw rest, and whether ``--`` ended them."""

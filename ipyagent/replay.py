@@ -1,11 +1,20 @@
 """Replay: re-run a transcript's recorded model turns against a fresh sibling kernel.
 
-No model request is made: a ``ReplayModel`` answers each step with the recorded turn,
-the real loop approves (as recorded: denied stays denied, edited runs the edited code)
-and executes each ``python`` call in a **new** sibling kernel (the user's kernel and
-agent are not touched). Each new output is compared with the recorded one after
-normalisation; ``ReplayReport.reproduced`` is True when none differ. Other tools are
-not re-run (they may have side effects): their recorded results are reused.
+No model request is made: a ``ReplayModel`` answers each step with the recorded turn
+(each call with the arguments that ran: an edited call shows, and runs, the edit), and
+the real loop runs it in a **new** sibling kernel (the user's kernel and agent are not
+touched) whose working directory is a fresh empty temporary one unless ``cwd`` is given.
+
+What runs is exactly the transcript's code cells: each ``python`` call shown as a code
+cell (checked byte for byte against the metadata first: ``Transcript.verify_cells``),
+and each file re-created as its file cell shows. Nothing else runs: a call the recording
+denied stays denied; a call no code cell shows (one that timed out or killed the kernel,
+whose code the notebook shows as text only) is refused with one line and counts as a
+difference; other tools are answered from the recording (they may have side effects).
+Each call that runs is first approved under the caller's policy (``approval``: "ask" by
+default, as for a live run; "auto" replays a transcript you trust without asking).
+Each new output is compared with the recorded one after normalisation;
+``ReplayReport.reproduced`` is True when none differ.
 
 What legitimately varies between runs is normalised before comparing, in this order:
 
@@ -34,15 +43,16 @@ import difflib
 import html
 import os
 import re
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from .approval import Decision
+from .approval import ApprovalPolicy, Approver, Decision, Mode
 from .file_record import recorded_file, restore
-from .items import Message, ToolCall, ToolResult
-from .models.replay import ReplayModel, flatten, turns_from_items
+from .items import Message, Summary, ToolCall, ToolResult
+from .models.replay import RecordedTurn, ReplayModel, flatten, turns_from_items
 from .tools import Tool
 
 if TYPE_CHECKING:
@@ -114,6 +124,7 @@ class ReplayReport:
     differences: list[Difference] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     duration: float = 0.0
+    cwd: str = ""  # where the replay's kernel ran (a temporary directory is removed after)
     context: Context | None = field(default=None, repr=False)  # the replayed conversation
 
     @property
@@ -164,11 +175,18 @@ def _status_line(d: Difference) -> str:
 
 
 class _RecordedDecisions:
-    """Answers each call as the recorded run did: denied stays denied, edits re-applied."""
+    """Answers each call as the recorded run did (denied stays denied), and asks the
+    caller's policy about each call that would run something: a python call a code cell
+    shows, or a file a file cell re-creates. Everything else is answered without running."""
 
-    def __init__(self, calls: list[ToolCall], results: dict[int, ToolResult | None]) -> None:
+    def __init__(self, calls: list[ToolCall], results: dict[int, ToolResult | None],
+                 runnable: dict[int, str], user: ApprovalPolicy) -> None:
         self._calls = calls  # recorded calls in order, with what actually ran
         self._results = results  # id(recorded call) -> its recorded result
+        self.runnable = runnable  # id(recorded python call) -> the code its cell shows
+        self.user = user
+        self.answering: dict[str, ToolCall | None] = {}  # call id -> the recorded call
+        self.denied: dict[str, int] = {}  # the caller's denial reasons, counted
         self._next = 0
 
     def find(self, call_id: str) -> tuple[ToolCall | None, ToolResult | None]:
@@ -181,21 +199,86 @@ class _RecordedDecisions:
 
     async def decide(self, call: ToolCall) -> Decision:
         recorded, result = self.find(call.id)
+        self.answering[call.id] = recorded
         meta = result.meta if result is not None else {}
         if result is None or meta.get("denied") or meta.get("interrupted"):
             reason = meta.get("reason") or ("interrupted by the user" if meta.get("interrupted")
                                             else "not answered in the recording")
             return Decision("deny", reason=reason, by="replay", detail=meta.get("by") or "user")
-        if recorded is not None and recorded.arguments != call.arguments:
-            return Decision("edit", arguments=dict(recorded.arguments), by="replay",
-                            detail=_recorded_by(meta) or "user")
-        return Decision("approve", by="replay", detail=_recorded_by(meta))
+        runs = (id(recorded) in self.runnable if call.name == "python"
+                else recorded_file(result) is not None)
+        if not runs:  # answered from the recording (or refused by the python gate): nothing runs
+            return Decision("approve", by="replay", detail=_recorded_by(meta))
+        decision = await self.user.decide(call)
+        if not decision.approved:
+            why = decision.reason or f"denied ({decision.by or 'policy'})"
+            self.denied[why] = self.denied.get(why, 0) + 1
+        return decision
 
 
 def _recorded_by(meta: dict[str, Any]) -> str:
     """How the recorded run decided (its audit record), for the replayed decision."""
     record = meta.get("decision")
     return str(record.get("by", "")) if isinstance(record, dict) else ""
+
+
+def _runnable(items: list[Any]) -> dict[int, str]:
+    """id(recorded python call) -> its code, for each call the notebook shows as a code cell."""
+    from .rebuild import rerun_steps
+
+    flat = [i for i in items if not isinstance(i, Summary)]  # flatten keeps each summary too
+    return {id(call): str(call.arguments["code"])
+            for call, written in rerun_steps(flat) if written is None}
+
+
+def _as_ran(turns: list[RecordedTurn], items: list[Any]) -> None:
+    """Give each turn's calls the arguments that ran, so that the code shown for approval is
+    the code that runs (an edited call runs the user's edit, as recorded)."""
+    for rt in turns:
+        recorded = [i for i in items[rt.start:rt.end] if isinstance(i, ToolCall)]
+        for call, ran in zip(rt.turn.tool_calls, recorded):
+            if ran.raw_arguments is None:
+                call.arguments = dict(ran.arguments)
+
+
+def _not_shown(recorded: ToolCall | None, result: ToolResult | None) -> str:
+    status = (result.meta.get("status") if result is not None else None)
+    what = {"timeout": "it timed out in the recording", "died": "it killed the kernel in the "
+            "recording"}.get(str(status), "the recording has no code cell for it")
+    return f"{what}; replay runs only the code cells (this code is shown as text only)"
+
+
+def _gated_python(python: Tool, gate: _RecordedDecisions, results: dict[int, ToolResult | None],
+                  report: ReplayReport) -> Tool:
+    """The python tool, running only the code a verified code cell shows."""
+    assert python.handler is not None
+    run = python.handler
+
+    async def handler(call: ToolCall) -> ToolResult:
+        recorded = gate.answering.get(call.id)
+        shown = gate.runnable.get(id(recorded)) if recorded is not None else None
+        if shown is None:
+            why = _not_shown(recorded, results.get(id(recorded)) if recorded is not None else None)
+        elif call.arguments.get("code") != shown:
+            why = "its code is not what its cell shows (edited at the approval)"
+        else:
+            return await run(call)
+        report.notes.append(f"did not run python call {call.id}: {why}")
+        return ToolResult(call.id, f"(replay: not run — {why})", error=True, name="python",
+                          meta={"status": "not run", "replay_refused": why})
+
+    return Tool(name=python.name, description=python.description,
+                parameters=python.parameters, handler=handler)
+
+
+def _default_approver() -> Approver:
+    """A y/n prompt showing each call's code on a terminal; elsewhere, deny in one line."""
+    from .approval import TerminalOrDeny, terminal_answer
+
+    return TerminalOrDeny(terminal_answer, lambda call: (
+        "nobody could approve this replayed call (stdin is not a terminal); replay with "
+        "approval='auto' (`%agent replay PATH --approve auto`) to run a transcript you "
+        "trust without asking"), show_call=True)
 
 
 def _recorded_results(items: list[Any]) -> dict[int, ToolResult | None]:
@@ -233,16 +316,25 @@ def _playback_tool(name: str, answers: dict[str, list[ToolResult]], root: str,
 
 
 async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | None = None,
-                  on_event: Any = None, **settings: Any) -> ReplayReport:
-    """Replay a transcript in a fresh sibling kernel and report what differs."""
+                  on_event: Any = None, approval: Mode = "ask", allow: Iterable[str] = (),
+                  approval_hook: Approver | None = None,
+                  limits: Mapping[str, Any] | None = None, **settings: Any) -> ReplayReport:
+    """Replay a transcript in a fresh sibling kernel and report what differs.
+
+    ``cwd``: the kernel's working directory (default: a new empty temporary directory,
+    removed afterwards). ``approval``/``allow``/``approval_hook``: who approves each call
+    that runs (default: ask — a prompt on a terminal, else denied with a line).
+    ``limits``: the caller's settings, which the recording may tighten, never loosen.
+    """
     from .agent import Agent
-    from .transcript import Transcript, build_agent, read
+    from .transcript import Transcript, build_agent, read, tightened
 
     transcript = source if isinstance(source, Transcript) else read(source)
     transcript.verify_cells()  # replay runs code: only the code its cells show
     started = time.perf_counter()
     items = flatten(transcript.items)
     turns = turns_from_items(items)
+    _as_ran(turns, items)
     results = _recorded_results(items)
     calls = [i for i in items if isinstance(i, ToolCall)]
     answers: dict[str, list[ToolResult]] = {}
@@ -251,13 +343,20 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
         if call.name != "python" and res is not None:
             answers.setdefault(call.id, []).append(res)
     recorded = transcript.settings
-    # Settings that change what a tool result says must match the recording's.
-    kwargs = {k: recorded[k] for k in ("kernel_name", "tool_timeout", "memory_limit",
-                                       "tool_output_limit")
-              if recorded.get(k) is not None and Agent.class_traits().get(k) is not None}
+    traits = Agent.class_traits()
+    # Settings that change what a tool result says follow the recording's — where that is
+    # no looser than the caller's (a file never lifts a timeout or a memory limit).
+    kwargs = {k: recorded[k] for k in ("kernel_name",) if recorded.get(k) is not None}
+    bounds: list[str] = [k for k in ("tool_timeout", "memory_limit", "tool_output_limit")
+              if k in recorded and k not in settings and traits.get(k) is not None]
+    current: dict[str, Any] = {k: (limits or {}).get(k, traits[k].default()) for k in bounds}
+    tighter, ignored = tightened(transcript, bounds, current)
+    kwargs.update({k: current[k] for k in bounds}, **tighter)
     taken = [k for k in kwargs if k not in settings]
     kwargs.update(settings)
-    decisions = _RecordedDecisions(calls, results)
+    user = ApprovalPolicy(mode=approval, allow=list(allow),
+                          ui=approval_hook if approval_hook is not None else _default_approver())
+    decisions = _RecordedDecisions(calls, results, _runnable(items), user)
     # Only python re-runs: no file tools (the playback tools re-create a recorded file only
     # where it is missing: never over a later edit), no MCP servers
     # (a mcp.json in the directory must not be called); the playback tools answer instead.
@@ -265,14 +364,19 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
     # recorded turns already hold the run's own summaries.
     kwargs.update(file_tools=False, mcp_servers={}, mcp_files=False, context_window=0)
     report = ReplayReport(source=transcript.path or "<transcript>", steps=len(turns))
-    root = str(settings.get("workspace") or cwd or os.getcwd())
+    if ignored:
+        report.notes.append(ignored)
+    scratch = None if cwd else tempfile.mkdtemp(prefix="ipyagent-replay-")
+    report.cwd = run_in = os.path.abspath(cwd or scratch or ".")
+    root = str(settings.get("workspace") or run_in)
     claimed: set[str] = set()  # files this replay made (a second write may replace them)
     agent = build_agent(Agent, transcript, dict(
         client=ReplayModel(turns), approval="ask", approval_hook=decisions,
         circuit_breaker=0, max_tokens=0, python_tool=True,
-        system_prompt=transcript.system, cwd=cwd or os.getcwd(),
+        system_prompt=transcript.system, cwd=run_in,
         tools=[_playback_tool(n, answers, root, report, claimed) for n in
                sorted({c.name for c in calls if c.name != "python"})], **kwargs), taken)
+    agent.tools.add(_gated_python(agent.tools["python"], decisions, results, report))
     try:
         position = 0
         for number, rt in enumerate(turns, 1):
@@ -287,13 +391,20 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
         if kernel is not None:
             await kernel.shutdown_async()  # graceful here; close() from this loop would kill it
         agent.close()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    for why, n in decisions.denied.items():
+        report.notes.append(f"{n} call{'s' if n != 1 else ''} not approved, so not run: {why}")
+    if scratch is not None:
+        report.notes.append(f"ran in a fresh empty directory ({scratch}, removed afterwards); "
+                            "replay with cwd=DIR (`--cwd DIR`) where the run's files are")
     report.context = agent.context
     report.duration = time.perf_counter() - started
     return report
 
 
 def replay(source: str | os.PathLike[str] | Transcript, **kwargs: Any) -> ReplayReport:
-    """Blocking form of ``areplay`` (safe inside a running loop: no click is needed)."""
+    """Blocking form of ``areplay`` (in a notebook, approval clicks need ``%agent replay``)."""
     from . import _loop
 
     return _loop.run_sync(areplay(source, **kwargs))

@@ -18,6 +18,7 @@ import os
 import re
 import tempfile
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Transcript", "to_notebook", "save", "read", "load_into", "from_transcript",
            "autosave", "autosave_path", "write_notebook", "SETTINGS", "RESTORED",
-           "restored_endpoint", "endpoint_note"]
+           "restored_endpoint", "endpoint_note", "LIMITS", "tightened"]
 
 # Recorded in the header and metadata: what shapes behaviour. Never a key.
 SETTINGS = ("model", "provider", "api", "base_url", "approval", "allow", "max_steps",
@@ -56,6 +57,11 @@ RESTORED = ("model", "provider", "api", "max_steps", "max_tokens", "circuit_brea
             "request_max_tokens", "tool_choice", "on_length", "context_window",
             "compact_threshold", "compact_keep_recent", "python_tool", "tool_output_limit",
             "kernel_name", "tool_timeout", "memory_limit")
+# The restored settings that bound a run (its length, cost, time, memory, what the model
+# sees, whether python is offered). A file may only tighten them: a looser value (and
+# 0 / None / "" mean "no limit", the loosest) is ignored and named in one line.
+LIMITS = ("max_steps", "max_tokens", "circuit_breaker", "request_max_tokens", "context_window",
+          "tool_output_limit", "tool_timeout", "memory_limit", "python_tool")
 
 
 @dataclass
@@ -93,7 +99,7 @@ class Transcript:
             shown = self.cells.get(call.id, [])
             if written is not None:
                 path, text = written
-                if n >= len(shown) or shown[n].strip() != cell_source(call, path, text).strip():
+                if n >= len(shown) or shown[n] != cell_source(call, path, text):
                     raise TranscriptError(f"{where}: the cell that re-creates {path} ({call.id}) "
                                           "is missing or differs from the recorded file (edited "
                                           "after saving); save the notebook again from "
@@ -101,7 +107,7 @@ class Transcript:
             elif n >= len(shown):
                 raise TranscriptError(f"{where}: python call {call.id} has no code cell; the "
                                       "metadata was changed after saving — not running it")
-            elif shown[n].strip() != str(call.arguments.get("code", "")).strip():
+            elif shown[n] != str(call.arguments.get("code", "")):
                 raise TranscriptError(f"{where}: the cell of python call {call.id} differs from "
                                       "the recorded code (edited after saving); save the "
                                       "notebook again from ipyagent, or restore the cell")
@@ -405,18 +411,84 @@ def from_transcript(cls: type[Agent], path: str | os.PathLike[str] | Transcript,
                     **settings: Any) -> Agent:
     """A new agent continuing a saved conversation; ``settings`` override the recorded ones."""
     transcript = path if isinstance(path, Transcript) else read(path)
+    traits = cls.class_traits()
     kwargs = {k: transcript.settings[k] for k in RESTORED
-              if k in transcript.settings and cls.class_traits().get(k) is not None}
+              if k in transcript.settings and traits.get(k) is not None and k not in LIMITS}
+    limits = [k for k in LIMITS if k in transcript.settings and traits.get(k) is not None
+              and k not in settings]  # what the caller passes is theirs, as recorded or not
+    tighter, ignored = tightened(transcript, limits, {k: _configured(cls, k, settings) for k in limits})
+    kwargs.update(tighter)
     kwargs.update(restored_endpoint(transcript))
     kwargs["system_prompt"] = transcript.system
     recorded = [k for k in kwargs if k not in settings and k != "system_prompt"]
     kwargs.update(settings)
     agent = build_agent(cls, transcript, kwargs, recorded)
     load_into(agent, transcript)
-    note = endpoint_note(agent, transcript)
-    if note:
-        warnings.warn(note, stacklevel=3)
+    for note in (ignored, endpoint_note(agent, transcript)):
+        if note:
+            warnings.warn(note, stacklevel=3)
     return agent
+
+
+def _configured(cls: type[Agent], name: str, settings: dict[str, Any]) -> Any:
+    """What ``cls(**settings)`` would set ``name`` to without the file: the config, else
+    the default (the baseline a recorded limit may only tighten)."""
+    value = cls.class_traits()[name].default()
+    parent = settings.get("parent")
+    config = settings.get("config") or getattr(parent, "config", None)
+    for section in cls.section_names():  # most derived last: it wins
+        if config is not None and section in config and name in config[section]:
+            value = config[section][name]
+    return value
+
+
+def _limit(name: str, value: Any) -> float:
+    """How loose a value of limit ``name`` is (larger: looser; inf: no limit)."""
+    if name == "python_tool":
+        if not isinstance(value, bool):
+            raise ValueError(f"not True or False: {value!r:.40}")
+        return float(value)
+    if name == "memory_limit":
+        from .kernel_process import parse_memory
+
+        if not isinstance(value, str):
+            raise ValueError(f"not a size: {value!r:.40}")
+        return float(parse_memory(value) or 0) if value.strip() else float("inf")
+    if value is None and name == "request_max_tokens":
+        return float("inf")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ValueError(f"not a number >= 0: {value!r:.40}")
+    if name == "max_steps":
+        return float(value)
+    return float(value) or float("inf")  # 0: no limit
+
+
+def tightened(transcript: Transcript, names: Sequence[str],
+              current: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The recorded values of the limits ``names`` that are tighter than ``current`` (the
+    user's), and one line naming each looser one, which is ignored (None: none was)."""
+    where = transcript.path or "the transcript"
+    apply: dict[str, Any] = {}
+    ignored: list[str] = []
+    for name in names:
+        value = transcript.settings[name]
+        try:
+            loose = _limit(name, value)
+        except ValueError as exc:
+            raise TranscriptError(f"{where}: metadata.ipyagent.settings.{name} is damaged "
+                                  f"({exc}); pass {name}=... to override it") from None
+        try:
+            mine = _limit(name, current[name])
+        except ValueError:  # the user's own value is theirs to keep, whatever it is
+            mine = float("-inf")
+        if loose < mine:
+            apply[name] = value
+        elif loose > mine:
+            why = "no limit" if loose == float("inf") else f"looser than your {current[name]!r}"
+            ignored.append(f"{name}={value!r} ({why})")
+    line = (f"ignored from {where}: {', '.join(ignored)} — a transcript can tighten a limit, "
+            "never loosen it; pass the setting to choose it") if ignored else None
+    return apply, line
 
 
 def build_agent(cls: type[Agent], transcript: Transcript, kwargs: dict[str, Any],

@@ -65,14 +65,14 @@ def test_rerun_and_replay_elsewhere_recreate_a_missing_file_but_never_overwrite(
     other = tmp_path / "b"
     other.mkdir()
     with Agent(model="demo", cwd=str(other)) as agent:
-        replayed = agent.replay(saved)
+        replayed = agent.replay(saved, cwd=str(other))
     assert replayed.reproduced, replayed
     assert (other / "data" / "cities.csv").read_text(encoding="utf-8") == edited
     assert any("re-created data/cities.csv" in n for n in replayed.notes)
     # A file changed since is left as is, and said so.
     (other / "data" / "cities.csv").write_text("mine\n")
     with Agent(model="demo", cwd=str(other)) as agent:
-        again = agent.replay(saved)
+        again = agent.replay(saved, cwd=str(other))
     assert (other / "data" / "cities.csv").read_text() == "mine\n"
     assert any("did not re-create data/cities.csv" in n for n in again.notes)
     assert not again.reproduced  # the python call now counts 1 row

@@ -260,6 +260,27 @@ def test_save_and_load_subcommands(loaded: Any, tmp_path: Any) -> None:
     assert not result.success and err.count("\n") == 1 and "UsageError: %agent load" in err
 
 
+def test_replay_subcommand_runs_in_a_temp_dir_or_cwd_and_approves_as_told(loaded: Any,
+                                                                         tmp_path: Any) -> None:
+    run(loaded, "%agent Use Python to compute 2**5")
+    path = tmp_path / "run.ipynb"
+    run(loaded, f"%agent save {path}")
+    cmd = magics._MAGICS.parse(f"replay {path} --cwd {tmp_path} --approve ask", None)
+    assert (cmd.action, cmd.path, cmd.cwd, cmd.options.approve) == (
+        "replay", str(path), str(tmp_path), "ask")
+    _, err, result = run(loaded, f"%agent replay {path} --cwd {tmp_path}")
+    assert result.success, err
+    assert result.result.cwd == str(tmp_path) and result.result.reproduced, result.result
+    # --approve ask at a terminal-less prompt: nothing runs, and the report says why in a line.
+    _, err, result = run(loaded, f"%agent replay {path} --approve ask")
+    report = result.result
+    assert result.success and not report.reproduced and report.cwd != str(tmp_path)
+    assert any(n.startswith("2 calls not approved, so not run: nobody could approve")
+               for n in report.notes), report.notes
+    with pytest.raises(UsageError, match="--approve takes auto, ask or deny"):
+        magics._MAGICS.parse(f"replay {path} --approve sometimes", None)
+
+
 # -- transformers ----------------------------------------------------------------------
 def test_question_mark_protection() -> None:
     assert protect_question_marks(["%agent what is this?\n"]) == [

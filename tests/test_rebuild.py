@@ -93,6 +93,13 @@ def test_code_that_differs_from_its_cell_is_refused_never_run(tmp_path: Path) ->
         with pytest.raises(TranscriptError, match="differs"):
             agent.replay(tampered)
         agent.load(tampered)  # without --rerun nothing runs: loading the conversation is fine
+    # Byte for byte: even whitespace the cell does not show is refused.
+    nb = nbformat.read(path, as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code")
+    cell.source = cell.source + "\n"
+    nbformat.write(nb, tampered)
+    with pytest.raises(TranscriptError, match="differs from the recorded code"):
+        Agent.from_transcript(tampered, rerun=True, cwd=str(tmp_path)).close()
 
 
 def test_load_restarts_a_sibling_that_holds_another_conversations_variables(tmp_path: Path) -> None:

@@ -227,6 +227,37 @@ def test_from_transcript_goes_on_at_a_local_endpoint_and_never_at_a_remote_one(r
     assert agent.provider == "groq" and agent.endpoint.key_env == "GROQ_API_KEY"
 
 
+def test_a_transcript_never_loosens_a_limit_and_says_so_in_one_line(rich, tmp_path):
+    """A crafted file with loose limits: the loader's limits stay, and one line names each
+    value ignored; 0 / '' mean 'no limit', the loosest; a tighter value is applied."""
+    from traitlets.config import Config
+
+    _, path, _ = rich
+    loose = _with_endpoint(path, tmp_path, "loose.ipynb", max_steps=100000, circuit_breaker=0,
+                           tool_timeout=0, max_tokens=0, tool_output_limit=0, memory_limit="",
+                           request_max_tokens=None, context_window=0, python_tool=True)
+    with pytest.warns(UserWarning) as caught:
+        agent = Agent.from_transcript(loose, python_tool=False,
+                                      config=Config(Agent={"max_steps": 50, "memory_limit": "2GB"}))
+    with agent:
+        assert (agent.max_steps, agent.circuit_breaker, agent.tool_timeout) == (50, 3, 60.0)
+        assert (agent.tool_output_limit, agent.memory_limit) == (20000, "2GB")
+    [line] = [str(w.message) for w in caught if "ignored from" in str(w.message)]
+    assert line == (f"ignored from {loose}: max_steps=100000 (looser than your 50), "
+                    "circuit_breaker=0 (no limit), tool_output_limit=0 (no limit), "
+                    "tool_timeout=0 (no limit), memory_limit='' (no limit) — a transcript can "
+                    "tighten a limit, never loosen it; pass the setting to choose it")
+    # python_tool=False was passed: the caller's choice, never compared (no line for it).
+    tight = _with_endpoint(path, tmp_path, "tight.ipynb", max_steps=4, tool_timeout=5.0,
+                           max_tokens=1000, memory_limit="1GB", python_tool=False)
+    with Agent.from_transcript(tight) as agent:
+        assert (agent.max_steps, agent.tool_timeout, agent.max_tokens) == (4, 5.0, 1000)
+        assert (agent.memory_limit, agent.python_tool) == ("1GB", False)
+    off = _with_endpoint(path, tmp_path, "on.ipynb", python_tool=True)
+    with pytest.warns(UserWarning, match=r"python_tool=True \(looser than your False\)"):
+        Agent.from_transcript(off, config=Config(Agent={"python_tool": False})).close()
+
+
 def test_read_errors_are_one_line(tmp_path):
     with pytest.raises(TranscriptError, match="no such transcript"):
         read(tmp_path / "missing.ipynb")
