@@ -12,7 +12,7 @@ import re
 from html.parser import HTMLParser
 from typing import Any
 
-__all__ = ["ATTACKS", "problems", "render", "bundle_problems", "elements"]
+__all__ = ["ATTACKS", "bundle_problems", "elements", "problems", "render"]
 
 # What a model (or a tool output, or a file) might carry; every one must stay text.
 ATTACKS = [

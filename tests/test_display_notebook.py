@@ -4,17 +4,23 @@ code displays in a real sibling kernel all reach the (trusted) cell inert."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from inert import ATTACKS, bundle_problems, elements, render
 from IPython.core.displaypub import CapturingDisplayPublisher
 from IPython.testing import globalipapp
-
-from inert import ATTACKS, bundle_problems, elements, render
-from ipyagent import Agent
-from ipyagent.display_notebook import NotebookDisplay, card_html, card_markdown, footer_html
-from ipyagent.items import ToolCall
 from scripted_model import ScriptedModel, calls, text
+
+from ipyagent import Agent
+from ipyagent.display_notebook import (
+    NotebookDisplay,
+    card_html,
+    card_markdown,
+    footer_html,
+)
+from ipyagent.items import ToolCall
 
 PAYLOAD = " ".join(ATTACKS)
 ANSWER = ("Here is **the result**:\n\n| n | 2**n |\n|---|---|\n| 10 | 1024 |\n\n"

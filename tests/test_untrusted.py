@@ -4,10 +4,15 @@
 from __future__ import annotations
 
 import pytest
-
 from inert import ATTACKS, elements, problems, render
+
 from ipyagent._untrusted import (
-    fence, inline_code, markdown_literal, markdown_text, sanitize_html, sibling_bundle,
+    fence,
+    inline_code,
+    markdown_literal,
+    markdown_text,
+    sanitize_html,
+    sibling_bundle,
 )
 
 ANSWER = """## Result
