@@ -130,3 +130,38 @@ def test_what_the_sibling_displays_is_sanitized_or_dropped_with_a_note(
     saved = [out["data"] for c in cells if c.cell_type == "code" for out in c.outputs
              if "data" in out]
     assert saved and all(bundle_problems(d) == [] for d in saved), saved
+
+
+def test_every_rich_repr_keeps_untrusted_names_and_text_inert() -> None:
+    from ipyagent import Tool
+    from ipyagent.approval import Decision
+    from ipyagent.approval_widgets import ApprovalPanel
+    from ipyagent.context import Context
+    from ipyagent.items import Message
+    from ipyagent.personas import Persona
+    from ipyagent.rebuild import Rebuild
+    from ipyagent.replay import Difference, ReplayReport
+
+    bad = "<img src=x onerror=alert(1)> [x](javascript:alert(1)) `a`b"
+    tool = Tool(f"srv__{bad}", f"Does things. {bad}", {"type": "object", "properties": {}},
+                handler=lambda call: None)
+    agent = Agent(client=ScriptedModel([]), python_tool=False)
+    agent.tools.add(tool)
+    persona = Persona(name=bad, system_prompt=f"```\n{bad}", tools=[bad],
+                      settings={"model": bad}, description=bad, source=bad)
+    report = ReplayReport(source=bad, differences=[Difference(1, bad, bad, bad, bad)],
+                          notes=[bad])
+    bundles = [
+        {"text/markdown": tool._repr_markdown_()}, {"text/markdown": agent.tools._repr_markdown_()},
+        {"text/html": agent._repr_html_()}, {"text/markdown": persona._repr_markdown_()},
+        {"text/html": report._repr_html_()}, {"text/html": Rebuild(failed=[(1, bad, bad)])._repr_html_()},
+        {"text/html": Context([Message("user", bad)], system=bad)._repr_html_()},
+    ]
+    for bundle in bundles:
+        assert bundle_problems(bundle) == [], bundle
+    call = ToolCall(id="c", name=bad, arguments={"code": bad})
+    panel = ApprovalPanel(call, lambda d: None, note=bad)
+    assert bundle_problems({"text/html": panel.status.value}) == []
+    panel.settle(Decision("deny", reason=bad, by="user"))
+    assert bundle_problems({"text/html": panel.status.value}) == []
+    agent.close()

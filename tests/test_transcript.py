@@ -445,3 +445,17 @@ def test_sigkill_mid_run_leaves_a_valid_notebook(tmp_path):
     results = [i for i in items if isinstance(i, ToolResult)]
     assert len(calls_) == len(results) == (len(items) - 1) // 2
     assert [r.output.split()[1] for r in results] == [str(n) for n in range(len(results))]
+
+
+def test_a_transcript_shown_in_a_cell_keeps_what_the_file_says_inert() -> None:
+    from inert import bundle_problems
+
+    from ipyagent.items import Message
+    from ipyagent.transcript import Transcript
+
+    hostile = "x` <img src=x onerror=alert(1)> `"
+    t = Transcript(items=[Message("user", "hi")], settings={"model": hostile},
+                   version="<script>alert(1)</script>", saved="[x](javascript:alert(1))",
+                   path="run`<svg onload=alert(1)>`.ipynb")
+    assert bundle_problems({"text/markdown": t._repr_markdown_()}) == []
+    assert "onerror" in t._repr_markdown_()  # shown, as text
