@@ -43,7 +43,7 @@ def card_markdown(call: ToolCall, status: str, arguments: dict[str, Any] | None 
     """A tool call as Markdown: a header line with its status, then the code."""
     lang, code = ("diff", preview) if preview else _code_of(call, arguments)
     return (f"**{markdown_literal(call.name)}** <small>· {markdown_literal(call.id)} · "
-            f"{markdown_literal(status)}</small>\n\n{fence(code, lang)}")
+            f"{markdown_text(' '.join(status.split()))}</small>\n\n{fence(code, lang)}")
 
 
 def card_html(call: ToolCall, status: str, arguments: dict[str, Any] | None = None,
@@ -447,7 +447,7 @@ def _writing_bundle(names: list[str]) -> dict[str, str]:
     what = ("the call" if len(names) == 1
             else f"{len(names)} calls ({', '.join(dict.fromkeys(names))})")
     return {"text/markdown": f"**{markdown_literal(names[-1])}** <small>· writing "
-                             f"{markdown_literal(what)}…</small>",
+                             f"{markdown_text(what)}…</small>",
             "text/plain": f"{names[-1]}: writing {what}…"}
 
 
