@@ -77,7 +77,7 @@ def markdown_text(text: str) -> str:
     Fenced code is re-emitted with a fence its content cannot close, so code and prose are
     split the same way here and in the browser's Markdown parser; code spans become
     ``<code>`` elements with escaped content, so no parser disagreement about where a span
-    ends can let a ``<`` through.
+    ends can let a ``<`` through (spans with no ``<`` and no link syntax stay as written).
     """
     text = str(text).replace("\r\n", "\n").replace("\r", "\n")
     lines = text.split("\n")
@@ -206,7 +206,11 @@ def _prose(text: str) -> str:
                 out.append("\\`" * width)  # a lone run is literal; it must not pair later
                 i = j
                 continue
-            out.append(_code_html(text[j:close]))
+            content = text[j:close]
+            # A span that could not make HTML or a link even if a parser saw it as prose
+            # stays as written; any other becomes an element with escaped content.
+            plain = "<" not in content and not re.search(r"\][(:]", content)
+            out.append(text[i:close + width] if plain else _code_html(content))
             i = close + width
             continue
         if ch == "<":
