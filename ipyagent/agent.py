@@ -631,7 +631,8 @@ class Agent(AgentResources):
             f"<tr><td>{name}</td><td>{html.escape(repr(getattr(self, name)))}</td></tr>"
             for name in ("model", "base_url", "approval", "allow", "max_steps", "max_tokens"))
         return (f"<div><b>ipyagent Agent</b> — {len(self.context)} items, {self.usage} tokens, "
-                f"tools: {', '.join(self.tools.names) or 'none'}<table>{rows}</table></div>")
+                f"tools: {html.escape(', '.join(self.tools.names) or 'none')}"  # MCP names: untrusted
+                f"<table>{rows}</table></div>")
 
 
 _LENGTH_REASONS = ("length", "max_tokens", "max_output_tokens")

@@ -20,6 +20,7 @@ import time
 from typing import Any, Callable, Iterable
 
 from ._mainthread import Dispatcher, LoopDispatcher
+from ._untrusted import fence, markdown_literal, markdown_text, sibling_bundle
 from .approval import Decision
 from .approval_widgets import describe
 from .events import (
@@ -37,19 +38,12 @@ _COLORS = {"ok": "var(--jp-success-color1, #1a7f37)", "warn": "var(--jp-warn-col
            "bad": "var(--jp-error-color1, #cf222e)", "info": _MUTED}
 
 
-def _fence(text: str, lang: str = "") -> str:
-    """A fenced block that survives backticks inside ``text``."""
-    ticks = "```"
-    while ticks in text:
-        ticks += "`"
-    return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}"
-
-
 def card_markdown(call: ToolCall, status: str, arguments: dict[str, Any] | None = None,
                   preview: str | None = None) -> str:
     """A tool call as Markdown: a header line with its status, then the code."""
     lang, code = ("diff", preview) if preview else _code_of(call, arguments)
-    return f"**{call.name}** <small>· {call.id} · {status}</small>\n\n{_fence(code, lang)}"
+    return (f"**{markdown_literal(call.name)}** <small>· {markdown_literal(call.id)} · "
+            f"{markdown_text(' '.join(status.split()))}</small>\n\n{fence(code, lang)}")
 
 
 def card_html(call: ToolCall, status: str, arguments: dict[str, Any] | None = None,
@@ -154,11 +148,21 @@ def _step_footer(step: Step) -> tuple[str, str]:
     return f"‖ {line}", "info"
 
 
-def _bundle_for(output: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """One nbformat output as a (data, metadata) display bundle."""
+def _bundles_for(output: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """One nbformat output as (data, metadata) display bundles: what the model's code
+    displayed, made safe for this trusted cell, and a line saying what was kept out."""
     kind = output.get("output_type")
     if kind in ("display_data", "execute_result"):
-        return dict(output.get("data", {})), dict(output.get("metadata", {}))
+        data, metadata, note = sibling_bundle(dict(output.get("data", {})),
+                                              dict(output.get("metadata", {})))
+        bundles = [(data, metadata)] if data else []
+        return bundles + ([({"text/plain": note}, {})] if note else [])
+    bundle = _plain_bundle_for(output)
+    return [bundle] if bundle is not None else []
+
+
+def _plain_bundle_for(output: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    kind = output.get("output_type")
     if kind == "stream":
         text = "".join(output.get("text", ""))
         if output.get("name") == "stderr":
@@ -305,7 +309,9 @@ class NotebookDisplay:
             return
         if segment[0] is TextDelta:
             if self.text is None:
-                self.text = _Stream(self, lambda t: {"text/markdown": t, "text/plain": t})
+                # Model text: Markdown formatting, never live HTML (the cell is trusted).
+                self.text = _Stream(self, lambda t: {"text/markdown": markdown_text(t),
+                                                     "text/plain": t})
             self.text.add(text)
         else:
             if self.reasoning is None:
@@ -399,7 +405,7 @@ class NotebookDisplay:
             mark = "✗ error" if result.error else "✓ done"
             count = f" · [{result.execution_count}]" if result.execution_count else ""
             card.status(f"{edited}{mark} in {took:.1f}s{count}", final=True)
-        outputs = [b for b in map(_bundle_for, result.outputs) if b is not None]
+        outputs = [b for out in result.outputs for b in _bundles_for(out)]
         if not outputs and result.output:
             outputs = [({"text/plain": result.output}, {})]
         if live is not None:
@@ -414,7 +420,8 @@ class NotebookDisplay:
         """A call that was streaming in but never came to be: say so where it was shown."""
         if self.placeholder is not None:
             name = self.writing[-1] if self.writing else "tool"
-            self.update(self.placeholder, {"text/markdown": f"**{name}** <small>· {why}</small>",
+            self.update(self.placeholder, {"text/markdown": f"**{markdown_literal(name)}** "
+                                                            f"<small>· {why}</small>",
                                            "text/plain": f"{name}: {why}"})
             self.placeholder = None
 
@@ -439,7 +446,8 @@ def _writing_bundle(names: list[str]) -> dict[str, str]:
     """The line shown while the model is still writing its tool calls."""
     what = ("the call" if len(names) == 1
             else f"{len(names)} calls ({', '.join(dict.fromkeys(names))})")
-    return {"text/markdown": f"**{names[-1]}** <small>· writing {what}…</small>",
+    return {"text/markdown": f"**{markdown_literal(names[-1])}** <small>· writing "
+                             f"{markdown_text(what)}…</small>",
             "text/plain": f"{names[-1]}: writing {what}…"}
 
 

@@ -12,6 +12,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, Union
 
+from ._untrusted import markdown_literal, markdown_text
 from .approval import Decision
 from .items import ToolCall, ToolResult
 from .models.base import ReasoningDelta, TextDelta, ToolCallDelta
@@ -114,12 +115,13 @@ class Step:
     def _repr_markdown_(self) -> str:
         lines = [f"**Step {self.index}** ({self.duration:.2f}s, {self.usage})"]
         if self.text:
-            lines.append(self.text)
+            lines.append(markdown_text(self.text))
         for call, result in zip(self.tool_calls, self.results):
             lines.append(call._repr_markdown_())
             lines.append(result._repr_markdown_())
         if self.stop_reason:
-            lines.append(f"_stop: {self.stop_reason}_" + (f" — {self.error}" if self.error else ""))
+            lines.append(f"_stop: {self.stop_reason}_"
+                         + (f" — {markdown_literal(self.error)}" if self.error else ""))
         return "\n\n".join(lines)
 
 

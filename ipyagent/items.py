@@ -7,11 +7,12 @@ rebuild it; unknown keys in a dict are kept in ``meta`` so nothing is lost.
 
 from __future__ import annotations
 
-import html
 import json
 import uuid
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Literal, Type, TypeVar, Union
+
+from ._untrusted import fence, inline_code, markdown_literal, markdown_text
 
 __all__ = [
     "Message",
@@ -70,7 +71,7 @@ class _ItemBase:
         return self.type
 
     def _repr_markdown_(self) -> str:
-        return f"**{self.label}** — {html.escape(self.summary())}"
+        return f"**{self.label}** — {markdown_literal(self.summary())}"
 
 
 @dataclass
@@ -93,7 +94,7 @@ class Message(_ItemBase):
         return f"Message({self.role}: {_short(self.content, 60)!r})"
 
     def _repr_markdown_(self) -> str:
-        return f"**{self.role}**\n\n{self.content}"
+        return f"**{markdown_literal(self.role)}**\n\n{markdown_text(self.content)}"
 
 
 @dataclass
@@ -122,10 +123,11 @@ class ToolCall(_ItemBase):
         return f"ToolCall({self.summary()!r}, id={self.id!r})"
 
     def _repr_markdown_(self) -> str:
+        head = f"**tool call** {inline_code(self.name)} ({markdown_literal(self.id)})"
         if self.name == "python" and "code" in self.arguments:
-            return f"**tool call** `python` ({self.id})\n\n```python\n{self.arguments['code']}\n```"
+            return f"{head}\n\n{fence(str(self.arguments['code']), 'python')}"
         args = json.dumps(self.arguments, indent=2, ensure_ascii=False)
-        return f"**tool call** `{self.name}` ({self.id})\n\n```json\n{args}\n```"
+        return f"{head}\n\n{fence(args, 'json')}"
 
 
 @dataclass
@@ -155,7 +157,7 @@ class ToolResult(_ItemBase):
         return f"ToolResult({_short(self.output, 60)!r}, call_id={self.call_id!r}{flag})"
 
     def _repr_markdown_(self) -> str:
-        return f"**{self.label}** ({self.call_id})\n\n```\n{self.output}\n```"
+        return f"**{self.label}** ({markdown_literal(self.call_id)})\n\n{fence(self.output)}"
 
 
 @dataclass

@@ -17,13 +17,14 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Iterable, Mapping
 
 import nbformat
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from ._untrusted import fence as _fence
+from ._untrusted import inline_code, markdown_text, sibling_bundle
 from ._version import __version__
 from .approval import PERSON
 from .file_record import cell_source, recorded_file
@@ -81,7 +82,8 @@ def _cells(items: list[Item]) -> Iterable[NotebookNode]:
     call_ids = {i.id for i in items if isinstance(i, ToolCall)}
     for item in items:
         if isinstance(item, Message):
-            yield _md(f"#### {item.role.capitalize()}\n\n{item.content}", kind=item.role)
+            yield _md(f"#### {item.role.capitalize()}\n\n{markdown_text(item.content)}",
+                      kind=item.role)
         elif isinstance(item, Reasoning):
             text = item.content or "(opaque reasoning data, kept in the metadata)"
             yield _md(f"<details><summary>Reasoning</summary>\n\n{_fence(text)}\n\n</details>",
@@ -92,7 +94,8 @@ def _cells(items: list[Item]) -> Iterable[NotebookNode]:
             yield from _call_cells(item, result)
         elif isinstance(item, ToolResult):
             if item.call_id not in call_ids:  # its call was edited out of the context
-                yield _md(f"**Tool result** `{item.name or '?'}` (`{item.call_id}`, its call "
+                yield _md(f"**Tool result** {inline_code(item.name or '?')} "
+                          f"({inline_code(item.call_id)}, its call "
                           f"is not in the context)\n\n{_fence(_clip(item.output))}", kind="result")
         elif isinstance(item, Summary):
             inner = [item_from_dict(d) for d in item.replaced]
@@ -100,7 +103,8 @@ def _cells(items: list[Item]) -> Iterable[NotebookNode]:
                 yield _md(f"*The next {len(inner)} items were later compacted into a summary; "
                           "the model no longer sees them, but their code ran.*", kind="note")
                 yield from _cells(inner)
-            yield _md(f"#### Summary of earlier conversation\n\n{item.content}", kind="summary")
+            yield _md(f"#### Summary of earlier conversation\n\n{markdown_text(item.content)}",
+                      kind="summary")
 
 
 def _results_by_call(items: list[Item]) -> dict[str, list[ToolResult]]:
@@ -125,7 +129,8 @@ def _call_cells(call: ToolCall, result: ToolResult | None) -> Iterable[NotebookN
         return
     why = _not_run_reason(result)
     if why:
-        text = f"**`python` call {why}** (`{call.id}`)\n\n{_fence(code, 'python')}"
+        text = (f"**`python` call {markdown_text(_one_line(why, 10_000))}** ({inline_code(call.id)})\n\n"
+                f"{_fence(code, 'python')}")
         if result is not None and result.output and meta.get("status") in NOT_RERUN:
             text += f"\n\nRecorded output:\n\n{_fence(_clip(result.output))}"
         yield _md(text, kind="tool", call_id=call.id)
@@ -172,11 +177,12 @@ def _not_run_reason(result: ToolResult | None) -> str:
 def _describe_call(call: ToolCall, result: ToolResult | None) -> str:
     args = call.raw_arguments if call.raw_arguments is not None else json.dumps(
         call.arguments, indent=2, ensure_ascii=False)
-    lines = [f"**Tool call** `{call.name}` (`{call.id}`)", _fence(args, "json")]
+    lines = [f"**Tool call** {inline_code(call.name)} ({inline_code(call.id)})",
+             _fence(args, "json")]
     if result is None:
         lines.append("*Not answered: the run stopped before it ran.*")
     elif result.meta.get("denied") or result.meta.get("skipped") or result.meta.get("interrupted"):
-        lines.append(f"*Not run:* {_one_line(result.output)}")
+        lines.append(f"*Not run:* {markdown_text(_one_line(result.output))}")
     else:
         label = "Error" if result.error else "Result"
         lines.append(f"**{label}:**\n\n{_fence(_clip(result.output))}")
@@ -207,13 +213,17 @@ def _output(out: Mapping[str, Any]) -> NotebookNode:
     """An nbformat output from a recorded dict, keeping only the schema's keys."""
     kind = out.get("output_type", "stream")
     node = {"output_type": kind, **{k: out[k] for k in _OUTPUT_KEYS.get(kind, ()) if k in out}}
-    if kind == "execute_result":
-        node["execution_count"] = _count(node.get("execution_count"))
-        node.setdefault("metadata", {})
-        node.setdefault("data", {})
-    elif kind == "display_data":
-        node.setdefault("metadata", {})
-        node.setdefault("data", {})
+    if kind in ("execute_result", "display_data"):
+        if kind == "execute_result":
+            node["execution_count"] = _count(node.get("execution_count"))
+        # What the model's code displayed, made as inert here as in the live cell: a saved
+        # transcript opened and trusted later must not run it either.
+        data, metadata, note = sibling_bundle(dict(node.get("data") or {}),
+                                              dict(node.get("metadata") or {}))
+        if note:
+            data["text/plain"] = (_text(data["text/plain"]) + "\n" if "text/plain" in data
+                                  else "") + note
+        node["data"], node["metadata"] = data, metadata
     elif kind == "error":
         node.setdefault("ename", "Error")
         node.setdefault("evalue", "")
@@ -221,16 +231,13 @@ def _output(out: Mapping[str, Any]) -> NotebookNode:
     return nbformat.from_dict(node)
 
 
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else "".join(value)
+
+
 def _count(value: Any) -> int | None:
     """A valid nbformat execution count (a positive int) or None."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
-def _fence(text: str, lang: str = "") -> str:
-    """A fenced block that cannot be closed early by backticks inside ``text``."""
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    ticks = "`" * max(3, longest + 1)
-    return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}"
 
 
 def _clip(text: str) -> str:

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._untrusted import inline_code, markdown_literal, markdown_text
 from .errors import ConfigError
 
 if TYPE_CHECKING:
@@ -131,11 +132,16 @@ class Persona:
         return f"<Persona {self.name!r} from {self.source}>"
 
     def _repr_markdown_(self) -> str:
-        tools = ", ".join(f"`{t}`" for t in self.tools) if self.tools is not None else "all"
-        settings = ", ".join(f"{k}={v!r}" for k, v in self.settings.items()) or "none"
-        return (f"**persona `{self.name}`** — {self.description or '(no description)'}  \n"
-                f"tools: {tools} · settings: {settings} · from {self.source}\n\n"
-                f"> {self.system_prompt[:300]}{'…' if len(self.system_prompt) > 300 else ''}")
+        # A persona file from the working directory is untrusted text.
+        tools = ", ".join(inline_code(t) for t in self.tools) if self.tools is not None else "all"
+        settings = markdown_literal(", ".join(f"{k}={v!r}" for k, v in self.settings.items())
+                                    or "none")
+        prompt = self.system_prompt[:300] + ("…" if len(self.system_prompt) > 300 else "")
+        quoted = "\n".join("> " + line for line in markdown_text(prompt).split("\n"))
+        return (f"**persona {inline_code(self.name)}** — "
+                f"{markdown_literal(self.description or '(no description)')}  \n"
+                f"tools: {tools} · settings: {settings} · from {markdown_literal(self.source)}"
+                f"\n\n{quoted}")
 
 
 def from_spec(name: str, spec: dict[str, Any] | str, source: str) -> Persona:

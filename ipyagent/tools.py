@@ -17,6 +17,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterator, Union
 
+from ._untrusted import fence, inline_code, markdown_text
 from .items import ToolCall, ToolResult
 
 __all__ = ["Tool", "tool", "Toolbox", "Executor"]
@@ -56,7 +57,9 @@ class Tool:
 
     def _repr_markdown_(self) -> str:
         params = json.dumps(self.parameters.get("properties", {}), indent=1)
-        return f"**tool** `{self.name}` — {self.description}\n\n```json\n{params}\n```"
+        # An MCP server's tool names and descriptions are untrusted text.
+        return (f"**tool** {inline_code(self.name)} — {markdown_text(self.description)}\n\n"
+                f"{fence(params, 'json')}")
 
 
 @typing.overload
@@ -243,7 +246,8 @@ class Toolbox:
         return f"<Toolbox: {', '.join(self._tools) or 'empty'}>"
 
     def _repr_markdown_(self) -> str:
-        return "\n".join(f"- `{t.name}` — {t.description}" for t in self._tools.values())
+        return "\n".join(f"- {inline_code(t.name)} — {markdown_text(' '.join(t.description.split()))}"
+                         for t in self._tools.values())
 
     async def execute(self, call: ToolCall) -> ToolResult:
         """Run ``call``; every failure is a ``ToolResult(error=True)``."""

@@ -30,6 +30,7 @@ from traitlets import TraitError
 from ._leftovers import remove_stale_temps, temp_prefix
 from ._secrets import find_secret, key_envs, secret_values
 from ._text import repair_surrogates
+from ._untrusted import inline_code, markdown_literal
 from ._version import __version__
 from .context import Context
 from .errors import IpyagentError, TranscriptError
@@ -130,9 +131,11 @@ class Transcript:
     def _repr_markdown_(self) -> str:
         calls = sum(i.type == "tool_call" for i in self.items)
         tasks = sum(i.type == "message" and getattr(i, "role", "") == "user" for i in self.items)
-        return (f"**Transcript** `{self.path or ''}` — {len(self.items)} items ({tasks} from "
-                f"the user, {calls} tool calls), model `{self.model}`, "
-                f"saved {self.saved or '?'} with ipyagent {self.version or '?'}")
+        # The path, model, date and version come from the file: shown, never live.
+        return (f"**Transcript** {inline_code(self.path or '')} — {len(self.items)} items "
+                f"({tasks} from the user, {calls} tool calls), model {inline_code(self.model)}, "
+                f"saved {markdown_literal(str(self.saved or '?'))} with ipyagent "
+                f"{markdown_literal(str(self.version or '?'))}")
 
 
 # -- writing ----------------------------------------------------------------------

@@ -11,6 +11,7 @@ Screenshots go to ``artifacts/e2e/``.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -281,6 +282,94 @@ def test_quickstart_approve_then_deny_in_browser(browser: Any, server: JupyterSe
         ARTIFACTS.mkdir(parents=True, exist_ok=True)  # what the page showed when it failed
         page.screenshot(path=str(ARTIFACTS / f"failed-{app}.png"), full_page=True)
         print(f"dialogs answered: {dialogs}\njupyter {app} log:\n{server.log()}")
+        raise
+    finally:
+        page.close()
+
+
+# -- a hostile reply ---------------------------------------------------------------------
+# If it ever rendered as live HTML, this would mark the page and keep clicking Approve.
+CLICKER = ("window.__pwned=1;setInterval(function(){document.querySelectorAll('button')"
+           ".forEach(function(b){if(b.textContent.trim()==='Approve'){b.click()}})},100)")
+HOSTILE = (
+    "Here is **the bold answer**, with `a < b` in code and a < b in prose.\n\n"
+    f"<img src=x onerror=\"{CLICKER}\">\n\n"
+    f"- a list item\n\n  ```\n<img src=y onerror=\"{CLICKER}\">\n  ```\n\n"
+    f"www.example.com/`<img src=z onerror=\"{CLICKER}\">`\n\n"
+    "[click me](javascript:window.__pwned=2) and <details open ontoggle=\"window.__pwned=3\">"
+)
+LIVE_ATTRIBUTES = """() => [...document.querySelectorAll('.jp-OutputArea *')].flatMap(e =>
+    [...e.attributes].filter(a => a.name.startsWith('on')
+        || /^\\s*javascript:/i.test(a.value)).map(a => e.tagName + ' ' + a.name))"""
+
+
+@pytest.fixture
+def hostile_lab(tmp_path: Path) -> Iterator[tuple[JupyterServer, Any]]:
+    """JupyterLab over a notebook whose %agent talks to a scripted server with HOSTILE."""
+    pytest.importorskip("jupyterlab", reason="JupyterLab is not installed")
+    import nbformat
+    from scripted_server import ScriptedServer, reply_text, reply_tool_calls
+
+    model = ScriptedServer([reply_tool_calls([("python", {"code": "print('RAN-' + 'UNASKED')"})],
+                                             text=HOSTILE),
+                            reply_text("Understood.")])
+    model.start()
+    root = tmp_path / "root"
+    root.mkdir()
+    setup = ("%load_ext ipyagent\n%config Agent.model = 'scripted'\n"
+             f"%config Agent.base_url = '{model.base_url}'\n%config Agent.approval = 'ask'\n"
+             "%config Agent.approval_timeout = 12.0")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(setup),
+                                         nbformat.v4.new_code_cell("%agent answer me")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                 "language": "python"}
+    nbformat.write(nb, root / "hostile.ipynb")
+    srv = JupyterServer(root, tmp_path / "home", app="lab")
+    srv.start()
+    kernels: list[int] = []
+    try:
+        yield srv, model
+        kernels = srv.kernel_pids()
+    finally:
+        kernels = kernels or srv.kernel_pids()
+        srv.close()
+        model.close()
+    _assert_gone(kernels)
+
+
+def test_a_hostile_reply_runs_no_script_and_approves_nothing(
+        browser: Any, hostile_lab: tuple[JupyterServer, Any]) -> None:
+    server, model = hostile_lab
+    page = browser.new_page()
+    dismiss_dialogs(page)
+    try:
+        page.goto(server.url_for("hostile.ipynb"), timeout=LOAD)
+        setup = code_cell(page, "%load_ext ipyagent")
+        expect(setup).to_be_visible(timeout=LOAD)
+        run_cell(setup)
+        wait_text(setup, "approval", timeout=LOAD)
+        cell = code_cell(page, "%agent answer me")
+        run_cell(cell)
+        # The answer rendered as Markdown; the card waits for a click nobody makes, until
+        # Agent.approval_timeout denies it (a live script would have clicked Approve).
+        expect(outputs(cell).locator("strong", has_text="the bold answer")).to_be_visible()
+        expect(cell.locator(".ipyagent-card")).to_be_visible()
+        wait_idle(cell)
+        text = output_text(cell)
+        assert page.evaluate("() => window.__pwned") is None, "script from the reply ran"
+        assert "RAN-UNASKED" not in text, "the call ran with nobody clicking"
+        assert "✓ approved" not in text and "denied — no answer" in text, text
+        assert "a < b in prose" in text and "onerror=" in text, text  # shown, as text
+        assert page.evaluate(LIVE_ATTRIBUTES) == []
+        assert outputs(cell).locator("code", has_text="a < b").count() >= 1
+        assert "RAN-UNASKED" not in json.dumps(model.bodies)  # nor did the model hear of a run
+        cell.scroll_into_view_if_needed()
+        page.screenshot(path="/tmp/render-hostile.png", full_page=True)
+        shot(cell, "hostile-reply.png", "lab")
+    except BaseException:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "failed-hostile.png"), full_page=True)
+        print(f"jupyter lab log:\n{server.log()}")
         raise
     finally:
         page.close()

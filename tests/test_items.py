@@ -52,3 +52,28 @@ def test_reprs_are_short_and_rich():
 
 def test_new_call_ids_are_unique():
     assert len({new_call_id() for _ in range(100)}) == 100
+
+
+# -- reprs show untrusted text, never live HTML -------------------------------------------
+def test_item_and_step_reprs_keep_model_text_inert() -> None:
+    from inert import ATTACKS, bundle_problems, elements, render
+
+    from ipyagent.events import Step
+
+    payload = " ".join(ATTACKS)
+    code = "x = 1\n```\n<img src=x onerror=alert(1)>\n```\n"
+    call = ToolCall(id="call_<b onclick=x()>", name="<img src=x onerror=alert(1)>",
+                    arguments={"code": code})
+    python = ToolCall(id="c1", name="python", arguments={"code": code})
+    result = ToolResult("c1", f"out\n```\n{payload}")
+    items = [Message("assistant", f"**ok**\n\n{payload}"), call, python, result,
+             Message("user", payload)]
+    for item in items:
+        assert bundle_problems({"text/markdown": item._repr_markdown_()}) == [], item
+    step = Step(1, text=payload, tool_calls=[python], results=[result], stop_reason="error",
+                error=payload)
+    assert bundle_problems({"text/markdown": step._repr_markdown_()}) == []
+    # The code stays one code block that shows all of it (its ``` does not end the fence).
+    shown = render(python._repr_markdown_())
+    assert elements(shown).count("pre") == 1 and "&lt;img src=x" in shown
+    assert "strong" in elements(render(items[0]._repr_markdown_()))  # formatting kept

@@ -540,3 +540,17 @@ def test_a_save_leaves_temp_files_that_a_live_writer_may_still_use(tmp_path):
 def _touch(path: Path) -> Path:
     path.write_text("{")
     return path
+
+
+def test_a_transcript_shown_in_a_cell_keeps_what_the_file_says_inert() -> None:
+    from inert import bundle_problems
+
+    from ipyagent.items import Message
+    from ipyagent.transcript import Transcript
+
+    hostile = "x` <img src=x onerror=alert(1)> `"
+    t = Transcript(items=[Message("user", "hi")], settings={"model": hostile},
+                   version="<script>alert(1)</script>", saved="[x](javascript:alert(1))",
+                   path="run`<svg onload=alert(1)>`.ipynb")
+    assert bundle_problems({"text/markdown": t._repr_markdown_()}) == []
+    assert "onerror" in t._repr_markdown_()  # shown, as text
