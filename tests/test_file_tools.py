@@ -149,7 +149,7 @@ def test_writes_are_atomic_and_keep_the_mode(agent: Agent, ws: Path,
     run(agent, "write_file", path="fresh.txt", content="x")
     assert stat.S_IMODE((ws / "fresh.txt").stat().st_mode) == 0o666 & ~umask
 
-    def broken_replace(src: str, dst: str) -> None:  # the disk fails at the last moment
+    def broken_replace(src: str, dst: str, **dir_fds: int) -> None:  # the disk fails last
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", broken_replace)
