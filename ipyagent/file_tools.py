@@ -48,8 +48,8 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
 # O_NONBLOCK: opening a FIFO to read would otherwise wait for a writer, forever.
 _NONBLOCK = os.O_NONBLOCK
-_KINDS = {stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFSOCK: "a socket",
-          stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
+_KINDS = {stat.S_IFIFO: "named pipe", stat.S_IFSOCK: "socket",
+          stat.S_IFCHR: "character device", stat.S_IFBLK: "block device"}
 
 
 class WorkspaceError(ValueError):
@@ -89,12 +89,12 @@ class Spot(contextlib.AbstractContextManager["Spot"]):
     def refuse_odd(self, st: os.stat_result | None) -> None:
         """Raise unless ``st`` is missing, a regular file or a directory."""
         if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-            raise WorkspaceError(f"{self.path!r} is {_kind(st.st_mode)}, not a regular file; "
+            raise WorkspaceError(f"{self.path!r} is a {_kind(st.st_mode)}, not a regular file; "
                                  "the file tools read and write only regular files")
 
 
 def _kind(mode: int) -> str:
-    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    return _KINDS.get(stat.S_IFMT(mode), "special file")
 
 
 def _outside(root: Path, path: str) -> WorkspaceError:
