@@ -272,7 +272,7 @@ class Toolbox:
                 value = await _within(asyncio.ensure_future(t.fn(**call.arguments)), limit)
             else:
                 # Plain functions run in a worker thread so a slow tool never stalls the loop.
-                value = await _within(in_thread(t.fn, call.arguments), limit)
+                value = await _within(_in_thread(t.fn, call.arguments), limit)
         except _TimedOut:
             return _error(call, f"{call.name} did not finish within {limit:g} s "
                                 "(Agent.tool_timeout) and was abandoned; if it was a write, "
@@ -304,7 +304,7 @@ async def _within(work: asyncio.Future[Any], limit: float | None) -> Any:
     return work.result()
 
 
-def in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
+def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
     """``fn(**kwargs)`` in a new daemon thread, as a future of the running loop.
 
     Not ``asyncio.to_thread``: the default executor's threads are joined at interpreter
