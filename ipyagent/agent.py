@@ -90,7 +90,7 @@ class Agent(AgentResources):
         if self.file_tools:
             from .file_tools import file_tools
 
-            for t in file_tools(lambda: self.workspace_path):
+            for t in file_tools(lambda: self.workspace_path, lambda: self.tool_timeout):
                 self.tools.add(t)
 
     # -- configuration ---------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 
 from .items import ToolCall, ToolResult
 
-__all__ = ["RECORD_LIMIT", "record", "recorded_file", "cell_source", "restore"]
+__all__ = ["RECORD_LIMIT", "cell_source", "record", "recorded_file", "restore"]
 
 RECORD_LIMIT = 100_000  # characters; a larger file is described, not re-created
 
@@ -63,23 +63,23 @@ def restore(root: str | Path, path: str, text: str,
     re-run made it (``claimed``: the paths it created or found as recorded), so a file
     written twice ends as the agent left it.
     """
-    from .file_tools import atomic_write, resolve
+    from .file_tools import locate, read_existing, write_text
 
     try:
-        target = resolve(Path(root), path)
-        key = str(target)
-        if target.exists() and key not in claimed:
-            try:
-                with open(target, encoding="utf-8", newline="") as f:
-                    same = f.read() == text
-            except (OSError, UnicodeDecodeError):
-                same = False
-            if not same:
+        with locate(Path(root), path, make_dirs=True) as spot:
+            key = spot.rel
+            if key in claimed:
+                before = None
+            else:
+                try:
+                    before = read_existing(spot)
+                except UnicodeDecodeError:
+                    before = ""  # not text: it differs
+            if before is not None and before != text:
                 return False, "it changed since the agent wrote it; left as is"
-            written = False
-        else:
-            atomic_write(target, text)
-            written = True
+            written = before is None
+            if written:
+                write_text(spot, text)
     except (OSError, ValueError) as exc:  # WorkspaceError is a ValueError
         return False, str(exc).splitlines()[0][:120]
     claimed.add(key)

@@ -2,28 +2,38 @@
 
 Every path is confined to one directory, the workspace (``Agent.workspace``): absolute
 paths outside it, ``..`` that climbs out and symlinks that lead out are refused with an
-error value the model can act on. Paths are checked after resolving symlinks and the
-resolved path is what is opened, so a link inside the workspace can only reach files
-inside it. (A process that swaps a directory for a symlink between the check and the
-open could still win that race; the tools guard against the model, not a local attacker.)
-Writes are atomic (a temporary file in the same directory, then ``os.replace``), and
-reads are capped so a huge file cannot flood the context.
+error value the model can act on. A path is walked one component at a time on directory
+file descriptors, from the workspace's own descriptor, each opened with ``O_NOFOLLOW``
+(``locate``); a symlink met on the way is read and followed only while it stays inside,
+so a link inside the workspace may point anywhere inside it, and one swapped in between
+a check and an open cannot redirect the call: there is no check-then-open gap to win.
+Only regular files and directories are read or written: FIFOs, sockets and devices are
+refused without being opened in a way that could block. Writes are atomic (a new file
+beside the target, then a rename on the same directory descriptor), and reads are capped
+so a huge file cannot flood the context. What is not guarded: a directory the call is in
+being moved out of the workspace meanwhile, and hard links (the model's python, run
+outside a sandbox, can read what the user can anyway).
 """
 
 from __future__ import annotations
 
 import contextlib
 import difflib
+import errno
+import io
 import os
+import secrets
 import stat
-import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .items import ToolCall, ToolResult
 from .tools import Tool, tool
 
-__all__ = ["FILE_TOOLS", "READ_ONLY", "WorkspaceError", "file_tools", "resolve", "diff_preview"]
+__all__ = ["FILE_TOOLS", "READ_ONLY", "Spot", "WorkspaceError", "diff_preview", "file_tools",
+           "locate", "read_existing", "write_text"]
 
 FILE_TOOLS = ("read_file", "write_file", "list_files", "edit_file")
 READ_ONLY = ("read_file", "list_files")
@@ -31,14 +41,92 @@ READ_ONLY = ("read_file", "list_files")
 READ_CHARS = 16_000  # one read_file answer; under Agent.tool_output_limit's default
 LIST_ENTRIES = 500
 BINARY_PROBE = 8192
+EDIT_LIMIT = 10 * 1024 * 1024
+SYMLINK_HOPS = 40  # as the kernel's own limit
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
+# O_NONBLOCK: opening a FIFO to read would otherwise wait for a writer, forever.
+_NONBLOCK = os.O_NONBLOCK
+_KINDS = {stat.S_IFIFO: "named pipe", stat.S_IFSOCK: "socket",
+          stat.S_IFCHR: "character device", stat.S_IFBLK: "block device"}
 
 
 class WorkspaceError(ValueError):
     """A path the file tools refuse (outside the workspace, missing, wrong kind)."""
 
 
-def resolve(root: Path, path: str) -> Path:
-    """``path`` (relative to ``root``, or absolute) resolved, if it stays inside ``root``."""
+@dataclass
+class Spot(contextlib.AbstractContextManager["Spot"]):
+    """Where a workspace path leads: its directory (an open descriptor) and the name in it.
+
+    ``name`` is ``"."`` when the path is a directory reached as a whole (the workspace
+    itself, or through ``..``); ``rel`` is the path relative to the workspace with every
+    symlink followed. Close it (or use it as a context manager).
+    """
+
+    dir_fd: int
+    name: str
+    rel: str
+    path: str  # as the model wrote it, for messages
+
+    def close(self) -> None:
+        """Close the directory descriptor."""
+        if self.dir_fd >= 0:
+            os.close(self.dir_fd)
+            self.dir_fd = -1
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def lstat(self) -> os.stat_result | None:
+        """The entry's own status (a symlink is not followed), or None if there is none."""
+        try:
+            return os.stat(self.name, dir_fd=self.dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+
+    def refuse_odd(self, st: os.stat_result | None) -> None:
+        """Raise unless ``st`` is missing, a regular file or a directory."""
+        if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            raise WorkspaceError(f"{self.path!r} is a {_kind(st.st_mode)}, not a regular file; "
+                                 "the file tools read and write only regular files")
+
+
+def _kind(mode: int) -> str:
+    return _KINDS.get(stat.S_IFMT(mode), "special file")
+
+
+def _outside(root: Path, path: str) -> WorkspaceError:
+    return WorkspaceError(f"{path!r} is outside the workspace ({root}); the file tools only "
+                          "reach files under it — use a path relative to it")
+
+
+def _link_outside(root: Path, path: str) -> WorkspaceError:
+    return WorkspaceError(f"{path!r} is a symlink (or passes through one) that leads outside "
+                          f"the workspace ({root}); refused")
+
+
+def _within(root: Path, target: str) -> list[str] | None:
+    """The components of absolute ``target`` below ``root``, or None when it is outside.
+
+    Lexically first; else by the real path, so a link written through an alias of the
+    workspace (``/var`` for ``/private/var``) still counts. Either way the result is only
+    walked from the workspace's descriptor, so this check grants nothing by itself.
+    """
+    for candidate in (Path(os.path.normpath(target)), Path(os.path.realpath(target))):
+        if candidate == root or root in candidate.parents:
+            return list(candidate.relative_to(root).parts)
+    return None
+
+
+def locate(root: Path, path: str, *, make_dirs: bool = False) -> Spot:
+    """Walk ``path`` (relative to ``root``, or absolute inside it) on directory descriptors.
+
+    Each directory is opened with ``O_DIRECTORY | O_NOFOLLOW`` relative to the one before;
+    a symlink is followed only inside the workspace (``..`` never climbs above it). The
+    last component is looked at, not opened. ``make_dirs`` creates missing directories.
+    """
     if not isinstance(path, str) or not path.strip():
         raise WorkspaceError("the path is empty; give a path relative to the workspace")
     if "\x00" in path:
@@ -46,28 +134,185 @@ def resolve(root: Path, path: str) -> Path:
     root = root.resolve()
     # Lexical check first, so '..' and absolute paths get the clearer message.
     lexical = Path(os.path.normpath(root / path))
-    if not _inside(lexical, root):
-        raise WorkspaceError(f"{path!r} is outside the workspace ({root}); the file tools only "
-                             "reach files under it — use a path relative to it")
+    if not (lexical == root or root in lexical.parents):
+        raise _outside(root, path)
+    if make_dirs:
+        root.mkdir(parents=True, exist_ok=True)
+    stack = [os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)]
+    names: list[str] = []
+    pending = list(reversed(lexical.relative_to(root).parts))  # next component last
+    hops = 0
     try:
-        real = lexical.resolve()
-    except (RuntimeError, OSError):  # a symlink loop (RuntimeError before Python 3.13)
-        raise WorkspaceError(f"{path!r} is (or passes through) a symlink loop; it leads "
-                             "nowhere") from None
-    if not _inside(real, root):
-        raise WorkspaceError(f"{path!r} is a symlink (or passes through one) that leads outside "
-                             f"the workspace ({root}), to {real}; refused")
-    return real
+        while pending:
+            part = pending.pop()
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if not names:  # the user's own '..' went lexically; this one came from a link
+                    raise _link_outside(root, path)
+                os.close(stack.pop())
+                names.pop()
+                continue
+            here = stack[-1]
+            if not pending:  # the last component: is it a link to follow?
+                try:
+                    st = os.stat(part, dir_fd=here, follow_symlinks=False)
+                    is_link = stat.S_ISLNK(st.st_mode)
+                except FileNotFoundError:
+                    is_link = False
+                if not is_link:
+                    names.append(part)
+                    return Spot(stack.pop(), part, "/".join(names), path)
+            else:
+                fd = _open_dir(part, here, make_dirs, path)
+                if fd is not None:
+                    stack.append(fd)
+                    names.append(part)
+                    continue
+            hops += 1
+            if hops > SYMLINK_HOPS:
+                raise WorkspaceError(f"{path!r} is (or passes through) a symlink loop; it "
+                                     "leads nowhere")
+            try:
+                target = os.readlink(part, dir_fd=here)
+            except OSError as exc:
+                if exc.errno == errno.EINVAL:  # not a link after all: a file mid-path
+                    raise NotADirectoryError(errno.ENOTDIR, "Not a directory") from None
+                raise
+            if os.path.isabs(target):
+                inside = _within(root, target)
+                if inside is None:
+                    raise _link_outside(root, path)
+                while len(stack) > 1:
+                    os.close(stack.pop())
+                names.clear()
+                pending.extend(reversed(inside))
+            else:
+                pending.extend(reversed(target.split("/")))
+        return Spot(stack.pop(), ".", "/".join(names) or ".", path)
+    finally:
+        for fd in stack:
+            os.close(fd)
 
 
-def _inside(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
+def _open_dir(part: str, here: int, make_dirs: bool, path: str) -> int | None:
+    """``part`` in ``here`` opened as a directory, or None if it is a symlink (or a file)."""
+    try:
+        return os.open(part, _DIR, dir_fd=here)
+    except FileNotFoundError:
+        if not make_dirs:
+            raise
+    except OSError as exc:
+        # Linux says ENOTDIR for a symlink under O_DIRECTORY|O_NOFOLLOW, others ELOOP;
+        # the caller's readlink tells a link from a file.
+        if exc.errno in (errno.ENOTDIR, errno.ELOOP):
+            return None
+        raise
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(part, dir_fd=here)
+    try:
+        return os.open(part, _DIR, dir_fd=here)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTDIR, errno.ELOOP):
+            return None  # something else took the name meanwhile: treat it as found
+        raise
 
 
-def _shown(root: Path, path: Path) -> str:
-    """``path`` as the model should write it: relative to the workspace."""
-    rel = path.relative_to(root.resolve())
-    return str(rel) if str(rel) != "." else "."
+def _open_regular(spot: Spot) -> int:
+    """The file at ``spot`` opened for reading; refuses anything but a regular file."""
+    if spot.name == ".":
+        raise IsADirectoryError(spot.path)
+    try:
+        fd = os.open(spot.name, os.O_RDONLY | os.O_NOFOLLOW | _NONBLOCK | _CLOEXEC,
+                     dir_fd=spot.dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # became a symlink since locate looked
+            raise WorkspaceError(f"{spot.path!r} changed into a symlink while it was opened; "
+                                 "refused") from None
+        if exc.errno == errno.ENXIO:  # a socket (or a FIFO with no reader, when writing)
+            raise WorkspaceError(f"{spot.path!r} is a socket, not a regular file; the file "
+                                 "tools read and write only regular files") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(spot.path)
+        if not stat.S_ISREG(st.st_mode):
+            spot.refuse_odd(st)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_text(spot: Spot) -> str:
+    """The whole file as text (for edits); refuses binary and over-large files."""
+    with open(_open_regular(spot), "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        name = spot.rel.rsplit("/", 1)[-1]
+        if size > EDIT_LIMIT:
+            raise WorkspaceError(f"{name} is {_size(size)}; too large to edit with edit_file "
+                                 "— use the python tool")
+        data = f.read(EDIT_LIMIT + 1)
+    if b"\x00" in data[:BINARY_PROBE]:
+        raise WorkspaceError(f"{name} looks binary; use the python tool for it")
+    try:
+        # Strict: a lenient decode would write U+FFFD over every byte it could not read.
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WorkspaceError(f"{name} is not UTF-8 text (byte {exc.start}); editing it "
+                             "here would destroy its other characters — use the python tool "
+                             "with the file's encoding") from None
+
+
+def read_existing(spot: Spot) -> str | None:
+    """The file at ``spot`` as UTF-8 text (strict), or None when there is none."""
+    try:
+        fd = _open_regular(spot)
+    except FileNotFoundError:
+        return None
+    with open(fd, encoding="utf-8", newline="") as f:
+        return f.read()
+
+
+def write_text(spot: Spot, content: str) -> None:
+    """Write ``content`` at ``spot``, all or nothing: a new file beside it, then a rename.
+
+    The new file is created with ``O_EXCL | O_NOFOLLOW`` in the spot's directory and
+    renamed over the name on the same descriptor, so a symlink at the name is replaced,
+    never followed. An existing file keeps its mode; a new one gets the umask's.
+    """
+    if spot.name == ".":
+        raise IsADirectoryError(spot.path)
+    st = spot.lstat()
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(spot.path)
+    if st is not None and not stat.S_ISLNK(st.st_mode):
+        spot.refuse_odd(st)
+    keep = stat.S_IMODE(st.st_mode) if st is not None and stat.S_ISREG(st.st_mode) else None
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
+    while True:
+        tmp = f".{spot.name[:200]}.{secrets.token_hex(4)}.tmp"
+        try:
+            # 0o666 lets the umask decide a new file's mode, as open() would; an existing
+            # file's content is never readable more widely than the file itself, even briefly.
+            fd = os.open(tmp, flags, 0o600 if keep is not None else 0o666, dir_fd=spot.dir_fd)
+            break
+        except FileExistsError:
+            continue
+    try:
+        with open(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(content)
+            f.flush()
+            if keep is not None:
+                os.fchmod(f.fileno(), keep)
+            os.fsync(f.fileno())
+        os.replace(tmp, spot.name, src_dir_fd=spot.dir_fd, dst_dir_fd=spot.dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=spot.dir_fd)
+        raise
 
 
 def _size(n: int) -> str:
@@ -81,23 +326,6 @@ def _size(n: int) -> str:
 def _error(message: str) -> ToolResult:
     # Toolbox fills in call_id and name for a returned ToolResult.
     return ToolResult(call_id="", output=f"Error: {message}", error=True)
-
-
-def _read_text(path: Path) -> str:
-    """The whole file as text (for edits); refuses binary and over-large files."""
-    if path.stat().st_size > 10 * 1024 * 1024:
-        raise WorkspaceError(f"{path.name} is {_size(path.stat().st_size)}; too large to edit "
-                             "with edit_file — use the python tool")
-    data = path.read_bytes()
-    if b"\x00" in data[:BINARY_PROBE]:
-        raise WorkspaceError(f"{path.name} looks binary; use the python tool for it")
-    try:
-        # Strict: a lenient decode would write U+FFFD over every byte it could not read.
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise WorkspaceError(f"{path.name} is not UTF-8 text (byte {exc.start}); editing it "
-                             "here would destroy its other characters — use the python tool "
-                             "with the file's encoding") from None
 
 
 def _capped_lines(f: Any, cap: int) -> Any:
@@ -134,31 +362,10 @@ def _line_endings(text: str, old: str, new: str) -> tuple[str, str]:
     return old, new
 
 
-def atomic_write(path: Path, content: str) -> None:
-    """Write ``content`` to ``path`` via a temporary file and ``os.replace`` (all or nothing)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask  # what open() would give a new file (mkstemp makes 0600)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(content)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def file_tools(root: Callable[[], Path]) -> list[Tool]:
-    """The four file tools, confined to ``root()`` (read at each call, so it may change)."""
+def file_tools(root: Callable[[], Path],
+               timeout: Callable[[], float | None] | None = None) -> list[Tool]:
+    """The four file tools, confined to ``root()`` and limited to ``timeout()`` seconds
+    (both read at each call, so they may change; a timeout of 0 or None: no limit)."""
 
     def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         # WorkspaceError/OSError become error values with a clean message (no "raised").
@@ -183,22 +390,21 @@ def file_tools(root: Callable[[], Path]) -> list[Tool]:
             path: File path relative to the workspace.
             start_line: First line to return (1-based); use it to page through long files.
         """
-        base = root()
-        target = resolve(base, path)
-        if target.is_dir():
-            raise IsADirectoryError(path)
-        size = target.stat().st_size
-        with target.open("rb") as f:
-            if b"\x00" in f.read(BINARY_PROBE):
+        with locate(root(), path) as spot:
+            fd = _open_regular(spot)
+        with open(fd, "rb") as raw:
+            size = os.fstat(raw.fileno()).st_size
+            if b"\x00" in raw.read(BINARY_PROBE):
                 raise WorkspaceError(f"{path!r} looks binary ({_size(size)}); use the python "
                                      "tool to inspect it")
-        start = max(1, int(start_line))
-        taken: list[str] = []
-        used = 0
-        last = start - 1
-        more = False
-        cut: list[int] = []  # lines longer than READ_CHARS, shown up to it
-        with target.open("r", encoding="utf-8", errors="replace", newline="") as f:
+            raw.seek(0)
+            f = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
+            start = max(1, int(start_line))
+            taken: list[str] = []
+            used = 0
+            last = start - 1
+            more = False
+            cut: list[int] = []  # lines longer than READ_CHARS, shown up to it
             for number, line, whole in _capped_lines(f, READ_CHARS):
                 if number < start:
                     continue
@@ -211,11 +417,12 @@ def file_tools(root: Callable[[], Path]) -> list[Tool]:
                 taken.append(line)
                 used += len(line)
                 last = number
+            f.detach()
         text = "".join(taken)
         if not taken and start > 1:
             return _error(f"{path!r} has fewer than {start} lines")
         if more or start > 1 or cut:
-            note = f"[showing lines {start}–{last} of {_shown(base, target)} ({_size(size)})"
+            note = f"[showing lines {start}–{last} of {spot.rel} ({_size(size)})"
             if cut:
                 note += (f"; line {', '.join(map(str, cut))} is longer than {READ_CHARS} "
                          "characters and was cut there — the python tool reads all of it")
@@ -231,17 +438,14 @@ def file_tools(root: Callable[[], Path]) -> list[Tool]:
             path: File path relative to the workspace; missing directories are created.
             content: The complete new content of the file.
         """
-        base = root()
-        target = resolve(base, path)
-        if target.is_dir():
-            raise IsADirectoryError(path)
-        if path.endswith(("/", os.sep)):  # resolve() drops the slash: 'out/' would be a file
+        if path.endswith(("/", os.sep)):  # the walk drops the slash: 'out/' would be a file
             raise WorkspaceError(f"{path!r} names a directory; give the file's name, "
                                  f"e.g. {path.rstrip('/' + os.sep) + '/notes.txt'!r}")
-        existed = target.exists()
-        atomic_write(target, content)
-        return _written(base, target, content, f"{'replaced' if existed else 'created'} "
-                        f"{_shown(base, target)} ({_size(len(content.encode('utf-8')))}, "
+        with locate(root(), path, make_dirs=True) as spot:
+            existed = spot.name != "." and spot.lstat() is not None
+            write_text(spot, content)
+        return _written(spot.rel, content, f"{'replaced' if existed else 'created'} "
+                        f"{spot.rel} ({_size(len(content.encode('utf-8')))}, "
                         f"{_lines(content)})")
 
     def list_files(path: str = ".") -> Any:
@@ -251,26 +455,25 @@ def file_tools(root: Callable[[], Path]) -> list[Tool]:
             path: Directory relative to the workspace.
         """
         base = root()
-        target = resolve(base, path)
-        if not target.is_dir():
-            raise WorkspaceError(f"{path!r} is not a directory" + (
-                "" if target.exists() else " (it does not exist)"))
-        entries = sorted(target.iterdir(), key=lambda p: (not p.is_dir(), p.name.lower()))
-        lines = []
-        for entry in entries[:LIST_ENTRIES]:
-            if entry.is_symlink():
-                try:
-                    where = "" if _inside(entry.resolve(), base.resolve()) else ", leads outside"
-                except (RuntimeError, OSError):  # one loop must not hide the whole listing
-                    where = ", a loop"
-                lines.append(f"{entry.name} -> (symlink{where})")
-            elif entry.is_dir():
-                lines.append(entry.name + "/")
-            else:
-                lines.append(f"{entry.name}  ({_size(entry.stat().st_size)})")
+        with locate(base, path) as spot:
+            try:
+                fd = os.open(spot.name, _DIR, dir_fd=spot.dir_fd)
+            except FileNotFoundError:
+                raise WorkspaceError(f"{path!r} is not a directory (it does not exist)") from None
+            except OSError as exc:
+                if exc.errno in (errno.ENOTDIR, errno.ELOOP):
+                    raise WorkspaceError(f"{path!r} is not a directory") from None
+                raise
+        try:
+            with os.scandir(fd) as it:
+                entries = sorted(it, key=lambda e: (not e.is_dir(follow_symlinks=False),
+                                                    e.name.lower()))
+            lines = [_entry(base, spot.rel, e) for e in entries[:LIST_ENTRIES]]
+        finally:
+            os.close(fd)
         if len(entries) > LIST_ENTRIES:
             lines.append(f"[… {len(entries) - LIST_ENTRIES} more entries not shown]")
-        header = f"{_shown(base, target)}/ ({len(entries)} entries)"
+        header = f"{spot.rel}/ ({len(entries)} entries)"
         return "\n".join([header, *lines]) if lines else f"{header}: empty"
 
     def edit_file(path: str, old: str, new: str) -> Any:
@@ -281,26 +484,23 @@ def file_tools(root: Callable[[], Path]) -> list[Tool]:
             old: The exact text to replace; it must occur exactly once (include enough surrounding lines to make it unique).
             new: The replacement text.
         """
-        base = root()
-        target = resolve(base, path)
-        if target.is_dir():
-            raise IsADirectoryError(path)
-        if not old:
-            raise WorkspaceError("`old` is empty; give the exact text to replace "
-                                 "(write_file creates or overwrites whole files)")
-        text = _read_text(target)
-        old, new = _line_endings(text, old, new)
-        count = text.count(old)
-        if count == 0:
-            raise WorkspaceError(f"`old` was not found in {_shown(base, target)}; it must match "
-                                 "the file exactly (whitespace included) — read_file shows it")
-        if count > 1:
-            raise WorkspaceError(f"`old` occurs {count} times in {_shown(base, target)}; include "
-                                 "more surrounding text so it occurs exactly once")
-        edited = text.replace(old, new, 1)
-        atomic_write(target, edited)
+        with locate(root(), path) as spot:
+            if not old:
+                raise WorkspaceError("`old` is empty; give the exact text to replace "
+                                     "(write_file creates or overwrites whole files)")
+            text = _read_text(spot)
+            old, new = _line_endings(text, old, new)
+            count = text.count(old)
+            if count == 0:
+                raise WorkspaceError(f"`old` was not found in {spot.rel}; it must match the "
+                                     "file exactly (whitespace included) — read_file shows it")
+            if count > 1:
+                raise WorkspaceError(f"`old` occurs {count} times in {spot.rel}; include more "
+                                     "surrounding text so it occurs exactly once")
+            edited = text.replace(old, new, 1)
+            write_text(spot, edited)  # the same directory descriptor the read went through
         line = text[: text.index(old)].count("\n") + 1
-        return _written(base, target, edited, f"edited {_shown(base, target)}: replaced "
+        return _written(spot.rel, edited, f"edited {spot.rel}: replaced "
                         f"{old.count(chr(10)) + 1} line(s) at line {line} with "
                         f"{new.count(chr(10)) + 1} line(s)")
 
@@ -308,10 +508,30 @@ def file_tools(root: Callable[[], Path]) -> list[Tool]:
     for fn in (read_file, write_file, list_files, edit_file):
         t = tool(fn)  # schema and description from the signature and docstring
         t.fn = guarded(fn)
+        t.timeout = timeout
         if fn in (write_file, edit_file):
             t.preview = lambda call: diff_preview(call, root())
         made.append(t)
     return made
+
+
+def _entry(base: Path, rel: str, entry: os.DirEntry[str]) -> str:
+    """One line of a listing; a symlink says whether it stays inside, nothing is opened."""
+    if entry.is_symlink():
+        where = ""
+        try:
+            locate(base, entry.name if rel == "." else f"{rel}/{entry.name}").close()
+        except WorkspaceError as exc:
+            where = ", a loop" if "loop" in str(exc) else ", leads outside"
+        except OSError:
+            where = ", broken"
+        return f"{entry.name} -> (symlink{where})"
+    if entry.is_dir(follow_symlinks=False):
+        return entry.name + "/"
+    st = entry.stat(follow_symlinks=False)
+    if not stat.S_ISREG(st.st_mode):
+        return f"{entry.name}  ({_kind(st.st_mode)})"
+    return f"{entry.name}  ({_size(st.st_size)})"
 
 
 def diff_preview(call: ToolCall, root: Path, context: int = 3) -> str | None:
@@ -320,8 +540,11 @@ def diff_preview(call: ToolCall, root: Path, context: int = 3) -> str | None:
         return None
     args = call.arguments
     try:
-        target = resolve(root, str(args.get("path", "")))
-        before = _read_text(target) if target.is_file() else ""
+        with locate(root, str(args.get("path", ""))) as spot:
+            name = spot.rel
+            st = spot.lstat()
+            before = _read_text(spot) if st is not None and stat.S_ISREG(st.st_mode) else ""
+            spot.refuse_odd(st)
     except (WorkspaceError, OSError) as exc:
         return f"(no preview: {exc})"
     if call.name == "write_file":
@@ -331,7 +554,6 @@ def diff_preview(call: ToolCall, root: Path, context: int = 3) -> str | None:
         if not old or before.count(old) != 1:
             return "(no preview: `old` does not occur exactly once)"
         after = before.replace(old, new, 1)
-    name = _shown(root, target)
     diff = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
                                 fromfile=f"a/{name}" if before else "/dev/null",
                                 tofile=f"b/{name}", n=context)
@@ -344,8 +566,8 @@ def _lines(text: str) -> str:
     return f"{n} line{'s' if n != 1 else ''}"
 
 
-def _written(base: Path, target: Path, text: str, said: str) -> ToolResult:
+def _written(rel: str, text: str, said: str) -> ToolResult:
     """The result of a write: what the model reads, and the file as left (for transcripts)."""
     from .file_record import record
 
-    return ToolResult(call_id="", output=said, meta={"file": record(_shown(base, target), text)})
+    return ToolResult(call_id="", output=said, meta={"file": record(rel, text)})

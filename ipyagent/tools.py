@@ -8,9 +8,12 @@ that are not JSON or do not fit the schema, a tool that raises — becomes a
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import inspect
 import json
 import re
+import threading
 import traceback
 import types
 import typing
@@ -45,6 +48,9 @@ class Tool:
     handler: Callable[[ToolCall], Awaitable[ToolResult]] | None = field(default=None, repr=False)
     # What the call would do, shown where it is approved (a diff for file edits), or None.
     preview: Callable[[ToolCall], str | None] | None = field(default=None, repr=False)
+    # Seconds a call of ``fn`` may take (read at each call; 0 or None: no limit). A raw
+    # handler keeps its own limit (the python tool interrupts its kernel).
+    timeout: Callable[[], float | None] | None = field(default=None, repr=False)
 
     def spec(self) -> dict[str, Any]:
         """The function spec sent to the model."""
@@ -261,15 +267,20 @@ class Toolbox:
         problem = validate_arguments(call.arguments, t.parameters)
         if problem:
             return _error(call, f"bad arguments for {call.name}: {problem}")
+        limit = (t.timeout() if t.timeout is not None else None) or None
         try:
             if t.handler is not None:
                 return await t.handler(call)
             assert t.fn is not None
             if inspect.iscoroutinefunction(t.fn):
-                value = await t.fn(**call.arguments)
+                value = await _within(asyncio.ensure_future(t.fn(**call.arguments)), limit)
             else:
                 # Plain functions run in a worker thread so a slow tool never stalls the loop.
-                value = await asyncio.to_thread(t.fn, **call.arguments)
+                value = await _within(_in_thread(t.fn, call.arguments), limit)
+        except _TimedOut:
+            return _error(call, f"{call.name} did not finish within {limit:g} s "
+                                "(Agent.tool_timeout) and was abandoned; if it was a write, "
+                                "it may still happen")
         except Exception as exc:  # the model's call failed: tell it, do not crash
             tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
             return _error(call, f"{call.name} raised {tb}")
@@ -277,6 +288,59 @@ class Toolbox:
             value.call_id, value.name = call.id, call.name
             return value
         return ToolResult(call_id=call.id, output=_to_text(value), name=call.name)
+
+
+class _TimedOut(Exception):
+    """A tool call ran past its time limit."""
+
+
+async def _within(work: asyncio.Future[Any], limit: float | None) -> Any:
+    """``work``'s result, or ``_TimedOut`` after ``limit`` seconds (``work`` is cancelled,
+    which a thread ignores: it is left to finish on its own)."""
+    try:
+        done, _ = await asyncio.wait({work}, timeout=limit)
+    except asyncio.CancelledError:  # the run was interrupted: so is the tool (if it can be)
+        work.cancel()
+        raise
+    if not done:
+        work.cancel()
+        raise _TimedOut
+    return work.result()
+
+
+def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
+    """``fn(**kwargs)`` in a new daemon thread, as a future of the running loop.
+
+    Not ``asyncio.to_thread``: the default executor's threads are joined at interpreter
+    exit, so one call blocked in a read (a FIFO, a dead network share) kept Python from
+    exiting. A daemon thread is abandoned at exit instead.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(value: Any, exc: BaseException | None) -> None:
+        if future.done():  # timed out or cancelled meanwhile
+            return
+        if exc is not None:
+            future.set_exception(exc)
+        else:
+            future.set_result(value)
+
+    def work() -> None:
+        value, exc = None, None
+        try:
+            value = context.run(fn, **kwargs)
+        except Exception as e:  # noqa: BLE001 - handed to the awaiting task
+            exc = e
+        except BaseException as e:  # noqa: BLE001 - else the awaiting task would wait forever
+            exc = RuntimeError(f"{type(e).__name__} in the tool's thread")
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
+            loop.call_soon_threadsafe(settle, value, exc)
+
+    threading.Thread(target=work, name=f"ipyagent-tool-{getattr(fn, '__name__', 'fn')}",
+                     daemon=True).start()
+    return future
 
 
 def _error(call: ToolCall, message: str) -> ToolResult:

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
+import socket
 import stat
+import subprocess
+import sys
+import textwrap
+import threading
 from pathlib import Path
 
 import pytest
 from scripted_model import ScriptedModel, calls, text
 
+import ipyagent
 from ipyagent import Agent, _loop
 from ipyagent.file_tools import READ_CHARS, diff_preview
 from ipyagent.items import ToolCall, ToolResult
@@ -149,7 +157,7 @@ def test_writes_are_atomic_and_keep_the_mode(agent: Agent, ws: Path,
     run(agent, "write_file", path="fresh.txt", content="x")
     assert stat.S_IMODE((ws / "fresh.txt").stat().st_mode) == 0o666 & ~umask
 
-    def broken_replace(src: str, dst: str) -> None:  # the disk fails at the last moment
+    def broken_replace(src: str, dst: str, **dir_fds: int) -> None:  # the disk fails last
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", broken_replace)
@@ -280,3 +288,158 @@ def test_edit_file_matches_a_windows_file_written_with_plain_newlines(agent: Age
     preview = diff_preview(ToolCall("c", "edit_file", {"path": "win.py", "old": "return 2\n",
                                                        "new": "return 20\n"}), ws)
     assert preview is not None and "+    return 20" in preview
+
+
+@pytest.fixture
+def unblocker(ws: Path):
+    """Frees a call stuck opening a FIFO (as today's main did, forever): after a while a
+    writer opens the FIFO and writes, so such a call returns that text instead of hanging."""
+    stop = threading.Event()
+    pipes: list[Path] = []
+
+    def free() -> None:
+        while not stop.wait(15):
+            for pipe in pipes:
+                with contextlib.suppress(OSError):  # ENXIO: nobody is reading it, good
+                    fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
+                    os.write(fd, b"FIFO CONTENT\n")
+                    os.close(fd)
+
+    thread = threading.Thread(target=free, daemon=True)
+    thread.start()
+    yield pipes
+    stop.set()
+    thread.join()
+
+
+def test_fifos_sockets_and_devices_are_refused_without_blocking(agent: Agent, ws: Path,
+                                                                unblocker: list[Path]) -> None:
+    os.mkfifo(ws / "pipe")
+    unblocker.append(ws / "pipe")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(ws / "sock"))
+    (ws / "zero").symlink_to("/dev/zero")
+    odd = {"pipe": "named pipe", "sock": "socket"}
+    try:  # a device node inside the workspace (root only)
+        os.mknod(ws / "null", stat.S_IFCHR | 0o600, os.makedev(1, 3))
+        odd["null"] = "character device"
+    except PermissionError:
+        pass
+    every = [("read_file", {}), ("write_file", {"content": "x"}),
+             ("edit_file", {"old": "a", "new": "b"})]
+    for name, kind in odd.items():
+        for tool_name, args in every:
+            result = run(agent, tool_name, path=name, **args)
+            assert result.error, (name, tool_name, result.output)
+            assert f"is a {kind}, not a regular file" in result.output, result.output
+            assert "\n" not in result.output
+        preview = diff_preview(ToolCall("c", "write_file", {"path": name, "content": "x"}), ws)
+        assert preview is not None and kind in preview
+    assert stat.S_ISFIFO((ws / "pipe").lstat().st_mode)  # not replaced by a regular file
+    assert stat.S_ISSOCK((ws / "sock").lstat().st_mode)
+    for tool_name, args in every:
+        zero = run(agent, tool_name, path="zero", **args)
+        assert zero.error and "leads outside" in zero.output
+    listing = run(agent, "list_files").output
+    assert "pipe  (named pipe)" in listing and "sock  (socket)" in listing
+    server.close()
+
+
+def test_a_read_that_blocks_times_out_and_never_keeps_python_from_exiting(ws: Path) -> None:
+    # As if the FIFO refusal did not exist, opening the FIFO blocks in the kernel: the call
+    # must come back as an error value after Agent.tool_timeout, and a call still blocked
+    # (tool_timeout 0: no limit) must not keep the interpreter from exiting.
+    os.mkfifo(ws / "pipe")
+    script = textwrap.dedent(f"""
+        import time
+        from ipyagent import Agent, ToolCall, _loop, file_tools
+        file_tools._NONBLOCK = 0
+        agent = Agent(python_tool=False, workspace={str(ws)!r}, tool_timeout=1)
+        call = ToolCall("c1", "read_file", {{"path": "pipe"}})
+        print(_loop.run_sync(agent.tools.execute(call)).output, flush=True)
+        agent.tool_timeout = 0
+        _loop.submit(agent.tools.execute(call))
+        time.sleep(0.5)
+        print("exiting", flush=True)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(Path(ipyagent.__file__).parents[1])}  # this copy
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=False, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    first, last = done.stdout.splitlines()
+    assert first.startswith("Error: read_file did not finish within 1 s (Agent.tool_timeout)")
+    assert last == "exiting"
+
+
+def _exchange(a: Path, b: Path) -> None:
+    """Atomically swap two names (renameat2 RENAME_EXCHANGE): ``a`` is never missing."""
+    if _libc.renameat2(-100, bytes(a), -100, bytes(b), 2) != 0:  # AT_FDCWD, RENAME_EXCHANGE
+        raise OSError(ctypes.get_errno(), "renameat2")
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def test_a_directory_swapped_for_a_symlink_never_redirects_a_call(agent: Agent, ws: Path) -> None:
+    if not hasattr(_libc, "renameat2"):
+        pytest.skip("no renameat2 in this libc: the swap cannot be made atomic")
+    outside = ws.parent / "outside"
+    outside.mkdir()
+    (outside / "data.txt").write_text("OUTSIDE SECRET\n")
+    (outside / "edit.txt").write_text("counter\n")
+    (outside / "only-outside.txt").write_text("")
+    sub = ws / "sub"
+    sub.mkdir()
+    (sub / "data.txt").write_text("inside\n")
+    (sub / "edit.txt").write_text("counter\n")
+    (ws / ".swap").symlink_to(outside)
+    inode = (outside / "edit.txt").stat().st_ino
+    stop = threading.Event()
+    flips = 0
+
+    def attack() -> None:  # ws/sub is a real directory, then a symlink to outside, again …
+        nonlocal flips
+        while not stop.is_set():
+            _exchange(sub, ws / ".swap")
+            flips += 1
+
+    attacker = threading.Thread(target=attack, daemon=True)
+    attacker.start()
+    leaked_reads = 0
+    try:
+        for i in range(150):
+            run(agent, "write_file", path=f"sub/w{i}.txt", content="written\n")
+            leaked_reads += "OUTSIDE" in run(agent, "read_file", path="sub/data.txt").output
+            if i % 3 == 0:
+                run(agent, "edit_file", path="sub/edit.txt", old="counter", new="counter")
+                leaked_reads += "only-outside" in run(agent, "list_files", path="sub").output
+    finally:
+        stop.set()
+        attacker.join()
+    assert flips > 300  # the swap really ran throughout
+    assert sorted(p.name for p in outside.iterdir()) == ["data.txt", "edit.txt",
+                                                          "only-outside.txt"]
+    assert (outside / "edit.txt").stat().st_ino == inode  # never replaced
+    assert leaked_reads == 0
+
+
+def test_relative_links_and_dotdot_stay_correct(agent: Agent, ws: Path) -> None:
+    (ws / "pkg" / "up.txt").symlink_to("../notes.txt")  # relative, climbing inside
+    (ws / "pkg" / "esc.txt").symlink_to("../../secret.txt")  # relative, climbing out
+    (ws / "here").symlink_to(".")
+    (ws / "broken").symlink_to("nowhere.txt")
+    assert run(agent, "read_file", path="pkg/up.txt").output == "hello\n"
+    assert run(agent, "read_file", path="pkg/../notes.txt").output == "hello\n"
+    assert run(agent, "read_file", path="here/here/pkg/mod.py").output.startswith("def f()")
+    escaped = run(agent, "read_file", path="pkg/esc.txt")
+    assert escaped.error and "leads outside" in escaped.output
+    written = run(agent, "write_file", path="here/pkg/up.txt", content="via links\n")
+    assert written.output.startswith("replaced notes.txt")  # where it really went
+    assert (ws / "notes.txt").read_text() == "via links\n" and (ws / "pkg/up.txt").is_symlink()
+    assert run(agent, "write_file", path="broken", content="made\n").output.startswith(
+        "created nowhere.txt")
+    (ws / "pkg" / "gone").symlink_to("missing/x")
+    listing = run(agent, "list_files", path="pkg").output
+    assert "gone -> (symlink, broken)" in listing
+    assert "up.txt -> (symlink)" in listing and "esc.txt -> (symlink, leads outside)" in listing
+    assert run(agent, "list_files", path="here").output.startswith("./ (")

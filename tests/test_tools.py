@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
 from typing import Literal, Optional
 
 import pytest
 
+import ipyagent
 from ipyagent import ToolCall, ToolResult, Toolbox, tool
 
 
@@ -98,3 +106,53 @@ def test_toolbox_add_remove():
     assert len(box) == 0
     with pytest.raises(KeyError):
         box.remove("fetch")
+
+
+async def test_a_tool_past_its_timeout_is_an_error_value_and_its_thread_is_left() -> None:
+    release = threading.Event()
+
+    @tool
+    def stuck(timeout: int = 0) -> str:  # an argument called 'timeout' is the tool's own
+        """Wait for a release that comes late."""
+        release.wait()
+        return "finished"
+
+    @tool
+    async def stuck_async() -> str:
+        """Wait, asynchronously, forever."""
+        await asyncio.Event().wait()
+        return "finished"
+
+    stuck.timeout = stuck_async.timeout = lambda: 0.2
+    box = Toolbox([stuck, stuck_async])
+    try:
+        for name, args in [("stuck", {"timeout": 5}), ("stuck_async", {})]:
+            res = await asyncio.wait_for(run(box, name, args), 60)  # not forever, if broken
+            assert res.error and res.output.startswith(
+                f"Error: {name} did not finish within 0.2 s (Agent.tool_timeout) and was abandoned")
+    finally:
+        release.set()
+    stuck.timeout = lambda: 0  # 0: no limit
+    assert (await run(box, "stuck", {})).output == "finished"
+
+
+def test_a_blocked_tool_thread_never_keeps_python_from_exiting() -> None:
+    # asyncio's default executor joins its threads at exit: one tool stuck there (a read
+    # of a FIFO, a dead network share) used to hang the interpreter's exit forever.
+    script = textwrap.dedent("""
+        import threading, time
+        from ipyagent import Toolbox, ToolCall, _loop
+
+        def stuck() -> str:
+            \"\"\"Never returns.\"\"\"
+            threading.Event().wait()
+            return ""
+
+        _loop.submit(Toolbox([stuck]).execute(ToolCall("c", "stuck", {})))
+        time.sleep(0.5)
+        print("exiting", flush=True)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(Path(ipyagent.__file__).parents[1])}  # this copy
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=False, timeout=60, env=env)
+    assert done.returncode == 0 and done.stdout == "exiting\n", done.stderr
