@@ -20,8 +20,9 @@ def python_tool(agent: Any) -> Tool:
     async def run_python(call: ToolCall) -> ToolResult:
         emit = live_emitter.get()
         on_stream = (lambda name, text: emit(ToolOutput(call, name, text))) if emit else None
-        execution = await agent.kernel.execute_async(str(call.arguments["code"]),
-                                                     on_stream=on_stream)
+        kernel = agent.kernel
+        kernel.timeout = agent.tool_timeout or None  # read per call: %config applies at once; 0: no limit
+        execution = await kernel.execute_async(str(call.arguments["code"]), on_stream=on_stream)
         meta: dict[str, Any] = {"status": execution.status}
         if agent.send_images:
             meta["images"] = _images(execution.outputs)

@@ -148,7 +148,7 @@ class AgentResources(AgentSettings):
         from .kernel import SiblingKernel
 
         kernel = SiblingKernel(
-            cwd=self.cwd or os.getcwd(), timeout=self.tool_timeout,
+            cwd=self.cwd or os.getcwd(), timeout=self.tool_timeout or None,  # 0: no limit
             memory_limit=self.memory_limit or None, kernel_name=self.kernel_name,
             secret_env_vars=[v for v in {self.api_key_env, self.endpoint.key_env} if v])
         kernel.start_background()

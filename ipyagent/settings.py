@@ -91,7 +91,8 @@ class AgentSettings(LoggingConfigurable):
     kernel_name = Unicode("python3", help="Kernelspec of the sibling kernel.").tag(config=True)
     cwd = Unicode("", help="Working directory of the sibling kernel; empty: the current directory.").tag(config=True)
     tool_timeout = Float(60.0, help=(
-        "Seconds a python tool call may run before it is interrupted (state is kept)."
+        "Seconds a tool call may run: a python call is then interrupted (state is kept); a "
+        "file tool or MCP call is abandoned with an error value. 0: no limit."
     )).tag(config=True)
     context_window = Int(0, help=(
         "The model's context window in tokens; before each request the context is compacted "

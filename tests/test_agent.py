@@ -309,3 +309,18 @@ def test_usage_shapes_of_every_api():
                                 "cache_creation_input_tokens": 100, "output_tokens": 5})
     assert (cached.input, cached.output) == (1003, 5)
     assert Usage.from_server({}) is None and Usage.from_server({"cost": 0}) is None
+
+
+def test_tool_timeout_zero_means_no_limit_and_a_new_value_applies_at_once():
+    """Agent.tool_timeout is read per python call; 0 lets a call run (it interrupted at once)."""
+    sleepy = "import time; time.sleep(0.5); print('slept')"
+    model = ScriptedModel([calls(("python", {"code": sleepy})), text("ok"),
+                           calls(("python", {"code": "import time; time.sleep(30)"})), text("ok")])
+    with Agent(client=model, tool_timeout=0) as agent:
+        agent.run("sleep")
+        first = [i for i in agent.context if isinstance(i, ToolResult)][-1]
+        assert first.meta["status"] == "ok" and "slept" in first.output
+        agent.tool_timeout = 0.5
+        agent.run("sleep longer")
+        second = [i for i in agent.context if isinstance(i, ToolResult)][-1]
+        assert second.meta["status"] == "timeout"
