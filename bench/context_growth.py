@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ipyagent import Agent, ToolCall, tool  # noqa: E402
-from ipyagent import _loop  # noqa: E402
+from ipyagent import _eventloop# noqa: E402
 from ipyagent.compaction import SUMMARY_PROMPT  # noqa: E402
 from ipyagent.models.base import ToolCallDelta, Turn, TurnComplete  # noqa: E402
 from ipyagent.tokens import TokenCounter  # noqa: E402
@@ -72,7 +72,7 @@ def measure(window: int) -> tuple[list[float], list[int], int]:
     agent = Agent(client=model, tools=[noop], python_tool=False, circuit_breaker=0,
                   context_window=window, request_max_tokens=512)
     agent.context.counter = TokenCounter(use_tokenizer=False)
-    times = _loop.run_sync(run(agent, model))
+    times = _eventloop.run_sync(run(agent, model))
     return times, model.sent, len(agent.context)
 
 

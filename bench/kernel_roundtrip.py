@@ -27,8 +27,8 @@ from typing import Any
 
 from jupyter_client import KernelManager
 
-from ipyagent.kernel import SiblingKernel
-from ipyagent.kernel_process import _private_ipython_dir
+from ipyagent.kernel.sibling import SiblingKernel
+from ipyagent.kernel.process import _private_ipython_dir
 
 SNIPPETS = {"1+1": "1+1", "1 MB print": "print('x' * 2**20)"}
 

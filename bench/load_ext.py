@@ -32,7 +32,7 @@ _took = time.perf_counter() - _t
 _after = _rss()
 if {ext!r} == 'ipyagent':
     import ipyagent
-    _m = ipyagent.magics._MAGICS
+    _m = ipyagent.frontends.magics._MAGICS
     _m._settle_warmup()
     ipyagent.current().kernel.start()  # wait for the background start to finish
 _settled = _rss()

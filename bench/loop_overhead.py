@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ipyagent import Agent, Message, ToolCall, ToolResult, tool  # noqa: E402
-from ipyagent import _loop  # noqa: E402
+from ipyagent import _eventloop# noqa: E402
 from ipyagent.models.base import ToolCallDelta, Turn, TurnComplete  # noqa: E402
 
 
@@ -67,8 +67,8 @@ def main() -> None:
     agent.listeners.append(lambda event: None)  # a listener, as a display would be
     rows = []
     for size in (10, 100, 1000):
-        _loop.run_sync(measure(agent, size, 50))  # warm-up
-        times = _loop.run_sync(measure(agent, size, 500))
+        _eventloop.run_sync(measure(agent, size, 50))  # warm-up
+        times = _eventloop.run_sync(measure(agent, size, 500))
         rows.append((size, statistics.median(times) * 1e6, sorted(times)[int(len(times) * .9)] * 1e6))
     print(f"{'context items':>14} {'median µs/step':>15} {'p90 µs/step':>12}")
     for size, med, p90 in rows:

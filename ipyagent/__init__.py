@@ -15,7 +15,7 @@ from .approval import Decision
 from .context import Context
 from .events import RunResult, Step, Usage
 from .items import Message, Reasoning, Summary, ToolCall, ToolResult
-from .tools import Tool, Toolbox, tool
+from .tools.base import Tool, Toolbox, tool
 
 # Library convention: records go nowhere until the application configures logging, so
 # Python's last-resort handler never prints them raw to stderr (a red block in a cell)
@@ -49,21 +49,21 @@ __all__ = [
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext ipyagent``: the ``%agent`` magics, the sibling kernel started in the background."""
-    from .magics import load_ipython_extension as load
+    from .frontends.magics import load_ipython_extension as load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    """``%unload_ext ipyagent``: remove the magics and stop the sibling kernel."""
-    from .magics import unload_ipython_extension as unload
+    """``%unload_ext ipyagent``: remove the magics and stop the sibling sibling."""
+    from .frontends.magics import unload_ipython_extension as unload
 
     unload(ipython)
 
 
 def current() -> Agent:
     """The ``Agent`` behind the ``%agent`` magics."""
-    from .magics import current as agent
+    from .frontends.magics import current as agent
 
     return agent()  # type: ignore[no-any-return]
 

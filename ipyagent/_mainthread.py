@@ -206,9 +206,9 @@ def run_pumped(pump: PumpDispatcher, coro: Coroutine[Any, Any, T], grace: float 
     Ctrl-C cancels the run, waits up to ``grace`` seconds for it to answer its open
     calls (so the context stays valid), then re-raises ``KeyboardInterrupt``.
     """
-    from . import _loop
+    from . import _eventloop
 
-    future, finished = _loop.submit_tracked(coro)
+    future, finished = _eventloop.submit_tracked(coro)
     try:
         pump.pump(future)
     except KeyboardInterrupt:

@@ -30,7 +30,7 @@ from urllib.parse import quote, quote_plus
 __all__ = ["SecretScanner", "find_secret", "key_envs", "marker", "scanner", "secret_values"]
 
 MIN_LENGTH = 8
-# Kept in step with kernel_process.SECRET_MARKERS (a test checks): the sibling's scrub.
+# Names holding secrets: one rule for the save guard and the sibling's scrub (kernel.process).
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 # Paths, booleans, numbers, dotted names (KEYRING_BACKEND=keyring.backends.null.Keyring).
 _NOT_SECRET = re.compile(r"^(?:[/~.]|[A-Za-z]:\\|(?:true|false|yes|no|on|off|none|null|\d+)$"

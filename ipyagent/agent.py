@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from traitlets import TraitError
 
-from . import _loop
+from . import _eventloop
 from .approval import ApprovalPolicy, Approver, CallbackApprover
 from .audit import Audit, decision_record
 from .compaction import bind_settings, fit_window
-from .overflow import context_overflow, overflow_hint
+from .models.overflow import context_overflow, overflow_hint
 from .context import Context
 from .errors import ApprovalError, ConfigError, ModelError
 from .models.retry import safe_url
@@ -34,17 +34,17 @@ from .events import (
 )
 from .items import Message, ToolCall, ToolResult
 from .models.base import ClientNotice, Model, ModelRequest, Retrying, TurnComplete
-from .python_tool import python_tool
+from .tools.python import python_tool
 from .redaction import LiveRedactor, redact_result, redaction_notice
 from ._secrets import key_envs, secret_values
-from .tools import Tool, Toolbox
+from .tools.base import Tool, Toolbox
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from .rebuild import Rebuild
-    from .replay import ReplayReport
-    from .transcript import Transcript
+    from .transcripts.rebuild import Rebuild
+    from .transcripts.replay import ReplayReport
+    from .transcripts.transcript import Transcript
 
 __all__ = ["Agent", "DEFAULT_SYSTEM_PROMPT"]
 
@@ -88,7 +88,7 @@ class Agent(AgentResources):
             self.tools.add(python_tool(self))
             self._start_kernel_soon()
         if self.file_tools:
-            from .file_tools import file_tools
+            from .tools.files import file_tools
 
             for t in file_tools(lambda: self.workspace_path, lambda: self.tool_timeout):
                 self.tools.add(t)
@@ -162,20 +162,20 @@ class Agent(AgentResources):
     def run(self, task: str | None = None, *, on_event: Listener | None = None) -> RunResult:
         """Run until a stop reason (blocking). In a notebook prefer ``await agent.arun()``."""
         self._check_blocking_ok()
-        return _loop.run_sync(self._arun(task, on_event))
+        return _eventloop.run_sync(self._arun(task, on_event))
 
     async def arun(self, task: str | None = None, *, on_event: Listener | None = None) -> RunResult:
         """Run until a stop reason, awaiting (approval clicks keep flowing meanwhile)."""
-        return await _loop.run_async(self._arun(task, on_event))
+        return await _eventloop.run_async(self._arun(task, on_event))
 
     def step(self, task: str | None = None, *, on_event: Listener | None = None) -> Step:
         """Run one iteration (after adding ``task``, if given)."""
         self._check_blocking_ok()
-        return _loop.run_sync(self._astep_public(task, on_event))
+        return _eventloop.run_sync(self._astep_public(task, on_event))
 
     async def astep(self, task: str | None = None, *, on_event: Listener | None = None) -> Step:
         """Run one iteration, awaiting."""
-        return await _loop.run_async(self._astep_public(task, on_event))
+        return await _eventloop.run_async(self._astep_public(task, on_event))
 
     def _check_blocking_ok(self) -> None:
         # A blocking call inside a running loop (a notebook cell) stops the kernel from
@@ -461,7 +461,7 @@ class Agent(AgentResources):
 
     def _autosave(self, listeners: list[Listener]) -> None:
         """Rewrite the autosave file; say where once, and a failure once (until it works)."""
-        from .transcript import autosave
+        from .transcripts.transcript import autosave
 
         try:
             path = autosave(self)
@@ -500,7 +500,7 @@ class Agent(AgentResources):
     # -- transcripts -----------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the conversation as a transcript notebook; returns its Path."""
-        from .transcript import save
+        from .transcripts.transcript import save
 
         return save(self, path)
 
@@ -511,7 +511,7 @@ class Agent(AgentResources):
 
         ``rerun=True`` also re-runs its python calls so the sibling has their variables.
         """
-        from .transcript import from_transcript, read
+        from .transcripts.transcript import from_transcript, read
 
         transcript = read(path)
         if rerun:
@@ -527,7 +527,7 @@ class Agent(AgentResources):
         A running sibling is restarted: the old conversation's variables must not pass
         for this one's. ``rerun=True`` then re-runs its python calls (``rebuild_kernel``).
         """
-        from .transcript import load_into, read
+        from .transcripts.transcript import load_into, read
 
         transcript = read(path)
         if rerun:
@@ -545,11 +545,11 @@ class Agent(AgentResources):
         Use after loading a transcript: its variables then exist again in the sibling.
         ``restart=True`` restarts the sibling first, so nothing stale is left over.
         """
-        return _loop.run_sync(self.arebuild_kernel(restart=restart))
+        return _eventloop.run_sync(self.arebuild_kernel(restart=restart))
 
     async def arebuild_kernel(self, *, restart: bool = False) -> Rebuild:
         """Awaitable ``rebuild_kernel``."""
-        from .rebuild import arebuild
+        from .transcripts.rebuild import arebuild
 
         if restart and self._kernel is not None:
             await self._kernel.restart_async()
@@ -560,19 +560,19 @@ class Agent(AgentResources):
 
         Its calls are approved as this agent's would be; it runs in a new empty temporary
         directory unless ``cwd=`` says where."""
-        from .replay import replay
+        from .transcripts.replay import replay
 
         return replay(path, **self._replay_settings(settings))
 
     async def areplay(self, path: str | os.PathLike[str], **settings: Any) -> ReplayReport:
         """Awaitable ``replay`` (the notebook stays responsive meanwhile)."""
-        from .replay import areplay
+        from .transcripts.replay import areplay
 
-        return await _loop.run_async(areplay(path, **self._replay_settings(settings)))
+        return await _eventloop.run_async(areplay(path, **self._replay_settings(settings)))
 
     def _replay_settings(self, settings: dict[str, Any]) -> dict[str, Any]:
         """This agent's approval and limits for a replay (``settings`` win)."""
-        from .transcript import LIMITS
+        from .transcripts.transcript import LIMITS
 
         return {"approval": self.approval, "allow": list(self.allow),
                 "approval_hook": self.approval_hook,
@@ -596,7 +596,7 @@ class Agent(AgentResources):
         self._closed = True
         if self._client is not None and not self._client_injected:
             try:
-                _loop.run_sync(self._client.aclose(), timeout=5)
+                _eventloop.run_sync(self._client.aclose(), timeout=5)
             except Exception:
                 pass
         if self._mcp is not None:

@@ -10,7 +10,6 @@ how to allow it — never silently run.
 from __future__ import annotations
 
 import asyncio
-import datetime as _dt
 import inspect
 import json
 import os
@@ -20,54 +19,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Literal, Protocol, Union
 
 from ._text import visible
+from .decisions import BY, PERSON, Decision, utc_now
 from .items import ToolCall
 
 __all__ = ["Decision", "Approver", "ApprovalPolicy", "TerminalApprover", "TerminalOrDeny",
            "CallbackApprover", "on_a_terminal", "BY", "PERSON", "utc_now"]
 
-Action = Literal["approve", "deny", "edit"]
 Mode = Literal["auto", "ask", "deny"]  # Agent.approval
 MODES: tuple[Mode, ...] = ("auto", "ask", "deny")  # typed, so the trait's value is a Mode
-# How a decision was made (``Decision.by``); ``Decision.detail`` says which button, key,
-# allow entry, mode or earlier call. "user" is what older transcripts and hooks say.
-BY = ("click", "click-always", "terminal", "always", "allow-list", "policy", "hook",
-      "timeout", "headless", "replay", "interrupt", "user")
-PERSON = ("click", "click-always", "terminal", "user")  # a person answered
-
-
-def utc_now() -> str:
-    """Now as a UTC ISO 8601 timestamp (milliseconds), for the audit trail."""
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z")
-
-
-@dataclass
-class Decision:
-    """The answer for one tool call."""
-
-    action: Action
-    reason: str = ""
-    # For "edit": the arguments that should run instead (e.g. edited code).
-    arguments: dict[str, Any] | None = None
-    # "always": approve this tool for the rest of the session.
-    scope: Literal["once", "always"] = "once"
-    by: str = ""  # how it was decided: one of ``BY``
-    detail: str = ""  # which button / key / allow entry / mode, or the call that set Always
-    at: str = ""  # when the answer arrived (UTC ISO), stamped by ApprovalPolicy
-
-    @property
-    def approved(self) -> bool:
-        return self.action in ("approve", "edit")
-
-    @property
-    def by_person(self) -> bool:
-        """True when a person answered (also when replay re-applies a person's answer)."""
-        return self.by in PERSON or (self.by == "replay" and self.detail in PERSON)
-
-    def __repr__(self) -> str:
-        by = f", by={self.by}" + (f" ({self.detail})" if self.detail else "") if self.by else ""
-        extra = f", reason={self.reason!r}" if self.reason else ""
-        return f"Decision({self.action}{', always' if self.scope == 'always' else ''}{by}{extra})"
 
 
 class Approver(Protocol):
@@ -148,7 +107,7 @@ class TerminalApprover:
                 return replace(await self._edit(call), detail=answer)
 
     async def confirm_mcp(self, request: Any) -> bool | str:
-        """Ask y/N whether a directory file's MCP servers start (``mcp_trust.TrustRequest``)."""
+        """Ask y/N whether a directory file's MCP servers start (``tools.mcp.trust.TrustRequest``)."""
         print(f"\n{request.question()}", file=self.output or sys.stdout, flush=True)
         answer = (await self._ask("Start them? [y]es / [N]o: ")).strip().lower()
         return True if answer in ("y", "yes") else "you answered no"

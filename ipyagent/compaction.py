@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult
+from .models.base import SUMMARY_PROMPT
 
 if TYPE_CHECKING:
     from .context import Context
@@ -34,19 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["CompactionPlan", "plan", "preview", "turn_groups", "render_for_summary",
            "SUMMARY_PROMPT", "truncation_summary", "replaced_items", "shrink_largest_result",
            "fit_window", "settings_for", "bind_settings"]
-
-SUMMARY_PROMPT = """\
-You compress the earlier part of a working session between a user and an AI agent that \
-runs Python in a persistent kernel, so that the agent can continue without it. Write \
-concise bullet points that keep:
-- facts and numbers found, with their values;
-- decisions made and why;
-- file names and paths, URLs, and Python variable/function names that exist in the kernel \
-and what they hold;
-- errors met and how they were resolved;
-- open questions and the next steps that were planned.
-Do not invent anything. No preamble: start with the first bullet."""
-
 
 def turn_groups(items: list[Item]) -> list[list[int]]:
     """Indices grouped into units that must stay together (a call with its result)."""

@@ -136,7 +136,7 @@ class Context(MutableSequence[Item]):
 
     def to_notebook(self) -> Any:
         """The context as an nbformat v4 notebook (one cell per item)."""
-        from .notebook_export import context_to_notebook
+        from .transcripts.export import context_to_notebook
 
         return context_to_notebook(self)
 

@@ -1,8 +1,8 @@
 """What an agent run reports as it goes, and what it returns.
 
 Listeners (``Agent.listeners``, or ``on_event=`` for one run) receive the model's stream
-events (``TextDelta``, ``ReasoningDelta``, ``ToolCallDelta`` from ``ipyagent.models``)
-interleaved with the loop's own events below, in order. Displays are listeners.
+events (``TextDelta``, ``ReasoningDelta``, ``ToolCallDelta``, defined here and yielded by
+``ipyagent.models`` clients) interleaved with the loop's own events below, in order. Displays are listeners.
 """
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, Union
 
 from ._untrusted import markdown_literal, markdown_text
-from .approval import Decision
+from .decisions import Decision
 from .items import ToolCall, ToolResult
-from .models.base import ReasoningDelta, TextDelta, ToolCallDelta
 
 __all__ = [
+    "TextDelta",
+    "ReasoningDelta",
+    "ToolCallDelta",
     "StopReason",
     "Usage",
     "Step",
@@ -36,6 +38,28 @@ __all__ = [
     "compaction_line",
     "Event",
 ]
+
+
+# The model's stream, as a client yields it (ipyagent.models) and listeners receive it.
+@dataclass
+class TextDelta:
+    text: str
+
+
+@dataclass
+class ReasoningDelta:
+    text: str
+
+
+@dataclass
+class ToolCallDelta:
+    """A fragment of tool call ``index``; ``name``/``id`` set when first known."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
 
 StopReason = Literal["done", "max_steps", "circuit_breaker", "budget", "denied", "error", "length"]
 

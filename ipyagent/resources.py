@@ -10,14 +10,14 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import _loop
+from . import _eventloop
 from .models.base import Model
 from .providers import Endpoint, check_key, resolve
 from .settings import AgentSettings
 
 if TYPE_CHECKING:
-    from .mcp import MCPManager
-    from .tools import Toolbox
+    from .tools.mcp.client import MCPManager
+    from .tools.base import Toolbox
 
 __all__ = ["AgentResources"]
 
@@ -64,7 +64,7 @@ class AgentResources(AgentSettings):
     def mcp(self) -> MCPManager:
         """The MCP servers and their tools; ``agent.mcp.list()`` starts them (a table)."""
         if self._mcp is None:
-            from .mcp import MCPManager
+            from .tools.mcp.client import MCPManager
 
             self._mcp = MCPManager(self)
         return self._mcp
@@ -72,7 +72,7 @@ class AgentResources(AgentSettings):
     def _settings_changed(self, change: Any) -> None:
         if not self._client_injected and self._client is not None:
             old, self._client = self._client, None
-            _loop.submit(old.aclose())
+            _eventloop.submit(old.aclose())
 
     @property
     def client(self) -> Model:
@@ -80,7 +80,7 @@ class AgentResources(AgentSettings):
         if self._client is None:
             self._client = self._make_client()
         if self.cache != "off":
-            from .cache import cached_client
+            from .models.cache import cached_client
 
             return cached_client(self, self._client)
         return self._client
@@ -145,7 +145,7 @@ class AgentResources(AgentSettings):
         threading.Thread(target=start, name="ipyagent-kernel-start", daemon=True).start()
 
     def _make_kernel(self) -> Any:
-        from .kernel import SiblingKernel
+        from .kernel.sibling import SiblingKernel
 
         kernel = SiblingKernel(
             cwd=self.cwd or os.getcwd(), timeout=self.tool_timeout or None,  # 0: no limit

@@ -9,7 +9,7 @@ from traitlets import TraitError
 
 from ipyagent import Agent, Decision, Message, ToolCall, ToolResult, tool
 from ipyagent.errors import ApprovalError, ConfigError, ModelConnectionError
-from ipyagent.events import RunFinished, StepFinished, ToolCallFinished
+from ipyagent.events import RunFinished, StepFinished
 
 from scripted_model import ScriptedModel, calls, text
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from ipyagent import Decision, ToolCall
 from ipyagent._mainthread import Dispatcher
-from ipyagent.approval_widgets import ApprovalPanel, WidgetApprover
+from ipyagent.frontends.widgets import ApprovalPanel, WidgetApprover
 
 
 class HeldDispatcher(Dispatcher):

@@ -12,10 +12,10 @@ from scripted_model import ScriptedModel, calls, text
 
 from ipyagent import Agent, Decision, ToolCall, ToolResult
 from ipyagent.approval import TerminalApprover
-from ipyagent.approval_widgets import WidgetApprover
+from ipyagent.frontends.widgets import WidgetApprover
 from ipyagent.audit import Audit
-from ipyagent.tools import Tool
-from ipyagent.transcript import read
+from ipyagent.tools.base import Tool
+from ipyagent.transcripts.transcript import read
 
 BAD = "<img src=x onerror=alert(1)>"
 

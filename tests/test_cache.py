@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from ipyagent import Agent, Message, ToolCall, ToolResult
-from ipyagent.cache import CachedModel, CacheMiss, ResponseCache, request_key
+from ipyagent.models.cache import CachedModel, CacheMiss, ResponseCache, request_key
 from ipyagent.events import Notice
 from ipyagent.models.base import ModelRequest, TextDelta, Turn, TurnComplete
 
@@ -90,7 +90,7 @@ def test_replay_only_miss_is_a_clear_one_line_error(tmp_path):
 def test_an_error_is_said_once_and_the_footer_points_to_it(tmp_path):
     import io
 
-    from ipyagent.display_terminal import TerminalDisplay
+    from ipyagent.frontends.terminal import TerminalDisplay
 
     out = io.StringIO()
     with ScriptedServer([]) as srv:
@@ -235,14 +235,14 @@ def test_a_corrupt_cache_is_set_aside_with_one_warning_and_the_run_goes_on(
     damaged = db.read_bytes()
     with ScriptedServer([reply_text("fresh"), reply_text("again")]) as srv:
         events: list = []
-        with caplog.at_level("WARNING", logger="ipyagent.cache"), \
+        with caplog.at_level("WARNING", logger="ipyagent.models.cache"), \
                 server_agent(srv, db, cache="on") as agent:
             assert agent.run("hi", on_event=events.append).text == "fresh"
         warned = [e.message for e in events if isinstance(e, Notice)]
         (aside,) = tmp_path.glob("cache.sqlite.corrupt-*")
         assert len(warned) == 1 and "\n" not in warned[0]  # one line, in the run's display
         assert f"moved it to {aside.name}" in warned[0] and "started a new one" in warned[0]
-        assert [r.getMessage() for r in caplog.records if r.name == "ipyagent.cache"] == warned
+        assert [r.getMessage() for r in caplog.records if r.name == "ipyagent.models.cache"] == warned
         assert aside.read_bytes() == damaged  # kept, for whoever wants to look
         assert len(ResponseCache(db)) == 1  # a fresh cache, holding this run's reply
         with server_agent(srv, db, cache="on") as agent:  # and it is used: no new request
@@ -253,7 +253,7 @@ def test_a_busy_cache_is_not_taken_for_a_corrupt_one(tmp_path):
     """Only a damaged file is set aside: "database is locked" (another writer) is not that."""
     import sqlite3
 
-    from ipyagent.cache import _is_corrupt
+    from ipyagent.models.cache import _is_corrupt
 
     db = tmp_path / "cache.sqlite"
     ResponseCache(db).put("k", "m", [TurnComplete(Turn(text="kept"))])

@@ -13,7 +13,7 @@ SCRIPT = Path(sysconfig.get_path("scripts")) / "ipyagent"
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    cmd = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "ipyagent.cli"]
+    cmd = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "ipyagent.frontends.cli"]
     return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=120,
                           cwd=cwd, stdin=subprocess.DEVNULL)
 
@@ -72,7 +72,7 @@ def spawn(tmp_path, *args: str, env=None):
     """The console script in a pseudo-terminal, as a person at a terminal runs it."""
     pexpect = __import__("pytest").importorskip("pexpect")
     cmd = str(SCRIPT) if SCRIPT.exists() else sys.executable
-    argv = list(args) if SCRIPT.exists() else ["-m", "ipyagent.cli", *args]
+    argv = list(args) if SCRIPT.exists() else ["-m", "ipyagent.frontends.cli", *args]
     return pexpect.spawn(cmd, argv, cwd=str(tmp_path), encoding="utf-8", timeout=60, env=env)
 
 

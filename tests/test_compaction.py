@@ -467,7 +467,7 @@ def test_without_a_window_the_refusal_says_to_set_one():
 ])
 def test_how_servers_say_too_long(message, counted):
     from ipyagent.errors import RequestRejected
-    from ipyagent.overflow import context_overflow
+    from ipyagent.models.overflow import context_overflow
 
     found = context_overflow(RequestRejected(message, status_code=400, body={"error": {"message": message}}))
     assert found is not None and found.prompt_tokens == counted

@@ -14,7 +14,7 @@ from IPython.testing import globalipapp
 from scripted_model import ScriptedModel, calls, text
 
 from ipyagent import Agent
-from ipyagent.display_notebook import (
+from ipyagent.frontends.notebook import (
     NotebookDisplay,
     card_html,
     card_markdown,
@@ -135,12 +135,12 @@ def test_what_the_sibling_displays_is_sanitized_or_dropped_with_a_note(
 def test_every_rich_repr_keeps_untrusted_names_and_text_inert() -> None:
     from ipyagent import Tool
     from ipyagent.approval import Decision
-    from ipyagent.approval_widgets import ApprovalPanel
+    from ipyagent.frontends.widgets import ApprovalPanel
     from ipyagent.context import Context
     from ipyagent.items import Message
     from ipyagent.personas import Persona
-    from ipyagent.rebuild import Rebuild
-    from ipyagent.replay import Difference, ReplayReport
+    from ipyagent.transcripts.rebuild import Rebuild
+    from ipyagent.transcripts.replay import Difference, ReplayReport
 
     bad = "<img src=x onerror=alert(1)> [x](javascript:alert(1)) `a`b"
     tool = Tool(f"srv__{bad}", f"Does things. {bad}", {"type": "object", "properties": {}},

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ipyagent import Agent
-from ipyagent.display_terminal import TerminalDisplay
+from ipyagent.frontends.terminal import TerminalDisplay
 from ipyagent.errors import ModelError
 from ipyagent.events import ToolCallFinished
 from ipyagent.models.base import ReasoningDelta

@@ -10,9 +10,9 @@ from nbclient import NotebookClient
 
 from ipyagent import Agent
 from ipyagent.errors import TranscriptError
-from ipyagent.file_record import cell_source
+from ipyagent.transcripts.file_record import cell_source
 from ipyagent.items import ToolCall
-from ipyagent.transcript import read
+from ipyagent.transcripts.transcript import read
 
 from scripted_model import ScriptedModel, calls, text
 

@@ -17,8 +17,9 @@ import pytest
 from scripted_model import ScriptedModel, calls, text
 
 import ipyagent
-from ipyagent import Agent, _loop
-from ipyagent.file_tools import READ_CHARS, diff_preview
+from ipyagent import Agent
+from ipyagent import _eventloop
+from ipyagent.tools.files import READ_CHARS, diff_preview
 from ipyagent.items import ToolCall, ToolResult
 
 
@@ -40,7 +41,7 @@ def agent(ws: Path):
 
 
 def run(agent: Agent, name: str, **args) -> ToolResult:
-    return _loop.run_sync(agent.tools.execute(ToolCall("c1", name, args)))
+    return _eventloop.run_sync(agent.tools.execute(ToolCall("c1", name, args)))
 
 
 def test_the_four_tools_are_there_by_default_and_can_be_turned_off(ws: Path) -> None:
@@ -215,8 +216,8 @@ def test_diff_preview_of_writes_and_edits(ws: Path) -> None:
 
 def test_write_and_edit_calls_show_a_diff_where_they_are_approved(tmp_path):
     from ipyagent import Agent, ToolCall
-    from ipyagent.display_notebook import card_html
-    from ipyagent.display_terminal import TerminalDisplay
+    from ipyagent.frontends.notebook import card_html
+    from ipyagent.frontends.terminal import TerminalDisplay
     from ipyagent.events import ToolCallRequested
     import io
 
@@ -352,13 +353,15 @@ def test_a_read_that_blocks_times_out_and_never_keeps_python_from_exiting(ws: Pa
     os.mkfifo(ws / "pipe")
     script = textwrap.dedent(f"""
         import time
-        from ipyagent import Agent, ToolCall, _loop, file_tools
-        file_tools._NONBLOCK = 0
+        from ipyagent import Agent, ToolCall
+        from ipyagent import _eventloop
+        from ipyagent.tools import files
+        files._NONBLOCK = 0
         agent = Agent(python_tool=False, workspace={str(ws)!r}, tool_timeout=1)
         call = ToolCall("c1", "read_file", {{"path": "pipe"}})
-        print(_loop.run_sync(agent.tools.execute(call)).output, flush=True)
+        print(_eventloop.run_sync(agent.tools.execute(call)).output, flush=True)
         agent.tool_timeout = 0
-        _loop.submit(agent.tools.execute(call))
+        _eventloop.submit(agent.tools.execute(call))
         time.sleep(0.5)
         print("exiting", flush=True)
     """)

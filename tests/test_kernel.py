@@ -20,8 +20,8 @@ import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
 from ipyagent.errors import KernelError
-from ipyagent.kernel import SiblingKernel, parse_memory, scrub_env
-from ipyagent.kernel_outputs import OutputCollector, model_text, truncate_middle
+from ipyagent.kernel.sibling import SiblingKernel, parse_memory, scrub_env
+from ipyagent.kernel.outputs import OutputCollector, model_text, truncate_middle
 
 # Every kernel process id the tests start (restarts included), checked at module end.
 _PID_LISTS: list[list[int]] = []
@@ -503,7 +503,7 @@ def test_interpreter_exit_shuts_the_kernel_down(tmp_path: Path, wait: bool) -> N
 
     script = (
         "import time\n"
-        "from ipyagent.kernel import SiblingKernel\n"
+        "from ipyagent.kernel.sibling import SiblingKernel\n"
         f"k = SiblingKernel(cwd={str(tmp_path)!r})\n"
         f"k.start(wait={wait})\n"
         "while k.pid is None: time.sleep(0.01)\n"

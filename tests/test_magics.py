@@ -15,12 +15,13 @@ from IPython.core.error import UsageError
 from IPython.testing import globalipapp
 
 import ipyagent
-from ipyagent.transcript import read
-from ipyagent import Agent, Tool, ToolCall, ToolResult, magics
+from ipyagent.transcripts.transcript import read
+from ipyagent import Agent, Tool, ToolCall, ToolResult
+from ipyagent.frontends import magics
 from ipyagent._mainthread import LoopDispatcher
-from ipyagent._transformer import await_agent_magics, protect_question_marks
-from ipyagent.approval_widgets import WidgetApprover
-from ipyagent.display_notebook import NotebookDisplay
+from ipyagent.frontends.transformer import await_agent_magics, protect_question_marks
+from ipyagent.frontends.widgets import WidgetApprover
+from ipyagent.frontends.notebook import NotebookDisplay
 from ipyagent.models.base import TextDelta, Turn, TurnComplete
 
 from scripted_model import ScriptedModel, calls, text
@@ -511,7 +512,8 @@ def test_ctrl_c_in_a_pumped_prompt_cancels_the_run_and_the_engine_survives() -> 
     import concurrent.futures
     import threading
 
-    from ipyagent import Agent, _loop
+    from ipyagent import Agent
+    from ipyagent import _eventloop
     from ipyagent._mainthread import PumpDispatcher
     from ipyagent.approval import TerminalApprover
 
@@ -519,7 +521,7 @@ def test_ctrl_c_in_a_pumped_prompt_cancels_the_run_and_the_engine_survives() -> 
         raise KeyboardInterrupt
 
     pump = PumpDispatcher()
-    engine = _loop.engine_loop()
+    engine = _eventloop.engine_loop()
     agent = Agent(model="demo", approval="ask", python_tool=True)
     agent.approval_hook = TerminalApprover(
         input_fn=lambda prompt: pump.call_and_wait(ctrl_c, prompt), show_call=False)
@@ -531,15 +533,15 @@ def test_ctrl_c_in_a_pumped_prompt_cancels_the_run_and_the_engine_survives() -> 
         finally:
             done.set()
 
-    future = _loop.submit(run())
+    future = _eventloop.submit(run())
     with pytest.raises(KeyboardInterrupt):
         pump.pump(future)  # the prompt runs here, on the main thread, and raises
     assert done.wait(10)  # not cancelled by us: the engine must end the run by itself
     with pytest.raises(concurrent.futures.CancelledError):
         future.result(timeout=10)
     assert [i.label for i in agent.context][-1] == "tool error"  # the open call was answered
-    assert _loop.engine_loop() is engine  # the same engine thread, still alive
-    assert _loop.run_sync(asyncio.sleep(0, "alive"), timeout=10) == "alive"
+    assert _eventloop.engine_loop() is engine  # the same engine thread, still alive
+    assert _eventloop.run_sync(asyncio.sleep(0, "alive"), timeout=10) == "alive"
     agent.close()
 
 

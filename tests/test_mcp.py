@@ -22,9 +22,9 @@ from ipyagent import Agent
 from ipyagent.approval import Decision
 from ipyagent.events import Notice
 from ipyagent.items import ToolResult
-from ipyagent.mcp import MISSING, MCPUnavailable, sdk_available
-from ipyagent.mcp_config import load_configs, parse_servers, tool_name
-from ipyagent.mcp_session import to_tool_result
+from ipyagent.tools.mcp.client import MISSING, MCPUnavailable, sdk_available
+from ipyagent.tools.mcp.config import load_configs, parse_servers, tool_name
+from ipyagent.tools.mcp.session import to_tool_result
 
 SERVER = str(Path(__file__).parent / "mcp_servers" / "demo_server.py")
 STDIO = {"demo": {"command": sys.executable, "args": [SERVER]}}
@@ -299,10 +299,10 @@ def test_listing_starts_lazily_and_config_changes_stop_servers(tmp_path: Path) -
 
 
 def _call(agent: Agent, name: str) -> str:
-    from ipyagent import _loop
+    from ipyagent import _eventloop
     from ipyagent.items import ToolCall
 
-    return _loop.run_sync(agent.tools.execute(ToolCall("c1", name, {}))).output
+    return _eventloop.run_sync(agent.tools.execute(ToolCall("c1", name, {}))).output
 
 
 @pytest.fixture
@@ -347,10 +347,10 @@ def test_streamable_http_server(tmp_path: Path, http_server) -> None:
 
 
 def _call_with(agent: Agent, name: str, args: dict) -> ToolResult:
-    from ipyagent import _loop
+    from ipyagent import _eventloop
     from ipyagent.items import ToolCall
 
-    return _loop.run_sync(agent.tools.execute(ToolCall("c1", name, args)))
+    return _eventloop.run_sync(agent.tools.execute(ToolCall("c1", name, args)))
 
 
 # -- %agent mcp ------------------------------------------------------------------------
@@ -390,8 +390,8 @@ def test_magic_lists_the_servers_of_mcp_json_once_trusted(shell) -> None:
 def test_magic_without_the_sdk_is_one_line(shell, monkeypatch: pytest.MonkeyPatch) -> None:
     from IPython.core.error import UsageError
 
-    from ipyagent.mcp_config import load_configs
-    from ipyagent.mcp_trust import requests_for, trust
+    from ipyagent.tools.mcp.config import load_configs
+    from ipyagent.tools.mcp.trust import requests_for, trust
 
     trust(requests_for(load_configs({}, Path.cwd())[0])[0])  # trusted: the SDK is what is missing
     monkeypatch.setitem(sys.modules, "mcp", None)
@@ -497,7 +497,7 @@ def test_agreement_shows_the_command_is_remembered_by_hash_and_a_change_asks_aga
 
 
 def test_a_corrupt_trust_list_trusts_nothing_and_says_so(tmp_path: Path, trust_list: Path) -> None:
-    from ipyagent.mcp_trust import TrustRequest, is_trusted, trust
+    from ipyagent.tools.mcp.trust import TrustRequest, is_trusted, trust
 
     path, _ = plant(tmp_path)
     trust_list.parent.mkdir(parents=True)
@@ -517,9 +517,9 @@ def test_terminal_prompt_shows_the_command_and_headless_says_how_to_allow(
     import io
 
     from ipyagent.approval import TerminalApprover, TerminalOrDeny
-    from ipyagent.approval_widgets import WidgetApprover
-    from ipyagent.mcp_config import load_configs
-    from ipyagent.mcp_trust import requests_for
+    from ipyagent.frontends.widgets import WidgetApprover
+    from ipyagent.tools.mcp.config import load_configs
+    from ipyagent.tools.mcp.trust import requests_for
 
     plant(tmp_path, extra_arg="\u202egnp.exe")
     request = requests_for(load_configs({}, tmp_path)[0])[0]
@@ -549,9 +549,9 @@ def test_terminal_prompt_shows_the_command_and_headless_says_how_to_allow(
 def test_notebook_buttons_ask_and_a_click_agrees(tmp_path: Path) -> None:
     import asyncio
 
-    from ipyagent.approval_widgets import WidgetApprover
-    from ipyagent.mcp_config import load_configs
-    from ipyagent.mcp_trust import requests_for
+    from ipyagent.frontends.widgets import WidgetApprover
+    from ipyagent.tools.mcp.config import load_configs
+    from ipyagent.tools.mcp.trust import requests_for
 
     plant(tmp_path)
     request = requests_for(load_configs({}, tmp_path)[0])[0]
@@ -576,8 +576,8 @@ def test_notebook_buttons_ask_and_a_click_agrees(tmp_path: Path) -> None:
 def test_the_cli_trusts_a_file_and_prints_what_it_agreed_to(
         tmp_path: Path, trust_list: Path, capsys: pytest.CaptureFixture,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from ipyagent.cli import main
-    from ipyagent.mcp_trust import is_trusted
+    from ipyagent.frontends.cli import main
+    from ipyagent.tools.mcp.trust import is_trusted
 
     path, _ = plant(tmp_path)
     monkeypatch.chdir(tmp_path)

@@ -237,8 +237,8 @@ def test_interrupt_stops_a_running_tool_call_at_once(fresh: Frontend) -> None:
 def test_older_kernels_run_detached_and_say_so(fresh: Frontend) -> None:
     fe = fresh
     # What load_ext does on ipykernel < 7.4: no awaiting rewrite, so the magic detaches.
-    setup = fe.run("import ipyagent._transformer as _t\n"
-                   "ipyagent.magics._MAGICS.awaits = False\n"
+    setup = fe.run("import ipyagent.frontends.transformer as _t\n"
+                   "ipyagent.frontends.magics._MAGICS.awaits = False\n"
                    "get_ipython().input_transformers_post.remove(_t.await_agent_magics)")
     assert setup.reply["status"] == "ok", setup.text()
     try:
@@ -248,7 +248,7 @@ def test_older_kernels_run_detached_and_say_so(fresh: Frontend) -> None:
         fe.pump_until(lambda: "✓ done" in cell.text())
         assert "value = 64" in cell.text()
     finally:
-        fe.run("ipyagent.magics._MAGICS.awaits = True\n"
+        fe.run("ipyagent.frontends.magics._MAGICS.awaits = True\n"
                "get_ipython().input_transformers_post.append(_t.await_agent_magics)")
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ipyagent import Agent, Message, ToolCall, ToolResult
 from ipyagent.items import Summary
-from ipyagent.rebuild import Rebuild, python_calls_that_ran
+from ipyagent.transcripts.rebuild import Rebuild, python_calls_that_ran
 
 
 def py(call_id: str, code: str) -> ToolCall:

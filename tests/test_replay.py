@@ -7,10 +7,10 @@ import pytest
 from ipyagent import Agent, Message, Reasoning, ToolCall, ToolResult
 from ipyagent.errors import ModelError
 from ipyagent.models.base import ModelRequest, TextDelta, ToolCallDelta, TurnComplete
-from ipyagent.models.replay import ReplayModel, flatten, turns_from_items
+from ipyagent.models.recorded import ReplayModel, flatten, turns_from_items
 from ipyagent.items import Summary
-from ipyagent.replay import normalise, replay
-from ipyagent.transcript import read
+from ipyagent.transcripts.replay import normalise, replay
+from ipyagent.transcripts.transcript import read
 
 from scripted_model import ScriptedModel, calls, text
 from transcript_runs import EDITED, PROPOSED, rich_agent
@@ -212,7 +212,6 @@ def test_replay_reuses_file_tool_and_mcp_results_never_redoes_them(tmp_path):
     directory must not be started (its tools answered from the record)."""
     import json
     import sys
-    from pathlib import Path
 
     model = ScriptedModel([calls(("write_file", {"path": "out.txt", "content": "first"})),
                            text("Written.")])

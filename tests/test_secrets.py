@@ -15,7 +15,7 @@ import pytest
 
 from ipyagent import Agent
 from ipyagent._secrets import find_secret, secret_values
-from ipyagent.cache import ResponseCache
+from ipyagent.models.cache import ResponseCache
 from ipyagent.errors import TranscriptError
 from ipyagent.events import Notice
 
@@ -110,7 +110,7 @@ def test_secret_values_pick_key_like_variables_only():
 
 
 def test_what_the_sibling_may_not_see_may_not_be_written_either():
-    from ipyagent.kernel_process import scrub_env
+    from ipyagent.kernel.process import scrub_env
 
     env = {"DB_PASSWORD": "hunter2222", "OPENAI_API_KEY_OLD": "sk-old-1234567890",
            "TOKENIZERS_PARALLELISM": "false", "KEY_FILE": "/etc/k.pem", "PATH": "/usr/bin"}
@@ -196,7 +196,7 @@ def test_a_key_the_models_code_prints_encoded_reaches_no_one(tmp_path, odd_key, 
     real sibling, reach neither the model (request bodies), the display, nor any file."""
     import asyncio
 
-    from ipyagent.display_notebook import NotebookDisplay
+    from ipyagent.frontends.notebook import NotebookDisplay
     from ipyagent.events import ToolOutput
 
     secret_file = tmp_path / "elsewhere" / "service.env"  # e.g. a project's .env

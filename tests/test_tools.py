@@ -141,14 +141,15 @@ def test_a_blocked_tool_thread_never_keeps_python_from_exiting() -> None:
     # of a FIFO, a dead network share) used to hang the interpreter's exit forever.
     script = textwrap.dedent("""
         import threading, time
-        from ipyagent import Toolbox, ToolCall, _loop
+        from ipyagent import Toolbox, ToolCall
+        from ipyagent import _eventloop
 
         def stuck() -> str:
             \"\"\"Never returns.\"\"\"
             threading.Event().wait()
             return ""
 
-        _loop.submit(Toolbox([stuck]).execute(ToolCall("c", "stuck", {})))
+        _eventloop.submit(Toolbox([stuck]).execute(ToolCall("c", "stuck", {})))
         time.sleep(0.5)
         print("exiting", flush=True)
     """)

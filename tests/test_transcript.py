@@ -18,9 +18,9 @@ from nbclient import NotebookClient
 from ipyagent import Agent, ToolCall, ToolResult, __version__
 from ipyagent.errors import TranscriptError
 from ipyagent.events import Notice, StepFinished
-from ipyagent.kernel_outputs import model_text
-from ipyagent.replay import normalise
-from ipyagent.transcript import read
+from ipyagent.kernel.outputs import model_text
+from ipyagent.transcripts.replay import normalise
+from ipyagent.transcripts.transcript import read
 
 from scripted_model import ScriptedModel, calls, text
 from transcript_runs import DELETE, EDITED, PNG_B64, PROPOSED, add, rich_agent
@@ -324,7 +324,7 @@ def test_an_item_field_of_the_wrong_type_is_one_line(rich, tmp_path, damage, mes
 
 
 def test_a_damaged_setting_is_one_line_naming_it_and_can_be_overridden(rich, tmp_path):
-    from ipyagent.replay import replay
+    from ipyagent.transcripts.replay import replay
 
     _, path, work = rich
     nb = nbformat.read(path, as_version=4)
@@ -546,7 +546,7 @@ def test_a_transcript_shown_in_a_cell_keeps_what_the_file_says_inert() -> None:
     from inert import bundle_problems
 
     from ipyagent.items import Message
-    from ipyagent.transcript import Transcript
+    from ipyagent.transcripts.transcript import Transcript
 
     hostile = "x` <img src=x onerror=alert(1)> `"
     t = Transcript(items=[Message("user", "hi")], settings={"model": hostile},

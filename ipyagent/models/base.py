@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Protocol, Sequence, Union, runtime_checkable
 
+from ..events import ReasoningDelta, TextDelta, ToolCallDelta
 from ..items import Item, Reasoning, ToolCall
 
 __all__ = [
@@ -24,7 +25,22 @@ __all__ = [
     "ClientNotice",
     "ModelEvent",
     "Model",
+    "SUMMARY_PROMPT",
 ]
+
+# The system prompt of a compaction request (``ipyagent.compaction``): with it, a request
+# asks for a summary of the items it carries. Here, so that a model (the demo) can tell.
+SUMMARY_PROMPT = """\
+You compress the earlier part of a working session between a user and an AI agent that \
+runs Python in a persistent kernel, so that the agent can continue without it. Write \
+concise bullet points that keep:
+- facts and numbers found, with their values;
+- decisions made and why;
+- file names and paths, URLs, and Python variable/function names that exist in the kernel \
+and what they hold;
+- errors met and how they were resolved;
+- open questions and the next steps that were planned.
+Do not invent anything. No preamble: start with the first bullet."""
 
 
 @dataclass
@@ -49,26 +65,6 @@ class Turn:
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None  # as the server reported it (last one wins)
     model: str | None = None  # as the server named it
-
-
-@dataclass
-class TextDelta:
-    text: str
-
-
-@dataclass
-class ReasoningDelta:
-    text: str
-
-
-@dataclass
-class ToolCallDelta:
-    """A fragment of tool call ``index``; ``name``/``id`` set when first known."""
-
-    index: int
-    id: str | None = None
-    name: str | None = None
-    arguments: str = ""
 
 
 @dataclass

@@ -20,9 +20,8 @@ import json
 import re
 from typing import Any, AsyncIterator
 
-from ..compaction import SUMMARY_PROMPT
 from ..items import Message, ToolCall, ToolResult
-from .base import ModelEvent, ModelRequest, TextDelta, ToolCallDelta, Turn, TurnComplete
+from .base import SUMMARY_PROMPT, ModelEvent, ModelRequest, TextDelta, ToolCallDelta, Turn, TurnComplete
 
 __all__ = ["DemoModel"]
 

@@ -16,10 +16,10 @@ import html
 import json
 from typing import Any, Callable
 
-from ._mainthread import Dispatcher, LoopDispatcher
-from .approval import Decision
-from .errors import ApprovalError
-from .items import ToolCall
+from .._mainthread import Dispatcher, LoopDispatcher
+from ..approval import Decision
+from ..errors import ApprovalError
+from ..items import ToolCall
 
 __all__ = ["WidgetApprover", "ApprovalPanel", "unattended_reason"]
 
@@ -287,7 +287,7 @@ class WidgetApprover:
 
     async def confirm_mcp(self, request: Any) -> bool | str:
         """Ask, with buttons in the running cell, whether a directory file's MCP servers start."""
-        from .mcp_trust import ask_in_notebook
+        from ..tools.mcp.trust import ask_in_notebook
 
         return await ask_in_notebook(self.dispatcher, self.headless, self._timeout(), request,
                                      self.show)

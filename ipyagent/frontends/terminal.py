@@ -12,14 +12,14 @@ import json
 import sys
 from typing import IO, Any, Callable
 
-from ._text import visible
-from .events import (
+from .._text import visible
+from ..events import (
     ContextCompacted, Notice, compaction_line, RunFinished, StepFinished, StepStarted,
     ToolCallDecided, ToolCallFinished, ToolCallRequested, ToolOutput,
 )
-from .items import ToolCall, ToolResult
-from .kernel_outputs import model_text
-from .models.base import ReasoningDelta, TextDelta
+from ..items import ToolCall, ToolResult
+from ..kernel.outputs import model_text
+from ..models.base import ReasoningDelta, TextDelta
 
 __all__ = ["TerminalDisplay"]
 

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Sequence
 
 from traitlets import TraitError
 
-from ._version import __version__
+from .._version import __version__
 
 if TYPE_CHECKING:
-    from .agent import Agent
-    from .items import ToolCall
+    from ..agent import Agent
+    from ..items import ToolCall
 
 __all__ = ["main"]
 
@@ -48,8 +48,8 @@ def _mcp(action: str, path: str | None) -> int:
     """``ipyagent mcp trust|untrust [PATH]``: what was agreed to is printed, line by line."""
     from pathlib import Path
 
-    from .mcp_config import find_config_file, load_configs
-    from .mcp_trust import requests_for, trust, untrust, visible
+    from ..tools.mcp.config import find_config_file, load_configs
+    from ..tools.mcp.trust import requests_for, trust, untrust, visible
 
     file = Path(path) if path else find_config_file(Path.cwd())
     if file is None or not file.is_file():
@@ -95,12 +95,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "mcp":
         return _mcp(args.action, args.path)
-    from ._mainthread import PumpDispatcher, run_pumped
-    from ._text import visible
-    from .agent import Agent
-    from .approval import TerminalOrDeny, terminal_answer
-    from .display_terminal import TerminalDisplay
-    from .errors import IpyagentError
+    from .._mainthread import PumpDispatcher, run_pumped
+    from .._text import visible
+    from ..agent import Agent
+    from ..approval import TerminalOrDeny, terminal_answer
+    from .terminal import TerminalDisplay
+    from ..errors import IpyagentError
 
     # Nobody at a terminal (a script, a pipe, CI): calls are denied unless --approve says
     # otherwise, as in a notebook run without a frontend. Never run unasked by default.
@@ -144,8 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _save(agent: "Agent", path: str) -> bool:
-    from ._text import visible
-    from .errors import IpyagentError
+    from .._text import visible
+    from ..errors import IpyagentError
 
     try:
         saved = agent.save(path)

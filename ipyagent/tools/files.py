@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .items import ToolCall, ToolResult
-from .tools import Tool, tool
+from ..items import ToolCall, ToolResult
+from .base import Tool, tool
 
-__all__ = ["FILE_TOOLS", "READ_ONLY", "Spot", "WorkspaceError", "diff_preview", "file_tools",
+__all__ = ["FILE_TOOLS", "READ_ONLY", "RECORD_LIMIT", "record", "recorded_file", "Spot", "WorkspaceError", "diff_preview", "file_tools",
            "locate", "read_existing", "write_text"]
 
 FILE_TOOLS = ("read_file", "write_file", "list_files", "edit_file")
@@ -568,6 +568,27 @@ def _lines(text: str) -> str:
 
 def _written(rel: str, text: str, said: str) -> ToolResult:
     """The result of a write: what the model reads, and the file as left (for transcripts)."""
-    from .file_record import record
 
     return ToolResult(call_id="", output=said, meta={"file": record(rel, text)})
+
+
+# -- what a write leaves in its result, for transcripts to re-create the file ---------
+RECORD_LIMIT = 100_000  # characters; a larger file is described, not re-created
+
+
+def record(path: str, text: str) -> dict[str, Any]:
+    """``meta["file"]`` for a file at workspace-relative ``path`` now holding ``text``."""
+    posix = Path(path).as_posix()
+    if len(text) > RECORD_LIMIT:
+        return {"path": posix, "omitted_chars": len(text)}
+    return {"path": posix, "text": text}
+
+
+def recorded_file(result: ToolResult | None) -> tuple[str, str] | None:
+    """(path, text) a successful result recorded, else None."""
+    if result is None or result.error:
+        return None
+    entry = result.meta.get("file")
+    if isinstance(entry, dict) and isinstance(entry.get("path"), str) and isinstance(entry.get("text"), str):
+        return entry["path"], entry["text"]
+    return None

@@ -18,8 +18,8 @@ from typing import IO
 
 from jupyter_client import AsyncKernelClient, AsyncKernelManager
 
-from . import _loop
-from ._secrets import SECRET_MARKERS  # one rule for the sibling's scrub and the save guard
+from .. import _eventloop
+from .._secrets import SECRET_MARKERS  # one rule for the sibling's scrub and the save guard
 
 __all__ = ["parse_memory", "scrub_env", "SECRET_MARKERS"]
 
@@ -203,9 +203,9 @@ def _finalize(handle: _Handle) -> None:
     if handle.km is None and handle.start_task is None:
         handle.cleanup_files()
         return
-    if not _loop.on_engine_loop():
+    if not _eventloop.on_engine_loop():
         try:
-            _loop.run_sync(handle.close_all(), timeout=5)
+            _eventloop.run_sync(handle.close_all(), timeout=5)
             return
         except Exception:  # noqa: BLE001 - fall back to a hard kill below
             pass

@@ -1,7 +1,7 @@
 """MCP server settings: ``Agent.mcp_servers`` and ``mcp.json`` beside the notebook.
 
 A file's servers carry its SHA-256 (``digest``): they start only once you agreed to that
-content (``mcp_trust``).
+content (``trust``).
 
 The format is the common ``mcpServers`` value: server name → ``{command, args, env, cwd}``
 (stdio) or ``{url, headers}`` (streamable HTTP). A dict holding ``mcpServers`` itself (or
@@ -131,7 +131,7 @@ def load_configs(configured: Any, directory: str | Path | None
             found, bad = parse_servers(data, str(path))
             digest = hashlib.sha256(raw).hexdigest()
             for config in found.values():
-                config.digest = digest  # mcp_trust: started only once you agreed to it
+                config.digest = digest  # trust: started only once you agreed to it
             configs.update(found)
             problems += bad
     if configured:

@@ -6,7 +6,7 @@ the tool specs and the sampling settings (temperature, max tokens, tool choice).
 out on purpose: item ``meta`` (except what goes on the wire: images sent to vision
 models, provider fields echoed back), and tool-call ids, which are replaced by their order of
 appearance (servers mint random ids; the structure "result answers call #2" is kept).
-Tool outputs enter the key *normalised* (``ipyagent.replay.normalise``), so a timestamp
+Tool outputs enter the key *normalised* (``ipyagent._normalise.normalise``, the rules replay compares by), so a timestamp
 or a memory address in an output does not turn a re-run into a miss.
 
 A miss calls the model and records its whole event stream (text deltas, tool-call
@@ -32,22 +32,22 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, TypeVar, Union
 
-from ._secrets import find_secret, key_envs, secret_values
-from ._text import repair_surrogates
-from .errors import ModelError
-from .items import Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
-from .models.base import (
+from .._secrets import find_secret, key_envs, secret_values
+from .._text import repair_surrogates
+from ..errors import ModelError
+from ..items import Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
+from .base import (
     ClientNotice, Model, ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn,
     TurnComplete,
 )
 
 if TYPE_CHECKING:
-    from .settings import AgentSettings
+    from ..settings import AgentSettings
 
 __all__ = ["CachedModel", "ResponseCache", "CacheMiss", "request_key", "cached_client",
            "DEFAULT_PATH"]
 
-log = logging.getLogger("ipyagent.cache")
+log = logging.getLogger("ipyagent.models.cache")
 DEFAULT_PATH = os.path.join(".ipyagent", "cache.sqlite")
 KEY_VERSION = 1  # bump when the key's recipe changes: old entries simply stop matching
 
@@ -59,7 +59,7 @@ class CacheMiss(ModelError):
 # -- the key ----------------------------------------------------------------------
 def request_key(model: str, request: ModelRequest) -> str:
     """The hex SHA-256 of what shapes the reply to ``request``."""
-    from .replay import normalise
+    from .._normalise import normalise
 
     ordinals: dict[str, int] = {}
 

@@ -18,8 +18,8 @@ import tempfile
 import time
 from typing import Any, Literal
 
-from .items import ToolResult
-from .mcp_config import ServerConfig
+from ...items import ToolResult
+from .config import ServerConfig
 
 __all__ = ["Connection", "MCPServerError", "CallFailed", "describe_error", "to_tool_result"]
 

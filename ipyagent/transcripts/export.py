@@ -23,12 +23,13 @@ import nbformat
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from ._untrusted import fence as _fence
-from ._untrusted import inline_code, markdown_text, sibling_bundle
-from ._version import __version__
-from .approval import PERSON
-from .file_record import cell_source, recorded_file
-from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
+from .._untrusted import fence as _fence
+from .._untrusted import inline_code, markdown_text, sibling_bundle
+from .._version import __version__
+from ..approval import PERSON
+from .file_record import cell_source
+from ..tools.files import recorded_file
+from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
 
 __all__ = ["context_to_notebook", "FORMAT", "MAX_CELL_TEXT"]
 
@@ -61,7 +62,7 @@ def context_to_notebook(context: Any, header: Mapping[str, Any] | None = None, *
         # continued run only adds cells (clean diffs under version control).
         cell["id"] = f"ipyagent-{index}"
     if audit and any(isinstance(i, (ToolCall, Summary)) for i in items):
-        from .audit import Audit
+        from ..audit import Audit
 
         cell = _md(Audit.of(items).markdown(), kind="audit")
         cell["id"] = "ipyagent-audit"  # the last cell, rewritten in place on every save

@@ -6,7 +6,7 @@
   display and the terminal prompts until the engine is done;
 * detached (older ipykernel): a task on the kernel's loop, the cell returns at once.
 
-The engine runs on its own thread (``_loop``); ``guard`` tells the cell when it has really
+The engine runs on its own thread (``_eventloop``); ``guard`` tells the cell when it has really
 finished, so an interrupted run has answered its open calls before the cell ends.
 """
 
@@ -22,9 +22,9 @@ from typing import Any, Coroutine, Iterator
 from IPython.core.error import UsageError
 from traitlets import TraitError
 
-from . import _loop
-from ._mainthread import Dispatcher, LoopDispatcher, PumpDispatcher, wake_on_signals
-from .errors import IpyagentError
+from .. import _eventloop
+from .._mainthread import Dispatcher, LoopDispatcher, PumpDispatcher, wake_on_signals
+from ..errors import IpyagentError
 
 __all__ = ["CellRunner", "Command", "OVERRIDES", "one_line"]
 
@@ -99,18 +99,18 @@ class CellRunner:
         # interactive frontends (JupyterLab, Notebook, VS Code) allow input.
         kernel = getattr(self.m.shell, "kernel", None)
         if kernel is None:
-            from .approval import on_a_terminal
+            from ..approval import on_a_terminal
 
             return not on_a_terminal()
         return not getattr(kernel, "_allow_stdin", True)
 
     def listener(self, dispatcher: Dispatcher, cmd: Command, agent: Any) -> Any:
         if not self.m.in_kernel:
-            from .display_terminal import TerminalDisplay
+            from .terminal import TerminalDisplay
 
             return TerminalDisplay(preview=agent.tools.preview,
                                    step_mode=cmd.action == "step")
-        from .display_notebook import NotebookDisplay
+        from .notebook import NotebookDisplay
 
         asks = (lambda call: agent.approval == "ask" and call.name not in agent.allow
                 and call.name not in agent._policy.always)
@@ -124,7 +124,7 @@ class CellRunner:
     def start(self, agent: Any, cmd: Command, listener: Any,
                on_done: Any) -> Any:
         run = agent.astep if cmd.action == "step" else agent.arun
-        return _loop.submit(guard(run(cmd.task, on_event=listener), on_done))
+        return _eventloop.submit(guard(run(cmd.task, on_event=listener), on_done))
 
     async def run_async(self, cmd: Command, dispatcher: LoopDispatcher) -> None:
         loop = asyncio.get_running_loop()
@@ -170,7 +170,7 @@ class CellRunner:
                 future.cancel()
                 pump.pump(done)  # the engine answers open calls, then stops
                 with contextlib.suppress(Exception):
-                    _loop.run_sync(interrupt_sibling(agent), timeout=5)
+                    _eventloop.run_sync(interrupt_sibling(agent), timeout=5)
                 if hasattr(listener, "interrupted"):
                     listener.interrupted()
                 else:
@@ -218,6 +218,6 @@ def _resolve(future: asyncio.Future[None]) -> None:
 
 def one_line(exc: BaseException) -> str:
     """An exception as one readable line, its control characters made visible."""
-    from ._text import visible
+    from .._text import visible
 
     return visible(" ".join(str(exc).split()) or type(exc).__name__)

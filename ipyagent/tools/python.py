@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .events import ToolOutput, live_emitter
-from .items import ToolCall, ToolResult
-from .tools import Tool
+from ..events import ToolOutput, live_emitter
+from ..items import ToolCall, ToolResult
+from .base import Tool
 
 __all__ = ["python_tool"]
 

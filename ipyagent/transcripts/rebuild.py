@@ -15,7 +15,7 @@ import html
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .items import Summary, ToolCall, ToolResult, item_from_dict
+from ..items import Summary, ToolCall, ToolResult, item_from_dict
 
 __all__ = ["Rebuild", "python_calls_that_ran", "rerun_steps", "arebuild", "unfold"]
 
@@ -67,8 +67,8 @@ def rerun_steps(items: Iterable[Any]) -> list[tuple[ToolCall, tuple[str, str] | 
     The same rule as the notebook's cells (summaries unfolded): calls that ran, as
     edited — not denied, skipped, interrupted, timed-out or kernel-killing ones.
     """
-    from .file_record import recorded_file
-    from .notebook_export import _not_run_reason
+    from ..tools.files import recorded_file
+    from .export import _not_run_reason
 
     flat = list(unfold(items))
     pending: dict[str, list[ToolResult]] = {}

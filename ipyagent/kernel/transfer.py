@@ -14,11 +14,11 @@ import base64
 import pickle
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _loop
-from .errors import KernelError
+from .. import _eventloop
+from ..errors import KernelError
 
 if TYPE_CHECKING:
-    from .kernel_outputs import Execution
+    from .outputs import Execution
 
 __all__ = ["TransferMixin"]
 
@@ -111,7 +111,7 @@ class TransferMixin:
 
     def push(self, **values: Any) -> None:
         """Copy values into the sibling's namespace by name: ``k.push(df=df)``."""
-        _loop.run_sync(self.push_async(**values))
+        _eventloop.run_sync(self.push_async(**values))
 
     async def push_async(self, **values: Any) -> None:
         """Async form of ``push``."""
@@ -122,7 +122,7 @@ class TransferMixin:
             "globals().update(__import__('pickle').loads("
             f"__import__('base64').b64decode({payload!r})))"
         )
-        result = await _loop.run_async(self._expression(expr, "push"))
+        result = await _eventloop.run_async(self._expression(expr, "push"))
         if result.get("status") != "ok":
             names = ", ".join(map(repr, values))
             raise TypeError(
@@ -132,7 +132,7 @@ class TransferMixin:
 
     def pull(self, name: str) -> Any:
         """A copy of the sibling's variable ``name``."""
-        return _loop.run_sync(self.pull_async(name))
+        return _eventloop.run_sync(self.pull_async(name))
 
     async def pull_async(self, name: str) -> Any:
         """Async form of ``pull``."""
@@ -142,7 +142,7 @@ class TransferMixin:
             f"(lambda ns: (exec({_PULL_SOURCE!r}, ns), "
             f"ns['_pull'](globals(), {name!r}, {self.max_transfer_bytes}))[1])({{}})"
         )
-        result = await _loop.run_async(self._expression(expr, f"pull({name!r})"))
+        result = await _eventloop.run_async(self._expression(expr, f"pull({name!r})"))
         if result.get("status") != "ok":
             raise KernelError(f"pull({name!r}) failed: {result.get('ename')}: {result.get('evalue')}")
         kind, body = ast.literal_eval(result["data"]["text/plain"])

@@ -1,7 +1,7 @@
 """``%agent`` and ``%%agent``: the notebook and terminal face of ``Agent``.
 
 Thin by design: parse the line, call the library, display. In a kernel (ipykernel >= 7.4)
-top-level agent cells are rewritten to *await* (``_transformer``), so the cell stays busy
+top-level agent cells are rewritten to *await* (``transformer``), so the cell stays busy
 until the run ends while approval clicks keep arriving; the listener and the approver hand
 their work to the main thread (``_mainthread``). In terminal IPython the run blocks, prints
 plain text and asks y/n/e/a on the main thread. User mistakes raise ``UsageError``: one
@@ -22,10 +22,10 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import TraitError
 
-from ._cellrun import CellRunner, Command, one_line
-from ._mainthread import LoopDispatcher
-from ._transformer import await_agent_magics, protect_question_marks
-from .errors import IpyagentError
+from .cellrun import CellRunner, Command, one_line
+from .._mainthread import LoopDispatcher
+from .transformer import await_agent_magics, protect_question_marks
+from ..errors import IpyagentError
 
 __all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension", "current",
            "agent_async"]
@@ -69,7 +69,7 @@ class AgentMagics(Magics):
     def get_agent(self) -> Any:
         """The agent behind the magics (created on first use with the shell's config)."""
         if self._agent is None:
-            from .agent import Agent
+            from ..agent import Agent
 
             shell = self.shell
             assert shell is not None
@@ -90,11 +90,11 @@ class AgentMagics(Magics):
 
     def _make_approver(self, agent: Any) -> Any:
         if self.in_kernel:
-            from .approval_widgets import WidgetApprover
+            from .widgets import WidgetApprover
 
             return WidgetApprover(timeout=lambda: agent.approval_timeout)
-        from .approval import TerminalOrDeny
-        from .approval_widgets import unattended_reason
+        from ..approval import TerminalOrDeny
+        from .widgets import unattended_reason
 
         # The run's TerminalDisplay already shows each call: the prompt does not repeat it.
         return TerminalOrDeny(self._terminal_input, lambda call: unattended_reason(
@@ -102,7 +102,7 @@ class AgentMagics(Magics):
 
     def _terminal_input(self, prompt: str) -> str:
         """The answer is read on the main thread, where Ctrl-C lands."""
-        from .approval import terminal_answer
+        from ..approval import terminal_answer
 
         pump = self.runner.pump
         return pump.call_and_wait(terminal_answer, prompt) if pump is not None \
@@ -279,7 +279,7 @@ class AgentMagics(Magics):
         if cmd.action == "audit":
             return agent.audit()
         if cmd.action == "personas":
-            from .personas import PersonaTable
+            from ..personas import PersonaTable
 
             return PersonaTable.for_agent(agent)
         if cmd.action in ("mcp", "mcp-trust", "mcp-untrust"):
@@ -310,7 +310,7 @@ class AgentMagics(Magics):
         if cmd.action == "load":
             print(f"ipyagent: loaded {len(agent.context)} items from {cmd.path}; "
                   "the next %agent continues it")
-            from .transcript import endpoint_note
+            from ..transcripts.transcript import endpoint_note
 
             note = endpoint_note(agent, outcome)
             if note:
@@ -321,7 +321,7 @@ class AgentMagics(Magics):
 
     def _after_load(self, agent: Any, cmd: Command, transcript: Any) -> None:
         """Say whether the sibling has the run's variables (``--rerun`` rebuilt them)."""
-        from .rebuild import rerun_steps
+        from ..transcripts.rebuild import rerun_steps
 
         steps = rerun_steps(agent.context)
         calls = sum(written is None for _, written in steps)

@@ -1,13 +1,13 @@
 """MCP servers as tools, through the official ``mcp`` SDK (the optional ``mcp`` extra).
 
 Servers come from ``Agent.mcp_servers`` and from ``.ipyagent/mcp.json`` or ``mcp.json``
-beside the notebook (``mcp_config``). Their tools are offered to the model as
+beside the notebook (``config``). Their tools are offered to the model as
 ``server__tool`` and go through the same approval as any tool; what they return, and how
-they fail, are values. Every session lives on the engine loop (``_loop``), one holder task
-per server (``mcp_session``). Servers start lazily — at the first step, or with
+they fail, are values. Every session lives on the engine loop (``_eventloop``), one holder task
+per server (``session``). Servers start lazily — at the first step, or with
 ``%agent mcp`` — and a server found dead is reported by the call that found it and
 restarted at the next use. ``Agent.close()`` stops them all. Servers from a file beside
-the notebook start only once you agreed to that file as it is (``mcp_trust``): a run asks
+the notebook start only once you agreed to that file as it is (``trust``): a run asks
 through the approval hook's ``confirm_mcp`` (buttons, terminal prompt), ``trust()`` agrees
 outright, and where nobody can be asked they stay stopped with one line saying how to allow.
 """
@@ -21,17 +21,17 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _loop
-from .errors import ConfigError
-from .events import Notice
-from .items import ToolCall, ToolResult
-from .mcp_config import ServerConfig, load_configs, parse_servers, tool_name
-from .mcp_session import CallFailed, Connection, MCPServerError, to_tool_result
-from .mcp_trust import TrustRequest, requests_for
-from .tools import Tool
+from ... import _eventloop
+from ...errors import ConfigError
+from ...events import Notice
+from ...items import ToolCall, ToolResult
+from .config import ServerConfig, load_configs, parse_servers, tool_name
+from .session import CallFailed, Connection, MCPServerError, to_tool_result
+from .trust import TrustRequest, requests_for
+from ..base import Tool
 
 if TYPE_CHECKING:
-    from .resources import AgentResources
+    from ...resources import AgentResources
 
 __all__ = ["MISSING", "MCPUnavailable", "MCPManager", "ServerConfig", "load_configs",
            "parse_servers", "sdk_available", "sdk_problem", "tool_name", "to_tool_result"]
@@ -106,7 +106,7 @@ class MCPManager:
     async def _keep_trusted(self, configs: dict[str, ServerConfig],
                             emit: Callable[[Any], None] | None) -> None:
         """Drop from ``configs`` the servers of files nobody agreed to; ``emit``: ask first."""
-        from .mcp_trust import is_trusted, trust
+        from .trust import is_trusted, trust
 
         self.untrusted = []
         for request in requests_for(configs):
@@ -139,8 +139,8 @@ class MCPManager:
 
     def trust(self) -> MCPManager:
         """Agree to the config file beside the notebook as it is now, then start its servers."""
-        from .mcp_config import find_config_file
-        from .mcp_trust import trust
+        from .config import find_config_file
+        from .trust import trust
 
         path = find_config_file(self._directory()) if self.agent.mcp_files else None
         if path is None:
@@ -154,13 +154,13 @@ class MCPManager:
 
     def untrust(self) -> MCPManager:
         """Forget the agreement to the config file beside the notebook; stop its servers."""
-        from .mcp_config import find_config_file
-        from .mcp_trust import untrust
+        from .config import find_config_file
+        from .trust import untrust
 
         path = find_config_file(self._directory())
         if path is not None:
             untrust(path)
-        _loop.run_sync(self._configure())
+        _eventloop.run_sync(self._configure())
         self._sync_tools()
         return self
 
@@ -211,7 +211,7 @@ class MCPManager:
 
     def list(self) -> MCPManager:
         """``alist`` from synchronous code; returns self (a table in a notebook)."""
-        return _loop.run_sync(self.alist())
+        return _eventloop.run_sync(self.alist())
 
     def _sync_tools(self) -> None:
         wanted: dict[str, Tool] = {}
@@ -279,7 +279,7 @@ class MCPManager:
     def close(self) -> None:
         """Stop every server (from synchronous code)."""
         if any(c.state != "stopped" for c in self.connections.values()):
-            _loop.run_sync(self.aclose(), timeout=30)
+            _eventloop.run_sync(self.aclose(), timeout=30)
 
     def _repr_html_(self) -> str:
         esc = html.escape

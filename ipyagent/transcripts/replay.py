@@ -42,51 +42,26 @@ from __future__ import annotations
 import difflib
 import html
 import os
-import re
 import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from .approval import ApprovalPolicy, Approver, Decision, Mode
-from .file_record import recorded_file, restore
-from .items import Message, Summary, ToolCall, ToolResult
-from .models.replay import RecordedTurn, ReplayModel, flatten, turns_from_items
-from .tools import Tool
+from .._normalise import NORMALISATIONS, normalise
+from ..approval import ApprovalPolicy, Approver, Decision, Mode
+from .file_record import restore
+from ..tools.files import recorded_file
+from ..items import Message, Summary, ToolCall, ToolResult
+from ..models.recorded import RecordedTurn, ReplayModel, flatten, turns_from_items
+from ..tools.base import Tool
 
 if TYPE_CHECKING:
-    from .context import Context
+    from ..context import Context
     from .transcript import Transcript
 
 __all__ = ["ReplayReport", "Difference", "normalise", "replay", "areplay", "NORMALISATIONS"]
 
-_TMP = re.escape(tempfile.gettempdir().rstrip("/\\"))
-NORMALISATIONS: list[tuple[str, str]] = [
-    (r"\x1b\[[0-9;?]*[ -/]*[@-~]", ""),
-    (r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?", "<datetime>"),
-    (r"\b\d{4}-\d{2}-\d{2}\b", "<date>"),
-    (r"\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b", "<time>"),
-    (r"\b(?:1[5-9]|20)\d{8}\.\d+\b", "<epoch>"),
-    (r"0x[0-9a-fA-F]{6,}", "0x<addr>"),
-    (r"(\bid\b[^\d\n]{0,20})\d{8,}", r"\1<id>"),
-    (r"(\bpid\b[^\d\n]{0,5})\d+", r"\1<pid>"),
-    (r"(?<![\w.])\d+(?:\.\d+)?\s?(?:ns|µs|μs|us|ms|s|sec|secs|seconds?|milliseconds?)\b", "<duration>"),
-    (r"\d[\d,]* loops? each", "<n> loops each"),
-    (r"(?:/private)?/var/folders/[^\s'\"]*|(?:/var)?/tmp/[^\s'\"]*"
-     + (rf"|{_TMP}[/\\][^\s'\"]*" if _TMP not in ("/tmp", "") else ""), "<tmp>"),
-    (r"\b(In|Out)\s?\[\d+\]", r"\1[<n>]"),
-    (r"(\[image/[\w.+-]+(?: \d+x\d+)?), [\d.]+ (?:B|KB|MB)\]", r"\1]"),
-    (r"[ \t]+$", ""),
-]
-_COMPILED = [(re.compile(p, re.MULTILINE), r) for p, r in NORMALISATIONS]
-
-
-def normalise(text: str, extra: Iterable[tuple[str, str]] = ()) -> str:
-    """``text`` with what legitimately varies between runs replaced by placeholders."""
-    for pattern, repl in [*_COMPILED, *((re.compile(p, re.MULTILINE), r) for p, r in extra)]:
-        text = pattern.sub(repl, text)
-    return text.strip("\n")
 
 
 @dataclass
@@ -273,7 +248,7 @@ def _gated_python(python: Tool, gate: _RecordedDecisions, results: dict[int, Too
 
 def _default_approver() -> Approver:
     """A y/n prompt showing each call's code on a terminal; elsewhere, deny in one line."""
-    from .approval import TerminalOrDeny, terminal_answer
+    from ..approval import TerminalOrDeny, terminal_answer
 
     return TerminalOrDeny(terminal_answer, lambda call: (
         "nobody could approve this replayed call (stdin is not a terminal); replay with "
@@ -326,7 +301,7 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
     that runs (default: ask — a prompt on a terminal, else denied with a line).
     ``limits``: the caller's settings, which the recording may tighten, never loosen.
     """
-    from .agent import Agent
+    from ..agent import Agent
     from .transcript import Transcript, build_agent, read, tightened
 
     transcript = source if isinstance(source, Transcript) else read(source)
@@ -405,9 +380,9 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
 
 def replay(source: str | os.PathLike[str] | Transcript, **kwargs: Any) -> ReplayReport:
     """Blocking form of ``areplay`` (in a notebook, approval clicks need ``%agent replay``)."""
-    from . import _loop
+    from .. import _eventloop
 
-    return _loop.run_sync(areplay(source, **kwargs))
+    return _eventloop.run_sync(areplay(source, **kwargs))
 
 
 def _feed(agent: Any, between: list[Any], report: ReplayReport) -> None:
@@ -458,7 +433,7 @@ def _observed(result: ToolResult) -> str:
     """What the kernel produced: the full outputs' text (the model's copy may have been cut
     to fit the context window or to ``tool_output_limit``), else the result's text."""
     if result.outputs:
-        from .kernel_outputs import model_text
+        from ..kernel.outputs import model_text
 
         return model_text(result.outputs, 0)
     return result.output

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from .mcp_config import ServerConfig
+from .config import ServerConfig
 
 if TYPE_CHECKING:
-    from ._mainthread import Dispatcher
+    from ..._mainthread import Dispatcher
 
 __all__ = ["TRUST_ENV", "TrustPanel", "TrustRequest", "ask_in_notebook", "is_trusted",
            "requests_for", "trust", "trust_file", "untrust", "visible"]

@@ -1,6 +1,6 @@
 """Transcripts: a run saved as a notebook that proves what the agent did, and loaded back.
 
-``save`` writes an nbformat v4 notebook (see ``notebook_export`` for the cells) with the
+``save`` writes an nbformat v4 notebook (see ``export`` for the cells) with the
 lossless item list, the usage and the behaviour-shaping settings in
 ``metadata["ipyagent"]``. Writes are atomic (a temp file in the same directory, fsync,
 rename): a crash or SIGKILL leaves the previous complete file, never half of one. No
@@ -27,18 +27,18 @@ import nbformat
 from nbformat import NotebookNode
 from traitlets import TraitError
 
-from ._leftovers import remove_stale_temps, temp_prefix
-from ._secrets import find_secret, key_envs, secret_values
-from ._text import repair_surrogates
-from ._untrusted import inline_code, markdown_literal
-from ._version import __version__
-from .context import Context
-from .errors import IpyagentError, TranscriptError
-from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
-from .notebook_export import FORMAT, context_to_notebook
+from .._leftovers import remove_stale_temps, temp_prefix
+from .._secrets import find_secret, key_envs, secret_values
+from .._text import repair_surrogates
+from .._untrusted import inline_code, markdown_literal
+from .._version import __version__
+from ..context import Context
+from ..errors import IpyagentError, TranscriptError
+from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
+from .export import FORMAT, context_to_notebook
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from ..agent import Agent
 
 __all__ = ["Transcript", "to_notebook", "save", "read", "load_into", "from_transcript",
            "autosave", "autosave_path", "write_notebook", "SETTINGS", "RESTORED",
@@ -144,7 +144,7 @@ def _now() -> str:
 
 
 def _endpoint(agent: Agent) -> str:
-    from .models.retry import safe_url
+    from ..models.retry import safe_url
 
     if getattr(agent, "_client_injected", False):
         return "injected client"
@@ -158,7 +158,7 @@ def _endpoint(agent: Agent) -> str:
 
 def recorded_settings(agent: Agent) -> dict[str, Any]:
     """The behaviour-shaping settings, JSON-safe, with the endpoint stripped of credentials."""
-    from .models.retry import safe_url
+    from ..models.retry import safe_url
 
     out: dict[str, Any] = {}
     for name in SETTINGS:
@@ -400,7 +400,7 @@ def _plain(value: Any) -> Any:
 
 def load_into(agent: Agent, source: str | os.PathLike[str] | Transcript) -> Transcript:
     """Replace the agent's conversation (items, system prompt, usage) with a transcript's."""
-    from .events import Usage
+    from ..events import Usage
 
     transcript = source if isinstance(source, Transcript) else read(source)
     agent.context = transcript.context
@@ -452,7 +452,7 @@ def _limit(name: str, value: Any) -> float:
             raise ValueError(f"not True or False: {value!r:.40}")
         return float(value)
     if name == "memory_limit":
-        from .kernel_process import parse_memory
+        from ..kernel.process import parse_memory
 
         if not isinstance(value, str):
             raise ValueError(f"not a size: {value!r:.40}")

@@ -20,8 +20,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterator, Union
 
-from ._untrusted import fence, inline_code, markdown_text
-from .items import ToolCall, ToolResult
+from .._untrusted import fence, inline_code, markdown_text
+from ..items import ToolCall, ToolResult
 
 __all__ = ["Tool", "tool", "Toolbox", "Executor"]
 

@@ -12,7 +12,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from .errors import ModelError, ModelHTTPError
+from ..errors import ModelError, ModelHTTPError
 
 __all__ = ["Overflow", "context_overflow", "overflow_hint"]
 

@@ -1,7 +1,7 @@
-"""Files the agent wrote, recorded so that a transcript re-creates them.
+"""Files the agent wrote, re-created by a transcript.
 
-``write_file`` and ``edit_file`` record the file as they left it (up to ``RECORD_LIMIT``
-characters) in their result's ``meta["file"]``. The transcript shows each as a code cell
+``write_file`` and ``edit_file`` record the file as they left it (up to
+``ipyagent.tools.files.RECORD_LIMIT`` characters) in their result's ``meta["file"]``. The transcript shows each as a code cell
 that writes exactly that text, so "Run All", ``--rerun`` and replay have the agent's files
 too — and, as for python cells, what runs again is what the cell shows. A re-run or a
 replay only creates a missing file; one changed since is left alone and reported.
@@ -10,32 +10,10 @@ replay only creates a missing file; one changed since is left alone and reported
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from .items import ToolCall, ToolResult
+from ..items import ToolCall
 
-__all__ = ["RECORD_LIMIT", "cell_source", "record", "recorded_file", "restore"]
-
-RECORD_LIMIT = 100_000  # characters; a larger file is described, not re-created
-
-
-def record(path: str, text: str) -> dict[str, Any]:
-    """``meta["file"]`` for a file at workspace-relative ``path`` now holding ``text``."""
-    posix = Path(path).as_posix()
-    if len(text) > RECORD_LIMIT:
-        return {"path": posix, "omitted_chars": len(text)}
-    return {"path": posix, "text": text}
-
-
-def recorded_file(result: ToolResult | None) -> tuple[str, str] | None:
-    """(path, text) a successful result recorded, else None."""
-    if result is None or result.error:
-        return None
-    entry = result.meta.get("file")
-    if isinstance(entry, dict) and isinstance(entry.get("path"), str) and isinstance(entry.get("text"), str):
-        return entry["path"], entry["text"]
-    return None
-
+__all__ = ["cell_source", "restore"]
 
 def _literal(text: str) -> str:
     """``text`` as a Python literal a person can read: triple-quoted when that is exact."""
@@ -63,7 +41,7 @@ def restore(root: str | Path, path: str, text: str,
     re-run made it (``claimed``: the paths it created or found as recorded), so a file
     written twice ends as the agent left it.
     """
-    from .file_tools import locate, read_existing, write_text
+    from ..tools.files import locate, read_existing, write_text
 
     try:
         with locate(Path(root), path, make_dirs=True) as spot:

@@ -4,9 +4,9 @@ The promise: the model's Python never runs in the user's kernel, a runaway or cr
 snippet never takes the user's session down, and the isolation costs nothing noticeable.
 
 Design, modelled on jupyter_client's manager/client split: a ``_Handle``
-(``kernel_process.py``) owns the ``AsyncKernelManager`` (the process) and its
+(``process.py``) owns the ``AsyncKernelManager`` (the process) and its
 ``AsyncKernelClient`` (the sockets); both
-are created and used only on the engine loop (``_loop``), so every async method here runs
+are created and used only on the engine loop (``_eventloop``), so every async method here runs
 there via ``run_async`` and every sync one via ``run_sync``. Faults (timeouts, crashes,
 memory bombs) come back as ``Execution`` values; only a kernel that cannot be started or
 reached raises ``KernelError``.
@@ -28,15 +28,15 @@ import zmq
 from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 
-from . import _loop
-from .errors import KernelError
-from .kernel_outputs import Execution, OutputCollector, model_text
-from .kernel_process import _finalize, _Handle, _Limits, _private_ipython_dir, parse_memory, scrub_env
-from .kernel_transfer import TransferMixin
+from .. import _eventloop
+from ..errors import KernelError
+from .outputs import Execution, OutputCollector, model_text
+from .process import _finalize, _Handle, _Limits, _private_ipython_dir, parse_memory, scrub_env
+from .transfer import TransferMixin
 
 __all__ = ["SiblingKernel", "Execution", "scrub_env", "parse_memory"]
 
-log = logging.getLogger("ipyagent.kernel")
+log = logging.getLogger("ipyagent.kernel.sibling")
 
 _POLL = 0.15  # seconds between liveness checks: a dead kernel is noticed within a second
 
@@ -88,19 +88,19 @@ class SiblingKernel(TransferMixin):
     def start(self, wait: bool = True) -> None:
         """Start the kernel; with ``wait=False`` return at once (``execute`` waits for it)."""
         if wait:
-            _loop.run_sync(self.start_async())
+            _eventloop.run_sync(self.start_async())
         else:
             self.start_background()
 
     def start_background(self) -> None:
         """Begin starting the kernel on the engine loop and return immediately."""
-        future = _loop.submit(self.start_async())
+        future = _eventloop.submit(self.start_async())
         # A failed background start is reported by the next call that needs the kernel.
         future.add_done_callback(lambda f: f.cancelled() or f.exception())
 
     async def start_async(self) -> None:
         """Start the kernel (if needed) and wait until it answers."""
-        await _loop.run_async(self._ensure_ready())
+        await _eventloop.run_async(self._ensure_ready())
 
     async def _ensure_ready(self) -> None:
         if self._closed:
@@ -205,17 +205,17 @@ class SiblingKernel(TransferMixin):
 
     def shutdown(self) -> None:
         """Stop the kernel process (idempotent): a short graceful attempt, then kill."""
-        if _loop.on_engine_loop():
+        if _eventloop.on_engine_loop():
             self._closed = True
             self._finalizer()  # cannot wait here: _finalize falls back to a hard kill
         elif self._finalizer.alive:
-            _loop.run_sync(self._close())
+            _eventloop.run_sync(self._close())
         self._state = "shut down"
 
     async def shutdown_async(self) -> None:
         """Async form of ``shutdown``."""
         if self._finalizer.alive:
-            await _loop.run_async(self._close())
+            await _eventloop.run_async(self._close())
         self._state = "shut down"
 
     async def _close(self) -> None:
@@ -239,7 +239,7 @@ class SiblingKernel(TransferMixin):
 
     def interrupt(self) -> None:
         """Send an interrupt (SIGINT) to the kernel; a running execute returns with the error."""
-        _loop.run_sync(self.interrupt_async())
+        _eventloop.run_sync(self.interrupt_async())
 
     async def interrupt_async(self) -> None:
         """Async form of ``interrupt``."""
@@ -249,11 +249,11 @@ class SiblingKernel(TransferMixin):
             if self._handle.km is not None and self._state == "busy":
                 await self._handle.km.interrupt_kernel()
 
-        await _loop.run_async(go())
+        await _eventloop.run_async(go())
 
     def restart(self) -> None:
         """Restart the kernel: every variable is lost. Waits for a running execute first."""
-        _loop.run_sync(self.restart_async())
+        _eventloop.run_sync(self.restart_async())
 
     async def restart_async(self) -> None:
         """Async form of ``restart``."""
@@ -263,7 +263,7 @@ class SiblingKernel(TransferMixin):
             async with self._lock:
                 await self._restart()
 
-        await _loop.run_async(go())
+        await _eventloop.run_async(go())
 
     async def _restart(self) -> None:
         km = self._handle.km
@@ -305,7 +305,7 @@ class SiblingKernel(TransferMixin):
 
     def execute(self, code: str, timeout: float | None = None) -> Execution:
         """Run ``code``; blocks (safe inside a running loop). ``timeout`` overrides the default."""
-        return _loop.run_sync(self._execute(code, timeout))
+        return _eventloop.run_sync(self._execute(code, timeout))
 
     async def execute_async(self, code: str, timeout: float | None = None,
                             on_stream: Callable[[str, str], None] | None = None) -> Execution:
@@ -314,7 +314,7 @@ class SiblingKernel(TransferMixin):
         ``on_stream(name, text)`` is called with stdout/stderr text as it arrives (live
         progress); the returned ``Execution`` still holds all of it.
         """
-        return await _loop.run_async(self._execute(code, timeout, on_stream))
+        return await _eventloop.run_async(self._execute(code, timeout, on_stream))
 
     async def _execute(self, code: str, timeout: float | None,
                        on_stream: Callable[[str, str], None] | None = None) -> Execution:

@@ -1,0 +1,7 @@
+"""Where a person meets the engine: the ``%agent`` magics, the notebook display and its
+approval widgets, terminal IPython and the ``ipyagent`` command line.
+
+``magics`` is thin: ``cellrun`` runs a cell's command, ``transformer`` makes ``%agent``
+cells await; ``notebook`` and ``widgets`` draw a run in a cell, ``terminal`` prints it,
+``cli`` is ``ipyagent run``.
+"""
