@@ -27,7 +27,7 @@ _CALLS = {
     "line": "get_ipython().run_line_magic('agent', ",
     "cell": "get_ipython().run_cell_magic('agent', ",
 }
-_TARGET = "await __import__('ipyagent').magics.agent_async({})"
+_TARGET = "await __import__('ipyagent.frontends.magics').frontends.magics.agent_async({})"
 
 
 def protect_question_marks(lines: list[str]) -> list[str]:
