@@ -295,18 +295,18 @@ def test_top_level_agent_magics_become_awaits(ip: Any) -> None:
     cell = ip.input_transformer_manager.transform_cell(
         "x = 1\n%agent compute 2**10\nif x:\n    %agent indented\ns = '''\n%agent in a string\n'''\n")
     lines = await_agent_magics(cell.splitlines(keepends=True))
-    assert lines[1] == "await __import__('ipyagent').magics.agent_async('compute 2**10')\n"
-    assert lines[3] == "    await __import__('ipyagent').magics.agent_async('indented')\n"
+    assert lines[1] == "await __import__('ipyagent.frontends.magics').frontends.magics.agent_async('compute 2**10')\n"
+    assert lines[3] == "    await __import__('ipyagent.frontends.magics').frontends.magics.agent_async('indented')\n"
     assert "%agent in a string" in "".join(lines)
     # ``await`` is not legal inside a def: that one stays a blocking call.
     cell = ip.input_transformer_manager.transform_cell(
         "def f():\n    %agent inside\n%agent outside\n")
     lines = await_agent_magics(cell.splitlines(keepends=True))
     assert "run_line_magic('agent', 'inside')" in lines[1]
-    assert lines[2] == "await __import__('ipyagent').magics.agent_async('outside')\n"
+    assert lines[2] == "await __import__('ipyagent.frontends.magics').frontends.magics.agent_async('outside')\n"
     cell = ip.input_transformer_manager.transform_cell("%%agent --new\nLoad it.\nPlot it.\n")
     assert await_agent_magics(cell.splitlines(keepends=True)) == [
-        "await __import__('ipyagent').magics.agent_async('--new', 'Load it.\\nPlot it.\\n')\n"]
+        "await __import__('ipyagent.frontends.magics').frontends.magics.agent_async('--new', 'Load it.\\nPlot it.\\n')\n"]
 
 
 # -- the notebook display on a real loop -------------------------------------------------
