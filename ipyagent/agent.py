@@ -557,16 +557,17 @@ class Agent(AgentResources):
         from .transcript import load_into, read
 
         transcript = read(path)
+        where = os.path.abspath(os.path.expanduser(os.fspath(cwd))) if cwd is not None else ""
         if rerun:
             transcript.verify_cells()
+            if cwd is not None and not os.path.isdir(where):
+                raise ConfigError(f"--rerun: the working directory {where} does not exist")
         load_into(self, transcript)
         if not rerun:
             if self._kernel is not None and self._kernel.is_alive():
                 await self._kernel.restart_async()
             return transcript
-        where = os.path.abspath(os.path.expanduser(os.fspath(cwd))) if cwd is not None else _fresh_dir()
-        if not os.path.isdir(where):
-            raise ConfigError(f"--rerun: the working directory {where} does not exist")
+        where = where or _fresh_dir()
         await self._move_kernel(where)
         report = await _loop.run_async(self._arebuild(approval, on_event, where if cwd is None else None))
         report.cwd, report.fresh = where, cwd is None

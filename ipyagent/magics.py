@@ -11,6 +11,7 @@ line, never a traceback.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shlex
 import sys
@@ -279,6 +280,14 @@ class AgentMagics(Magics):
             try:
                 transcript = await agent.aload(cmd.path, rerun=True, on_event=display,
                                                **_replay_kwargs(cmd))
+            except asyncio.CancelledError:  # the Interrupt button: stop what runs, keep the cell
+                from ._cellrun import interrupt_sibling
+
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.wait_for(interrupt_sibling(agent), 5)
+                print(f"ipyagent: interrupted the re-run of {cmd.path}; the conversation is "
+                      "loaded, but the sibling kernel has only what ran before", file=sys.stderr)
+                return None
             except (OSError, IpyagentError, ValueError) as exc:
                 raise UsageError(f"%agent load {cmd.path}: {one_line(exc)}") from None
             finally:

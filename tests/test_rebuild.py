@@ -216,3 +216,45 @@ def test_rerun_runs_in_a_fresh_temporary_directory_unless_given_cwd(tmp_path: Pa
     # from_transcript: the new agent's cwd= is the choice; without it, a fresh directory.
     with Agent.from_transcript(path, rerun=True, approval="auto") as warm:
         assert warm.cwd != str(mine) and (Path(warm.cwd) / "MARKER").exists()
+
+
+def test_percent_agent_load_rerun_in_a_headless_notebook_asks_and_denies(tmp_path: Path) -> None:
+    """A real kernel run by nbclient: `%agent load PATH --rerun` shows each step in the cell
+    and asks the cell's approver (ask, the magics' default), which headless denies in one
+    line; nothing ran, the conversation loaded. `--approve auto` re-runs it."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    marker = tmp_path / "RERAN"
+    code = f"open({str(marker)!r}, 'a').write('x'); print('wrote')"
+    path = _marker_run(tmp_path, code)
+    marker.unlink()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in [
+        "%load_ext ipyagent",
+        f"%agent load {path} --rerun",
+        f"import ipyagent, os; print(len(ipyagent.current().context), os.path.exists({str(marker)!r}))",
+        f"%agent load {path} --rerun --approve auto --cwd {tmp_path}",
+        "import os; print(ipyagent.current().cwd == os.path.realpath('.'))",
+    ]])
+    NotebookClient(nb, kernel_name="python3", timeout=120,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    denied, state, allowed, cwd = nb.cells[1], nb.cells[2], nb.cells[3], nb.cells[4]
+    shown = " ".join(str(o.get("data", {}).get("text/plain", "")) for o in denied.outputs)
+    assert code in shown and "denied" in shown  # the card showed the code it asked about
+    said = "".join(o.get("text", "") for o in denied.outputs if o.get("name") == "stdout")
+    [line] = [x for x in said.splitlines() if "re-ran" in x]
+    assert line.startswith("ipyagent: re-ran 0 python calls in the sibling kernel; stopped at "
+                           "step 1 of 2") and "--approve auto" in line
+    assert "nobody could approve this call: the notebook runs without" in line
+    assert len(read_items(path)) == int(state.outputs[0]["text"].split()[0])
+    assert state.outputs[0]["text"].split()[1] == "False"  # nothing ran
+    said = "".join(o.get("text", "") for o in allowed.outputs if o.get("name") == "stdout")
+    assert "ipyagent: re-ran 2 python calls in the sibling kernel\n" in said
+    assert marker.read_text() == "x"
+    assert cwd.outputs[0]["text"].strip() == "True"  # --cwd DIR: the conversation goes on there
+
+
+def read_items(path: Path) -> list[object]:
+    from ipyagent.transcript import read
+
+    return list(read(path).items)
