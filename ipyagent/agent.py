@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from traitlets import TraitError
 
 from . import _eventloop
-from .approval import ApprovalPolicy, Approver, CallbackApprover
+from .approval import ApprovalPolicy, Approver, CallbackApprover, Mode
 from .audit import Audit, decision_record
 from .compaction import bind_settings, fit_window
 from .models.overflow import context_overflow, overflow_hint
@@ -509,51 +509,102 @@ class Agent(AgentResources):
                         **settings: Any) -> Agent:
         """A new agent continuing a saved transcript (``settings`` override recorded ones).
 
-        ``rerun=True`` also re-runs its python calls so the sibling has their variables.
+        ``rerun=True`` also re-runs its python calls so the sibling has their variables,
+        each approved under the new agent's ``approval`` (see ``load``), in ``cwd=`` if
+        given, else in a fresh empty temporary directory.
         """
         from .transcripts.transcript import from_transcript, read
 
         transcript = read(path)
+        fresh = rerun and "cwd" not in settings
         if rerun:
             transcript.verify_cells()  # run only the code its cells show
+            if fresh:
+                settings["cwd"] = _fresh_dir()
         agent = from_transcript(cls, transcript, **settings)
         if rerun:
-            agent.rebuild_kernel()
+            try:
+                agent._check_blocking_ok()
+                report = agent.rebuild_kernel()
+            except BaseException:
+                agent.close()
+                raise
+            report.cwd, report.fresh = agent.cwd, fresh
+            transcript.rebuild = report
         return agent
 
-    def load(self, path: str | os.PathLike[str], *, rerun: bool = False) -> Transcript:
+    def load(self, path: str | os.PathLike[str], *, rerun: bool = False,
+             approval: Mode | None = None, cwd: str | os.PathLike[str] | None = None,
+             on_event: Listener | None = None) -> Transcript:
         """Replace the conversation with a transcript's (this agent's settings are kept).
 
         A running sibling is restarted: the old conversation's variables must not pass
-        for this one's. ``rerun=True`` then re-runs its python calls (``rebuild_kernel``).
+        for this one's. ``rerun=True`` then re-runs its python calls and re-creates its
+        files (``transcript.rebuild`` says what ran), each approved first as a live call
+        is (``approval``, default ``self.approval``; a denial stops the rebuild), in a new
+        sibling whose working directory is ``cwd`` — by default a fresh empty temporary
+        directory, kept as ``Agent.cwd`` for the rest of the conversation.
         """
+        if rerun and (approval or self.approval) == "ask":
+            self._check_blocking_ok()
+        return _eventloop.run_sync(self.aload(path, rerun=rerun, approval=approval, cwd=cwd,
+                                         on_event=on_event))
+
+    async def aload(self, path: str | os.PathLike[str], *, rerun: bool = False,
+                    approval: Mode | None = None, cwd: str | os.PathLike[str] | None = None,
+                    on_event: Listener | None = None) -> Transcript:
+        """Awaitable ``load`` (in a notebook, approval clicks need this or ``%agent load``)."""
         from .transcripts.transcript import load_into, read
 
         transcript = read(path)
+        where = os.path.abspath(os.path.expanduser(os.fspath(cwd))) if cwd is not None else ""
         if rerun:
             transcript.verify_cells()
+            if cwd is not None and not os.path.isdir(where):
+                raise ConfigError(f"--rerun: the working directory {where} does not exist")
         load_into(self, transcript)
-        if self._kernel is not None and self._kernel.is_alive():
-            self._kernel.restart()
-        if rerun:
-            transcript.rebuild = self.rebuild_kernel()
+        if not rerun:
+            if self._kernel is not None and self._kernel.is_alive():
+                await self._kernel.restart_async()
+            return transcript
+        where = where or _fresh_dir()
+        await self._move_kernel(where)
+        report = await _eventloop.run_async(self._arebuild(approval, on_event, where if cwd is None else None))
+        report.cwd, report.fresh = where, cwd is None
+        transcript.rebuild = report
         return transcript
 
-    def rebuild_kernel(self, *, restart: bool = False) -> Rebuild:
+    async def _move_kernel(self, cwd: str) -> None:
+        """A fresh sibling in ``cwd`` (the old one, and its variables, are shut down)."""
+        with self._kernel_lock:  # the background start takes it too: no kernel is lost
+            old, self._kernel = self._kernel, None
+            self.cwd = cwd
+        if old is not None:
+            await old.shutdown_async()
+
+    def rebuild_kernel(self, *, restart: bool = False, approval: Mode | None = None,
+                       on_event: Listener | None = None) -> Rebuild:
         """Re-run every python call of the conversation that ran, in order -> ``Rebuild``.
 
         Use after loading a transcript: its variables then exist again in the sibling.
-        ``restart=True`` restarts the sibling first, so nothing stale is left over.
+        Each step is approved first (``approval``, default ``self.approval``); a denial
+        stops it. ``restart=True`` restarts the sibling first, so nothing stale is left over.
         """
-        return _eventloop.run_sync(self.arebuild_kernel(restart=restart))
+        return _eventloop.run_sync(self.arebuild_kernel(restart=restart, approval=approval,
+                                                   on_event=on_event))
 
-    async def arebuild_kernel(self, *, restart: bool = False) -> Rebuild:
+    async def arebuild_kernel(self, *, restart: bool = False, approval: Mode | None = None,
+                              on_event: Listener | None = None) -> Rebuild:
         """Awaitable ``rebuild_kernel``."""
-        from .transcripts.rebuild import arebuild
-
         if restart and self._kernel is not None:
             await self._kernel.restart_async()
-        return await arebuild(self)
+        return await _eventloop.run_async(self._arebuild(approval, on_event, None))
+
+    async def _arebuild(self, approval: Mode | None, on_event: Listener | None,
+                        root: str | None) -> Rebuild:
+        from .transcripts.rebuild import arebuild
+
+        return await arebuild(self, approval=approval, on_event=on_event, root=root)
 
     def replay(self, path: str | os.PathLike[str], **settings: Any) -> ReplayReport:
         """Re-run a transcript's recorded turns in a fresh kernel -> ReplayReport.
@@ -656,6 +707,13 @@ def _head_tail(text: str, limit: int) -> str:
     half = limit // 2
     cut = len(text) - 2 * half
     return f"{text[:half]}\n[… {cut} characters omitted …]\n{text[-half:]}"
+
+
+def _fresh_dir() -> str:
+    """A new empty temporary directory for a re-run (kept: the conversation goes on there)."""
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="ipyagent-rerun-")
 
 
 def _final_text(steps: list[Step]) -> str:

@@ -56,7 +56,7 @@ def test_rerun_and_replay_elsewhere_recreate_a_missing_file_but_never_overwrite(
     edited = CSV.replace("709000", "717000")
     (tmp_path / "a").mkdir()
     with Agent(model="demo", cwd=str(tmp_path / "a")) as agent:
-        transcript = agent.load(saved, rerun=True)
+        transcript = agent.load(saved, rerun=True, cwd=str(tmp_path / "a"))
     # Written, then edited: it ends as the agent left it, before the python call read it.
     assert (tmp_path / "a" / "data" / "cities.csv").read_text(encoding="utf-8") == edited
     assert transcript.rebuild.ok, transcript.rebuild

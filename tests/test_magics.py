@@ -561,6 +561,36 @@ def test_load_says_the_kernel_is_empty_and_rerun_rebuilds_it(loaded: Any, tmp_pa
     assert "1267650600228229401496703205376" in ipyagent.current().kernel.execute("value").text
 
 
+def test_load_rerun_in_terminal_ipython_shows_each_step_and_asks(loaded: Any, tmp_path: Any) -> None:
+    """Under approval 'ask' the re-run is asked like a live run; with no terminal to answer
+    on, it is denied in one line, after the code was shown; `--approve auto` re-runs it."""
+    marker = tmp_path / "RERAN"
+    code = f"open({str(marker)!r}, 'w').write('x')"
+    model = ScriptedModel([calls(("python", {"code": code})), text("Done.")])
+    with Agent(client=model, approval="auto", file_tools=False, cwd=str(tmp_path)) as agent:
+        agent.run("mark it")
+        path = agent.save(tmp_path / "marker.ipynb")
+    marker.unlink()
+    loaded.run_line_magic("config", "Agent.approval = 'ask'")
+    try:
+        out, err, result = run(loaded, f"%agent load {path} --rerun")
+        assert result.success, err
+        assert not marker.exists()
+        assert code in out  # shown before it was asked about
+        [line] = [x for x in out.splitlines() if "re-ran" in x]
+        assert line.startswith("ipyagent: re-ran 0 python calls in the sibling kernel; stopped "
+                               "at step 1 of 1 (python call ") and "stdin is not a terminal" in line
+        assert len(ipyagent.current().context) == len(read(path).items)  # the conversation loaded
+        out, err, result = run(loaded, f"%agent load {path} --rerun --approve auto --cwd {tmp_path}")
+        assert result.success, err
+        assert marker.exists() and "re-ran 1 python call in the sibling kernel" in out
+        assert ipyagent.current().cwd == str(tmp_path)
+        with pytest.raises(UsageError, match="--cwd and --approve go with --rerun"):
+            magics._MAGICS.parse(f"load {path} --cwd {tmp_path}", None)
+    finally:
+        loaded.run_line_magic("config", "Agent.approval = 'auto'")
+
+
 def test_the_magics_autosave_under_ipyagent_runs_and_say_so(ip: Any, tmp_path: Any,
                                                           monkeypatch: Any) -> None:
     monkeypatch.chdir(tmp_path)

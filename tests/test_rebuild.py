@@ -111,3 +111,150 @@ def test_load_restarts_a_sibling_that_holds_another_conversations_variables(tmp_
         transcript = agent.load(path, rerun=True)
         assert transcript.rebuild.ran == 2
         assert "1267650600228229401496703205376" in agent.kernel.execute("value").text
+
+
+# -- --rerun runs under an approval policy, in a fresh directory (issue 12) ------------------
+
+def _marker_run(tmp_path: Path, first: str, second: str = "print(2)") -> Path:
+    """A saved run of two python calls (real sibling kernel); returns its path."""
+    from scripted_model import ScriptedModel, calls, text
+
+    model = ScriptedModel([calls(("python", {"code": first})), calls(("python", {"code": second})),
+                           text("done")])
+    work = tmp_path / "recorded"
+    work.mkdir()
+    with Agent(client=model, approval="auto", file_tools=False, cwd=str(work)) as agent:
+        assert agent.run("go").stop_reason == "done"
+        return agent.save(tmp_path / "run.ipynb")
+
+
+def test_rerun_under_ask_with_nobody_to_ask_runs_nothing_and_says_so(tmp_path: Path) -> None:
+    """A transcript someone sent you: loading it with --rerun must not run its code unasked."""
+    marker = tmp_path / "RAN_WITHOUT_APPROVAL"
+    path = _marker_run(tmp_path, f"open({str(marker)!r}, 'w').write('x')")
+    marker.unlink()
+    with Agent(model="demo", approval="ask", cwd=str(tmp_path)) as agent:
+        transcript = agent.load(path, rerun=True)  # no hook, pytest's stdin is no terminal
+        assert not marker.exists()
+        assert len(agent.context) == len(transcript.items)  # the conversation did load
+        report = transcript.rebuild
+        assert report.ran == 0 and not report.ok
+        line = report.line()
+        assert "\n" not in line and line.startswith("re-ran 0 python calls in the sibling kernel; "
+                                                    "stopped at step 1 of 2 (python call ")
+        assert "nobody could approve this re-run" in line and "--approve auto" in line
+        assert "2 steps not re-run: the conversation is loaded, but the sibling kernel has " \
+               "only what ran before" in line
+        [row] = report.audit()
+        assert (row.decision, row.by, row.ran) == ("deny", "headless", False)
+        # The policy the user chose: auto re-runs it, and says who decided.
+        again = agent.load(path, rerun=True, approval="auto").rebuild
+    assert marker.exists() and again.ok and again.ran == 2
+    assert [(r.by, r.detail, r.ran) for r in again.audit()] == [("policy", "auto", True)] * 2
+
+
+def test_the_approver_sees_exactly_the_code_that_runs_and_a_denial_stops(tmp_path: Path) -> None:
+    first, second = "a = 41  # first", "open('SECOND', 'w').write(str(a + 1))"
+    path = _marker_run(tmp_path, first, second)
+    asked: list[tuple[str, dict[str, object]]] = []
+
+    def hook(call: ToolCall) -> str:
+        asked.append((call.name, dict(call.arguments)))
+        return "approve" if call.arguments.get("code") == first else "not that one"
+
+    with Agent(model="demo", approval="ask", approval_hook=hook) as agent:
+        report = agent.load(path, rerun=True).rebuild
+        assert agent.kernel.execute("print(a)").text.strip() == "41"  # the approved step ran
+        cwd = report.cwd
+    assert asked == [("python", {"code": first}), ("python", {"code": second})]
+    assert not (Path(cwd) / "SECOND").exists()
+    assert report.ran == 1 and "stopped at step 2 of 2" in report.line()
+    assert "not approved: not that one" in report.line()
+    rows = report.audit()
+    assert [(r.decision, r.by) for r in rows] == [("approve", "hook"), ("deny", "hook")]
+    assert all(r.at for r in rows)  # stamped like a live decision
+
+
+def test_an_edit_at_the_approval_is_not_run(tmp_path: Path) -> None:
+    from ipyagent.approval import Decision
+
+    path = _marker_run(tmp_path, "print(1)")
+
+    def edit(call: ToolCall) -> Decision:
+        return Decision("edit", arguments={"code": "open('EDITED', 'w')"}, by="hook")
+
+    with Agent(model="demo", approval="ask", approval_hook=edit) as agent:
+        report = agent.load(path, rerun=True).rebuild
+    assert report.ran == 0 and not (Path(report.cwd) / "EDITED").exists()
+    assert "runs only the code its cells show" in report.line()
+
+
+def test_rerun_runs_in_a_fresh_temporary_directory_unless_given_cwd(tmp_path: Path,
+                                                                   monkeypatch: object) -> None:
+    import os
+    import tempfile
+
+    import pytest
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    path = _marker_run(tmp_path, "import os; open('MARKER', 'w').write('x'); here = os.getcwd()")
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    monkeypatch.chdir(mine)
+    with Agent(model="demo", approval="auto") as agent:
+        report = agent.load(path, rerun=True).rebuild
+        here = agent.kernel.execute("print(here)").text.strip()
+        assert agent.cwd == report.cwd == here  # the conversation goes on there
+    assert report.fresh and here.startswith(os.path.realpath(tempfile.gettempdir()))
+    assert (Path(here) / "MARKER").exists() and not (mine / "MARKER").exists()
+    assert f"it runs in a fresh empty directory, {here}, for the rest of this conversation" \
+           in report.line()
+    with Agent(model="demo", approval="auto") as agent:
+        there = agent.load(path, rerun=True, cwd=str(mine)).rebuild
+    assert (mine / "MARKER").exists() and there.cwd == str(mine) and not there.fresh
+    assert "fresh" not in there.line()
+    # from_transcript: the new agent's cwd= is the choice; without it, a fresh directory.
+    with Agent.from_transcript(path, rerun=True, approval="auto") as warm:
+        assert warm.cwd != str(mine) and (Path(warm.cwd) / "MARKER").exists()
+
+
+def test_percent_agent_load_rerun_in_a_headless_notebook_asks_and_denies(tmp_path: Path) -> None:
+    """A real kernel run by nbclient: `%agent load PATH --rerun` shows each step in the cell
+    and asks the cell's approver (ask, the magics' default), which headless denies in one
+    line; nothing ran, the conversation loaded. `--approve auto` re-runs it."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    marker = tmp_path / "RERAN"
+    code = f"open({str(marker)!r}, 'a').write('x'); print('wrote')"
+    path = _marker_run(tmp_path, code)
+    marker.unlink()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in [
+        "%load_ext ipyagent",
+        f"%agent load {path} --rerun",
+        f"import ipyagent, os; print(len(ipyagent.current().context), os.path.exists({str(marker)!r}))",
+        f"%agent load {path} --rerun --approve auto --cwd {tmp_path}",
+        "import os; print(ipyagent.current().cwd == os.path.realpath('.'))",
+    ]])
+    NotebookClient(nb, kernel_name="python3", timeout=120,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    denied, state, allowed, cwd = nb.cells[1], nb.cells[2], nb.cells[3], nb.cells[4]
+    shown = " ".join(str(o.get("data", {}).get("text/plain", "")) for o in denied.outputs)
+    assert code in shown and "denied" in shown  # the card showed the code it asked about
+    said = "".join(o.get("text", "") for o in denied.outputs if o.get("name") == "stdout")
+    [line] = [x for x in said.splitlines() if "re-ran" in x]
+    assert line.startswith("ipyagent: re-ran 0 python calls in the sibling kernel; stopped at "
+                           "step 1 of 2") and "--approve auto" in line
+    assert "nobody could approve this call: the notebook runs without" in line
+    assert len(read_items(path)) == int(state.outputs[0]["text"].split()[0])
+    assert state.outputs[0]["text"].split()[1] == "False"  # nothing ran
+    said = "".join(o.get("text", "") for o in allowed.outputs if o.get("name") == "stdout")
+    assert "ipyagent: re-ran 2 python calls in the sibling kernel\n" in said
+    assert marker.read_text() == "x"
+    assert cwd.outputs[0]["text"].strip() == "True"  # --cwd DIR: the conversation goes on there
+
+
+def read_items(path: Path) -> list[object]:
+    from ipyagent.transcript import read
+
+    return list(read(path).items)

@@ -11,6 +11,7 @@ line, never a traceback.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shlex
 import sys
@@ -173,7 +174,10 @@ class AgentMagics(Magics):
             rerun = words[0] == "load" and "--rerun" in args[2:]
             if rerun:
                 args.remove("--rerun")
-            cwd = _replay_options(args, opts) if words[0] == "replay" else None
+            if words[0] == "load" and not rerun and {"--cwd", "--approve"} & set(args[2:]):
+                raise UsageError("%agent load: --cwd and --approve go with --rerun (loading "
+                                 "alone runs nothing)")
+            cwd = _replay_options(args, opts, words[0]) if rerun or words[0] == "replay" else None
             if len(args) == 2:
                 return Command(words[0], None, opts, path=args[1], rerun=rerun, cwd=cwd)
             if len(args) == 1:
@@ -224,7 +228,9 @@ class AgentMagics(Magics):
             %agent reset [--kernel]      start over (--kernel also restarts the sibling kernel)
             %agent save PATH.ipynb       save the run as a notebook
             %agent load PATH.ipynb       continue a saved conversation
-            %agent load PATH --rerun     ... re-run its python calls, re-create its files
+            %agent load PATH --rerun     ... re-run its code cells, re-create its files
+                                         (each approved as in a run; in a new empty temp
+                                         dir unless --cwd DIR; --approve auto: no asking)
             %agent replay PATH.ipynb     re-run a saved transcript's code cells, report
                                          differences (each call approved as in a run; in
                                          a new empty temp dir unless --cwd DIR)
@@ -265,6 +271,32 @@ class AgentMagics(Magics):
                     self.approver.unbind()
                 if hasattr(display, "close"):
                     display.close()
+        if cmd.action == "load" and cmd.rerun and hasattr(self.get_agent(), "aload"):
+            # It runs the transcript's code: await it, so that each step is shown and
+            # approved in this cell as a live call is.
+            await asyncio.to_thread(self._settle_warmup)
+            agent = self.get_agent()
+            display = self.runner.listener(LoopDispatcher(), cmd, agent)
+            try:
+                transcript = await agent.aload(cmd.path, rerun=True, on_event=display,
+                                               **_replay_kwargs(cmd))
+            except asyncio.CancelledError:  # the Interrupt button: stop what runs, keep the cell
+                from .cellrun import interrupt_sibling
+
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.wait_for(interrupt_sibling(agent), 5)
+                print(f"ipyagent: interrupted the re-run of {cmd.path}; the conversation is "
+                      "loaded, but the sibling kernel has only what ran before", file=sys.stderr)
+                return None
+            except (OSError, IpyagentError, ValueError) as exc:
+                raise UsageError(f"%agent load {cmd.path}: {one_line(exc)}") from None
+            finally:
+                if hasattr(self.approver, "unbind"):
+                    self.approver.unbind()
+                if hasattr(display, "close"):
+                    display.close()
+            self._loaded(agent, cmd, transcript)
+            return None
         if cmd.action not in ("run", "step"):
             return self._command(cmd)
         await asyncio.to_thread(self._settle_warmup)
@@ -296,28 +328,59 @@ class AgentMagics(Magics):
         method = getattr(agent, cmd.action, None)
         if method is None:
             raise UsageError(f"%agent {cmd.action} is not available in this version of ipyagent")
-        kwargs: dict[str, Any] = {"rerun": True} if cmd.rerun else {}
+        kwargs: dict[str, Any] = {"rerun": True, **_replay_kwargs(cmd)} if cmd.rerun else {}
+        if cmd.rerun and self.in_kernel and getattr(self.approver, "needs_event_loop", False) \
+                and kwargs.get("approval", agent.approval) == "ask":
+            raise UsageError("this %agent load --rerun cannot wait for approval clicks here "
+                             "(only an unindented %agent line can); move it to the start of "
+                             "a line, or add --approve auto")
         if cmd.action == "replay":
             # No live display shows the calls here: the replay's own prompt shows each one.
             kwargs = {**_replay_kwargs(cmd), "approval_hook": None}
         try:
-            outcome = method(cmd.path, **kwargs)
+            if cmd.rerun and not self.in_kernel:
+                outcome = self._rerun_blocking(agent, cmd, kwargs)
+            else:
+                outcome = method(cmd.path, **kwargs)
         except (OSError, IpyagentError, ValueError) as exc:
             raise UsageError(f"%agent {cmd.action} {cmd.path}: {one_line(exc)}") from None
         if cmd.action == "save":
             print(f"ipyagent: saved {len(agent.context)} items to {outcome}")
             return None
         if cmd.action == "load":
-            print(f"ipyagent: loaded {len(agent.context)} items from {cmd.path}; "
-                  "the next %agent continues it")
-            from ..transcripts.transcript import endpoint_note
-
-            note = endpoint_note(agent, outcome)
-            if note:
-                print(f"ipyagent: {note}")
-            self._after_load(agent, cmd, outcome)
+            self._loaded(agent, cmd, outcome)
             return None
         return outcome
+
+    def _rerun_blocking(self, agent: Any, cmd: Command, kwargs: dict[str, Any]) -> Any:
+        """``load --rerun`` on a terminal: each step is shown, and asked on the main thread."""
+        from .. import _eventloop
+        from .._mainthread import PumpDispatcher
+
+        self._settle_warmup()
+        pump = PumpDispatcher()
+        listener = self.runner.listener(pump, cmd, agent)
+        self.runner.pump = pump  # the terminal prompt reads on this (the main) thread
+        future = _eventloop.submit(agent.aload(cmd.path, on_event=listener, **kwargs))
+        try:
+            pump.pump(future)
+            return future.result()
+        except KeyboardInterrupt:
+            future.cancel()
+            raise UsageError(f"%agent load {cmd.path} --rerun: interrupted; the sibling "
+                             "kernel has only what ran before") from None
+        finally:
+            self.runner.pump = None
+
+    def _loaded(self, agent: Any, cmd: Command, transcript: Any) -> None:
+        print(f"ipyagent: loaded {len(agent.context)} items from {cmd.path}; "
+              "the next %agent continues it")
+        from ..transcripts.transcript import endpoint_note
+
+        note = endpoint_note(agent, transcript)
+        if note:
+            print(f"ipyagent: {note}")
+        self._after_load(agent, cmd, transcript)
 
     def _after_load(self, agent: Any, cmd: Command, transcript: Any) -> None:
         """Say whether the sibling has the run's variables (``--rerun`` rebuilt them)."""
@@ -340,27 +403,29 @@ class AgentMagics(Magics):
         if report is not None:
             print(f"ipyagent: {report.line()}")
 
-def _replay_options(args: list[str], opts: Any) -> str | None:
-    """Take ``--cwd DIR`` and ``--approve MODE`` after ``replay PATH`` out of ``args``."""
+def _replay_options(args: list[str], opts: Any, word: str = "replay") -> str | None:
+    """Take ``--cwd DIR`` and ``--approve MODE`` after ``replay PATH`` (or ``load PATH
+    --rerun``) out of ``args``."""
     cwd = None
     for flag in ("--cwd", "--approve"):
         if flag in args[2:]:
             at = args.index(flag, 2)
             if at + 1 >= len(args):
-                raise UsageError(f"%agent replay: {flag} needs a value")
+                raise UsageError(f"%agent {word}: {flag} needs a value")
             value = args[at + 1]
             del args[at:at + 2]
             if flag == "--cwd":
                 cwd = value
             elif value not in ("auto", "ask", "deny"):
-                raise UsageError(f"%agent replay: --approve takes auto, ask or deny, not {value!r}")
+                raise UsageError(f"%agent {word}: --approve takes auto, ask or deny, not {value!r}")
             else:
                 opts.approve = value
     return cwd
 
 
 def _replay_kwargs(cmd: Command) -> dict[str, Any]:
-    """``areplay`` keywords for ``%agent replay PATH [--cwd DIR] [--approve MODE]``."""
+    """``areplay``/``aload`` keywords for ``%agent replay PATH`` or ``%agent load PATH --rerun``
+    with ``[--cwd DIR] [--approve MODE]``."""
     out: dict[str, Any] = {}
     if cmd.cwd is not None:
         out["cwd"] = os.path.abspath(os.path.expanduser(cmd.cwd))

@@ -4,33 +4,44 @@ Why: a loaded transcript continues the *conversation*, but its sibling kernel st
 empty, so the model's next ``print(df.head())`` fails on a ``df`` it believes exists.
 ``agent.rebuild_kernel()`` (``%agent load PATH --rerun``) re-executes, in order, every
 ``python`` call that really ran — as edited, and including calls a compaction summary
-replaced — exactly the calls the transcript shows as code cells. It is the user's explicit
-choice: like "Run All" on a notebook, it runs that code without asking; a transcript
-whose cells no longer match its metadata is refused (``Transcript.verify_cells``).
+replaced — exactly the calls the transcript shows as code cells (a transcript whose cells
+no longer match its metadata is refused: ``Transcript.verify_cells``), and re-creates the
+files its file cells show. A transcript may come from someone else, so each of those steps
+is first approved as a live call would be (the agent's ``approval``/``allow``/hook; a denial
+stops the rebuild, with one line saying what was and was not rebuilt), and each decision is
+recorded like a live one (``Rebuild.audit()``).
 """
 
 from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
+from .._text import visible
+from ..approval import ApprovalPolicy, Approver, Decision, Mode
 from ..items import Summary, ToolCall, ToolResult, item_from_dict
 
 __all__ = ["Rebuild", "python_calls_that_ran", "rerun_steps", "arebuild", "unfold"]
 
 @dataclass
 class Rebuild:
-    """What ``rebuild_kernel`` re-ran: counts, and the calls that failed this time."""
+    """What ``rebuild_kernel`` re-ran: counts, the calls that failed this time, where it
+    stopped (a denied step), and each step's approval (``audit()``)."""
 
     ran: int = 0
     files: int = 0  # files re-created as the agent left them
     failed: list[tuple[int, str, str]] = field(default_factory=list)  # (n, status, line)
+    steps: int = 0  # what the transcript asked to re-run (python calls + files)
+    stopped: str = ""  # why the rebuild stopped before the end (a step was not approved)
+    cwd: str = ""  # the sibling's working directory
+    fresh: bool = False  # cwd is a new empty temporary directory made for this rebuild
+    items: list[Any] = field(default_factory=list, repr=False)  # each step's call and result
 
     @property
     def ok(self) -> bool:
-        """True when every re-run call ended ``ok``."""
-        return not self.failed
+        """True when every step was approved and every re-run call ended ``ok``."""
+        return not self.failed and not self.stopped
 
     def line(self) -> str:
         """One line for the user."""
@@ -41,7 +52,18 @@ class Rebuild:
             n, status, first = self.failed[0]
             more = f" (+{len(self.failed) - 1} more)" if len(self.failed) > 1 else ""
             text += f"; {len(self.failed)} failed — call {n}: {status}: {first}{more}"
-        return text
+        if self.stopped:
+            text += f"; {self.stopped}"
+        if self.fresh:
+            text += (f"; it runs in a fresh empty directory, {self.cwd}, for the rest of this "
+                     "conversation (`--cwd DIR` to choose one)")
+        return visible(" ".join(text.split()))
+
+    def audit(self) -> Any:
+        """How each re-run step was decided (who, when), as ``agent.audit()`` lists a run's."""
+        from ..audit import Audit
+
+        return Audit.of(self.items)
 
     def __repr__(self) -> str:
         return f"<Rebuild {self.line()}>"
@@ -96,24 +118,100 @@ def python_calls_that_ran(items: Iterable[Any]) -> list[ToolCall]:
     return [call for call, written in rerun_steps(items) if written is None]
 
 
-async def arebuild(agent: Any) -> Rebuild:
+def _default_approver() -> Approver:
+    """A y/n prompt showing each step's code on a terminal; elsewhere, deny in one line."""
+    from ..approval import TerminalOrDeny, terminal_answer
+
+    return TerminalOrDeny(terminal_answer, lambda call: (
+        "nobody could approve this re-run (stdin is not a terminal)"), show_call=True)
+
+
+_HOW_TO_ALLOW = ("load with approval='auto' (`%agent load PATH --rerun --approve auto`) to re-run "
+                 "a transcript you trust without asking")
+
+
+def _what(call: ToolCall) -> str:
+    if call.name == "python":
+        return f"python call {call.id}"
+    return f"re-creating {call.arguments.get('path')} ({call.id})"
+
+
+async def arebuild(agent: Any, *, approval: Mode | None = None,
+                   on_event: Callable[[Any], Any] | None = None,
+                   root: str | None = None) -> Rebuild:
     """Re-run ``agent.context``'s python calls in ``agent.kernel`` and re-create the files the
-    agent wrote, in order; a failure does not stop it."""
+    agent wrote (under ``root``, default the agent's workspace), in order, each approved
+    first; a failure does not stop it, a denial does.
+
+    ``approval``: the mode for this rebuild (default ``agent.approval``); ``agent.allow``
+    and ``agent.approval_hook`` apply as in a live run (no hook under "ask": a terminal
+    prompt, else denied in one line). ``on_event`` sees each step as a live tool call.
+    """
+    from ..audit import decision_record
+    from ..events import ToolCallDecided, ToolCallFinished, ToolCallRequested
     from .file_record import restore
 
-    report = Rebuild()
+    hook = agent.approval_hook
+    # A policy of its own: an "Always" given here covers the rest of the rebuild only.
+    policy = ApprovalPolicy(mode=approval or agent.approval, allow=list(agent.allow),
+                            ui=hook if hook is not None else _default_approver())
+    steps = rerun_steps(agent.context)
+    report = Rebuild(steps=len(steps))
+    where = str(root or agent.workspace_path)
     claimed: set[str] = set()  # files this re-run made: a later write of the agent's may replace them
-    for n, (call, written) in enumerate(rerun_steps(agent.context), 1):
+
+    def emit(event: Any) -> None:
+        if on_event is not None:
+            try:
+                on_event(event)
+            except Exception as exc:  # noqa: BLE001 - a broken display must not break the rebuild
+                agent.log.warning("ipyagent rebuild listener failed: %s", exc)
+
+    for n, (recorded, written) in enumerate(steps, 1):
+        # What is asked about is what runs: the cell's code, or the whole file the cell writes.
+        call = (ToolCall(recorded.id, "python", {"code": str(recorded.arguments["code"])})
+                if written is None else
+                ToolCall(recorded.id, "write_file", {"path": written[0], "content": written[1]}))
+        emit(ToolCallRequested(call))
+        decision = await policy.decide(call)
+        if decision.action == "edit":  # runs only what the cells show: an edit is not run
+            decision = Decision("deny", reason="edited at the approval; --rerun runs only the "
+                                "code its cells show", by=decision.by, detail=decision.detail,
+                                at=decision.at)
+        emit(ToolCallDecided(call, decision))
+        meta: dict[str, Any] = {"decision": decision_record(decision, n), "rerun": True}
+        if not decision.approved:
+            reason = " ".join((decision.reason or f"denied ({decision.by})").split())
+            hint = "" if decision.by_person else f"; {_HOW_TO_ALLOW}"
+            left = len(steps) - n + 1
+            report.stopped = (f"stopped at step {n} of {len(steps)} ({_what(call)}), not "
+                              f"approved: {reason.rstrip('.')}{hint}; {left} step"
+                              f"{'s' if left != 1 else ''} not re-run: the conversation is "
+                              "loaded, but the sibling kernel has only what ran before")
+            result = ToolResult(call.id, f"Not re-run: {reason}", error=True, name=call.name,
+                                meta={**meta, "denied": True, "reason": reason})
+            report.items += [call, result]
+            emit(ToolCallFinished(call, result))
+            break
         if written is not None:
-            _, why = restore(agent.workspace_path, *written, claimed)
+            _, why = restore(where, *written, claimed)
             if why is None:
                 report.files += 1
             else:
-                report.failed.append((n, f"{call.name} {written[0]}", why))
-            continue
-        execution = await agent.kernel.execute_async(str(call.arguments["code"]))
-        report.ran += 1
-        if execution.status != "ok":
-            lines = execution.text.strip().splitlines()
-            report.failed.append((n, execution.status, lines[-1][:120] if lines else ""))
+                report.failed.append((n, f"{recorded.name} {written[0]}", why))
+            result = ToolResult(call.id, why or f"re-created {written[0]}", error=why is not None,
+                                name=call.name, meta=meta)
+        else:
+            execution = await agent.kernel.execute_async(str(call.arguments["code"]))
+            report.ran += 1
+            if execution.status != "ok":
+                lines = execution.text.strip().splitlines()
+                report.failed.append((n, execution.status, lines[-1][:120] if lines else ""))
+            # The re-run is about state: its card says how it ended, not what it printed.
+            result = ToolResult(call.id, f"re-ran: {execution.status}",
+                                error=execution.status != "ok", name="python",
+                                execution_count=execution.execution_count,
+                                meta={**meta, "status": execution.status})
+        report.items += [call, result]
+        emit(ToolCallFinished(call, result))
     return report
