@@ -255,6 +255,6 @@ def test_percent_agent_load_rerun_in_a_headless_notebook_asks_and_denies(tmp_pat
 
 
 def read_items(path: Path) -> list[object]:
-    from ipyagent.transcript import read
+    from ipyagent.transcripts.transcript import read
 
     return list(read(path).items)
