@@ -19,8 +19,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ipyagent import Agent, ToolCall, tool  # noqa: E402
-from ipyagent import _eventloop# noqa: E402
+from ipyagent import (  # noqa: E402
+    Agent,
+    ToolCall,
+    _eventloop,  # noqa: E402
+    tool,
+)
 from ipyagent.compaction import SUMMARY_PROMPT  # noqa: E402
 from ipyagent.models.base import ToolCallDelta, Turn, TurnComplete  # noqa: E402
 from ipyagent.tokens import TokenCounter  # noqa: E402
@@ -59,7 +63,7 @@ async def noop(x: int) -> str:
 async def run(agent: Agent, model: ZeroLatencyModel) -> list[float]:
     agent.context.add_user("go")
     times = []
-    for i in range(STEPS):
+    for _i in range(STEPS):
         model.context = agent.context
         t0 = time.perf_counter()
         await agent._astep([], steps_so_far=0)

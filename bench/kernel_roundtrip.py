@@ -17,18 +17,18 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import tempfile
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
 from jupyter_client import KernelManager
 
-from ipyagent.kernel.sibling import SiblingKernel
 from ipyagent.kernel.process import _private_ipython_dir
+from ipyagent.kernel.sibling import SiblingKernel
 
 SNIPPETS = {"1+1": "1+1", "1 MB print": "print('x' * 2**20)"}
 

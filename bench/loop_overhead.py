@@ -15,8 +15,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ipyagent import Agent, Message, ToolCall, ToolResult, tool  # noqa: E402
-from ipyagent import _eventloop# noqa: E402
+from ipyagent import (  # noqa: E402
+    Agent,
+    Message,
+    ToolCall,
+    ToolResult,
+    _eventloop,  # noqa: E402
+    tool,
+)
 from ipyagent.models.base import ToolCallDelta, Turn, TurnComplete  # noqa: E402
 
 

@@ -18,26 +18,38 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from traitlets import TraitError
 
 from . import _eventloop
+from ._secrets import key_envs, secret_values
 from .approval import ApprovalPolicy, Approver, CallbackApprover, Mode
 from .audit import Audit, decision_record
 from .compaction import bind_settings, fit_window
-from .models.overflow import context_overflow, overflow_hint
 from .context import Context
 from .errors import ApprovalError, ConfigError, ModelError
-from .models.retry import safe_url
-from .resources import AgentResources
-from .settings import DEFAULT_SYSTEM_PROMPT
 from .events import (
-    Event, Notice, RunFinished, RunResult, RunStarted, Step, StepFinished, StepStarted,
-    StopReason, ToolCallDecided, ToolCallFinished, ToolCallRequested, ToolOutput, Usage,
+    Event,
+    Notice,
+    RunFinished,
+    RunResult,
+    RunStarted,
+    Step,
+    StepFinished,
+    StepStarted,
+    StopReason,
+    ToolCallDecided,
+    ToolCallFinished,
+    ToolCallRequested,
+    ToolOutput,
+    Usage,
     live_emitter,
 )
 from .items import Message, ToolCall, ToolResult
 from .models.base import ClientNotice, Model, ModelRequest, Retrying, TurnComplete
-from .tools.python import python_tool
+from .models.overflow import context_overflow, overflow_hint
+from .models.retry import safe_url
 from .redaction import LiveRedactor, redact_result, redaction_notice
-from ._secrets import key_envs, secret_values
+from .resources import AgentResources
+from .settings import DEFAULT_SYSTEM_PROMPT
 from .tools.base import Tool, Toolbox
+from .tools.python import python_tool
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -36,7 +36,7 @@ class Approver(Protocol):
 
 
 HookResult = Union[Decision, bool, str, None]
-Hook = Callable[[ToolCall], Union[HookResult, Awaitable[HookResult]]]
+Hook = Callable[[ToolCall], HookResult | Awaitable[HookResult]]
 
 
 class CallbackApprover:

@@ -54,7 +54,7 @@ class _ItemBase:
 
     # Type, not type: in this class body ``type`` is the tag attribute.
     @classmethod
-    def from_dict(cls: Type[_I], data: dict[str, Any]) -> _I:
+    def from_dict(cls: Type[_I], data: dict[str, Any]) -> _I:  # noqa: UP006
         names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
         known = {k: v for k, v in data.items() if k in names}
         extra = {k: v for k, v in data.items() if k not in names and k != "type"}

@@ -16,8 +16,8 @@ from .providers import Endpoint, check_key, resolve
 from .settings import AgentSettings
 
 if TYPE_CHECKING:
-    from .tools.mcp.client import MCPManager
     from .tools.base import Toolbox
+    from .tools.mcp.client import MCPManager
 
 __all__ = ["AgentResources"]
 

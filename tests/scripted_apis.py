@@ -22,10 +22,10 @@ from typing import Any, Callable, Literal
 
 import httpx
 import pytest
+from scripted_server import Completion, RawSSE, Reply, ToolCallSpec, _split, _words, sse_event
+from test_corpus import CORPUS  # one rule for where the corpus lives: $IPYAGENT_CORPUS, else shared/corpus
 
 from ipyagent.models.sse import sse_response
-from test_corpus import CORPUS  # one rule for where the corpus lives: $IPYAGENT_CORPUS, else shared/corpus
-from scripted_server import Completion, RawSSE, Reply, ToolCallSpec, _split, _words, sse_event
 
 __all__ = [
     "ResponsesReply",

@@ -11,7 +11,12 @@ from typing import Any, AsyncIterator, Callable, Union
 from ipyagent.errors import ModelError
 from ipyagent.items import ToolCall
 from ipyagent.models.base import (
-    ModelEvent, ModelRequest, TextDelta, ToolCallDelta, Turn, TurnComplete,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    ToolCallDelta,
+    Turn,
+    TurnComplete,
 )
 
 Reply = Union[Turn, Exception, Callable[[ModelRequest], Turn]]

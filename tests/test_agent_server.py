@@ -5,10 +5,9 @@ from __future__ import annotations
 import logging
 
 import pytest
+from scripted_server import ScriptedServer, http_error, reply_text, reply_tool_calls
 
 from ipyagent import Agent, ToolResult
-
-from scripted_server import ScriptedServer, http_error, reply_text, reply_tool_calls
 
 SENTINEL = "sk-SENTINEL-agent-0123456789"
 

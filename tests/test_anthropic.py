@@ -6,14 +6,18 @@ import json
 from typing import Any
 
 import pytest
+from scripted_apis import anthropic_error, anthropic_reply
+from scripted_server import ScriptedServer, collect, http_error
 
 from ipyagent import Agent, Message, Reasoning, Summary, ToolCall, ToolResult, tool
 from ipyagent.errors import ModelStreamError, ServerError
-from ipyagent.models.anthropic import ANTHROPIC_VERSION, DEFAULT_MAX_TOKENS, AnthropicModel, to_anthropic_messages
+from ipyagent.models.anthropic import (
+    ANTHROPIC_VERSION,
+    DEFAULT_MAX_TOKENS,
+    AnthropicModel,
+    to_anthropic_messages,
+)
 from ipyagent.models.base import ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta
-
-from scripted_apis import anthropic_error, anthropic_reply
-from scripted_server import ScriptedServer, collect, http_error
 
 KEY = "sk-ant-SENTINEL-4242"
 

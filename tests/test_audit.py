@@ -12,8 +12,8 @@ from scripted_model import ScriptedModel, calls, text
 
 from ipyagent import Agent, Decision, ToolCall, ToolResult
 from ipyagent.approval import TerminalApprover
-from ipyagent.frontends.widgets import WidgetApprover
 from ipyagent.audit import Audit
+from ipyagent.frontends.widgets import WidgetApprover
 from ipyagent.tools.base import Tool
 from ipyagent.transcripts.transcript import read
 

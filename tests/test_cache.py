@@ -6,15 +6,14 @@ import threading
 import uuid
 
 import pytest
-
-from ipyagent import Agent, Message, ToolCall, ToolResult
-from ipyagent.models.cache import CachedModel, CacheMiss, ResponseCache, request_key
-from ipyagent.events import Notice
-from ipyagent.models.base import ModelRequest, TextDelta, Turn, TurnComplete
-
 from scripted_model import ScriptedModel, text
 from scripted_server import ScriptedServer, reply_text, reply_tool_calls
 from transcript_runs import add
+
+from ipyagent import Agent, Message, ToolCall, ToolResult
+from ipyagent.events import Notice
+from ipyagent.models.base import ModelRequest, TextDelta, Turn, TurnComplete
+from ipyagent.models.cache import CachedModel, CacheMiss, ResponseCache, request_key
 
 
 def random_id_script():

@@ -7,19 +7,23 @@ import json
 
 import nbformat
 import pytest
+from scripted_model import ScriptedModel, calls, text
+from scripted_server import ScriptedServer, http_error, reply_text, reply_tool_calls
 
 from ipyagent import Agent, Message, Summary, ToolCall, ToolResult, tool
 from ipyagent.compaction import (
-    SUMMARY_PROMPT, fit_window, plan, replaced_items, truncation_summary, turn_groups,
+    SUMMARY_PROMPT,
+    fit_window,
+    plan,
+    replaced_items,
+    truncation_summary,
+    turn_groups,
 )
 from ipyagent.context import Context
 from ipyagent.events import ContextCompacted, Notice, StepFinished
 from ipyagent.models.base import ModelRequest
 from ipyagent.models.demo import DemoModel
 from ipyagent.tokens import TokenCounter
-
-from scripted_model import ScriptedModel, calls, text
-from scripted_server import ScriptedServer, http_error, reply_text, reply_tool_calls
 
 WINDOW = 4096
 

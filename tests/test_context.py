@@ -64,7 +64,7 @@ def test_append_is_constant_time():
 
     ctx = Context([Message("user", str(i)) for i in range(1000)], counter=Counting())
     Counting.calls = 0
-    for i in range(100):
+    for _i in range(100):
         ctx.append(Message("user", "x"))
     assert Counting.calls == 100
 

@@ -24,7 +24,11 @@ from ipyagent.errors import (
 )
 from ipyagent.items import Message, ToolCall, ToolResult
 from ipyagent.models.base import (
-    ReasoningDelta, Retrying, TextDelta, ToolCallDelta, TurnComplete,
+    ReasoningDelta,
+    Retrying,
+    TextDelta,
+    ToolCallDelta,
+    TurnComplete,
 )
 from ipyagent.models.openai_chat import OpenAIChatModel, to_chat_messages, to_chat_tools
 from ipyagent.models.sse import aiter_events_from_text

@@ -14,13 +14,17 @@ from typing import Any
 
 import httpx
 import pytest
+from scripted_apis import corpus_params, load_record, replay_record
 
 from ipyagent.errors import RequestRejected
 from ipyagent.items import Message, ToolCall, ToolResult
-from ipyagent.models.anthropic import ANTHROPIC_VERSION, AnthropicModel, to_anthropic_messages, to_anthropic_tools
+from ipyagent.models.anthropic import (
+    ANTHROPIC_VERSION,
+    AnthropicModel,
+    to_anthropic_messages,
+    to_anthropic_tools,
+)
 from ipyagent.models.base import ReasoningDelta, TextDelta, ToolCallDelta, TurnComplete
-
-from scripted_apis import corpus_params, load_record, replay_record
 
 URL = "https://provider.example/v1"
 KEY = "sk-ant-SENTINEL-0123"

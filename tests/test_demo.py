@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from ipyagent import Agent, ToolResult, tool
@@ -43,7 +42,8 @@ def test_runs_are_deterministic():
     for _ in range(2):
         with Agent(model="demo") as agent:
             texts.append([i.to_dict() for i in (agent.run("compute 7*6"), agent.context)[1]])
-    strip = lambda items: [{k: v for k, v in d.items() if k not in ("outputs", "meta")} for d in items]
+    def strip(items):
+        return [{k: v for k, v in d.items() if k not in ("outputs", "meta")} for d in items]
     assert strip(texts[0]) == strip(texts[1])
 
 

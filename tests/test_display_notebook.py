@@ -135,8 +135,8 @@ def test_what_the_sibling_displays_is_sanitized_or_dropped_with_a_note(
 def test_every_rich_repr_keeps_untrusted_names_and_text_inert() -> None:
     from ipyagent import Tool
     from ipyagent.approval import Decision
-    from ipyagent.frontends.widgets import ApprovalPanel
     from ipyagent.context import Context
+    from ipyagent.frontends.widgets import ApprovalPanel
     from ipyagent.items import Message
     from ipyagent.personas import Persona
     from ipyagent.transcripts.rebuild import Rebuild

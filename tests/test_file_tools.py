@@ -17,10 +17,9 @@ import pytest
 from scripted_model import ScriptedModel, calls, text
 
 import ipyagent
-from ipyagent import Agent
-from ipyagent import _eventloop
-from ipyagent.tools.files import READ_CHARS, diff_preview
+from ipyagent import Agent, _eventloop
 from ipyagent.items import ToolCall, ToolResult
+from ipyagent.tools.files import READ_CHARS, diff_preview
 
 
 @pytest.fixture
@@ -215,11 +214,12 @@ def test_diff_preview_of_writes_and_edits(ws: Path) -> None:
 
 
 def test_write_and_edit_calls_show_a_diff_where_they_are_approved(tmp_path):
+    import io
+
     from ipyagent import Agent, ToolCall
+    from ipyagent.events import ToolCallRequested
     from ipyagent.frontends.notebook import card_html
     from ipyagent.frontends.terminal import TerminalDisplay
-    from ipyagent.events import ToolCallRequested
-    import io
 
     (tmp_path / "notes.txt").write_text("alpha\nbeta\n")
     agent = Agent(python_tool=False, workspace=str(tmp_path))

@@ -7,7 +7,13 @@ import json
 import pytest
 
 from ipyagent.items import (
-    Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict, new_call_id,
+    Message,
+    Reasoning,
+    Summary,
+    ToolCall,
+    ToolResult,
+    item_from_dict,
+    new_call_id,
 )
 
 ITEMS = [

@@ -20,8 +20,8 @@ import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
 from ipyagent.errors import KernelError
-from ipyagent.kernel.sibling import SiblingKernel, parse_memory, scrub_env
 from ipyagent.kernel.outputs import OutputCollector, model_text, truncate_middle
+from ipyagent.kernel.sibling import SiblingKernel, parse_memory, scrub_env
 
 # Every kernel process id the tests start (restarts included), checked at module end.
 _PID_LISTS: list[list[int]] = []

@@ -13,18 +13,17 @@ import pytest
 from IPython.core.displaypub import CapturingDisplayPublisher
 from IPython.core.error import UsageError
 from IPython.testing import globalipapp
+from scripted_model import ScriptedModel, calls, text
 
 import ipyagent
-from ipyagent.transcripts.transcript import read
 from ipyagent import Agent, Tool, ToolCall, ToolResult
-from ipyagent.frontends import magics
 from ipyagent._mainthread import LoopDispatcher
+from ipyagent.frontends import magics
+from ipyagent.frontends.notebook import NotebookDisplay
 from ipyagent.frontends.transformer import await_agent_magics, protect_question_marks
 from ipyagent.frontends.widgets import WidgetApprover
-from ipyagent.frontends.notebook import NotebookDisplay
 from ipyagent.models.base import TextDelta, Turn, TurnComplete
-
-from scripted_model import ScriptedModel, calls, text
+from ipyagent.transcripts.transcript import read
 
 
 @pytest.fixture(scope="module")
@@ -512,8 +511,7 @@ def test_ctrl_c_in_a_pumped_prompt_cancels_the_run_and_the_engine_survives() -> 
     import concurrent.futures
     import threading
 
-    from ipyagent import Agent
-    from ipyagent import _eventloop
+    from ipyagent import Agent, _eventloop
     from ipyagent._mainthread import PumpDispatcher
     from ipyagent.approval import TerminalApprover
 

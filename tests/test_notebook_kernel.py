@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from kernel_frontend import Cell, Frontend
 from scripted_server import ScriptedServer, reply_text, reply_tool_calls
 

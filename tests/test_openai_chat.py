@@ -5,12 +5,24 @@ from __future__ import annotations
 import json
 import logging
 import socket
-from email.utils import format_datetime
 from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
 from typing import Any, AsyncIterator, Callable
 
 import httpx
 import pytest
+from scripted_server import (
+    ScriptedServer,
+    collect,
+    drop_connection_mid_stream,
+    http_error,
+    json_reply,
+    raw_sse,
+    reply_text,
+    reply_tool_calls,
+    sse_event,
+    stream_error,
+)
 
 from ipyagent.errors import (
     ModelConnectionError,
@@ -26,19 +38,6 @@ from ipyagent.models.base import Model, ModelRequest, ReasoningDelta, TextDelta,
 from ipyagent.models.openai_chat import OpenAIChatModel, parse_arguments
 from ipyagent.models.retry import RetryPolicy, parse_retry_after, provider_message, safe_url
 from ipyagent.models.sse import aiter_events_from_text
-
-from scripted_server import (
-    ScriptedServer,
-    collect,
-    drop_connection_mid_stream,
-    http_error,
-    json_reply,
-    raw_sse,
-    reply_text,
-    reply_tool_calls,
-    sse_event,
-    stream_error,
-)
 
 KEY = "sk-SENTINEL-abc123"
 

@@ -13,7 +13,12 @@ from ipyagent.agent import DEFAULT_SYSTEM_PROMPT
 from ipyagent.events import Notice
 from ipyagent.items import ToolResult
 from ipyagent.personas import (
-    BUILTINS, Persona, PersonaError, PersonaTable, find_personas, parse_front_matter,
+    BUILTINS,
+    Persona,
+    PersonaError,
+    PersonaTable,
+    find_personas,
+    parse_front_matter,
 )
 
 REVIEWER_MD = """---

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from scripted_model import ScriptedModel, calls, text
+from transcript_runs import EDITED, PROPOSED, rich_agent
 
 from ipyagent import Agent, Message, Reasoning, ToolCall, ToolResult
 from ipyagent.errors import ModelError
+from ipyagent.items import Summary
 from ipyagent.models.base import ModelRequest, TextDelta, ToolCallDelta, TurnComplete
 from ipyagent.models.recorded import ReplayModel, flatten, turns_from_items
-from ipyagent.items import Summary
 from ipyagent.transcripts.replay import normalise, replay
 from ipyagent.transcripts.transcript import read
-
-from scripted_model import ScriptedModel, calls, text
-from transcript_runs import EDITED, PROPOSED, rich_agent
 
 # -- normalisation ------------------------------------------------------------------
 

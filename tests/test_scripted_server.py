@@ -6,7 +6,6 @@ import json
 
 import httpx
 import pytest
-
 from scripted_server import Completion, ScriptedServer, http_error, reply_text, reply_tool_calls
 
 

@@ -12,14 +12,13 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from scripted_server import ScriptedServer, reply_text, reply_tool_calls
 
 from ipyagent import Agent
 from ipyagent._secrets import find_secret, secret_values
-from ipyagent.models.cache import ResponseCache
 from ipyagent.errors import TranscriptError
 from ipyagent.events import Notice
-
-from scripted_server import ScriptedServer, reply_text, reply_tool_calls
+from ipyagent.models.cache import ResponseCache
 
 ENV = "IPYAGENT_TEST_SENTINEL_KEY"
 
@@ -196,8 +195,8 @@ def test_a_key_the_models_code_prints_encoded_reaches_no_one(tmp_path, odd_key, 
     real sibling, reach neither the model (request bodies), the display, nor any file."""
     import asyncio
 
-    from ipyagent.frontends.notebook import NotebookDisplay
     from ipyagent.events import ToolOutput
+    from ipyagent.frontends.notebook import NotebookDisplay
 
     secret_file = tmp_path / "elsewhere" / "service.env"  # e.g. a project's .env
     secret_file.parent.mkdir()

@@ -9,17 +9,17 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal
 
 import pytest
 
 import ipyagent
-from ipyagent import ToolCall, ToolResult, Toolbox, tool
+from ipyagent import Toolbox, ToolCall, ToolResult, tool
 
 
 @tool
 def search(query: str, limit: int = 5, mode: Literal["fast", "full"] = "fast",
-           tags: Optional[list[str]] = None) -> list[str]:
+           tags: list[str] | None = None) -> list[str]:
     """Search the docs.
 
     Args:

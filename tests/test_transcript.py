@@ -14,6 +14,8 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from scripted_model import ScriptedModel, calls, text
+from transcript_runs import DELETE, EDITED, PNG_B64, PROPOSED, add, rich_agent
 
 from ipyagent import Agent, ToolCall, ToolResult, __version__
 from ipyagent.errors import TranscriptError
@@ -21,9 +23,6 @@ from ipyagent.events import Notice, StepFinished
 from ipyagent.kernel.outputs import model_text
 from ipyagent.transcripts.replay import normalise
 from ipyagent.transcripts.transcript import read
-
-from scripted_model import ScriptedModel, calls, text
-from transcript_runs import DELETE, EDITED, PNG_B64, PROPOSED, add, rich_agent
 
 TESTS = Path(__file__).parent
 

@@ -14,6 +14,7 @@ import textwrap
 from typing import Any, AsyncIterator, Callable
 
 import pytest
+from scripted_server import ScriptedServer, collect, http_error, raw_sse, reply_text, sse_event
 
 from ipyagent import Agent
 from ipyagent.errors import ModelResponseError, ModelStreamError, RateLimitError, ServerError
@@ -22,8 +23,6 @@ from ipyagent.items import Message, ToolCall
 from ipyagent.models.base import ModelRequest
 from ipyagent.models.http import encode_json
 from ipyagent.models.openai_chat import OpenAIChatModel
-
-from scripted_server import ScriptedServer, collect, http_error, raw_sse, reply_text, sse_event
 
 KEY = "sk-SENTINEL-wire42"
 

@@ -112,8 +112,9 @@ class CellRunner:
                                    step_mode=cmd.action == "step")
         from .notebook import NotebookDisplay
 
-        asks = (lambda call: agent.approval == "ask" and call.name not in agent.allow
-                and call.name not in agent._policy.always)
+        def asks(call):
+            return (agent.approval == "ask" and call.name not in agent.allow
+                        and call.name not in agent._policy.always)
         display = NotebookDisplay(dispatcher, asks=asks, step_mode=cmd.action == "step",
                                   preview=agent.tools.preview,
                                   meter=lambda: (agent.context.tokens, agent.context_window))

@@ -99,8 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .._text import visible
     from ..agent import Agent
     from ..approval import TerminalOrDeny, terminal_answer
-    from .terminal import TerminalDisplay
     from ..errors import IpyagentError
+    from .terminal import TerminalDisplay
 
     # Nobody at a terminal (a script, a pipe, CI): calls are denied unless --approve says
     # otherwise, as in a notebook run without a frontend. Never run unasked by default.
@@ -143,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0 if result.stop_reason == "done" else 1
 
 
-def _save(agent: "Agent", path: str) -> bool:
+def _save(agent: Agent, path: str) -> bool:
     from .._text import visible
     from ..errors import IpyagentError
 

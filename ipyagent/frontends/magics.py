@@ -23,10 +23,10 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import TraitError
 
-from .cellrun import CellRunner, Command, one_line
 from .._mainthread import LoopDispatcher
-from .transformer import await_agent_magics, protect_question_marks
 from ..errors import IpyagentError
+from .cellrun import CellRunner, Command, one_line
+from .transformer import await_agent_magics, protect_question_marks
 
 __all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension", "current",
            "agent_async"]

@@ -22,14 +22,23 @@ from typing import Any, Callable, Iterable
 from .._mainthread import Dispatcher, LoopDispatcher
 from .._untrusted import fence, markdown_literal, markdown_text, sibling_bundle
 from ..approval import Decision
-from .widgets import describe
 from ..events import (
-    ContextCompacted, Notice, RunFinished, ToolOutput, RunResult, Step, StepFinished, StepStarted, ToolCallDecided,
-    ToolCallFinished, ToolCallRequested,
+    ContextCompacted,
+    Notice,
+    RunFinished,
+    RunResult,
+    Step,
+    StepFinished,
+    StepStarted,
+    ToolCallDecided,
+    ToolCallFinished,
+    ToolCallRequested,
+    ToolOutput,
+    compaction_line,
 )
-from ..events import compaction_line
 from ..items import ToolCall, ToolResult
 from ..models.base import ReasoningDelta, TextDelta, ToolCallDelta
+from .widgets import describe
 
 __all__ = ["NotebookDisplay", "card_html", "card_markdown", "footer_html", "highlight"]
 

@@ -14,8 +14,16 @@ from typing import IO, Any, Callable
 
 from .._text import visible
 from ..events import (
-    ContextCompacted, Notice, compaction_line, RunFinished, StepFinished, StepStarted,
-    ToolCallDecided, ToolCallFinished, ToolCallRequested, ToolOutput,
+    ContextCompacted,
+    Notice,
+    RunFinished,
+    StepFinished,
+    StepStarted,
+    ToolCallDecided,
+    ToolCallFinished,
+    ToolCallRequested,
+    ToolOutput,
+    compaction_line,
 )
 from ..items import ToolCall, ToolResult
 from ..kernel.outputs import model_text

@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-
 __all__ = ["Execution", "OutputCollector", "model_text", "truncate_middle", "strip_ansi"]
 
 Status = Literal["ok", "error", "timeout", "died"]

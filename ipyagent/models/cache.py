@@ -37,7 +37,14 @@ from .._text import repair_surrogates
 from ..errors import ModelError
 from ..items import Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
 from .base import (
-    ClientNotice, Model, ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn,
+    ClientNotice,
+    Model,
+    ModelEvent,
+    ModelRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    Turn,
     TurnComplete,
 )
 

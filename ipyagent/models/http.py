@@ -23,7 +23,16 @@ import httpx
 from .._text import repair_surrogates
 from ..errors import ModelResponseError, ModelStreamError
 from .base import ModelEvent, ModelRequest, Turn, TurnComplete
-from .retry import RetryPolicy, with_retries, http_error, one_line, provider_message, redact, safe_url, transport_error
+from .retry import (
+    RetryPolicy,
+    http_error,
+    one_line,
+    provider_message,
+    redact,
+    safe_url,
+    transport_error,
+    with_retries,
+)
 from .sse import aiter_events, is_event_stream, sse_response
 
 __all__ = ["HeaderAuth", "EnvKey", "ProviderError", "Assembler", "StreamingHTTPModel", "encode_json"]

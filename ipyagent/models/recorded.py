@@ -16,7 +16,13 @@ from typing import Any, AsyncIterator, Iterable, Sequence
 from ..errors import ModelError
 from ..items import Item, Message, Reasoning, Summary, ToolCall, item_from_dict
 from .base import (
-    ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn, TurnComplete,
+    ModelEvent,
+    ModelRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    Turn,
+    TurnComplete,
 )
 
 __all__ = ["ReplayModel", "RecordedTurn", "turns_from_items", "flatten"]

@@ -300,7 +300,7 @@ async def with_retries(
             return
         except ModelError as exc:
             if not yielded and policy.waits_too_long(exc):
-                asked = float(getattr(exc, "retry_after"))
+                asked = float(getattr(exc, "retry_after"))  # noqa: B009 - set on some ModelErrors only
                 _add_note(exc, f"the server asks to wait {_duration(asked)}, "
                                f"more than max_retry_after={policy.max_retry_after:g} s, so no retry")
             if yielded or not policy.should_retry(exc, n):

@@ -27,9 +27,9 @@ from .._untrusted import fence as _fence
 from .._untrusted import inline_code, markdown_text, sibling_bundle
 from .._version import __version__
 from ..approval import PERSON
-from .file_record import cell_source
-from ..tools.files import recorded_file
 from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
+from ..tools.files import recorded_file
+from .file_record import cell_source
 
 __all__ = ["context_to_notebook", "FORMAT", "MAX_CELL_TEXT"]
 

@@ -50,11 +50,11 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from .._normalise import NORMALISATIONS, normalise
 from ..approval import ApprovalPolicy, Approver, Decision, Mode
-from .file_record import restore
-from ..tools.files import recorded_file
 from ..items import Message, Summary, ToolCall, ToolResult
 from ..models.recorded import RecordedTurn, ReplayModel, flatten, turns_from_items
 from ..tools.base import Tool
+from ..tools.files import recorded_file
+from .file_record import restore
 
 if TYPE_CHECKING:
     from ..context import Context

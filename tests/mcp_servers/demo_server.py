@@ -12,10 +12,12 @@ import os
 import sys
 
 try:  # mcp >= 2
-    from mcp.server.mcpserver import Image, MCPServer as Server
+    from mcp.server.mcpserver import Image
+    from mcp.server.mcpserver import MCPServer as Server
     from mcp.server.mcpserver.exceptions import ToolError
 except ImportError:  # mcp 1.x
-    from mcp.server.fastmcp import FastMCP as Server, Image  # type: ignore[no-redef]
+    from mcp.server.fastmcp import FastMCP as Server  # type: ignore[no-redef]
+    from mcp.server.fastmcp import Image
     from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
 
 # A 1x1 PNG, so a tool can return an image.

@@ -25,10 +25,10 @@ from ... import _eventloop
 from ...errors import ConfigError
 from ...events import Notice
 from ...items import ToolCall, ToolResult
+from ..base import Tool
 from .config import ServerConfig, load_configs, parse_servers, tool_name
 from .session import CallFailed, Connection, MCPServerError, to_tool_result
 from .trust import TrustRequest, requests_for
-from ..base import Tool
 
 if TYPE_CHECKING:
     from ...resources import AgentResources
