@@ -29,6 +29,18 @@ _AUTOLINK = re.compile(r"<(?:https?://|mailto:)[^\s<>\"'`\\]*>", re.IGNORECASE)
 _SCHEME = re.compile(r"([a-z][a-z0-9+.\-]*):")
 _MATH_BEGIN = re.compile(r"\\begin\{([A-Za-z]*\*?)\}")
 _BLANK = re.compile(r"[ \t]*(\n|$)")
+# What JupyterLab's removeMath takes for a math delimiter. It cuts math out *before* the
+# Markdown parser and pastes it back escaping only & < >: a cut that takes a fence's
+# opening line turns its code into live HTML, and a cut inside a link's target or title
+# pastes raw '"' into an attribute. So where these can occur, every fence gets a blank
+# line on each side (a cut never crosses one) and no raw '"' is left outside fences.
+# marked (JupyterLab's Markdown parser) reads a link reference definition across lines:
+# its label, its destination and a "…" or (…) title may continue onto the next lines, so a
+# definition started in prose could swallow a fence's opening line and turn the code under
+# it into live HTML. A line that no label, destination or title can cross ends it first.
+_DEF_START = re.compile(r"^[ \t>*+\-0-9.)]*\[", re.MULTILINE)  # list/quote markers too
+_DEF_STOP = "<!-- [(\"' -->"
+_MATHY = re.compile(r"\$|\\\\[(\[]|\\(?:begin|end)\{", re.IGNORECASE)
 
 
 def html_text(text: str) -> str:
@@ -62,6 +74,8 @@ def markdown_literal(text: str) -> str:
             out.append("&lt;")
         elif ch == "&":
             out.append("&amp;")
+        elif ch == '"':
+            out.append("&quot;")  # not \", which a math cut would paste raw into an attribute
         elif ch in _PUNCT:
             out.append("\\" + ch)
         else:
@@ -80,6 +94,7 @@ def markdown_text(text: str) -> str:
     ends can let a ``<`` through (spans with no ``<`` and no link syntax stay as written).
     """
     text = str(text).replace("\r\n", "\n").replace("\r", "\n")
+    mathy = _MATHY.search(text) is not None
     lines = text.split("\n")
     out: list[str] = []
     prose: list[str] = []
@@ -91,7 +106,10 @@ def markdown_text(text: str) -> str:
             i += 1
             continue
         if prose:
-            out.append(_prose("\n".join(prose)))
+            chunk = "\n".join(prose)
+            out.append(_prose(chunk, mathy))
+            if _DEF_START.search(chunk):
+                out.append(_DEF_STOP)
             prose = []
         indent, marker = len(m.group(1)), m.group(2)
         close = re.compile(rf"^ {{0,{indent + 3}}}{re.escape(marker[0])}{{{len(marker)},}}[ \t]*$")
@@ -104,9 +122,10 @@ def markdown_text(text: str) -> str:
         i += 1  # the closing line (or past the end: an unclosed fence runs to the end)
         pad = " " * indent
         block = fence("\n".join(body), m.group(3).strip().split(" ")[0] if m.group(3) else "")
-        out.append("\n".join(pad + ln if ln.strip() else ln for ln in block.split("\n")))
+        block = "\n".join(pad + ln if ln.strip() else ln for ln in block.split("\n"))
+        out.append(f"\n{block}\n" if mathy else block)
     if prose:
-        out.append(_prose("\n".join(prose)))
+        out.append(_prose("\n".join(prose), mathy))
     return "\n".join(out)
 
 
@@ -122,7 +141,7 @@ def _code_html(content: str) -> str:
         content = content[1:-1]  # as CommonMark does
     out = []
     for ch in content:
-        if ch in "<>&":
+        if ch in "<>&\"":
             out.append(html.escape(ch))
         elif ch in _PUNCT:
             out.append("\\" + ch)  # no emphasis, links or escapes inside the element
@@ -139,14 +158,21 @@ def _unsafe_target(rest: str) -> bool:
     return m is not None and m.group(1) not in _SAFE_SCHEMES
 
 
-def _prose(text: str) -> str:
-    """Markdown prose (no fenced code): ``<`` escaped, code spans as elements, links checked."""
+def _prose(text: str, mathy: bool = False) -> str:
+    """Markdown prose (no fenced code): ``<`` escaped, code spans as elements, links checked;
+    if ``mathy``, ``"`` too (see ``_MATHY``)."""
     out: list[str] = []
     n = len(text)
     i = 0
     math: str | None = None  # the closing delimiter while inside math
     while i < n:
         ch = text[i]
+        if ch == "\\" and text.startswith("<", i + 1):
+            # Not "\<": a bare URL just before it (www.x.com/\<img …>) takes the backslash
+            # into its link, and the '<' would open a tag.
+            out.append("\\lt " if math is not None else "&lt;")
+            i += 2
+            continue
         if ch == "\\" and i + 1 < n and text[i + 1] in _PUNCT:
             if math is None and text.startswith(("\\\\(", "\\\\["), i):
                 math = "\\\\)" if text[i + 2] == "(" else "\\\\]"
@@ -209,9 +235,14 @@ def _prose(text: str) -> str:
             content = text[j:close]
             # A span that could not make HTML or a link even if a parser saw it as prose
             # stays as written; any other becomes an element with escaped content.
-            plain = "<" not in content and not re.search(r"\][(:]", content)
+            plain = ("<" not in content and not re.search(r"\][(:]", content)
+                     and not (mathy and '"' in content))
             out.append(text[i:close + width] if plain else _code_html(content))
             i = close + width
+            continue
+        if ch == '"' and mathy:
+            out.append("&quot;")
+            i += 1
             continue
         if ch == "<":
             auto = _AUTOLINK.match(text, i)
@@ -226,7 +257,7 @@ def _prose(text: str) -> str:
             alt = re.match(r"!\[([^\[\]\n]*)\]\(", text[i:])
             if alt:
                 label = alt.group(1).strip()
-                out.append(f"[image: {_prose(label)}](" if label else "[image](")
+                out.append(f"[image: {_prose(label, mathy)}](" if label else "[image](")
                 i += alt.end()
                 out.append(_check_target(text, i))
                 continue

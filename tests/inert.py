@@ -12,7 +12,7 @@ import re
 from html.parser import HTMLParser
 from typing import Any
 
-__all__ = ["ATTACKS", "bundle_problems", "elements", "problems", "render"]
+__all__ = ["ATTACKS", "bundle_problems", "elements", "problems", "render", "render_jupyterlab"]
 
 # What a model (or a tool output, or a file) might carry; every one must stay text.
 ATTACKS = [
@@ -78,6 +78,93 @@ def render(markdown: str) -> str:
         renderer=mistune.HTMLRenderer(escape=False, allow_harmful_protocols=True),
         plugins=["table", "strikethrough", "url"])
     return str(md(markdown))
+
+
+# JupyterLab's removeMath/replaceMath (@jupyterlab/rendermime latex.ts, as shipped in the
+# jlab_core bundle), ported line for line: math is cut out *before* the Markdown parser
+# runs and pasted back into its HTML escaping only & < > -- so where the cut lands decides
+# what the parser sees, and pasted text can end up inside an attribute.
+_MATHSPLIT = re.compile(r"(\$\$?|\\(?:begin|end)\{[a-z]*\*?\}|\\[{}$]|[{}]|(?:\n\s*)+|@@\d+@@"
+                        r"|\\\\[()[\]])", re.IGNORECASE)
+
+
+def _remove_math(text: str) -> tuple[str, list[str]]:
+    math: list[str] = []
+
+    def restore(s: str) -> str:
+        return s
+    if "`" in text or "~~~" in text:
+        text = text.replace("~", "~T")
+        text = re.sub(r"^(?P<fence>`{3,}|(?:~T){3,})[^`\n]*\n[\s\S]*?^(?P=fence)`*$",
+                      lambda m: m.group(0).replace("$", "~D"), text, flags=re.MULTILINE)
+        text = re.sub(r"(^|[^\\])(`+)([^\n]*?[^`\n])\2(?!`)",
+                      lambda m: m.group(0).replace("$", "~D"), text, flags=re.MULTILINE)
+
+        def restore(s: str) -> str:
+            return re.sub(r"~([TD])", lambda m: "~" if m.group(1) == "T" else "$", s)
+    blocks = _MATHSPLIT.split(text.replace("\r\n", "\n").replace("\r", "\n"))
+    start: int | None = None
+    end: str | None = None
+    last: int | None = None
+    braces = 0
+
+    def process(i: int, j: int) -> None:
+        block = "".join(blocks[i:j + 1]).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        for k in range(j, i, -1):
+            blocks[k] = ""
+        blocks[i] = f"@@{len(math)}@@"
+        math.append(restore(block))
+
+    i = 1
+    while i < len(blocks):
+        block = blocks[i]
+        if block[0] == "@":
+            blocks[i] = f"@@{len(math)}@@"
+            math.append(block)
+        elif start is not None:
+            if block == end:
+                if braces:
+                    last = i
+                else:
+                    process(start, i)
+                    start = end = last = None
+            elif re.search(r"\n.*\n", block):
+                if last is not None:
+                    i = last
+                    process(start, i)
+                start = end = last = None
+                braces = 0
+            elif block == "{":
+                braces += 1
+            elif block == "}" and braces:
+                braces -= 1
+        elif block in ("$", "$$"):
+            start, end, braces = i, block, 0
+        elif block in ("\\\\(", "\\\\["):
+            start, end, braces = i, "\\\\)" if block[-1] == "(" else "\\\\]", 0
+        elif block[1:6] == "begin":
+            start, end, braces = i, "\\end" + block[6:], 0
+        i += 2
+    if start is not None and last is not None:
+        process(start, last)
+    return restore("".join(blocks)), math
+
+
+def _replace_math(markup: str, math: list[str]) -> str:
+    def back(m: re.Match[str]) -> str:
+        s = math[int(m.group(1))]
+        if s.startswith("\\\\(") and s.endswith("\\\\)"):
+            s = "\\(" + s[3:-3] + "\\)"
+        elif s.startswith("\\\\[") and s.endswith("\\\\]"):
+            s = "\\[" + s[3:-3] + "\\]"
+        return s
+    return re.sub(r"@@(\d+)@@", back, markup)
+
+
+def render_jupyterlab(markdown: str) -> str:
+    """``markdown`` as JupyterLab renders a trusted output: math cut out, parsed, pasted back."""
+    text, math = _remove_math(markdown)
+    return _replace_math(render(text), math)
 
 
 def bundle_problems(data: dict[str, Any]) -> list[str]:

@@ -296,7 +296,12 @@ HOSTILE = (
     f"<img src=x onerror=\"{CLICKER}\">\n\n"
     f"- a list item\n\n  ```\n<img src=y onerror=\"{CLICKER}\">\n  ```\n\n"
     f"www.example.com/`<img src=z onerror=\"{CLICKER}\">`\n\n"
-    "[click me](javascript:window.__pwned=2) and <details open ontoggle=\"window.__pwned=3\">"
+    "[click me](javascript:window.__pwned=2) and <details open ontoggle=\"window.__pwned=3\">\n\n"
+    # JupyterLab cuts math out before marked runs: the cut took the fence's opening line.
+    f"$x\n ```\n$ <img src=m onerror=\"{CLICKER}\">\n ```\n\n"
+    # marked took the fence line for the definition's destination; a bare URL the backslash.
+    f"[y]:\n```\n<img src=d onerror=\"{CLICKER}\">\n```\n\n"
+    f"see www.example.com/\\<img src=u onerror=\"{CLICKER}\">"
 )
 LIVE_ATTRIBUTES = """() => [...document.querySelectorAll('.jp-OutputArea *')].flatMap(e =>
     [...e.attributes].filter(a => a.name.startsWith('on')

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from inert import ATTACKS, elements, problems, render
+from inert import ATTACKS, elements, problems, render, render_jupyterlab
 
 from ipyagent._untrusted import (
     fence,
@@ -136,3 +136,41 @@ def test_sibling_bundle_keeps_images_and_drops_script() -> None:
                                       {"image/png": {"width": 3}})
     assert data["image/png"] == "iVBOR" and meta == {"image/png": {"width": 3}}
     assert note is not None and "removed <script>" in note
+
+
+# JupyterLab cuts math ($…$, $$…$$, \\(…\\), \begin…\end) out before marked parses the
+# Markdown and pastes it back escaping only & < >; marked reads a reference definition
+# across lines; a bare URL takes a backslash into its link. Each of these ran script (or
+# put an event handler on a link) in real JupyterLab + Chromium on the old markdown_text.
+PARSER_GAPS = [
+    # a math cut takes an indented fence's opening line: the code under it is HTML
+    "$x\n ```\n$ <img src=x onerror=alert(1)>\n ```",
+    # a math cut inside a link target or title pastes '"' into the attribute
+    "[x]($\" onmouseover=\"alert(1)$)",
+    "[x](http://a.example \"$\" onmouseover=\"alert(1)$\")",
+    "[x](http://a.example \"${$\" onmouseover=\"alert(1)$\")",
+    "[x](<$\" onmouseover=\"alert(1)$>)",
+    "[x](http://a '$\n```\n\" onmouseover=\"alert(1)\n```\n$')",
+    # a definition whose destination is the next line: a fence's opening line
+    "[y]: \n   ~~~\n<img src=x onerror=alert(1)>\n~~~",
+    "[y]:\n```\n<img src=x onerror=alert(1)>\n```\n\n[y]",
+    # \< after a bare URL: the URL takes the backslash, the '<' opens a tag
+    "see http://a.example/\\<img src=x onerror=alert(1)>",
+]
+
+
+@pytest.mark.parametrize("attack", PARSER_GAPS)
+def test_what_jupyterlab_cuts_or_reads_across_lines_stays_inert(attack: str) -> None:
+    out = markdown_text(attack)
+    assert problems(render_jupyterlab(out)) == [], out
+    assert problems(render(out)) == [], out
+
+
+def test_math_fences_and_definitions_still_render() -> None:
+    text = ("The mean is $\\bar x = \\frac{1}{n}\\sum x_i$ and \"quoted\".\n\n"
+            "- step\n  ```python\n  print(\"$HOME\")\n  ```\n\n[1]: https://docs.python.org/3/\n"
+            "```\ncode\n```")
+    html = render_jupyterlab(markdown_text(text))
+    assert problems(html) == [] and elements(html).count("pre") == 2, html
+    assert 'print("$HOME")' in html.replace("&quot;", '"'), html  # code as written
+    assert "\\bar x" in html and '"quoted"' in text_of(html), html
