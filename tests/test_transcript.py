@@ -553,3 +553,16 @@ def test_a_transcript_shown_in_a_cell_keeps_what_the_file_says_inert() -> None:
                    path="run`<svg onload=alert(1)>`.ipynb")
     assert bundle_problems({"text/markdown": t._repr_markdown_()}) == []
     assert "onerror" in t._repr_markdown_()  # shown, as text
+
+
+def test_what_loading_says_about_the_file_shows_its_control_characters(rich, tmp_path):
+    """A recorded endpoint/model name is the file's text: the load notes make ESC visible."""
+    _, path, _ = rich
+    hostile = _with_endpoint(path, tmp_path, "esc.ipynb", model="m\x1b[2K\rgpt-4o",
+                             base_url="https://elsewhere.example/v1\x1b[8m")
+    with pytest.warns(UserWarning) as caught:
+        agent = Agent.from_transcript(hostile, python_tool=False)
+    agent.close()
+    said = " ".join(str(w.message) for w in caught)
+    assert "elsewhere.example" in said
+    assert "\x1b" not in said and "\r" not in said and "␛[8m" in said

@@ -24,6 +24,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import TraitError
 
 from .._mainthread import LoopDispatcher
+from .._text import visible
 from ..errors import IpyagentError
 from .cellrun import CellRunner, Command, one_line
 from .transformer import await_agent_magics, protect_question_marks
@@ -345,7 +346,7 @@ class AgentMagics(Magics):
         except (OSError, IpyagentError, ValueError) as exc:
             raise UsageError(f"%agent {cmd.action} {cmd.path}: {one_line(exc)}") from None
         if cmd.action == "save":
-            print(f"ipyagent: saved {len(agent.context)} items to {outcome}")
+            print(visible(f"ipyagent: saved {len(agent.context)} items to {outcome}"))
             return None
         if cmd.action == "load":
             self._loaded(agent, cmd, outcome)
@@ -373,13 +374,13 @@ class AgentMagics(Magics):
             self.runner.pump = None
 
     def _loaded(self, agent: Any, cmd: Command, transcript: Any) -> None:
-        print(f"ipyagent: loaded {len(agent.context)} items from {cmd.path}; "
-              "the next %agent continues it")
+        print(visible(f"ipyagent: loaded {len(agent.context)} items from {cmd.path}; "
+                      "the next %agent continues it"))
         from ..transcripts.transcript import endpoint_note
 
         note = endpoint_note(agent, transcript)
         if note:
-            print(f"ipyagent: {note}")
+            print(visible(f"ipyagent: {note}"))  # names from the file: controls made visible
         self._after_load(agent, cmd, transcript)
 
     def _after_load(self, agent: Any, cmd: Command, transcript: Any) -> None:
@@ -401,7 +402,7 @@ class AgentMagics(Magics):
             return
         report = getattr(transcript, "rebuild", None)
         if report is not None:
-            print(f"ipyagent: {report.line()}")
+            print(visible(f"ipyagent: {report.line()}"))
 
 def _replay_options(args: list[str], opts: Any, word: str = "replay") -> str | None:
     """Take ``--cwd DIR`` and ``--approve MODE`` after ``replay PATH`` (or ``load PATH

@@ -29,7 +29,7 @@ from traitlets import TraitError
 
 from .._leftovers import remove_stale_temps, temp_prefix
 from .._secrets import find_secret, key_envs, secret_values
-from .._text import repair_surrogates
+from .._text import repair_surrogates, visible
 from .._untrusted import inline_code, markdown_literal
 from .._version import __version__
 from ..context import Context
@@ -429,7 +429,7 @@ def from_transcript(cls: type[Agent], path: str | os.PathLike[str] | Transcript,
     load_into(agent, transcript)
     for note in (ignored, endpoint_note(agent, transcript)):
         if note:
-            warnings.warn(note, stacklevel=3)
+            warnings.warn(visible(note), stacklevel=3)  # values from the file: controls shown
     return agent
 
 
