@@ -2,12 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-# Test helpers (scripted server, scripted model) live beside the tests.
-sys.path.insert(0, str(Path(__file__).parent))
-
 import gc
 import time
 
@@ -42,7 +36,7 @@ def no_orphan_kernels():
 @pytest.fixture
 def scripted_server():
     """A real OpenAI-compatible server on 127.0.0.1 replaying scripted replies."""
-    from scripted_server import ScriptedServer
+    from tests.helpers.scripted_server import ScriptedServer
 
     with ScriptedServer() as srv:
         yield srv

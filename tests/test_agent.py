@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from scripted_model import ScriptedModel, calls, text
 from traitlets import TraitError
 
 from ipyagent import Agent, Decision, Message, ToolCall, ToolResult, tool
 from ipyagent.errors import ApprovalError, ConfigError, ModelConnectionError
 from ipyagent.events import RunFinished, StepFinished
+from tests.helpers.scripted_model import ScriptedModel, calls, text
 
 
 @tool

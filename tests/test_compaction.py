@@ -7,8 +7,6 @@ import json
 
 import nbformat
 import pytest
-from scripted_model import ScriptedModel, calls, text
-from scripted_server import ScriptedServer, http_error, reply_text, reply_tool_calls
 
 from ipyagent import Agent, Message, Summary, ToolCall, ToolResult, tool
 from ipyagent.compaction import (
@@ -24,6 +22,8 @@ from ipyagent.events import ContextCompacted, Notice, StepFinished
 from ipyagent.models.base import ModelRequest
 from ipyagent.models.demo import DemoModel
 from ipyagent.tokens import TokenCounter
+from tests.helpers.scripted_model import ScriptedModel, calls, text
+from tests.helpers.scripted_server import ScriptedServer, http_error, reply_text, reply_tool_calls
 
 WINDOW = 4096
 
@@ -405,7 +405,7 @@ def test_preview_follows_the_agents_settings_before_any_step():
 
 def test_a_cut_tool_call_is_said_even_when_its_failure_ends_the_run():
     """The cut call's broken arguments trip the breaker: the user still learns why."""
-    from scripted_server import Completion
+    from tests.helpers.scripted_server import Completion
 
     cut = Completion(tool_calls=[("work", '{"i": 1')], finish_reason="length")
     with ScriptedServer([cut]) as server:

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jupyter_server_helper import JupyterServer
+
+from tests.helpers.jupyter_server_helper import JupyterServer
 
 try:
     from playwright.sync_api import expect
@@ -308,7 +309,8 @@ def hostile_lab(tmp_path: Path) -> Iterator[tuple[JupyterServer, Any]]:
     """JupyterLab over a notebook whose %agent talks to a scripted server with HOSTILE."""
     pytest.importorskip("jupyterlab", reason="JupyterLab is not installed")
     import nbformat
-    from scripted_server import ScriptedServer, reply_text, reply_tool_calls
+
+    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
 
     model = ScriptedServer([reply_tool_calls([("python", {"code": "print('RAN-' + 'UNASKED')"})],
                                              text=HOSTILE),

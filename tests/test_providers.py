@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from scripted_apis import any_api_reply
-from scripted_server import ScriptedServer
 from traitlets import TraitError
 
 from ipyagent import Agent, tool
@@ -13,6 +11,8 @@ from ipyagent.models.anthropic import AnthropicModel
 from ipyagent.models.openai_chat import OpenAIChatModel
 from ipyagent.models.openai_responses import OpenAIResponsesModel
 from ipyagent.providers import PRESETS, check_key, provider_table, resolve
+from tests.helpers.scripted_apis import any_api_reply
+from tests.helpers.scripted_server import ScriptedServer
 
 CLOUD_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GROQ_API_KEY", "OPENROUTER_API_KEY")
 

@@ -14,8 +14,6 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
-from scripted_model import ScriptedModel, calls, text
-from transcript_runs import DELETE, EDITED, PNG_B64, PROPOSED, add, rich_agent
 
 from ipyagent import Agent, ToolCall, ToolResult, __version__
 from ipyagent.errors import TranscriptError
@@ -23,8 +21,10 @@ from ipyagent.events import Notice, StepFinished
 from ipyagent.kernel.outputs import model_text
 from ipyagent.transcripts.replay import normalise
 from ipyagent.transcripts.transcript import read
+from tests.helpers.scripted_model import ScriptedModel, calls, text
+from tests.helpers.transcript_runs import DELETE, EDITED, PNG_B64, PROPOSED, add, rich_agent
 
-TESTS = Path(__file__).parent
+ROOT = Path(__file__).resolve().parents[2]  # where the `tests` package is importable from
 
 
 @pytest.fixture(scope="module")
@@ -435,9 +435,9 @@ def test_odd_contexts_still_make_valid_notebooks():
 
 SIGKILL_SCRIPT = textwrap.dedent("""
     import sys, time
-    sys.path.insert(0, {tests!r})
+    sys.path.insert(0, {root!r})
     from ipyagent import Agent, tool
-    from scripted_model import ScriptedModel, calls
+    from tests.helpers.scripted_model import ScriptedModel, calls
 
     @tool
     def slow(n: int) -> str:
@@ -454,7 +454,7 @@ SIGKILL_SCRIPT = textwrap.dedent("""
 
 def test_sigkill_mid_run_leaves_a_valid_notebook(tmp_path):
     target = tmp_path / "killed.ipynb"
-    script = SIGKILL_SCRIPT.format(tests=str(TESTS), target=str(target))
+    script = SIGKILL_SCRIPT.format(root=str(ROOT), target=str(target))
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path)
     try:
         deadline = time.monotonic() + 60
@@ -483,9 +483,9 @@ def test_sigkill_mid_run_leaves_a_valid_notebook(tmp_path):
 
 KILLED_IN_A_WRITE = textwrap.dedent("""
     import os, signal, sys
-    sys.path.insert(0, {tests!r})
+    sys.path.insert(0, {root!r})
     from ipyagent import Agent
-    from scripted_model import ScriptedModel, text
+    from tests.helpers.scripted_model import ScriptedModel, text
 
     # SIGKILL lands exactly inside the autosave: written, not yet renamed.
     os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)
@@ -502,7 +502,7 @@ def test_a_save_removes_what_a_save_killed_mid_write_left_behind(tmp_path):
     """Issue 12, finding 7: kill -9 during autosave left .tmp files for good."""
     target = tmp_path / "auto.ipynb"
     proc = subprocess.run([sys.executable, "-c", KILLED_IN_A_WRITE.format(
-        tests=str(TESTS), target=str(target))], cwd=tmp_path, timeout=120, check=False)
+        root=str(ROOT), target=str(target))], cwd=tmp_path, timeout=120, check=False)
     assert proc.returncode == -signal.SIGKILL
     (left,) = tmp_path.glob(".auto.ipynb.*.tmp")
     aged(left, 60)  # its writer is dead, and a minute has passed
@@ -542,10 +542,9 @@ def _touch(path: Path) -> Path:
 
 
 def test_a_transcript_shown_in_a_cell_keeps_what_the_file_says_inert() -> None:
-    from inert import bundle_problems
-
     from ipyagent.items import Message
     from ipyagent.transcripts.transcript import Transcript
+    from tests.helpers.inert import bundle_problems
 
     hostile = "x` <img src=x onerror=alert(1)> `"
     t = Transcript(items=[Message("user", "hi")], settings={"model": hostile},

@@ -156,7 +156,7 @@ def test_the_code_at_the_prompt_is_the_code_that_runs(term: pexpect.spawn, tmp_p
     """Issue 12, finding 3: an escape sequence in a comment erased the real line."""
     import io
 
-    from scripted_server import reply_tool_calls
+    from tests.helpers.scripted_server import reply_tool_calls
 
     hidden = "open('pwned.txt', 'w').write('owned')"
     code = f"{hidden}  # \x1b[2K\x1b[Gprint('Hello, world!') \u202e"

@@ -9,7 +9,6 @@ once whole and once cut into 7-byte network reads (splitting lines and UTF-8 cha
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +31,8 @@ from ipyagent.models.base import (
 )
 from ipyagent.models.openai_chat import OpenAIChatModel, to_chat_messages, to_chat_tools
 from ipyagent.models.sse import aiter_events_from_text
+from tests.helpers.scripted_apis import CORPUS, load_record, replay_record
 
-CORPUS = Path(os.environ.get("IPYAGENT_CORPUS") or Path(__file__).parents[1].parent / "shared" / "corpus")
 URL = "https://provider.example/v1"
 KEY = "sk-SENTINEL-corpus-0123"
 
@@ -48,14 +47,10 @@ def _chat_files(where: Any = lambda rec: True) -> list[Any]:
 
 
 def _load(path: Path | None) -> dict[str, Any]:
-    from scripted_apis import load_record  # it imports CORPUS from here
-
     return load_record(path)
 
 
 async def _replay(rec: dict[str, Any], chunk_size: int | None) -> tuple[list[Any], Exception | None, list[httpx.Request]]:
-    from scripted_apis import replay_record
-
     return await replay_record(
         lambda client: OpenAIChatModel("m", URL, KEY, client=client, max_retries=2, backoff=0),
         rec, chunk_size)

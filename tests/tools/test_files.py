@@ -14,12 +14,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from scripted_model import ScriptedModel, calls, text
 
 import ipyagent
 from ipyagent import Agent, _eventloop
 from ipyagent.items import ToolCall, ToolResult
 from ipyagent.tools.files import READ_CHARS, diff_preview
+from tests.helpers.scripted_model import ScriptedModel, calls, text
 
 
 @pytest.fixture

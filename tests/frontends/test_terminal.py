@@ -6,14 +6,14 @@ import io
 from typing import Any
 
 import pytest
-from scripted_model import ScriptedModel, calls, text
-from test_text import harmless
 
 from ipyagent import Agent
 from ipyagent.errors import ModelError
 from ipyagent.events import ToolCallFinished
 from ipyagent.frontends.terminal import TerminalDisplay
 from ipyagent.models.base import ReasoningDelta
+from tests.helpers.inert import harmless
+from tests.helpers.scripted_model import ScriptedModel, calls, text
 
 
 def run_shown(tmp_path: Any, *codes: str, max_output_lines: int = 10) -> tuple[str, list[str]]:

@@ -7,13 +7,13 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
-from scripted_model import ScriptedModel, calls, text
 
 from ipyagent import Agent
 from ipyagent.errors import TranscriptError
 from ipyagent.items import ToolCall
 from ipyagent.transcripts.file_record import cell_source
 from ipyagent.transcripts.transcript import read
+from tests.helpers.scripted_model import ScriptedModel, calls, text
 
 CSV = "city,people\nOslo,709000\n\"Zürich, CH\",447000\n"
 READ = "print(open('data/cities.csv', encoding='utf-8').read().count('\\n'), 'rows')"

@@ -1,4 +1,4 @@
-"""What the wire throws at us, against a real HTTP server on 127.0.0.1 (tests/scripted_server.py).
+"""What the wire throws at us, against a real HTTP server on 127.0.0.1 (tests/helpers/scripted_server.py).
 
 Lone UTF-16 surrogates in the conversation, llama.cpp's ``error:`` stream lines, streams cut
 off without a finish reason, an HTML page where the API should be, a daily quota's
@@ -14,7 +14,6 @@ import textwrap
 from typing import Any, AsyncIterator, Callable
 
 import pytest
-from scripted_server import ScriptedServer, collect, http_error, raw_sse, reply_text, sse_event
 
 from ipyagent import Agent
 from ipyagent.errors import ModelResponseError, ModelStreamError, RateLimitError, ServerError
@@ -23,6 +22,7 @@ from ipyagent.items import Message, ToolCall
 from ipyagent.models.base import ModelRequest
 from ipyagent.models.http import encode_json
 from ipyagent.models.openai_chat import OpenAIChatModel
+from tests.helpers.scripted_server import ScriptedServer, collect, http_error, raw_sse, reply_text, sse_event
 
 KEY = "sk-SENTINEL-wire42"
 

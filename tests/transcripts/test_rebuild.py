@@ -117,7 +117,7 @@ def test_load_restarts_a_sibling_that_holds_another_conversations_variables(tmp_
 
 def _marker_run(tmp_path: Path, first: str, second: str = "print(2)") -> Path:
     """A saved run of two python calls (real sibling kernel); returns its path."""
-    from scripted_model import ScriptedModel, calls, text
+    from tests.helpers.scripted_model import ScriptedModel, calls, text
 
     model = ScriptedModel([calls(("python", {"code": first})), calls(("python", {"code": second})),
                            text("done")])

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from scripted_model import ScriptedModel, calls, text
-from transcript_runs import EDITED, PROPOSED, rich_agent
 
 from ipyagent import Agent, Message, Reasoning, ToolCall, ToolResult
 from ipyagent.errors import ModelError
@@ -13,6 +11,8 @@ from ipyagent.models.base import ModelRequest, TextDelta, ToolCallDelta, TurnCom
 from ipyagent.models.recorded import ReplayModel, flatten, turns_from_items
 from ipyagent.transcripts.replay import normalise, replay
 from ipyagent.transcripts.transcript import read
+from tests.helpers.scripted_model import ScriptedModel, calls, text
+from tests.helpers.transcript_runs import EDITED, PROPOSED, rich_agent
 
 # -- normalisation ------------------------------------------------------------------
 

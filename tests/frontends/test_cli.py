@@ -180,7 +180,7 @@ def test_the_prompt_shows_the_code_that_runs_controls_made_visible(
     import io
 
     pexpect = pytest.importorskip("pexpect")
-    from scripted_server import reply_tool_calls
+    from tests.helpers.scripted_server import reply_tool_calls
 
     scripted_server.script([reply_tool_calls([("python", {"code": code})])])
     child = spawn(tmp_path, "run", "say hello", "--model", "m", "--base-url",

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kernel_frontend import Cell, Frontend
-from scripted_server import ScriptedServer, reply_text, reply_tool_calls
+
+from tests.helpers.kernel_frontend import Cell, Frontend
+from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
 
 pytestmark = pytest.mark.slow
 

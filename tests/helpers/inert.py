@@ -4,15 +4,17 @@
 active part: script-capable elements, ``on*`` attributes, ``javascript:``/``data:`` links,
 images that load from elsewhere. ``render(markdown)`` is a real Markdown parser (mistune)
 set up like a trusted frontend: raw HTML passes, no URL filtering of its own.
+``harmless(text)`` is the terminal's counterpart: no character a terminal would obey or hide.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from html.parser import HTMLParser
 from typing import Any
 
-__all__ = ["ATTACKS", "bundle_problems", "elements", "problems", "render"]
+__all__ = ["ATTACKS", "bundle_problems", "elements", "harmless", "problems", "render"]
 
 # What a model (or a tool output, or a file) might carry; every one must stay text.
 ATTACKS = [
@@ -94,3 +96,9 @@ def bundle_problems(data: dict[str, Any]) -> list[str]:
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else "".join(value)
+
+
+def harmless(shown: str) -> bool:
+    """No character a terminal would obey or hide: controls (but \\n, \\t), format, separators."""
+    return not any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs")
+                   and ch not in "\n\t" for ch in shown)

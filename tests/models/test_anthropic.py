@@ -6,8 +6,6 @@ import json
 from typing import Any
 
 import pytest
-from scripted_apis import anthropic_error, anthropic_reply
-from scripted_server import ScriptedServer, collect, http_error
 
 from ipyagent import Agent, Message, Reasoning, Summary, ToolCall, ToolResult, tool
 from ipyagent.errors import ModelStreamError, ServerError
@@ -18,6 +16,8 @@ from ipyagent.models.anthropic import (
     to_anthropic_messages,
 )
 from ipyagent.models.base import ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta
+from tests.helpers.scripted_apis import anthropic_error, anthropic_reply
+from tests.helpers.scripted_server import ScriptedServer, collect, http_error
 
 KEY = "sk-ant-SENTINEL-4242"
 

@@ -6,13 +6,13 @@ import json
 from typing import Any
 
 import pytest
-from scripted_apis import responses_error, responses_reply
-from scripted_server import ScriptedServer, collect, http_error, raw_sse, sse_event
 
 from ipyagent import Agent, Message, Reasoning, Summary, ToolCall, ToolResult, tool
 from ipyagent.errors import ModelResponseError, ModelStreamError, RequestRejected
 from ipyagent.models.base import ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta
 from ipyagent.models.openai_responses import OpenAIResponsesModel, to_responses_input
+from tests.helpers.scripted_apis import responses_error, responses_reply
+from tests.helpers.scripted_server import ScriptedServer, collect, http_error, raw_sse, sse_event
 
 KEY = "sk-SENTINEL-responses-9876"
 

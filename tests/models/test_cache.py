@@ -6,14 +6,14 @@ import threading
 import uuid
 
 import pytest
-from scripted_model import ScriptedModel, text
-from scripted_server import ScriptedServer, reply_text, reply_tool_calls
-from transcript_runs import add
 
 from ipyagent import Agent, Message, ToolCall, ToolResult
 from ipyagent.events import Notice
 from ipyagent.models.base import ModelRequest, TextDelta, Turn, TurnComplete
 from ipyagent.models.cache import CachedModel, CacheMiss, ResponseCache, request_key
+from tests.helpers.scripted_model import ScriptedModel, text
+from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
+from tests.helpers.transcript_runs import add
 
 
 def random_id_script():
@@ -183,7 +183,7 @@ async def test_only_whole_replies_are_recorded(tmp_path):
 
 def test_a_retried_reply_is_cached_without_the_retry(tmp_path):
     """A Retrying notice inside the stream is not part of the reply (it used to crash)."""
-    from scripted_server import http_error
+    from tests.helpers.scripted_server import http_error
 
     db = tmp_path / "cache.sqlite"
     with ScriptedServer([http_error(503, {"error": {"message": "busy"}}), reply_text("Fine.")]) as srv:

@@ -6,7 +6,8 @@ import json
 
 import httpx
 import pytest
-from scripted_server import Completion, ScriptedServer, http_error, reply_text, reply_tool_calls
+
+from tests.helpers.scripted_server import Completion, ScriptedServer, http_error, reply_text, reply_tool_calls
 
 
 def test_models_endpoint_and_request_log() -> None:

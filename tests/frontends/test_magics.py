@@ -13,7 +13,6 @@ import pytest
 from IPython.core.displaypub import CapturingDisplayPublisher
 from IPython.core.error import UsageError
 from IPython.testing import globalipapp
-from scripted_model import ScriptedModel, calls, text
 
 import ipyagent
 from ipyagent import Agent, Tool, ToolCall, ToolResult
@@ -24,6 +23,7 @@ from ipyagent.frontends.transformer import await_agent_magics, protect_question_
 from ipyagent.frontends.widgets import WidgetApprover
 from ipyagent.models.base import TextDelta, Turn, TurnComplete
 from ipyagent.transcripts.transcript import read
+from tests.helpers.scripted_model import ScriptedModel, calls, text
 
 
 @pytest.fixture(scope="module")

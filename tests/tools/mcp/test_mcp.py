@@ -1,6 +1,6 @@
 """MCP: configuration, result conversion, and real servers (stdio and streamable HTTP).
 
-The servers are real: ``tests/mcp_servers/demo_server.py`` is written with the SDK's own
+The servers are real: ``tests/helpers/mcp_servers/demo_server.py`` is written with the SDK's own
 server API and runs as a subprocess; the model is scripted (the seam), so each test says
 exactly which MCP tool the "model" calls.
 """
@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-from scripted_model import ScriptedModel, calls, text
 
 from ipyagent import Agent
 from ipyagent.approval import Decision
@@ -25,8 +24,9 @@ from ipyagent.items import ToolResult
 from ipyagent.tools.mcp.client import MISSING, MCPUnavailable, sdk_available
 from ipyagent.tools.mcp.config import load_configs, parse_servers, tool_name
 from ipyagent.tools.mcp.session import to_tool_result
+from tests.helpers.scripted_model import ScriptedModel, calls, text
 
-SERVER = str(Path(__file__).parent / "mcp_servers" / "demo_server.py")
+SERVER = str(Path(__file__).parents[2] / "helpers" / "mcp_servers" / "demo_server.py")
 STDIO = {"demo": {"command": sys.executable, "args": [SERVER]}}
 needs_sdk = pytest.mark.skipif(not sdk_available(), reason="the mcp extra is not installed")
 

@@ -8,10 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from inert import ATTACKS, bundle_problems, elements, render
 from IPython.core.displaypub import CapturingDisplayPublisher
 from IPython.testing import globalipapp
-from scripted_model import ScriptedModel, calls, text
 
 from ipyagent import Agent
 from ipyagent.frontends.notebook import (
@@ -21,6 +19,8 @@ from ipyagent.frontends.notebook import (
     footer_html,
 )
 from ipyagent.items import ToolCall
+from tests.helpers.inert import ATTACKS, bundle_problems, elements, render
+from tests.helpers.scripted_model import ScriptedModel, calls, text
 
 PAYLOAD = " ".join(ATTACKS)
 ANSWER = ("Here is **the result**:\n\n| n | 2**n |\n|---|---|\n| 10 | 1024 |\n\n"

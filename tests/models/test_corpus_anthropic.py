@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 import pytest
-from scripted_apis import corpus_params, load_record, replay_record
 
 from ipyagent.errors import RequestRejected
 from ipyagent.items import Message, ToolCall, ToolResult
@@ -25,6 +24,7 @@ from ipyagent.models.anthropic import (
     to_anthropic_tools,
 )
 from ipyagent.models.base import ReasoningDelta, TextDelta, ToolCallDelta, TurnComplete
+from tests.helpers.scripted_apis import corpus_params, load_record, replay_record
 
 URL = "https://provider.example/v1"
 KEY = "sk-ant-SENTINEL-0123"

@@ -1,6 +1,6 @@
 """Scripted replies in the shapes of the OpenAI Responses and Anthropic Messages APIs.
 
-They plug into ``ScriptedServer`` (tests/scripted_server.py), which answers every POST
+They plug into ``ScriptedServer`` (tests/helpers/scripted_server.py), which answers every POST
 with the next scripted ``Reply``::
 
     with ScriptedServer([responses_reply(tool_calls=[("add", {"a": 1})]),
@@ -16,16 +16,16 @@ test_corpus_responses.py and test_corpus_anthropic.py.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
 import httpx
 import pytest
-from scripted_server import Completion, RawSSE, Reply, ToolCallSpec, _split, _words, sse_event
-from test_corpus import CORPUS  # one rule for where the corpus lives: $IPYAGENT_CORPUS, else shared/corpus
 
 from ipyagent.models.sse import sse_response
+from tests.helpers.scripted_server import Completion, RawSSE, Reply, ToolCallSpec, _split, _words, sse_event
 
 __all__ = [
     "ResponsesReply",
@@ -42,6 +42,9 @@ __all__ = [
     "recorded_transport",
 ]
 
+
+# One rule for where the corpus lives: $IPYAGENT_CORPUS, else shared/corpus beside the repository.
+CORPUS = Path(os.environ.get("IPYAGENT_CORPUS") or Path(__file__).parents[2].parent / "shared" / "corpus")
 
 def _args(args: Any) -> str:
     return args if isinstance(args, str) else json.dumps(args)

@@ -1,4 +1,4 @@
-"""OpenAIChatModel against a real HTTP server on 127.0.0.1 (tests/scripted_server.py)."""
+"""OpenAIChatModel against a real HTTP server on 127.0.0.1 (tests/helpers/scripted_server.py)."""
 
 from __future__ import annotations
 
@@ -11,18 +11,6 @@ from typing import Any, AsyncIterator, Callable
 
 import httpx
 import pytest
-from scripted_server import (
-    ScriptedServer,
-    collect,
-    drop_connection_mid_stream,
-    http_error,
-    json_reply,
-    raw_sse,
-    reply_text,
-    reply_tool_calls,
-    sse_event,
-    stream_error,
-)
 
 from ipyagent.errors import (
     ModelConnectionError,
@@ -38,6 +26,18 @@ from ipyagent.models.base import Model, ModelRequest, ReasoningDelta, TextDelta,
 from ipyagent.models.openai_chat import OpenAIChatModel, parse_arguments
 from ipyagent.models.retry import RetryPolicy, parse_retry_after, provider_message, safe_url
 from ipyagent.models.sse import aiter_events_from_text
+from tests.helpers.scripted_server import (
+    ScriptedServer,
+    collect,
+    drop_connection_mid_stream,
+    http_error,
+    json_reply,
+    raw_sse,
+    reply_text,
+    reply_tool_calls,
+    sse_event,
+    stream_error,
+)
 
 KEY = "sk-SENTINEL-abc123"
 

@@ -7,10 +7,9 @@ import struct
 import zlib
 from typing import Any
 
-from scripted_model import ScriptedModel, calls, text
-
 from ipyagent import Agent, Decision, tool
 from ipyagent.items import ToolCall
+from tests.helpers.scripted_model import ScriptedModel, calls, text
 
 
 def tiny_png(width: int = 3, height: int = 2) -> bytes:
