@@ -11,12 +11,7 @@ from ipyagent import Agent, Decision, Message, ToolCall, ToolResult, tool
 from ipyagent.errors import ApprovalError, ConfigError, ModelConnectionError
 from ipyagent.events import RunFinished, StepFinished
 from tests.helpers.scripted_model import ScriptedModel, calls, text
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
+from tests.helpers.tools import add
 
 
 @tool

@@ -7,9 +7,10 @@ import struct
 import zlib
 from typing import Any
 
-from ipyagent import Agent, Decision, tool
+from ipyagent import Agent, Decision
 from ipyagent.items import ToolCall
 from tests.helpers.scripted_model import ScriptedModel, calls, text
+from tests.helpers.tools import add
 
 
 def tiny_png(width: int = 3, height: int = 2) -> bytes:
@@ -32,12 +33,6 @@ DOUBLE = "x * 2"
 DELETE = "open('DENIED_CALL_RAN', 'w').write('oops')"
 PROPOSED = "print(x + 1)"
 EDITED = "print(x + 100)"
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 def rich_replies() -> list[Any]:

@@ -18,26 +18,15 @@ from ipyagent.models.anthropic import (
 from ipyagent.models.base import ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta
 from tests.helpers.scripted_apis import anthropic_error, anthropic_reply
 from tests.helpers.scripted_server import ScriptedServer, collect, http_error
+from tests.helpers.tools import add
 
 KEY = "sk-ant-SENTINEL-4242"
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 @tool
 def explode(x: int) -> int:
     """Always fails."""
     raise ValueError(f"cannot handle {x}")
-
-
-@pytest.fixture
-def server():
-    with ScriptedServer() as srv:
-        yield srv
 
 
 def model(srv: ScriptedServer, **kw: Any) -> AnthropicModel:
@@ -54,15 +43,15 @@ def request(*items: Any, **kw: Any) -> ModelRequest:
     return ModelRequest("Be brief.", list(items) or [Message("user", "hi")], **kw)
 
 
-def test_two_step_tool_loop_through_the_agent(server: ScriptedServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_step_tool_loop_through_the_agent(scripted_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """Thinking + two parallel calls -> both results in ONE user message -> answer."""
     monkeypatch.setenv("IPYAGENT_TEST_KEY", KEY)
-    server.script([
+    scripted_server.script([
         anthropic_reply("Let me compute.", thinking="Two sums; call the tool twice.", signature="SIG-1",
                         tool_calls=[("add", {"a": 2, "b": 3}, "toolu_A"), ("explode", {"x": 1}, "toolu_B")]),
         anthropic_reply("2+3 is 5; the other one failed."),
     ])
-    agent = Agent(model="claude-test", api="anthropic", base_url=server.base_url,
+    agent = Agent(model="claude-test", api="anthropic", base_url=scripted_server.base_url,
                   api_key_env="IPYAGENT_TEST_KEY", tools=[add, explode], python_tool=False)
     result = agent.run("Add 2 and 3, and explode 1.")
 
@@ -73,7 +62,7 @@ def test_two_step_tool_loop_through_the_agent(server: ScriptedServer, monkeypatc
     assert result.steps[0].finish_reason == "tool_use" and result.steps[1].finish_reason == "end_turn"
     assert result.usage.input > 0 and not result.usage.estimated
 
-    first, second = server.requests
+    first, second = scripted_server.requests
     assert first.path == "/v1/messages"
     assert first.headers["x-api-key"] == KEY and "authorization" not in first.headers
     assert first.headers["anthropic-version"] == ANTHROPIC_VERSION
@@ -97,10 +86,10 @@ def test_two_step_tool_loop_through_the_agent(server: ScriptedServer, monkeypatc
     assert "cannot handle 1" in agent.context[6].output
 
 
-async def test_stream_events_and_usage(server: ScriptedServer) -> None:
-    server.script([anthropic_reply("Calling.", thinking="Hmm.", tool_calls=[("add", {"a": 1, "b": 2})],
+async def test_stream_events_and_usage(scripted_server: ScriptedServer) -> None:
+    scripted_server.script([anthropic_reply("Calling.", thinking="Hmm.", tool_calls=[("add", {"a": 1, "b": 2})],
                                    usage={"input_tokens": 120, "output_tokens": 33})])
-    async with model(server) as m:
+    async with model(scripted_server) as m:
         events, turn = await collect(m.stream(request()))
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == turn.text == "Calling."
     assert "".join(e.text for e in events if isinstance(e, ReasoningDelta)) == turn.reasoning.content == "Hmm."
@@ -112,38 +101,38 @@ async def test_stream_events_and_usage(server: ScriptedServer) -> None:
     assert turn.reasoning.details == {"thinking_blocks": [{"type": "thinking", "thinking": "Hmm.", "signature": "sig-scripted"}]}
 
 
-async def test_error_event_inside_a_200_stream(server: ScriptedServer) -> None:
-    server.script([anthropic_error("Overloaded", "overloaded_error", text="Partial answer")])
-    async with model(server) as m:
+async def test_error_event_inside_a_200_stream(scripted_server: ScriptedServer) -> None:
+    scripted_server.script([anthropic_error("Overloaded", "overloaded_error", text="Partial answer")])
+    async with model(scripted_server) as m:
         with pytest.raises(ModelStreamError) as info:
             await collect(m.stream(request()))
     text = str(info.value)
     assert text.startswith("Overloaded [overloaded_error]") and "\n" not in text
     assert info.value.turn.text == "Partial answer"  # type: ignore[attr-defined]
     assert info.value.turn.usage == {"input_tokens": 10, "output_tokens": 1}  # type: ignore[attr-defined]
-    assert len(server.requests) == 1
+    assert len(scripted_server.requests) == 1
 
 
-async def test_529_overloaded_is_retried_like_5xx(server: ScriptedServer) -> None:
+async def test_529_overloaded_is_retried_like_5xx(scripted_server: ScriptedServer) -> None:
     overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
-    server.script([http_error(529, overloaded), http_error(529, overloaded), anthropic_reply("fine")])
-    async with model(server) as m:
+    scripted_server.script([http_error(529, overloaded), http_error(529, overloaded), anthropic_reply("fine")])
+    async with model(scripted_server) as m:
         _, turn = await collect(m.stream(request()))
-    assert turn.text == "fine" and len(server.requests) == 3
+    assert turn.text == "fine" and len(scripted_server.requests) == 3
 
 
-async def test_529_gives_up_after_retries_with_one_line(server: ScriptedServer) -> None:
+async def test_529_gives_up_after_retries_with_one_line(scripted_server: ScriptedServer) -> None:
     overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
-    server.script([http_error(529, overloaded)] * 3)
-    async with model(server, max_retries=2) as m:
+    scripted_server.script([http_error(529, overloaded)] * 3)
+    async with model(scripted_server, max_retries=2) as m:
         with pytest.raises(ServerError) as info:
             await collect(m.stream(request()))
-    assert str(info.value).startswith("HTTP 529: Overloaded") and len(server.requests) == 3
+    assert str(info.value).startswith("HTTP 529: Overloaded") and len(scripted_server.requests) == 3
 
 
-async def test_redacted_thinking_round_trips(server: ScriptedServer) -> None:
-    server.script([anthropic_reply(thinking="visible", redacted="ENCRYPTED==", tool_calls=[("add", {"a": 1, "b": 1})])])
-    async with model(server) as m:
+async def test_redacted_thinking_round_trips(scripted_server: ScriptedServer) -> None:
+    scripted_server.script([anthropic_reply(thinking="visible", redacted="ENCRYPTED==", tool_calls=[("add", {"a": 1, "b": 1})])])
+    async with model(scripted_server) as m:
         _, turn = await collect(m.stream(request()))
     _, messages = to_anthropic_messages("", [Message("user", "q"), turn.reasoning, *turn.tool_calls])
     assert messages[1]["content"][:2] == [
@@ -152,22 +141,22 @@ async def test_redacted_thinking_round_trips(server: ScriptedServer) -> None:
     ]
 
 
-async def test_a_json_body_instead_of_a_stream(server: ScriptedServer) -> None:
-    server.script([anthropic_reply("whole", tool_calls=[("add", {"a": 4, "b": 4})], stream=False)])
-    async with model(server) as m:
+async def test_a_json_body_instead_of_a_stream(scripted_server: ScriptedServer) -> None:
+    scripted_server.script([anthropic_reply("whole", tool_calls=[("add", {"a": 4, "b": 4})], stream=False)])
+    async with model(scripted_server) as m:
         events, turn = await collect(m.stream(request()))
     assert turn.text == "whole" and turn.tool_calls[0].arguments == {"a": 4, "b": 4}
     assert turn.finish_reason == "tool_use" and turn.usage["output_tokens"] > 0
     assert [type(e).__name__ for e in events] == ["TextDelta", "ToolCallDelta", "ToolCallDelta", "TurnComplete"]
 
 
-async def test_max_tokens_stop_and_request_fields(server: ScriptedServer) -> None:
-    server.script([anthropic_reply("Trunc", stop_reason="max_tokens")])
-    async with model(server, extra_body={"thinking": {"type": "enabled", "budget_tokens": 1024}}) as m:
+async def test_max_tokens_stop_and_request_fields(scripted_server: ScriptedServer) -> None:
+    scripted_server.script([anthropic_reply("Trunc", stop_reason="max_tokens")])
+    async with model(scripted_server, extra_body={"thinking": {"type": "enabled", "budget_tokens": 1024}}) as m:
         _, turn = await collect(m.stream(request(max_tokens=64, tool_choice="required", temperature=0.0,
                                                  tools=[add.spec()])))
     assert turn.finish_reason == "max_tokens"
-    body = server.requests[0].body
+    body = scripted_server.requests[0].body
     assert body["max_tokens"] == 64 and body["tool_choice"] == {"type": "any"} and body["temperature"] == 0.0
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
 

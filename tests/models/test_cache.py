@@ -13,7 +13,7 @@ from ipyagent.models.base import ModelRequest, TextDelta, Turn, TurnComplete
 from ipyagent.models.cache import CachedModel, CacheMiss, ResponseCache, request_key
 from tests.helpers.scripted_model import ScriptedModel, text
 from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
-from tests.helpers.transcript_runs import add
+from tests.helpers.tools import add
 
 
 def random_id_script():

@@ -7,7 +7,7 @@ import logging
 import socket
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -27,7 +27,6 @@ from ipyagent.models.openai_chat import OpenAIChatModel, parse_arguments
 from ipyagent.models.retry import RetryPolicy, parse_retry_after, provider_message, safe_url
 from ipyagent.models.sse import aiter_events_from_text
 from tests.helpers.scripted_server import (
-    ScriptedServer,
     collect,
     drop_connection_mid_stream,
     http_error,
@@ -40,29 +39,6 @@ from tests.helpers.scripted_server import (
 )
 
 KEY = "sk-SENTINEL-abc123"
-
-
-@pytest.fixture
-def server() -> Any:
-    with ScriptedServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-async def make_model(server: ScriptedServer) -> AsyncIterator[Callable[..., OpenAIChatModel]]:
-    """Models pointed at ``server`` (no backoff), closed after the test."""
-    made: list[OpenAIChatModel] = []
-
-    def make(**options: Any) -> OpenAIChatModel:
-        options.setdefault("backoff", 0)
-        options.setdefault("api_key", KEY)
-        model = OpenAIChatModel(options.pop("model", "test-model"), options.pop("base_url", server.base_url), **options)
-        made.append(model)
-        return model
-
-    yield make
-    for model in made:
-        await model.aclose()
 
 
 def ask(*items: Any, **options: Any) -> ModelRequest:
@@ -82,8 +58,8 @@ class SleepRecorder:
 # ------------------------------------------------------------------ streaming
 
 
-async def test_text_streams_as_deltas_then_one_turn(server, make_model) -> None:
-    server.script([reply_text("The answer is 42.", usage={"prompt_tokens": 9, "completion_tokens": 5, "total_tokens": 14})])
+async def test_text_streams_as_deltas_then_one_turn(scripted_server, make_model) -> None:
+    scripted_server.script([reply_text("The answer is 42.", usage={"prompt_tokens": 9, "completion_tokens": 5, "total_tokens": 14})])
     model = make_model()
     assert isinstance(model, Model) and model.name == "test-model"
     events, turn = await collect(model.stream(ask()))
@@ -95,8 +71,8 @@ async def test_text_streams_as_deltas_then_one_turn(server, make_model) -> None:
     assert turn.model == "scripted-model"
 
 
-async def test_one_tool_call_in_fragments(server, make_model) -> None:
-    server.script([reply_tool_calls([("python", {"code": "print(2**100)"}, "call_abc")], fragments=6)])
+async def test_one_tool_call_in_fragments(scripted_server, make_model) -> None:
+    scripted_server.script([reply_tool_calls([("python", {"code": "print(2**100)"}, "call_abc")], fragments=6)])
     events, turn = await collect(make_model().stream(ask()))
     deltas = [e for e in events if isinstance(e, ToolCallDelta)]
     assert len(deltas) == 6
@@ -108,9 +84,9 @@ async def test_one_tool_call_in_fragments(server, make_model) -> None:
     assert turn.finish_reason == "tool_calls"
 
 
-async def test_parallel_tool_calls_with_text(server, make_model) -> None:
+async def test_parallel_tool_calls_with_text(scripted_server, make_model) -> None:
     calls = [("python", {"code": "1+1"}), ("search", {"q": "ISS altitude"}), ("noargs", {})]
-    server.script([reply_tool_calls(calls, text="Let me check.", fragments=3)])
+    scripted_server.script([reply_tool_calls(calls, text="Let me check.", fragments=3)])
     events, turn = await collect(make_model().stream(ask()))
     assert turn.text == "Let me check."
     assert [(c.name, c.arguments) for c in turn.tool_calls] == [(n, a) for n, a in calls]
@@ -133,10 +109,10 @@ QUIRKS: dict[str, dict[str, Any]] = {
 
 
 @pytest.mark.parametrize("options", QUIRKS.values(), ids=QUIRKS.keys())
-async def test_quirk_shapes_assemble_the_same_turn(server, make_model, options) -> None:
+async def test_quirk_shapes_assemble_the_same_turn(scripted_server, make_model, options) -> None:
     usage = {"prompt_tokens": 10, "completion_tokens": 7, "total_tokens": 17}
     calls = [("python", {"code": "x = 'é🌤️'"}), ("search", {"q": "a b", "n": 3})]
-    server.script([reply_tool_calls(calls, text="Running.", usage=usage, **options)])
+    scripted_server.script([reply_tool_calls(calls, text="Running.", usage=usage, **options)])
     events, turn = await collect(make_model().stream(ask()))
     assert turn.text == "Running."
     assert [(c.id, c.name, c.arguments) for c in turn.tool_calls] == [
@@ -150,8 +126,8 @@ async def test_quirk_shapes_assemble_the_same_turn(server, make_model, options) 
 
 
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
-async def test_reasoning_fields(server, make_model, field) -> None:
-    server.script([reply_text("4", reasoning="2+2 is 4, plainly.", reasoning_field=field)])
+async def test_reasoning_fields(scripted_server, make_model, field) -> None:
+    scripted_server.script([reply_text("4", reasoning="2+2 is 4, plainly.", reasoning_field=field)])
     events, turn = await collect(make_model().stream(ask()))
     assert "".join(e.text for e in events if isinstance(e, ReasoningDelta)) == "2+2 is 4, plainly."
     assert turn.reasoning is not None and turn.reasoning.content == "2+2 is 4, plainly."
@@ -168,45 +144,45 @@ ARGUMENTS = {
 
 
 @pytest.mark.parametrize("raw, parsed, kept", ARGUMENTS.values(), ids=ARGUMENTS.keys())
-async def test_tool_arguments_as_servers_send_them(server, make_model, raw, parsed, kept) -> None:
-    server.script([reply_tool_calls([("python", raw)], fragments=3)])
+async def test_tool_arguments_as_servers_send_them(scripted_server, make_model, raw, parsed, kept) -> None:
+    scripted_server.script([reply_tool_calls([("python", raw)], fragments=3)])
     _, turn = await collect(make_model().stream(ask()))
     (call,) = turn.tool_calls
     assert (call.arguments, call.raw_arguments) == (parsed, kept)
 
 
-async def test_empty_ids_are_synthesized_and_unique(server, make_model) -> None:
-    server.script([reply_tool_calls([("a", {}, ""), ("b", {}, "")], fragments=2)])
+async def test_empty_ids_are_synthesized_and_unique(scripted_server, make_model) -> None:
+    scripted_server.script([reply_tool_calls([("a", {}, ""), ("b", {}, "")], fragments=2)])
     _, turn = await collect(make_model().stream(ask()))
     ids = [c.id for c in turn.tool_calls]
     assert all(i.startswith("call_") and len(i) > 8 for i in ids) and len(set(ids)) == 2
 
 
-async def test_multibyte_text_split_across_network_reads(server, make_model) -> None:
+async def test_multibyte_text_split_across_network_reads(scripted_server, make_model) -> None:
     chunks = [{"choices": [{"index": 0, "delta": {"content": piece}}]} for piece in ["Grüße ", "aus ", "Köln 🌤️", "!"]]
-    server.script([raw_sse("".join(sse_event(c) for c in chunks) + "data: [DONE]\n\n", chunk_size=1)])
+    scripted_server.script([raw_sse("".join(sse_event(c) for c in chunks) + "data: [DONE]\n\n", chunk_size=1)])
     _, turn = await collect(make_model().stream(ask()))
     assert turn.text == "Grüße aus Köln 🌤️!"
     assert turn.usage is None and turn.finish_reason is None  # neither was sent
 
 
-async def test_content_null_empty_or_absent_and_unknown_fields(server, make_model) -> None:
+async def test_content_null_empty_or_absent_and_unknown_fields(scripted_server, make_model) -> None:
     deltas = [{"role": "assistant", "content": None, "refusal": None}, {"content": ""}, {}, {"content": "ok", "channel": "final"}]
     text = "".join(sse_event({"obfuscation": "x", "choices": [{"index": 0, "delta": d, "logprobs": None}]}) for d in deltas)
-    server.script([raw_sse(text)])
+    scripted_server.script([raw_sse(text)])
     events, turn = await collect(make_model().stream(ask()))
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["ok"] and turn.text == "ok"
 
 
-async def test_sse_sent_as_another_content_type_is_sniffed(server, make_model) -> None:
+async def test_sse_sent_as_another_content_type_is_sniffed(scripted_server, make_model) -> None:
     body = sse_event({"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]})
-    server.script([raw_sse(body, content_type="text/plain")])
+    scripted_server.script([raw_sse(body, content_type="text/plain")])
     _, turn = await collect(make_model().stream(ask()))
     assert (turn.text, turn.finish_reason) == ("hi", "stop")
 
 
-async def test_consumer_may_stop_early(server, make_model) -> None:
-    server.script([reply_text("one two three four five"), reply_text("next")])
+async def test_consumer_may_stop_early(scripted_server, make_model) -> None:
+    scripted_server.script([reply_text("one two three four five"), reply_text("next")])
     model = make_model()
     async for event in model.stream(ask()):
         assert isinstance(event, TextDelta)
@@ -218,8 +194,8 @@ async def test_consumer_may_stop_early(server, make_model) -> None:
 # ------------------------------------------------------------------ errors in a 200 stream
 
 
-async def test_error_event_in_a_200_stream(server, make_model) -> None:
-    server.script([stream_error("Tool call validation failed:\nbad args", "tool_use_failed", text="Partial answer")])
+async def test_error_event_in_a_200_stream(scripted_server, make_model) -> None:
+    scripted_server.script([stream_error("Tool call validation failed:\nbad args", "tool_use_failed", text="Partial answer")])
     model = make_model()
     seen: list[Any] = []
     with pytest.raises(ModelStreamError) as info:
@@ -229,27 +205,27 @@ async def test_error_event_in_a_200_stream(server, make_model) -> None:
     assert "Tool call validation failed: bad args" in text and "tool_use_failed" in text and "\n" not in text
     assert "".join(e.text for e in seen if isinstance(e, TextDelta)) == "Partial answer"
     assert info.value.turn.text == "Partial answer"  # type: ignore[attr-defined]
-    assert len(server.requests) == 1  # not retried
+    assert len(scripted_server.requests) == 1  # not retried
 
 
-async def test_error_key_inline_keeps_usage(server, make_model) -> None:
+async def test_error_key_inline_keeps_usage(scripted_server, make_model) -> None:
     base = {"choices": [{"index": 0, "delta": {"content": "Hel"}, "finish_reason": None}]}
     error = {"error": {"code": 400, "message": "Token limit reached"}, "choices": [], "usage": {"total_tokens": 53}}
-    server.script([raw_sse(": PROCESSING\n\n" + sse_event(base) + sse_event(error) + "data: [DONE]\n\n")])
+    scripted_server.script([raw_sse(": PROCESSING\n\n" + sse_event(base) + sse_event(error) + "data: [DONE]\n\n")])
     with pytest.raises(ModelStreamError, match="Token limit reached") as info:
         await collect(make_model().stream(ask()))
     assert info.value.turn.usage == {"total_tokens": 53}  # type: ignore[attr-defined]
 
 
-async def test_json_error_body_with_status_200(server, make_model) -> None:
-    server.script([json_reply({"error": {"message": "model overloaded"}})])
+async def test_json_error_body_with_status_200(scripted_server, make_model) -> None:
+    scripted_server.script([json_reply({"error": {"message": "model overloaded"}})])
     with pytest.raises(ModelStreamError, match="model overloaded"):
         await collect(make_model().stream(ask()))
 
 
 @pytest.mark.parametrize("body", ["data: {not json\n\n", ""], ids=["garbage-chunk", "empty-stream"])
-async def test_unusable_stream_is_a_response_error(server, make_model, body) -> None:
-    server.script([raw_sse(body)])
+async def test_unusable_stream_is_a_response_error(scripted_server, make_model, body) -> None:
+    scripted_server.script([raw_sse(body)])
     with pytest.raises(ModelResponseError):
         await collect(make_model().stream(ask()))
 
@@ -257,17 +233,17 @@ async def test_unusable_stream_is_a_response_error(server, make_model, body) -> 
 # ------------------------------------------------------------------ HTTP errors and retries
 
 
-async def test_429_retried_after_the_time_the_server_asks(server, make_model) -> None:
-    server.script([http_error(429, {"error": {"message": "slow down"}}, {"retry-after": "2"}), reply_text("ok")])
+async def test_429_retried_after_the_time_the_server_asks(scripted_server, make_model) -> None:
+    scripted_server.script([http_error(429, {"error": {"message": "slow down"}}, {"retry-after": "2"}), reply_text("ok")])
     model = make_model(backoff=5)
     model.retry.sleep = sleep = SleepRecorder()
     _, turn = await collect(model.stream(ask()))
-    assert turn.text == "ok" and sleep.waits == [2.0] and len(server.requests) == 2
+    assert turn.text == "ok" and sleep.waits == [2.0] and len(scripted_server.requests) == 2
 
 
-async def test_retry_after_as_http_date_and_too_long_not_waited(server, make_model) -> None:
+async def test_retry_after_as_http_date_and_too_long_not_waited(scripted_server, make_model) -> None:
     later = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=30), usegmt=True)
-    server.script([
+    scripted_server.script([
         http_error(429, {"error": "busy"}, {"retry-after": later}),
         http_error(503, {"error": "down"}, {"retry-after": "3600"}),  # beyond max_retry_after
         reply_text("ok"),
@@ -276,50 +252,50 @@ async def test_retry_after_as_http_date_and_too_long_not_waited(server, make_mod
     model.retry.sleep = sleep = SleepRecorder()
     with pytest.raises(ServerError, match="down; the server asks to wait 3600 s"):
         await collect(model.stream(ask()))
-    assert len(sleep.waits) == 1 and 25 < sleep.waits[0] <= 30 and len(server.requests) == 2
+    assert len(sleep.waits) == 1 and 25 < sleep.waits[0] <= 30 and len(scripted_server.requests) == 2
 
 
-async def test_server_errors_then_success_with_growing_backoff(server, make_model) -> None:
-    server.script([http_error(500), http_error(502, "<html>Bad Gateway</html>"), reply_text("ok")])
+async def test_server_errors_then_success_with_growing_backoff(scripted_server, make_model) -> None:
+    scripted_server.script([http_error(500), http_error(502, "<html>Bad Gateway</html>"), reply_text("ok")])
     model = make_model(backoff=0.5)
     model.retry.jitter = 0
     model.retry.sleep = sleep = SleepRecorder()
     _, turn = await collect(model.stream(ask()))
-    assert turn.text == "ok" and sleep.waits == [0.5, 1.0] and len(server.requests) == 3
+    assert turn.text == "ok" and sleep.waits == [0.5, 1.0] and len(scripted_server.requests) == 3
 
 
-async def test_drop_before_any_event_is_retried(server, make_model) -> None:
+async def test_drop_before_any_event_is_retried(scripted_server, make_model) -> None:
     role_only = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
-    server.script([drop_connection_mid_stream([role_only]), drop_connection_mid_stream(), reply_text("ok")])
+    scripted_server.script([drop_connection_mid_stream([role_only]), drop_connection_mid_stream(), reply_text("ok")])
     _, turn = await collect(make_model().stream(ask()))
-    assert turn.text == "ok" and len(server.requests) == 3
+    assert turn.text == "ok" and len(scripted_server.requests) == 3
 
 
-async def test_drop_after_events_is_not_retried(server, make_model) -> None:
+async def test_drop_after_events_is_not_retried(scripted_server, make_model) -> None:
     text = {"choices": [{"index": 0, "delta": {"content": "Half an ans"}}]}
-    server.script([drop_connection_mid_stream([text]), reply_text("never sent")])
+    scripted_server.script([drop_connection_mid_stream([text]), reply_text("never sent")])
     seen: list[Any] = []
     with pytest.raises(ModelConnectionError, match="dropped") as info:
         async for event in make_model().stream(ask()):
             seen.append(event)
-    assert [e.text for e in seen] == ["Half an ans"] and len(server.requests) == 1
-    assert server.requests and "\n" not in str(info.value)
+    assert [e.text for e in seen] == ["Half an ans"] and len(scripted_server.requests) == 1
+    assert scripted_server.requests and "\n" not in str(info.value)
 
 
 @pytest.mark.parametrize("status", [400, 401, 404, 422])
-async def test_other_4xx_are_not_retried(server, make_model, status) -> None:
-    server.script([http_error(status, {"error": {"message": f"nope {status}"}}), reply_text("never")])
+async def test_other_4xx_are_not_retried(scripted_server, make_model, status) -> None:
+    scripted_server.script([http_error(status, {"error": {"message": f"nope {status}"}}), reply_text("never")])
     with pytest.raises(RequestRejected) as info:
         await collect(make_model().stream(ask()))
-    assert info.value.status_code == status and len(server.requests) == 1
-    assert str(info.value) == f"HTTP {status}: nope {status} ({server.base_url}/chat/completions)"
+    assert info.value.status_code == status and len(scripted_server.requests) == 1
+    assert str(info.value) == f"HTTP {status}: nope {status} ({scripted_server.base_url}/chat/completions)"
 
 
-async def test_max_retries_exhausted(server, make_model) -> None:
-    server.script([http_error(503, {"detail": "warming up"})] * 5)
+async def test_max_retries_exhausted(scripted_server, make_model) -> None:
+    scripted_server.script([http_error(503, {"detail": "warming up"})] * 5)
     with pytest.raises(ServerError, match="HTTP 503: warming up"):
         await collect(make_model(max_retries=2).stream(ask()))
-    assert len(server.requests) == 3 and server.remaining == 2
+    assert len(scripted_server.requests) == 3 and scripted_server.remaining == 2
 
 
 async def test_connection_refused(make_model) -> None:
@@ -333,33 +309,33 @@ async def test_connection_refused(make_model) -> None:
     assert len(sleep.waits) == 1
 
 
-async def test_timeout(server, make_model) -> None:
-    server.script([reply_text("late", delay=1.0)])
+async def test_timeout(scripted_server, make_model) -> None:
+    scripted_server.script([reply_text("late", delay=1.0)])
     with pytest.raises(ModelTimeoutError, match=r"within 0.2s"):
         await collect(make_model(timeout=0.2, max_retries=0).stream(ask()))
 
 
-async def test_error_is_one_line_with_url_and_never_the_key(server, make_model, caplog) -> None:
+async def test_error_is_one_line_with_url_and_never_the_key(scripted_server, make_model, caplog) -> None:
     caplog.set_level(logging.DEBUG)  # everything: ours, httpx's, httpcore's
     echo = {"error": {"message": f"Incorrect API key provided:\n{KEY}.\nSee docs.", "type": "invalid_request_error"}}
-    server.script([http_error(500, {"error": f"boom with {KEY}"}), http_error(401, echo)])
+    scripted_server.script([http_error(500, {"error": f"boom with {KEY}"}), http_error(401, echo)])
     model = make_model()
     with pytest.raises(RequestRejected) as info:
         await collect(model.stream(ask()))
     text = str(info.value)
-    assert text == f"HTTP 401: Incorrect API key provided: ***. See docs. (http://127.0.0.1:{server.port}/v1/chat/completions)"
+    assert text == f"HTTP 401: Incorrect API key provided: ***. See docs. (http://127.0.0.1:{scripted_server.port}/v1/chat/completions)"
     assert KEY not in json.dumps(info.value.body)
     assert "retry 1 of 3" in caplog.text and "boom with ***" in caplog.text
     for where in (text, repr(model), caplog.text, repr(info.value)):
         assert KEY not in where
-    assert repr(model) == f"OpenAIChatModel('test-model', base_url='http://127.0.0.1:{server.port}/v1')"
+    assert repr(model) == f"OpenAIChatModel('test-model', base_url='http://127.0.0.1:{scripted_server.port}/v1')"
 
 
 # ------------------------------------------------------------------ the request
 
 
-async def test_request_body_and_headers(server, make_model) -> None:
-    server.script([reply_text("done")])
+async def test_request_body_and_headers(scripted_server, make_model) -> None:
+    scripted_server.script([reply_text("done")])
     details = [{"type": "reasoning.encrypted", "data": "gAAA", "index": 0}]
     items = [
         Summary("The user wants the ISS gravity.", replaced=[{"type": "message"}]),
@@ -378,7 +354,7 @@ async def test_request_body_and_headers(server, make_model) -> None:
     request = ModelRequest("Be exact.", items, tools=[tool], temperature=0.2, max_tokens=300, tool_choice="python")
     model = make_model(extra_headers={"X-Title": "ipyagent"})
     await collect(model.stream(request))
-    (received,) = server.requests
+    (received,) = scripted_server.requests
     assert received.path == "/v1/chat/completions"
     assert received.headers["authorization"] == f"Bearer {KEY}"
     assert received.headers["x-title"] == "ipyagent"
@@ -411,26 +387,26 @@ async def test_request_body_and_headers(server, make_model) -> None:
     }
 
 
-async def test_minimal_request_and_no_key(server, make_model) -> None:
-    server.script([reply_text("hi")])
+async def test_minimal_request_and_no_key(scripted_server, make_model) -> None:
+    scripted_server.script([reply_text("hi")])
     await collect(make_model(api_key=None).stream(ModelRequest("", [Message("user", "hi")], tool_choice="auto")))
-    (received,) = server.requests
+    (received,) = scripted_server.requests
     assert "authorization" not in received.headers
     assert received.body["messages"] == [{"role": "user", "content": "hi"}]
     assert received.body["tool_choice"] == "auto"
     assert not {"tools", "temperature", "max_tokens"} & set(received.body)
 
 
-async def test_a_turn_round_trips_through_the_next_request(server, make_model) -> None:
+async def test_a_turn_round_trips_through_the_next_request(scripted_server, make_model) -> None:
     """What one turn assembled (ids, opaque reasoning) is what the next request sends back."""
     reasoning = {"choices": [{"index": 0, "delta": {"reasoning_details": [{"type": "reasoning.encrypted", "data": "XYZ", "index": 0}]}}]}
     call = {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "", "function": {"name": "f", "arguments": "{}"}, "extra_content": {"google": {"thought_signature": "sig"}}}]}}]}
-    server.script([raw_sse(sse_event(reasoning) + sse_event(call)), reply_text("done")])
+    scripted_server.script([raw_sse(sse_event(reasoning) + sse_event(call)), reply_text("done")])
     model = make_model()
     _, turn = await collect(model.stream(ask()))
     (tc,) = turn.tool_calls
     await collect(model.stream(ask(Message("user", "go"), turn.reasoning, tc, ToolResult(tc.id, "42"))))
-    sent = server.requests[1].body["messages"]
+    sent = scripted_server.requests[1].body["messages"]
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool"]
     assert sent[2] == {
         "role": "assistant",
@@ -441,14 +417,14 @@ async def test_a_turn_round_trips_through_the_next_request(server, make_model) -
     assert sent[3] == {"role": "tool", "tool_call_id": tc.id, "content": "42"}
 
 
-async def test_client_lifecycle(server) -> None:
-    server.script([reply_text("a"), reply_text("b")])
-    own = OpenAIChatModel("m", server.base_url)
+async def test_client_lifecycle(scripted_server) -> None:
+    scripted_server.script([reply_text("a"), reply_text("b")])
+    own = OpenAIChatModel("m", scripted_server.base_url)
     await collect(own.stream(ask()))
     await own.aclose()
     assert own._client is None
     async with httpx.AsyncClient() as client:
-        async with OpenAIChatModel("m", server.base_url, client=client) as shared:
+        async with OpenAIChatModel("m", scripted_server.base_url, client=client) as shared:
             await collect(shared.stream(ask()))
         assert not client.is_closed  # an injected client belongs to the caller
 
@@ -507,8 +483,8 @@ def test_max_tokens_field_follows_the_server() -> None:
     assert official["max_completion_tokens"] == 7 and "max_tokens" not in official
 
 
-async def test_a_server_that_refuses_stream_options_is_asked_again_without(server, make_model) -> None:
-    server.script([
+async def test_a_server_that_refuses_stream_options_is_asked_again_without(scripted_server, make_model) -> None:
+    scripted_server.script([
         http_error(400, {"error": {"message": "Unrecognized request argument supplied: stream_options"}}),
         reply_text("fine", usage=False),
         reply_text("again", usage=False),
@@ -518,7 +494,7 @@ async def test_a_server_that_refuses_stream_options_is_asked_again_without(serve
     assert turn.text == "fine"
     _, turn = await collect(model.stream(ask()))
     assert turn.text == "again"
-    bodies = server.bodies
+    bodies = scripted_server.bodies
     assert "stream_options" in bodies[0] and "stream_options" not in bodies[1]
     assert "stream_options" not in bodies[2] and len(bodies) == 3
 
@@ -545,8 +521,8 @@ def _whole_call(name: str, arguments: str, call_id: str | None = None, index: in
 
 @pytest.mark.parametrize("ids,index", [(("call_a", "call_b"), 0), ((None, None), 0), (("", ""), None)],
                          ids=["ollama-index-0-distinct-ids", "index-0-no-ids", "no-index-empty-ids"])
-async def test_parallel_calls_that_share_an_index_stay_separate(server, make_model, ids, index) -> None:
-    server.script([raw_sse(_chunks(_whole_call("add", '{"a": 1, "b": 2}', ids[0], index),
+async def test_parallel_calls_that_share_an_index_stay_separate(scripted_server, make_model, ids, index) -> None:
+    scripted_server.script([raw_sse(_chunks(_whole_call("add", '{"a": 1, "b": 2}', ids[0], index),
                                    _whole_call("add", '{"a": 3, "b": 4}', ids[1], index)))])
     _, turn = await collect(make_model().stream(ask()))
     assert [(c.name, c.arguments, c.raw_arguments) for c in turn.tool_calls] == [
@@ -556,16 +532,16 @@ async def test_parallel_calls_that_share_an_index_stay_separate(server, make_mod
         assert [c.id for c in turn.tool_calls] == list(ids)
 
 
-async def test_a_name_repeated_on_every_fragment_is_still_one_call(server, make_model) -> None:
+async def test_a_name_repeated_on_every_fragment_is_still_one_call(scripted_server, make_model) -> None:
     pieces = ['{"a": ', '1, "b"', ': 2}', '']
-    server.script([raw_sse(_chunks(*(_whole_call("add", p, "call_x") for p in pieces)))])
+    scripted_server.script([raw_sse(_chunks(*(_whole_call("add", p, "call_x") for p in pieces)))])
     _, turn = await collect(make_model().stream(ask()))
     assert [(c.id, c.arguments) for c in turn.tool_calls] == [("call_x", {"a": 1, "b": 2})]
 
 
-async def test_reasoning_content_goes_back_on_tool_calling_turns(server, make_model) -> None:
+async def test_reasoning_content_goes_back_on_tool_calling_turns(scripted_server, make_model) -> None:
     """DeepSeek's thinking mode answers 400 when a tool-calling turn lacks its reasoning."""
-    server.script([raw_sse(_chunks({"role": "assistant", "reasoning_content": "Add them."},
+    scripted_server.script([raw_sse(_chunks({"role": "assistant", "reasoning_content": "Add them."},
                                    _whole_call("add", '{"a": 1, "b": 2}', "call_1"))),
                    reply_text("3.")])
     model = make_model()
@@ -574,7 +550,7 @@ async def test_reasoning_content_goes_back_on_tool_calling_turns(server, make_mo
     history = [Message("user", "add"), turn.reasoning, *turn.tool_calls,
                ToolResult("call_1", "3", name="add")]
     await collect(model.stream(ask(*history)))
-    assistant = server.requests[1].body["messages"][2]
+    assistant = scripted_server.requests[1].body["messages"][2]
     assert assistant["reasoning_content"] == "Add them." and assistant["tool_calls"]
     # A turn without tool calls does not send its reasoning back (DeepSeek ignores it).
     plain = [Message("user", "hi"), Reasoning("Think.", details={"text_field": "reasoning_content"}),
@@ -591,8 +567,8 @@ async def test_reasoning_content_goes_back_on_tool_calling_turns(server, make_mo
     ["<thi", "nk>I should", " add.</th", "ink>The sum is 3."],
     ["I should add.\n</think>\n\nThe sum is 3."],  # the template opened <think> itself
 ], ids=["whole-tags", "split-tags", "no-opening-tag"])
-async def test_think_tags_in_content_become_reasoning(server, make_model, pieces) -> None:
-    server.script([raw_sse(_chunks(*({"content": p} for p in pieces), finish="stop"))])
+async def test_think_tags_in_content_become_reasoning(scripted_server, make_model, pieces) -> None:
+    scripted_server.script([raw_sse(_chunks(*({"content": p} for p in pieces), finish="stop"))])
     events, turn = await collect(make_model().stream(ask()))
     assert turn.text == "The sum is 3."
     assert turn.reasoning is not None and turn.reasoning.content.strip() == "I should add."
@@ -600,21 +576,21 @@ async def test_think_tags_in_content_become_reasoning(server, make_model, pieces
         assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "The sum is 3."
 
 
-async def test_content_that_merely_mentions_think_is_text(server, make_model) -> None:
-    server.script([raw_sse(_chunks({"content": "Use <think> tags"}, {"content": " sparingly."},
+async def test_content_that_merely_mentions_think_is_text(scripted_server, make_model) -> None:
+    scripted_server.script([raw_sse(_chunks({"content": "Use <think> tags"}, {"content": " sparingly."},
                                    finish="stop"))])
     _, turn = await collect(make_model().stream(ask()))
     assert turn.text == "Use <think> tags sparingly." and turn.reasoning is None
 
 
-async def test_a_surrogate_pair_split_across_chunks_is_joined(server, make_model) -> None:
+async def test_a_surrogate_pair_split_across_chunks_is_joined(scripted_server, make_model) -> None:
     base = '{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":%s}]}'
     text = ("data: " + base % '{"content":"Smile \\ud83d"}' + "\n\n"
             + "data: " + base % '{"content":"\\ude00 now, lone \\udc00"}' + "\n\n"
             + "data: " + base % '{"tool_calls":[{"index":0,"id":"c1","function":{"name":"say","arguments":"{\\"t\\": \\"\\ud83d"}}]}' + "\n\n"
             + "data: " + base % '{"tool_calls":[{"index":0,"function":{"arguments":"\\ude00\\"}"}}]}' + "\n\n"
             + "data: [DONE]\n\n")
-    server.script([raw_sse(text)])
+    scripted_server.script([raw_sse(text)])
     _, turn = await collect(make_model().stream(ask()))
     assert turn.text == "Smile \U0001F600 now, lone \ufffd"
     assert turn.tool_calls[0].arguments == {"t": "\U0001F600"}

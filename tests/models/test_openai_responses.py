@@ -7,26 +7,15 @@ from typing import Any
 
 import pytest
 
-from ipyagent import Agent, Message, Reasoning, Summary, ToolCall, ToolResult, tool
+from ipyagent import Agent, Message, Reasoning, Summary, ToolCall, ToolResult
 from ipyagent.errors import ModelResponseError, ModelStreamError, RequestRejected
 from ipyagent.models.base import ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta
 from ipyagent.models.openai_responses import OpenAIResponsesModel, to_responses_input
 from tests.helpers.scripted_apis import responses_error, responses_reply
 from tests.helpers.scripted_server import ScriptedServer, collect, http_error, raw_sse, sse_event
+from tests.helpers.tools import add
 
 KEY = "sk-SENTINEL-responses-9876"
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-@pytest.fixture
-def server():
-    with ScriptedServer() as srv:
-        yield srv
 
 
 def model(srv: ScriptedServer, **kw: Any) -> OpenAIResponsesModel:
@@ -43,15 +32,15 @@ def request(*items: Any, **kw: Any) -> ModelRequest:
     return ModelRequest("Be brief.", list(items) or [Message("user", "hi")], **kw)
 
 
-def test_two_step_tool_loop_through_the_agent(server: ScriptedServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_step_tool_loop_through_the_agent(scripted_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """call -> result -> answer, with the reasoning item sent back before the call."""
     monkeypatch.setenv("IPYAGENT_TEST_KEY", KEY)
-    server.script([
+    scripted_server.script([
         responses_reply(tool_calls=[("add", {"a": 2, "b": 3}, "call_abc")],
                         reasoning="Two plus three: use the tool.", encrypted="gAAAA-opaque"),
         responses_reply("The sum is 5."),
     ])
-    agent = Agent(model="gpt-test", api="responses", base_url=server.base_url, file_tools=False,
+    agent = Agent(model="gpt-test", api="responses", base_url=scripted_server.base_url, file_tools=False,
                   api_key_env="IPYAGENT_TEST_KEY", tools=[add], python_tool=False)
     result = agent.run("What is 2+3?")
 
@@ -62,7 +51,7 @@ def test_two_step_tool_loop_through_the_agent(server: ScriptedServer, monkeypatc
     assert call.id == "call_abc" and call.meta["item_id"] == "fc_1_0" and output.output == "5"
     assert result.usage.input > 0 and not result.usage.estimated  # the server's own counts
 
-    first, second = server.requests
+    first, second = scripted_server.requests
     assert first.path == second.path == "/v1/responses"
     assert first.headers["authorization"] == f"Bearer {KEY}"
     assert first.body["instructions"] == agent.system_prompt and first.body["store"] is False
@@ -77,10 +66,10 @@ def test_two_step_tool_loop_through_the_agent(server: ScriptedServer, monkeypatc
     ]
 
 
-async def test_streams_text_reasoning_and_parallel_calls(server: ScriptedServer) -> None:
-    server.script([responses_reply("Adding both.", reasoning="Think first.",
+async def test_streams_text_reasoning_and_parallel_calls(scripted_server: ScriptedServer) -> None:
+    scripted_server.script([responses_reply("Adding both.", reasoning="Think first.",
                                    tool_calls=[("add", {"a": 1, "b": 2}), ("add", '{"a": 3, "b": 4}')])])
-    async with model(server) as m:
+    async with model(scripted_server) as m:
         events, turn = await collect(m.stream(request()))
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == turn.text == "Adding both."
     assert "".join(e.text for e in events if isinstance(e, ReasoningDelta)) == turn.reasoning.content == "Think first."
@@ -107,68 +96,68 @@ async def test_summary_parts_read_as_paragraphs() -> None:
 
 
 @pytest.mark.parametrize("failed", [True, False], ids=["response.failed", "error-event"])
-async def test_error_inside_a_200_stream(server: ScriptedServer, failed: bool) -> None:
-    server.script([responses_error("The model is overloaded.", "server_is_overloaded", failed=failed, text="Par")])
-    async with model(server) as m:
+async def test_error_inside_a_200_stream(scripted_server: ScriptedServer, failed: bool) -> None:
+    scripted_server.script([responses_error("The model is overloaded.", "server_is_overloaded", failed=failed, text="Par")])
+    async with model(scripted_server) as m:
         with pytest.raises(ModelStreamError) as info:
             await collect(m.stream(request()))
     text = str(info.value)
     assert "The model is overloaded. [server_is_overloaded]" in text and "\n" not in text
     assert info.value.turn.text == "Par"  # type: ignore[attr-defined]
-    assert len(server.requests) == 1  # an error the provider reported is not retried
+    assert len(scripted_server.requests) == 1  # an error the provider reported is not retried
 
 
-async def test_5xx_is_retried_then_succeeds(server: ScriptedServer) -> None:
-    server.script([http_error(503, {"error": {"message": "busy"}}), responses_reply("ok")])
-    async with model(server) as m:
+async def test_5xx_is_retried_then_succeeds(scripted_server: ScriptedServer) -> None:
+    scripted_server.script([http_error(503, {"error": {"message": "busy"}}), responses_reply("ok")])
+    async with model(scripted_server) as m:
         _, turn = await collect(m.stream(request()))
-    assert turn.text == "ok" and len(server.requests) == 2
+    assert turn.text == "ok" and len(scripted_server.requests) == 2
 
 
-async def test_auth_error_is_one_line_without_the_key(server: ScriptedServer) -> None:
-    server.script([http_error(401, {"error": {"message": f"Incorrect API key provided: {KEY}", "code": "invalid_api_key"}})])
-    async with model(server) as m:
+async def test_auth_error_is_one_line_without_the_key(scripted_server: ScriptedServer) -> None:
+    scripted_server.script([http_error(401, {"error": {"message": f"Incorrect API key provided: {KEY}", "code": "invalid_api_key"}})])
+    async with model(scripted_server) as m:
         with pytest.raises(RequestRejected) as info:
             await collect(m.stream(request()))
     assert KEY not in str(info.value) and "Incorrect API key provided" in str(info.value)
-    assert len(server.requests) == 1
+    assert len(scripted_server.requests) == 1
 
 
-async def test_incomplete_response_reports_why(server: ScriptedServer) -> None:
-    server.script([responses_reply("Cut sho", incomplete="max_output_tokens")])
-    async with model(server) as m:
+async def test_incomplete_response_reports_why(scripted_server: ScriptedServer) -> None:
+    scripted_server.script([responses_reply("Cut sho", incomplete="max_output_tokens")])
+    async with model(scripted_server) as m:
         _, turn = await collect(m.stream(request(max_tokens=5)))
     assert turn.text == "Cut sho" and turn.finish_reason == "max_output_tokens"
-    assert server.requests[0].body["max_output_tokens"] == 5
+    assert scripted_server.requests[0].body["max_output_tokens"] == 5
 
 
-async def test_a_json_body_instead_of_a_stream(server: ScriptedServer) -> None:
-    server.script([responses_reply("whole", tool_calls=[("add", {"a": 1, "b": 1})], reasoning="hm", stream=False)])
-    async with model(server) as m:
+async def test_a_json_body_instead_of_a_stream(scripted_server: ScriptedServer) -> None:
+    scripted_server.script([responses_reply("whole", tool_calls=[("add", {"a": 1, "b": 1})], reasoning="hm", stream=False)])
+    async with model(scripted_server) as m:
         events, turn = await collect(m.stream(request()))
     assert turn.text == "whole" and turn.tool_calls[0].arguments == {"a": 1, "b": 1}
     assert turn.reasoning.content == "hm" and turn.usage["input_tokens"] > 0
     assert [type(e).__name__ for e in events] == ["ReasoningDelta", "TextDelta", "ToolCallDelta", "ToolCallDelta", "TurnComplete"]
 
 
-async def test_only_a_completed_event_still_gives_the_turn(server: ScriptedServer) -> None:
+async def test_only_a_completed_event_still_gives_the_turn(scripted_server: ScriptedServer) -> None:
     """A server that sends just ``response.completed`` (no item events): output is read from it."""
     response = responses_reply("late", tool_calls=[("add", {"a": 0, "b": 0})]).response({}, 1)
-    server.script([raw_sse(sse_event({"type": "response.completed", "response": response}, "response.completed"))])
-    async with model(server) as m:
+    scripted_server.script([raw_sse(sse_event({"type": "response.completed", "response": response}, "response.completed"))])
+    async with model(scripted_server) as m:
         _, turn = await collect(m.stream(request()))
     assert turn.text == "late" and [c.name for c in turn.tool_calls] == ["add"]
 
 
-async def test_an_empty_stream_is_an_error(server: ScriptedServer) -> None:
-    server.script([raw_sse(": nothing but a comment\n\n")])
-    async with model(server) as m:
+async def test_an_empty_stream_is_an_error(scripted_server: ScriptedServer) -> None:
+    scripted_server.script([raw_sse(": nothing but a comment\n\n")])
+    async with model(scripted_server) as m:
         with pytest.raises(ModelResponseError, match="ended before any event"):
             await collect(m.stream(request()))
 
 
-async def test_request_shape(server: ScriptedServer) -> None:
-    server.script([responses_reply("ok")])
+async def test_request_shape(scripted_server: ScriptedServer) -> None:
+    scripted_server.script([responses_reply("ok")])
     items = [
         Summary("Earlier we added numbers."),
         Message("system", "Prefer integers."),
@@ -178,9 +167,9 @@ async def test_request_shape(server: ScriptedServer) -> None:
         ToolResult("call_1", "bad JSON", error=True),
         Reasoning("no opaque data"),  # nothing to replay
     ]
-    async with model(server, extra_body={"reasoning": {"effort": "low"}}) as m:
+    async with model(scripted_server, extra_body={"reasoning": {"effort": "low"}}) as m:
         await collect(m.stream(request(*items, tools=[add.spec()], tool_choice="add", temperature=0.2)))
-    body = server.requests[0].body
+    body = scripted_server.requests[0].body
     assert body["input"] == [
         {"role": "user", "content": "Summary of earlier conversation: Earlier we added numbers."},
         {"role": "system", "content": "Prefer integers."},
@@ -210,10 +199,10 @@ def test_tool_result_images_follow_the_results_as_one_user_message() -> None:
     "<think>I should add.</think>\n\nThe sum is 3.",
     "I should add.\n</think>\n\nThe sum is 3.",  # the template opened <think> itself
 ], ids=["tags", "no-opening-tag"])
-async def test_think_tags_in_output_text_become_reasoning(server: ScriptedServer, text: str) -> None:
+async def test_think_tags_in_output_text_become_reasoning(scripted_server: ScriptedServer, text: str) -> None:
     # A reasoning model served without a reasoning parser writes its thinking into the text.
-    server.script([responses_reply(text)])
-    events, turn = await collect(model(server).stream(request()))
+    scripted_server.script([responses_reply(text)])
+    events, turn = await collect(model(scripted_server).stream(request()))
     assert turn.text == "The sum is 3."
     assert turn.reasoning is not None and turn.reasoning.content.strip() == "I should add."
     if text.startswith("<think>"):  # streamed to the right place as it came

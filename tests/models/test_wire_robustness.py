@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 import textwrap
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 import pytest
 
@@ -22,25 +22,9 @@ from ipyagent.items import Message, ToolCall
 from ipyagent.models.base import ModelRequest
 from ipyagent.models.http import encode_json
 from ipyagent.models.openai_chat import OpenAIChatModel
-from tests.helpers.scripted_server import ScriptedServer, collect, http_error, raw_sse, reply_text, sse_event
+from tests.helpers.scripted_server import collect, http_error, raw_sse, reply_text, sse_event
 
 KEY = "sk-SENTINEL-wire42"
-
-
-@pytest.fixture
-async def make_model(scripted_server: ScriptedServer) -> AsyncIterator[Callable[..., OpenAIChatModel]]:
-    """Chat models pointed at the scripted server (no backoff), closed after the test."""
-    made: list[OpenAIChatModel] = []
-
-    def make(**options: Any) -> OpenAIChatModel:
-        options.setdefault("backoff", 0)
-        model = OpenAIChatModel("test-model", scripted_server.base_url, KEY, **options)
-        made.append(model)
-        return model
-
-    yield make
-    for model in made:
-        await model.aclose()
 
 
 def record_waits(model: OpenAIChatModel) -> list[float]:

@@ -22,7 +22,8 @@ from ipyagent.kernel.outputs import model_text
 from ipyagent.transcripts.replay import normalise
 from ipyagent.transcripts.transcript import read
 from tests.helpers.scripted_model import ScriptedModel, calls, text
-from tests.helpers.transcript_runs import DELETE, EDITED, PNG_B64, PROPOSED, add, rich_agent
+from tests.helpers.tools import add
+from tests.helpers.transcript_runs import DELETE, EDITED, PNG_B64, PROPOSED, rich_agent
 
 ROOT = Path(__file__).resolve().parents[2]  # where the `tests` package is importable from
 
