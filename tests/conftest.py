@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -40,3 +42,13 @@ def scripted_server():
 
     with ScriptedServer() as srv:
         yield srv
+
+
+@pytest.fixture(scope="session")
+def ip() -> Iterator[Any]:
+    """The one in-process IPython shell of the test process (``globalipapp``'s)."""
+    # globalipapp.get_ipython is replaced by the real one once the shell is up.
+    from IPython.testing import globalipapp
+
+    globalipapp.start_ipython()
+    yield globalipapp.get_ipython()

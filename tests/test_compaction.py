@@ -459,20 +459,3 @@ def test_without_a_window_the_refusal_says_to_set_one():
     assert result.stop_reason == "error" and len(server.bodies) == 1
     assert "exceeds the available context size" in result.error
     assert "set Agent.context_window to the model's window" in result.error
-
-
-@pytest.mark.parametrize("message, counted", [
-    ("This model's maximum context length is 8192 tokens. However, your messages resulted in "
-     "9013 tokens. Please reduce the length of the messages.", 9013),
-    ("This model's maximum context length is 4096 tokens. However, you requested 5000 tokens "
-     "(4000 in the messages, 1000 in the completion).", 4000),
-    ("prompt is too long: 210000 tokens > 200000 maximum", 210000),
-    ("Your input exceeds the context window of this model.", None),
-])
-def test_how_servers_say_too_long(message, counted):
-    from ipyagent.errors import RequestRejected
-    from ipyagent.models.overflow import context_overflow
-
-    found = context_overflow(RequestRejected(message, status_code=400, body={"error": {"message": message}}))
-    assert found is not None and found.prompt_tokens == counted
-    assert context_overflow(RequestRejected("Invalid 'model': gpt-9", status_code=400)) is None

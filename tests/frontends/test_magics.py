@@ -12,26 +12,17 @@ from typing import Any, Iterator
 import pytest
 from IPython.core.displaypub import CapturingDisplayPublisher
 from IPython.core.error import UsageError
-from IPython.testing import globalipapp
 
 import ipyagent
 from ipyagent import Agent, Tool, ToolCall, ToolResult
 from ipyagent._mainthread import LoopDispatcher
 from ipyagent.frontends import magics
 from ipyagent.frontends.notebook import NotebookDisplay
-from ipyagent.frontends.transformer import await_agent_magics, protect_question_marks
+from ipyagent.frontends.transformer import protect_question_marks
 from ipyagent.frontends.widgets import WidgetApprover
 from ipyagent.models.base import TextDelta, Turn, TurnComplete
 from ipyagent.transcripts.transcript import read
 from tests.helpers.scripted_model import ScriptedModel, calls, text
-
-
-@pytest.fixture(scope="module")
-def ip() -> Iterator[Any]:
-    # The one test shell of the process (other modules may have started it already);
-    # globalipapp.get_ipython is replaced by the real one once the shell is up.
-    globalipapp.start_ipython()
-    yield globalipapp.get_ipython()
 
 
 @pytest.fixture
@@ -279,33 +270,6 @@ def test_replay_subcommand_runs_in_a_temp_dir_or_cwd_and_approves_as_told(loaded
                for n in report.notes), report.notes
     with pytest.raises(UsageError, match="--approve takes auto, ask or deny"):
         magics._MAGICS.parse(f"replay {path} --approve sometimes", None)
-
-
-# -- transformers ----------------------------------------------------------------------
-def test_question_mark_protection() -> None:
-    assert protect_question_marks(["%agent what is this?\n"]) == [
-        "get_ipython().run_line_magic('agent', 'what is this?')\n"]
-    for untouched in (["%agent?\n"], ["%agent??\n"], ["%%agent\n", "%agent x?\n"],
-                      ["x = 1\n"], ["%agent compute it\n"]):
-        assert protect_question_marks(untouched) == untouched
-
-
-def test_top_level_agent_magics_become_awaits(ip: Any) -> None:
-    cell = ip.input_transformer_manager.transform_cell(
-        "x = 1\n%agent compute 2**10\nif x:\n    %agent indented\ns = '''\n%agent in a string\n'''\n")
-    lines = await_agent_magics(cell.splitlines(keepends=True))
-    assert lines[1] == "await __import__('ipyagent.frontends.magics').frontends.magics.agent_async('compute 2**10')\n"
-    assert lines[3] == "    await __import__('ipyagent.frontends.magics').frontends.magics.agent_async('indented')\n"
-    assert "%agent in a string" in "".join(lines)
-    # ``await`` is not legal inside a def: that one stays a blocking call.
-    cell = ip.input_transformer_manager.transform_cell(
-        "def f():\n    %agent inside\n%agent outside\n")
-    lines = await_agent_magics(cell.splitlines(keepends=True))
-    assert "run_line_magic('agent', 'inside')" in lines[1]
-    assert lines[2] == "await __import__('ipyagent.frontends.magics').frontends.magics.agent_async('outside')\n"
-    cell = ip.input_transformer_manager.transform_cell("%%agent --new\nLoad it.\nPlot it.\n")
-    assert await_agent_magics(cell.splitlines(keepends=True)) == [
-        "await __import__('ipyagent.frontends.magics').frontends.magics.agent_async('--new', 'Load it.\\nPlot it.\\n')\n"]
 
 
 # -- the notebook display on a real loop -------------------------------------------------

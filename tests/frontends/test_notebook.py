@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from IPython.core.displaypub import CapturingDisplayPublisher
-from IPython.testing import globalipapp
 
 from ipyagent import Agent
 from ipyagent.frontends.notebook import (
@@ -25,12 +24,6 @@ from tests.helpers.scripted_model import ScriptedModel, calls, text
 PAYLOAD = " ".join(ATTACKS)
 ANSWER = ("Here is **the result**:\n\n| n | 2**n |\n|---|---|\n| 10 | 1024 |\n\n"
           "- and `a < b` in code, a < b in prose\n\n" + PAYLOAD)
-
-
-@pytest.fixture(scope="module")
-def ip() -> Iterator[Any]:
-    globalipapp.start_ipython()
-    yield globalipapp.get_ipython()
 
 
 @pytest.fixture
