@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-# Test helpers (scripted server, scripted model) live beside the tests.
-sys.path.insert(0, str(Path(__file__).parent))
-
 import gc
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -42,7 +38,17 @@ def no_orphan_kernels():
 @pytest.fixture
 def scripted_server():
     """A real OpenAI-compatible server on 127.0.0.1 replaying scripted replies."""
-    from scripted_server import ScriptedServer
+    from tests.helpers.scripted_server import ScriptedServer
 
     with ScriptedServer() as srv:
         yield srv
+
+
+@pytest.fixture(scope="session")
+def ip() -> Iterator[Any]:
+    """The one in-process IPython shell of the test process (``globalipapp``'s)."""
+    # globalipapp.get_ipython is replaced by the real one once the shell is up.
+    from IPython.testing import globalipapp
+
+    globalipapp.start_ipython()
+    yield globalipapp.get_ipython()

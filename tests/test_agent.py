@@ -5,18 +5,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from scripted_model import ScriptedModel, calls, text
 from traitlets import TraitError
 
 from ipyagent import Agent, Decision, Message, ToolCall, ToolResult, tool
 from ipyagent.errors import ApprovalError, ConfigError, ModelConnectionError
 from ipyagent.events import RunFinished, StepFinished
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
+from tests.helpers.scripted_model import ScriptedModel, calls, text
+from tests.helpers.tools import add
 
 
 @tool

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 
 import pytest
-from scripted_server import ScriptedServer, http_error, reply_text, reply_tool_calls
 
 from ipyagent import Agent, ToolResult
+from tests.helpers.scripted_server import ScriptedServer, http_error, reply_text, reply_tool_calls
 
 SENTINEL = "sk-SENTINEL-agent-0123456789"
 
@@ -156,7 +156,7 @@ def test_extra_body_reaches_the_server_for_every_api():
 
 
 def test_tokens_of_a_reply_that_failed_mid_stream_still_count():
-    from scripted_server import raw_sse, sse_event
+    from tests.helpers.scripted_server import raw_sse, sse_event
 
     failing = raw_sse(sse_event({"choices": [{"index": 0, "delta": {"content": "par"}}],
                                  "usage": {"prompt_tokens": 40, "completion_tokens": 3}})

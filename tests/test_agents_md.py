@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scripted_model import ScriptedModel, text
-
 from ipyagent import Agent
 from ipyagent.agent import DEFAULT_SYSTEM_PROMPT
 from ipyagent.agents_md import MARKER, MAX_CHARS, find_agents_md, with_agents_md
 from ipyagent.events import Notice
+from tests.helpers.scripted_model import ScriptedModel, text
 
 
 def tree(tmp_path: Path) -> Path:

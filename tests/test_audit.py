@@ -8,7 +8,6 @@ from typing import Any
 
 import nbformat
 import pytest
-from scripted_model import ScriptedModel, calls, text
 
 from ipyagent import Agent, Decision, ToolCall, ToolResult
 from ipyagent.approval import TerminalApprover
@@ -16,6 +15,7 @@ from ipyagent.audit import Audit
 from ipyagent.frontends.widgets import WidgetApprover
 from ipyagent.tools.base import Tool
 from ipyagent.transcripts.transcript import read
+from tests.helpers.scripted_model import ScriptedModel, calls, text
 
 BAD = "<img src=x onerror=alert(1)>"
 

@@ -7,8 +7,6 @@ import json
 
 import nbformat
 import pytest
-from scripted_model import ScriptedModel, calls, text
-from scripted_server import ScriptedServer, http_error, reply_text, reply_tool_calls
 
 from ipyagent import Agent, Message, Summary, ToolCall, ToolResult, tool
 from ipyagent.compaction import (
@@ -24,6 +22,8 @@ from ipyagent.events import ContextCompacted, Notice, StepFinished
 from ipyagent.models.base import ModelRequest
 from ipyagent.models.demo import DemoModel
 from ipyagent.tokens import TokenCounter
+from tests.helpers.scripted_model import ScriptedModel, calls, text
+from tests.helpers.scripted_server import ScriptedServer, http_error, reply_text, reply_tool_calls
 
 WINDOW = 4096
 
@@ -405,7 +405,7 @@ def test_preview_follows_the_agents_settings_before_any_step():
 
 def test_a_cut_tool_call_is_said_even_when_its_failure_ends_the_run():
     """The cut call's broken arguments trip the breaker: the user still learns why."""
-    from scripted_server import Completion
+    from tests.helpers.scripted_server import Completion
 
     cut = Completion(tool_calls=[("work", '{"i": 1')], finish_reason="length")
     with ScriptedServer([cut]) as server:
@@ -459,20 +459,3 @@ def test_without_a_window_the_refusal_says_to_set_one():
     assert result.stop_reason == "error" and len(server.bodies) == 1
     assert "exceeds the available context size" in result.error
     assert "set Agent.context_window to the model's window" in result.error
-
-
-@pytest.mark.parametrize("message, counted", [
-    ("This model's maximum context length is 8192 tokens. However, your messages resulted in "
-     "9013 tokens. Please reduce the length of the messages.", 9013),
-    ("This model's maximum context length is 4096 tokens. However, you requested 5000 tokens "
-     "(4000 in the messages, 1000 in the completion).", 4000),
-    ("prompt is too long: 210000 tokens > 200000 maximum", 210000),
-    ("Your input exceeds the context window of this model.", None),
-])
-def test_how_servers_say_too_long(message, counted):
-    from ipyagent.errors import RequestRejected
-    from ipyagent.models.overflow import context_overflow
-
-    found = context_overflow(RequestRejected(message, status_code=400, body={"error": {"message": message}}))
-    assert found is not None and found.prompt_tokens == counted
-    assert context_overflow(RequestRejected("Invalid 'model': gpt-9", status_code=400)) is None

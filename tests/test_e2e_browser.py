@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jupyter_server_helper import JupyterServer
+
+from tests.helpers.jupyter_server_helper import JupyterServer
 
 try:
     from playwright.sync_api import expect
@@ -41,6 +42,10 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run",
 BIG = "1267650600228229401496703205376"  # 2**100
 LOAD = 90_000  # ms: JupyterLab's first load on a busy 2-core machine
 RUN = 60_000  # ms: a kernel start, a sibling kernel start, a tool call
+if expect is not None:
+    # Every wait in the page follows a kernel or a model: Playwright's 5 s default for
+    # expect() is too short on a busy 2-core machine (the second card came at ~6 s).
+    expect.set_options(timeout=RUN)
 
 
 def _skip_loudly(reason: str) -> None:
@@ -313,7 +318,8 @@ def hostile_lab(tmp_path: Path) -> Iterator[tuple[JupyterServer, Any]]:
     """JupyterLab over a notebook whose %agent talks to a scripted server with HOSTILE."""
     pytest.importorskip("jupyterlab", reason="JupyterLab is not installed")
     import nbformat
-    from scripted_server import ScriptedServer, reply_text, reply_tool_calls
+
+    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
 
     model = ScriptedServer([reply_tool_calls([("python", {"code": "print('RAN-' + 'UNASKED')"})],
                                              text=HOSTILE),

@@ -62,9 +62,8 @@ def test_new_call_ids_are_unique():
 
 # -- reprs show untrusted text, never live HTML -------------------------------------------
 def test_item_and_step_reprs_keep_model_text_inert() -> None:
-    from inert import ATTACKS, bundle_problems, elements, render
-
     from ipyagent.events import Step
+    from tests.helpers.inert import ATTACKS, bundle_problems, elements, render
 
     payload = " ".join(ATTACKS)
     code = "x = 1\n```\n<img src=x onerror=alert(1)>\n```\n"

@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import pytest
-from scripted_apis import any_api_reply
-from scripted_server import ScriptedServer
 from traitlets import TraitError
 
-from ipyagent import Agent, tool
+from ipyagent import Agent
 from ipyagent.errors import ConfigError
 from ipyagent.models.anthropic import AnthropicModel
 from ipyagent.models.openai_chat import OpenAIChatModel
 from ipyagent.models.openai_responses import OpenAIResponsesModel
 from ipyagent.providers import PRESETS, check_key, provider_table, resolve
+from tests.helpers.scripted_apis import any_api_reply
+from tests.helpers.scripted_server import ScriptedServer
+from tests.helpers.tools import add
 
 CLOUD_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GROQ_API_KEY", "OPENROUTER_API_KEY")
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 @pytest.fixture

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from scripted_model import ScriptedModel
 
 from ipyagent import Agent
 from ipyagent.events import Notice
 from ipyagent.models.base import Turn
 from ipyagent.reply_checks import final_reply_notice
+from tests.helpers.scripted_model import ScriptedModel
 
 TOOLS = {"python", "read_file"}
 

@@ -12,13 +12,13 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from scripted_server import ScriptedServer, reply_text, reply_tool_calls
 
 from ipyagent import Agent
 from ipyagent._secrets import find_secret, secret_values
 from ipyagent.errors import TranscriptError
 from ipyagent.events import Notice
 from ipyagent.models.cache import ResponseCache
+from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
 
 ENV = "IPYAGENT_TEST_SENTINEL_KEY"
 

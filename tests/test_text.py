@@ -9,6 +9,7 @@ import unicodedata
 import pytest
 
 from ipyagent._text import visible
+from tests.helpers.inert import harmless
 
 PICTURE = re.compile("⟨U\\+([0-9A-F]{4,6})⟩|[\u2400-\u241f\u2421]")
 
@@ -20,12 +21,6 @@ def read_back(shown: str) -> str:
             return chr(int(m.group(1), 16))
         return "\x7f" if m.group() == "\u2421" else chr(ord(m.group()) - 0x2400)
     return PICTURE.sub(one, shown)
-
-
-def harmless(shown: str) -> bool:
-    """No character a terminal would obey or hide: controls (but \\n, \\t), format, separators."""
-    return not any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs")
-                   and ch not in "\n\t" for ch in shown)
 
 
 @pytest.mark.parametrize("raw, shown", [

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import pytest
-from inert import ATTACKS, elements, problems, render, render_jupyterlab
 
 from ipyagent._untrusted import (
     fence,
@@ -14,6 +13,7 @@ from ipyagent._untrusted import (
     sanitize_html,
     sibling_bundle,
 )
+from tests.helpers.inert import ATTACKS, elements, problems, render, render_jupyterlab
 
 ANSWER = """## Result
 

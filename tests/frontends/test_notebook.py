@@ -1,0 +1,160 @@
+"""The notebook display publishes nothing live: model text, tool names and what the model's
+code displays in a real sibling kernel all reach the (trusted) cell inert."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from IPython.core.displaypub import CapturingDisplayPublisher
+
+from ipyagent import Agent
+from ipyagent.frontends.notebook import (
+    NotebookDisplay,
+    card_html,
+    card_markdown,
+    footer_html,
+)
+from ipyagent.items import ToolCall
+from tests.helpers.inert import ATTACKS, bundle_problems, elements, render
+from tests.helpers.scripted_model import ScriptedModel, calls, text
+
+PAYLOAD = " ".join(ATTACKS)
+ANSWER = ("Here is **the result**:\n\n| n | 2**n |\n|---|---|\n| 10 | 1024 |\n\n"
+          "- and `a < b` in code, a < b in prose\n\n" + PAYLOAD)
+
+
+@pytest.fixture
+def published(ip: Any) -> Iterator[list[dict[str, Any]]]:
+    """What the display sends to the frontend (IPython's capturing publisher)."""
+    saved = ip.display_pub
+    ip.display_pub = CapturingDisplayPublisher()
+    try:
+        yield ip.display_pub.outputs
+    finally:
+        ip.display_pub = saved
+
+
+def run(agent: Agent, task: str) -> None:
+    async def main() -> None:
+        await agent.arun(task, on_event=NotebookDisplay(interval=0.01))
+        await asyncio.sleep(0.05)  # the last queued callbacks
+
+    asyncio.run(main())
+
+
+def live(published: list[dict[str, Any]]) -> list[tuple[int, list[str]]]:
+    return [(i, p) for i, o in enumerate(published) if (p := bundle_problems(o["data"]))]
+
+
+def test_the_answer_streams_as_markdown_without_live_html(published: list[dict[str, Any]]) -> None:
+    agent = Agent(client=ScriptedModel([text(ANSWER)]), python_tool=False)
+    run(agent, "answer")
+    answers = [o for o in published if "text/markdown" in o["data"]]
+    assert answers, published
+    assert live(published) == []
+    final = render(answers[-1]["data"]["text/markdown"])
+    for tag in ("strong", "table", "th", "td", "li", "code"):
+        assert tag in elements(final), final  # ordinary Markdown still renders
+    assert answers[-1]["data"]["text/plain"] == ANSWER  # the plain text is what was said
+
+
+def test_a_tool_name_with_html_is_text_while_it_streams_and_on_its_card(
+        published: list[dict[str, Any]]) -> None:
+    name = "<img src=x onerror=alert(1)>"
+    agent = Agent(client=ScriptedModel([calls((name, {"code": "1"})), text("ok")]),
+                  python_tool=False, approval="auto")
+    run(agent, "call it")
+    writing = [o for o in published if "writing the call" in o["data"].get("text/plain", "")]
+    assert writing, published  # the placeholder was shown while the call streamed in
+    assert live(published) == []
+    call = ToolCall(id="call_<b onclick=x()>", name=name, arguments={"code": "```\n<script>"})
+    for status in ("● waiting", "✗ denied by you: <img src=x onerror=alert(1)>"):
+        bundle = {"text/html": card_html(call, status), "text/markdown": card_markdown(call, status)}
+        assert bundle_problems(bundle) == []
+    assert bundle_problems(footer_html(f"unknown tool {name} `{name}`")) == []
+
+
+SIBLING_CODE = r'''
+from IPython.display import HTML, Javascript, SVG, Markdown, display
+import ipywidgets
+display(HTML('<b>bold</b><script>window.__pwned=1</script><img src=x onerror="window.__pwned=1">'))
+display(Javascript('window.__pwned = 1'))
+display(SVG('<svg xmlns="http://www.w3.org/2000/svg" onload="window.__pwned=1"><circle r="3"/></svg>'))
+display(Markdown('**md** <img src=x onerror="window.__pwned=1">'))
+display(ipywidgets.Button(description='Approve'))
+display(HTML('<table border="1" class="dataframe"><thead><tr style="text-align: right;">'
+             '<th></th><th>a</th></tr></thead><tbody><tr><th>0</th><td>1</td></tr></tbody></table>'))
+'''
+
+
+def test_what_the_sibling_displays_is_sanitized_or_dropped_with_a_note(
+        published: list[dict[str, Any]], tmp_path: Any) -> None:
+    agent = Agent(client=ScriptedModel([calls(("python", {"code": SIBLING_CODE})), text("ok")]),
+                  approval="auto", cwd=str(tmp_path), autosave="")
+    try:
+        run(agent, "display things")
+        result = agent.context[-2]
+        assert result.type == "tool_result" and not result.error, result
+        mimes = {m for out in result.outputs for m in out.get("data", {})}
+        # The sibling really displayed all of it (the transcript keeps it, for the record).
+        assert {"application/javascript", "image/svg+xml",
+                "application/vnd.jupyter.widget-view+json"} <= mimes, mimes
+    finally:
+        agent.close()
+    assert live(published) == []
+    shown = [o["data"] for o in published]
+    notes = [d["text/plain"] for d in shown if d.get("text/plain", "").startswith("ipyagent:")]
+    assert ("ipyagent: dropped application/javascript from the sibling kernel (untrusted)"
+            in notes), notes
+    assert any("application/vnd.jupyter.widget-view+json" in n for n in notes), notes
+    assert any("removed <script>, onerror=" in n for n in notes), notes
+    html = [d["text/html"] for d in shown if "text/html" in d]
+    assert any("<b>bold</b>" in h for h in html)
+    assert any(h.startswith('<img src="data:image/svg+xml;base64,') for h in html)
+    table = next(h for h in html if "<table" in h)
+    assert 'class="dataframe"' in table and elements(table)[:3] == ["table", "thead", "tr"]
+    assert any("<strong>md</strong>" in render(d["text/markdown"]) for d in shown
+               if "text/markdown" in d)
+    # The saved transcript shows the same outputs inert too.
+    cells = agent.context.to_notebook().cells
+    saved = [out["data"] for c in cells if c.cell_type == "code" for out in c.outputs
+             if "data" in out]
+    assert saved and all(bundle_problems(d) == [] for d in saved), saved
+
+
+def test_every_rich_repr_keeps_untrusted_names_and_text_inert() -> None:
+    from ipyagent import Tool
+    from ipyagent.approval import Decision
+    from ipyagent.context import Context
+    from ipyagent.frontends.widgets import ApprovalPanel
+    from ipyagent.items import Message
+    from ipyagent.personas import Persona
+    from ipyagent.transcripts.rebuild import Rebuild
+    from ipyagent.transcripts.replay import Difference, ReplayReport
+
+    bad = "<img src=x onerror=alert(1)> [x](javascript:alert(1)) `a`b"
+    tool = Tool(f"srv__{bad}", f"Does things. {bad}", {"type": "object", "properties": {}},
+                handler=lambda call: None)
+    agent = Agent(client=ScriptedModel([]), python_tool=False)
+    agent.tools.add(tool)
+    persona = Persona(name=bad, system_prompt=f"```\n{bad}", tools=[bad],
+                      settings={"model": bad}, description=bad, source=bad)
+    report = ReplayReport(source=bad, differences=[Difference(1, bad, bad, bad, bad)],
+                          notes=[bad])
+    bundles = [
+        {"text/markdown": tool._repr_markdown_()}, {"text/markdown": agent.tools._repr_markdown_()},
+        {"text/html": agent._repr_html_()}, {"text/markdown": persona._repr_markdown_()},
+        {"text/html": report._repr_html_()}, {"text/html": Rebuild(failed=[(1, bad, bad)])._repr_html_()},
+        {"text/html": Context([Message("user", bad)], system=bad)._repr_html_()},
+    ]
+    for bundle in bundles:
+        assert bundle_problems(bundle) == [], bundle
+    call = ToolCall(id="c", name=bad, arguments={"code": bad})
+    panel = ApprovalPanel(call, lambda d: None, note=bad)
+    assert bundle_problems({"text/html": panel.status.value}) == []
+    panel.settle(Decision("deny", reason=bad, by="user"))
+    assert bundle_problems({"text/html": panel.status.value}) == []
+    agent.close()

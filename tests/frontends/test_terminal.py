@@ -1,0 +1,93 @@
+"""The terminal rendering of a run: what a running call prints shows as it prints."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+
+from ipyagent import Agent
+from ipyagent.errors import ModelError
+from ipyagent.events import ToolCallFinished
+from ipyagent.frontends.terminal import TerminalDisplay
+from ipyagent.models.base import ReasoningDelta
+from tests.helpers.inert import harmless
+from tests.helpers.scripted_model import ScriptedModel, calls, text
+
+
+def run_shown(tmp_path: Any, *codes: str, max_output_lines: int = 10) -> tuple[str, list[str]]:
+    """Run each code as a python call; (what the terminal shows, what it showed at each call's end)."""
+    out = io.StringIO()
+    display = TerminalDisplay(out, max_output_lines=max_output_lines)
+    at_finish: list[str] = []
+
+    def listener(event: Any) -> None:
+        if isinstance(event, ToolCallFinished):
+            at_finish.append(out.getvalue())
+        display(event)
+
+    model = ScriptedModel([calls(("python", {"code": c})) for c in codes] + [text("Done.")])
+    with Agent(client=model, approval="auto", cwd=str(tmp_path)) as agent:
+        assert agent.run("go", on_event=listener).stop_reason == "done"
+    return out.getvalue(), at_finish
+
+
+def test_output_shows_while_the_call_runs_then_only_what_was_not_shown(tmp_path) -> None:
+    code = "import time\nfor i in range(3):\n    print('tick', i, flush=True)\n    time.sleep(0.2)\n'finished'"
+    shown, at_finish = run_shown(tmp_path, code)
+    assert "  ┆ tick 0\n  ┆ tick 1\n  ┆ tick 2\n" in at_finish[0]  # before the call ended
+    assert shown.count("tick 0") == 1
+    assert "  ┆ tick 2\n  └ 'finished'\n" in shown  # the result follows, nothing twice
+
+
+def test_a_flood_shows_its_head_live_and_its_tail_with_the_error_at_the_end(tmp_path) -> None:
+    shown, _ = run_shown(tmp_path, "for i in range(100): print('line', i)\n1/0", max_output_lines=10)
+    lines = shown.splitlines()
+    assert [ln for ln in lines if ln.startswith("  ┆ ")] == [f"  ┆ line {i}" for i in range(5)] + ["  ┆ …"]
+    assert "  ✗ … 90 more lines …" in lines and "  ✗ line 99" in lines
+    assert lines.index("  ✗ line 99") < next(i for i, ln in enumerate(lines) if "ZeroDivisionError:" in ln)
+    assert "line 50" not in shown
+
+
+@pytest.mark.parametrize("code, last", [
+    ("print('quiet')", "  └ done"),
+    ("print('before')\nraise ValueError('bad')", "  ✗ ValueError: bad"),
+])
+def test_a_call_that_only_printed_ends_with_its_outcome(tmp_path, code, last) -> None:
+    shown, _ = run_shown(tmp_path, code)
+    card = shown.split("Done.")[0].rstrip().splitlines()
+    assert card[-1] == last
+    assert "  ✗ before" not in card and "  └ before" not in card  # printed live, not again
+
+
+ERASE = "\x1b[2K\x1b[G"  # erase the line, cursor to column 1: what came before is gone
+
+
+def test_nothing_the_model_or_a_tool_writes_reaches_the_terminal_as_a_control(tmp_path) -> None:
+    """Issue 12, finding 3: text, code, tool names, arguments, output, results, errors."""
+    hidden = "open('pwned', 'w').write('x')"
+    code = f"{hidden}  # {ERASE}print('Hello, world!')\nprint('live\\x1b[1Aout'); 'res\\x1b[2Jult'"
+    out = io.StringIO()
+    display = TerminalDisplay(out, show_reasoning=True)
+    display(ReasoningDelta("think\x1b]0;title\x07ing"))
+    model = ScriptedModel([
+        calls(("python", {"code": code}), text="Sure\x1b[2J."),
+        calls(("no\x1b[2Ksuch\u202etool", {"arg": "a\u2066b\x9b"})),
+        ModelError("the server said \x1b[31mno\x1b[0m"),
+    ])
+    with Agent(client=model, approval="auto", cwd=str(tmp_path)) as agent:
+        agent.run("go", on_event=display)
+    shown = out.getvalue()
+    assert harmless(shown), repr(shown)
+    assert f"  │ {hidden}  # ␛[2K␛[Gprint('Hello, world!')\n" in shown  # the code that runs
+    assert "  ┆ live␛[1Aout\n" in shown and "Sure␛[2J." in shown and "think␛]0;title␇ing" in shown
+    assert "┌ no␛[2Ksuch⟨U+202E⟩tool({\"arg\": \"a⟨U+2066⟩b⟨U+009B⟩\"})" in shown
+    assert "the server said ␛[31mno␛[0m" in shown
+
+
+def test_a_progress_bar_rewrites_only_its_own_line(tmp_path) -> None:
+    shown, _ = run_shown(tmp_path, "import sys\nfor i in range(3): print(f'{i}/3', end='\\r', flush=True)\nprint('3/3 ok\\x08!')")
+    live = [ln for ln in shown.split("\n") if ln.startswith("  ┆ ")]
+    assert live and all(seg.startswith("  ┆ ") for ln in live for seg in ln.split("\r") if seg)
+    assert "3/3 ok␈!" in shown and "\x08" not in shown

@@ -1,0 +1,87 @@
+"""The ``python`` tool: the model's code runs in the agent's sibling kernel; every outcome a value."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ipyagent import Agent, _eventloop
+from ipyagent.events import ToolOutput, live_emitter
+from ipyagent.items import ToolCall, ToolResult
+from ipyagent.tools.python import _images, python_tool
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 16).decode()
+
+
+@pytest.fixture(scope="module")
+def agent() -> Iterator[Agent]:
+    with Agent(file_tools=False) as a:
+        yield a
+
+
+def run(agent: Agent, code: str) -> ToolResult:
+    return _eventloop.run_sync(python_tool(agent).handler(ToolCall("c1", "python", {"code": code})))
+
+
+def test_the_schema_asks_for_code_only(agent: Agent) -> None:
+    tool = python_tool(agent)
+    assert tool.name == "python" and tool.parameters["required"] == ["code"]
+    assert tool.parameters["additionalProperties"] is False
+
+
+def test_output_count_and_status(agent: Agent) -> None:
+    result = run(agent, "print('hi')\n6 * 7")
+    assert "hi" in result.output and "42" in result.output and not result.error
+    assert result.meta == {"status": "ok"} and isinstance(result.execution_count, int)
+    assert [o["output_type"] for o in result.outputs] == ["stream", "execute_result"]
+    assert run(agent, "x = 1").output == "(no output)"
+
+
+def test_an_exception_is_an_error_value(agent: Agent) -> None:
+    result = run(agent, "1/0")
+    assert result.error and result.meta["status"] == "error" and "ZeroDivisionError" in result.output
+
+
+def test_images_go_to_the_model_only_when_send_images_is_on(agent: Agent) -> None:
+    code = f"from IPython.display import Image, display; display(Image(data=__import__('base64').b64decode({PNG!r})))"
+    assert "images" not in run(agent, code).meta
+    agent.send_images = True
+    try:
+        assert run(agent, code).meta["images"] == [{"mime": "image/png", "data": PNG}]
+    finally:
+        agent.send_images = False
+
+
+def test_the_timeout_is_read_per_call(agent: Agent) -> None:
+    agent.tool_timeout = 0.5
+    try:
+        result = run(agent, "import time; time.sleep(30)")
+        assert result.error and result.meta["status"] == "timeout"
+    finally:
+        agent.tool_timeout = 60.0
+    assert agent.kernel.timeout == 0.5  # what the call set; the next call sets it again
+    assert run(agent, "'alive'").output == "'alive'"
+
+
+def test_printed_text_streams_to_the_live_emitter(agent: Agent) -> None:
+    seen: list[Any] = []
+
+    async def go() -> ToolResult:
+        token = live_emitter.set(seen.append)
+        try:
+            return await python_tool(agent).handler(ToolCall("c1", "python", {"code": "print('streamed')"}))
+        finally:
+            live_emitter.reset(token)
+
+    _eventloop.run_sync(go())
+    assert any(isinstance(e, ToolOutput) and "streamed" in e.text for e in seen)
+
+
+def test_images_are_read_from_lists_and_capped() -> None:
+    outputs = [{"data": {"image/png": ["ab", "cd"]}}, {"data": {"text/plain": "x"}}]
+    outputs += [{"data": {"image/jpeg": "j"}}] * 5
+    found = _images(outputs)
+    assert found[0] == {"mime": "image/png", "data": "abcd"} and len(found) == 4
