@@ -64,7 +64,7 @@ def check_paths(paths: Mapping[str, str]) -> dict[str, str]:
 
 
 def _bwrap() -> str | None:
-    return shutil.which("bwrap") or (os.path.exists("/usr/bin/bwrap") and "/usr/bin/bwrap") or None
+    return shutil.which("bwrap")
 
 
 # The isolation flags, strongest first: a bwrap that cannot make a user namespace (setuid
@@ -185,10 +185,12 @@ class SandboxPlan:
         if not home_is_bound and home != "/":
             binds.setdefault(home, "tmpfs")
         self.hidden = []
-        for secret in [os.path.join(home, s) for s in _HOME_SECRETS] + _runtime_dirs(env):
-            secret = os.path.realpath(secret)
+        candidates = {os.path.realpath(p) for p in
+                      [os.path.join(home, s) for s in _HOME_SECRETS] + _runtime_dirs(env)}
+        for secret in sorted(candidates, key=len):  # a parent first: its children go with it
             if os.path.lexists(secret) and secret not in binds and any(
-                    _inside(secret, p) and m in ("ro", "rw") for p, m in binds.items()):
+                    _inside(secret, p) and m in ("ro", "rw") for p, m in binds.items()) \
+                    and not any(_inside(secret, h) for h in self.hidden):
                 binds[secret] = "mask"
                 self.hidden.append(secret)
         for path, mode in self.private:
