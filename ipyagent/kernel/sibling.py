@@ -54,6 +54,10 @@ _POLL = 0.15  # seconds between liveness checks: a dead kernel is noticed within
 class SiblingKernel(TransferMixin):
     """A separate kernel process that runs the model's code, with faults returned as values."""
 
+    # Channels of a sandboxed kernel: IPC sockets work with the network off too, and are
+    # no slower than TCP with it on (bench/kernel_roundtrip.py measures both).
+    _sandbox_transport = "ipc"
+
     def __init__(
         self,
         cwd: str | os.PathLike[str] | None = None,
@@ -173,8 +177,9 @@ class SiblingKernel(TransferMixin):
         run = os.path.join(handle.tmpdir, "run")  # the connection file and the IPC sockets
         os.makedirs(run, mode=0o700)
         km = SandboxedKernelManager(**kw)
-        km.transport = "ipc"
-        km.ip = os.path.join(run, "k")
+        km.transport = self._sandbox_transport
+        if km.transport == "ipc":
+            km.ip = os.path.join(run, "k")
         km.connection_file = os.path.join(run, "kernel.json")
         writable = [self.cwd] + ([self.workspace] if self.workspace and self.workspace != self.cwd else [])
         # IPYTHONDIR read-write: IPython ignores one it cannot write (and our config with it).
