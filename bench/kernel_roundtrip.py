@@ -8,8 +8,13 @@ Three ways to run a snippet and get its output back:
   so the second ratio isolates our client-side overhead;
 * ``subprocess.run([python, "-c", code])`` per call (no state kept at all).
 
-Target: within 1.3x of raw jupyter_client, at least 2x faster than a subprocess per call.
-Usage: ``python bench/kernel_roundtrip.py [--n 50]``.
+Then the sandbox (bubblewrap) side by side with the plain sibling: the round trip with the
+network on (IPC channels, and TCP for comparison) and off, and the cold start (start until
+the kernel answers), each as a ratio to the unsandboxed sibling.
+
+Targets: within 1.3x of raw jupyter_client, at least 2x faster than a subprocess per call;
+sandboxed round trip within 1.3x and sandboxed cold start within 1.5x of unsandboxed.
+Usage: ``python bench/kernel_roundtrip.py [--n 50] [--starts 5]``.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any
 from jupyter_client import KernelManager
 
 from ipyagent.kernel.process import _private_ipython_dir
+from ipyagent.kernel.sandbox import probe
 from ipyagent.kernel.sibling import SiblingKernel
 
 SNIPPETS = {"1+1": "1+1", "1 MB print": "print('x' * 2**20)"}
@@ -52,9 +58,10 @@ def p90(values: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=50, help="measured calls per snippet and method")
+    parser.add_argument("--starts", type=int, default=5, help="cold starts per sandbox setting")
     args = parser.parse_args()
 
-    sibling = SiblingKernel(timeout=60)
+    sibling = SiblingKernel(timeout=60, sandbox="none")
     sibling.start()
     tmp = tempfile.mkdtemp()
     same_config = {**os.environ, "IPYTHONDIR": _private_ipython_dir(tmp)}
@@ -112,12 +119,77 @@ def main() -> None:
             )
         sibling.execute("kept = 41")
         print("state kept between calls:", sibling.execute("kept + 1").text == "42", "(subprocess: never)")
+        sandboxed(args, ours)
     finally:
         for km, kc in clients:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
         sibling.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def sandboxed(args: argparse.Namespace, plain: Callable[[str], None]) -> None:
+    """The sandbox's rows: round trip and cold start beside the unsandboxed sibling."""
+    flags, why = probe()
+    print()
+    if flags is None:
+        print(f"sandboxed rows skipped: {why}")
+        return
+    print(f"sandbox: bwrap {' '.join(flags)} (ms)\n")
+    settings = {"bwrap, network on (ipc)": {"sandbox_network": True},
+                "bwrap, network on (tcp)": {"sandbox_network": True, "transport": "tcp"},
+                "bwrap, network off (ipc)": {"sandbox_network": False}}
+
+    def make(sandbox: str, transport: str = "ipc", **kw: Any) -> SiblingKernel:
+        k = SiblingKernel(timeout=60, sandbox=sandbox, **kw)
+        k._sandbox_transport = transport  # the bench alone compares TCP with IPC
+        return k
+
+    kernels = {name: make("bwrap", **kw) for name, kw in settings.items()}
+    for k in kernels.values():
+        k.start()
+
+    def run_on(k: SiblingKernel) -> Callable[[str], None]:
+        def run(code: str) -> None:
+            r = k.execute(code)
+            assert r.status == "ok", r.text
+
+        return run
+
+    methods: dict[str, Callable[[str], None]] = {"unsandboxed": plain}
+    methods.update({name: run_on(k) for name, k in kernels.items()})
+    try:
+        print(f"{'snippet':<12} {'round trip':<26} {'median':>8} {'p90':>8} {'ratio':>7}")
+        for label, code in SNIPPETS.items():
+            samples: dict[str, list[float]] = {name: [] for name in methods}
+            for _ in range(5):
+                for name, run in methods.items():
+                    samples[name] += timings(run, code, max(1, args.n // 5), warmup=1)
+            base = statistics.median(samples["unsandboxed"])
+            for name, values in samples.items():
+                med = statistics.median(values)
+                print(f"{label:<12} {name:<26} {med * 1000:8.2f} {p90(values) * 1000:8.2f} {med / base:6.2f}x")
+            print()
+    finally:
+        for k in kernels.values():
+            k.shutdown()
+    starts: dict[str, list[float]] = {"unsandboxed": [], "bwrap, network on": [], "bwrap, network off": []}
+    kw_of = {"unsandboxed": {"sandbox": "none"}, "bwrap, network on": {"sandbox": "bwrap"},
+             "bwrap, network off": {"sandbox": "bwrap", "sandbox_network": False}}
+    for _ in range(args.starts):  # interleaved, as above
+        for name, kw in kw_of.items():
+            k = SiblingKernel(timeout=60, **kw)  # type: ignore[arg-type]
+            start = time.perf_counter()
+            k.start()
+            assert k.execute("1").status == "ok"
+            starts[name].append(time.perf_counter() - start)
+            k.shutdown()
+    base = statistics.median(starts["unsandboxed"])
+    print(f"{'cold start (to first result)':<39} {'median':>8} {'max':>8} {'ratio':>7}")
+    for name, values in starts.items():
+        med = statistics.median(values)
+        print(f"{name:<39} {med * 1000:8.0f} {max(values) * 1000:8.0f} {med / base:6.2f}x")
+    print("targets: sandboxed round trip <= 1.3x, sandboxed cold start <= 1.5x")
 
 
 if __name__ == "__main__":

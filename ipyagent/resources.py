@@ -150,6 +150,8 @@ class AgentResources(AgentSettings):
         kernel = SiblingKernel(
             cwd=self.cwd or os.getcwd(), timeout=self.tool_timeout or None,  # 0: no limit
             memory_limit=self.memory_limit or None, kernel_name=self.kernel_name,
-            secret_env_vars=[v for v in {self.api_key_env, self.endpoint.key_env} if v])
+            secret_env_vars=[v for v in {self.api_key_env, self.endpoint.key_env} if v],
+            sandbox=self.sandbox, sandbox_network=self.sandbox_network,
+            sandbox_paths=self.sandbox_paths, workspace=self.workspace_path)
         kernel.start_background()
         return kernel

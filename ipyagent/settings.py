@@ -120,6 +120,22 @@ class AgentSettings(LoggingConfigurable):
     memory_limit = Unicode("", help=(
         "Address-space limit of the sibling kernel, e.g. '4GB'; empty: no limit."
     )).tag(config=True)
+    sandbox = Enum(["auto", "bwrap", "none"], default_value="auto", help=(
+        "Sandbox of the sibling kernel: 'bwrap' runs it in bubblewrap (own PID namespace; "
+        "the workspace read-write, the Python environment and system libraries read-only, "
+        "a private /tmp, an empty home, no capabilities, a process limit; nothing it starts "
+        "outlives the agent), and is an error where bubblewrap cannot run; 'auto' is 'bwrap' "
+        "where it works, else 'none' with one line saying so; 'none' is a plain process of "
+        "your account. Read when the kernel starts."
+    )).tag(config=True)
+    sandbox_network = Bool(True, help=(
+        "Let the sandboxed sibling use the network (pip install, downloads); False gives it "
+        "an empty network namespace (no loopback either)."
+    )).tag(config=True)
+    sandbox_paths = Dict(value_trait=Unicode(), help=(
+        "More directories for the sandboxed sibling: path -> 'ro' or 'rw', e.g. "
+        "{'~/data': 'ro', '/scratch': 'rw'}. A path that does not exist is an error."
+    )).tag(config=True)
     autosave = Unicode("", help=(
         "Rewrite the transcript notebook here (atomically) after every step; a path ending "
         "in '/' is a directory with one run-<date>.ipynb per conversation. Empty: off."
@@ -180,6 +196,16 @@ class AgentSettings(LoggingConfigurable):
         "Add the nearest AGENTS.md (in the notebook's directory, or a parent up to the "
         "repository root) to the system prompt."
     )).tag(config=True)
+
+    @validate("sandbox_paths")
+    def _check_sandbox_paths(self, proposal: Any) -> Any:
+        from .kernel.sandbox import check_paths
+
+        try:
+            check_paths(proposal["value"])
+        except ValueError as exc:
+            raise TraitError(str(exc)) from None
+        return proposal["value"]
 
     @validate("persona")
     def _check_persona(self, proposal: Any) -> str | None:

@@ -62,6 +62,7 @@ class AgentMagics(Magics):
         super().__init__(shell)
         self._agent: Any = None
         self._warmup: threading.Thread | None = None
+        self._sandbox_told = False  # the unsandboxed line, once in the first %agent output
         self.runner = CellRunner(self)
         self.in_kernel = _kernel_of(shell) is not None
         self.awaits = can_await(shell)
@@ -143,8 +144,20 @@ class AgentMagics(Magics):
                 where = f"{agent.model} at {endpoint.base_url}"
             except IpyagentError as exc:
                 where = f"{agent.model} ({exc})"
-        return (f"ipyagent: model {where} · approval {agent.approval} · "
+        line = (f"ipyagent: model {where} · approval {agent.approval} · "
                 "%agent? for help")
+        note = self.sandbox_line()
+        return f"{line}\n{note}" if note else line
+
+    def sandbox_line(self) -> str | None:
+        """One line when the sibling kernel is not sandboxed though it could be asked to be."""
+        agent = self.get_agent()
+        if not agent.python_tool:
+            return None
+        from ..kernel.sandbox import unsandboxed_note
+
+        note = unsandboxed_note(agent.sandbox)
+        return f"ipyagent: {note}" if note else None
 
     # -- parsing ---------------------------------------------------------------------
     def parse(self, line: str, cell: str | None) -> Command:
@@ -301,6 +314,11 @@ class AgentMagics(Magics):
         if cmd.action not in ("run", "step"):
             return self._command(cmd)
         await asyncio.to_thread(self._settle_warmup)
+        if not self._sandbox_told:
+            self._sandbox_told = True
+            note = self.sandbox_line()
+            if note:
+                print(note, file=sys.stderr)
         await self.runner.run_async(cmd, LoopDispatcher())
         return None
 

@@ -1,11 +1,24 @@
 """The sibling kernel: the second ipykernel process where the model's Python runs.
 
 ``sibling`` owns the kernel's life (start, execute, interrupt, restart, shutdown),
-``process`` its environment, limits and private files, ``outputs`` the collection of
-what it prints and displays, ``transfer`` moving values in and out of it.
+``process`` its environment, limits and private files, ``sandbox`` the bubblewrap
+command line around it, ``outputs`` the collection of what it prints and displays,
+``transfer`` moving values in and out of it.
 """
 
-from .outputs import Execution
-from .sibling import SiblingKernel
+from typing import Any
 
 __all__ = ["Execution", "SiblingKernel"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: ``kernel.sandbox`` (asked at %load_ext) must not wait for jupyter_client/zmq.
+    if name == "SiblingKernel":
+        from .sibling import SiblingKernel
+
+        return SiblingKernel
+    if name == "Execution":
+        from .outputs import Execution
+
+        return Execution
+    raise AttributeError(f"module 'ipyagent.kernel' has no attribute {name!r}")

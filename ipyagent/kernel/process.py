@@ -12,14 +12,17 @@ import asyncio
 import os
 import shutil
 import signal
+import tempfile
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Any
 
 from jupyter_client import AsyncKernelClient, AsyncKernelManager
 
 from .. import _eventloop
 from .._secrets import SECRET_MARKERS  # one rule for the sibling's scrub and the save guard
+from .sandbox import SandboxPlan
 
 __all__ = ["parse_memory", "scrub_env", "SECRET_MARKERS"]
 
@@ -65,9 +68,16 @@ def scrub_env(
     return env
 
 
-def _apply_limits(address_space: int | None, cpu_seconds: int | None) -> None:
+def _apply_limits(address_space: int | None, cpu_seconds: int | None,
+                  processes: int | None = None, cgroup: str | None = None) -> None:
     """Runs in the forked child before exec: the limits then hold for the kernel's lifetime."""
     import resource  # POSIX only, like preexec_fn itself
+    if cgroup is not None:
+        # Root is exempt from RLIMIT_NPROC: a pids cgroup is what stops its fork loop.
+        with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+            f.write("0")
+    if processes is not None:
+        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
     if address_space is not None:
         resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
     if cpu_seconds is not None:
@@ -94,12 +104,80 @@ def _private_ipython_dir(tmpdir: str) -> str:
 class _Limits:
     """A picklable, printable preexec_fn (jupyter_client keeps it for restarts)."""
 
-    def __init__(self, address_space: int | None, cpu_seconds: int | None) -> None:
+    def __init__(self, address_space: int | None, cpu_seconds: int | None,
+                 processes: int | None = None, cgroup: str | None = None) -> None:
         self.address_space = address_space
         self.cpu_seconds = cpu_seconds
+        self.processes = processes
+        self.cgroup = cgroup
 
     def __call__(self) -> None:
-        _apply_limits(self.address_space, self.cpu_seconds)
+        _apply_limits(self.address_space, self.cpu_seconds, self.processes, self.cgroup)
+
+
+def _user_tasks() -> int:
+    """Processes and threads of this user now: RLIMIT_NPROC counts all of them, not the sandbox's."""
+    uid, count = os.getuid(), 0
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return 0
+    for name in names:
+        if name.isdigit():
+            try:
+                st = os.stat(f"/proc/{name}")
+                if st.st_uid == uid:
+                    count += st.st_nlink - 2 if os.path.isdir(f"/proc/{name}/task") else 1
+            except OSError:
+                continue
+    return count
+
+
+def process_limit(limit: int) -> tuple[int | None, str | None]:
+    """(RLIMIT_NPROC, pids cgroup directory) that let the sandbox run ``limit`` more tasks.
+
+    RLIMIT_NPROC counts every process of the user, so the limit is the user's count now
+    plus ``limit``; root ignores it, so root gets a pids cgroup (cgroup v1) when one can
+    be made. The cgroup is removed by ``_Handle.cleanup_files``.
+    """
+    if os.geteuid() != 0:
+        return _user_tasks() + limit, None
+    base = "/sys/fs/cgroup/pids"
+    if not os.path.isfile(os.path.join(base, "cgroup.procs")):
+        return None, None
+    try:
+        mine = [line.split(":", 2)[2].strip() for line in open("/proc/self/cgroup", encoding="ascii")
+                if line.split(":")[1] == "pids"]
+        parent = os.path.join(base, mine[0].lstrip("/")) if mine else base
+        path = tempfile.mkdtemp(prefix="ipyagent-sibling-", dir=parent)
+        with open(os.path.join(path, "pids.max"), "w", encoding="ascii") as f:
+            f.write(str(limit))
+    except (OSError, IndexError):
+        return None, None
+    return None, path
+
+
+class SandboxedKernelManager(AsyncKernelManager):
+    """An AsyncKernelManager whose kernel command runs inside bubblewrap.
+
+    The channels use ZeroMQ IPC sockets in the kernel's private directory (bound into the
+    sandbox; TCP loopback is gone when the network is off), and interrupts are messages:
+    a SIGINT to the process group would stop bwrap itself, and --new-session keeps the
+    kernel out of that group anyway.
+    """
+
+    plan: SandboxPlan | None = None
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        cmd = super().format_kernel_cmd(extra_arguments)
+        assert self.plan is not None
+        env = self._launch_args.get("env") if isinstance(self._launch_args, dict) else None
+        return self.plan.argv(cmd, env if isinstance(env, dict) else None)
+
+    async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
+        if self.kernel_spec is not None:
+            self.kernel_spec.interrupt_mode = "message"
+        return await super()._async_pre_start_kernel(**kw)
 
 
 @dataclass
@@ -111,6 +189,9 @@ class _Handle:
     log: IO[str] | None = None
     log_path: str | None = None
     tmpdir: str | None = None  # private files: the log (unless given) and IPYTHONDIR
+    sandboxed: bool = False  # in bwrap: its exit code 128+N means the kernel died of signal N
+    cgroup: str | None = None  # the sandbox's pids cgroup (root only), removed with the files
+    nproc: int | None = None  # the sandbox's RLIMIT_NPROC (not root)
     pids: list[int] = field(default_factory=list)
     start_task: asyncio.Future[None] | None = None  # a (background) start, owned by the engine loop
 
@@ -125,6 +206,8 @@ class _Handle:
         code = proc.poll() if proc is not None else None
         if code is None:
             return "unknown cause"
+        if self.sandboxed and 128 < code < 128 + 65:
+            code = 128 - code  # bwrap exits 128+N for a kernel killed by signal N
         if code < 0:
             try:
                 name = signal.Signals(-code).name
@@ -196,6 +279,18 @@ class _Handle:
                 self.log_path = None
             shutil.rmtree(self.tmpdir, ignore_errors=True)
             self.tmpdir = None
+        cgroup = self.cgroup
+        if cgroup is not None:
+            for _ in range(50):  # the sandbox's processes die just after bwrap: wait for them
+                try:
+                    os.rmdir(cgroup)
+                    self.cgroup = None
+                    break
+                except FileNotFoundError:
+                    self.cgroup = None
+                    break
+                except OSError:
+                    time.sleep(0.01)
 
 
 def _finalize(handle: _Handle) -> None:

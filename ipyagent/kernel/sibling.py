@@ -31,7 +31,17 @@ from jupyter_client.kernelspec import KernelSpecManager
 from .. import _eventloop
 from ..errors import KernelError
 from .outputs import Execution, OutputCollector, model_text
-from .process import _finalize, _Handle, _Limits, _private_ipython_dir, parse_memory, scrub_env
+from .process import (
+    SandboxedKernelManager,
+    _finalize,
+    _Handle,
+    _Limits,
+    _private_ipython_dir,
+    parse_memory,
+    process_limit,
+    scrub_env,
+)
+from .sandbox import MAX_PROCESSES, SandboxPlan, check_mode, check_paths, resolve_mode
 from .transfer import TransferMixin
 
 __all__ = ["SiblingKernel", "Execution", "scrub_env", "parse_memory"]
@@ -43,6 +53,10 @@ _POLL = 0.15  # seconds between liveness checks: a dead kernel is noticed within
 
 class SiblingKernel(TransferMixin):
     """A separate kernel process that runs the model's code, with faults returned as values."""
+
+    # Channels of a sandboxed kernel: IPC sockets work with the network off too, and are
+    # no slower than TCP with it on (bench/kernel_roundtrip.py measures both).
+    _sandbox_transport = "ipc"
 
     def __init__(
         self,
@@ -61,8 +75,17 @@ class SiblingKernel(TransferMixin):
         interrupt_grace: float = 3.0,
         log_path: str | os.PathLike[str] | None = None,
         kernel_spec_manager: KernelSpecManager | None = None,
+        sandbox: str = "auto",
+        sandbox_network: bool = True,
+        sandbox_paths: Mapping[str, str] | None = None,
+        workspace: str | os.PathLike[str] | None = None,
     ) -> None:
         self.cwd = os.path.abspath(os.fspath(cwd) if cwd is not None else os.getcwd())
+        # The sandbox (see sandbox.py): "auto" is bubblewrap where it works, else none.
+        self.sandbox = check_mode(sandbox)
+        self.sandbox_network = sandbox_network
+        self.sandbox_paths = check_paths(sandbox_paths or {})
+        self.workspace = os.path.abspath(os.fspath(workspace)) if workspace is not None else None
         self.timeout = timeout
         self.memory_limit = parse_memory(memory_limit)
         self.cpu_limit = cpu_limit
@@ -123,9 +146,46 @@ class SiblingKernel(TransferMixin):
             env["IPYTHONDIR"] = _private_ipython_dir(handle.tmpdir)
         env.update(self.env_overrides)
         kwargs: dict[str, Any] = {"cwd": self.cwd, "env": env, "stdout": handle.log, "stderr": handle.log}
-        if os.name == "posix" and (self.memory_limit is not None or self.cpu_limit is not None):
-            kwargs["preexec_fn"] = _Limits(self.memory_limit, self.cpu_limit)
+        processes = cgroup = None
+        if handle.sandboxed:
+            if handle.cgroup is None:
+                handle.nproc, handle.cgroup = process_limit(MAX_PROCESSES)
+            processes, cgroup = handle.nproc, handle.cgroup
+        if os.name == "posix" and (self.memory_limit is not None or self.cpu_limit is not None
+                                   or processes is not None or cgroup is not None):
+            kwargs["preexec_fn"] = _Limits(self.memory_limit, self.cpu_limit, processes, cgroup)
         return kwargs
+
+    @property
+    def sandboxed(self) -> bool:
+        """True when the kernel runs (or will run) inside bubblewrap."""
+        try:
+            return resolve_mode(self.sandbox)[0] == "bwrap"
+        except RuntimeError:
+            return False
+
+    def _manager(self, handle: _Handle, **kw: Any) -> AsyncKernelManager:
+        """The kernel manager: plain, or one that wraps the kernel command in bubblewrap."""
+        try:
+            mode, _ = resolve_mode(self.sandbox)
+        except RuntimeError as exc:
+            raise KernelError(f"could not start the sibling kernel: {exc}") from None
+        handle.sandboxed = mode == "bwrap"
+        if mode == "none":
+            return AsyncKernelManager(**kw)
+        assert handle.tmpdir is not None
+        run = os.path.join(handle.tmpdir, "run")  # the connection file and the IPC sockets
+        os.makedirs(run, mode=0o700)
+        km = SandboxedKernelManager(**kw)
+        km.transport = self._sandbox_transport
+        if km.transport == "ipc":
+            km.ip = os.path.join(run, "k")
+        km.connection_file = os.path.join(run, "kernel.json")
+        writable = [self.cwd] + ([self.workspace] if self.workspace and self.workspace != self.cwd else [])
+        # IPYTHONDIR read-write: IPython ignores one it cannot write (and our config with it).
+        km.plan = SandboxPlan(writable=writable, network=self.sandbox_network, paths=self.sandbox_paths,
+                              private=[(os.path.join(handle.tmpdir, "ipython"), "rw"), (run, "rw")])
+        return km
 
     async def _start(self) -> None:
         handle = self._handle
@@ -141,7 +201,7 @@ class SiblingKernel(TransferMixin):
         kw: dict[str, Any] = {"kernel_name": self.kernel_name}
         if self._ksm is not None:
             kw["kernel_spec_manager"] = self._ksm
-        km = handle.km = AsyncKernelManager(**kw)  # assigned first, so a failure can kill the process
+        km = handle.km = self._manager(handle, **kw)  # assigned first, so a failure can kill the process
         km.shutdown_wait_time = 2.0
         if zmq.has("curve"):
             # CurveZMQ when the kernelspec supports it: other local users cannot read the traffic.

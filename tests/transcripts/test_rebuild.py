@@ -123,7 +123,9 @@ def _marker_run(tmp_path: Path, first: str, second: str = "print(2)") -> Path:
                            text("done")])
     work = tmp_path / "recorded"
     work.mkdir()
-    with Agent(client=model, approval="auto", file_tools=False, cwd=str(work)) as agent:
+    # The recorded code writes its marker beside the workspace: bound into the sandbox.
+    with Agent(client=model, approval="auto", file_tools=False, cwd=str(work),
+               sandbox_paths={str(tmp_path): "rw"}) as agent:
         assert agent.run("go").stop_reason == "done"
         return agent.save(tmp_path / "run.ipynb")
 
@@ -133,7 +135,8 @@ def test_rerun_under_ask_with_nobody_to_ask_runs_nothing_and_says_so(tmp_path: P
     marker = tmp_path / "RAN_WITHOUT_APPROVAL"
     path = _marker_run(tmp_path, f"open({str(marker)!r}, 'w').write('x')")
     marker.unlink()
-    with Agent(model="demo", approval="ask", cwd=str(tmp_path)) as agent:
+    # The re-run happens in a fresh temp dir; the marker beside it is bound into the sandbox.
+    with Agent(model="demo", approval="ask", cwd=str(tmp_path), sandbox_paths={str(tmp_path): "rw"}) as agent:
         transcript = agent.load(path, rerun=True)  # no hook, pytest's stdin is no terminal
         assert not marker.exists()
         assert len(agent.context) == len(transcript.items)  # the conversation did load

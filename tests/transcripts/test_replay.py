@@ -198,7 +198,9 @@ def _two_call_run(tmp_path, first: str, second: str):
                            text("done")])
     work = tmp_path / "recorded"
     work.mkdir()
-    with Agent(client=model, approval="auto", file_tools=False, cwd=str(work)) as agent:
+    # The recorded code writes its marker beside the workspace: bound into the sandbox.
+    with Agent(client=model, approval="auto", file_tools=False, cwd=str(work),
+               sandbox_paths={str(tmp_path): "rw"}) as agent:
         assert agent.run("go").stop_reason == "done"
         return agent.save(tmp_path / "run.ipynb")
 

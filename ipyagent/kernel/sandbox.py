@@ -1,0 +1,239 @@
+"""The sibling's sandbox: bubblewrap (``bwrap``) around the kernel's command line.
+
+What the model's code sees inside: its own PID, IPC and UTS namespaces (and, with the
+network off, an empty network namespace); a mount view made of the workspace read-write,
+the Python environment and the system's libraries read-only, a private ``/tmp``, an
+empty home (a tmpfs), the kernel's private directory (connection file, IPC sockets) and
+the paths the user binds; no capabilities, no nested user namespaces, a new session (no
+terminal to inject keystrokes into), and everything dies with the sandbox's parent.
+
+Standard library only: the frontends ask for the sandbox line without jupyter_client.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["MODES", "SandboxPlan", "check_paths", "probe", "resolve_mode", "unsandboxed_note"]
+
+MODES = ("auto", "bwrap", "none")
+MAX_PROCESSES = 512  # processes and threads inside one sandbox (a fork loop stops here)
+
+# Files of /etc a Python kernel needs (the loader, DNS, TLS, users, time zone). Not /etc
+# itself: it holds /etc/shadow, which root in the sandbox could otherwise read.
+_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl", "ca-certificates",
+        "pki", "crypto-policies", "resolv.conf", "hosts", "host.conf", "nsswitch.conf",
+        "gai.conf", "services", "protocols", "passwd", "group", "localtime", "timezone",
+        "mime.types", "os-release", "fonts", "matplotlibrc", "locale.alias", "python3",
+        f"python{sys.version_info[0]}.{sys.version_info[1]}")
+# Hidden when they lie inside a bound directory (a workspace that is your home).
+_HOME_SECRETS = (".ssh", ".gnupg", ".aws", ".azure", ".config", ".kube", ".docker", ".netrc",
+                 ".pypirc", ".git-credentials", ".local/share/jupyter", ".jupyter", ".ipython",
+                 ".ipyagent", ".bash_history", ".zsh_history", ".python_history", ".viminfo",
+                 ".lesshst", ".mysql_history", ".psql_history", ".sqlite_history")
+_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: apt install bubblewrap; Fedora: dnf install "
+                "bubblewrap) and allow unprivileged user namespaces (sysctl "
+                "kernel.unprivileged_userns_clone=1 / kernel.apparmor_restrict_unprivileged_userns=0)")
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"sandbox must be one of {', '.join(MODES)}, not {mode!r}")
+    return mode
+
+
+def check_paths(paths: Mapping[str, str]) -> dict[str, str]:
+    """``{"~/data": "ro"}`` → ``{"/home/me/data": "ro"}``; one clear ValueError for a mistake."""
+    out: dict[str, str] = {}
+    for raw, mode in paths.items():
+        if mode not in ("ro", "rw"):
+            raise ValueError(f"sandbox_paths[{raw!r}] must be 'ro' or 'rw', not {mode!r}")
+        path = os.path.realpath(os.path.expanduser(str(raw)))
+        if not os.path.exists(path):
+            raise ValueError(f"sandbox_paths: {raw!r} does not exist ({path})")
+        out[path] = mode
+    return out
+
+
+def _bwrap() -> str | None:
+    return shutil.which("bwrap")
+
+
+# The isolation flags, strongest first: a bwrap that cannot make a user namespace (setuid
+# installs, some containers) still gets the PID, IPC and mount namespaces.
+_NAMESPACES = (
+    ("--unshare-user", "--disable-userns"),
+    ("--unshare-user",),
+    (),
+)
+_COMMON = ("--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+           "--die-with-parent", "--new-session", "--cap-drop", "ALL")
+
+
+@functools.cache
+def probe() -> tuple[tuple[str, ...] | None, str]:
+    """Once per process: (the namespace flags that work, "") or (None, why bwrap cannot run)."""
+    if not sys.platform.startswith("linux"):
+        return None, f"bubblewrap needs Linux (this is {sys.platform})"
+    bwrap = _bwrap()
+    if bwrap is None:
+        return None, "bubblewrap (bwrap) is not installed"
+    why = ""
+    for flags in _NAMESPACES:
+        cmd = [bwrap, *flags, *_COMMON, "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc",
+               "--dev", "/dev", "--tmpfs", "/tmp", "--", "/bin/true"]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return None, f"bwrap did not run: {exc}"
+        if done.returncode == 0:
+            return flags, ""
+        why = why or (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+    return None, f"bwrap cannot make a sandbox here: {why}"
+
+
+def resolve_mode(mode: str) -> tuple[str, str]:
+    """("bwrap" | "none", why not sandboxed) for a setting; ``bwrap`` that cannot run raises."""
+    check_mode(mode)
+    if mode == "none":
+        return "none", "Agent.sandbox is 'none'"
+    flags, why = probe()
+    if flags is not None:
+        return "bwrap", ""
+    if mode == "bwrap":
+        raise RuntimeError(f"Agent.sandbox is 'bwrap' but {why}; {INSTALL_HINT}, "
+                           "or set Agent.sandbox = 'none'")
+    return "none", why
+
+
+def unsandboxed_note(mode: str) -> str | None:
+    """The one line for ``%load_ext`` and ``%agent`` when the sibling is not sandboxed."""
+    try:
+        resolved, why = resolve_mode(mode)
+    except (RuntimeError, ValueError) as exc:
+        return f"the sibling kernel will not start: {exc}"
+    if resolved == "bwrap" or mode == "none":
+        return None
+    return (f"the sibling kernel is NOT sandboxed ({why}): the model's code can do what your "
+            f"account can; to get a sandbox, {INSTALL_HINT}")
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _python_paths(argv0: str) -> list[str]:
+    """The interpreter's installation(s): this one's prefixes, its sys.path, and argv[0]'s."""
+    found = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    for exe in {argv0, os.path.realpath(argv0), sys.executable, os.path.realpath(sys.executable)}:
+        if os.path.isabs(exe):
+            bindir = os.path.dirname(exe)
+            found.append(os.path.dirname(bindir) if os.path.basename(bindir) == "bin" else bindir)
+    found += [p for p in sys.path if p and os.path.isabs(p)]  # editable installs, PYTHONPATH
+    home = os.path.expanduser("~")
+    out = []
+    for path in found:
+        real = os.path.realpath(path)
+        if os.path.exists(real) and real != "/" and not _inside(home, real) and real not in out:
+            out.append(real)
+    return out
+
+
+@dataclass
+class SandboxPlan:
+    """The bubblewrap command line for one sibling kernel (rebuilt at each (re)start)."""
+
+    writable: list[str]  # the workspace and the kernel's cwd
+    network: bool = True
+    paths: Mapping[str, str] = field(default_factory=dict)  # from check_paths
+    private: Iterable[tuple[str, str]] = ()  # (path, "ro" | "rw"): the kernel's own files
+    hidden: list[str] = field(default_factory=list)  # filled by argv: secrets masked
+
+    def argv(self, cmd: list[str], env: Mapping[str, str] | None = None) -> list[str]:
+        flags, why = probe()
+        bwrap = _bwrap()
+        if flags is None or bwrap is None:
+            raise RuntimeError(why)
+        home = os.path.realpath(os.path.expanduser("~"))
+        binds: dict[str, str] = {}  # path -> "ro" | "rw" | "tmpfs" | "mask"
+        for path in _SYSTEM:
+            if os.path.islink(path):
+                continue  # /lib -> usr/lib: made a symlink below
+            if os.path.isdir(path):
+                binds[path] = "ro"
+        for name in _ETC:
+            if os.path.exists(os.path.join("/etc", name)):
+                binds[os.path.join("/etc", name)] = "ro"
+        for path in _python_paths(cmd[0] if cmd else sys.executable):
+            binds[path] = "ro"
+        home_is_bound = False
+        for path in self.writable:
+            real = os.path.realpath(path)
+            binds[real] = "rw"
+            home_is_bound = home_is_bound or _inside(home, real)
+        for path, mode in self.paths.items():
+            binds[path] = mode
+            home_is_bound = home_is_bound or _inside(home, path)
+        if not home_is_bound and home != "/":
+            binds.setdefault(home, "tmpfs")
+        self.hidden = []
+        candidates = {os.path.realpath(p) for p in
+                      [os.path.join(home, s) for s in _HOME_SECRETS] + _runtime_dirs(env)}
+        for secret in sorted(candidates, key=len):  # a parent first: its children go with it
+            if os.path.lexists(secret) and secret not in binds and any(
+                    _inside(secret, p) and m in ("ro", "rw") for p, m in binds.items()) \
+                    and not any(_inside(secret, h) for h in self.hidden):
+                binds[secret] = "mask"
+                self.hidden.append(secret)
+        for path, mode in self.private:
+            binds[path] = mode
+        out = [bwrap, *flags, *_COMMON]
+        if not self.network:
+            out.append("--unshare-net")
+        out += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        for path in _SYSTEM:
+            if os.path.islink(path):
+                out += ["--symlink", os.readlink(path), path]
+        # Parents before children: a bind inside the private /tmp or the empty home lands on top.
+        for path in sorted(binds, key=lambda p: (p.rstrip("/").count("/"), p)):
+            mode = binds[path]
+            if mode == "tmpfs":
+                out += ["--perms", "0700", "--tmpfs", path]
+            elif mode == "mask":
+                out += (["--perms", "0700", "--tmpfs", path] if os.path.isdir(path)
+                        else ["--ro-bind", "/dev/null", path])
+            else:
+                out += ["--bind" if mode == "rw" else "--ro-bind", path, path]
+        if "/" not in binds:
+            out += ["--remount-ro", "/"]  # bwrap's own root tmpfs: nothing new can be made there
+        out += ["--setenv", "HOME", home, "--setenv", "TMPDIR", "/tmp"]
+        # In the PID namespace the kernel's parent is the sandbox's init, never our pid:
+        # ipykernel would take the mismatch for a dead parent. --die-with-parent does that job.
+        for name in ("JPY_PARENT_PID", "XDG_RUNTIME_DIR", "JUPYTER_RUNTIME_DIR"):
+            out += ["--unsetenv", name]
+        cwd = os.path.realpath(self.writable[0]) if self.writable else "/tmp"
+        return [*out, "--chdir", cwd, "--", *cmd]
+
+
+def _runtime_dirs(env: Mapping[str, str] | None) -> list[str]:
+    """Where Jupyter keeps connection files (yours and every other kernel's)."""
+    out = []
+    try:
+        from jupyter_core.paths import jupyter_runtime_dir
+
+        out.append(jupyter_runtime_dir())
+    except Exception:  # noqa: BLE001 - jupyter_core missing or confused: the defaults below
+        pass
+    for source in (os.environ, env or {}):
+        for name in ("JUPYTER_RUNTIME_DIR", "XDG_RUNTIME_DIR"):
+            if source.get(name):
+                out.append(source[name])
+    return out
