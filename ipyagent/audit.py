@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ._text import one_line
 from .approval import Decision
 from .items import Item, Summary, ToolCall, ToolResult, item_from_dict
 
@@ -185,4 +186,4 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
 def _md(text: str) -> str:
     """Untrusted text as inert text in a Markdown table cell (one line)."""
-    return html.escape(_MD_SPECIAL.sub(r"\\\1", " ".join(text.split())), quote=False)
+    return html.escape(_MD_SPECIAL.sub(r"\\\1", one_line(text)), quote=False)

@@ -26,6 +26,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from ._text import head_tail, one_line
 from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult
 from .models.base import SUMMARY_PROMPT
 
@@ -164,9 +165,7 @@ def render_for_summary(items: list[Item], max_chars: int, per_item: int = 2000) 
             text = f"[{item.role}]\n{item.content}"
         else:
             continue  # reasoning is the model's scratchpad, not a fact
-        if len(text) > per_item:
-            text = text[: per_item // 2] + "\n[…]\n" + text[-per_item // 2 :]
-        lines.append(text)
+        lines.append(head_tail(text, per_item, lambda n: "[…]"))
     out = "\n\n".join(lines)
     if len(out) > max_chars:
         out = "[…earliest part cut…]\n" + out[-max_chars:]
@@ -248,8 +247,8 @@ def shrink_largest_result(context: Context, over: int, keep_last: bool = True) -
     if keep >= len(item.output):
         return False
     cut = len(item.output) - keep
-    new = ToolResult(item.call_id, item.output[: keep // 2] + f"\n[… {cut} characters cut to "
-                     "fit the context window …]\n" + item.output[-keep // 2 :], item.error,
+    output = head_tail(item.output, keep, lambda n: f"[… {n} characters cut to fit the context window …]")
+    new = ToolResult(item.call_id, output, item.error,
                      item.name, item.outputs, item.execution_count,
                      {**item.meta, "cut_chars": cut})
     context[i] = new
@@ -330,7 +329,7 @@ async def _summarise(agent: Any, items: list[Item], p: CompactionPlan,
         return Summary(text, replaced=replaced_items(items),
                        meta={"method": "summary", "tokens_replaced": p.middle_tokens})
     except Exception as exc:  # any failure: fall back to truncation, keep running
-        emit(Notice(f"Summarising for compaction failed ({_one_line(exc)}); "
+        emit(Notice(f"Summarising for compaction failed ({one_line(exc)}); "
                     "dropping the oldest items instead.", "warning"))
         return truncation_summary(items, "summary failed")
 
@@ -371,7 +370,3 @@ def _replace(ctx: Context, indices: list[int], summary: Summary) -> None:
 
 def _last_summary(ctx: Context) -> Summary | None:
     return next((it for it in reversed(list(ctx)) if isinstance(it, Summary)), None)
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__

@@ -12,6 +12,7 @@ import uuid
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Literal, Type, TypeVar, Union
 
+from ._text import one_line
 from ._untrusted import fence, inline_code, markdown_literal, markdown_text
 
 __all__ = [
@@ -32,11 +33,6 @@ _I = TypeVar("_I", bound="_ItemBase")
 def new_call_id() -> str:
     """A fresh tool-call id, for servers that send none (or ``""``)."""
     return "call_" + uuid.uuid4().hex[:24]
-
-
-def _short(text: str, limit: int = 80) -> str:
-    one_line = " ".join(text.split())
-    return one_line if len(one_line) <= limit else one_line[: limit - 1] + "…"
 
 
 class _ItemBase:
@@ -84,14 +80,14 @@ class Message(_ItemBase):
     meta: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> str:
-        return _short(self.content)
+        return one_line(self.content, 80)
 
     @property
     def label(self) -> str:
         return self.role
 
     def __repr__(self) -> str:
-        return f"Message({self.role}: {_short(self.content, 60)!r})"
+        return f"Message({self.role}: {one_line(self.content, 60)!r})"
 
     def _repr_markdown_(self) -> str:
         return f"**{markdown_literal(self.role)}**\n\n{markdown_text(self.content)}"
@@ -112,8 +108,8 @@ class ToolCall(_ItemBase):
 
     def summary(self) -> str:
         if self.name == "python" and "code" in self.arguments:
-            return f"python: {_short(str(self.arguments['code']), 70)}"
-        return f"{self.name}({_short(json.dumps(self.arguments, ensure_ascii=False), 70)})"
+            return f"python: {one_line(str(self.arguments['code']), 70)}"
+        return f"{self.name}({one_line(json.dumps(self.arguments, ensure_ascii=False), 70)})"
 
     @property
     def label(self) -> str:
@@ -146,7 +142,7 @@ class ToolResult(_ItemBase):
     meta: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> str:
-        return ("error: " if self.error else "") + _short(self.output)
+        return ("error: " if self.error else "") + one_line(self.output, 80)
 
     @property
     def label(self) -> str:
@@ -154,7 +150,7 @@ class ToolResult(_ItemBase):
 
     def __repr__(self) -> str:
         flag = ", error=True" if self.error else ""
-        return f"ToolResult({_short(self.output, 60)!r}, call_id={self.call_id!r}{flag})"
+        return f"ToolResult({one_line(self.output, 60)!r}, call_id={self.call_id!r}{flag})"
 
     def _repr_markdown_(self) -> str:
         return f"**{self.label}** ({markdown_literal(self.call_id)})\n\n{fence(self.output)}"
@@ -170,10 +166,10 @@ class Reasoning(_ItemBase):
     meta: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> str:
-        return _short(self.content) if self.content else "(opaque reasoning)"
+        return one_line(self.content, 80) if self.content else "(opaque reasoning)"
 
     def __repr__(self) -> str:
-        return f"Reasoning({_short(self.content, 60)!r})"
+        return f"Reasoning({one_line(self.content, 60)!r})"
 
 
 @dataclass
@@ -186,10 +182,10 @@ class Summary(_ItemBase):
     meta: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> str:
-        return f"[{len(self.replaced)} items] " + _short(self.content)
+        return f"[{len(self.replaced)} items] " + one_line(self.content, 80)
 
     def __repr__(self) -> str:
-        return f"Summary({len(self.replaced)} items: {_short(self.content, 50)!r})"
+        return f"Summary({len(self.replaced)} items: {one_line(self.content, 50)!r})"
 
 
 Item = Union[Message, ToolCall, ToolResult, Reasoning, Summary]

@@ -23,6 +23,7 @@ import nbformat
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from .._text import one_line
 from .._untrusted import fence as _fence
 from .._untrusted import inline_code, markdown_text, sibling_bundle
 from .._version import __version__
@@ -130,7 +131,7 @@ def _call_cells(call: ToolCall, result: ToolResult | None) -> Iterable[NotebookN
         return
     why = _not_run_reason(result)
     if why:
-        text = (f"**`python` call {markdown_text(_one_line(why, 10_000))}** ({inline_code(call.id)})\n\n"
+        text = (f"**`python` call {markdown_text(one_line(why, 10_000))}** ({inline_code(call.id)})\n\n"
                 f"{_fence(code, 'python')}")
         if result is not None and result.output and meta.get("status") in NOT_RERUN:
             text += f"\n\nRecorded output:\n\n{_fence(_clip(result.output))}"
@@ -171,7 +172,7 @@ def _not_run_reason(result: ToolResult | None) -> str:
     if meta.get("status") == "died":
         return "killed the kernel (not re-run by Run All)"
     if "status" not in meta and result.execution_count is None and not result.outputs:
-        return f"did not run: {_one_line(result.output, 200)}"  # e.g. no python tool on offer
+        return f"did not run: {one_line(result.output, 200)}"  # e.g. no python tool on offer
     return ""
 
 
@@ -183,7 +184,7 @@ def _describe_call(call: ToolCall, result: ToolResult | None) -> str:
     if result is None:
         lines.append("*Not answered: the run stopped before it ran.*")
     elif result.meta.get("denied") or result.meta.get("skipped") or result.meta.get("interrupted"):
-        lines.append(f"*Not run:* {markdown_text(_one_line(result.output))}")
+        lines.append(f"*Not run:* {markdown_text(one_line(result.output, 300))}")
     else:
         label = "Error" if result.error else "Result"
         lines.append(f"**{label}:**\n\n{_fence(_clip(result.output))}")
@@ -247,12 +248,7 @@ def _clip(text: str) -> str:
     return text[:MAX_CELL_TEXT] + f"\n[… {len(text) - MAX_CELL_TEXT} more characters in the metadata]"
 
 
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
 def _cell_text(value: Any) -> str:
     """A value for a Markdown table cell (no pipes or newlines)."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return _one_line(text, 200).replace("|", "\\|")
+    return one_line(text, 200).replace("|", "\\|")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..._text import one_line
 from .config import ServerConfig
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ def _load() -> tuple[dict[str, Any], str | None]:
     except FileNotFoundError:
         return {}, None
     except (OSError, ValueError) as exc:
-        return {}, (f"{path} cannot be read ({' '.join(str(exc).split())}): no MCP config file "
+        return {}, (f"{path} cannot be read ({one_line(exc)}): no MCP config file "
                     "counts as trusted until it is fixed or removed")
     files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(files, dict):
