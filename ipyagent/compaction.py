@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from ._text import head_tail, one_line
-from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult
+from .items import Item, Message, Summary, ToolCall, ToolResult, turn_spans, unfold_dicts
 from .models.base import SUMMARY_PROMPT
 
 if TYPE_CHECKING:
@@ -39,20 +39,14 @@ __all__ = ["CompactionPlan", "plan", "preview", "turn_groups", "render_for_summa
 
 def turn_groups(items: list[Item]) -> list[list[int]]:
     """Indices grouped into units that must stay together (a call with its result)."""
+    starts = {span.start for span in turn_spans(items)}  # a turn's results follow it
     groups: list[list[int]] = []
-    prev: Item | None = None
     for i, item in enumerate(items):
         user_side = (isinstance(item, Message) and item.role != "assistant") or isinstance(item, Summary)
-        assistant_side = isinstance(item, (Reasoning, ToolCall)) or (
-            isinstance(item, Message) and item.role == "assistant")
-        new_turn = assistant_side and (prev is None or isinstance(prev, ToolResult) or (
-            isinstance(prev, (Message, Summary)) and not (
-                isinstance(prev, Message) and prev.role == "assistant")))
-        if not groups or user_side or new_turn:
+        if not groups or user_side or i in starts:
             groups.append([i])
         else:
             groups[-1].append(i)
-        prev = item
     return groups
 
 
@@ -183,26 +177,9 @@ def replaced_items(items: list[Item]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for item in items:
         if isinstance(item, Summary):
-            out.extend(_flatten_dicts(item.replaced))
+            out.extend(unfold_dicts(item.replaced))
         else:
             out.append(item.to_dict())
-    return out
-
-
-def _flatten_dicts(dicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Summary dicts replaced by their items, iteratively (old transcripts nest deeply)."""
-    if not any(d.get("type") == "summary" for d in dicts):
-        return dicts  # the usual case: already flat
-    out: list[dict[str, Any]] = []
-    stack = [iter(dicts)]
-    while stack:
-        d = next(stack[-1], None)
-        if d is None:
-            stack.pop()
-        elif d.get("type") == "summary":
-            stack.append(iter(d.get("replaced") or []))
-        else:
-            out.append(d)
     return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Literal, Type, TypeVar, Union
 
@@ -24,10 +25,14 @@ __all__ = [
     "Item",
     "item_from_dict",
     "new_call_id",
+    "unfold",
+    "unfold_dicts",
+    "turn_spans",
 ]
 
 Role = Literal["user", "assistant", "system"]
 _I = TypeVar("_I", bound="_ItemBase")
+_N = TypeVar("_N")
 
 
 def new_call_id() -> str:
@@ -202,3 +207,82 @@ def item_from_dict(data: dict[str, Any]) -> Item:
     except KeyError:
         raise ValueError(f"not an ipyagent item: type={data.get('type')!r}") from None
     return cls.from_dict(data)
+
+
+# -- compacted items: a Summary holds the dicts of the items it replaced ---------------------
+def unfold(items: Iterable[Item], *, keep_summaries: bool = False) -> Iterator[Item]:
+    """``items`` in the order they happened, each Summary replaced by the items it replaced
+    (and so on, however deep they nest); ``keep_summaries``: each Summary also comes, after
+    its items."""
+    def inner(item: Item) -> Iterator[Item] | None:
+        return (item_from_dict(d) for d in item.replaced) if isinstance(item, Summary) else None
+
+    return _unfold(items, inner, keep_summaries)
+
+
+def unfold_dicts(dicts: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Item dicts with each summary dict replaced by the dicts it replaced, however deep;
+    the dicts themselves are yielded, not copies."""
+    def inner(d: dict[str, Any]) -> list[dict[str, Any]] | None:
+        return (d.get("replaced") or []) if d.get("type") == "summary" else None
+
+    return _unfold(dicts, inner, False)
+
+
+def _unfold(nodes: Iterable[_N], inner: Callable[[_N], Iterable[_N] | None],
+            keep: bool) -> Iterator[_N]:
+    # A stack of iterators, not recursion: transcripts from before compaction flattened its
+    # summaries nest them thousands deep.
+    stack: list[tuple[Iterator[_N], _N | None]] = [(iter(nodes), None)]
+    while stack:
+        level, owner = stack[-1]
+        for node in level:
+            below = inner(node)
+            if below is not None:
+                stack.append((iter(below), node))
+                break
+            yield node
+        else:
+            stack.pop()
+            if keep and owner is not None:
+                yield owner
+
+
+# -- turns -------------------------------------------------------------------------------
+def turn_spans(items: Sequence[Item]) -> list[range]:
+    """Where each model turn lies in ``items``: the index range of its assistant-side items
+    (reasoning, assistant text, tool calls), in order.
+
+    A turn is what one model reply adds: reasoning, then text, then calls, each optional.
+    Anything else (a result, a user or system message, a summary) ends the turn; within a
+    run of assistant-side items, reasoning after anything, or text after text or calls,
+    starts the next one (the chat wire groups them the same way).
+    """
+    spans: list[range] = []
+    start: int | None = None
+    seen: set[str] = set()  # kinds of item the current turn has
+    for i, item in enumerate(items):
+        kind = _assistant_kind(item)
+        if kind is None:
+            if start is not None:
+                spans.append(range(start, i))
+            start = None
+            continue
+        if start is not None and (kind == "reasoning" and seen or
+                                  kind == "message" and seen & {"message", "call"}):
+            spans.append(range(start, i))
+            start = None
+        if start is None:
+            start, seen = i, set()
+        seen.add(kind)
+    if start is not None:
+        spans.append(range(start, len(items)))
+    return spans
+
+
+def _assistant_kind(item: Item) -> str | None:
+    if isinstance(item, ToolCall):
+        return "call"
+    if isinstance(item, Reasoning) or (isinstance(item, Message) and item.role == "assistant"):
+        return item.type
+    return None

@@ -28,7 +28,7 @@ from .._untrusted import fence as _fence
 from .._untrusted import inline_code, markdown_text, sibling_bundle
 from .._version import __version__
 from ..approval import PERSON
-from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
+from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict, unfold
 from ..tools.files import recorded_file
 from .file_record import cell_source
 
@@ -79,7 +79,8 @@ def context_to_notebook(context: Any, header: Mapping[str, Any] | None = None, *
 
 
 # -- cells ------------------------------------------------------------------------
-def _cells(items: list[Item]) -> Iterable[NotebookNode]:
+def _cells(items: list[Item], compacted: bool = False) -> Iterable[NotebookNode]:
+    """The cells of ``items``; ``compacted``: they are a summary's, already unfolded."""
     results = _results_by_call(items)
     call_ids = {i.id for i in items if isinstance(i, ToolCall)}
     for item in items:
@@ -100,11 +101,15 @@ def _cells(items: list[Item]) -> Iterable[NotebookNode]:
                           f"({inline_code(item.call_id)}, its call "
                           f"is not in the context)\n\n{_fence(_clip(item.output))}", kind="result")
         elif isinstance(item, Summary):
-            inner = [item_from_dict(d) for d in item.replaced]
+            # An older transcript's summary may hold summaries: their items come unfolded,
+            # each inner summary after its items, as one run of cells.
+            inner = [] if compacted else list(
+                unfold((item_from_dict(d) for d in item.replaced), keep_summaries=True))
             if inner:
-                yield _md(f"*The next {len(inner)} items were later compacted into a summary; "
+                ran = sum(not isinstance(i, Summary) for i in inner)
+                yield _md(f"*The next {ran} items were later compacted into a summary; "
                           "the model no longer sees them, but their code ran.*", kind="note")
-                yield from _cells(inner)
+                yield from _cells(inner, compacted=True)
             yield _md(f"#### Summary of earlier conversation\n\n{markdown_text(item.content)}",
                       kind="summary")
 

@@ -20,9 +20,9 @@ from typing import Any, Callable, Iterable
 
 from .._text import one_line, visible
 from ..approval import ApprovalPolicy, Approver, Decision, Mode
-from ..items import Summary, ToolCall, ToolResult, item_from_dict
+from ..items import ToolCall, ToolResult, unfold
 
-__all__ = ["Rebuild", "python_calls_that_ran", "rerun_steps", "arebuild", "unfold"]
+__all__ = ["Rebuild", "python_calls_that_ran", "rerun_steps", "arebuild"]
 
 @dataclass
 class Rebuild:
@@ -71,15 +71,6 @@ class Rebuild:
     def _repr_html_(self) -> str:
         colour = "#2a7" if self.ok else "#c80"
         return f"<div style='color:{colour}'>{html.escape(self.line())}</div>"
-
-
-def unfold(items: Iterable[Any]) -> Iterable[Any]:
-    """Items in order, with each compaction summary replaced by what it replaced."""
-    for item in items:
-        if isinstance(item, Summary):
-            yield from unfold(item_from_dict(d) for d in item.replaced)
-        else:
-            yield item
 
 
 def rerun_steps(items: Iterable[Any]) -> list[tuple[ToolCall, tuple[str, str] | None]]:

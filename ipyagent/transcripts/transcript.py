@@ -34,7 +34,7 @@ from .._untrusted import inline_code, markdown_literal
 from .._version import __version__
 from ..context import Context
 from ..errors import IpyagentError, TranscriptError
-from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
+from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict, unfold
 from .export import FORMAT, context_to_notebook
 
 if TYPE_CHECKING:
@@ -355,16 +355,22 @@ _FIELD_TYPES: dict[type, tuple[tuple[str, type | tuple[type, ...]], ...]] = {
 
 
 def _checked(item: Item) -> Item:
-    """The item, if its fields have the types the engine relies on."""
+    """The item, if its fields, and those of every item a summary in it replaced, have the
+    types the engine relies on (compaction and replay unfold those)."""
+    _check(item)
+    if isinstance(item, Summary):
+        for inner in unfold((item_from_dict(d) for d in item.replaced), keep_summaries=True):
+            _check(inner)
+    return item
+
+
+def _check(item: Item) -> None:
     for name, kind in _FIELD_TYPES.get(type(item), ()):
         value = getattr(item, name)
         if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
             raise TypeError(f"{item.type} {name} is {type(value).__name__} {value!r:.40}")
     if isinstance(item, Message) and item.role not in ("user", "assistant", "system"):
         raise TypeError(f"message role {item.role!r:.40} is not user, assistant or system")
-    if isinstance(item, Summary):
-        for entry in item.replaced:  # compaction and replay unfold these
-            _checked(item_from_dict(entry))
     if not isinstance(getattr(item, "meta", {}), dict):
         raise TypeError(f"{item.type} meta is not a mapping")
     if isinstance(item, ToolCall) and not isinstance(item.arguments, dict):
@@ -374,7 +380,6 @@ def _checked(item: Item) -> Item:
             raise TypeError(f"tool result {item.call_id}: outputs are not a list of outputs")
         if not isinstance(item.meta, dict):
             raise TypeError(f"tool result {item.call_id}: meta is not a mapping")
-    return item
 
 
 def _code_cells(nb: Any) -> dict[str, list[str]]:
