@@ -16,7 +16,6 @@ import datetime as _dt
 import ipaddress
 import os
 import re
-import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ import nbformat
 from nbformat import NotebookNode
 from traitlets import TraitError
 
-from .._leftovers import remove_stale_temps, temp_prefix
+from .._atomic import write_atomic
 from .._secrets import find_secret, key_envs, secret_values
 from .._text import repair_surrogates
 from .._untrusted import inline_code, markdown_literal
@@ -223,31 +222,12 @@ def write_notebook(nb: NotebookNode, path: str | os.PathLike[str], *,
         raise TranscriptError(
             f"refusing to write {target}: it would contain the value of ${leaked}; remove it "
             "from the context (agent.context is editable) and save again")
-    _atomic_write(target, text)
-    return target
-
-
-def _atomic_write(target: Path, text: str) -> None:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_temps(target)  # what an earlier save killed mid-write left behind
-        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(target), suffix=".tmp", dir=target.parent)
+        write_atomic(target, repair_surrogates(text))  # a lone surrogate must not lose the save
     except OSError as exc:
         raise TranscriptError(f"cannot write {target}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(repair_surrogates(text))  # a lone surrogate must not lose the save
-            f.flush()
-            os.fsync(f.fileno())
-        # mkstemp makes the file private (0600); a transcript is meant to be shared.
-        os.chmod(tmp, target.stat().st_mode & 0o777 if target.exists() else 0o644)
-        os.replace(tmp, target)  # atomic on POSIX and Windows: readers see old or new
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise TranscriptError(f"cannot write {target}: {exc.strerror or exc}") from None
+    return target
 
 
 def save(agent: Agent, path: str | os.PathLike[str]) -> Path:
