@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from ._text import one_line
+
 START, END = "<!-- config-table:start -->", "<!-- config-table:end -->"
 
 
@@ -23,7 +25,7 @@ def config_table() -> str:
         default = trait.default_value_repr() if hasattr(trait, "default_value_repr") else ""
         if len(default) > 40:
             default = default[:37] + "..."
-        text = " ".join((trait.help or "").split()).replace("|", "\\|")
+        text = one_line(trait.help or "").replace("|", "\\|")
         rows.append(f"| `Agent.{name}` | `{default}` | {text} |")
     return "\n".join(rows)
 

@@ -1,5 +1,6 @@
 """Text that leaves the process safely: encodable (surrogates repaired) and, for a
-terminal, with every control character made visible.
+terminal, with every control character made visible; and text made short: one line
+(``one_line``) or its head and tail (``head_tail``).
 
 Why: JSON's ``\\ud83d\\ude00`` escape pair, cut in two by a streaming server, decodes to
 two lone halves; Python keeps them, but UTF-8 (requests, notebooks, SQLite) refuses
@@ -13,8 +14,35 @@ model or a tool is shown through :func:`visible` before it reaches a terminal.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
-__all__ = ["repair_surrogates", "visible"]
+__all__ = ["head_tail", "omitted", "one_line", "repair_surrogates", "visible"]
+
+
+def one_line(text: object, limit: int | None = None) -> str:
+    """``text`` on one line: every whitespace run (newlines too) one space, cut to ``limit``
+    characters with ``…`` when longer. An exception reads as its message, or as its type's
+    name when the message is blank."""
+    line = " ".join(str(text).split())
+    if not line and isinstance(text, BaseException):
+        line = type(text).__name__
+    return line if limit is None or len(line) <= limit else line[: max(limit - 1, 0)] + "…"
+
+
+def omitted(n: int) -> str:
+    """The marker that stands in for ``n`` characters left out."""
+    return f"[… {n} characters omitted …]"
+
+
+def head_tail(text: str, limit: int, marker: Callable[[int], str] = omitted) -> str:
+    """``text`` when it has at most ``limit`` characters (or ``limit`` is 0: no limit), else
+    its first ``limit // 2`` and last ``limit - limit // 2`` characters with ``marker(n)``
+    for the ``n`` left out between them, on a line of its own."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    head = limit // 2
+    tail = limit - head
+    return f"{text[:head]}\n{marker(len(text) - limit)}\n{text[-tail:]}"
 
 
 def repair_surrogates(text: str) -> str:

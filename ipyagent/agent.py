@@ -19,6 +19,7 @@ from traitlets import TraitError
 
 from . import _eventloop
 from ._secrets import key_envs, secret_values
+from ._text import head_tail
 from .approval import ApprovalPolicy, Approver, CallbackApprover, Mode
 from .audit import Audit, decision_record
 from .compaction import bind_settings, fit_window
@@ -465,7 +466,7 @@ class Agent(AgentResources):
         result.meta["decision"] = self._records.pop(call.id, record)
         if self.tool_output_limit and len(result.output) > self.tool_output_limit:
             result.meta["full_output_chars"] = len(result.output)
-            result.output = _head_tail(result.output, self.tool_output_limit)
+            result.output = head_tail(result.output, self.tool_output_limit)
         if decision.action == "edit":
             result.meta["edited"] = True
             result.output = "Note: the user edited this call before it ran.\n" + result.output
@@ -712,13 +713,6 @@ def _interrupted_text(printed: list[str]) -> str:
     if not text:
         return "Interrupted by the user."
     return f"Interrupted by the user. It had printed:\n{text}"
-
-
-def _head_tail(text: str, limit: int) -> str:
-    """The first and last parts of ``text`` with a marker of what was left out."""
-    half = limit // 2
-    cut = len(text) - 2 * half
-    return f"{text[:half]}\n[… {cut} characters omitted …]\n{text[-half:]}"
 
 
 def _fresh_dir() -> str:

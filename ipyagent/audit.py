@@ -17,8 +17,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ._text import one_line
 from .approval import Decision
-from .items import Item, Summary, ToolCall, ToolResult, item_from_dict
+from .items import Item, ToolCall, ToolResult, unfold
 
 __all__ = ["Audit", "AuditRow", "audit_rows", "decision_record"]
 
@@ -76,18 +77,9 @@ class AuditRow:
 COLUMNS = ("step", "call id", "tool", "decision", "by", "at", "edited")
 
 
-def _flatten(items: Iterable[Item]) -> list[Item]:
-    out: list[Item] = []
-    for item in items:
-        if isinstance(item, Summary):  # compacted calls still ran: they stay in the trail
-            out.extend(_flatten(item_from_dict(d) for d in item.replaced))
-        out.append(item)
-    return out
-
-
 def audit_rows(items: Iterable[Item]) -> list[AuditRow]:
     """A row per tool call, in order, with its recorded decision."""
-    flat = _flatten(items)
+    flat = list(unfold(items, keep_summaries=True))  # compacted calls ran: they stay in the trail
     results: dict[str, list[ToolResult]] = {}
     for item in flat:
         if isinstance(item, ToolResult):
@@ -185,4 +177,4 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
 def _md(text: str) -> str:
     """Untrusted text as inert text in a Markdown table cell (one line)."""
-    return html.escape(_MD_SPECIAL.sub(r"\\\1", " ".join(text.split())), quote=False)
+    return html.escape(_MD_SPECIAL.sub(r"\\\1", one_line(text)), quote=False)

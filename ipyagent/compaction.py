@@ -26,7 +26,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult
+from ._text import head_tail, one_line
+from .items import Item, Message, Summary, ToolCall, ToolResult, turn_spans, unfold_dicts
 from .models.base import SUMMARY_PROMPT
 
 if TYPE_CHECKING:
@@ -38,20 +39,14 @@ __all__ = ["CompactionPlan", "plan", "preview", "turn_groups", "render_for_summa
 
 def turn_groups(items: list[Item]) -> list[list[int]]:
     """Indices grouped into units that must stay together (a call with its result)."""
+    starts = {span.start for span in turn_spans(items)}  # a turn's results follow it
     groups: list[list[int]] = []
-    prev: Item | None = None
     for i, item in enumerate(items):
         user_side = (isinstance(item, Message) and item.role != "assistant") or isinstance(item, Summary)
-        assistant_side = isinstance(item, (Reasoning, ToolCall)) or (
-            isinstance(item, Message) and item.role == "assistant")
-        new_turn = assistant_side and (prev is None or isinstance(prev, ToolResult) or (
-            isinstance(prev, (Message, Summary)) and not (
-                isinstance(prev, Message) and prev.role == "assistant")))
-        if not groups or user_side or new_turn:
+        if not groups or user_side or i in starts:
             groups.append([i])
         else:
             groups[-1].append(i)
-        prev = item
     return groups
 
 
@@ -164,9 +159,7 @@ def render_for_summary(items: list[Item], max_chars: int, per_item: int = 2000) 
             text = f"[{item.role}]\n{item.content}"
         else:
             continue  # reasoning is the model's scratchpad, not a fact
-        if len(text) > per_item:
-            text = text[: per_item // 2] + "\n[…]\n" + text[-per_item // 2 :]
-        lines.append(text)
+        lines.append(head_tail(text, per_item, lambda n: "[…]"))
     out = "\n\n".join(lines)
     if len(out) > max_chars:
         out = "[…earliest part cut…]\n" + out[-max_chars:]
@@ -184,26 +177,9 @@ def replaced_items(items: list[Item]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for item in items:
         if isinstance(item, Summary):
-            out.extend(_flatten_dicts(item.replaced))
+            out.extend(unfold_dicts(item.replaced))
         else:
             out.append(item.to_dict())
-    return out
-
-
-def _flatten_dicts(dicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Summary dicts replaced by their items, iteratively (old transcripts nest deeply)."""
-    if not any(d.get("type") == "summary" for d in dicts):
-        return dicts  # the usual case: already flat
-    out: list[dict[str, Any]] = []
-    stack = [iter(dicts)]
-    while stack:
-        d = next(stack[-1], None)
-        if d is None:
-            stack.pop()
-        elif d.get("type") == "summary":
-            stack.append(iter(d.get("replaced") or []))
-        else:
-            out.append(d)
     return out
 
 
@@ -248,8 +224,8 @@ def shrink_largest_result(context: Context, over: int, keep_last: bool = True) -
     if keep >= len(item.output):
         return False
     cut = len(item.output) - keep
-    new = ToolResult(item.call_id, item.output[: keep // 2] + f"\n[… {cut} characters cut to "
-                     "fit the context window …]\n" + item.output[-keep // 2 :], item.error,
+    output = head_tail(item.output, keep, lambda n: f"[… {n} characters cut to fit the context window …]")
+    new = ToolResult(item.call_id, output, item.error,
                      item.name, item.outputs, item.execution_count,
                      {**item.meta, "cut_chars": cut})
     context[i] = new
@@ -330,7 +306,7 @@ async def _summarise(agent: Any, items: list[Item], p: CompactionPlan,
         return Summary(text, replaced=replaced_items(items),
                        meta={"method": "summary", "tokens_replaced": p.middle_tokens})
     except Exception as exc:  # any failure: fall back to truncation, keep running
-        emit(Notice(f"Summarising for compaction failed ({_one_line(exc)}); "
+        emit(Notice(f"Summarising for compaction failed ({one_line(exc)}); "
                     "dropping the oldest items instead.", "warning"))
         return truncation_summary(items, "summary failed")
 
@@ -371,7 +347,3 @@ def _replace(ctx: Context, indices: list[int], summary: Summary) -> None:
 
 def _last_summary(ctx: Context) -> Summary | None:
     return next((it for it in reversed(list(ctx)) if isinstance(it, Summary)), None)
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__

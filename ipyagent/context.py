@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from typing import Any, Callable, Iterable, Iterator, MutableSequence, overload
 
-from ._text import visible
+from ._text import one_line, visible
 from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
 from .tokens import TokenCounter
 
@@ -163,7 +163,7 @@ class Context(MutableSequence[Item]):
                 f"<td style='text-align:left'>{html.escape(item.summary())}</td>"
                 f"<td style='text-align:right'>{tok}</td></tr>"
             )
-        system = html.escape(" ".join(self.system.split())[:120])
+        system = html.escape(one_line(self.system)[:120])
         return (
             "<div class='ipyagent-context'>"
             f"<div><b>Context</b> — {self._count()}, ~{self.tokens:,} tokens</div>"

@@ -12,6 +12,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, Union
 
+from ._text import one_line
 from ._untrusted import markdown_literal, markdown_text
 from .decisions import Decision
 from .items import ToolCall, ToolResult
@@ -165,8 +166,7 @@ class RunResult:
         return self.stop_reason == "done"
 
     def __repr__(self) -> str:
-        text = " ".join(self.text.split())
-        text = text if len(text) < 60 else text[:59] + "…"
+        text = one_line(self.text, 60)
         return (f"RunResult(stop_reason={self.stop_reason!r}, steps={len(self.steps)}, "
                 f"usage={self.usage}, text={text!r})")
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Literal, Type, TypeVar, Union
 
+from ._text import one_line
 from ._untrusted import fence, inline_code, markdown_literal, markdown_text
 
 __all__ = [
@@ -23,20 +25,19 @@ __all__ = [
     "Item",
     "item_from_dict",
     "new_call_id",
+    "unfold",
+    "unfold_dicts",
+    "turn_spans",
 ]
 
 Role = Literal["user", "assistant", "system"]
 _I = TypeVar("_I", bound="_ItemBase")
+_N = TypeVar("_N")
 
 
 def new_call_id() -> str:
     """A fresh tool-call id, for servers that send none (or ``""``)."""
     return "call_" + uuid.uuid4().hex[:24]
-
-
-def _short(text: str, limit: int = 80) -> str:
-    one_line = " ".join(text.split())
-    return one_line if len(one_line) <= limit else one_line[: limit - 1] + "…"
 
 
 class _ItemBase:
@@ -84,14 +85,14 @@ class Message(_ItemBase):
     meta: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> str:
-        return _short(self.content)
+        return one_line(self.content, 80)
 
     @property
     def label(self) -> str:
         return self.role
 
     def __repr__(self) -> str:
-        return f"Message({self.role}: {_short(self.content, 60)!r})"
+        return f"Message({self.role}: {one_line(self.content, 60)!r})"
 
     def _repr_markdown_(self) -> str:
         return f"**{markdown_literal(self.role)}**\n\n{markdown_text(self.content)}"
@@ -112,8 +113,8 @@ class ToolCall(_ItemBase):
 
     def summary(self) -> str:
         if self.name == "python" and "code" in self.arguments:
-            return f"python: {_short(str(self.arguments['code']), 70)}"
-        return f"{self.name}({_short(json.dumps(self.arguments, ensure_ascii=False), 70)})"
+            return f"python: {one_line(str(self.arguments['code']), 70)}"
+        return f"{self.name}({one_line(json.dumps(self.arguments, ensure_ascii=False), 70)})"
 
     @property
     def label(self) -> str:
@@ -146,7 +147,7 @@ class ToolResult(_ItemBase):
     meta: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> str:
-        return ("error: " if self.error else "") + _short(self.output)
+        return ("error: " if self.error else "") + one_line(self.output, 80)
 
     @property
     def label(self) -> str:
@@ -154,7 +155,7 @@ class ToolResult(_ItemBase):
 
     def __repr__(self) -> str:
         flag = ", error=True" if self.error else ""
-        return f"ToolResult({_short(self.output, 60)!r}, call_id={self.call_id!r}{flag})"
+        return f"ToolResult({one_line(self.output, 60)!r}, call_id={self.call_id!r}{flag})"
 
     def _repr_markdown_(self) -> str:
         return f"**{self.label}** ({markdown_literal(self.call_id)})\n\n{fence(self.output)}"
@@ -170,10 +171,10 @@ class Reasoning(_ItemBase):
     meta: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> str:
-        return _short(self.content) if self.content else "(opaque reasoning)"
+        return one_line(self.content, 80) if self.content else "(opaque reasoning)"
 
     def __repr__(self) -> str:
-        return f"Reasoning({_short(self.content, 60)!r})"
+        return f"Reasoning({one_line(self.content, 60)!r})"
 
 
 @dataclass
@@ -186,10 +187,10 @@ class Summary(_ItemBase):
     meta: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> str:
-        return f"[{len(self.replaced)} items] " + _short(self.content)
+        return f"[{len(self.replaced)} items] " + one_line(self.content, 80)
 
     def __repr__(self) -> str:
-        return f"Summary({len(self.replaced)} items: {_short(self.content, 50)!r})"
+        return f"Summary({len(self.replaced)} items: {one_line(self.content, 50)!r})"
 
 
 Item = Union[Message, ToolCall, ToolResult, Reasoning, Summary]
@@ -206,3 +207,82 @@ def item_from_dict(data: dict[str, Any]) -> Item:
     except KeyError:
         raise ValueError(f"not an ipyagent item: type={data.get('type')!r}") from None
     return cls.from_dict(data)
+
+
+# -- compacted items: a Summary holds the dicts of the items it replaced ---------------------
+def unfold(items: Iterable[Item], *, keep_summaries: bool = False) -> Iterator[Item]:
+    """``items`` in the order they happened, each Summary replaced by the items it replaced
+    (and so on, however deep they nest); ``keep_summaries``: each Summary also comes, after
+    its items."""
+    def inner(item: Item) -> Iterator[Item] | None:
+        return (item_from_dict(d) for d in item.replaced) if isinstance(item, Summary) else None
+
+    return _unfold(items, inner, keep_summaries)
+
+
+def unfold_dicts(dicts: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Item dicts with each summary dict replaced by the dicts it replaced, however deep;
+    the dicts themselves are yielded, not copies."""
+    def inner(d: dict[str, Any]) -> list[dict[str, Any]] | None:
+        return (d.get("replaced") or []) if d.get("type") == "summary" else None
+
+    return _unfold(dicts, inner, False)
+
+
+def _unfold(nodes: Iterable[_N], inner: Callable[[_N], Iterable[_N] | None],
+            keep: bool) -> Iterator[_N]:
+    # A stack of iterators, not recursion: transcripts from before compaction flattened its
+    # summaries nest them thousands deep.
+    stack: list[tuple[Iterator[_N], _N | None]] = [(iter(nodes), None)]
+    while stack:
+        level, owner = stack[-1]
+        for node in level:
+            below = inner(node)
+            if below is not None:
+                stack.append((iter(below), node))
+                break
+            yield node
+        else:
+            stack.pop()
+            if keep and owner is not None:
+                yield owner
+
+
+# -- turns -------------------------------------------------------------------------------
+def turn_spans(items: Sequence[Item]) -> list[range]:
+    """Where each model turn lies in ``items``: the index range of its assistant-side items
+    (reasoning, assistant text, tool calls), in order.
+
+    A turn is what one model reply adds: reasoning, then text, then calls, each optional.
+    Anything else (a result, a user or system message, a summary) ends the turn; within a
+    run of assistant-side items, reasoning after anything, or text after text or calls,
+    starts the next one (the chat wire groups them the same way).
+    """
+    spans: list[range] = []
+    start: int | None = None
+    seen: set[str] = set()  # kinds of item the current turn has
+    for i, item in enumerate(items):
+        kind = _assistant_kind(item)
+        if kind is None:
+            if start is not None:
+                spans.append(range(start, i))
+            start = None
+            continue
+        if start is not None and (kind == "reasoning" and seen or
+                                  kind == "message" and seen & {"message", "call"}):
+            spans.append(range(start, i))
+            start = None
+        if start is None:
+            start, seen = i, set()
+        seen.add(kind)
+    if start is not None:
+        spans.append(range(start, len(items)))
+    return spans
+
+
+def _assistant_kind(item: Item) -> str | None:
+    if isinstance(item, ToolCall):
+        return "call"
+    if isinstance(item, Reasoning) or (isinstance(item, Message) and item.role == "assistant"):
+        return item.type
+    return None

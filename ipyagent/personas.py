@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._text import one_line
 from ._untrusted import inline_code, markdown_literal, markdown_text
 from .errors import ConfigError
 
@@ -408,7 +409,7 @@ def check(agent: AgentSettings, name: str) -> Persona:
             traits[key]._validate(agent, value)  # the trait's checks and Agent's @validate
         except TraitError as exc:
             raise PersonaError(f"persona {persona.name!r} ({persona.source}): "
-                               f"{' '.join(str(exc).split())}") from None
+                               f"{one_line(exc)}") from None
     return persona
 
 

@@ -14,6 +14,9 @@ from ipyagent.items import (
     ToolResult,
     item_from_dict,
     new_call_id,
+    turn_spans,
+    unfold,
+    unfold_dicts,
 )
 
 ITEMS = [
@@ -82,3 +85,64 @@ def test_item_and_step_reprs_keep_model_text_inert() -> None:
     shown = render(python._repr_markdown_())
     assert elements(shown).count("pre") == 1 and "&lt;img src=x" in shown
     assert "strong" in elements(render(items[0]._repr_markdown_()))  # formatting kept
+
+
+# -- unfolding compaction summaries -----------------------------------------------------
+
+def nested(depth: int) -> Summary:
+    """A summary ``depth`` summaries deep, as transcripts from before flattening hold."""
+    inner: dict = {"type": "message", "role": "user", "content": "first", "meta": {}}
+    for n in range(depth):
+        inner = {"type": "summary", "content": f"s{n}", "meta": {},
+                 "replaced": [inner, {"type": "message", "role": "assistant",
+                                      "content": f"a{n}", "meta": {}}]}
+    return Summary(inner["content"], replaced=inner["replaced"])
+
+
+def test_unfold_puts_each_summarys_items_where_it_stood() -> None:
+    old = [Message("user", "a").to_dict(), Message("assistant", "b").to_dict()]
+    items = [Message("system", "s"), Summary("a then b", replaced=old), Message("user", "c")]
+    assert [i.content for i in unfold(items)] == ["s", "a", "b", "c"]
+    kept = list(unfold(items, keep_summaries=True))
+    assert [i.content for i in kept] == ["s", "a", "b", "a then b", "c"]
+    assert list(unfold([])) == [] and list(unfold([Summary("empty")], keep_summaries=True))[0].content == "empty"
+
+
+def test_unfold_has_no_depth_limit() -> None:
+    """A context compacted 5,000 times, each summary holding the one before it."""
+    deep = nested(5000)
+    assert [i.content for i in unfold([deep, Message("user", "latest")])] == [
+        "first", *(f"a{n}" for n in range(5000)), "latest"]
+    kept = [i.content for i in unfold([deep], keep_summaries=True)]  # each after its items
+    assert kept == ["first", *(x for n in range(5000) for x in (f"a{n}", f"s{n}"))]
+
+
+def test_unfold_dicts_yields_the_same_dicts() -> None:
+    flat = [Message("user", f"m{i}").to_dict() for i in range(3)]
+    assert all(a is b for a, b in zip(unfold_dicts(flat), flat, strict=True))
+    contents = [d["content"] for d in unfold_dicts(nested(3000).replaced)]
+    assert contents == ["first", *(f"a{n}" for n in range(3000))]
+
+
+# -- where a turn starts ----------------------------------------------------------------
+
+def test_turn_spans_cut_as_the_wire_groups_replies() -> None:
+    items = [
+        Message("user", "go"),  # 0
+        Reasoning("think"), Message("assistant", "calling"), ToolCall("a", "python", {}),  # 1-3
+        ToolCall("b", "add", {}),  # 4: calls after calls: the same turn
+        ToolResult("a", "1"), ToolResult("b", "2"),  # 5, 6
+        ToolCall("c", "add", {}),  # 7: after a result, a new turn
+        ToolResult("c", "3"),
+        Message("assistant", "first"),  # 9
+        Message("assistant", "second"),  # 10: text after text
+        Reasoning("again"),  # 11: reasoning after anything
+        Message("assistant", "third"),  # 12
+        Summary("s"),  # 13: not the model's
+        Message("assistant", "after"),  # 14
+        Message("system", "note"),  # 15
+    ]
+    assert turn_spans(items) == [range(1, 5), range(7, 8), range(9, 10), range(10, 11),
+                                 range(11, 13), range(14, 15)]
+    assert turn_spans([]) == [] and turn_spans([Message("user", "x")]) == []
+    assert turn_spans([ToolCall("x", "f", {})]) == [range(0, 1)]

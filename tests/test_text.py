@@ -1,4 +1,5 @@
-"""Text made safe to leave the process: ``visible`` for terminals."""
+"""Text made safe to leave the process (``visible`` for terminals) and made short
+(``one_line``, ``head_tail``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import unicodedata
 
 import pytest
 
-from ipyagent._text import visible
+from ipyagent._text import head_tail, omitted, one_line, visible
 from tests.helpers.inert import harmless
 
 PICTURE = re.compile("⟨U\\+([0-9A-F]{4,6})⟩|[\u2400-\u241f\u2421]")
@@ -55,3 +56,31 @@ def test_random_text_round_trips() -> None:
     for _ in range(2000):
         raw = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
         assert harmless(visible(raw)) and read_back(visible(raw)) == raw, repr(raw)
+
+
+# -- one line, head and tail --------------------------------------------------------------
+
+def test_one_line_collapses_every_whitespace_run_and_cuts_with_an_ellipsis() -> None:
+    assert one_line("  a\n\n b\t\r\nc  ") == "a b c"
+    assert one_line(12) == "12"
+    assert one_line("abcdef", 6) == "abcdef"
+    assert one_line("abcdefg", 6) == "abcde…" and len(one_line("x" * 100, 6)) == 6
+    assert one_line("a\nb" * 50, None) == " ".join(["a", *["ba"] * 49, "b"])
+
+
+def test_one_line_of_an_exception_is_its_message_or_its_type() -> None:
+    assert one_line(ValueError("bad\n  value")) == "bad value"
+    assert one_line(TimeoutError()) == "TimeoutError"
+    assert one_line(OSError(" \n ")) == "OSError"  # a blank message: the type says more
+    assert one_line(RuntimeError("x" * 50), 10) == "x" * 9 + "…"
+
+
+def test_head_tail_keeps_both_ends_and_says_how_much_is_gone() -> None:
+    text = "".join(chr(97 + i % 26) for i in range(1000))
+    assert head_tail(text, 1000) is text and head_tail(text, 0) is text
+    cut = head_tail(text, 101)
+    head, marker, tail = cut.split("\n")
+    assert head == text[:50] and tail == text[-51:] and marker == omitted(899)
+    assert omitted(899) == "[… 899 characters omitted …]"
+    assert head_tail(text, 10, lambda n: f"<{n} gone>") == f"{text[:5]}\n<990 gone>\n{text[-5:]}"
+    assert head_tail("abc", 1) == "\n[… 2 characters omitted …]\nc"

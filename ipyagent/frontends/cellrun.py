@@ -26,7 +26,7 @@ from .. import _eventloop
 from .._mainthread import Dispatcher, LoopDispatcher, PumpDispatcher, wake_on_signals
 from ..errors import IpyagentError
 
-__all__ = ["CellRunner", "Command", "OVERRIDES", "one_line"]
+__all__ = ["CellRunner", "Command", "OVERRIDES", "error_line"]
 
 # Magic option -> Agent trait, for one run.
 # The persona comes first, so explicit options given with it win over its settings.
@@ -145,7 +145,7 @@ class CellRunner:
                     await asyncio.wait_for(interrupt_sibling(agent), 5)
                 display.interrupted()
             except IpyagentError as exc:
-                print(f"ipyagent: {one_line(exc)}", file=sys.stderr)
+                print(f"ipyagent: {error_line(exc)}", file=sys.stderr)
             finally:
                 display.close()
 
@@ -178,7 +178,7 @@ class CellRunner:
                     print("\nipyagent: interrupted — the context is valid; "
                           "`%agent step` or a new task continues", file=sys.stderr)
             except IpyagentError as exc:
-                print(f"ipyagent: {one_line(exc)}", file=sys.stderr)
+                print(f"ipyagent: {error_line(exc)}", file=sys.stderr)
             finally:
                 self.pump = None
                 if hasattr(listener, "close"):
@@ -217,8 +217,8 @@ def _resolve(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-def one_line(exc: BaseException) -> str:
+def error_line(exc: BaseException) -> str:
     """An exception as one readable line, its control characters made visible."""
-    from .._text import visible
+    from .._text import one_line, visible
 
-    return visible(" ".join(str(exc).split()) or type(exc).__name__)
+    return visible(one_line(exc))

@@ -26,7 +26,7 @@ from traitlets import TraitError
 from .._mainthread import LoopDispatcher
 from .._text import visible
 from ..errors import IpyagentError
-from .cellrun import CellRunner, Command, one_line
+from .cellrun import CellRunner, Command, error_line
 from .transformer import await_agent_magics, protect_question_marks
 
 __all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension", "current",
@@ -279,7 +279,7 @@ class AgentMagics(Magics):
             try:
                 return await agent.areplay(cmd.path, on_event=display, **_replay_kwargs(cmd))
             except (OSError, IpyagentError, ValueError) as exc:
-                raise UsageError(f"%agent replay {cmd.path}: {one_line(exc)}") from None
+                raise UsageError(f"%agent replay {cmd.path}: {error_line(exc)}") from None
             finally:
                 if hasattr(self.approver, "unbind"):
                     self.approver.unbind()
@@ -303,7 +303,7 @@ class AgentMagics(Magics):
                       "loaded, but the sibling kernel has only what ran before", file=sys.stderr)
                 return None
             except (OSError, IpyagentError, ValueError) as exc:
-                raise UsageError(f"%agent load {cmd.path}: {one_line(exc)}") from None
+                raise UsageError(f"%agent load {cmd.path}: {error_line(exc)}") from None
             finally:
                 if hasattr(self.approver, "unbind"):
                     self.approver.unbind()
@@ -338,7 +338,7 @@ class AgentMagics(Magics):
             try:
                 return getattr(agent.mcp, verb)()  # the table shows what the model gets
             except IpyagentError as exc:
-                raise UsageError(f"%agent {cmd.action.replace('-', ' ')}: {one_line(exc)}") from None
+                raise UsageError(f"%agent {cmd.action.replace('-', ' ')}: {error_line(exc)}") from None
         if cmd.action == "reset":
             agent.reset(kernel=cmd.kernel)
             print("ipyagent: new conversation" + (" and a restarted sibling kernel"
@@ -362,7 +362,7 @@ class AgentMagics(Magics):
             else:
                 outcome = method(cmd.path, **kwargs)
         except (OSError, IpyagentError, ValueError) as exc:
-            raise UsageError(f"%agent {cmd.action} {cmd.path}: {one_line(exc)}") from None
+            raise UsageError(f"%agent {cmd.action} {cmd.path}: {error_line(exc)}") from None
         if cmd.action == "save":
             print(visible(f"ipyagent: saved {len(agent.context)} items to {outcome}"))
             return None

@@ -20,6 +20,7 @@ import time
 from typing import Any, Callable, Iterable
 
 from .._mainthread import Dispatcher, LoopDispatcher
+from .._text import one_line
 from .._untrusted import fence, markdown_literal, markdown_text, sibling_bundle
 from ..approval import Decision
 from ..events import (
@@ -52,7 +53,7 @@ def card_markdown(call: ToolCall, status: str, arguments: dict[str, Any] | None 
     """A tool call as Markdown: a header line with its status, then the code."""
     lang, code = ("diff", preview) if preview else _code_of(call, arguments)
     return (f"**{markdown_literal(call.name)}** <small>· {markdown_literal(call.id)} · "
-            f"{markdown_text(' '.join(status.split()))}</small>\n\n{fence(code, lang)}")
+            f"{markdown_text(one_line(status))}</small>\n\n{fence(code, lang)}")
 
 
 def card_html(call: ToolCall, status: str, arguments: dict[str, Any] | None = None,

@@ -18,7 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Execution", "OutputCollector", "model_text", "truncate_middle", "strip_ansi"]
+from .._text import head_tail, omitted
+
+__all__ = ["Execution", "OutputCollector", "model_text", "strip_ansi"]
 
 Status = Literal["ok", "error", "timeout", "died"]
 
@@ -29,21 +31,6 @@ _OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error")
 def strip_ansi(text: str) -> str:
     """Remove ANSI escape sequences (colours in tracebacks, cursor moves)."""
     return _ANSI.sub("", text)
-
-
-def omitted_marker(n: int) -> str:
-    """The marker that stands in for ``n`` dropped characters."""
-    return f"[… {n} characters omitted …]"
-
-
-def truncate_middle(text: str, limit: int) -> str:
-    """Keep the head and tail of ``text`` so the result is about ``limit`` characters."""
-    if limit <= 0 or len(text) <= limit:
-        return text
-    head = limit // 2
-    tail = limit - head
-    dropped = len(text) - head - tail
-    return f"{text[:head]}\n{omitted_marker(dropped)}\n{text[-tail:]}"
 
 
 def _collapse_carriage_returns(text: str) -> str:
@@ -118,7 +105,7 @@ def model_text(outputs: Sequence[Mapping[str, Any]], max_chars: int = 10_000) ->
         elif kind == "error":
             tb = strip_ansi("\n".join(out.get("traceback", [])))
             parts.append((tb or f"{out.get('ename')}: {out.get('evalue')}") + "\n")
-    return truncate_middle("".join(parts).rstrip("\n"), max_chars)
+    return head_tail("".join(parts).rstrip("\n"), max_chars)
 
 
 def output_from_msg(kind: str, content: dict[str, Any]) -> dict[str, Any]:
@@ -325,7 +312,7 @@ class OutputCollector:
             if isinstance(item, _Stream):
                 text = item.text()
                 if item is marker_at:
-                    text = f"\n{omitted_marker(self._dropped)}\n{text}"
+                    text = f"\n{omitted(self._dropped)}\n{text}"
                 if not text:
                     continue
                 prev = result[-1] if result else None

@@ -20,6 +20,7 @@ import json
 import re
 from typing import Any, AsyncIterator
 
+from .._untrusted import fence
 from ..items import Message, ToolCall, ToolResult
 from .base import SUMMARY_PROMPT, ModelEvent, ModelRequest, TextDelta, ToolCallDelta, Turn, TurnComplete
 
@@ -122,7 +123,7 @@ class DemoModel:
         outputs = [_printed_part(r) for r in (results or [last])]
         shown = "\n".join(o for o in outputs if o) or last.output.strip()
         status = "It failed:" if last.error else "The sibling kernel printed:"
-        return (f"{LABEL} {what} in Python. {status}\n\n```\n{shown}\n```\n\n"
+        return (f"{LABEL} {what} in Python. {status}\n\n{fence(shown)}\n\n"
                 "(This answer was produced by the built-in demo model, not an LLM.)"), []
 
     def _plan_tools(self, task: str, tools: dict[str, dict[str, Any]],

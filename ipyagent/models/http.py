@@ -20,13 +20,13 @@ from typing import Any, AsyncIterator, Callable, Protocol
 
 import httpx
 
-from .._text import repair_surrogates
+from .._text import one_line, repair_surrogates
 from ..errors import ModelResponseError, ModelStreamError
 from .base import ModelEvent, ModelRequest, Turn, TurnComplete
 from .retry import (
+    MESSAGE_LIMIT,
     RetryPolicy,
     http_error,
-    one_line,
     provider_message,
     redact,
     safe_url,
@@ -306,7 +306,7 @@ class StreamingHTTPModel:
         """A ``ModelStreamError`` with the provider's message, ``.body`` and the ``.turn`` so far."""
         message = provider_message({"error": error}) or "error"
         code = (error.get("code") or error.get("type")) if isinstance(error, dict) else None
-        text = one_line(redact(message, [key]))
+        text = one_line(redact(message, [key]), MESSAGE_LIMIT)
         exc = ModelStreamError(f"{text} [{code}]" if code not in (None, "", "error") else text, url=url)
         exc.body = error  # type: ignore[attr-defined]
         # Usage and partial output of the failed turn still count (budgets, display).

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Iterable, Sequence
 
 from ..errors import ModelError
-from ..items import Item, Message, Reasoning, Summary, ToolCall, item_from_dict
+from ..items import Item, Message, Reasoning, ToolCall, turn_spans, unfold
 from .base import (
     ModelEvent,
     ModelRequest,
@@ -25,7 +25,7 @@ from .base import (
     TurnComplete,
 )
 
-__all__ = ["ReplayModel", "RecordedTurn", "turns_from_items", "flatten"]
+__all__ = ["ReplayModel", "RecordedTurn", "turns_from_items"]
 
 
 @dataclass
@@ -41,54 +41,26 @@ class RecordedTurn:
         return self.turn.tool_calls
 
 
-def flatten(items: Iterable[Item]) -> list[Item]:
-    """The items in the order they happened: a Summary's replaced items come before it."""
-    out: list[Item] = []
-    for item in items:
-        if isinstance(item, Summary):
-            out.extend(flatten(item_from_dict(d) for d in item.replaced))
-        out.append(item)
-    return out
-
-
-def _opens_turn(item: Item) -> bool:
-    return isinstance(item, (Reasoning, ToolCall)) or (
-        isinstance(item, Message) and item.role == "assistant")
-
-
 def turns_from_items(items: Sequence[Item]) -> list[RecordedTurn]:
-    """The assistant turns in ``items`` (already flattened), in order."""
+    """The assistant turns in ``items`` (already unfolded), in order."""
     turns: list[RecordedTurn] = []
-    current: RecordedTurn | None = None
-    seen: set[str] = set()  # kinds of item the current turn has
-    for i, item in enumerate(items):
-        if not _opens_turn(item):
-            current = None
-            continue
-        kind = "call" if isinstance(item, ToolCall) else item.type
-        # Reasoning after anything, or text after text/calls, starts the next turn
-        # (the chat wire groups them the same way).
-        fresh = current is None or (kind == "reasoning" and bool(seen)) or (
-            kind == "message" and bool(seen & {"message", "call"}))
-        seen = {kind} if fresh else seen | {kind}
-        if fresh:
-            current = RecordedTurn(Turn(), i, i)
-            turns.append(current)
-            recorded = item.meta.get("turn") or {}
-            current.turn.finish_reason = recorded.get("finish_reason")
-            current.turn.usage = recorded.get("usage")
-            current.turn.model = recorded.get("model")
-        assert current is not None
-        current.end = i + 1
-        if isinstance(item, Reasoning):
-            current.turn.reasoning = Reasoning(item.content, item.details)
-        elif isinstance(item, Message):
-            current.turn.text = item.content
-        elif isinstance(item, ToolCall):
-            proposed = item.meta.get("original_arguments")
-            current.turn.tool_calls.append(ToolCall(
-                item.id, item.name, dict(proposed if proposed is not None else item.arguments),
-                item.raw_arguments))
+    for span in turn_spans(items):
+        current = RecordedTurn(Turn(), span.start, span.stop)
+        turns.append(current)
+        recorded = items[span.start].meta.get("turn") or {}
+        current.turn.finish_reason = recorded.get("finish_reason")
+        current.turn.usage = recorded.get("usage")
+        current.turn.model = recorded.get("model")
+        for item in items[span.start:span.stop]:
+            if isinstance(item, Reasoning):
+                current.turn.reasoning = Reasoning(item.content, item.details)
+            elif isinstance(item, Message):
+                current.turn.text = item.content
+            elif isinstance(item, ToolCall):
+                proposed = item.meta.get("original_arguments")
+                current.turn.tool_calls.append(ToolCall(
+                    item.id, item.name, dict(proposed if proposed is not None else item.arguments),
+                    item.raw_arguments))
     for rt in turns:
         if rt.turn.finish_reason is None:
             rt.turn.finish_reason = "tool_calls" if rt.turn.tool_calls else "stop"
@@ -106,7 +78,7 @@ class ReplayModel:
     @classmethod
     def from_items(cls, items: Iterable[Item], name: str = "replay") -> ReplayModel:
         """A replay of every assistant turn in ``items`` (compacted ones included)."""
-        return cls(turns_from_items(flatten(items)), name=name)
+        return cls(turns_from_items(list(unfold(items, keep_summaries=True))), name=name)
 
     @property
     def remaining(self) -> int:

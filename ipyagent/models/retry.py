@@ -27,6 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from .._text import one_line
 from ..errors import (
     ModelConnectionError,
     ModelError,
@@ -46,17 +47,11 @@ __all__ = [
     "provider_message",
     "parse_retry_after",
     "safe_url",
-    "one_line",
+    "MESSAGE_LIMIT",
     "redact",
 ]
 
-_MESSAGE_LIMIT = 500
-
-
-def one_line(text: object, limit: int = _MESSAGE_LIMIT) -> str:
-    """``text`` with all whitespace runs (newlines too) collapsed, cut at ``limit``."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+MESSAGE_LIMIT = 500  # characters of a provider's error message kept
 
 
 def redact(text: str, secrets: Iterable[str | None]) -> str:
@@ -171,7 +166,7 @@ def http_error(
     message = provider_message(body)
     if not message or (isinstance(body, str) and body.lstrip().startswith("<")):
         message = response.reason_phrase or "error"  # an HTML error page says nothing useful
-    message = one_line(redact(message, hidden))
+    message = one_line(redact(message, hidden), MESSAGE_LIMIT)
     status = response.status_code
     retry_after = parse_retry_after(response.headers)
     error: ModelHTTPError
@@ -216,7 +211,7 @@ def setup_hint(message: str) -> str | None:
 
 def transport_error(exc: httpx.HTTPError, *, url: str, timeout: float | None = None) -> ModelError:
     """The ``ModelError`` for an httpx failure below HTTP (connect, timeout, drop)."""
-    detail = one_line(str(exc) or type(exc).__name__)
+    detail = one_line(exc, MESSAGE_LIMIT)
     if isinstance(exc, httpx.TimeoutException):
         limit = f" within {timeout:g}s" if timeout else ""
         return ModelTimeoutError(f"no response{limit} ({type(exc).__name__})", url=url)

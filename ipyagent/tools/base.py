@@ -20,6 +20,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterator, Union
 
+from .._text import one_line
 from .._untrusted import fence, inline_code, markdown_text
 from ..items import ToolCall, ToolResult
 
@@ -252,7 +253,7 @@ class Toolbox:
         return f"<Toolbox: {', '.join(self._tools) or 'empty'}>"
 
     def _repr_markdown_(self) -> str:
-        return "\n".join(f"- {inline_code(t.name)} — {markdown_text(' '.join(t.description.split()))}"
+        return "\n".join(f"- {inline_code(t.name)} — {markdown_text(one_line(t.description))}"
                          for t in self._tools.values())
 
     async def execute(self, call: ToolCall) -> ToolResult:

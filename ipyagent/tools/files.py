@@ -22,13 +22,13 @@ import difflib
 import errno
 import io
 import os
-import secrets
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._atomic import write_atomic
 from ..items import ToolCall, ToolResult
 from .base import Tool, tool
 
@@ -277,12 +277,9 @@ def read_existing(spot: Spot) -> str | None:
 
 
 def write_text(spot: Spot, content: str) -> None:
-    """Write ``content`` at ``spot``, all or nothing: a new file beside it, then a rename.
-
-    The new file is created with ``O_EXCL | O_NOFOLLOW`` in the spot's directory and
-    renamed over the name on the same descriptor, so a symlink at the name is replaced,
-    never followed. An existing file keeps its mode; a new one gets the umask's.
-    """
+    """Write ``content`` at ``spot``, all or nothing (``_atomic.write_atomic`` on the spot's
+    directory descriptor): a symlink at the name is replaced, never followed; an existing
+    file keeps its mode, a new one gets the umask's. Refuses directories and odd files."""
     if spot.name == ".":
         raise IsADirectoryError(spot.path)
     st = spot.lstat()
@@ -290,29 +287,7 @@ def write_text(spot: Spot, content: str) -> None:
         raise IsADirectoryError(spot.path)
     if st is not None and not stat.S_ISLNK(st.st_mode):
         spot.refuse_odd(st)
-    keep = stat.S_IMODE(st.st_mode) if st is not None and stat.S_ISREG(st.st_mode) else None
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
-    while True:
-        tmp = f".{spot.name[:200]}.{secrets.token_hex(4)}.tmp"
-        try:
-            # 0o666 lets the umask decide a new file's mode, as open() would; an existing
-            # file's content is never readable more widely than the file itself, even briefly.
-            fd = os.open(tmp, flags, 0o600 if keep is not None else 0o666, dir_fd=spot.dir_fd)
-            break
-        except FileExistsError:
-            continue
-    try:
-        with open(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(content)
-            f.flush()
-            if keep is not None:
-                os.fchmod(f.fileno(), keep)
-            os.fsync(f.fileno())
-        os.replace(tmp, spot.name, src_dir_fd=spot.dir_fd, dst_dir_fd=spot.dir_fd)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=spot.dir_fd)
-        raise
+    write_atomic(spot.name, content, dir_fd=spot.dir_fd)
 
 
 def _size(n: int) -> str:

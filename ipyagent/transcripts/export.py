@@ -23,11 +23,12 @@ import nbformat
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from .._text import one_line
 from .._untrusted import fence as _fence
 from .._untrusted import inline_code, markdown_text, sibling_bundle
 from .._version import __version__
 from ..approval import PERSON
-from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
+from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict, unfold
 from ..tools.files import recorded_file
 from .file_record import cell_source
 
@@ -78,7 +79,8 @@ def context_to_notebook(context: Any, header: Mapping[str, Any] | None = None, *
 
 
 # -- cells ------------------------------------------------------------------------
-def _cells(items: list[Item]) -> Iterable[NotebookNode]:
+def _cells(items: list[Item], compacted: bool = False) -> Iterable[NotebookNode]:
+    """The cells of ``items``; ``compacted``: they are a summary's, already unfolded."""
     results = _results_by_call(items)
     call_ids = {i.id for i in items if isinstance(i, ToolCall)}
     for item in items:
@@ -99,11 +101,15 @@ def _cells(items: list[Item]) -> Iterable[NotebookNode]:
                           f"({inline_code(item.call_id)}, its call "
                           f"is not in the context)\n\n{_fence(_clip(item.output))}", kind="result")
         elif isinstance(item, Summary):
-            inner = [item_from_dict(d) for d in item.replaced]
+            # An older transcript's summary may hold summaries: their items come unfolded,
+            # each inner summary after its items, as one run of cells.
+            inner = [] if compacted else list(
+                unfold((item_from_dict(d) for d in item.replaced), keep_summaries=True))
             if inner:
-                yield _md(f"*The next {len(inner)} items were later compacted into a summary; "
+                ran = sum(not isinstance(i, Summary) for i in inner)
+                yield _md(f"*The next {ran} items were later compacted into a summary; "
                           "the model no longer sees them, but their code ran.*", kind="note")
-                yield from _cells(inner)
+                yield from _cells(inner, compacted=True)
             yield _md(f"#### Summary of earlier conversation\n\n{markdown_text(item.content)}",
                       kind="summary")
 
@@ -130,7 +136,7 @@ def _call_cells(call: ToolCall, result: ToolResult | None) -> Iterable[NotebookN
         return
     why = _not_run_reason(result)
     if why:
-        text = (f"**`python` call {markdown_text(_one_line(why, 10_000))}** ({inline_code(call.id)})\n\n"
+        text = (f"**`python` call {markdown_text(one_line(why, 10_000))}** ({inline_code(call.id)})\n\n"
                 f"{_fence(code, 'python')}")
         if result is not None and result.output and meta.get("status") in NOT_RERUN:
             text += f"\n\nRecorded output:\n\n{_fence(_clip(result.output))}"
@@ -171,7 +177,7 @@ def _not_run_reason(result: ToolResult | None) -> str:
     if meta.get("status") == "died":
         return "killed the kernel (not re-run by Run All)"
     if "status" not in meta and result.execution_count is None and not result.outputs:
-        return f"did not run: {_one_line(result.output, 200)}"  # e.g. no python tool on offer
+        return f"did not run: {one_line(result.output, 200)}"  # e.g. no python tool on offer
     return ""
 
 
@@ -183,7 +189,7 @@ def _describe_call(call: ToolCall, result: ToolResult | None) -> str:
     if result is None:
         lines.append("*Not answered: the run stopped before it ran.*")
     elif result.meta.get("denied") or result.meta.get("skipped") or result.meta.get("interrupted"):
-        lines.append(f"*Not run:* {markdown_text(_one_line(result.output))}")
+        lines.append(f"*Not run:* {markdown_text(one_line(result.output, 300))}")
     else:
         label = "Error" if result.error else "Result"
         lines.append(f"**{label}:**\n\n{_fence(_clip(result.output))}")
@@ -247,12 +253,7 @@ def _clip(text: str) -> str:
     return text[:MAX_CELL_TEXT] + f"\n[… {len(text) - MAX_CELL_TEXT} more characters in the metadata]"
 
 
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
 def _cell_text(value: Any) -> str:
     """A value for a Markdown table cell (no pipes or newlines)."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return _one_line(text, 200).replace("|", "\\|")
+    return one_line(text, 200).replace("|", "\\|")

@@ -18,11 +18,11 @@ import html
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from .._text import visible
+from .._text import one_line, visible
 from ..approval import ApprovalPolicy, Approver, Decision, Mode
-from ..items import Summary, ToolCall, ToolResult, item_from_dict
+from ..items import ToolCall, ToolResult, unfold
 
-__all__ = ["Rebuild", "python_calls_that_ran", "rerun_steps", "arebuild", "unfold"]
+__all__ = ["Rebuild", "python_calls_that_ran", "rerun_steps", "arebuild"]
 
 @dataclass
 class Rebuild:
@@ -57,7 +57,7 @@ class Rebuild:
         if self.fresh:
             text += (f"; it runs in a fresh empty directory, {self.cwd}, for the rest of this "
                      "conversation (`--cwd DIR` to choose one)")
-        return visible(" ".join(text.split()))
+        return visible(one_line(text))
 
     def audit(self) -> Any:
         """How each re-run step was decided (who, when), as ``agent.audit()`` lists a run's."""
@@ -71,15 +71,6 @@ class Rebuild:
     def _repr_html_(self) -> str:
         colour = "#2a7" if self.ok else "#c80"
         return f"<div style='color:{colour}'>{html.escape(self.line())}</div>"
-
-
-def unfold(items: Iterable[Any]) -> Iterable[Any]:
-    """Items in order, with each compaction summary replaced by what it replaced."""
-    for item in items:
-        if isinstance(item, Summary):
-            yield from unfold(item_from_dict(d) for d in item.replaced)
-        else:
-            yield item
 
 
 def rerun_steps(items: Iterable[Any]) -> list[tuple[ToolCall, tuple[str, str] | None]]:
@@ -181,7 +172,7 @@ async def arebuild(agent: Any, *, approval: Mode | None = None,
         emit(ToolCallDecided(call, decision))
         meta: dict[str, Any] = {"decision": decision_record(decision, n), "rerun": True}
         if not decision.approved:
-            reason = " ".join((decision.reason or f"denied ({decision.by})").split())
+            reason = one_line(decision.reason or f"denied ({decision.by})")
             hint = "" if decision.by_person else f"; {_HOW_TO_ALLOW}"
             left = len(steps) - n + 1
             report.stopped = (f"stopped at step {n} of {len(steps)} ({_what(call)}), not "

@@ -50,8 +50,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from .._normalise import NORMALISATIONS, normalise
 from ..approval import ApprovalPolicy, Approver, Decision, Mode
-from ..items import Message, Summary, ToolCall, ToolResult
-from ..models.recorded import RecordedTurn, ReplayModel, flatten, turns_from_items
+from ..items import Message, Summary, ToolCall, ToolResult, unfold
+from ..models.recorded import RecordedTurn, ReplayModel, turns_from_items
 from ..tools.base import Tool
 from ..tools.files import recorded_file
 from .file_record import restore
@@ -201,7 +201,7 @@ def _runnable(items: list[Any]) -> dict[int, str]:
     """id(recorded python call) -> its code, for each call the notebook shows as a code cell."""
     from .rebuild import rerun_steps
 
-    flat = [i for i in items if not isinstance(i, Summary)]  # flatten keeps each summary too
+    flat = [i for i in items if not isinstance(i, Summary)]  # unfolded with each summary kept
     return {id(call): str(call.arguments["code"])
             for call, written in rerun_steps(flat) if written is None}
 
@@ -307,7 +307,7 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
     transcript = source if isinstance(source, Transcript) else read(source)
     transcript.verify_cells()  # replay runs code: only the code its cells show
     started = time.perf_counter()
-    items = flatten(transcript.items)
+    items = list(unfold(transcript.items, keep_summaries=True))
     turns = turns_from_items(items)
     _as_ran(turns, items)
     results = _recorded_results(items)

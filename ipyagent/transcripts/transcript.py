@@ -16,7 +16,6 @@ import datetime as _dt
 import ipaddress
 import os
 import re
-import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,14 +26,14 @@ import nbformat
 from nbformat import NotebookNode
 from traitlets import TraitError
 
-from .._leftovers import remove_stale_temps, temp_prefix
+from .._atomic import write_atomic
 from .._secrets import find_secret, key_envs, secret_values
 from .._text import repair_surrogates, visible
 from .._untrusted import inline_code, markdown_literal
 from .._version import __version__
 from ..context import Context
 from ..errors import IpyagentError, TranscriptError
-from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
+from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict, unfold
 from .export import FORMAT, context_to_notebook
 
 if TYPE_CHECKING:
@@ -223,31 +222,12 @@ def write_notebook(nb: NotebookNode, path: str | os.PathLike[str], *,
         raise TranscriptError(
             f"refusing to write {target}: it would contain the value of ${leaked}; remove it "
             "from the context (agent.context is editable) and save again")
-    _atomic_write(target, text)
-    return target
-
-
-def _atomic_write(target: Path, text: str) -> None:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_temps(target)  # what an earlier save killed mid-write left behind
-        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(target), suffix=".tmp", dir=target.parent)
+        write_atomic(target, repair_surrogates(text))  # a lone surrogate must not lose the save
     except OSError as exc:
         raise TranscriptError(f"cannot write {target}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(repair_surrogates(text))  # a lone surrogate must not lose the save
-            f.flush()
-            os.fsync(f.fileno())
-        # mkstemp makes the file private (0600); a transcript is meant to be shared.
-        os.chmod(tmp, target.stat().st_mode & 0o777 if target.exists() else 0o644)
-        os.replace(tmp, target)  # atomic on POSIX and Windows: readers see old or new
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise TranscriptError(f"cannot write {target}: {exc.strerror or exc}") from None
+    return target
 
 
 def save(agent: Agent, path: str | os.PathLike[str]) -> Path:
@@ -355,16 +335,22 @@ _FIELD_TYPES: dict[type, tuple[tuple[str, type | tuple[type, ...]], ...]] = {
 
 
 def _checked(item: Item) -> Item:
-    """The item, if its fields have the types the engine relies on."""
+    """The item, if its fields, and those of every item a summary in it replaced, have the
+    types the engine relies on (compaction and replay unfold those)."""
+    _check(item)
+    if isinstance(item, Summary):
+        for inner in unfold((item_from_dict(d) for d in item.replaced), keep_summaries=True):
+            _check(inner)
+    return item
+
+
+def _check(item: Item) -> None:
     for name, kind in _FIELD_TYPES.get(type(item), ()):
         value = getattr(item, name)
         if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
             raise TypeError(f"{item.type} {name} is {type(value).__name__} {value!r:.40}")
     if isinstance(item, Message) and item.role not in ("user", "assistant", "system"):
         raise TypeError(f"message role {item.role!r:.40} is not user, assistant or system")
-    if isinstance(item, Summary):
-        for entry in item.replaced:  # compaction and replay unfold these
-            _checked(item_from_dict(entry))
     if not isinstance(getattr(item, "meta", {}), dict):
         raise TypeError(f"{item.type} meta is not a mapping")
     if isinstance(item, ToolCall) and not isinstance(item.arguments, dict):
@@ -374,7 +360,6 @@ def _checked(item: Item) -> Item:
             raise TypeError(f"tool result {item.call_id}: outputs are not a list of outputs")
         if not isinstance(item.meta, dict):
             raise TypeError(f"tool result {item.call_id}: meta is not a mapping")
-    return item
 
 
 def _code_cells(nb: Any) -> dict[str, list[str]]:

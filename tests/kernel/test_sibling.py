@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
+from ipyagent._text import head_tail
 from ipyagent.errors import KernelError
-from ipyagent.kernel.outputs import OutputCollector, model_text, truncate_middle
+from ipyagent.kernel.outputs import OutputCollector, model_text
 from ipyagent.kernel.sibling import SiblingKernel, parse_memory, scrub_env
 
 # Every kernel process id the tests start (restarts included), checked at module end.
@@ -160,7 +161,7 @@ def test_model_text_strips_ansi_and_replaces_images() -> None:
     text = model_text(outputs)
     assert text.startswith("100%\ndone\n[image/png 64x48, ")
     assert "\x1b" not in text and text.endswith("E: v")
-    assert truncate_middle("a" * 50 + "b" * 50, 20) == "a" * 10 + "\n[… 80 characters omitted …]\n" + "b" * 10
+    assert head_tail("a" * 50 + "b" * 50, 20) == "a" * 10 + "\n[… 80 characters omitted …]\n" + "b" * 10
 
 
 def test_parse_memory_and_scrub_env() -> None:

@@ -37,6 +37,13 @@ def test_conversation_continues(demo_agent):
     assert sum(1 for i in demo_agent.context if getattr(i, "role", "") == "user") == 2
 
 
+def test_printed_backticks_cannot_close_the_answers_fence(demo_agent):
+    demo_agent.reset()
+    result = demo_agent.run("compute '`' * 4")
+    assert result.stop_reason == "done"
+    assert "\n`````\nvalue = '````'\n" in result.text  # a fence longer than what it holds
+
+
 def test_runs_are_deterministic():
     texts = []
     for _ in range(2):

@@ -6,9 +6,9 @@ import pytest
 
 from ipyagent import Agent, Message, Reasoning, ToolCall, ToolResult
 from ipyagent.errors import ModelError
-from ipyagent.items import Summary
+from ipyagent.items import Summary, unfold
 from ipyagent.models.base import ModelRequest, TextDelta, ToolCallDelta, TurnComplete
-from ipyagent.models.recorded import ReplayModel, flatten, turns_from_items
+from ipyagent.models.recorded import ReplayModel, turns_from_items
 from ipyagent.transcripts.replay import replay
 from ipyagent.transcripts.transcript import read
 from tests.helpers.scripted_model import ScriptedModel, calls, text
@@ -41,7 +41,7 @@ def test_turns_from_items_groups_like_the_wire():
 
 def test_flatten_puts_compacted_items_first():
     old = [Message("user", "a").to_dict(), Message("assistant", "b").to_dict()]
-    items = flatten([Summary("a then b", replaced=old), Message("user", "c")])
+    items = list(unfold([Summary("a then b", replaced=old), Message("user", "c")], keep_summaries=True))
     assert [type(i).__name__ for i in items] == ["Message", "Message", "Summary", "Message"]
 
 

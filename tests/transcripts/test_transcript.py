@@ -145,6 +145,28 @@ def test_context_to_notebook_without_header(rich):
     assert nb.metadata["ipyagent"]["items"] == items
 
 
+def test_an_old_nested_summary_is_saved_as_one_run_of_cells_and_read_back(tmp_path):
+    """Transcripts from before compaction flattened its summaries hold them nested."""
+    from ipyagent.context import Context
+    from ipyagent.items import Message, Summary
+
+    inner: dict = {"type": "message", "role": "user", "content": "first", "meta": {}}
+    for n in range(3):
+        inner = {"type": "summary", "content": f"s{n}", "meta": {},
+                 "replaced": [inner, {"type": "message", "role": "assistant",
+                                      "content": f"a{n}", "meta": {}}]}
+    ctx = Context([Summary("top", replaced=[inner]), Message("user", "now")], system="sys")
+    nb = ctx.to_notebook()
+    shown = [(c.metadata["ipyagent"]["kind"], c.source.rsplit("\n", 1)[-1]) for c in nb.cells]
+    assert shown == [("note", shown[0][1]), ("user", "first"),
+                     *((k, x) for n in range(3) for k, x in (("assistant", f"a{n}"), ("summary", f"s{n}"))),
+                     ("summary", "top"), ("user", "now")]
+    assert "next 4 items" in nb.cells[0].source  # the messages, not the summaries among them
+    path = tmp_path / "old.ipynb"
+    path.write_text(nbformat.writes(nb))
+    assert read(path).items[0].replaced == [inner]
+
+
 def test_load_continue_and_save_again(rich, tmp_path):
     items, path, _ = rich
     model = ScriptedModel([calls(("add", {"a": 2, "b": 3})), text("5, as before.")])

@@ -18,6 +18,7 @@ import tempfile
 import time
 from typing import Any, Literal
 
+from ..._text import one_line
 from ...items import ToolResult
 from .config import ServerConfig
 
@@ -257,7 +258,7 @@ def describe_error(exc: BaseException) -> str:
     """One line for an exception, looking inside (anyio) exception groups."""
     while getattr(exc, "exceptions", None):  # an (anyio) exception group: its first leaf
         exc = exc.exceptions[0]  # type: ignore[attr-defined]
-    text = " ".join(str(exc).split())
+    text = one_line(str(exc))
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

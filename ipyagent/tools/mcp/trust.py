@@ -12,18 +12,18 @@ in ``Agent.mcp_servers`` are your own configuration and start without asking.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import html
 import json
 import os
 import shlex
-import tempfile
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..._atomic import write_atomic
+from ..._text import one_line
 from .config import ServerConfig
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def _load() -> tuple[dict[str, Any], str | None]:
     except FileNotFoundError:
         return {}, None
     except (OSError, ValueError) as exc:
-        return {}, (f"{path} cannot be read ({' '.join(str(exc).split())}): no MCP config file "
+        return {}, (f"{path} cannot be read ({one_line(exc)}): no MCP config file "
                     "counts as trusted until it is fixed or removed")
     files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(files, dict):
@@ -172,17 +172,7 @@ def untrust(path: Path) -> bool:
 
 def _write(target: Path, data: dict[str, Any]) -> None:
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)  # a reader sees the old list or the new one, never half
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomic(target, json.dumps(data, indent=2))  # a reader sees the old list or the new
 
 
 # -- asking in the notebook ------------------------------------------------------------------
