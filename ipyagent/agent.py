@@ -26,8 +26,9 @@ from .events import Event, Notice, RunFinished, RunResult, RunStarted, Step, Ste
 from .items import Message, ToolCall, ToolResult
 from .models.base import Model
 from .models.retry import safe_url
-from .resources import AgentResources
-from .settings import DEFAULT_SYSTEM_PROMPT
+from .personas import PersonaState
+from .resources import Resources
+from .settings import DEFAULT_SYSTEM_PROMPT, AgentSettings
 from .step import CircuitBreaker, emit, run_step
 from .tools.base import Tool, Toolbox
 from .tools.python import python_tool
@@ -35,6 +36,8 @@ from .tools.python import python_tool
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from .kernel.sibling import SiblingKernel
+    from .tools.mcp.client import MCPManager
     from .transcripts.rebuild import Rebuild
     from .transcripts.replay import ReplayReport
     from .transcripts.transcript import Autosave, Transcript
@@ -44,8 +47,13 @@ __all__ = ["Agent", "DEFAULT_SYSTEM_PROMPT"]
 Listener = Callable[[Event], Any]
 
 
-class Agent(AgentResources):
-    """An LLM agent whose Python runs in an isolated sibling kernel."""
+class Agent(AgentSettings):
+    """An LLM agent whose Python runs in an isolated sibling kernel.
+
+    It *is* its settings (traitlets need the class: ``%config Agent.model``) and *has* its
+    resources (``agent.resources``: client, kernel, MCP servers, AGENTS.md), its tools,
+    its context and its approval policy; ``ipyagent.step`` runs each step.
+    """
 
     def __init__(self, *, client: Model | None = None, http_client: Any = None,
                  tools: Iterable[Tool | Callable[..., Any]] = (),
@@ -53,8 +61,10 @@ class Agent(AgentResources):
                  **kwargs: Any) -> None:
         """Settings as keyword arguments; ``client`` injects a model client (tests, custom APIs)."""
         super().__init__(**kwargs)
-        self._init_resources(client, http_client)
-        self._persona_active: Any = None  # personas.Active: the persona and what it replaced
+        self.resources = Resources(self, client, http_client)
+        self.observe(self._settings_changed, names=["model", "base_url", "api_key_env", "provider",
+                                                     "api", "timeout", "max_retries", "extra_body"])
+        self.persona_state = PersonaState()  # the persona in effect and what it replaced
         self._agents_md_noted: Path | None = None
         if self.persona:
             from .personas import switch
@@ -75,12 +85,46 @@ class Agent(AgentResources):
         self.observe(self._on_persona, names=["persona"])
         if self.python_tool:
             self.tools.add(python_tool(self))
-            self._start_kernel_soon()
+            self.resources.start_kernel_soon()
         if self.file_tools:
             from .tools.files import file_tools
 
             for t in file_tools(lambda: self.workspace_path, lambda: self.tool_timeout):
                 self.tools.add(t)
+
+    # -- resources -------------------------------------------------------------------
+    @property
+    def client(self) -> Model:
+        """The model client for the current settings (built on first use)."""
+        return self.resources.client
+
+    @property
+    def client_is_injected(self) -> bool:
+        """True when the model client was given (``Agent(client=...)``), not built."""
+        return self.resources.client_is_injected
+
+    @property
+    def kernel(self) -> SiblingKernel:
+        """The sibling kernel that runs the ``python`` tool (started in the background)."""
+        return self.resources.kernel
+
+    @property
+    def kernel_if_started(self) -> SiblingKernel | None:
+        """The sibling kernel if one was made, else None (never starts one)."""
+        return self.resources.kernel_if_started
+
+    @property
+    def mcp(self) -> MCPManager:
+        """The MCP servers and their tools; ``agent.mcp.list()`` starts them (a table)."""
+        return self.resources.mcp
+
+    @property
+    def agents_md_path(self) -> Path | None:
+        """The AGENTS.md added to the system prompt (None: none found, or ``agents_md`` off)."""
+        return self.resources.agents_md_path()
+
+    def _settings_changed(self, change: Any) -> None:
+        self.resources.settings_changed()
 
     # -- configuration ---------------------------------------------------------------
     @property
@@ -133,7 +177,7 @@ class Agent(AgentResources):
 
     def offered_tools(self) -> list[Tool]:
         """The tools offered to the model: every tool, or those the active persona offers."""
-        persona = self._persona_active.persona if self._persona_active else None
+        persona = self.persona_state.persona
         return [t for t in self.tools if persona is None or persona.offers(t.name)]
 
     def pending_notices(self) -> list[Notice]:
@@ -194,7 +238,7 @@ class Agent(AgentResources):
         return False
 
     def _begin(self, task: str | None) -> None:
-        if self._closed:
+        if self.resources.closed:
             raise ConfigError("this agent is closed; create a new one")
         if task is not None and task.strip():
             self.context.add_user(task)
@@ -332,23 +376,16 @@ class Agent(AgentResources):
                 raise ConfigError(f"--rerun: the working directory {where} does not exist")
         load_into(self, transcript)
         if not rerun:
-            if self._kernel is not None and self._kernel.is_alive():
-                await self._kernel.restart_async()
+            kernel = self.kernel_if_started
+            if kernel is not None and kernel.is_alive():
+                await kernel.restart_async()
             return transcript
         where = where or _fresh_dir()
-        await self._move_kernel(where)
+        await self.resources.move_kernel(where)
         report = await _eventloop.run_async(self._arebuild(approval, on_event, where if cwd is None else None))
         report.cwd, report.fresh = where, cwd is None
         transcript.rebuild = report
         return transcript
-
-    async def _move_kernel(self, cwd: str) -> None:
-        """A fresh sibling in ``cwd`` (the old one, and its variables, are shut down)."""
-        with self._kernel_lock:  # the background start takes it too: no kernel is lost
-            old, self._kernel = self._kernel, None
-            self.cwd = cwd
-        if old is not None:
-            await old.shutdown_async()
 
     def rebuild_kernel(self, *, restart: bool = False, approval: Mode | None = None,
                        on_event: Listener | None = None) -> Rebuild:
@@ -364,8 +401,9 @@ class Agent(AgentResources):
     async def arebuild_kernel(self, *, restart: bool = False, approval: Mode | None = None,
                               on_event: Listener | None = None) -> Rebuild:
         """Awaitable ``rebuild_kernel``."""
-        if restart and self._kernel is not None:
-            await self._kernel.restart_async()
+        kernel = self.kernel_if_started
+        if restart and kernel is not None:
+            await kernel.restart_async()
         return await _eventloop.run_async(self._arebuild(approval, on_event, None))
 
     async def _arebuild(self, approval: Mode | None, on_event: Listener | None,
@@ -400,33 +438,18 @@ class Agent(AgentResources):
     # -- lifecycle -------------------------------------------------------------------
     def reset(self, *, kernel: bool = False) -> None:
         """Start a new conversation (the sibling kernel is kept unless ``kernel=True``)."""
-        self._agents_md_cache = None  # a new conversation looks for AGENTS.md again
+        self.resources.forget_agents_md()  # a new conversation looks for AGENTS.md again
         self.context = Context(system=self._effective_system())
         self.usage = Usage()
         self._step_counter = 0
         self._policy.always.clear()
-        if kernel and self._kernel is not None:
-            self._kernel.restart()
+        sibling = self.kernel_if_started
+        if kernel and sibling is not None:
+            sibling.restart()
 
     def close(self) -> None:
         """Shut down the sibling kernel, the MCP servers and the model client's connections."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._client is not None and not self._client_injected:
-            try:
-                _eventloop.run_sync(self._client.aclose(), timeout=5)
-            except Exception:
-                pass
-        if self._mcp is not None:
-            try:
-                self._mcp.close()
-            except Exception as exc:  # a stuck server must not stop the rest of the shutdown
-                self.log.warning("ipyagent: MCP servers did not stop cleanly: %s", exc)
-        with self._kernel_lock:  # waits for a kernel being created right now
-            kernel = self._kernel
-        if kernel is not None:
-            kernel.shutdown()
+        self.resources.close()
 
     def __enter__(self) -> Agent:
         return self
@@ -435,8 +458,8 @@ class Agent(AgentResources):
         self.close()
 
     def __repr__(self) -> str:
-        if self._client_injected:
-            model, where = getattr(self._client, "name", "?"), "injected client"
+        if self.client_is_injected:
+            model, where = getattr(self.resources.client_if_made, "name", "?"), "injected client"
         else:
             model = self.model
             where = "offline" if model == "demo" else f"{self.endpoint.api} @ {safe_url(self.endpoint.base_url)}"

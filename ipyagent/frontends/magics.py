@@ -16,7 +16,7 @@ import os
 import shlex
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
@@ -27,6 +27,9 @@ from .._mainthread import LoopDispatcher
 from ..errors import IpyagentError
 from .cellrun import CellRunner, Command, one_line
 from .transformer import await_agent_magics, protect_question_marks
+
+if TYPE_CHECKING:
+    from ..agent import Agent
 
 __all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension", "current",
            "agent_async"]
@@ -59,7 +62,7 @@ class AgentMagics(Magics):
 
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
-        self._agent: Any = None
+        self._agent: Agent | None = None
         self._warmup: threading.Thread | None = None
         self.runner = CellRunner(self)
         self.in_kernel = _kernel_of(shell) is not None
@@ -67,7 +70,7 @@ class AgentMagics(Magics):
         self.approver: Any = None
 
     # -- the agent -------------------------------------------------------------------
-    def get_agent(self) -> Any:
+    def get_agent(self) -> Agent:
         """The agent behind the magics (created on first use with the shell's config)."""
         if self._agent is None:
             from ..agent import Agent
@@ -89,7 +92,7 @@ class AgentMagics(Magics):
             agent.approval_hook = self.approver
         return self._agent
 
-    def _make_approver(self, agent: Any) -> Any:
+    def _make_approver(self, agent: Agent) -> Any:
         if self.in_kernel:
             from .widgets import WidgetApprover
 
@@ -125,7 +128,13 @@ class AgentMagics(Magics):
         self._warmup = threading.Thread(target=work, name="ipyagent-warmup", daemon=True)
         self._warmup.start()
 
-    def _settle_warmup(self) -> None:
+    @property
+    def agent_if_made(self) -> Agent | None:
+        """The agent behind the magics, if one was made (never makes one)."""
+        return self._agent
+
+    def settle_warmup(self) -> None:
+        """Wait for the warm-up thread (it may be creating the sibling kernel right now)."""
         thread = self._warmup  # read once: another thread may be settling it too
         if thread is not None:
             thread.join()
@@ -134,7 +143,7 @@ class AgentMagics(Magics):
     def banner(self) -> str:
         """One line: model, endpoint, approval."""
         agent = self.get_agent()
-        if agent.model == "demo" and not getattr(agent, "_client_injected", False):
+        if agent.model == "demo" and not agent.client_is_injected:
             where = "demo: the built-in offline model, not an LLM — set %config Agent.model"
         else:
             try:
@@ -263,6 +272,7 @@ class AgentMagics(Magics):
             agent = self.get_agent()
             display = self.runner.listener(LoopDispatcher(), cmd, agent)
             try:
+                assert cmd.path is not None  # parse() refuses replay without one
                 return await agent.areplay(cmd.path, on_event=display, **_replay_kwargs(cmd))
             except (OSError, IpyagentError, ValueError) as exc:
                 raise UsageError(f"%agent replay {cmd.path}: {one_line(exc)}") from None
@@ -274,9 +284,10 @@ class AgentMagics(Magics):
         if cmd.action == "load" and cmd.rerun and hasattr(self.get_agent(), "aload"):
             # It runs the transcript's code: await it, so that each step is shown and
             # approved in this cell as a live call is.
-            await asyncio.to_thread(self._settle_warmup)
+            await asyncio.to_thread(self.settle_warmup)
             agent = self.get_agent()
             display = self.runner.listener(LoopDispatcher(), cmd, agent)
+            assert cmd.path is not None  # parse() refuses load without one
             try:
                 transcript = await agent.aload(cmd.path, rerun=True, on_event=display,
                                                **_replay_kwargs(cmd))
@@ -299,7 +310,7 @@ class AgentMagics(Magics):
             return None
         if cmd.action not in ("run", "step"):
             return self._command(cmd)
-        await asyncio.to_thread(self._settle_warmup)
+        await asyncio.to_thread(self.settle_warmup)
         await self.runner.run_async(cmd, LoopDispatcher())
         return None
 
@@ -352,15 +363,16 @@ class AgentMagics(Magics):
             return None
         return outcome
 
-    def _rerun_blocking(self, agent: Any, cmd: Command, kwargs: dict[str, Any]) -> Any:
+    def _rerun_blocking(self, agent: Agent, cmd: Command, kwargs: dict[str, Any]) -> Any:
         """``load --rerun`` on a terminal: each step is shown, and asked on the main thread."""
         from .. import _eventloop
         from .._mainthread import PumpDispatcher
 
-        self._settle_warmup()
+        self.settle_warmup()
         pump = PumpDispatcher()
         listener = self.runner.listener(pump, cmd, agent)
         self.runner.pump = pump  # the terminal prompt reads on this (the main) thread
+        assert cmd.path is not None  # parse() refuses load without one
         future = _eventloop.submit(agent.aload(cmd.path, on_event=listener, **kwargs))
         try:
             pump.pump(future)
@@ -372,7 +384,7 @@ class AgentMagics(Magics):
         finally:
             self.runner.pump = None
 
-    def _loaded(self, agent: Any, cmd: Command, transcript: Any) -> None:
+    def _loaded(self, agent: Agent, cmd: Command, transcript: Any) -> None:
         print(f"ipyagent: loaded {len(agent.context)} items from {cmd.path}; "
               "the next %agent continues it")
         from ..transcripts.transcript import endpoint_note
@@ -382,7 +394,7 @@ class AgentMagics(Magics):
             print(f"ipyagent: {note}")
         self._after_load(agent, cmd, transcript)
 
-    def _after_load(self, agent: Any, cmd: Command, transcript: Any) -> None:
+    def _after_load(self, agent: Agent, cmd: Command, transcript: Any) -> None:
         """Say whether the sibling has the run's variables (``--rerun`` rebuilt them)."""
         from ..transcripts.rebuild import rerun_steps
 
@@ -492,21 +504,21 @@ def unload_ipython_extension(ipython: Any) -> None:
         ipython.magics_manager.magics[kind].pop("agent", None)
     if magics is None:
         return
-    magics._settle_warmup()
-    agent = magics._agent
+    magics.settle_warmup()
+    agent = magics.agent_if_made
     if agent is not None:
         if agent in ipython.configurables:
             ipython.configurables.remove(agent)
         agent.close()
 
 
-def current() -> Any:
+def current() -> Agent:
     """The ``Agent`` behind ``%agent`` (``%load_ext ipyagent`` first)."""
     if _MAGICS is None:
         raise RuntimeError("ipyagent is not loaded: run %load_ext ipyagent first")
     # The warm-up thread may be creating the sibling kernel right now; Agent.kernel is
     # not thread-safe, so let it finish before anyone else can touch agent.kernel.
-    _MAGICS._settle_warmup()
+    _MAGICS.settle_warmup()
     return _MAGICS.get_agent()
 
 

@@ -362,7 +362,7 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
             _compare(number, recorded_calls, step.results, results, report)
             position = _skip_results(items, position)
     finally:
-        kernel = agent._kernel  # None when the transcript ran no python: none was started
+        kernel = agent.kernel_if_started  # None when the transcript ran no python: none was started
         if kernel is not None:
             await kernel.shutdown_async()  # graceful here; close() from this loop would kill it
         agent.close()

@@ -147,7 +147,7 @@ def _now() -> str:
 def _endpoint(agent: Agent) -> str:
     from ..models.retry import safe_url
 
-    if getattr(agent, "_client_injected", False):
+    if agent.client_is_injected:
         return "injected client"
     if agent.model == "demo":
         return "offline (built-in demo model)"
@@ -168,8 +168,8 @@ def recorded_settings(agent: Agent) -> dict[str, Any]:
         value = getattr(agent, name)
         out[name] = list(value) if isinstance(value, (list, tuple)) else value
     out["base_url"] = safe_url(agent.base_url) if agent.base_url else ""
-    client = getattr(agent, "_client", None)
-    if getattr(agent, "_client_injected", False) and client is not None:
+    client = agent.resources.client_if_made
+    if agent.client_is_injected and client is not None:
         out["client"] = str(getattr(client, "name", type(client).__name__))
     return out
 
