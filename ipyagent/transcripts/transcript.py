@@ -40,6 +40,7 @@ from .export import FORMAT, context_to_notebook
 
 if TYPE_CHECKING:
     from ..agent import Agent
+    from .rebuild import Rebuild
 
 __all__ = ["Transcript", "to_notebook", "save", "read", "load_into", "from_transcript",
            "Autosave", "write_notebook", "SETTINGS", "RESTORED",
@@ -79,7 +80,7 @@ class Transcript:
     path: str | None = None
     # The code cells a person sees, per call id (None: not read from a notebook).
     cells: dict[str, list[str]] | None = None
-    rebuild: Any = None  # what ``load(..., rerun=True)`` re-ran (a ``Rebuild``)
+    rebuild: Rebuild | None = None  # what ``load(..., rerun=True)`` re-ran
 
     def verify_cells(self) -> None:
         """Raise ``TranscriptError`` unless every python call that would run again is the

@@ -16,7 +16,7 @@ import json
 import os
 import tempfile
 import time
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from ...items import ToolResult
 from .config import ServerConfig
@@ -48,7 +48,7 @@ class Connection:
         self._stop: asyncio.Event | None = None
         self._stopping = False
         self._lock: asyncio.Lock | None = None
-        self._stderr: Any = None  # a temporary file: the last lines explain a death
+        self._stderr: IO[str] | None = None  # a temporary file: the last lines explain a death
 
     def __repr__(self) -> str:
         return f"<MCP server {self.config.name!r} {self.state}, {len(self.tools)} tools>"
