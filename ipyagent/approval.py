@@ -251,6 +251,11 @@ class ApprovalPolicy:
     # Tools approved "always" this session -> the id of the call whose answer said so.
     always: dict[str, str] = field(default_factory=dict)
 
+    def asks(self, name: str) -> bool:
+        """True when a call of tool ``name`` would be put to the person: the mode is
+        'ask' and the tool is neither on the allow-list nor approved "always"."""
+        return self.mode == "ask" and name not in self.allow and name not in self.always
+
     async def decide(self, call: ToolCall) -> Decision:
         """The decision for ``call``, stamped with when it was made (``at``)."""
         decision = await self._decide(call)

@@ -31,6 +31,7 @@ from .items import Item, Message, Summary, ToolCall, ToolResult, turn_spans, unf
 from .models.base import SUMMARY_PROMPT
 
 if TYPE_CHECKING:
+    from .agent import Agent
     from .context import Context
 
 __all__ = ["CompactionPlan", "plan", "preview", "turn_groups", "render_for_summary",
@@ -232,7 +233,7 @@ def shrink_largest_result(context: Context, over: int, keep_last: bool = True) -
     return True
 
 
-def settings_for(agent: Any, context: Context | None = None) -> dict[str, Any]:
+def settings_for(agent: Agent, context: Context | None = None) -> dict[str, Any]:
     """``plan`` settings from an agent's current traits (window, threshold, reserve…)."""
     ctx = agent.context if context is None else context
     window = agent.context_window
@@ -242,7 +243,7 @@ def settings_for(agent: Any, context: Context | None = None) -> dict[str, Any]:
                 keep_recent=agent.compact_keep_recent, extra_tokens=tools_tokens)
 
 
-def bind_settings(context: Context, agent: Any) -> None:
+def bind_settings(context: Context, agent: Agent) -> None:
     """Make ``context.compaction_preview()`` use ``agent``'s settings as they are when asked.
 
     Why: the preview must show what the next step would do, before the first step and
@@ -257,7 +258,7 @@ def bind_settings(context: Context, agent: Any) -> None:
     context.settings_source = source
 
 
-async def fit_window(agent: Any, emit: Callable[[Any], None]) -> str | None:
+async def fit_window(agent: Agent, emit: Callable[[Any], None]) -> str | None:
     """Compact ``agent.context`` until the next request fits; a one-line problem, or None."""
     from .events import ContextCompacted
 
@@ -281,7 +282,7 @@ async def fit_window(agent: Any, emit: Callable[[Any], None]) -> str | None:
     return None
 
 
-async def _summarise(agent: Any, items: list[Item], p: CompactionPlan,
+async def _summarise(agent: Agent, items: list[Item], p: CompactionPlan,
                      emit: Callable[[Any], None]) -> Summary:
     """A model-written Summary of ``items``; a truncation Summary if that fails."""
     from .events import Notice, Usage

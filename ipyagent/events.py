@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Literal, Union
 from ._text import one_line
 from ._untrusted import markdown_literal, markdown_text
 from .decisions import Decision
-from .items import ToolCall, ToolResult
+from .items import Summary, ToolCall, ToolResult
 
 __all__ = [
     "TextDelta",
@@ -252,7 +252,7 @@ class ContextCompacted:
 
     before: int
     after: int
-    summary: Any = None  # the Summary item that now stands in for the older items
+    summary: Summary | None = None  # the item that now stands in for the older items
 
 
 def compaction_line(event: ContextCompacted) -> str:

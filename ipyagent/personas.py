@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Persona", "PersonaError", "BUILTINS", "parse_front_matter", "load_file",
            "find_personas", "lookup", "check", "switch", "active_persona", "take_notes",
+           "PersonaState",
            "PersonaTable", "DIRECTORY_KEYS"]
 
 _TOOLS = ("You can use `python`: it runs code in a separate, persistent Python kernel (its "
@@ -379,9 +380,21 @@ class Active:
     said: bool = False  # its notes were shown
 
 
+class PersonaState:
+    """Which persona is in effect for one agent (``agent.persona_state``); ``switch`` sets it."""
+
+    def __init__(self) -> None:
+        self.active: Active | None = None
+
+    @property
+    def persona(self) -> Persona | None:
+        """The persona in effect, if any."""
+        return self.active.persona if self.active else None
+
+
 def take_notes(agent: Agent) -> tuple[str, ...]:
     """The active persona's notes, the first time they are asked for (then nothing)."""
-    active: Active | None = getattr(agent, "_persona_active", None)
+    active = agent.persona_state.active
     if active is None or active.said:
         return ()
     active.said = True
@@ -417,8 +430,8 @@ def switch(agent: Agent, name: str | None) -> None:
     """Leave the active persona (restoring settings) and enter ``name`` (None: none)."""
     from traitlets import TraitError
 
-    active: Active | None = getattr(agent, "_persona_active", None)
-    agent._persona_active = None
+    state = agent.persona_state
+    active, state.active = state.active, None
     if active is not None:
         for trait, (old, set_value) in reversed(active.replaced.items()):
             if getattr(agent, trait) == set_value:  # the user did not change it meanwhile
@@ -438,13 +451,12 @@ def switch(agent: Agent, name: str | None) -> None:
         for trait, (old, _) in reversed(entered.replaced.items()):
             setattr(agent, trait, old)
         raise PersonaError(f"persona {persona.name!r} ({persona.source}): {exc}") from None
-    agent._persona_active = entered
+    state.active = entered
 
 
 def active_persona(agent: Agent) -> Persona | None:
     """The persona in effect for ``agent``, if any."""
-    active: Active | None = getattr(agent, "_persona_active", None)
-    return active.persona if active else None
+    return agent.persona_state.persona
 
 
 # -- listing -----------------------------------------------------------------------------

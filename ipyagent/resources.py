@@ -1,5 +1,9 @@
-"""What an agent reaches outside itself: the model client, the sibling kernel, the
-workspace, MCP servers and AGENTS.md — each built on first use from the settings."""
+"""What an agent reaches outside itself: the model client, the sibling kernel, MCP servers
+and AGENTS.md — each built on first use from the agent's settings, owned by ``Resources``.
+
+An ``Agent`` *has* its ``Resources`` (``agent.resources``); ``agent.client``,
+``agent.kernel`` and ``agent.mcp`` read through to it.
+"""
 
 from __future__ import annotations
 
@@ -12,87 +16,70 @@ from typing import TYPE_CHECKING, Any
 
 from . import _eventloop
 from .models.base import Model
-from .providers import Endpoint, check_key, resolve
-from .settings import AgentSettings
+from .providers import check_key
 
 if TYPE_CHECKING:
-    from .tools.base import Toolbox
+    from .agent import Agent
+    from .kernel.sibling import SiblingKernel
     from .tools.mcp.client import MCPManager
 
-__all__ = ["AgentResources"]
+__all__ = ["Resources"]
 
 
-class AgentResources(AgentSettings):
-    """The settings plus the resources they describe (the loop lives in ``Agent``)."""
+class Resources:
+    """The model client, sibling kernel, MCP servers and AGENTS.md of one agent."""
 
-    tools: Toolbox  # set by Agent.__init__; MCP adds its servers' tools to it
-    _agents_md_cache: tuple[str, Path | None] | None = None  # (directory, its AGENTS.md)
-
-    def _init_resources(self, client: Model | None, http_client: Any) -> None:
+    def __init__(self, agent: Agent, client: Model | None, http_client: Any) -> None:
+        """``client`` injects a model client (kept as is); ``http_client`` is handed to the
+        clients built from the settings."""
+        self._agent = weakref.proxy(agent)  # the agent owns these, not the other way round
         self._client = client
-        self._client_injected = client is not None
+        self.client_is_injected = client is not None
         self._http_client = http_client
-        self._kernel: Any = None
+        self._cached: Model | None = None  # the response-cache wrapper around _client
+        self._kernel: SiblingKernel | None = None
         self._kernel_lock = threading.Lock()
-        self._mcp: Any = None  # mcp.MCPManager, made on first use
-        self._closed = False
-        self.observe(self._settings_changed, names=["model", "base_url", "api_key_env", "provider",
-                                                     "api", "timeout", "max_retries", "extra_body"])
+        self._mcp: MCPManager | None = None
+        self._agents_md: tuple[str, Path | None] | None = None  # (directory, its AGENTS.md)
+        self.closed = False
 
-    @property
-    def agents_md_path(self) -> Path | None:
-        """The AGENTS.md added to the system prompt (None: none found, or ``agents_md`` off)."""
-        if not self.agents_md:
-            return None
-        from .agents_md import find_agents_md
-
-        # Looked up once per directory (not on every step: it walks up to the repo root).
-        where = self.cwd or os.getcwd()
-        cached = self._agents_md_cache
-        if cached is None or cached[0] != where:
-            cached = self._agents_md_cache = (where, find_agents_md(where))
-        return cached[1]
-
-    @property
-    def workspace_path(self) -> Path:
-        """The directory the file tools are confined to."""
-        from pathlib import Path
-
-        return Path(self.workspace or self.cwd or os.getcwd()).resolve()
-
-    @property
-    def mcp(self) -> MCPManager:
-        """The MCP servers and their tools; ``agent.mcp.list()`` starts them (a table)."""
-        if self._mcp is None:
-            from .tools.mcp.client import MCPManager
-
-            self._mcp = MCPManager(self)
-        return self._mcp
-
-    def _settings_changed(self, change: Any) -> None:
-        if not self._client_injected and self._client is not None:
-            old, self._client = self._client, None
-            _eventloop.submit(old.aclose())
-
+    # -- the model client ------------------------------------------------------------------
     @property
     def client(self) -> Model:
         """The model client for the current settings (built on first use)."""
         if self._client is None:
             self._client = self._make_client()
-        if self.cache != "off":
+        if self._agent.cache != "off":
             from .models.cache import cached_client
 
-            return cached_client(self, self._client)
+            self._cached = cached_client(self._agent, self._client, self._cached)
+            return self._cached
         return self._client
 
+    @property
+    def client_if_made(self) -> Model | None:
+        """The model client, if one was injected or built (never builds one)."""
+        return self._client
+
+    def inject(self, client: Model) -> None:
+        """Use ``client`` from now on, as if the agent had been made with ``client=``."""
+        self._client, self.client_is_injected = client, True
+
+    def settings_changed(self) -> None:
+        """A setting the client was built from changed: the next request builds a new one."""
+        if not self.client_is_injected and self._client is not None:
+            old, self._client = self._client, None
+            _eventloop.submit(old.aclose())
+
     def _make_client(self) -> Model:
-        if self.model == "demo":
+        agent = self._agent
+        if agent.model == "demo":
             from .models.demo import DemoModel
 
             return DemoModel()
         from .models.http import EnvKey
 
-        endpoint = self.endpoint
+        endpoint = agent.endpoint
         # The client reads the key from the environment at each request and keeps no copy;
         # a cloud endpoint without its key is one line now, and at a request after it is unset.
         check_key(endpoint, os.environ.get(endpoint.key_env) if endpoint.key_env else None)
@@ -104,54 +91,108 @@ class AgentResources(AgentSettings):
         else:
             from .models.openai_chat import OpenAIChatModel as Client  # type: ignore[assignment]
         return Client(  # type: ignore[no-any-return]
-            self.model, base_url=endpoint.base_url, api_key=key,
-            client=self._http_client, timeout=self.timeout, max_retries=self.max_retries,
-            extra_body=dict(self.extra_body))
+            agent.model, base_url=endpoint.base_url, api_key=key,
+            client=self._http_client, timeout=agent.timeout, max_retries=agent.max_retries,
+            extra_body=dict(agent.extra_body))
 
+    # -- the sibling kernel ----------------------------------------------------------------
     @property
-    def endpoint(self) -> Endpoint:
-        """Where requests go: ``provider`` preset + explicit settings (explicit ones win)."""
-        # A setting counts as explicit when it differs from its default.
-        key_env = self.api_key_env
-        default_key_env = type(self).class_traits()["api_key_env"].default_value
-        return resolve(self.provider, api=self.api, base_url=self.base_url,
-                       key_env=None if key_env == default_key_env else key_env)
-
-    @property
-    def kernel(self) -> Any:
+    def kernel(self) -> SiblingKernel:
         """The sibling kernel that runs the ``python`` tool (started in the background)."""
         with self._kernel_lock:  # one kernel, even when two threads ask at once
             if self._kernel is None:
                 self._kernel = self._make_kernel()
             return self._kernel
 
-    def _start_kernel_soon(self) -> None:
+    @property
+    def kernel_if_started(self) -> SiblingKernel | None:
+        """The sibling kernel, if one was made (never starts one)."""
+        return self._kernel
+
+    def start_kernel_soon(self) -> None:
         """Create and start the sibling in a background thread: the first call finds it warm,
         and creating an agent (or ``%load_ext``) does not wait for jupyter_client's import."""
         ref = weakref.ref(self)
 
         def start() -> None:
-            agent = ref()
-            if agent is None:
+            resources = ref()
+            if resources is None:
                 return
             try:
-                with agent._kernel_lock:  # close() takes the lock too: no kernel after close
-                    if not agent._closed and agent._kernel is None:
-                        agent._kernel = agent._make_kernel()
+                with resources._kernel_lock:  # close() takes the lock too: no kernel after close
+                    if not resources.closed and resources._kernel is None:
+                        resources._kernel = resources._make_kernel()
             except Exception as exc:  # the first python call reports it again, as a value
-                if agent is not None:
-                    agent.log.warning("ipyagent: the sibling kernel did not start: %s", exc)
+                resources._agent.log.warning("ipyagent: the sibling kernel did not start: %s", exc)
 
         threading.Thread(target=start, name="ipyagent-kernel-start", daemon=True).start()
 
-    def _make_kernel(self) -> Any:
+    async def move_kernel(self, cwd: str) -> None:
+        """A fresh sibling in ``cwd`` (the old one, and its variables, are shut down)."""
+        with self._kernel_lock:  # the background start takes it too: no kernel is lost
+            old, self._kernel = self._kernel, None
+            self._agent.cwd = cwd
+        if old is not None:
+            await old.shutdown_async()
+
+    def _make_kernel(self) -> SiblingKernel:
         from .kernel.sibling import SiblingKernel
 
+        agent = self._agent
         kernel = SiblingKernel(
-            cwd=self.cwd or os.getcwd(), timeout=self.tool_timeout or None,  # 0: no limit
-            memory_limit=self.memory_limit or None, kernel_name=self.kernel_name,
-            secret_env_vars=[v for v in {self.api_key_env, self.endpoint.key_env} if v],
-            sandbox=self.sandbox, sandbox_network=self.sandbox_network,
-            sandbox_paths=self.sandbox_paths, workspace=self.workspace_path)
+            cwd=agent.cwd or os.getcwd(), timeout=agent.tool_timeout or None,  # 0: no limit
+            memory_limit=agent.memory_limit or None, kernel_name=agent.kernel_name,
+            secret_env_vars=[v for v in {agent.api_key_env, agent.endpoint.key_env} if v],
+            sandbox=agent.sandbox, sandbox_network=agent.sandbox_network,
+            sandbox_paths=agent.sandbox_paths, workspace=agent.workspace_path)
         kernel.start_background()
         return kernel
+
+    # -- MCP servers and AGENTS.md ---------------------------------------------------------
+    @property
+    def mcp(self) -> MCPManager:
+        """The MCP servers and their tools (made on first use)."""
+        if self._mcp is None:
+            from .tools.mcp.client import MCPManager
+
+            self._mcp = MCPManager(self._agent)
+        return self._mcp
+
+    def agents_md_path(self) -> Path | None:
+        """The AGENTS.md for the agent's directory (None: none found, or ``agents_md`` off)."""
+        agent = self._agent
+        if not agent.agents_md:
+            return None
+        from .agents_md import find_agents_md
+
+        # Looked up once per directory (not on every step: it walks up to the repo root).
+        where = agent.cwd or os.getcwd()
+        cached = self._agents_md
+        if cached is None or cached[0] != where:
+            cached = self._agents_md = (where, find_agents_md(where))
+        return cached[1]
+
+    def forget_agents_md(self) -> None:
+        """Look for AGENTS.md again next time (a new conversation)."""
+        self._agents_md = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def close(self) -> None:
+        """Shut down the sibling kernel, the MCP servers and the model client's connections."""
+        if self.closed:
+            return
+        self.closed = True
+        if self._client is not None and not self.client_is_injected:
+            try:
+                _eventloop.run_sync(self._client.aclose(), timeout=5)
+            except Exception:
+                pass
+        if self._mcp is not None:
+            try:
+                self._mcp.close()
+            except Exception as exc:  # a stuck server must not stop the rest of the shutdown
+                self._agent.log.warning("ipyagent: MCP servers did not stop cleanly: %s", exc)
+        with self._kernel_lock:  # waits for a kernel being created right now
+            kernel = self._kernel
+        if kernel is not None:
+            kernel.shutdown()

@@ -7,13 +7,15 @@ them into the README's configuration table.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, Union, validate
 from traitlets.config import LoggingConfigurable
 
 from .approval import MODES
-from .providers import APIS, PRESETS
+from .providers import APIS, PRESETS, Endpoint, resolve
 
 __all__ = ["AgentSettings", "DEFAULT_SYSTEM_PROMPT"]
 
@@ -28,7 +30,8 @@ see. When you are done, answer plainly and concisely, with the key numbers."""
 
 
 class AgentSettings(LoggingConfigurable):
-    """The settings of an ``Agent`` (the loop itself lives in ``ipyagent.agent``)."""
+    """The settings of an ``Agent`` (the loop itself lives in ``ipyagent.agent``), and what
+    follows from them alone (``endpoint``, ``workspace_path``)."""
 
     model = Unicode("demo", help=(
         "Model name sent to the endpoint; 'demo' is the built-in deterministic offline model."
@@ -256,6 +259,20 @@ class AgentSettings(LoggingConfigurable):
             return float(value)
         except ValueError:
             raise TraitError(f"Agent.temperature must be a number, not {value!r}") from None
+
+    @property
+    def endpoint(self) -> Endpoint:
+        """Where requests go: ``provider`` preset + explicit settings (explicit ones win)."""
+        # A setting counts as explicit when it differs from its default.
+        key_env = self.api_key_env
+        default_key_env = type(self).class_traits()["api_key_env"].default_value
+        return resolve(self.provider, api=self.api, base_url=self.base_url,
+                       key_env=None if key_env == default_key_env else key_env)
+
+    @property
+    def workspace_path(self) -> Path:
+        """The directory the file tools are confined to."""
+        return Path(self.workspace or self.cwd or os.getcwd()).resolve()
 
 
 def base_url_problem(url: str) -> str | None:

@@ -17,7 +17,7 @@ import contextlib
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any, Coroutine, Iterator
+from typing import TYPE_CHECKING, Any, Coroutine, Iterator
 
 from IPython.core.error import UsageError
 from traitlets import TraitError
@@ -25,6 +25,9 @@ from traitlets import TraitError
 from .. import _eventloop
 from .._mainthread import Dispatcher, LoopDispatcher, PumpDispatcher, wake_on_signals
 from ..errors import IpyagentError
+
+if TYPE_CHECKING:
+    from ..agent import Agent
 
 __all__ = ["CellRunner", "Command", "OVERRIDES", "error_line"]
 
@@ -104,7 +107,7 @@ class CellRunner:
             return not on_a_terminal()
         return not getattr(kernel, "_allow_stdin", True)
 
-    def listener(self, dispatcher: Dispatcher, cmd: Command, agent: Any) -> Any:
+    def listener(self, dispatcher: Dispatcher, cmd: Command, agent: Agent) -> Any:
         if not self.m.in_kernel:
             from .terminal import TerminalDisplay
 
@@ -112,17 +115,14 @@ class CellRunner:
                                    step_mode=cmd.action == "step")
         from .notebook import NotebookDisplay
 
-        def asks(call):
-            return (agent.approval == "ask" and call.name not in agent.allow
-                        and call.name not in agent._policy.always)
-        display = NotebookDisplay(dispatcher, asks=asks, step_mode=cmd.action == "step",
+        display = NotebookDisplay(dispatcher, asks=lambda call: agent.policy.asks(call.name), step_mode=cmd.action == "step",
                                   preview=agent.tools.preview,
                                   meter=lambda: (agent.context.tokens, agent.context_window))
         if self.m.approver is not None and hasattr(self.m.approver, "bind"):
             self.m.approver.bind(dispatcher, headless=self.headless())
         return display
 
-    def start(self, agent: Any, cmd: Command, listener: Any,
+    def start(self, agent: Agent, cmd: Command, listener: Any,
                on_done: Any) -> Any:
         run = agent.astep if cmd.action == "step" else agent.arun
         return _eventloop.submit(guard(run(cmd.task, on_event=listener), on_done))
@@ -157,7 +157,7 @@ class CellRunner:
             raise UsageError("this %agent cannot wait for approval clicks here (only an "
                              "unindented %agent line or %%agent cell can); move it to the "
                              "start of a line, or use --approve auto")
-        self.m._settle_warmup()
+        self.m.settle_warmup()
         pump = PumpDispatcher()
         with self.session(cmd):
             listener = self.listener(pump, cmd, agent)
@@ -203,11 +203,11 @@ async def guard(coro: Coroutine[Any, Any, Any], on_done: Any) -> Any:
         on_done()
 
 
-async def interrupt_sibling(agent: Any) -> None:
+async def interrupt_sibling(agent: Agent) -> None:
     """Make sure code the run started in the sibling kernel stops too (harmless when idle)."""
     # The cancelled execute asks for this as well; asking again here costs a signal and
     # keeps the next run from queueing behind a loop that is still going.
-    kernel = getattr(agent, "_kernel", None)  # never start one just to interrupt it
+    kernel = agent.kernel_if_started  # never start one just to interrupt it
     if kernel is not None and kernel.is_alive():
         await kernel.interrupt_async()
 

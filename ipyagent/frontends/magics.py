@@ -16,7 +16,7 @@ import os
 import shlex
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
@@ -28,6 +28,9 @@ from .._text import visible
 from ..errors import IpyagentError
 from .cellrun import CellRunner, Command, error_line
 from .transformer import await_agent_magics, protect_question_marks
+
+if TYPE_CHECKING:
+    from ..agent import Agent
 
 __all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension", "current",
            "agent_async"]
@@ -60,7 +63,7 @@ class AgentMagics(Magics):
 
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
-        self._agent: Any = None
+        self._agent: Agent | None = None
         self._warmup: threading.Thread | None = None
         self._sandbox_told = False  # the unsandboxed line, once in the first %agent output
         self.runner = CellRunner(self)
@@ -69,7 +72,7 @@ class AgentMagics(Magics):
         self.approver: Any = None
 
     # -- the agent -------------------------------------------------------------------
-    def get_agent(self) -> Any:
+    def get_agent(self) -> Agent:
         """The agent behind the magics (created on first use with the shell's config)."""
         if self._agent is None:
             from ..agent import Agent
@@ -91,7 +94,7 @@ class AgentMagics(Magics):
             agent.approval_hook = self.approver
         return self._agent
 
-    def _make_approver(self, agent: Any) -> Any:
+    def _make_approver(self, agent: Agent) -> Any:
         if self.in_kernel:
             from .widgets import WidgetApprover
 
@@ -127,7 +130,13 @@ class AgentMagics(Magics):
         self._warmup = threading.Thread(target=work, name="ipyagent-warmup", daemon=True)
         self._warmup.start()
 
-    def _settle_warmup(self) -> None:
+    @property
+    def agent_if_made(self) -> Agent | None:
+        """The agent behind the magics, if one was made (never makes one)."""
+        return self._agent
+
+    def settle_warmup(self) -> None:
+        """Wait for the warm-up thread (it may be creating the sibling kernel right now)."""
         thread = self._warmup  # read once: another thread may be settling it too
         if thread is not None:
             thread.join()
@@ -136,7 +145,7 @@ class AgentMagics(Magics):
     def banner(self) -> str:
         """One line: model, endpoint, approval."""
         agent = self.get_agent()
-        if agent.model == "demo" and not getattr(agent, "_client_injected", False):
+        if agent.model == "demo" and not agent.client_is_injected:
             where = "demo: the built-in offline model, not an LLM — set %config Agent.model"
         else:
             try:
@@ -277,6 +286,7 @@ class AgentMagics(Magics):
             agent = self.get_agent()
             display = self.runner.listener(LoopDispatcher(), cmd, agent)
             try:
+                assert cmd.path is not None  # parse() refuses replay without one
                 return await agent.areplay(cmd.path, on_event=display, **_replay_kwargs(cmd))
             except (OSError, IpyagentError, ValueError) as exc:
                 raise UsageError(f"%agent replay {cmd.path}: {error_line(exc)}") from None
@@ -288,9 +298,10 @@ class AgentMagics(Magics):
         if cmd.action == "load" and cmd.rerun and hasattr(self.get_agent(), "aload"):
             # It runs the transcript's code: await it, so that each step is shown and
             # approved in this cell as a live call is.
-            await asyncio.to_thread(self._settle_warmup)
+            await asyncio.to_thread(self.settle_warmup)
             agent = self.get_agent()
             display = self.runner.listener(LoopDispatcher(), cmd, agent)
+            assert cmd.path is not None  # parse() refuses load without one
             try:
                 transcript = await agent.aload(cmd.path, rerun=True, on_event=display,
                                                **_replay_kwargs(cmd))
@@ -313,7 +324,7 @@ class AgentMagics(Magics):
             return None
         if cmd.action not in ("run", "step"):
             return self._command(cmd)
-        await asyncio.to_thread(self._settle_warmup)
+        await asyncio.to_thread(self.settle_warmup)
         if not self._sandbox_told:
             self._sandbox_told = True
             note = self.sandbox_line()
@@ -371,15 +382,16 @@ class AgentMagics(Magics):
             return None
         return outcome
 
-    def _rerun_blocking(self, agent: Any, cmd: Command, kwargs: dict[str, Any]) -> Any:
+    def _rerun_blocking(self, agent: Agent, cmd: Command, kwargs: dict[str, Any]) -> Any:
         """``load --rerun`` on a terminal: each step is shown, and asked on the main thread."""
         from .. import _eventloop
         from .._mainthread import PumpDispatcher
 
-        self._settle_warmup()
+        self.settle_warmup()
         pump = PumpDispatcher()
         listener = self.runner.listener(pump, cmd, agent)
         self.runner.pump = pump  # the terminal prompt reads on this (the main) thread
+        assert cmd.path is not None  # parse() refuses load without one
         future = _eventloop.submit(agent.aload(cmd.path, on_event=listener, **kwargs))
         try:
             pump.pump(future)
@@ -391,7 +403,7 @@ class AgentMagics(Magics):
         finally:
             self.runner.pump = None
 
-    def _loaded(self, agent: Any, cmd: Command, transcript: Any) -> None:
+    def _loaded(self, agent: Agent, cmd: Command, transcript: Any) -> None:
         print(visible(f"ipyagent: loaded {len(agent.context)} items from {cmd.path}; "
                       "the next %agent continues it"))
         from ..transcripts.transcript import endpoint_note
@@ -401,7 +413,7 @@ class AgentMagics(Magics):
             print(visible(f"ipyagent: {note}"))  # names from the file: controls made visible
         self._after_load(agent, cmd, transcript)
 
-    def _after_load(self, agent: Any, cmd: Command, transcript: Any) -> None:
+    def _after_load(self, agent: Agent, cmd: Command, transcript: Any) -> None:
         """Say whether the sibling has the run's variables (``--rerun`` rebuilt them)."""
         from ..transcripts.rebuild import rerun_steps
 
@@ -511,21 +523,21 @@ def unload_ipython_extension(ipython: Any) -> None:
         ipython.magics_manager.magics[kind].pop("agent", None)
     if magics is None:
         return
-    magics._settle_warmup()
-    agent = magics._agent
+    magics.settle_warmup()
+    agent = magics.agent_if_made
     if agent is not None:
         if agent in ipython.configurables:
             ipython.configurables.remove(agent)
         agent.close()
 
 
-def current() -> Any:
+def current() -> Agent:
     """The ``Agent`` behind ``%agent`` (``%load_ext ipyagent`` first)."""
     if _MAGICS is None:
         raise RuntimeError("ipyagent is not loaded: run %load_ext ipyagent first")
     # The warm-up thread may be creating the sibling kernel right now; Agent.kernel is
     # not thread-safe, so let it finish before anyone else can touch agent.kernel.
-    _MAGICS._settle_warmup()
+    _MAGICS.settle_warmup()
     return _MAGICS.get_agent()
 
 

@@ -314,14 +314,14 @@ class CachedModel:
             self.cache.put(key, self.inner.name, events, self.key_env)
 
 
-def cached_client(agent: AgentSettings, inner: Model) -> Model:
-    """The agent's client wrapped per ``Agent.cache`` (rebuilt when a setting changes)."""
+def cached_client(agent: AgentSettings, inner: Model, previous: Model | None = None) -> Model:
+    """``inner`` wrapped per ``Agent.cache``: ``previous`` (the wrapper the caller keeps)
+    while it still fits the settings, else a new wrapper."""
     if agent.cache == "off":
         return inner
     path = agent.cache_path or os.path.join(agent.cwd or os.getcwd(), DEFAULT_PATH)
-    wrapper = getattr(agent, "_cached_client", None)
+    wrapper = previous
     if (not isinstance(wrapper, CachedModel) or wrapper.inner is not inner
             or wrapper.mode != agent.cache or wrapper.cache.path != Path(path).expanduser().absolute()):
         wrapper = CachedModel(inner, path, mode=agent.cache, key_env=key_envs(agent))
-        agent._cached_client = wrapper  # type: ignore[attr-defined]
     return wrapper

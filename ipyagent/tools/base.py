@@ -193,14 +193,22 @@ def _fits(value: Any, expected: str) -> bool:
     return pytype is None or isinstance(value, pytype)
 
 
+@typing.runtime_checkable
 class Executor(typing.Protocol):
-    """The loop only knows this: run one call, get its result."""
+    """The loop only knows this: run one call, get its result (a failure is a result too).
 
-    async def execute(self, call: ToolCall) -> ToolResult: ...
+    ``ipyagent.step`` calls it once per approved call; approval before it, and the secret
+    redaction and the audit record around it, are the step's, so every executor gets them.
+    """
+
+    async def execute(self, call: ToolCall) -> ToolResult:
+        """Run ``call``; never raises for a failure of the call itself."""
+        ...
 
 
-class Toolbox:
-    """The tools on offer, by name; also the default ``Executor``."""
+class Toolbox(Executor):
+    """The tools on offer, by name; the ``Executor`` the loop calls (the python tool, the
+    file tools, MCP servers' tools and user tools are all behind it)."""
 
     def __init__(self, tools: typing.Iterable[Tool | Callable[..., Any]] = ()) -> None:
         self._tools: dict[str, Tool] = {}

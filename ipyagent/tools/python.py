@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..events import ToolOutput, live_emitter
 from ..items import ToolCall, ToolResult
 from .base import Tool
 
-__all__ = ["python_tool"]
+if TYPE_CHECKING:
+    from ..kernel.sibling import SiblingKernel
+
+__all__ = ["python_tool", "PythonHost"]
+
+
+class PythonHost(Protocol):
+    """What the python tool needs of its agent: the kernel and two settings, read per call."""
+
+    @property
+    def kernel(self) -> SiblingKernel: ...
+    tool_timeout: float
+    send_images: bool
 
 DESCRIPTION = ("Run Python code in a persistent, isolated IPython kernel and return what it "
                "prints, the value of the last expression, or the error.")
 
 
-def python_tool(agent: Any) -> Tool:
+def python_tool(agent: PythonHost) -> Tool:
     """The ``python`` tool bound to ``agent`` (its kernel, its ``send_images`` setting)."""
 
     async def run_python(call: ToolCall) -> ToolResult:

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from .._text import one_line, visible
 from ..approval import ApprovalPolicy, Approver, Decision, Mode
 from ..items import ToolCall, ToolResult, unfold
+
+if TYPE_CHECKING:
+    from ..agent import Agent
 
 __all__ = ["Rebuild", "python_calls_that_ran", "rerun_steps", "arebuild"]
 
@@ -127,7 +130,7 @@ def _what(call: ToolCall) -> str:
     return f"re-creating {call.arguments.get('path')} ({call.id})"
 
 
-async def arebuild(agent: Any, *, approval: Mode | None = None,
+async def arebuild(agent: Agent, *, approval: Mode | None = None,
                    on_event: Callable[[Any], Any] | None = None,
                    root: str | None = None) -> Rebuild:
     """Re-run ``agent.context``'s python calls in ``agent.kernel`` and re-create the files the

@@ -57,6 +57,7 @@ from ..tools.files import recorded_file
 from .file_record import restore
 
 if TYPE_CHECKING:
+    from ..agent import Agent
     from ..context import Context
     from .transcript import Transcript
 
@@ -362,7 +363,7 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
             _compare(number, recorded_calls, step.results, results, report)
             position = _skip_results(items, position)
     finally:
-        kernel = agent._kernel  # None when the transcript ran no python: none was started
+        kernel = agent.kernel_if_started  # None when the transcript ran no python: none was started
         if kernel is not None:
             await kernel.shutdown_async()  # graceful here; close() from this loop would kill it
         agent.close()
@@ -385,7 +386,7 @@ def replay(source: str | os.PathLike[str] | Transcript, **kwargs: Any) -> Replay
     return _eventloop.run_sync(areplay(source, **kwargs))
 
 
-def _feed(agent: Any, between: list[Any], report: ReplayReport) -> None:
+def _feed(agent: Agent, between: list[Any], report: ReplayReport) -> None:
     """Put what came between two turns (user and system messages) into the replay context."""
     for item in between:
         if isinstance(item, Message) and item.role != "assistant":

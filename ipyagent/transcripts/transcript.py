@@ -33,14 +33,16 @@ from .._untrusted import inline_code, markdown_literal
 from .._version import __version__
 from ..context import Context
 from ..errors import IpyagentError, TranscriptError
+from ..events import Notice
 from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict, unfold
 from .export import FORMAT, context_to_notebook
 
 if TYPE_CHECKING:
     from ..agent import Agent
+    from .rebuild import Rebuild
 
 __all__ = ["Transcript", "to_notebook", "save", "read", "load_into", "from_transcript",
-           "autosave", "autosave_path", "write_notebook", "SETTINGS", "RESTORED",
+           "Autosave", "write_notebook", "SETTINGS", "RESTORED",
            "restored_endpoint", "endpoint_note", "LIMITS", "tightened"]
 
 # Recorded in the header and metadata: what shapes behaviour. Never a key.
@@ -77,7 +79,7 @@ class Transcript:
     path: str | None = None
     # The code cells a person sees, per call id (None: not read from a notebook).
     cells: dict[str, list[str]] | None = None
-    rebuild: Any = None  # what ``load(..., rerun=True)`` re-ran (a ``Rebuild``)
+    rebuild: Rebuild | None = None  # what ``load(..., rerun=True)`` re-ran
 
     def verify_cells(self) -> None:
         """Raise ``TranscriptError`` unless every python call that would run again is the
@@ -145,7 +147,7 @@ def _now() -> str:
 def _endpoint(agent: Agent) -> str:
     from ..models.retry import safe_url
 
-    if getattr(agent, "_client_injected", False):
+    if agent.client_is_injected:
         return "injected client"
     if agent.model == "demo":
         return "offline (built-in demo model)"
@@ -166,8 +168,8 @@ def recorded_settings(agent: Agent) -> dict[str, Any]:
         value = getattr(agent, name)
         out[name] = list(value) if isinstance(value, (list, tuple)) else value
     out["base_url"] = safe_url(agent.base_url) if agent.base_url else ""
-    client = getattr(agent, "_client", None)
-    if getattr(agent, "_client_injected", False) and client is not None:
+    client = agent.resources.client_if_made
+    if agent.client_is_injected and client is not None:
         out["client"] = str(getattr(client, "name", type(client).__name__))
     return out
 
@@ -255,32 +257,58 @@ def _new_run_file(directory: Path) -> Path:
 
 
 # -- autosave ---------------------------------------------------------------------
-def autosave_path(agent: Agent) -> Path | None:
-    """Where the current conversation autosaves (None when ``Agent.autosave`` is empty).
+class Autosave:
+    """``Agent.autosave`` after every step (the agent calls ``save`` from its ``StepFinished``
+    listener). It owns what autosaving remembers: each conversation's file, the file it
+    last announced, the failure it last said (each said once, a failure until it works)."""
 
-    ``autosave`` is a file path, or a directory (ending in ``/`` or existing) in which each
-    conversation gets its own ``run-YYYYmmdd-HHMMSS.ipynb``.
-    """
-    setting = agent.autosave
-    if not setting:
-        return None
-    path = Path(setting).expanduser()
-    if not (setting.endswith(("/", os.sep)) or path.is_dir()):
-        return path if path.suffix == ".ipynb" else path.with_name(path.name + ".ipynb")
-    # One file per conversation: a new Context (reset, load) starts a new file.
-    target = getattr(agent, "_autosave_target", None)
-    if target is None or target[0] is not agent.context or target[1] != setting:
-        target = (agent.context, setting, _new_run_file(path))
-        agent._autosave_target = target  # type: ignore[attr-defined]
-    return target[2]
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.target: tuple[Context, str, Path] | None = None  # (conversation, setting, its file)
+        self.said: Path | None = None  # the file last announced
+        self.failure: str | None = None  # the last failure said
 
+    def path(self) -> Path | None:
+        """Where the current conversation autosaves (None when ``Agent.autosave`` is empty).
 
-def autosave(agent: Agent) -> Path | None:
-    """Rewrite the autosave transcript (atomically) if ``Agent.autosave`` is set."""
-    path = autosave_path(agent)
-    if path is None:
-        return None
-    return write_notebook(to_notebook(agent), path, key_env=key_envs(agent))
+        ``autosave`` is a file path, or a directory (ending in ``/`` or existing) in which each
+        conversation gets its own ``run-YYYYmmdd-HHMMSS.ipynb``.
+        """
+        agent = self.agent
+        setting = agent.autosave
+        if not setting:
+            return None
+        path = Path(setting).expanduser()
+        if not (setting.endswith(("/", os.sep)) or path.is_dir()):
+            return path if path.suffix == ".ipynb" else path.with_name(path.name + ".ipynb")
+        # One file per conversation: a new Context (reset, load) starts a new file.
+        target = self.target
+        if target is None or target[0] is not agent.context or target[1] != setting:
+            target = self.target = (agent.context, setting, _new_run_file(path))
+        return target[2]
+
+    def write(self) -> Path | None:
+        """Rewrite the autosave transcript (atomically) if ``Agent.autosave`` is set."""
+        path = self.path()
+        if path is None:
+            return None
+        return write_notebook(to_notebook(self.agent), path, key_env=key_envs(self.agent))
+
+    def save(self) -> Notice | None:
+        """Write, and what to say about it: where, the first time; a failure, once."""
+        try:
+            path = self.write()
+        except Exception as exc:  # a full disk must not kill the run: say it in one line
+            message = f"autosave failed: {exc}"
+            if message == self.failure:
+                return None
+            self.failure = message
+            return Notice(message, "warning")
+        self.failure = None
+        if path is None or path == self.said:
+            return None
+        self.said = path
+        return Notice(f"autosaving this conversation to {path} (Agent.autosave)", "info")
 
 
 # -- reading ----------------------------------------------------------------------

@@ -80,7 +80,7 @@ def test_the_sibling_starts_in_the_background_at_creation():
 
     agent = Agent(model="demo")
     deadline = time.monotonic() + 30
-    while agent._kernel is None and time.monotonic() < deadline:  # nobody asked for it
+    while agent.kernel_if_started is None and time.monotonic() < deadline:  # nobody asked for it
         time.sleep(0.05)
     kernel = agent.kernel
     assert kernel.execute("1+1").text == "2"
@@ -94,4 +94,4 @@ def test_close_right_after_creation_leaves_no_kernel():
     import time
 
     time.sleep(1.0)
-    assert agent._kernel is None or not agent._kernel.is_alive()
+    assert agent.kernel_if_started is None or not agent.kernel_if_started.is_alive()

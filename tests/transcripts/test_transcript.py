@@ -409,7 +409,7 @@ def test_failing_autosave_is_a_notice_and_the_run_goes_on(tmp_path):
     (tmp_path / "afile").mkdir()
     notices.clear()
     agent.context.add_user("again")
-    agent._client = ScriptedModel([text("3")])  # a second scripted reply
+    agent.resources.inject(ScriptedModel([text("3")]))  # a second scripted reply
     agent.run(on_event=lambda e: isinstance(e, Notice) and notices.append(e))
     assert [n.level for n in notices] == ["info"] and "autosaving this conversation to" in notices[0].message
     assert (tmp_path / "afile" / "run.ipynb").exists()

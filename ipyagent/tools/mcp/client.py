@@ -31,7 +31,7 @@ from .session import CallFailed, Connection, MCPServerError, to_tool_result
 from .trust import TrustRequest, requests_for
 
 if TYPE_CHECKING:
-    from ...resources import AgentResources
+    from ...agent import Agent
 
 __all__ = ["MISSING", "MCPUnavailable", "MCPManager", "ServerConfig", "load_configs",
            "parse_servers", "sdk_available", "sdk_problem", "tool_name", "to_tool_result"]
@@ -64,7 +64,7 @@ def sdk_available() -> bool:
 class MCPManager:
     """The MCP servers of one agent and the tools they add to ``agent.tools``."""
 
-    def __init__(self, agent: AgentResources) -> None:
+    def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self.connections: dict[str, Connection] = {}
         self.problems: list[str] = []

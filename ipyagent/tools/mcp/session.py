@@ -16,7 +16,7 @@ import json
 import os
 import tempfile
 import time
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from ..._text import one_line
 from ...items import ToolResult
@@ -49,7 +49,7 @@ class Connection:
         self._stop: asyncio.Event | None = None
         self._stopping = False
         self._lock: asyncio.Lock | None = None
-        self._stderr: Any = None  # a temporary file: the last lines explain a death
+        self._stderr: IO[str] | None = None  # a temporary file: the last lines explain a death
 
     def __repr__(self) -> str:
         return f"<MCP server {self.config.name!r} {self.state}, {len(self.tools)} tools>"

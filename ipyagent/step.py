@@ -1,0 +1,395 @@
+"""One step of the loop, in five phases: prepare → request → record → run calls → decide stop.
+
+``run_step`` reads top to bottom. A ``StepRun`` binds what every phase shares — the agent,
+the ``Step`` being filled in, when it started, who listens — so a phase only says what it
+does; a phase that ends the step raises ``Stop`` and ``run_step`` finishes it in one place.
+Tool calls reach the tools only through ``Executor.execute(call)``; the approval before it,
+and the secret redaction and audit record around it, happen here.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from ._secrets import key_envs, secret_values
+from ._text import head_tail
+from .audit import decision_record
+from .compaction import fit_window
+from .errors import ConfigError, ModelError
+from .events import (
+    Event,
+    Notice,
+    Step,
+    StepFinished,
+    StepStarted,
+    StopReason,
+    ToolCallDecided,
+    ToolCallFinished,
+    ToolCallRequested,
+    ToolOutput,
+    Usage,
+    live_emitter,
+)
+from .items import Message, ToolCall, ToolResult
+from .models.base import ClientNotice, ModelRequest, Retrying, Turn, TurnComplete
+from .models.overflow import context_overflow, overflow_hint
+from .redaction import LiveRedactor, redact_result, redaction_notice
+from .tools.base import Executor, Toolbox
+
+if TYPE_CHECKING:
+    import logging
+
+    from .agent import Agent
+    from .decisions import Decision
+
+__all__ = ["run_step", "StepRun", "Stop", "CircuitBreaker", "emit", "CONTINUE_PROMPT"]
+
+Listener = Callable[[Event], Any]
+
+_LENGTH_REASONS = ("length", "max_tokens", "max_output_tokens")
+CONTINUE_PROMPT = ("[ipyagent] Your reply was cut off by the output token limit. Continue "
+                   "exactly where you stopped, without repeating yourself.")
+_PRINTED_KEPT = 4000  # characters of an interrupted call's output the model is told
+
+
+def emit(listeners: list[Listener], event: Event, log: logging.Logger) -> None:
+    """Give ``event`` to every listener; one that fails is logged, never breaks the run."""
+    for listener in listeners:
+        try:
+            listener(event)
+        except Exception as exc:  # a broken display must never break the run
+            log.warning("ipyagent listener %r failed: %s", listener, exc)
+
+
+class Stop(Exception):
+    """Raised by a phase that ends the step: the stop reason and, maybe, why."""
+
+    def __init__(self, reason: StopReason, why: str | None = None) -> None:
+        super().__init__(why or reason)
+        self.reason, self.why = reason, why
+
+
+class CircuitBreaker:
+    """Consecutive failures of one tool within a run; trips at ``Agent.circuit_breaker``."""
+
+    def __init__(self) -> None:
+        self.row: tuple[str, int] = ("", 0)  # the tool failing, and how many times in a row
+
+    def reset(self) -> None:
+        """A new run starts a new row."""
+        self.row = ("", 0)
+
+    def count(self, call: ToolCall, result: ToolResult, limit: int) -> bool:
+        """Count ``result``; True when ``call``'s tool has now failed ``limit`` times in a row."""
+        if result.meta.get("denied") or not limit:
+            return False
+        if result.error:
+            name, count = self.row
+            count = count + 1 if name == call.name else 1
+            self.row = (call.name, count)
+            return count >= limit
+        self.row = ("", 0)  # any success breaks the row
+        return False
+
+
+class StepRun:
+    """One step being run: the agent, its ``Step``, when it started and who listens."""
+
+    def __init__(self, agent: Agent, index: int, listeners: list[Listener]) -> None:
+        self.agent = agent
+        self.step = Step(index=index)
+        self.listeners = listeners
+        self.started = time.perf_counter()
+        self.executor: Executor = agent.tools  # python, file, MCP and user tools behind one call
+        self.printed: dict[str, list[str]] = {}  # running calls' output, by call id
+        self.records: dict[str, dict[str, Any]] = {}  # running calls' decisions, by call id
+
+    def emit(self, event: Event) -> None:
+        """Tell every listener."""
+        emit(self.listeners, event, self.agent.log)
+
+    def finish(self, stop: StopReason | None, why: str | None = None) -> Step:
+        """Stamp the step's outcome and duration, and say it is finished."""
+        step = self.step
+        step.stop_reason, step.error = stop, why
+        step.duration = time.perf_counter() - self.started
+        if stop == "error" and why:
+            self.emit(Notice(why, "error"))
+        self.emit(StepFinished(step))
+        return step
+
+    def check_budget(self) -> None:
+        """Stop when ``Agent.max_tokens`` is spent."""
+        agent = self.agent
+        if agent.max_tokens and agent.usage.total >= agent.max_tokens:
+            raise Stop("budget", f"token budget spent ({agent.usage.total} of {agent.max_tokens})")
+
+
+async def run_step(agent: Agent, index: int, listeners: list[Listener], *, steps_so_far: int,
+                   breaker: CircuitBreaker) -> Step:
+    """One iteration. Never raises for model/tool failures: they end up in the Step."""
+    run = StepRun(agent, index, listeners)
+    run.emit(StepStarted(index))
+    try:
+        run.check_budget()
+        await prepare(run)
+        turn, estimated_raw = await request(run)
+        cut = record(run, turn, estimated_raw)
+        await run_calls(run, breaker)
+        decide_stop(run, turn, cut, steps_so_far)
+    except Stop as stop:
+        return run.finish(stop.reason, stop.why)
+    return run.finish(None)
+
+
+# -- prepare -------------------------------------------------------------------------------
+async def prepare(run: StepRun) -> None:
+    """Before compaction (MCP tools count too): say what is pending, offer MCP tools."""
+    for notice in run.agent.pending_notices():
+        run.emit(notice)
+    try:
+        await run.agent.mcp.prepare(run.emit)
+    except Exception as exc:  # MCP trouble must not stop a run that may not need it
+        run.emit(Notice(f"MCP servers: {exc}", "warning"))
+
+
+# -- request -------------------------------------------------------------------------------
+async def request(run: StepRun) -> tuple[Turn, int]:
+    """Fit the window, ask the model, stream its events -> the turn and the estimate sent.
+
+    A second attempt only after the server said "too long": our estimate was low (another
+    tokenizer, no usage reported), so count as densely as it does, compact, ask once more.
+    """
+    agent = run.agent
+    for attempt in (1, 2):
+        if agent.context_window:
+            problem = await fit_window(agent, run.emit)
+            if problem:
+                raise Stop("error", problem)
+        req = ModelRequest(
+            system=agent.context.system, items=list(agent.context),
+            tools=[t.spec() for t in agent.offered_tools()],
+            temperature=agent.temperature, max_tokens=agent.request_max_tokens,
+            tool_choice=agent.tool_choice)
+        estimated_raw = agent.context.raw_tokens + agent.context.counter.raw(json.dumps(req.tools))
+        try:
+            turn = await _stream(run, req)
+        except (ModelError, ConfigError) as exc:  # ConfigError: e.g. the API key is not set
+            overflow = context_overflow(exc)
+            if overflow is not None and agent.context_window and attempt == 1:
+                scale = agent.context.counter.count_denser(estimated_raw, overflow.prompt_tokens)
+                counted = (f" (it counted {overflow.prompt_tokens:,} tokens)"
+                           if overflow.prompt_tokens else "")
+                run.emit(Notice(
+                    f"The server refused the request as longer than its context "
+                    f"window{counted}; counting tokens ×{scale:.2f}, compacting and "
+                    "trying once more.", "warning"))
+                continue
+            _bill_failed_reply(run, exc)
+            raise Stop("error", str(exc) + (overflow_hint(agent.context_window) if overflow else "")) from None
+        if turn is None:
+            raise Stop("error", "the model client ended without a reply")
+        return turn, estimated_raw
+    raise AssertionError("unreachable: the second attempt returns or stops")
+
+
+async def _stream(run: StepRun, req: ModelRequest) -> Turn | None:
+    """The model's reply to ``req``; its live events go to the listeners meanwhile."""
+    turn = None
+    async for event in run.agent.client.stream(req):
+        if isinstance(event, TurnComplete):
+            turn = event.turn
+        elif isinstance(event, (Retrying, ClientNotice)):
+            run.emit(Notice(event.message, "warning"))
+        else:
+            run.emit(event)  # type: ignore[arg-type]
+    return turn
+
+
+def _bill_failed_reply(run: StepRun, exc: Exception) -> None:
+    """Nothing of a failed reply is appended (the context stays valid to retry), but tokens
+    the provider billed for it (an error inside a stream) still count."""
+    partial = getattr(exc, "turn", None)
+    spent = Usage.from_server(getattr(partial, "usage", None))
+    if spent is not None:
+        run.step.usage = spent
+        run.agent.usage.add(spent)
+
+
+# -- record --------------------------------------------------------------------------------
+def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
+    """Bill and calibrate, append the turn's items; True when the reply was cut at the limit."""
+    agent, step = run.agent, run.step
+    step.text, step.tool_calls, step.finish_reason = turn.text, turn.tool_calls, turn.finish_reason
+    step.usage = Usage.from_server(turn.usage) or Usage(
+        agent.context.tokens, len(turn.text) // 4 + 1, 1, estimated=True)
+    agent.usage.add(step.usage)
+    if not step.usage.estimated and step.usage.input:
+        agent.context.counter.calibrate(estimated_raw, step.usage.input)
+    first = len(agent.context)
+    if turn.reasoning is not None:
+        agent.context.append(turn.reasoning)
+    if turn.text or not turn.tool_calls:
+        agent.context.append(Message("assistant", turn.text))
+    for call in turn.tool_calls:
+        agent.context.append(call)
+    # What a replay needs beyond the items: the turn's usage and finish reason.
+    agent.context[first].meta["turn"] = {"step": step.index, "finish_reason": turn.finish_reason,
+                                         "usage": turn.usage, "model": turn.model}
+    cut = turn.finish_reason in _LENGTH_REASONS
+    if cut:  # said before the calls run: a cut call's bad arguments may end the run
+        limit = agent.request_max_tokens or "the server's limit"
+        run.emit(Notice(f"The reply was cut off at the output limit (request_max_tokens={limit}).",
+                        "warning"))
+    return cut
+
+
+# -- run calls -----------------------------------------------------------------------------
+async def run_calls(run: StepRun, breaker: CircuitBreaker) -> None:
+    """Approve and execute each call in order; every call gets exactly one result."""
+    agent, step = run.agent, run.step
+    stop: Stop | None = None
+    calls = step.tool_calls
+    for i, call in enumerate(calls):
+        try:
+            if stop is not None and stop.reason == "denied":
+                result = ToolResult(call.id, "Not run: an earlier call in this turn was "
+                                    "denied.", error=True, name=call.name,
+                                    meta={"skipped": True})
+            else:
+                result = await run_one(run, call)
+                if result.meta.get("denied") and result.meta.get("stop"):
+                    stop = Stop("denied", result.meta.get("reason") or "denied by the user")
+        except BaseException:
+            # Interrupted (Ctrl-C, cancelled cell): answer every open call so the
+            # context stays valid, then let the interruption through.
+            for open_call in calls[i:]:
+                done = run.records.pop(open_call.id, None)  # approved, then stopped
+                agent.context.append(ToolResult(open_call.id, _interrupted_text(
+                    run.printed.pop(open_call.id, [])), error=True, name=open_call.name,
+                    meta={"interrupted": True, **({"decision": done} if done else {})}))
+            raise
+        agent.context.append(result)
+        step.results.append(result)
+        run.emit(ToolCallFinished(call, result))
+        if stop is None and breaker.count(call, result, agent.circuit_breaker):
+            stop = Stop("circuit_breaker",
+                        f"{call.name!r} failed {agent.circuit_breaker} times in a row")
+    if stop is not None:
+        raise stop
+
+
+async def run_one(run: StepRun, call: ToolCall) -> ToolResult:
+    """Ask, then execute one call (a denial is a result too)."""
+    agent, step = run.agent, run.step
+    run.emit(ToolCallRequested(call))
+    offered = agent.offered_tools()
+    if call.name in agent.tools and call.name not in [t.name for t in offered]:
+        # Hidden by the persona: refused without asking, like an unknown tool.
+        return await Toolbox(offered).execute(call)
+    decision = await agent.policy.decide(call)
+    step.decisions.append(decision)
+    run.emit(ToolCallDecided(call, decision))
+    if not decision.approved:
+        return _denied(call, decision, step.index)
+    return await execute(run, call, decision)
+
+
+def _denied(call: ToolCall, decision: Decision, step_index: int) -> ToolResult:
+    """A denial with a reason is guidance: the model gets it and the run goes on.
+    A bare denial (or a policy one) stops the run."""
+    reason = decision.reason
+    stops = not decision.by_person or not reason
+    text = "The user denied this tool call." if decision.by_person else (
+        "This tool call was not approved.")
+    return ToolResult(call.id, text + (f" Reason: {reason}" if reason else ""),
+                      error=True, name=call.name,
+                      meta={"denied": True, "reason": reason, "by": decision.by,
+                            "stop": stops, "decision": decision_record(decision, step_index)})
+
+
+async def execute(run: StepRun, call: ToolCall, decision: Decision) -> ToolResult:
+    """``executor.execute(call)``, with the audit record and secret redaction around it."""
+    agent = run.agent
+    original = call.arguments
+    if decision.action == "edit" and decision.arguments is not None:
+        call.meta["original_arguments"] = call.arguments
+        call.arguments = decision.arguments  # the context records what actually ran
+        call.raw_arguments = None
+    # The audit trail: who decided, when, and what the edit changed (meta is saved).
+    audit = decision_record(decision, run.step.index, original, call.arguments)
+    run.records[call.id] = audit
+    printed: list[str] = []  # the first of what the call prints, kept if it is interrupted
+    run.printed[call.id] = printed
+    room = [_PRINTED_KEPT]  # characters still kept (a flood must not cost per event)
+    # Every tool's output passes here: secrets are redacted once, before anyone sees them.
+    redactor = LiveRedactor(secret_values(key_envs(agent)))
+
+    def show(event: Any) -> None:
+        if isinstance(event, ToolOutput) and room[0] >= 0:
+            printed.append(event.text[:room[0]])
+            room[0] -= len(event.text)
+            if room[0] < 0:  # the rest is not kept: say so
+                printed.append("\n[…]")
+        run.emit(event)
+
+    def live(event: Any) -> None:
+        for redacted in redactor.feed(event):
+            show(redacted)
+
+    token = live_emitter.set(live)
+    try:
+        result = await run.executor.execute(call)
+    finally:
+        live_emitter.reset(token)
+        for held in redactor.flush():
+            show(held)
+    run.printed.pop(call.id, None)
+    found = [*redactor.names, *redact_result(result, redactor.scan)]
+    if found:
+        run.emit(Notice(redaction_notice(list(dict.fromkeys(found)), call.name), "warning"))
+    result.meta["decision"] = run.records.pop(call.id, audit)
+    if agent.tool_output_limit and len(result.output) > agent.tool_output_limit:
+        result.meta["full_output_chars"] = len(result.output)
+        result.output = head_tail(result.output, agent.tool_output_limit)
+    if decision.action == "edit":
+        result.meta["edited"] = True
+        result.output = "Note: the user edited this call before it ran.\n" + result.output
+    return result
+
+
+# -- decide stop ---------------------------------------------------------------------------
+def decide_stop(run: StepRun, turn: Turn, cut: bool, steps_so_far: int) -> None:
+    """After the calls: a cut reply goes on (or stops), a plain answer is done, else the
+    budget and ``max_steps`` decide."""
+    agent = run.agent
+    if cut:
+        if agent.on_length == "stop":
+            raise Stop("length", "the reply was cut off at the output limit")
+        if not turn.tool_calls:
+            agent.context.add_user(CONTINUE_PROMPT)
+    elif not turn.tool_calls:
+        from .reply_checks import final_reply_notice
+
+        notice = final_reply_notice(turn.text, turn.finish_reason, turn.reasoning is not None,
+                                    agent.tools.names)
+        if notice:
+            run.emit(Notice(notice, "warning"))
+        raise Stop("done")
+    run.check_budget()
+    if steps_so_far + 1 >= agent.max_steps:
+        raise Stop("max_steps", f"reached max_steps={agent.max_steps}; the context is valid: "
+                                "run again with no task (%agent step) to go on, or raise "
+                                "Agent.max_steps")
+
+
+def _interrupted_text(printed: list[str]) -> str:
+    """What the model reads for an interrupted call: that, and what it had printed."""
+    text = "".join(printed).rstrip()
+    if not text:
+        return "Interrupted by the user."
+    return f"Interrupted by the user. It had printed:\n{text}"
+
+

@@ -1,0 +1,95 @@
+"""ipyagent.step: the phases of one step, the StepRun they share, the Executor seam."""
+
+from __future__ import annotations
+
+import logging
+
+from scripted_model import ScriptedModel, calls, text
+
+from ipyagent import Agent, Toolbox, ToolCall, ToolResult, tool
+from ipyagent.events import Notice, StepFinished, StepStarted, ToolCallFinished
+from ipyagent.step import CircuitBreaker, StepRun, emit
+from ipyagent.tools.base import Executor
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+class Counting(Toolbox):
+    """A Toolbox that counts the calls the loop hands it."""
+
+    def __init__(self, tools: list) -> None:
+        super().__init__(tools)
+        self.seen: list[str] = []
+
+    async def execute(self, call: ToolCall) -> ToolResult:
+        self.seen.append(call.name)
+        return await super().execute(call)
+
+
+def test_the_toolbox_is_the_executor_every_approved_call_goes_through() -> None:
+    assert isinstance(Toolbox(), Executor)
+    model = ScriptedModel([calls(("add", {"a": 1, "b": 2}), ("add", {"a": 3, "b": 4})), text("10")])
+    agent = Agent(client=model, python_tool=False, file_tools=False,
+                  approval="ask", approval_hook=lambda call: call.arguments["a"] == 1)
+    agent.tools = Counting([add])
+    result = agent.run("add")
+    assert agent.tools.seen == ["add"]  # the denied call never reached the executor
+    outputs = [r.output for r in result.steps[0].results]
+    assert outputs[0] == "3" and "denied" in outputs[1]
+    # The step's audit record is put around the one execute call.
+    assert result.steps[0].results[0].meta["decision"]["by"] == "hook"
+    agent.close()
+
+
+def test_a_step_run_binds_its_listeners_and_finishes_once() -> None:
+    agent = Agent(client=ScriptedModel([]), python_tool=False, file_tools=False)
+    heard: list = []
+    run = StepRun(agent, 7, [heard.append])
+    run.emit(StepStarted(7))
+    step = run.finish("error", "it broke")
+    assert step.index == 7 and step.stop_reason == "error" and step.error == "it broke"
+    assert step.duration >= 0
+    assert [type(e) for e in heard] == [StepStarted, Notice, StepFinished]
+    assert heard[1].level == "error" and heard[1].message == "it broke"
+    agent.close()
+
+
+def test_a_failing_listener_is_logged_and_the_others_still_hear(caplog) -> None:
+    heard: list = []
+
+    def broken(event: object) -> None:
+        raise RuntimeError("display gone")
+
+    with caplog.at_level(logging.WARNING):
+        emit([broken, heard.append], Notice("hi"), logging.getLogger("test"))
+    assert len(heard) == 1 and "display gone" in caplog.text
+
+
+def test_the_circuit_breaker_counts_one_tool_in_a_row() -> None:
+    breaker = CircuitBreaker()
+    a, b = ToolCall("1", "a", {}), ToolCall("2", "b", {})
+    bad, good = ToolResult("x", "no", error=True), ToolResult("x", "ok")
+    assert not breaker.count(a, bad, 2)
+    assert not breaker.count(b, bad, 2)  # another tool starts a new row
+    assert breaker.count(b, bad, 2)
+    breaker.reset()
+    assert not breaker.count(b, bad, 2)
+    assert not breaker.count(b, good, 2) and breaker.row == ("", 0)
+    assert not breaker.count(b, bad, 0)  # 0: no breaker
+    denied = ToolResult("x", "no", error=True, meta={"denied": True})
+    assert not breaker.count(a, denied, 1)
+
+
+def test_a_run_ends_each_step_with_one_step_finished_after_its_results() -> None:
+    model = ScriptedModel([calls(("add", {"a": 1, "b": 1})), text("2")])
+    agent = Agent(client=model, tools=[add], python_tool=False, file_tools=False)
+    events: list = []
+    agent.run("go", on_event=events.append)
+    kinds = [type(e).__name__ for e in events
+             if isinstance(e, (StepStarted, StepFinished, ToolCallFinished))]
+    assert kinds == ["StepStarted", "ToolCallFinished", "StepFinished", "StepStarted", "StepFinished"]
+    agent.close()
