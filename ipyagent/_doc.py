@@ -1,6 +1,6 @@
 """Generate the README's tables from the code: settings (traitlets) and provider presets.
 
-Run ``python -m ipyagent._doc`` to print them; ``--write README.md`` replaces each table
+Run it with ``python -m`` to print them; ``--write README.md`` replaces each table
 between its ``<!-- NAME:start -->`` / ``<!-- NAME:end -->`` markers. A test keeps the
 README in sync.
 """

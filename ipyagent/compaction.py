@@ -247,7 +247,7 @@ def bind_settings(context: Context, agent: Agent) -> None:
     """Make ``context.compaction_preview()`` use ``agent``'s settings as they are when asked.
 
     Why: the preview must show what the next step would do, before the first step and
-    after a setting changed (it used to show window 0 until a step had run).
+    right after a setting changed.
     """
     ref = weakref.ref(agent)
 

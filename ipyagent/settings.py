@@ -1,7 +1,7 @@
 """``AgentSettings``: every setting of an ``Agent``, as traitlets with help.
 
 ``Agent`` inherits them, so ``%config Agent.model = ...``, ``c.Agent.model`` in
-``ipython_config.py`` and ``Agent(model=...)`` all work; ``python -m ipyagent._doc`` turns
+``ipython_config.py`` and ``Agent(model=...)`` all work; the ``_doc`` module turns
 them into the README's configuration table.
 """
 

@@ -1,6 +1,6 @@
 """Plain-text rendering of a run, for terminals, scripts and terminal IPython.
 
-Everything written goes through :func:`~ipyagent._text.visible` (in ``_write``): model
+Everything written goes through ``_text.visible`` (in ``_write``): model
 text, code, arguments, tool names, output and error lines all come from outside, and a
 terminal obeys the control sequences in them. The one control kept is a progress bar's
 carriage return in live output, which rewrites only its own ``┆`` line (prefix included).

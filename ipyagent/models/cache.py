@@ -6,7 +6,7 @@ the tool specs and the sampling settings (temperature, max tokens, tool choice).
 out on purpose: item ``meta`` (except what goes on the wire: images sent to vision
 models, provider fields echoed back), and tool-call ids, which are replaced by their order of
 appearance (servers mint random ids; the structure "result answers call #2" is kept).
-Tool outputs enter the key *normalised* (``ipyagent._normalise.normalise``, the rules replay compares by), so a timestamp
+Tool outputs enter the key *normalised* (``_normalise.normalise``, the rules replay compares by), so a timestamp
 or a memory address in an output does not turn a re-run into a miss.
 
 A miss calls the model and records its whole event stream (text deltas, tool-call
