@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import logging
 
-from scripted_model import ScriptedModel, calls, text
-
 from ipyagent import Agent, Toolbox, ToolCall, ToolResult, tool
 from ipyagent.events import Notice, StepFinished, StepStarted, ToolCallFinished
 from ipyagent.step import CircuitBreaker, StepRun, emit
 from ipyagent.tools.base import Executor
+from tests.helpers.scripted_model import ScriptedModel, calls, text
 
 
 @tool

@@ -16,13 +16,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from scripted_model import ScriptedModel, calls, text
 
 from ipyagent import Agent
 from ipyagent.errors import KernelError
 from ipyagent.items import ToolResult
 from ipyagent.kernel import sandbox
 from ipyagent.kernel.sibling import SiblingKernel
+from tests.helpers.scripted_model import ScriptedModel, calls, text
 
 FLAGS, WHY = sandbox.probe()
 needs_bwrap = pytest.mark.skipif(FLAGS is None, reason=f"no sandbox can be made here: {WHY}")
