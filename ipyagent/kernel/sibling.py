@@ -30,6 +30,7 @@ from jupyter_client.kernelspec import KernelSpecManager
 
 from .. import _eventloop
 from ..errors import KernelError
+from . import transfer
 from .outputs import Execution, OutputCollector, model_text
 from .process import (
     SandboxedKernelManager,
@@ -42,7 +43,6 @@ from .process import (
     scrub_env,
 )
 from .sandbox import MAX_PROCESSES, SandboxPlan, check_mode, check_paths, resolve_mode
-from .transfer import TransferMixin
 
 __all__ = ["SiblingKernel", "Execution", "scrub_env", "parse_memory"]
 
@@ -51,7 +51,7 @@ log = logging.getLogger("ipyagent.kernel.sibling")
 _POLL = 0.15  # seconds between liveness checks: a dead kernel is noticed within a second
 
 
-class SiblingKernel(TransferMixin):
+class SiblingKernel:
     """A separate kernel process that runs the model's code, with faults returned as values."""
 
     # Channels of a sandboxed kernel: IPC sockets work with the network off too, and are
@@ -375,6 +375,32 @@ class SiblingKernel(TransferMixin):
         progress); the returned ``Execution`` still holds all of it.
         """
         return await _eventloop.run_async(self._execute(code, timeout, on_stream))
+
+    # ---- values in and out (pickle over user_expressions: kernel/transfer.py) ----------
+
+    def push(self, **values: Any) -> None:
+        """Copy values into the sibling's namespace by name: ``k.push(df=df)``."""
+        _eventloop.run_sync(self.push_async(**values))
+
+    async def push_async(self, **values: Any) -> None:
+        """Async form of ``push``."""
+        await _eventloop.run_async(transfer.push(self._evaluate, values, self.max_transfer_bytes))
+
+    def pull(self, name: str) -> Any:
+        """A copy of the sibling's variable ``name``."""
+        return _eventloop.run_sync(self.pull_async(name))
+
+    async def pull_async(self, name: str) -> Any:
+        """Async form of ``pull``."""
+        return await _eventloop.run_async(transfer.pull(self._evaluate, name, self.max_transfer_bytes))
+
+    async def _evaluate(self, expr: str, what: str) -> dict[str, Any]:
+        """One silent ``user_expressions`` evaluation (transfer's ``Evaluate``)."""
+        execution, reply = await self._run("", self.timeout, silent=True, user_expressions={"x": expr})
+        result = (reply.get("user_expressions") or {}).get("x")
+        if execution.status != "ok" or not isinstance(result, dict):
+            raise KernelError(f"{what} failed in the sibling kernel: {execution.text or execution.status}")
+        return result
 
     async def _execute(self, code: str, timeout: float | None,
                        on_stream: Callable[[str, str], None] | None = None) -> Execution:

@@ -12,15 +12,11 @@ from __future__ import annotations
 import ast
 import base64
 import pickle
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Awaitable, Callable
 
-from .. import _eventloop
 from ..errors import KernelError
 
-if TYPE_CHECKING:
-    from .outputs import Execution
-
-__all__ = ["TransferMixin"]
+__all__ = ["Evaluate", "serialize", "push_expression", "push", "pull"]
 
 # Protocol 4 reads on every Python since 3.4, so a kernelspec on another Python still works.
 PROTOCOL = 4
@@ -84,74 +80,48 @@ def serialize(values: dict[str, Any], limit: int) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-class TransferMixin:
-    """``push``/``pull`` for SiblingKernel (which provides ``_run`` and ``max_transfer_bytes``)."""
+Evaluate = Callable[[str, str], Awaitable[dict[str, Any]]]
+"""``(expression, what) -> user_expressions result`` in the sibling (``what`` names it in errors)."""
 
-    max_transfer_bytes: int
-    timeout: float | None
 
-    if TYPE_CHECKING:
+def push_expression(values: dict[str, Any], limit: int) -> str:
+    """The expression that, evaluated in the sibling, adds ``values`` to its namespace."""
+    payload = serialize(values, limit)
+    return ("globals().update(__import__('pickle').loads("
+            f"__import__('base64').b64decode({payload!r})))")
 
-        async def _run(
-            self,
-            code: str,
-            timeout: float | None,
-            *,
-            silent: bool = False,
-            user_expressions: dict[str, str] | None = None,
-            on_stream: Callable[[str, str], None] | None = None,
-        ) -> tuple[Execution, dict[str, Any]]: ...
 
-    async def _expression(self, expr: str, what: str) -> dict[str, Any]:
-        execution, reply = await self._run("", self.timeout, silent=True, user_expressions={"x": expr})
-        result = (reply.get("user_expressions") or {}).get("x")
-        if execution.status != "ok" or not isinstance(result, dict):
-            raise KernelError(f"{what} failed in the sibling kernel: {execution.text or execution.status}")
-        return result
-
-    def push(self, **values: Any) -> None:
-        """Copy values into the sibling's namespace by name: ``k.push(df=df)``."""
-        _eventloop.run_sync(self.push_async(**values))
-
-    async def push_async(self, **values: Any) -> None:
-        """Async form of ``push``."""
-        if not values:
-            return
-        payload = serialize(values, self.max_transfer_bytes)
-        expr = (
-            "globals().update(__import__('pickle').loads("
-            f"__import__('base64').b64decode({payload!r})))"
+async def push(evaluate: Evaluate, values: dict[str, Any], limit: int) -> None:
+    """Copy ``values`` into the sibling's namespace by name."""
+    if not values:
+        return
+    result = await evaluate(push_expression(values, limit), "push")
+    if result.get("status") != "ok":
+        names = ", ".join(map(repr, values))
+        raise TypeError(
+            f"the sibling kernel could not unpickle {names}: "
+            f"{result.get('ename')}: {result.get('evalue')}"
         )
-        result = await _eventloop.run_async(self._expression(expr, "push"))
-        if result.get("status") != "ok":
-            names = ", ".join(map(repr, values))
-            raise TypeError(
-                f"the sibling kernel could not unpickle {names}: "
-                f"{result.get('ename')}: {result.get('evalue')}"
-            )
 
-    def pull(self, name: str) -> Any:
-        """A copy of the sibling's variable ``name``."""
-        return _eventloop.run_sync(self.pull_async(name))
 
-    async def pull_async(self, name: str) -> Any:
-        """Async form of ``pull``."""
-        if not name.isidentifier():
-            raise ValueError(f"cannot pull {name!r}: not a valid Python name")
-        expr = (
-            f"(lambda ns: (exec({_PULL_SOURCE!r}, ns), "
-            f"ns['_pull'](globals(), {name!r}, {self.max_transfer_bytes}))[1])({{}})"
-        )
-        result = await _eventloop.run_async(self._expression(expr, f"pull({name!r})"))
-        if result.get("status") != "ok":
-            raise KernelError(f"pull({name!r}) failed: {result.get('ename')}: {result.get('evalue')}")
-        kind, body = ast.literal_eval(result["data"]["text/plain"])
-        if kind != "ok":
-            raise _ERRORS.get(kind, KernelError)(body)
-        try:
-            return pickle.loads(base64.b64decode(body))
-        except Exception as exc:
-            raise TypeError(
-                f"cannot pull {name!r}: it was pickled in the sibling but cannot be unpickled here "
-                f"({type(exc).__name__}: {exc})"
-            ) from exc
+async def pull(evaluate: Evaluate, name: str, limit: int) -> Any:
+    """A copy of the sibling's variable ``name``."""
+    if not name.isidentifier():
+        raise ValueError(f"cannot pull {name!r}: not a valid Python name")
+    expr = (
+        f"(lambda ns: (exec({_PULL_SOURCE!r}, ns), "
+        f"ns['_pull'](globals(), {name!r}, {limit}))[1])({{}})"
+    )
+    result = await evaluate(expr, f"pull({name!r})")
+    if result.get("status") != "ok":
+        raise KernelError(f"pull({name!r}) failed: {result.get('ename')}: {result.get('evalue')}")
+    kind, body = ast.literal_eval(result["data"]["text/plain"])
+    if kind != "ok":
+        raise _ERRORS.get(kind, KernelError)(body)
+    try:
+        return pickle.loads(base64.b64decode(body))
+    except Exception as exc:
+        raise TypeError(
+            f"cannot pull {name!r}: it was pickled in the sibling but cannot be unpickled here "
+            f"({type(exc).__name__}: {exc})"
+        ) from exc
