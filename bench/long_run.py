@@ -38,7 +38,6 @@ def add_step(agent: Agent, n: int) -> None:
 
 def floor(agent: Agent, path: Path) -> float:
     header, metadata = _parts(agent)
-    start = time.perf_counter()
     nb = notebook_dict(agent.context, header, kernel_name=agent.kernel_name,
                        metadata=metadata, audit=True)
     built = time.perf_counter()
