@@ -17,11 +17,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
-
-import nbformat
-from nbformat import NotebookNode
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from .._text import one_line
 from .._untrusted import fence as _fence
@@ -32,11 +30,16 @@ from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, ite
 from ..tools.files import recorded_file
 from .file_record import cell_source
 
-__all__ = ["context_to_notebook", "FORMAT", "MAX_CELL_TEXT"]
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+__all__ = ["context_to_notebook", "notebook_dict", "groups", "header_cell", "audit_cell",
+           "FORMAT", "MAX_CELL_TEXT", "NBFORMAT"]
 
 FORMAT = 1  # version of metadata["ipyagent"]; bump on incompatible changes
 MAX_CELL_TEXT = 20_000  # Markdown cells show at most this much of a tool's text output
 NOT_RERUN = ("timeout", "died")  # statuses whose code must not run again on Run All
+NBFORMAT = (4, 5)  # what ``nbformat.v4.new_notebook`` writes
 
 # Keys nbformat's schema allows per output type (others, like a display id, are dropped).
 _OUTPUT_KEYS = {
@@ -53,33 +56,83 @@ def context_to_notebook(context: Any, header: Mapping[str, Any] | None = None, *
                         audit: bool = False) -> NotebookNode:
     """The notebook for ``context``; ``header`` (label → value) becomes the first cell;
     ``audit`` adds an "Audit" cell at the end (how each tool call was decided)."""
+    import nbformat
+
+    return nbformat.from_dict(notebook_dict(context, header, kernel_name=kernel_name,
+                                            metadata=metadata, audit=audit))
+
+
+def notebook_dict(context: Any, header: Mapping[str, Any] | None = None, *,
+                  kernel_name: str = "python3", metadata: Mapping[str, Any] | None = None,
+                  audit: bool = False) -> dict[str, Any]:
+    """``context_to_notebook`` as plain dicts (nbformat not imported, nothing validated)."""
     items = list(context)
-    cells: list[NotebookNode] = []
+    cells: list[dict[str, Any]] = []
     if header is not None:
-        cells.append(_header_cell(header, context.system))
-    cells.extend(_cells(items))
+        cells.append(header_cell(header, context.system))
+    for _group, render in groups(items):
+        cells.extend(render())
     for index, cell in enumerate(cells):
         # By position, not random: saving the same run twice gives the same file, and a
         # continued run only adds cells (clean diffs under version control).
         cell["id"] = f"ipyagent-{index}"
-    if audit and any(isinstance(i, (ToolCall, Summary)) for i in items):
-        from ..audit import Audit
+    last = audit_cell(items) if audit else None
+    if last is not None:
+        cells.append(last)
+    return skeleton(context.system, [i.to_dict() for i in items], cells, kernel_name, metadata)
 
-        cell = _md(Audit.of(items).markdown(), kind="audit")
-        cell["id"] = "ipyagent-audit"  # the last cell, rewritten in place on every save
-        cells.append(cell)
-    nb = new_notebook(cells=cells)
-    nb.metadata["kernelspec"] = {"name": kernel_name, "display_name": "Python 3 (ipykernel)",
-                                 "language": "python"}
-    nb.metadata["language_info"] = {"name": "python"}
-    nb.metadata["ipyagent"] = {"format": FORMAT, "version": __version__,
-                               "system": context.system,
-                               "items": [i.to_dict() for i in items], **(metadata or {})}
-    return nb  # validated by the writer (it costs ~5 ms/MB: once per write is enough)
+
+def skeleton(system: str, items: Any, cells: Any, kernel_name: str,
+             metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The notebook around its cells and items."""
+    return {"cells": cells,
+            "metadata": {"kernelspec": {"name": kernel_name,
+                                        "display_name": "Python 3 (ipykernel)",
+                                        "language": "python"},
+                         "language_info": {"name": "python"},
+                         "ipyagent": {"format": FORMAT, "version": __version__, "system": system,
+                                      "items": items, **(metadata or {})}},
+            "nbformat": NBFORMAT[0], "nbformat_minor": NBFORMAT[1]}
+
+
+def audit_cell(items: list[Item]) -> dict[str, Any] | None:
+    """The "Audit" cell (how each tool call was decided), None when nothing was called."""
+    if not any(isinstance(i, (ToolCall, Summary)) for i in items):
+        return None
+    from ..audit import Audit
+
+    cell = _md(Audit.of(items).markdown(), kind="audit")
+    cell["id"] = "ipyagent-audit"  # the last cell, rewritten in place on every save
+    return cell
 
 
 # -- cells ------------------------------------------------------------------------
-def _cells(items: list[Item], compacted: bool = False) -> Iterable[NotebookNode]:
+Cells = list[dict[str, Any]]
+
+
+def groups(items: list[Item]) -> Iterator[tuple[tuple[Item | None, ...], Callable[[], Cells]]]:
+    """``items`` as groups whose cells depend on nothing else (a call and its result, any
+    other item alone), each with what renders its cells: a writer may reuse the cells of a
+    group none of whose items changed."""
+    results = _results_by_call(items)
+    call_ids = {i.id for i in items if isinstance(i, ToolCall)}
+    for item in items:
+        if isinstance(item, ToolCall):
+            queue = results.get(item.id, [])
+            result = queue.pop(0) if queue else None
+            yield (item, result), partial(_listed, _call_cells, item, result)
+        elif isinstance(item, ToolResult):
+            if item.call_id not in call_ids:  # its call was edited out of the context
+                yield (item,), partial(_listed, _cells, [item])
+        else:
+            yield (item,), partial(_listed, _cells, [item])
+
+
+def _listed(make: Callable[..., Iterable[dict[str, Any]]], *args: Any) -> Cells:
+    return list(make(*args))
+
+
+def _cells(items: list[Item], compacted: bool = False) -> Iterable[dict[str, Any]]:
     """The cells of ``items``; ``compacted``: they are a summary's, already unfolded."""
     results = _results_by_call(items)
     call_ids = {i.id for i in items if isinstance(i, ToolCall)}
@@ -123,15 +176,15 @@ def _results_by_call(items: list[Item]) -> dict[str, list[ToolResult]]:
     return out
 
 
-def _call_cells(call: ToolCall, result: ToolResult | None) -> Iterable[NotebookNode]:
+def _call_cells(call: ToolCall, result: ToolResult | None) -> Iterable[dict[str, Any]]:
     code = call.arguments.get("code") if call.name == "python" else None
     meta = result.meta if result is not None else {}
     if not isinstance(code, str) or call.raw_arguments is not None:
         yield _md(_describe_call(call, result), kind="tool", call_id=call.id)
         written = recorded_file(result)
         if written is not None:  # Run All re-creates the file the agent wrote
-            cell = new_code_cell(source=cell_source(call, *written))
-            cell.metadata["ipyagent"] = {"call_id": call.id, "kind": "file"}
+            cell = _code(cell_source(call, *written))
+            cell["metadata"]["ipyagent"] = {"call_id": call.id, "kind": "file"}
             yield cell
         return
     why = _not_run_reason(result)
@@ -149,12 +202,11 @@ def _call_cells(call: ToolCall, result: ToolResult | None) -> Iterable[NotebookN
                   f"{_fence(str(proposed), 'python')}\n\nThe next cell is the code that ran.",
                   kind="note", call_id=call.id)
     assert result is not None
-    cell = new_code_cell(source=code, execution_count=_count(result.execution_count),
-                         outputs=[_output(o) for o in result.outputs])
-    cell.metadata["ipyagent"] = {"call_id": call.id, "status": meta.get("status", "ok")}
+    cell = _code(code, _count(result.execution_count), [_output(o) for o in result.outputs])
+    cell["metadata"]["ipyagent"] = {"call_id": call.id, "status": meta.get("status", "ok")}
     if result.error:
         # The agent carried on after the error; so must Run All (nbclient and Jupyter honour this tag).
-        cell.metadata["tags"] = ["raises-exception"]
+        cell["metadata"]["tags"] = ["raises-exception"]
     yield cell
 
 
@@ -196,7 +248,8 @@ def _describe_call(call: ToolCall, result: ToolResult | None) -> str:
     return "\n\n".join(lines)
 
 
-def _header_cell(header: Mapping[str, Any], system: str) -> NotebookNode:
+def header_cell(header: Mapping[str, Any], system: str) -> dict[str, Any]:
+    """The first cell: the header's table (label → value) and the system prompt."""
     title = header.get("title", "ipyagent transcript")
     rows = [f"| {k} | {_cell_text(v)} |" for k, v in header.items()
             if k not in ("title", "note") and v not in (None, "", [])]
@@ -210,13 +263,21 @@ def _header_cell(header: Mapping[str, Any], system: str) -> NotebookNode:
 
 
 # -- helpers ----------------------------------------------------------------------
-def _md(text: str, kind: str, call_id: str | None = None) -> NotebookNode:
-    cell = new_markdown_cell(text)
-    cell.metadata["ipyagent"] = {"kind": kind, **({"call_id": call_id} if call_id else {})}
-    return cell
+# Cells and outputs are plain dicts shaped as ``nbformat.v4.new_*`` makes them, which
+# validate each one against the schema (seconds per save on a long run); the tests
+# validate what these make.
+def _md(text: str, kind: str, call_id: str | None = None) -> dict[str, Any]:
+    meta = {"ipyagent": {"kind": kind, **({"call_id": call_id} if call_id else {})}}
+    return {"cell_type": "markdown", "metadata": meta, "source": text}
 
 
-def _output(out: Mapping[str, Any]) -> NotebookNode:
+def _code(source: str, execution_count: int | None = None,
+          outputs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"cell_type": "code", "execution_count": execution_count, "metadata": {},
+            "outputs": outputs or [], "source": source}
+
+
+def _output(out: Mapping[str, Any]) -> dict[str, Any]:
     """An nbformat output from a recorded dict, keeping only the schema's keys."""
     kind = out.get("output_type", "stream")
     node = {"output_type": kind, **{k: out[k] for k in _OUTPUT_KEYS.get(kind, ()) if k in out}}
@@ -235,7 +296,7 @@ def _output(out: Mapping[str, Any]) -> NotebookNode:
         node.setdefault("ename", "Error")
         node.setdefault("evalue", "")
         node.setdefault("traceback", [])
-    return nbformat.from_dict(node)
+    return node
 
 
 def _text(value: Any) -> str:

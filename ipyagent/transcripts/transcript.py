@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import nbformat
-from nbformat import NotebookNode
 from traitlets import TraitError
 
 from .._atomic import write_atomic
@@ -36,8 +34,11 @@ from ..errors import IpyagentError, TranscriptError
 from ..events import Notice
 from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict, unfold
 from .export import FORMAT, context_to_notebook
+from .notebook_text import NotebookText
 
 if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
     from ..agent import Agent
     from .rebuild import Rebuild
 
@@ -198,21 +199,43 @@ def _header(agent: Agent, settings: dict[str, Any], saved: str) -> dict[str, Any
             "usage": f"{usage} tokens, {usage.requests} requests", "note": note}
 
 
-def to_notebook(agent: Agent) -> NotebookNode:
-    """The agent's conversation as a transcript notebook (not written anywhere)."""
+def _parts(agent: Agent) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The header (label → value) and the metadata besides the items."""
     saved = _now()
     settings = recorded_settings(agent)
     usage = {"input": agent.usage.input, "output": agent.usage.output,
              "requests": agent.usage.requests, "estimated": agent.usage.estimated}
-    return context_to_notebook(
-        agent.context, header=_header(agent, settings, saved), kernel_name=agent.kernel_name,
-        metadata={"saved": saved, "settings": settings, "usage": usage,
-                  "tools": agent.tools.specs()}, audit=True)
+    return _header(agent, settings, saved), {"saved": saved, "settings": settings,
+                                             "usage": usage, "tools": agent.tools.specs()}
+
+
+def to_notebook(agent: Agent) -> NotebookNode:
+    """The agent's conversation as a transcript notebook (not written anywhere)."""
+    header, metadata = _parts(agent)
+    return context_to_notebook(agent.context, header=header, kernel_name=agent.kernel_name,
+                               metadata=metadata, audit=True)
+
+
+def _write_agent(agent: Agent, target: Path, cache: NotebookText) -> Path:
+    """Write the agent's transcript to ``target``: scanned for secrets, atomically, the
+    cells and items ``cache`` holds reused (the text ``write_notebook(to_notebook(agent))``
+    writes, without building or validating a NotebookNode)."""
+    header, metadata = _parts(agent)
+    text = cache.text(agent.context, header=header, kernel_name=agent.kernel_name,
+                      metadata=metadata, secrets=secret_values(key_envs(agent)), target=target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(target, text)
+    except OSError as exc:
+        raise TranscriptError(f"cannot write {target}: {exc.strerror or exc}") from None
+    return target
 
 
 def write_notebook(nb: NotebookNode, path: str | os.PathLike[str], *,
                    key_env: str | list[str] | None = None) -> Path:
     """Validate, scan for secrets, then write atomically (temp file + rename)."""
+    import nbformat
+
     target = Path(path).expanduser()
     try:
         nbformat.validate(nb)
@@ -243,7 +266,7 @@ def save(agent: Agent, path: str | os.PathLike[str]) -> Path:
         target = _new_run_file(target)
     elif target.suffix != ".ipynb":
         target = target.with_name(target.name + ".ipynb")
-    return write_notebook(to_notebook(agent), target, key_env=key_envs(agent))
+    return _write_agent(agent, target, NotebookText())
 
 
 def _new_run_file(directory: Path) -> Path:
@@ -267,6 +290,7 @@ class Autosave:
         self.target: tuple[Context, str, Path] | None = None  # (conversation, setting, its file)
         self.said: Path | None = None  # the file last announced
         self.failure: str | None = None  # the last failure said
+        self.cache = NotebookText()  # cells and items already rendered, reused per save
 
     def path(self) -> Path | None:
         """Where the current conversation autosaves (None when ``Agent.autosave`` is empty).
@@ -292,7 +316,7 @@ class Autosave:
         path = self.path()
         if path is None:
             return None
-        return write_notebook(to_notebook(self.agent), path, key_env=key_envs(self.agent))
+        return _write_agent(self.agent, path, self.cache)
 
     def save(self) -> Notice | None:
         """Write, and what to say about it: where, the first time; a failure, once."""
@@ -314,6 +338,8 @@ class Autosave:
 # -- reading ----------------------------------------------------------------------
 def read(path: str | os.PathLike[str]) -> Transcript:
     """Read a transcript notebook written by ``save`` (the metadata is the source of truth)."""
+    import nbformat
+
     source = Path(path).expanduser()
     try:
         nb = nbformat.read(source, as_version=4)

@@ -1,0 +1,104 @@
+"""Long runs: what autosave, save, load and export cost at step 10, 100 and 1,000.
+
+Each step is a tool call and its 4 KB result (what a small local model's long run looks
+like). Per step, side by side: the autosave (``Autosave.write``, its cache warm, one new
+step since the last save), and the floor — ``json.dumps`` of the same notebook dict plus
+an atomic write of its bytes; the ratio must stay under 2. Then the first save in a fresh
+process against a later one (no stall), and save / read / to_notebook of the 1,000-step
+run from cold, and the RSS growth. Run: ``python bench/long_run.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ipyagent import Agent, Message, ToolCall, ToolResult  # noqa: E402
+from ipyagent._atomic import write_atomic  # noqa: E402
+from ipyagent.transcripts.export import notebook_dict  # noqa: E402
+from ipyagent.transcripts.transcript import Autosave, _parts, read, save, to_notebook  # noqa: E402
+
+CHECKPOINTS = (10, 100, 1000)
+RESULT = ("line of tool output " * 4 + "\n") * 50  # ~4 KB
+
+
+def add_step(agent: Agent, n: int) -> None:
+    agent.context.append(ToolCall(f"call_{n}", "read_file", {"path": f"f{n}.txt"}))
+    agent.context.append(ToolResult(f"call_{n}", RESULT, name="read_file"))
+
+
+def floor(agent: Agent, path: Path) -> float:
+    header, metadata = _parts(agent)
+    nb = notebook_dict(agent.context, header, kernel_name=agent.kernel_name,
+                       metadata=metadata, audit=True)
+    built = time.perf_counter()
+    write_atomic(path, json.dumps(nb, ensure_ascii=False))
+    return time.perf_counter() - built  # building the dict is not the floor: dumping it is
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def first_save() -> tuple[float, float]:
+    code = ("import sys, time; from ipyagent import Agent, Message; a = Agent(model='demo', "
+            "python_tool=False); a.context.append(Message('user', 'x')); t = time.perf_counter(); "
+            "a.save(sys.argv[1]); t1 = time.perf_counter(); a.save(sys.argv[1]); "
+            "print(t1 - t, time.perf_counter() - t1)")
+    with tempfile.TemporaryDirectory() as d:
+        out = subprocess.run([sys.executable, "-c", code, os.path.join(d, "t.ipynb")],
+                             capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    first, later = map(float, out.stdout.split())
+    return first, later
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as d:
+        agent = Agent(model="demo", python_tool=False, autosave=os.path.join(d, "auto.ipynb"))
+        agent.context.append(Message("user", "go"))
+        autosave = Autosave(agent)
+        rss0 = rss_mb()
+        print("autosave per step (ms)  step   autosave   floor   ratio   file MB")
+        step = 0
+        for target in CHECKPOINTS:
+            while step < target - 3:
+                step += 1
+                add_step(agent, step)
+            autosave.write()
+            saves, floors = [], []
+            for _ in range(3):
+                step += 1
+                add_step(agent, step)
+                t = time.perf_counter()
+                autosave.write()
+                saves.append(time.perf_counter() - t)
+                floors.append(floor(agent, Path(d) / "floor.ipynb"))
+            s, f = statistics.median(saves), statistics.median(floors)
+            size = os.path.getsize(agent.autosave) / 1e6
+            print(f"{'':24}{step:5} {s * 1e3:10.1f} {f * 1e3:7.1f} {s / f:7.2f} {size:9.1f}")
+        print(f"RSS growth: {(rss_mb() - rss0):.1f} MB over {step} steps "
+              f"({(rss_mb() - rss0) * 1024 / step:.1f} KB/step)")
+        first, later = first_save()
+        print(f"first save in a fresh process {first * 1e3:.0f} ms, the next {later * 1e3:.0f} ms "
+              f"(stall {max(first - later, 0) * 1e3:.0f} ms)")
+        path = Path(d) / "cold.ipynb"
+        for name, run in (("save (cold)", lambda: save(agent, path)),
+                          ("read", lambda: read(path)),
+                          ("to_notebook", lambda: to_notebook(agent))):
+            t = time.perf_counter()
+            run()
+            print(f"{name} at {step} steps: {(time.perf_counter() - t) * 1e3:.0f} ms")
+
+
+if __name__ == "__main__":
+    main()
