@@ -40,6 +40,26 @@ def test_the_loop_dispatcher_runs_calls_in_order_on_the_loop_in_the_cells_contex
     assert asyncio.run(cell()) == [(main, "cell 7", 0), (main, "cell 7", 1), (main, "cell 7", 2)]
 
 
+def test_loop_dispatcher_runs_in_the_captured_context() -> None:
+    import contextvars
+    import threading
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="engine")
+    seen: list[tuple[str, bool]] = []
+
+    async def main() -> None:
+        var.set("cell")
+        dispatcher = LoopDispatcher()
+        worker = threading.Thread(target=lambda: dispatcher.call(
+            lambda: seen.append((var.get(), threading.current_thread() is threading.main_thread()))))
+        worker.start()
+        worker.join()
+        await asyncio.sleep(0.05)
+
+    asyncio.run(main())
+    assert seen == [("cell", True)]
+
+
 def test_the_pump_runs_queued_jobs_on_the_blocked_main_thread_and_returns_results() -> None:
     pump = PumpDispatcher()
     ran: list[str] = []
