@@ -15,7 +15,6 @@ from IPython.core.error import UsageError
 
 import ipyagent
 from ipyagent import Agent, Tool, ToolCall, ToolResult
-from ipyagent._mainthread import LoopDispatcher
 from ipyagent.frontends import magics
 from ipyagent.frontends.notebook import NotebookDisplay
 from ipyagent.frontends.transformer import protect_question_marks
@@ -407,26 +406,6 @@ def test_an_unbound_widget_approver_says_what_to_do() -> None:
     with pytest.raises(ipyagent.errors.ApprovalError, match="await agent.arun"):
         asyncio.run(blocking())
     agent.close()
-
-
-def test_loop_dispatcher_runs_in_the_captured_context() -> None:
-    import contextvars
-    import threading
-
-    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="engine")
-    seen: list[tuple[str, bool]] = []
-
-    async def main() -> None:
-        var.set("cell")
-        dispatcher = LoopDispatcher()
-        worker = threading.Thread(target=lambda: dispatcher.call(
-            lambda: seen.append((var.get(), threading.current_thread() is threading.main_thread()))))
-        worker.start()
-        worker.join()
-        await asyncio.sleep(0.05)
-
-    asyncio.run(main())
-    assert seen == [("cell", True)]
 
 
 def test_terminal_without_a_tty_denies_with_how_to_allow(loaded: Any) -> None:

@@ -7,22 +7,18 @@ import base64
 import gc
 import json
 import os
-import struct
 import sys
 import time
 import weakref
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
-from ipyagent._text import head_tail
 from ipyagent.errors import KernelError
-from ipyagent.kernel.outputs import OutputCollector, model_text
-from ipyagent.kernel.sibling import SiblingKernel, parse_memory, scrub_env
+from ipyagent.kernel.sibling import SiblingKernel
+from tests.helpers.images import png_bytes
 
 # Every kernel process id the tests start (restarts included), checked at module end.
 _PID_LISTS: list[list[int]] = []
@@ -101,79 +97,6 @@ def limited(workdir: Path) -> Iterator[SiblingKernel]:
     k.shutdown()
 
 
-def _png(width: int, height: int) -> bytes:
-    """A valid RGB PNG built by hand (no Pillow needed)."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    rows = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
-
-
-# ---- output collection (pure) --------------------------------------------------
-
-
-def _msg(kind: str, **content: Any) -> dict[str, Any]:
-    return {"header": {"msg_type": kind}, "parent_header": {}, "content": content}
-
-
-def test_collector_merges_streams_and_keeps_head_and_tail() -> None:
-    c = OutputCollector(max_output_bytes=100)
-    c.add(_msg("stream", name="stdout", text="HEAD" + "a" * 40))
-    for i in range(1000):
-        c.add(_msg("stream", name="stdout", text=f"line {i}\n"))
-    c.add(_msg("stream", name="stdout", text="TAIL"))
-    outputs = c.outputs()
-    assert len(outputs) == 1 and outputs[0]["name"] == "stdout"
-    text = outputs[0]["text"]
-    assert text.startswith("HEAD") and text.endswith("TAIL")
-    assert f"[… {c.dropped_chars} characters omitted …]" in text
-    assert len(text) <= 100 + 60
-
-
-def test_collector_bounds_interleaved_streams() -> None:
-    c = OutputCollector(max_output_bytes=1000)
-    for i in range(5000):
-        c.add(_msg("stream", name="stdout" if i % 2 else "stderr", text="x" * 10))
-    kept = sum(len(o["text"]) for o in c.outputs())
-    assert kept <= 1000 + 60
-    assert c.dropped_chars == 50_000 - 1000
-
-
-def test_collector_clear_output_and_display_update() -> None:
-    c = OutputCollector()
-    c.add(_msg("stream", name="stdout", text="old"))
-    c.add(_msg("clear_output", wait=True))
-    c.add(_msg("display_data", data={"text/plain": "v1"}, metadata={}, transient={"display_id": "d"}))
-    c.add(_msg("update_display_data", data={"text/plain": "v2"}, metadata={}, transient={"display_id": "d"}))
-    assert c.outputs() == [{"output_type": "display_data", "data": {"text/plain": "v2"}, "metadata": {}}]
-
-
-def test_model_text_strips_ansi_and_replaces_images() -> None:
-    png = base64.b64encode(_png(64, 48)).decode()
-    outputs: list[dict[str, Any]] = [
-        {"output_type": "stream", "name": "stdout", "text": "10%\r50%\r100%\ndone\n"},
-        {"output_type": "display_data", "data": {"image/png": png, "text/plain": "<Figure>"}, "metadata": {}},
-        {"output_type": "error", "ename": "E", "evalue": "v", "traceback": ["\x1b[0;31mE\x1b[0m: v"]},
-    ]
-    text = model_text(outputs)
-    assert text.startswith("100%\ndone\n[image/png 64x48, ")
-    assert "\x1b" not in text and text.endswith("E: v")
-    assert head_tail("a" * 50 + "b" * 50, 20) == "a" * 10 + "\n[… 80 characters omitted …]\n" + "b" * 10
-
-
-def test_parse_memory_and_scrub_env() -> None:
-    assert parse_memory("2GB") == 2 * 1024**3
-    assert parse_memory("512 MB") == 512 * 1024**2
-    assert parse_memory(1000) == 1000 and parse_memory(None) is None
-    with pytest.raises(ValueError, match="memory_limit"):
-        parse_memory("lots")
-    env = scrub_env({"OPENAI_API_KEY": "x", "gh_token": "x", "DB_PASSWORD": "x", "X": "1", "MINE": "s"}, ["mine"])
-    assert set(env) >= {"X", "MPLBACKEND"} and not {"OPENAI_API_KEY", "gh_token", "DB_PASSWORD", "MINE"} & set(env)
-
-
 # ---- a real kernel: results ------------------------------------------------------
 
 
@@ -193,22 +116,6 @@ def test_error_is_a_value_and_next_request_not_aborted(kernel: SiblingKernel) ->
     assert kernel.execute("2+2").status == "ok"  # stop_on_error=False: not "aborted"
 
 
-def test_collector_caps_displays_by_count_and_size_and_says_so() -> None:
-    c = OutputCollector(max_rich_outputs=3, max_rich_bytes=10_000)
-    for i in range(5):
-        c.add(_msg("display_data", data={"text/plain": f"d{i}"}, metadata={}))
-    c.add(_msg("execute_result", data={"text/plain": "'last'"}, metadata={}, execution_count=1))
-    outs = c.outputs()
-    assert [o["data"]["text/plain"] for o in outs if o["output_type"] == "display_data"] == ["d0", "d1", "d2"]
-    assert outs[-2]["output_type"] == "execute_result"  # a result is always kept
-    assert outs[-1]["name"] == "stderr" and outs[-1]["text"].startswith("[2 more displayed outputs")
-    big = OutputCollector(max_rich_bytes=10_000)
-    for _ in range(3):
-        big.add(_msg("display_data", data={"image/png": "A" * 6000}, metadata={}))
-    assert sum(o["output_type"] == "display_data" for o in big.outputs()) == 1
-    assert "[2 more displayed outputs (12 KB) were not kept" in model_text(big.outputs())
-
-
 def test_a_display_loop_in_the_kernel_is_capped(kernel: SiblingKernel) -> None:
     r = kernel.execute("from IPython.display import display, HTML\n"
                        "for i in range(260): display(HTML(f'<b>{i}</b>'))\n"
@@ -221,7 +128,7 @@ def test_a_display_loop_in_the_kernel_is_capped(kernel: SiblingKernel) -> None:
 
 
 def test_rich_output_png_kept_whole(kernel: SiblingKernel) -> None:
-    png = _png(640, 480)
+    png = png_bytes(640, 480)
     code = (
         "import base64; from IPython.display import Image, display\n"
         f"display(Image(data=base64.b64decode({base64.b64encode(png).decode()!r})))"
@@ -245,37 +152,6 @@ def test_matplotlib_plot_is_display_data(kernel: SiblingKernel) -> None:
 def test_clear_output_in_the_kernel(kernel: SiblingKernel) -> None:
     r = kernel.execute("from IPython.display import clear_output\nprint('a'); clear_output(); print('b')")
     assert r.text == "b"
-
-
-def test_push_pull_round_trip(kernel: SiblingKernel) -> None:
-    value = {"rows": [1, 2.5, "three"], "nested": {"t": (1, 2)}}
-    kernel.push(data=value, n=7)
-    assert kernel.execute("data['rows'][2] * n").text == repr("three" * 7)
-    kernel.execute("result = {k: v for k, v in data.items()}; result['extra'] = b'\\x00'")
-    assert kernel.pull("result") == {**value, "extra": b"\x00"}
-    assert kernel.execute("data").execution_count  # push itself left no trace in history
-
-
-def test_push_pull_errors_name_the_variable(kernel: SiblingKernel) -> None:
-    import threading
-
-    with pytest.raises(TypeError, match="'lock'.*not picklable"):
-        kernel.push(ok=1, lock=threading.Lock())
-    kernel.execute("import threading; sibling_lock = threading.Lock()")
-    with pytest.raises(TypeError, match="'sibling_lock'.*not picklable"):
-        kernel.pull("sibling_lock")
-    with pytest.raises(NameError, match="'never_defined'"):
-        kernel.pull("never_defined")
-    saved = kernel.max_transfer_bytes
-    kernel.max_transfer_bytes = 10_000
-    try:
-        with pytest.raises(ValueError, match="'big'.*max_transfer_bytes"):
-            kernel.push(big=b"x" * 20_000)
-        kernel.execute("big_there = b'x' * 20_000")
-        with pytest.raises(ValueError, match="'big_there'.*max_transfer_bytes"):
-            kernel.pull("big_there")
-    finally:
-        kernel.max_transfer_bytes = saved
 
 
 async def test_sync_execute_inside_running_loop(kernel: SiblingKernel) -> None:

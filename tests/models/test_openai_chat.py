@@ -17,14 +17,12 @@ from ipyagent.errors import (
     ModelResponseError,
     ModelStreamError,
     ModelTimeoutError,
-    RateLimitError,
     RequestRejected,
     ServerError,
 )
 from ipyagent.items import Message, Reasoning, Summary, ToolCall, ToolResult
 from ipyagent.models.base import Model, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, TurnComplete
 from ipyagent.models.openai_chat import OpenAIChatModel, parse_arguments
-from ipyagent.models.retry import RetryPolicy, parse_retry_after, provider_message, safe_url
 from ipyagent.models.sse import aiter_events_from_text
 from tests.helpers.scripted_server import (
     collect,
@@ -429,39 +427,7 @@ async def test_client_lifecycle(scripted_server) -> None:
         assert not client.is_closed  # an injected client belongs to the caller
 
 
-# ------------------------------------------------------------------ helpers: retry.py, sse.py
-
-
-def test_parse_retry_after() -> None:
-    assert parse_retry_after({"Retry-After": "7"}) == 7.0
-    assert parse_retry_after({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
-    assert parse_retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, now=1445412470.0) == 10.0
-    assert parse_retry_after({"retry-after": "soon"}) is None and parse_retry_after({}) is None
-
-
-def test_provider_message_envelopes() -> None:
-    assert provider_message({"error": {"message": "m", "type": "t"}}) == "m"
-    assert provider_message({"error": "model 'x' not found"}) == "model 'x' not found"
-    assert provider_message({"message": "plain"}) == "plain"
-    assert provider_message({"detail": [{"loc": ["body"], "msg": "field required"}]}) == "field required"
-    assert provider_message([{"error": {"message": "google-style list"}}]) == "google-style list"
-    assert provider_message({"error": {"message": "Provider returned error", "metadata": {"raw": "upstream says no"}}}) == "Provider returned error: upstream says no"
-
-
-def test_retry_policy() -> None:
-    policy = RetryPolicy(max_retries=2, backoff=1, max_backoff=3, jitter=0)
-    assert [policy.delay(n) for n in range(4)] == [1, 2, 3, 3]
-    rate_limited = RateLimitError("x", retry_after=4.0, status_code=429)
-    assert policy.delay(0, rate_limited) == 4.0
-    assert policy.should_retry(rate_limited, 1) and not policy.should_retry(rate_limited, 2)
-    assert not policy.should_retry(RequestRejected("x", status_code=400), 0)
-    assert not policy.should_retry(ModelStreamError("x"), 0)
-    jittered = RetryPolicy(backoff=1, jitter=0.5)
-    assert all(0.5 <= jittered.delay(0) <= 1 for _ in range(50))
-
-
-def test_safe_url() -> None:
-    assert safe_url("https://u:p@host:8443/v1/chat?key=s#f") == "https://host:8443/v1/chat"
+# ------------------------------------------------------------------ helpers
 
 
 def test_parse_arguments() -> None:

@@ -1,13 +1,12 @@
 """What the wire throws at us, against a real HTTP server on 127.0.0.1 (tests/helpers/scripted_server.py).
 
 Lone UTF-16 surrogates in the conversation, llama.cpp's ``error:`` stream lines, streams cut
-off without a finish reason, an HTML page where the API should be, a daily quota's
-``retry-after`` and retries that must not leak to stderr.
+off without a finish reason, a daily quota's ``retry-after`` and retries that must not leak
+to stderr. What the base client does by itself is in test_http.py.
 """
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
@@ -16,11 +15,10 @@ from typing import Any
 import pytest
 
 from ipyagent import Agent
-from ipyagent.errors import ModelResponseError, ModelStreamError, RateLimitError, ServerError
+from ipyagent.errors import ModelStreamError, RateLimitError, ServerError
 from ipyagent.events import Notice
-from ipyagent.items import Message, ToolCall
+from ipyagent.items import Message
 from ipyagent.models.base import ModelRequest
-from ipyagent.models.http import encode_json
 from ipyagent.models.openai_chat import OpenAIChatModel
 from tests.helpers.scripted_server import collect, http_error, raw_sse, reply_text, sse_event
 
@@ -49,23 +47,6 @@ def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
 
 
 # ------------------------------------------------------------------ lone surrogates
-
-
-def test_encode_json_keeps_utf8_joins_pairs_and_replaces_lone_halves() -> None:
-    assert encode_json({"t": "h\u00e9llo \U0001F600"}) == '{"t":"h\u00e9llo \U0001F600"}'.encode()
-    assert encode_json({"t": "\ud83d" + "\ude00"}) == '{"t":"\U0001F600"}'.encode()
-    assert encode_json({"a": "x\ud83d", "b": "\ude00y"}) == '{"a":"x\ufffd","b":"\ufffdy"}'.encode()
-
-
-async def test_lone_surrogate_in_the_conversation_is_sent_not_raised(scripted_server, make_model) -> None:
-    scripted_server.script([reply_text("ok")])
-    call = ToolCall("call_1", "now", {"q": "\ud83d"})
-    _, turn = await collect(make_model().stream(ask(
-        Message("user", "hi"), Message("assistant", "Smile \ud83d" + "\ude00 and \ud83d"), call)))
-    assert turn.text == "ok"
-    sent = scripted_server.bodies[0]["messages"]
-    assert sent[2]["content"] == "Smile \U0001F600 and \ufffd"
-    assert json.loads(sent[2]["tool_calls"][0]["function"]["arguments"]) == {"q": "\ufffd"}
 
 
 def test_agent_keeps_running_after_a_streamed_lone_surrogate(scripted_server) -> None:
@@ -157,33 +138,6 @@ def test_stream_ending_without_a_finish_reason_gives_a_warning(scripted_server) 
     assert result.text == "The answer is"
     assert any("without a finish reason" in w and "cut off" in w and scripted_server.base_url in w
                for w in warnings), warnings
-
-
-async def test_a_complete_stream_gives_no_cut_off_warning(scripted_server, make_model) -> None:
-    scripted_server.script([reply_text("All here."), reply_text("No [DONE] either.", done=False)])
-    for _ in range(2):
-        events, turn = await collect(make_model().stream(ask()))
-        assert not [e for e in events if isinstance(e, Notice)] and turn.finish_reason == "stop"
-
-
-# ------------------------------------------------------------------ an HTML page where the API should be
-
-
-async def test_html_page_with_200_says_to_check_base_url(scripted_server, make_model) -> None:
-    page = "<!doctype html><html><head><title>Open WebUI</title></head><body></body></html>"
-    scripted_server.script([raw_sse(page, content_type="text/html; charset=utf-8")])
-    with pytest.raises(ModelResponseError) as info:
-        await collect(make_model().stream(ask()))
-    text = str(info.value)
-    assert text.startswith("got an HTML page ('Open WebUI') from http://127.0.0.1:")
-    assert "check base_url (it usually ends in /v1)" in text and "\n" not in text and KEY not in text
-    assert info.value.url == f"{scripted_server.base_url}/chat/completions"
-
-
-async def test_plain_text_200_quotes_the_body(scripted_server, make_model) -> None:
-    scripted_server.script([raw_sse("Ollama is running", content_type="text/plain")])
-    with pytest.raises(ModelResponseError, match="neither an event stream nor JSON: Ollama is running"):
-        await collect(make_model().stream(ask()))
 
 
 # ------------------------------------------------------------------ a daily quota's retry-after

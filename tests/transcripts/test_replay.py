@@ -2,61 +2,19 @@
 
 from __future__ import annotations
 
-import pytest
-
-from ipyagent import Agent, Message, Reasoning, ToolCall, ToolResult
-from ipyagent.errors import ModelError
+from ipyagent import Agent, Message, ToolCall, ToolResult
 from ipyagent.items import Summary, unfold
-from ipyagent.models.base import ModelRequest, TextDelta, ToolCallDelta, TurnComplete
-from ipyagent.models.recorded import ReplayModel, turns_from_items
 from ipyagent.transcripts.replay import replay
 from ipyagent.transcripts.transcript import read
 from tests.helpers.scripted_model import ScriptedModel, calls, text
 from tests.helpers.transcript_runs import EDITED, PROPOSED, rich_agent
 
-# -- turns and the replay model ---------------------------------------------------------
-
-def test_turns_from_items_groups_like_the_wire():
-    items = [
-        Message("user", "go"),
-        Reasoning("think", details={"sig": 1}, meta={"turn": {"usage": {"prompt_tokens": 3},
-                                                               "finish_reason": "tool_calls"}}),
-        Message("assistant", "calling"),
-        ToolCall("a", "python", {"code": "1"}),
-        ToolCall("b", "add", {"a": 1}, meta={"original_arguments": {"a": 9}}),
-        ToolResult("a", "1"), ToolResult("b", "2"),
-        Message("assistant", "first"),
-        Message("assistant", "second"),  # text after text: a new turn
-        Message("user", "more"),
-        Message("assistant", ""),
-    ]
-    turns = turns_from_items(items)
-    assert [(t.start, t.end) for t in turns] == [(1, 5), (7, 8), (8, 9), (10, 11)]
-    first = turns[0].turn
-    assert first.reasoning.content == "think" and first.reasoning.details == {"sig": 1}
-    assert first.text == "calling" and first.usage == {"prompt_tokens": 3}
-    assert [c.arguments for c in first.tool_calls] == [{"code": "1"}, {"a": 9}]  # as proposed
-    assert [t.turn.finish_reason for t in turns] == ["tool_calls", "stop", "stop", "stop"]
-
+# -- unfolding a compacted record ---------------------------------------------------------
 
 def test_flatten_puts_compacted_items_first():
     old = [Message("user", "a").to_dict(), Message("assistant", "b").to_dict()]
     items = list(unfold([Summary("a then b", replaced=old), Message("user", "c")], keep_summaries=True))
     assert [type(i).__name__ for i in items] == ["Message", "Message", "Summary", "Message"]
-
-
-async def test_replay_model_yields_recorded_turns_then_says_so():
-    model = ReplayModel.from_items([Message("user", "q"), Message("assistant", "hi"),
-                                    ToolCall("c", "python", {"code": "1"})])
-    request = ModelRequest(system="", items=[])
-    events = [e async for e in model.stream(request)]
-    assert isinstance(events[0], TextDelta) and isinstance(events[1], ToolCallDelta)
-    turn = events[-1].turn
-    assert isinstance(events[-1], TurnComplete) and turn.tool_calls[0].id == "c"
-    turn.tool_calls[0].arguments["code"] = "edited"  # the loop may edit; the record must not change
-    assert model.turns[0].tool_calls[0].arguments == {"code": "1"}
-    with pytest.raises(ModelError, match="all 1 recorded turns"):
-        [e async for e in model.stream(request)]
 
 
 # -- replay against real kernels ----------------------------------------------------------

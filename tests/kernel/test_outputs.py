@@ -1,0 +1,75 @@
+"""Output collection without a kernel: streams merged and bounded, displays capped, model text."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from ipyagent._text import head_tail
+from ipyagent.kernel.outputs import OutputCollector, model_text
+from tests.helpers.images import png_bytes
+
+
+def _msg(kind: str, **content: Any) -> dict[str, Any]:
+    return {"header": {"msg_type": kind}, "parent_header": {}, "content": content}
+
+
+def test_collector_merges_streams_and_keeps_head_and_tail() -> None:
+    c = OutputCollector(max_output_bytes=100)
+    c.add(_msg("stream", name="stdout", text="HEAD" + "a" * 40))
+    for i in range(1000):
+        c.add(_msg("stream", name="stdout", text=f"line {i}\n"))
+    c.add(_msg("stream", name="stdout", text="TAIL"))
+    outputs = c.outputs()
+    assert len(outputs) == 1 and outputs[0]["name"] == "stdout"
+    text = outputs[0]["text"]
+    assert text.startswith("HEAD") and text.endswith("TAIL")
+    assert f"[… {c.dropped_chars} characters omitted …]" in text
+    assert len(text) <= 100 + 60
+
+
+def test_collector_bounds_interleaved_streams() -> None:
+    c = OutputCollector(max_output_bytes=1000)
+    for i in range(5000):
+        c.add(_msg("stream", name="stdout" if i % 2 else "stderr", text="x" * 10))
+    kept = sum(len(o["text"]) for o in c.outputs())
+    assert kept <= 1000 + 60
+    assert c.dropped_chars == 50_000 - 1000
+
+
+def test_collector_clear_output_and_display_update() -> None:
+    c = OutputCollector()
+    c.add(_msg("stream", name="stdout", text="old"))
+    c.add(_msg("clear_output", wait=True))
+    c.add(_msg("display_data", data={"text/plain": "v1"}, metadata={}, transient={"display_id": "d"}))
+    c.add(_msg("update_display_data", data={"text/plain": "v2"}, metadata={}, transient={"display_id": "d"}))
+    assert c.outputs() == [{"output_type": "display_data", "data": {"text/plain": "v2"}, "metadata": {}}]
+
+
+def test_model_text_strips_ansi_and_replaces_images() -> None:
+    png = base64.b64encode(png_bytes(64, 48)).decode()
+    outputs: list[dict[str, Any]] = [
+        {"output_type": "stream", "name": "stdout", "text": "10%\r50%\r100%\ndone\n"},
+        {"output_type": "display_data", "data": {"image/png": png, "text/plain": "<Figure>"}, "metadata": {}},
+        {"output_type": "error", "ename": "E", "evalue": "v", "traceback": ["\x1b[0;31mE\x1b[0m: v"]},
+    ]
+    text = model_text(outputs)
+    assert text.startswith("100%\ndone\n[image/png 64x48, ")
+    assert "\x1b" not in text and text.endswith("E: v")
+    assert head_tail("a" * 50 + "b" * 50, 20) == "a" * 10 + "\n[… 80 characters omitted …]\n" + "b" * 10
+
+
+def test_collector_caps_displays_by_count_and_size_and_says_so() -> None:
+    c = OutputCollector(max_rich_outputs=3, max_rich_bytes=10_000)
+    for i in range(5):
+        c.add(_msg("display_data", data={"text/plain": f"d{i}"}, metadata={}))
+    c.add(_msg("execute_result", data={"text/plain": "'last'"}, metadata={}, execution_count=1))
+    outs = c.outputs()
+    assert [o["data"]["text/plain"] for o in outs if o["output_type"] == "display_data"] == ["d0", "d1", "d2"]
+    assert outs[-2]["output_type"] == "execute_result"  # a result is always kept
+    assert outs[-1]["name"] == "stderr" and outs[-1]["text"].startswith("[2 more displayed outputs")
+    big = OutputCollector(max_rich_bytes=10_000)
+    for _ in range(3):
+        big.add(_msg("display_data", data={"image/png": "A" * 6000}, metadata={}))
+    assert sum(o["output_type"] == "display_data" for o in big.outputs()) == 1
+    assert "[2 more displayed outputs (12 KB) were not kept" in model_text(big.outputs())

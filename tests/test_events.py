@@ -1,0 +1,86 @@
+"""What a run reports: usage arithmetic, Step and RunResult footers and reprs, the compaction line."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+
+from ipyagent.events import (
+    ContextCompacted,
+    RunResult,
+    Step,
+    Usage,
+    compaction_line,
+    live_emitter,
+)
+from ipyagent.items import Summary, ToolCall
+
+
+def test_usage_adds_up_and_reads_the_three_server_shapes() -> None:
+    total = Usage()
+    total.add(Usage.from_server({"prompt_tokens": 10, "completion_tokens": 2}))  # Chat Completions
+    total.add(Usage.from_server({"input_tokens": 5, "output_tokens": 1}))  # Responses
+    assert (total.input, total.output, total.requests, total.total) == (15, 3, 2, 18)
+    assert str(total) == "15 in / 3 out"
+    anthropic = Usage.from_server({"input_tokens": 3, "output_tokens": 4, "cache_read_input_tokens": 100,
+                                   "cache_creation_input_tokens": 20})
+    assert anthropic == Usage(123, 4, 1, False)  # cached prompt tokens are prompt tokens
+    total.add(Usage(1, 1, 0, estimated=True))
+    assert total.estimated and str(total) == "~16 in / ~4 out"
+    assert Usage.from_server(None) is None and Usage.from_server({"total_tokens": 9}) is None
+
+
+def test_step_footer_and_repr_say_how_it_ended() -> None:
+    step = Step(2, tool_calls=[ToolCall("c1", "python", {}), ToolCall("c2", "read_file", {})],
+                usage=Usage(100, 20, 1), duration=1.25)
+    assert repr(step) == "<Step 2: python, read_file>" and not step.done
+    assert step.footer() == "step 2 · 2 tool calls · 100 in / 20 out tokens · 1.2s · paused"
+    assert step.footer(paused="running").endswith(" · running")
+    step.stop_reason, step.error = "error", "HTTP 500: down"
+    assert step.done and repr(step) == "<Step 2: python, read_file, stop=error>"
+    assert step.footer().endswith("1.2s · stopped: error · HTTP 500: down")
+    one = Step(1, tool_calls=[ToolCall("c1", "python", {})], stop_reason="done")
+    assert " 1 tool call · " in one.footer() and repr(Step(3)) == "<Step 3: no tool calls>"
+    markdown = Step(4, text="*hi*", stop_reason="denied", error="`rm`")._repr_markdown_()
+    assert markdown.startswith("**Step 4** (0.00s, 0 in / 0 out)") and "_stop: denied_" in markdown
+
+
+def test_run_result_footer_points_at_an_error_already_shown() -> None:
+    result = RunResult("error", "a long answer " * 10, steps=[Step(1)], usage=Usage(7, 3, 1),
+                       duration=2.0, error="HTTP 429: slow down")
+    assert not result.ok and RunResult("done", "").ok
+    assert result.footer() == "error · 1 step · 7 in / 3 out tokens · 2.0s · HTTP 429: slow down"
+    assert result.footer(shown=["HTTP 429: slow down"]).endswith(" · the error above")
+    text = repr(result)
+    assert text.startswith("RunResult(stop_reason='error', steps=1, usage=7 in / 3 out, text='a long")
+    assert len(text) < 140  # the text is cut to one short line
+    html = RunResult("done", "<b>x</b>", steps=[Step(1), Step(2)])._repr_html_()
+    assert "&lt;b&gt;x&lt;/b&gt;" in html and "#1a7f37" in html and "2 steps" in html
+
+
+def test_compaction_line_says_what_was_summarised_or_dropped() -> None:
+    summary = Summary("what happened", replaced=[{}, {}, {}], meta={"method": "summary"})
+    line = compaction_line(ContextCompacted(12_000, 3_500, summary))
+    assert line.startswith("context compacted before the request: ~12,000 → ~3,500 tokens "
+                           "(3 earlier items summarised;")
+    assert "0 earlier items dropped" in compaction_line(ContextCompacted(10, 5))
+    assert "\n" not in line
+
+
+def test_live_emitter_is_per_context_so_concurrent_runs_never_mix() -> None:
+    assert live_emitter.get() is None
+
+    async def run(name: str, seen: dict[str, list[str]]) -> None:
+        live_emitter.set(seen.setdefault(name, []).append)
+        await asyncio.sleep(0)
+        emit = live_emitter.get()
+        assert emit is not None
+        emit(f"from {name}")
+
+    async def main() -> dict[str, list[str]]:
+        seen: dict[str, list[str]] = {}
+        await asyncio.gather(run("a", seen), run("b", seen))
+        return seen
+
+    assert asyncio.run(main()) == {"a": ["from a"], "b": ["from b"]}
+    assert contextvars.copy_context().get(live_emitter) is None  # nothing leaked out

@@ -1,0 +1,61 @@
+"""Token estimates: chars/4 without a tokenizer, overheads per item and image, calibration."""
+
+from __future__ import annotations
+
+import threading
+
+from ipyagent.items import Message, ToolCall, ToolResult
+from ipyagent.tokens import IMAGE_TOKENS, ITEM_OVERHEAD, TokenCounter, item_text
+
+
+def test_item_text_is_what_the_model_reads() -> None:
+    assert item_text(Message("user", "hello")) == "hello"
+    assert item_text(ToolCall("c1", "python", {"code": "1+1"})) == 'python{"code": "1+1"}'
+    assert item_text(ToolCall("c1", "python", {}, raw_arguments='{"code":"2"}')) == 'python{"code":"2"}'
+    assert item_text(ToolResult("c1", "2")) == "2"
+
+
+def test_chars_per_four_and_per_item_overhead_and_images() -> None:
+    counter = TokenCounter(use_tokenizer=False)
+    assert counter.method == "chars/4" and repr(counter) == "<TokenCounter chars/4 ×1.00>"
+    assert [counter.raw("x" * n) for n in (0, 1, 4, 5, 8)] == [0, 1, 1, 2, 2]
+    assert counter.item(Message("user", "x" * 40)) == ITEM_OVERHEAD + 10
+    seen = ToolResult("c1", "x" * 40, meta={"images": [{"mime": "image/png", "data": "A"}] * 2})
+    assert counter.item(seen) == ITEM_OVERHEAD + 10 + 2 * IMAGE_TOKENS
+    assert counter.to_dict() == {"method": "chars/4", "scale": 1.0}
+
+
+def test_calibration_follows_the_reported_usage_within_bounds() -> None:
+    counter = TokenCounter(use_tokenizer=False)
+    counter.calibrate(100, 150)
+    assert counter.scale == 1.5  # the first sample is taken as it is
+    counter.calibrate(100, 250)
+    assert counter.scale == 2.0  # then smoothed: half old, half new
+    assert counter.scaled(10) == 20
+    counter.calibrate(0, 100)
+    counter.calibrate(100, 0)
+    assert counter.scale == 2.0  # empty samples are ignored
+    counter.calibrate(1, 1000)
+    assert counter.scale == 4.0  # capped
+    low = TokenCounter(use_tokenizer=False)
+    low.calibrate(1000, 1)
+    assert low.scale == 0.25
+
+
+def test_a_refused_prompt_makes_counting_denser_never_sparser() -> None:
+    counter = TokenCounter(use_tokenizer=False)
+    assert counter.count_denser(1000, 1500) == 1500 / 1000 * 1.1
+    assert counter.count_denser(1000, 1000) == 1500 / 1000 * 1.1  # never lowered
+    assert abs(counter.count_denser(1000, None) - 1.65 * 1.3) < 1e-9  # not told: ×1.3
+    assert counter.count_denser(10, 10_000) == 4.0
+
+
+def test_concurrent_calibration_keeps_the_scale_in_bounds() -> None:
+    counter = TokenCounter(use_tokenizer=False)
+    threads = [threading.Thread(target=lambda r=r: [counter.calibrate(100, r) for _ in range(200)])
+               for r in (50, 300)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert 0.5 <= counter.scale <= 3.0
