@@ -10,6 +10,23 @@ from typing import Any
 import pytest
 
 
+def _raise_open_file_limit() -> None:
+    """The suite starts hundreds of kernels in one process; each jupyter_client context holds
+    descriptors until it is collected, and zmq reports EMFILE in a heartbeat thread when the
+    soft limit (1024 on many machines) is reached. Use the hard limit the machine allows."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else 65536
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(wanted, 65536), hard))
+
+
+_raise_open_file_limit()
+
+
 def _kernel_processes() -> list:
     """ipykernel processes started (directly or not) by this test process."""
     psutil = pytest.importorskip("psutil")
