@@ -149,6 +149,14 @@ class ToolResult(_ItemBase):
     def summary(self) -> str:
         return ("error: " if self.error else "") + one_line(self.output, 80)
 
+    def for_model(self) -> str:
+        """``output`` as the model gets it: an ipyagent note (``meta["note"]``, e.g. that
+        the user edited the call) comes first, labelled apart from what the tool printed."""
+        note = self.meta.get("note")
+        if not note:
+            return self.output
+        return f"[ipyagent note, not tool output: {note}]\n[tool output]\n{self.output}"
+
     @property
     def label(self) -> str:
         return "tool error" if self.error else "tool result"

@@ -356,7 +356,9 @@ async def execute(run: StepRun, call: ToolCall, decision: Decision) -> ToolResul
         result.output = head_tail(result.output, agent.tool_output_limit)
     if decision.action == "edit":
         result.meta["edited"] = True
-        result.output = "Note: the user edited this call before it ran.\n" + result.output
+        # For the model, a part of its own (ToolResult.for_model), never the printed output.
+        result.meta["note"] = ("the user edited this call before it ran; the call's "
+                               "arguments are the edited version, which is what ran")
     return result
 
 

@@ -120,7 +120,11 @@ class TerminalDisplay:
             if not d.approved:
                 self._line("  ✗ denied" + (f": {d.reason}" if d.reason else ""))
             elif d.action == "edit":
-                self._line("  ✎ edited before running")
+                self._line("  ✎ edited before running; what runs:")
+                args = d.arguments if d.arguments is not None else event.call.arguments
+                ran = (str(args["code"]) if "code" in args
+                       else json.dumps(args, indent=2, ensure_ascii=False))
+                self._line("\n".join("  │ " + ln for ln in _lines(ran.rstrip())))
         elif isinstance(event, ToolOutput):
             self._live_output(event)
         elif isinstance(event, ToolCallFinished):

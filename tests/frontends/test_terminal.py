@@ -91,3 +91,17 @@ def test_a_progress_bar_rewrites_only_its_own_line(tmp_path) -> None:
     live = [ln for ln in shown.split("\n") if ln.startswith("  ┆ ")]
     assert live and all(seg.startswith("  ┆ ") for ln in live for seg in ln.split("\r") if seg)
     assert "3/3 ok␈!" in shown and "\x08" not in shown
+
+
+def test_an_edited_call_shows_the_code_that_ran(tmp_path) -> None:
+    from ipyagent.approval import Decision
+
+    out = io.StringIO()
+    model = ScriptedModel([calls(("python", {"code": "print('model')"})), text("Done.")])
+    with Agent(client=model, approval="ask", cwd=str(tmp_path)) as agent:
+        agent.approval_hook = lambda call: Decision(
+            "edit", arguments={"code": "for i in range(2):\n    print('ran', i)"}, by="user")
+        assert agent.run("go", on_event=TerminalDisplay(out)).stop_reason == "done"
+    shown = out.getvalue()
+    assert "  ✎ edited before running; what runs:\n  │ for i in range(2):\n  │     print('ran', i)\n" in shown
+    assert "ran 1" in shown and "Note: the user edited" not in shown
