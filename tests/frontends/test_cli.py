@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import sysconfig
@@ -73,6 +74,8 @@ def spawn(tmp_path, *args: str, env=None):
     pexpect = __import__("pytest").importorskip("pexpect")
     cmd = str(SCRIPT) if SCRIPT.exists() else sys.executable
     argv = list(args) if SCRIPT.exists() else ["-m", "ipyagent.frontends.cli", *args]
+    # The texts matched here are plain: NO_COLOR (a terminal gets colour, tested apart).
+    env = {**(env if env is not None else os.environ), "NO_COLOR": "1"}
     return pexpect.spawn(cmd, argv, cwd=str(tmp_path), encoding="utf-8", timeout=60, env=env)
 
 
