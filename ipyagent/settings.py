@@ -143,6 +143,10 @@ class AgentSettings(LoggingConfigurable):
         "Rewrite the transcript notebook here (atomically) after every step; a path ending "
         "in '/' is a directory with one run-<date>.ipynb per conversation. Empty: off."
     )).tag(config=True)
+    autosave_keep = Int(50, min=0, help=(
+        "When Agent.autosave is a directory: keep only the newest this many run-<date>.ipynb "
+        "files there (older ones are deleted when a new conversation starts). 0: keep all."
+    )).tag(config=True)
     cache = Enum(["off", "on", "replay-only"], default_value="off", help=(
         "Response cache: 'on' answers a request seen before from disk (no model request); "
         "'replay-only' also never calls the model and fails on a miss."
