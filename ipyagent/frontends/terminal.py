@@ -152,7 +152,9 @@ class TerminalDisplay:
         elif isinstance(event, ToolCallDecided):
             d = event.decision
             if not d.approved:
-                self._line("  ✗ denied" + (f": {d.reason}" if d.reason else ""))
+                # A policy's denial stops the run, and its reason ends the footer: said once.
+                self._line("  ✗ denied" + (f": {d.reason}" if d.reason and d.by_person
+                                           else f" ({d.by})" if not d.by_person else ""))
             elif d.action == "edit":
                 self._line("  ✎ edited before running; what runs:")
                 args = d.arguments if d.arguments is not None else event.call.arguments

@@ -176,6 +176,8 @@ class ApprovalPanel:
         self._layout_editor(False)
         # Decided: the line saying what was decided replaces the buttons (less to scroll past).
         self.controls.layout.display = "none"
+        if not decision.approved:  # the card's header says it (once, not twice)
+            self.widget.layout.display = "none"
         color = _OK if decision.approved else _BAD
         self.status.value = (f"<span style='color:{color}'>"
                              f"{html.escape(describe(decision, self.call.name))}</span>"

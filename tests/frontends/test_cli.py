@@ -37,6 +37,8 @@ def test_with_no_terminal_to_ask_in_calls_are_denied_saying_how_to_allow(tmp_pat
     proc = run("run", "Use Python to compute 2**100", "--model", "demo", cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout
     assert "nobody could approve this call: stdin is not a terminal" in proc.stdout
+    assert proc.stdout.count("nobody could approve") == 1, proc.stdout  # said once
+    assert "  ✗ denied (headless)\n" in proc.stdout
     assert "--approve auto" in proc.stdout
     assert str(2**100) not in proc.stdout  # nothing ran
     assert "denied" in proc.stdout.splitlines()[-1]

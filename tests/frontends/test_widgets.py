@@ -190,3 +190,14 @@ def test_the_editor_script_ships_in_the_package_and_builds_no_html() -> None:
     script = (Path(ipyagent.frontends.__file__).parent / "static" / "editor.js").read_text()
     assert "innerHTML" not in script and "insertAdjacentHTML" not in script  # textContent only
     assert "stopPropagation" in script and "data-lm-suppress-shortcuts" in script
+
+
+def test_a_denied_panel_gives_way_to_the_card_header() -> None:
+    """The card's header says the denial; the panel does not say it a second time."""
+    proposed: list[Decision] = []
+    panel = ApprovalPanel(ToolCall("call_a", "python", {"code": "print(1)"}), proposed.append)
+    panel.reason.value = "no"
+    panel.deny.click()
+    panel.settle(proposed[0])
+    assert panel.widget.layout.display == "none"
+    assert "denied by you: no" in repr(panel.widget)  # the saved notebook's text still says it
