@@ -33,6 +33,14 @@ class AgentSettings(LoggingConfigurable):
     """The settings of an ``Agent`` (the loop itself lives in ``ipyagent.agent``), and what
     follows from them alone (``endpoint``, ``workspace_path``)."""
 
+    @classmethod
+    def class_get_help(cls, inst: Any = None) -> str:
+        """``%config Agent``: headed 'Agent options' (not traitlets' 'Agent(AgentSettings)')."""
+        text = super().class_get_help(inst)
+        head, _, rest = text.partition("\n")
+        title = f"{cls.__name__} options"
+        return f"{title}\n{'-' * len(title)}\n{rest.partition(chr(10))[2]}"
+
     model = Unicode("demo", help=(
         "Model name sent to the endpoint; 'demo' is the built-in deterministic offline model."
     )).tag(config=True)

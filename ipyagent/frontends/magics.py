@@ -238,9 +238,9 @@ class AgentMagics(Magics):
         """Run the ipyagent agent: the model plans, writes Python, you approve, it runs.
 
         The agent's Python runs in a separate sibling kernel, not in this one. The
-        conversation persists across cells: the next ``%agent`` continues it.
+        conversation persists across cells: the next %agent continues it.
 
-        Usage::
+        Usage:
 
             %agent TASK                  run until the model answers (or a stop reason)
             %%agent [options]            the cell body is the task
@@ -263,10 +263,10 @@ class AgentMagics(Magics):
             %agent mcp trust             agree to start the servers of the mcp.json here, as it is
             %agent mcp untrust           forget that agreement (its servers stop)
 
-        Every setting is a traitlet: ``%config Agent`` lists them, ``%config Agent.model =
-        "qwen2.5:7b"`` sets one (or ``c.Agent.model`` in ipython_config.py); the options
-        below override one for a single run. ``ipyagent.current()`` is the agent itself.
-        To send a task that starts with a subcommand word, put ``--`` before it.
+        Every setting is a traitlet: %config Agent lists them, %config Agent.model =
+        "qwen2.5:7b" sets one (or c.Agent.model in ipython_config.py); the options
+        below override one for a single run. ipyagent.current() is the agent itself.
+        To send a task that starts with a subcommand word, put -- before it.
         """
         cmd = self.parse(line, cell)
         if cmd.action not in ("run", "step"):
@@ -433,6 +433,11 @@ class AgentMagics(Magics):
         report = getattr(transcript, "rebuild", None)
         if report is not None:
             print(visible(f"ipyagent: {report.line()}"))
+
+# `%agent?` reads as plain text: magic_arguments heads its usage block with reST's "::".
+if AgentMagics.agent.__doc__ and AgentMagics.agent.__doc__.startswith("::"):
+    AgentMagics.agent.__doc__ = AgentMagics.agent.__doc__[2:].lstrip("\n")
+
 
 def _replay_options(args: list[str], opts: Any, word: str = "replay") -> str | None:
     """Take ``--cwd DIR`` and ``--approve MODE`` after ``replay PATH`` (or ``load PATH

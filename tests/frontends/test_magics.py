@@ -580,3 +580,11 @@ def test_load_says_rerun_also_recreates_the_agents_files(loaded: Any, tmp_path: 
     out, err, result = run(loaded, f"%agent load {path}")
     assert result.success, err
     assert f"`%agent load {path} --rerun` re-creates the 1 file the agent wrote where missing" in out
+
+
+def test_agent_help_reads_as_plain_text() -> None:
+    from ipyagent.frontends.magics import AgentMagics
+
+    doc = AgentMagics.agent.__doc__ or ""
+    assert "%agent context" in doc and "%agent replay PATH.ipynb" in doc  # the commands table
+    assert "::" not in doc and "``" not in doc  # no reStructuredText markup in the pager
