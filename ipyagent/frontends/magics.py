@@ -172,6 +172,7 @@ class AgentMagics(Magics):
     def parse(self, line: str, cell: str | None) -> Command:
         """Options first, then the task or a subcommand; ``UsageError`` on mistakes."""
         tokens, rest, forced = _split_options(line, self.agent.parser)
+        _did_you_mean(tokens, self.agent.parser)
         # The parser itself, not parse_argstring: values were already unquoted above.
         opts = self.agent.parser.parse_args(tokens)
         if cell is not None:
@@ -468,6 +469,29 @@ def _replay_kwargs(cmd: Command) -> dict[str, Any]:
     if cmd.options.approve:
         out["approval"] = cmd.options.approve
     return out
+
+
+def _did_you_mean(tokens: list[str], parser: Any) -> None:
+    """``UsageError`` naming the nearest option for one that is not (nor abbreviates) one."""
+    import difflib
+
+    actions = parser._option_string_actions
+    known = list(actions)
+    value_next = False
+    for token in tokens:
+        if value_next:  # an option's value (``--max-steps -1``): the parser judges it
+            value_next = False
+            continue
+        head = token.partition("=")[0]
+        if not head.startswith("-"):
+            continue
+        matches = [k for k in known if k.startswith(head)]
+        if matches:
+            value_next = "=" not in token and actions[matches[0]].nargs != 0
+            continue
+        near = difflib.get_close_matches(head, [k for k in known if k.startswith("--")], n=1)
+        hint = f"; did you mean {near[0]}?" if near else " (%agent? lists them)"
+        raise UsageError(f"%agent: unrecognized arguments: {head}{hint}")
 
 
 def _split_options(line: str, parser: Any) -> tuple[list[str], str, bool]:
