@@ -17,7 +17,7 @@ from ._secrets import key_envs, secret_values
 from ._text import head_tail
 from .audit import decision_record
 from .compaction import fit_window
-from .errors import ConfigError, ModelError
+from .errors import ConfigError, ModelConnectionError, ModelError
 from .events import (
     Event,
     Notice,
@@ -188,7 +188,12 @@ async def request(run: StepRun) -> tuple[Turn, int]:
                     "trying once more.", "warning"))
                 continue
             _bill_failed_reply(run, exc)
-            raise Stop("error", str(exc) + (overflow_hint(agent.context_window) if overflow else "")) from None
+            hint = overflow_hint(agent.context_window) if overflow else ""
+            if isinstance(exc, ModelConnectionError) and str(exc).startswith("could not connect"):
+                from .providers import server_hint
+
+                hint = server_hint(exc.url)
+            raise Stop("error", str(exc) + hint) from None
         if turn is None:
             raise Stop("error", "the model client ended without a reply")
         return turn, estimated_raw

@@ -202,3 +202,16 @@ def test_the_prompt_shows_the_code_that_runs_controls_made_visible(
     assert "\x1b" not in terminal and "\u202e" not in terminal  # our CLI sends no controls
     assert "\r" not in terminal.replace("\r\n", "\n")  # the tty's own CR-LF aside
     assert not (tmp_path / "pwned.txt").exists() and child.exitstatus == 1
+
+
+def test_nothing_listening_at_a_local_base_url_says_to_start_the_server(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = run("run", "hi", "--model", "m", "--base-url", f"http://127.0.0.1:{port}/v1",
+               cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "could not connect" in proc.stdout
+    assert "is the model server running at that address?" in proc.stdout, proc.stdout
