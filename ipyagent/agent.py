@@ -470,11 +470,22 @@ class Agent(AgentSettings):
         import html
 
         rows = "".join(
-            f"<tr><td>{name}</td><td>{html.escape(repr(getattr(self, name)))}</td></tr>"
+            f"<tr><td>{name}</td><td>{html.escape(_readable(name, getattr(self, name)))}</td></tr>"
             for name in ("model", "base_url", "approval", "allow", "max_steps", "max_tokens"))
         return (f"<div><b>ipyagent Agent</b> — {len(self.context)} items, {self.usage} tokens, "
                 f"tools: {html.escape(', '.join(self.tools.names) or 'none')}"  # MCP names: untrusted
                 f"<table>{rows}</table></div>")
+
+
+def _readable(name: str, value: Any) -> str:
+    """A setting's value for people: what an empty or zero one means."""
+    if name == "base_url" and not value:
+        return "(the provider's default)"
+    if name == "max_tokens" and not value:
+        return "0 (unlimited)"
+    if name == "allow" and not value:
+        return "(none)"
+    return value if isinstance(value, str) else repr(value)
 
 
 def _fresh_dir() -> str:

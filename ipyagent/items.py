@@ -67,6 +67,13 @@ class _ItemBase:
         """One line for tables."""
         raise NotImplementedError
 
+    def text(self) -> str:
+        """The item's full text (``str(item)``; ``repr`` is the short form)."""
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.text()
+
     @property
     def label(self) -> str:
         return self.type
@@ -86,6 +93,9 @@ class Message(_ItemBase):
 
     def summary(self) -> str:
         return one_line(self.content, 80)
+
+    def text(self) -> str:
+        return self.content
 
     @property
     def label(self) -> str:
@@ -115,6 +125,11 @@ class ToolCall(_ItemBase):
         if self.name == "python" and "code" in self.arguments:
             return f"python: {one_line(str(self.arguments['code']), 70)}"
         return f"{self.name}({one_line(json.dumps(self.arguments, ensure_ascii=False), 70)})"
+
+    def text(self) -> str:
+        if self.name == "python" and "code" in self.arguments:
+            return str(self.arguments["code"])
+        return f"{self.name}({json.dumps(self.arguments, indent=2, ensure_ascii=False)})"
 
     @property
     def label(self) -> str:
@@ -149,6 +164,17 @@ class ToolResult(_ItemBase):
     def summary(self) -> str:
         return ("error: " if self.error else "") + one_line(self.output, 80)
 
+    def text(self) -> str:
+        return self.output
+
+    def for_model(self) -> str:
+        """``output`` as the model gets it: an ipyagent note (``meta["note"]``, e.g. that
+        the user edited the call) comes first, labelled apart from what the tool printed."""
+        note = self.meta.get("note")
+        if not note:
+            return self.output
+        return f"[ipyagent note, not tool output: {note}]\n[tool output]\n{self.output}"
+
     @property
     def label(self) -> str:
         return "tool error" if self.error else "tool result"
@@ -173,6 +199,9 @@ class Reasoning(_ItemBase):
     def summary(self) -> str:
         return one_line(self.content, 80) if self.content else "(opaque reasoning)"
 
+    def text(self) -> str:
+        return self.content or "(opaque reasoning)"
+
     def __repr__(self) -> str:
         return f"Reasoning({one_line(self.content, 60)!r})"
 
@@ -188,6 +217,9 @@ class Summary(_ItemBase):
 
     def summary(self) -> str:
         return f"[{len(self.replaced)} items] " + one_line(self.content, 80)
+
+    def text(self) -> str:
+        return self.content
 
     def __repr__(self) -> str:
         return f"Summary({len(self.replaced)} items: {one_line(self.content, 50)!r})"

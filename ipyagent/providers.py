@@ -155,3 +155,19 @@ def provider_table() -> str:
         key = p.key_env if p.key_required else (f"{p.key_env} (optional)" if p.key_env else "none")
         rows.append(f"| `{p.name}` | `{p.base_url}` | `{p.api}` | {key} | {p.notes} |")
     return "\n".join(rows)
+
+
+def server_hint(url: str | None) -> str:
+    """For a refused connection to a local ``url``: which server is expected there and how
+    to start it (from the presets), e.g. " — is Ollama running? `ollama serve`"; else ''."""
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    if not is_local_host(parts.hostname or ""):
+        return ""
+    for preset in PRESETS.values():
+        known = urlsplit(preset.base_url)
+        if not preset.key_required and known.port == parts.port:
+            start = preset.notes.split(";")[0]
+            return f" — is the {preset.label} server running? Start it with {start}"
+    return " — is the model server running at that address?"

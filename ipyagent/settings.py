@@ -33,6 +33,14 @@ class AgentSettings(LoggingConfigurable):
     """The settings of an ``Agent`` (the loop itself lives in ``ipyagent.agent``), and what
     follows from them alone (``endpoint``, ``workspace_path``)."""
 
+    @classmethod
+    def class_get_help(cls, inst: Any = None) -> str:
+        """``%config Agent``: headed 'Agent options' (not traitlets' 'Agent(AgentSettings)')."""
+        text = super().class_get_help(inst)
+        head, _, rest = text.partition("\n")
+        title = f"{cls.__name__} options"
+        return f"{title}\n{'-' * len(title)}\n{rest.partition(chr(10))[2]}"
+
     model = Unicode("demo", help=(
         "Model name sent to the endpoint; 'demo' is the built-in deterministic offline model."
     )).tag(config=True)
@@ -142,6 +150,10 @@ class AgentSettings(LoggingConfigurable):
     autosave = Unicode("", help=(
         "Rewrite the transcript notebook here (atomically) after every step; a path ending "
         "in '/' is a directory with one run-<date>.ipynb per conversation. Empty: off."
+    )).tag(config=True)
+    autosave_keep = Int(50, min=0, help=(
+        "When Agent.autosave is a directory: keep only the newest this many run-<date>.ipynb "
+        "files there (older ones are deleted when a new conversation starts). 0: keep all."
     )).tag(config=True)
     cache = Enum(["off", "on", "replay-only"], default_value="off", help=(
         "Response cache: 'on' answers a request seen before from disk (no model request); "

@@ -17,7 +17,7 @@ from ._secrets import key_envs, secret_values
 from ._text import head_tail
 from .audit import decision_record
 from .compaction import fit_window
-from .errors import ConfigError, ModelError
+from .errors import ConfigError, ModelConnectionError, ModelError
 from .events import (
     Event,
     Notice,
@@ -188,7 +188,12 @@ async def request(run: StepRun) -> tuple[Turn, int]:
                     "trying once more.", "warning"))
                 continue
             _bill_failed_reply(run, exc)
-            raise Stop("error", str(exc) + (overflow_hint(agent.context_window) if overflow else "")) from None
+            hint = overflow_hint(agent.context_window) if overflow else ""
+            if isinstance(exc, ModelConnectionError) and str(exc).startswith("could not connect"):
+                from .providers import server_hint
+
+                hint = server_hint(exc.url)
+            raise Stop("error", str(exc) + hint) from None
         if turn is None:
             raise Stop("error", "the model client ended without a reply")
         return turn, estimated_raw
@@ -356,7 +361,9 @@ async def execute(run: StepRun, call: ToolCall, decision: Decision) -> ToolResul
         result.output = head_tail(result.output, agent.tool_output_limit)
     if decision.action == "edit":
         result.meta["edited"] = True
-        result.output = "Note: the user edited this call before it ran.\n" + result.output
+        # For the model, a part of its own (ToolResult.for_model), never the printed output.
+        result.meta["note"] = ("the user edited this call before it ran; the call's "
+                               "arguments are the edited version, which is what ran")
     return result
 
 

@@ -175,6 +175,11 @@ def test_hook_deny_with_reason_continues_and_edit_records_what_ran():
     assert edited_call.arguments == {"a": 10, "b": 20}
     assert edited_call.meta["original_arguments"] == {"a": 1, "b": 2}
     assert agent.context[4].output.endswith("30") and agent.context[4].meta["edited"]
+    # The edit note is ipyagent's, labelled apart, never part of what the tool printed.
+    assert agent.context[4].output == "30"
+    for_model = agent.context[4].for_model()
+    assert for_model.startswith("[ipyagent note, not tool output: the user edited this call")
+    assert for_model.endswith("[tool output]\n30")
 
 
 def test_bare_user_deny_stops_the_run():

@@ -384,3 +384,61 @@ def test_a_hostile_reply_runs_no_script_and_approves_nothing(
         raise
     finally:
         page.close()
+
+
+# -- the Edit box ------------------------------------------------------------------------
+def test_edit_keeps_its_keys_and_runs_the_edited_code(browser: Any, server: JupyterServer) -> None:
+    """Tab, Shift-Tab, Enter and letters typed into Edit stay there: the cell stays a code
+    cell, the card stays, Escape cancels, Ctrl-Enter runs the edited code."""
+    app = server.app
+    page = browser.new_page()
+    dismiss_dialogs(page)
+    try:
+        page.goto(server.url_for("quickstart.ipynb"), timeout=LOAD)
+        load = code_cell(page, "%load_ext ipyagent")
+        expect(load).to_be_visible(timeout=LOAD)
+        run_cell(load)
+        wait_text(load, "approval", timeout=LOAD)
+        cell = code_cell(page, "%agent Use Python to compute 2**100")
+        run_cell(cell)
+        cells = page.locator(".jp-Notebook .jp-Cell").count()
+        button(cell, "Edit").click()
+        editor = outputs(cell).locator(".ipyagent-editor textarea")
+        expect(editor).to_be_visible()
+        expect(editor).to_be_focused()
+        page.keyboard.press("Escape")  # cancels the edit: the editor closes, the card waits
+        expect(editor).to_be_hidden()
+        button(cell, "Edit").click()
+        editor.click()
+        page.keyboard.press("ControlOrMeta+a")
+        page.keyboard.press("Delete")
+        page.keyboard.type("for i in range(3):")
+        page.keyboard.press("Enter")  # keeps the indent, adds one after the colon
+        page.keyboard.press("Tab")
+        page.keyboard.press("Shift+Tab")
+        page.keyboard.type("print('rmab', i * 7)")  # r: raw cell, m: markdown, a/b: new cells
+        expect(editor).to_have_value("for i in range(3):\n    print('rmab', i * 7)")
+        # Nothing reached the notebook: still a code cell, still one card waiting.
+        assert cell.get_attribute("class") and "jp-CodeCell" in cell.get_attribute("class")
+        expect(page.locator(".jp-Notebook .jp-RawCell")).to_have_count(0)
+        expect(cell.locator(".ipyagent-card")).to_have_count(1)
+        expect(button(cell, "Approve")).to_be_visible()
+        page.keyboard.press("ControlOrMeta+Enter")
+        wait_text(cell, "rmab 14")  # the edited code ran
+        wait_text(cell, "✎ edited by you, then run")
+        wait_idle(cell)
+        expect(editor).to_be_hidden()  # the editor gave way to the card
+        card = cell.locator(".ipyagent-card").first
+        assert "print('rmab', i * 7)" in card.locator("pre").first.inner_text()
+        text = output_text(cell)
+        assert "Note: the user edited" not in text, text  # not shown as kernel output
+        expect(page.locator(".jp-Notebook .jp-RawCell")).to_have_count(0)
+        assert cells == page.locator(".jp-Notebook .jp-Cell").count()  # no cell added
+        shot(cell, "edit.png", app)
+    except BaseException:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"failed-edit-{app}.png"), full_page=True)
+        print(f"jupyter {app} log:\n{server.log()}")
+        raise
+    finally:
+        page.close()

@@ -146,3 +146,27 @@ def test_turn_spans_cut_as_the_wire_groups_replies() -> None:
                                  range(11, 13), range(14, 15)]
     assert turn_spans([]) == [] and turn_spans([Message("user", "x")]) == []
     assert turn_spans([ToolCall("x", "f", {})]) == [range(0, 1)]
+
+
+def test_str_is_the_full_text_and_repr_the_short_form() -> None:
+    long = "The gravitational acceleration " + "is about 9.81 m/s² " * 10
+    message = Message("assistant", long)
+    assert str(message) == long and "…" in repr(message)
+    assert str(ToolCall("c1", "python", {"code": "x = 1\nprint(x)"})) == "x = 1\nprint(x)"
+    assert str(ToolResult("c1", "a\n" * 50)) == "a\n" * 50
+    assert str(ToolCall("c2", "read_file", {"path": "a.txt"})) == 'read_file({\n  "path": "a.txt"\n})'
+    assert f"{message}" == long
+
+
+def test_agent_settings_read_as_people_mean_them() -> None:
+    from ipyagent import Agent
+
+    agent = Agent()
+    try:
+        html = agent._repr_html_()
+        assert "(the provider&#x27;s default)" in html and "0 (unlimited)" in html
+        assert "&#x27;&#x27;" not in html
+        head = type(agent).class_get_help().splitlines()[:2]
+        assert head == ["Agent options", "-" * len("Agent options")]
+    finally:
+        agent.close()

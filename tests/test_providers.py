@@ -159,3 +159,13 @@ def test_an_explicit_local_url_gets_no_cloud_key(monkeypatch: pytest.MonkeyPatch
 def test_which_key_an_explicit_url_gets(url: str, key_env: str) -> None:
     assert resolve(base_url=url).key_env == key_env
     assert resolve(base_url=url, key_env="MINE").key_env == "MINE"  # explicit always wins
+
+
+def test_a_refused_local_connection_says_which_server_and_how_to_start_it() -> None:
+    from ipyagent.providers import server_hint
+
+    assert "Ollama server running? Start it with `ollama serve`" in server_hint(
+        "http://127.0.0.1:11434/v1/chat/completions")
+    assert "llama-server -m model.gguf --jinja" in server_hint("http://localhost:8080/v1")
+    assert server_hint("http://127.0.0.1:5999/v1") == " — is the model server running at that address?"
+    assert server_hint("https://api.openai.com/v1") == "" and server_hint(None) == ""

@@ -111,8 +111,10 @@ class CellRunner:
         if not self.m.in_kernel:
             from .terminal import TerminalDisplay
 
-            return TerminalDisplay(preview=agent.tools.preview,
-                                   step_mode=cmd.action == "step")
+            # IPython's own `--colors=NoColor` (or %colors nocolor) turns ours off too.
+            scheme = str(getattr(self.m.shell, "colors", "") or "").lower()
+            return TerminalDisplay(preview=agent.tools.preview, step_mode=cmd.action == "step",
+                                   colour=False if scheme == "nocolor" else None)
         from .notebook import NotebookDisplay
 
         display = NotebookDisplay(dispatcher, asks=lambda call: agent.policy.asks(call.name), step_mode=cmd.action == "step",

@@ -172,6 +172,7 @@ class AgentMagics(Magics):
     def parse(self, line: str, cell: str | None) -> Command:
         """Options first, then the task or a subcommand; ``UsageError`` on mistakes."""
         tokens, rest, forced = _split_options(line, self.agent.parser)
+        _did_you_mean(tokens, self.agent.parser)
         # The parser itself, not parse_argstring: values were already unquoted above.
         opts = self.agent.parser.parse_args(tokens)
         if cell is not None:
@@ -238,9 +239,9 @@ class AgentMagics(Magics):
         """Run the ipyagent agent: the model plans, writes Python, you approve, it runs.
 
         The agent's Python runs in a separate sibling kernel, not in this one. The
-        conversation persists across cells: the next ``%agent`` continues it.
+        conversation persists across cells: the next %agent continues it.
 
-        Usage::
+        Usage:
 
             %agent TASK                  run until the model answers (or a stop reason)
             %%agent [options]            the cell body is the task
@@ -263,10 +264,10 @@ class AgentMagics(Magics):
             %agent mcp trust             agree to start the servers of the mcp.json here, as it is
             %agent mcp untrust           forget that agreement (its servers stop)
 
-        Every setting is a traitlet: ``%config Agent`` lists them, ``%config Agent.model =
-        "qwen2.5:7b"`` sets one (or ``c.Agent.model`` in ipython_config.py); the options
-        below override one for a single run. ``ipyagent.current()`` is the agent itself.
-        To send a task that starts with a subcommand word, put ``--`` before it.
+        Every setting is a traitlet: %config Agent lists them, %config Agent.model =
+        "qwen2.5:7b" sets one (or c.Agent.model in ipython_config.py); the options
+        below override one for a single run. ipyagent.current() is the agent itself.
+        To send a task that starts with a subcommand word, put -- before it.
         """
         cmd = self.parse(line, cell)
         if cmd.action not in ("run", "step"):
@@ -434,6 +435,11 @@ class AgentMagics(Magics):
         if report is not None:
             print(visible(f"ipyagent: {report.line()}"))
 
+# `%agent?` reads as plain text: magic_arguments heads its usage block with reST's "::".
+if AgentMagics.agent.__doc__ and AgentMagics.agent.__doc__.startswith("::"):
+    AgentMagics.agent.__doc__ = AgentMagics.agent.__doc__[2:].lstrip("\n")
+
+
 def _replay_options(args: list[str], opts: Any, word: str = "replay") -> str | None:
     """Take ``--cwd DIR`` and ``--approve MODE`` after ``replay PATH`` (or ``load PATH
     --rerun``) out of ``args``."""
@@ -463,6 +469,29 @@ def _replay_kwargs(cmd: Command) -> dict[str, Any]:
     if cmd.options.approve:
         out["approval"] = cmd.options.approve
     return out
+
+
+def _did_you_mean(tokens: list[str], parser: Any) -> None:
+    """``UsageError`` naming the nearest option for one that is not (nor abbreviates) one."""
+    import difflib
+
+    actions = parser._option_string_actions
+    known = list(actions)
+    value_next = False
+    for token in tokens:
+        if value_next:  # an option's value (``--max-steps -1``): the parser judges it
+            value_next = False
+            continue
+        head = token.partition("=")[0]
+        if not head.startswith("-"):
+            continue
+        matches = [k for k in known if k.startswith(head)]
+        if matches:
+            value_next = "=" not in token and actions[matches[0]].nargs != 0
+            continue
+        near = difflib.get_close_matches(head, [k for k in known if k.startswith("--")], n=1)
+        hint = f"; did you mean {near[0]}?" if near else " (%agent? lists them)"
+        raise UsageError(f"%agent: unrecognized arguments: {head}{hint}")
 
 
 def _split_options(line: str, parser: Any) -> tuple[list[str], str, bool]:

@@ -4,11 +4,14 @@ Everything written goes through ``_text.visible`` (in ``_write``): model
 text, code, arguments, tool names, output and error lines all come from outside, and a
 terminal obeys the control sequences in them. The one control kept is a progress bar's
 carriage return in live output, which rewrites only its own ``┆`` line (prefix included).
+Colour (pygments for code, red for errors, as IPython's terminal does) only on a terminal
+without ``NO_COLOR``, and only added *after* ``visible``: its escapes are the only ones.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import IO, Any, Callable
 
@@ -38,8 +41,9 @@ class TerminalDisplay:
     def __init__(self, stream: IO[str] | None = None, show_reasoning: bool = False,
                  max_output_lines: int = 40,
                  preview: Callable[[ToolCall], str | None] | None = None,
-                 step_mode: bool = False) -> None:
+                 step_mode: bool = False, colour: bool | None = None) -> None:
         self.stream = stream
+        self._colour = colour  # None: on a terminal without NO_COLOR
         self.step_mode = step_mode  # `%agent --step` / `%agent step`: say where each step ended
         self.preview = preview or (lambda call: None)  # a tool's own view (diffs)
         self.show_reasoning = show_reasoning
@@ -51,6 +55,36 @@ class TerminalDisplay:
     @property
     def out(self) -> IO[str]:
         return self.stream or sys.stdout
+
+    @property
+    def colour(self) -> bool:
+        if self._colour is not None:
+            return self._colour
+        if os.environ.get("NO_COLOR"):  # https://no-color.org: present and not empty
+            return False
+        try:
+            return bool(self.out.isatty())
+        except (AttributeError, ValueError, OSError):
+            return False
+
+    def _code(self, code: str) -> str:
+        """``code`` as the card's ``│`` lines: made visible, then highlighted (on a tty)."""
+        lines = [visible(ln) for ln in _lines(code.rstrip())]
+        if self.colour and lines:
+            lines = _highlight(lines)
+        return "\n".join("  │ " + ln for ln in lines)
+
+    def _marked(self, mark: str, lines: list[str]) -> str:
+        """Result lines after ``mark`` (made visible; an error's in red on a tty)."""
+        shown = [f"  {mark} " + visible(ln) for ln in lines]
+        if self.colour and mark == "✗":
+            shown = [f"{_RED}{ln}{_RESET}" for ln in shown]
+        return "\n".join(shown)
+
+    def _raw_line(self, text: str) -> None:
+        if not self._at_line_start:
+            self._write("\n")
+        self._write(text + "\n", raw=True)
 
     def _write(self, text: str, raw: bool = False) -> None:
         """Write ``text`` made visible (``raw``: already made visible, our own controls kept)."""
@@ -104,8 +138,8 @@ class TerminalDisplay:
             call = event.call
             if call.name == "python" and "code" in call.arguments:
                 # Split at newlines only: the lines shown are the code's own, byte for byte.
-                body = "\n".join("  │ " + ln for ln in _lines(str(call.arguments["code"])))
-                self._line(f"  ┌ python ({call.id})\n{body}")
+                self._raw_line(f"  ┌ python ({visible(call.id)})\n"
+                               f"{self._code(str(call.arguments['code']))}")
             else:
                 diff = self.preview(call)
                 # Without a preview the arguments are what will run: all of them, not a
@@ -118,9 +152,15 @@ class TerminalDisplay:
         elif isinstance(event, ToolCallDecided):
             d = event.decision
             if not d.approved:
-                self._line("  ✗ denied" + (f": {d.reason}" if d.reason else ""))
+                # A policy's denial stops the run, and its reason ends the footer: said once.
+                self._line("  ✗ denied" + (f": {d.reason}" if d.reason and d.by_person
+                                           else f" ({d.by})" if not d.by_person else ""))
             elif d.action == "edit":
-                self._line("  ✎ edited before running")
+                self._line("  ✎ edited before running; what runs:")
+                args = d.arguments if d.arguments is not None else event.call.arguments
+                ran = (str(args["code"]) if "code" in args
+                       else json.dumps(args, indent=2, ensure_ascii=False))
+                self._raw_line(self._code(ran))
         elif isinstance(event, ToolOutput):
             self._live_output(event)
         elif isinstance(event, ToolCallFinished):
@@ -130,11 +170,11 @@ class TerminalDisplay:
             mark = "✗" if event.result.error else "└"
             if live is None:
                 lines = self._clip(_lines(event.result.output.rstrip()))
-                self._line("\n".join(f"  {mark} " + ln for ln in lines) or f"  {mark} (no output)")
+                self._raw_line(self._marked(mark, lines) or f"  {mark} (no output)")
                 return
             rest = live.finish(self, event.result)
-            self._line("\n".join(f"  {mark} " + ln for ln in rest)
-                       or f"  {mark} {'failed' if event.result.error else 'done'}")
+            self._raw_line(self._marked(mark, rest)
+                           or f"  {mark} {'failed' if event.result.error else 'done'}")
         elif isinstance(event, ContextCompacted):
             self._line(f"[info] {compaction_line(event)}")
         elif isinstance(event, Notice):
@@ -149,6 +189,29 @@ class TerminalDisplay:
 
 
 _LIVE = "  ┆ "  # the prefix of what a call prints while it runs
+_RED, _RESET = "\x1b[31m", "\x1b[0m"
+
+
+def _highlight(lines: list[str]) -> list[str]:
+    """Already-visible code lines with pygments' terminal colours (IPython's lexer)."""
+    try:
+        from pygments import highlight  # type: ignore[import-untyped]
+        from pygments.formatters import TerminalFormatter  # type: ignore[import-untyped]
+
+        try:
+            from ipython_pygments_lexers import (  # type: ignore[import-untyped]
+                IPython3Lexer as Lexer,
+            )
+        except ImportError:
+            from pygments.lexers import (  # type: ignore[import-untyped]
+                PythonLexer as Lexer,
+            )
+    except ImportError:
+        return lines
+    text = highlight("\n".join(lines), Lexer(ensurenl=False, stripnl=False),
+                     TerminalFormatter())
+    out = text.split("\n")
+    return out if len(out) == len(lines) else lines
 
 
 def _lines(text: str, keepends: bool = False) -> list[str]:

@@ -12,6 +12,7 @@ reason that says how to allow it.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import html
 import json
 from typing import Any, Callable
@@ -73,6 +74,8 @@ class ApprovalPanel:
         import ipywidgets as w  # type: ignore[import-untyped]
 
         self.call = call
+        self._original = _editable_text(call)  # the model's version, for the diff
+        self._original_arguments = dict(call.arguments)
         self._resolve = resolve
         self.decision: Decision | None = None  # what the engine took (set by ``settle``)
         self.pressed: Decision | None = None  # the one press that counts
@@ -91,9 +94,11 @@ class ApprovalPanel:
                                        "in this session")
         self.reason = w.Text(placeholder="reason for the model (optional)",
                              layout=w.Layout(width="260px"))
-        self.editor = w.Textarea(value=_editable_text(call), layout=w.Layout(
-            width="100%", height=f"{min(24, _editable_text(call).count(chr(10)) + 3) * 1.5}em",
-            display="none"))
+        from .editor import code_editor
+
+        self.editor = code_editor(_editable_text(call), w.Layout(width="100%", display="none"))
+        self.editor.on_run = self._submit_edit  # Ctrl/Cmd-Enter
+        self.editor.on_cancel = lambda: self._show_editor(False)  # Escape
         self.run_edited = w.Button(description="Run edited", button_style="warning",
                                    icon="play", layout=w.Layout(width="auto", display="none"))
         self.cancel_edit = w.Button(description="Cancel", layout=w.Layout(
@@ -106,7 +111,7 @@ class ApprovalPanel:
             Decision("approve", scope="always", by="click-always", detail="Always")))
         self.deny.on_click(lambda _: self._decide(
             Decision("deny", reason=self.reason.value.strip(), by="click", detail="Deny")))
-        self.edit.on_click(lambda _: self._show_editor(True))
+        self.edit.on_click(lambda _: self._open_editor())
         self.cancel_edit.on_click(lambda _: self._show_editor(False))
         self.run_edited.on_click(lambda _: self._submit_edit())
         self.controls = w.HBox([self.approve, self.deny, self.reason, self.edit, self.always],
@@ -120,6 +125,11 @@ class ApprovalPanel:
     def buttons(self) -> list[Any]:
         return [self.approve, self.deny, self.edit, self.always, self.run_edited,
                 self.cancel_edit]
+
+    def _open_editor(self) -> None:
+        self._show_editor(True)
+        if self._editing:
+            self.editor.focus()
 
     def _show_editor(self, show: bool) -> None:
         if self.pressed is None and self.decision is None:  # a press after the answer: no-op
@@ -162,14 +172,30 @@ class ApprovalPanel:
         self.on_settle(self)
         for widget in [*self.buttons, self.reason, self.editor]:
             widget.disabled = True
-        if decision.action != "edit":
-            self._layout_editor(False)
-        self.run_edited.layout.display = self.cancel_edit.layout.display = "none"
+        # The editor gives way to the card, which shows the code that ran (and the diff).
+        self._layout_editor(False)
         # Decided: the line saying what was decided replaces the buttons (less to scroll past).
         self.controls.layout.display = "none"
+        if not decision.approved:  # the card's header says it (once, not twice)
+            self.widget.layout.display = "none"
         color = _OK if decision.approved else _BAD
         self.status.value = (f"<span style='color:{color}'>"
-                             f"{html.escape(describe(decision, self.call.name))}</span>")
+                             f"{html.escape(describe(decision, self.call.name))}</span>"
+                             + self._edit_diff(decision))
+
+    def _edit_diff(self, decision: Decision) -> str:
+        """A small diff of the edit against the model's version (escaped), or ''."""
+        if decision.action != "edit" or decision.arguments is None:
+            return ""
+        edited = (str(decision.arguments["code"]) if "code" in self._original_arguments
+                  else json.dumps(decision.arguments, indent=2, ensure_ascii=False))
+        lines = list(difflib.unified_diff(self._original.splitlines(), edited.splitlines(),
+                                          "model", "ran", lineterm="", n=1))[2:]
+        if not lines:
+            return ""
+        return ("<details style='margin-top:2px'><summary>the edit</summary><pre "
+                "style='margin:2px 0;font-size:var(--jp-code-font-size,13px)'>"
+                f"{html.escape(chr(10).join(lines))}</pre></details>")
 
     def interrupted(self) -> None:
         if self.decision is None:

@@ -78,8 +78,11 @@ def to_anthropic_messages(system: str, items: Sequence[Item]) -> tuple[str, list
         elif isinstance(item, ToolResult):
             block: dict[str, Any] = {"type": "tool_result", "tool_use_id": item.call_id}
             images = item.meta.get("images") or []  # plots, when Agent.send_images is on
-            if images:  # a tool_result may hold image blocks next to its text
+            note = item.meta.get("note")  # ipyagent's note: a text block of its own
+            if images or note:  # a tool_result may hold image blocks next to its text
                 text = [{"type": "text", "text": item.output}] if item.output else []
+                if note:
+                    text.insert(0, {"type": "text", "text": f"[ipyagent note, not tool output: {note}]"})
                 block["content"] = text + [
                     {"type": "image", "source": {"type": "base64", "media_type": im["mime"], "data": im["data"]}}
                     for im in images

@@ -126,7 +126,8 @@ def to_chat_messages(system: str, items: Sequence[Item]) -> list[dict[str, Any]]
         elif isinstance(item, ToolResult):
             if turn is not None:
                 flush()
-            messages.append({"role": "tool", "tool_call_id": item.call_id, "content": item.output})
+            messages.append({"role": "tool", "tool_call_id": item.call_id,
+                             "content": item.for_model()})
             images.extend(item.meta.get("images") or [])
         elif isinstance(item, Summary):
             flush()

@@ -74,7 +74,8 @@ def to_responses_input(items: Sequence[Item]) -> list[dict[str, Any]]:
             )
             out.append({"type": "function_call", "call_id": item.id, "name": item.name, "arguments": arguments})
         elif isinstance(item, ToolResult):
-            out.append({"type": "function_call_output", "call_id": item.call_id, "output": item.output})
+            out.append({"type": "function_call_output", "call_id": item.call_id,
+                        "output": item.for_model()})
             images += item.meta.get("images") or []
         elif isinstance(item, Summary):
             out.append({"role": "user", "content": f"Summary of earlier conversation: {item.content}"})

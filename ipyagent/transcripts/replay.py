@@ -113,8 +113,12 @@ class ReplayReport:
         if self.differences:
             first = self.differences[0]
             where = f", first at step {first.step} ({first.call_id})"
-        return (f"<ReplayReport {head}: {self.compared} python calls in {self.steps} steps, "
-                f"{len(self.differences)} differ{where}>")
+        return (f"<ReplayReport {head}: {_count(self.compared, 'python call')} in "
+                f"{_count(self.steps, 'step')}, {len(self.differences)} differ{where}>")
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        """Terminal IPython shows the differences, as the notebook's table does."""
+        p.text(repr(self) if cycle else str(self))
 
     def __str__(self) -> str:
         lines = [repr(self)[1:-1]]
@@ -128,8 +132,9 @@ class ReplayReport:
         color = "#1a7f37" if self.reproduced else "#b35900"
         verdict = "reproduced" if self.reproduced else "not reproduced"
         parts = [f"<div class='ipyagent-replay'><div><b style='color:{color}'>Replay: "
-                 f"{verdict}</b> — {html.escape(self.source)}: {self.compared} python calls "
-                 f"re-run in {self.steps} steps, {len(self.differences)} differ "
+                 f"{verdict}</b> — {html.escape(self.source)}: "
+                 f"{_count(self.compared, 'python call')} re-run in "
+                 f"{_count(self.steps, 'step')}, {len(self.differences)} differ "
                  f"({self.duration:.1f}s)</div>"]
         if self.differences:
             parts.append("<table><thead><tr><th>step</th><th>call</th><th>code</th>"
@@ -144,6 +149,10 @@ class ReplayReport:
             parts.append("</tbody></table>")
         parts += [f"<div style='color:#666'>note: {html.escape(n)}</div>" for n in self.notes]
         return "".join(parts) + "</div>"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
 
 
 def _status_line(d: Difference) -> str:

@@ -269,6 +269,23 @@ def save(agent: Agent, path: str | os.PathLike[str]) -> Path:
     return _write_agent(agent, target, NotebookText())
 
 
+_RUN_FILE = re.compile(r"run-\d{8}-\d{6}(-\d+)?\.ipynb")
+
+
+def _prune_runs(directory: Path, keep: int | None) -> None:
+    """Delete all but the newest ``keep`` autosaved ``run-….ipynb`` in ``directory`` (only
+    files named as autosave names them; ``None``: keep all)."""
+    if keep is None or not directory.is_dir():
+        return
+    runs = sorted((p for p in directory.iterdir() if _RUN_FILE.fullmatch(p.name) and p.is_file()),
+                  key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
+    for old in runs[keep:]:
+        try:
+            old.unlink()
+        except OSError:
+            pass  # another process took it, or it is read-only: pruning is best effort
+
+
 def _new_run_file(directory: Path) -> Path:
     """``directory/run-YYYYmmdd-HHMMSS.ipynb``, numbered when that name is taken."""
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -289,6 +306,7 @@ class Autosave:
         self.agent = agent
         self.target: tuple[Context, str, Path] | None = None  # (conversation, setting, its file)
         self.said: Path | None = None  # the file last announced
+        self.said_setting: str | None = None  # a directory setting, announced once
         self.failure: str | None = None  # the last failure said
         self.cache = NotebookText()  # cells and items already rendered, reused per save
 
@@ -308,6 +326,7 @@ class Autosave:
         # One file per conversation: a new Context (reset, load) starts a new file.
         target = self.target
         if target is None or target[0] is not agent.context or target[1] != setting:
+            _prune_runs(path, max(0, agent.autosave_keep - 1) if agent.autosave_keep else None)
             target = self.target = (agent.context, setting, _new_run_file(path))
         return target[2]
 
@@ -332,6 +351,10 @@ class Autosave:
         if path is None or path == self.said:
             return None
         self.said = path
+        if self.target is not None and self.target[2] == path:  # a directory: said once
+            if self.said_setting == self.target[1]:
+                return None
+            self.said_setting = self.target[1]
         return Notice(f"autosaving this conversation to {path} (Agent.autosave)", "info")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import sysconfig
@@ -36,6 +37,8 @@ def test_with_no_terminal_to_ask_in_calls_are_denied_saying_how_to_allow(tmp_pat
     proc = run("run", "Use Python to compute 2**100", "--model", "demo", cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout
     assert "nobody could approve this call: stdin is not a terminal" in proc.stdout
+    assert proc.stdout.count("nobody could approve") == 1, proc.stdout  # said once
+    assert "  ✗ denied (headless)\n" in proc.stdout
     assert "--approve auto" in proc.stdout
     assert str(2**100) not in proc.stdout  # nothing ran
     assert "denied" in proc.stdout.splitlines()[-1]
@@ -73,6 +76,8 @@ def spawn(tmp_path, *args: str, env=None):
     pexpect = __import__("pytest").importorskip("pexpect")
     cmd = str(SCRIPT) if SCRIPT.exists() else sys.executable
     argv = list(args) if SCRIPT.exists() else ["-m", "ipyagent.frontends.cli", *args]
+    # The texts matched here are plain: NO_COLOR (a terminal gets colour, tested apart).
+    env = {**(env if env is not None else os.environ), "NO_COLOR": "1"}
     return pexpect.spawn(cmd, argv, cwd=str(tmp_path), encoding="utf-8", timeout=60, env=env)
 
 
@@ -197,3 +202,16 @@ def test_the_prompt_shows_the_code_that_runs_controls_made_visible(
     assert "\x1b" not in terminal and "\u202e" not in terminal  # our CLI sends no controls
     assert "\r" not in terminal.replace("\r\n", "\n")  # the tty's own CR-LF aside
     assert not (tmp_path / "pwned.txt").exists() and child.exitstatus == 1
+
+
+def test_nothing_listening_at_a_local_base_url_says_to_start_the_server(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = run("run", "hi", "--model", "m", "--base-url", f"http://127.0.0.1:{port}/v1",
+               cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "could not connect" in proc.stdout
+    assert "is the model server running at that address?" in proc.stdout, proc.stdout

@@ -559,3 +559,27 @@ def test_load_says_rerun_also_recreates_the_agents_files(loaded: Any, tmp_path: 
     out, err, result = run(loaded, f"%agent load {path}")
     assert result.success, err
     assert f"`%agent load {path} --rerun` re-creates the 1 file the agent wrote where missing" in out
+
+
+def test_agent_help_reads_as_plain_text() -> None:
+    from ipyagent.frontends.magics import AgentMagics
+
+    doc = AgentMagics.agent.__doc__ or ""
+    assert "%agent context" in doc and "%agent replay PATH.ipynb" in doc  # the commands table
+    assert "::" not in doc and "``" not in doc  # no reStructuredText markup in the pager
+
+
+def test_an_unknown_option_gets_a_did_you_mean() -> None:
+    import argparse
+
+    from ipyagent.frontends.magics import _did_you_mean
+
+    known = argparse.ArgumentParser()
+    for name in ("--approve", "--model", "--persona", "--max-steps"):
+        known.add_argument(name)
+    known.add_argument("--new", action="store_true")
+    with pytest.raises(UsageError, match=r"unrecognized arguments: --aprove; did you mean --approve\?"):
+        _did_you_mean(["--aprove", "auto"], known)
+    with pytest.raises(UsageError, match="unrecognized arguments: --maxsteps; did you mean --max-steps"):
+        _did_you_mean(["--maxsteps=3"], known)
+    _did_you_mean(["--appr", "auto", "--max-steps", "-1", "--new"], known)  # for argparse

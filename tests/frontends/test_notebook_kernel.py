@@ -141,7 +141,7 @@ def test_edit_runs_the_edited_code_and_shows_the_figure(fresh: Frontend) -> None
     cell = fe.execute("%agent Use Python to compute 2**8")
     fe.wait_for_panel()
     fe.click(fe.buttons("Edit")[-1])
-    fe.set_value(fe.widget_of("TextareaModel"), edited)
+    fe.set_value(fe.widget_of("AnyModel"), edited)  # the Edit box (frontends/editor.py)
     fe.click(fe.wait_for_button("Run edited"))
     finish(fe, cell)
     assert "image/png" in cell.mimetypes()  # the figure is a real image output
@@ -215,7 +215,7 @@ def test_interrupt_stops_a_running_tool_call_at_once(fresh: Frontend) -> None:
     cell = fe.execute("%agent Use Python to compute 2**100")
     fe.wait_for_panel()
     fe.click(fe.buttons("Edit")[-1])
-    fe.set_value(fe.widget_of("TextareaModel"),
+    fe.set_value(fe.widget_of("AnyModel"),
                  # A Python loop: SIGINT stops it at once (a C call like time.sleep only
                  # stops when it returns, if the signal lands on another thread).
                  # ('start' + 'ed': the card shows the code, so wait for the *output*.)

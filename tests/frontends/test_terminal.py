@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
 import pytest
@@ -91,3 +92,49 @@ def test_a_progress_bar_rewrites_only_its_own_line(tmp_path) -> None:
     live = [ln for ln in shown.split("\n") if ln.startswith("  ┆ ")]
     assert live and all(seg.startswith("  ┆ ") for ln in live for seg in ln.split("\r") if seg)
     assert "3/3 ok␈!" in shown and "\x08" not in shown
+
+
+def test_an_edited_call_shows_the_code_that_ran(tmp_path) -> None:
+    from ipyagent.approval import Decision
+
+    out = io.StringIO()
+    model = ScriptedModel([calls(("python", {"code": "print('model')"})), text("Done.")])
+    with Agent(client=model, approval="ask", cwd=str(tmp_path)) as agent:
+        agent.approval_hook = lambda call: Decision(
+            "edit", arguments={"code": "for i in range(2):\n    print('ran', i)"}, by="user")
+        assert agent.run("go", on_event=TerminalDisplay(out)).stop_reason == "done"
+    shown = out.getvalue()
+    assert "  ✎ edited before running; what runs:\n  │ for i in range(2):\n  │     print('ran', i)\n" in shown
+    assert "ran 1" in shown and "Note: the user edited" not in shown
+
+
+def _shown_with_colour(tmp_path: Any, code: str, colour: bool | None) -> str:
+    out = io.StringIO()
+    model = ScriptedModel([calls(("python", {"code": code})), text("Done.")])
+    with Agent(client=model, approval="auto", cwd=str(tmp_path)) as agent:
+        assert agent.run("go", on_event=TerminalDisplay(out, colour=colour)).stop_reason == "done"
+    return out.getvalue()
+
+
+def test_colour_highlights_code_and_errors_after_the_text_was_made_visible(tmp_path) -> None:
+    hostile = "s = '\x1b[2J\x1b]0;pwned\x07'\nprint(s)\nraise ValueError('bad')"
+    shown = _shown_with_colour(tmp_path, hostile, colour=True)
+    assert "\x1b[2J" not in shown and "\x1b]0;" not in shown and "\x07" not in shown
+    assert "␛[2J" in shown  # the model's escape, shown as text
+    escapes = set(re.findall(r"\x1b\[[0-9;]*m", shown))
+    assert escapes and all(re.fullmatch(r"\x1b\[[0-9;]*m", e) for e in escapes)
+    assert "\x1b[31m  ✗ ValueError: bad\x1b[0m" in shown  # the error in red
+    plain = _shown_with_colour(tmp_path, hostile, False)
+    assert re.sub(r"\x1b\[[0-9;]*m", "", shown).split("── ")[0] == plain.split("── ")[0]
+
+
+def test_no_colour_when_piped_or_with_no_color(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert TerminalDisplay(io.StringIO()).colour is False  # piped
+    assert TerminalDisplay(Tty()).colour is True
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert TerminalDisplay(Tty()).colour is False
+    assert "\x1b" not in _shown_with_colour(tmp_path, "print(1)", colour=None)

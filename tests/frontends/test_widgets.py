@@ -153,3 +153,51 @@ def test_run_edited_counts_only_after_edit_opened_the_editor() -> None:
     panel.run_edited.click()
     assert [(d.action, d.by, d.detail, d.arguments) for d in proposed] == [
         ("edit", "click", "Edit", {"code": "print(2)"})]
+
+
+def test_the_editor_keys_run_and_cancel_and_the_card_shows_the_edit() -> None:
+    """Ctrl/Cmd-Enter (a "run" message) runs the edit, Escape ("cancel") closes the editor;
+    once decided the editor gives way to the card, with a diff against the model's code."""
+    from ipyagent.frontends.editor import _editor_class
+
+    assert _editor_class() is not None, "anywidget is a dependency: the editor keeps its keys"
+    proposed: list[Decision] = []
+    panel = ApprovalPanel(ToolCall("call_a", "python", {"code": "print(1)"}), proposed.append)
+    editor = panel.editor
+    editor._message(editor, {"event": "run"}, [])  # hidden editor: not an edit
+    assert proposed == []
+    panel.edit.click()
+    assert editor.layout.display == ""
+    editor._message(editor, {"event": "cancel"}, [])
+    assert editor.layout.display == "none" and proposed == []
+    panel.edit.click()
+    editor.value = "for i in range(3):\n    print(i)"
+    editor._message(editor, {"event": "run"}, [])
+    assert [(d.action, d.arguments) for d in proposed] == [
+        ("edit", {"code": "for i in range(3):\n    print(i)"})]
+    assert editor.disabled
+    panel.settle(proposed[0])
+    assert editor.layout.display == "none" and panel.run_edited.layout.display == "none"
+    assert "-print(1)" in panel.status.value and "+    print(i)" in panel.status.value
+    assert "edited by you, then run" in panel.status.value
+
+
+def test_the_editor_script_ships_in_the_package_and_builds_no_html() -> None:
+    from pathlib import Path
+
+    import ipyagent.frontends
+
+    script = (Path(ipyagent.frontends.__file__).parent / "static" / "editor.js").read_text()
+    assert "innerHTML" not in script and "insertAdjacentHTML" not in script  # textContent only
+    assert "stopPropagation" in script and "data-lm-suppress-shortcuts" in script
+
+
+def test_a_denied_panel_gives_way_to_the_card_header() -> None:
+    """The card's header says the denial; the panel does not say it a second time."""
+    proposed: list[Decision] = []
+    panel = ApprovalPanel(ToolCall("call_a", "python", {"code": "print(1)"}), proposed.append)
+    panel.reason.value = "no"
+    panel.deny.click()
+    panel.settle(proposed[0])
+    assert panel.widget.layout.display == "none"
+    assert "denied by you: no" in repr(panel.widget)  # the saved notebook's text still says it

@@ -1,7 +1,7 @@
 """A real Jupyter server (JupyterLab or Notebook 7) for browser tests, isolated in a tmp dir.
 
-``JupyterServer`` starts ``python -m jupyter lab|notebook`` from this interpreter (so its
-``python3`` kernel imports ipyagent) on 127.0.0.1, a free port and a random token, with
+``JupyterServer`` starts ``python -m jupyterlab|notebook`` with this interpreter (so its
+``python3`` kernel imports ipyagent and its packages, e.g. anywidget) on 127.0.0.1, a free port and a random token, with
 its own config, data, runtime and IPython dirs — no user setting leaks in — and with the
 news/announcement pop-ups and notebook windowing turned off, so a test sees a quiet,
 fully rendered page. ``close()`` shuts every kernel down through the REST API, then the
@@ -78,7 +78,10 @@ class JupyterServer:
     def start(self) -> JupyterServer:
         env = self._prepare()
         self.port = _free_port()
-        cmd = [sys.executable, "-m", "jupyter", self.app, "--no-browser",
+        # ``-m jupyterlab``, not ``-m jupyter lab``: that runs the ``jupyter-lab`` script on
+        # PATH, whose interpreter (its shebang) may be another environment's.
+        module = "jupyterlab" if self.app == "lab" else self.app
+        cmd = [sys.executable, "-m", module, "--no-browser",
                "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}",
                "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
                f"--ServerApp.root_dir={self.root}", "--ServerApp.open_browser=False",

@@ -197,3 +197,12 @@ def test_tool_result_images_become_image_blocks() -> None:
         {"type": "text", "text": "<Figure>"},
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
     ]}]
+
+
+def test_the_edit_note_is_a_text_block_of_its_own() -> None:
+    items = [Message("user", "go"), ToolCall("toolu_1", "python", {"code": "print(2)"}),
+             ToolResult("toolu_1", "2", meta={"note": "the user edited this call before it ran"})]
+    _, messages = to_anthropic_messages("", items)
+    assert messages[2]["content"][0]["content"] == [
+        {"type": "text", "text": "[ipyagent note, not tool output: the user edited this call before it ran]"},
+        {"type": "text", "text": "2"}]

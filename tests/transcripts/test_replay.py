@@ -89,6 +89,11 @@ def test_replay_reports_the_step_whose_output_changed(tmp_path):
     html = report._repr_html_()
     assert "not reproduced" in html and "alpha 4" in html and "beta 4" in html
     assert "step 2, call call_0_python" in str(report)
+    from IPython.lib.pretty import pretty
+
+    assert pretty(report) == str(report)  # terminal IPython shows the differences
+    one = type(report)(source="x", steps=1, compared=1)
+    assert repr(one) == "<ReplayReport reproduced: 1 python call in 1 step, 0 differ>"
 
 
 def test_replay_counts_an_error_that_appears(tmp_path):

@@ -588,3 +588,27 @@ def test_what_loading_says_about_the_file_shows_its_control_characters(rich, tmp
     said = " ".join(str(w.message) for w in caught)
     assert "elsewhere.example" in said
     assert "\x1b" not in said and "\r" not in said and "␛[8m" in said
+
+
+def test_autosave_to_a_directory_says_so_once_and_keeps_the_newest(tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for i in range(4):  # older autosaves, and a file autosave did not name
+        old = runs / f"run-2020010{i + 1}-000000.ipynb"
+        old.write_text("{}")
+        os.utime(old, (1_600_000_000 + i, 1_600_000_000 + i))
+    (runs / "mine.ipynb").write_text("{}")
+    notices = []
+    agent = Agent(client=ScriptedModel([text("1"), text("2")]), python_tool=False,
+                  autosave=str(runs) + "/", autosave_keep=3)
+    agent.run("one", on_event=lambda e: isinstance(e, Notice) and notices.append(e))
+    agent.reset()
+    agent.run("two", on_event=lambda e: isinstance(e, Notice) and notices.append(e))
+    agent.close()
+    assert [n.message for n in notices if "autosaving" in n.message] == [
+        next(n.message for n in notices)]  # said once per session, not per conversation
+    names = sorted(p.name for p in runs.iterdir())
+    assert "mine.ipynb" in names  # only autosave's own names are pruned
+    autosaved = [n for n in names if n != "mine.ipynb"]
+    assert len(autosaved) == 3 and "run-20200104-000000.ipynb" in autosaved
+    assert "run-20200103-000000.ipynb" not in autosaved
