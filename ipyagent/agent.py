@@ -435,6 +435,27 @@ class Agent(AgentSettings):
                 "approval_hook": self.approval_hook,
                 "limits": {k: getattr(self, k) for k in LIMITS}, **settings}
 
+    # -- copies between the user's kernel and the sibling -------------------------------
+    def push(self, **values: Any) -> list[dict[str, Any]]:
+        """Copy values into the sibling kernel (``agent.push(df=df)``), each recorded."""
+        return _eventloop.run_sync(self.apush(**values))
+
+    async def apush(self, **values: Any) -> list[dict[str, Any]]:
+        """Async form of ``push``."""
+        from . import copies
+
+        return await _eventloop.run_async(copies.push(self, values))
+
+    def pull(self, name: str, local: str | None = None) -> Any:
+        """A copy of the sibling's variable ``name``, recorded (``local``: the user's name for it)."""
+        return _eventloop.run_sync(self.apull(name, local))
+
+    async def apull(self, name: str, local: str | None = None) -> Any:
+        """Async form of ``pull``."""
+        from . import copies
+
+        return await _eventloop.run_async(copies.pull(self, name, local))
+
     # -- lifecycle -------------------------------------------------------------------
     def reset(self, *, kernel: bool = False) -> None:
         """Start a new conversation (the sibling kernel is kept unless ``kernel=True``)."""

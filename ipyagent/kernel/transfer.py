@@ -20,7 +20,7 @@ from ..errors import KernelError
 if TYPE_CHECKING:
     from .outputs import Execution
 
-__all__ = ["TransferMixin"]
+__all__ = ["TransferMixin", "serialize"]
 
 # Protocol 4 reads on every Python since 3.4, so a kernelspec on another Python still works.
 PROTOCOL = 4
@@ -117,16 +117,19 @@ class TransferMixin:
         """Async form of ``push``."""
         if not values:
             return
-        payload = serialize(values, self.max_transfer_bytes)
+        await self.push_payload_async(serialize(values, self.max_transfer_bytes), list(values))
+
+    async def push_payload_async(self, payload: str, names: list[str]) -> None:
+        """Unpickle ``payload`` (``serialize``'s base64 of a ``{name: value}`` dict) in the sibling."""
         expr = (
             "globals().update(__import__('pickle').loads("
             f"__import__('base64').b64decode({payload!r})))"
         )
         result = await _eventloop.run_async(self._expression(expr, "push"))
         if result.get("status") != "ok":
-            names = ", ".join(map(repr, values))
+            shown = ", ".join(map(repr, names))
             raise TypeError(
-                f"the sibling kernel could not unpickle {names}: "
+                f"the sibling kernel could not unpickle {shown}: "
                 f"{result.get('ename')}: {result.get('evalue')}"
             )
 
