@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from traitlets import TraitError
 
@@ -80,6 +80,8 @@ class Agent(AgentSettings):
         self._breaker = CircuitBreaker()
         self._step_counter = 0
         self._autosaver: Autosave | None = None  # made when Agent.autosave is first used
+        # The user's variables a NameError may offer to copy (the magics set it); None: none.
+        self.copy_source: Callable[[], Mapping[str, Any]] | None = None
         self.observe(self._policy_changed, names=["approval", "allow"])
         self.observe(self._system_changed, names=["system_prompt"])
         self.observe(self._on_persona, names=["persona"])

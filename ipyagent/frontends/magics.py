@@ -92,6 +92,10 @@ class AgentMagics(Magics):
             if "autosave" not in configured:
                 agent.autosave = AUTOSAVE_DIR  # the library's is off; a notebook keeps its runs
             shell.configurables.append(agent)
+            from ..namespace import shareable
+            from .aware import user_variables
+
+            agent.copy_source = lambda: shareable(user_variables(shell))  # for NameError offers
             self._agent = agent
             self.approver = self._make_approver(agent)
             agent.approval_hook = self.approver

@@ -10,7 +10,7 @@ from typing import Any, Iterator
 import pytest
 
 import ipyagent
-from ipyagent.items import Message
+from ipyagent.items import Message, ToolResult
 from ipyagent.transcripts.transcript import read
 from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
 
@@ -150,3 +150,58 @@ def test_cells_above_are_added_on_request(loaded: Any) -> None:
         task = user_texts(srv, 0)[-1]
         assert task.startswith("what did I do?")
         assert "first_value = 11" in task and "first_value * 3" in task and "33" in task
+
+
+def test_a_name_error_for_a_user_variable_copies_it_under_auto_and_runs_again(loaded: Any) -> None:
+    with ScriptedServer([reply_tool_calls([("python", {"code": "print(revenue * 3)"})]),
+                         reply_text("Tripled.")]) as srv:
+        scripted(loaded, srv)
+        run(loaded, "revenue = 14")
+        out, err, result = run(loaded, "%agent --new triple revenue")
+        assert result.success, err
+        assert "42" in out and "copied `revenue` (int 14" in out + err
+        [tool] = [m for m in srv.requests[1].body["messages"] if m["role"] == "tool"]
+        assert tool["content"].strip() == "42"  # the model sees the call that worked
+    [res] = [i for i in ipyagent.current().context if isinstance(i, ToolResult)]
+    [copy] = res.meta["copies"]
+    assert copy["name"] == "revenue" and copy["copied"] and len(copy["sha256"]) == 64
+
+
+def test_a_copy_asked_and_refused_tells_the_model_the_value_was_not_shared(loaded: Any) -> None:
+    # ask: nobody at this (non-tty) terminal can answer, so the call is denied first;
+    # allowing python leaves only the copy to ask about, and it is refused.
+    loaded.run_line_magic("config", "Agent.approval = 'ask'")
+    loaded.run_line_magic("config", "Agent.allow = ['python']")
+    try:
+        with ScriptedServer([reply_tool_calls([("python", {"code": "print(revenue * 3)"})]),
+                             reply_text("I cannot see it.")]) as srv:
+            scripted(loaded, srv)
+            run(loaded, "revenue = 14")
+            ipyagent.current().reset(kernel=True)  # a sibling where revenue was never copied
+            out, err, result = run(loaded, "%agent --new triple revenue")
+            assert result.success, err
+            assert "copy `revenue` (int 14" in out + err
+            [tool] = [m for m in srv.requests[1].body["messages"] if m["role"] == "tool"]
+            assert "NameError" in tool["content"]
+            assert "`revenue` exists in the user's kernel but was not copied" in tool["content"]
+    finally:
+        loaded.run_line_magic("config", "Agent.approval = 'auto'")
+        loaded.run_line_magic("config", "Agent.allow = []")
+
+
+def test_over_copy_limit_auto_asks_and_secret_names_are_never_offered(loaded: Any) -> None:
+    loaded.run_line_magic("config", "Agent.copy_limit = '1KB'")
+    try:
+        with ScriptedServer([reply_tool_calls([("python", {"code": "len(big_list)"})]),
+                             reply_tool_calls([("python", {"code": "len(DB_PASSWORD)"})]),
+                             reply_text("ok")]) as srv:
+            scripted(loaded, srv)
+            ipyagent.current().reset(kernel=True)
+            run(loaded, "big_list = list(range(5000))\nDB_PASSWORD = 'hunter2hunter2'")
+            out, err, result = run(loaded, "%agent --new count")
+            assert result.success, err
+            tools = [m["content"] for m in srv.requests[2].body["messages"] if m["role"] == "tool"]
+            assert "`big_list` exists in the user's kernel but was not copied" in tools[0]
+            assert "NameError" in tools[1] and "exists in the user's kernel" not in tools[1]
+    finally:
+        loaded.run_line_magic("config", "Agent.copy_limit = '50MB'")
