@@ -50,6 +50,14 @@ async def _push_one(agent: Agent, name: str, value: Any, payload: str) -> dict[s
 
 async def push(agent: Agent, values: dict[str, Any]) -> list[dict[str, Any]]:
     """Copy each of ``values`` into the sibling; the records (also appended to the context)."""
+    from ._secrets import secret_values
+    from .namespace import secret_like
+
+    secrets = secret_values()
+    for name, value in values.items():  # all or none: check every one before copying any
+        if secret_like(name, value, secrets):
+            raise ValueError(f"cannot push {name!r}: its name or value looks secret (the rule "
+                             "that keeps keys out of the sibling kernel); it stays in your kernel")
     records = []
     for name, value in values.items():
         payload = serialize({name: value}, agent.kernel.max_transfer_bytes)

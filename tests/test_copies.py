@@ -40,7 +40,7 @@ def test_a_tampered_payload_is_not_recopied(tmp_path: Path) -> None:
     import nbformat
 
     with Agent(client=ScriptedModel([]), approval="auto", file_tools=False, cwd=str(tmp_path)) as agent:
-        agent.push(secretless=[1, 2, 3])
+        agent.push(numbers=[1, 2, 3])
         path = agent.save(tmp_path / "one.ipynb")
     nb = nbformat.read(path, as_version=4)
     for item in nb.metadata["ipyagent"]["items"]:

@@ -294,7 +294,7 @@ class AgentMagics(Magics):
         below override one for a single run. ``ipyagent.current()`` is the agent itself.
         To send a task that starts with a subcommand word, put ``--`` before it.
         """
-        cmd = self.parse(line, cell)
+        cmd = self.parse(line, _expand_cell(self.shell, cell))
         if cmd.action not in ("run", "step"):
             return self._command(cmd)
         if self.in_kernel and not self.awaits:
@@ -307,7 +307,7 @@ class AgentMagics(Magics):
         """The awaiting form of ``%agent`` (what top-level agent cells are rewritten to)."""
         assert self.shell is not None
         line = self.shell.var_expand(line)  # `%agent {task}`, as run_line_magic would
-        cmd = self.parse(line, cell)
+        cmd = self.parse(line, _expand_cell(self.shell, cell))
         if cmd.action == "replay" and hasattr(self.get_agent(), "areplay"):
             # It re-runs a transcript in a fresh kernel: await it, the notebook stays live,
             # and each call it runs is shown and approved in this cell as in a live run.
@@ -486,6 +486,11 @@ class AgentMagics(Magics):
         report = getattr(transcript, "rebuild", None)
         if report is not None:
             print(visible(f"ipyagent: {report.line()}"))
+
+def _expand_cell(shell: Any, cell: str | None) -> str | None:
+    """A ``%%agent`` task with ``{name}`` expanded as a line's is (``{{`` for a brace)."""
+    return cell if cell is None or shell is None else shell.var_expand(cell)
+
 
 def _aware_command(words: list[str], rest: str, opts: Any, magics: AgentMagics) -> Command | None:
     """``push NAME…``, ``pull NAME [as LOCAL]``, ``code [N]``, ``fix [TASK]``; else None."""

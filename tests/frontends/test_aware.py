@@ -205,3 +205,26 @@ def test_over_copy_limit_auto_asks_and_secret_names_are_never_offered(loaded: An
             assert "NameError" in tools[1] and "exists in the user's kernel" not in tools[1]
     finally:
         loaded.run_line_magic("config", "Agent.copy_limit = '50MB'")
+
+
+def test_braces_expand_in_agent_cells_as_in_lines(loaded: Any) -> None:
+    with ScriptedServer([reply_text("a"), reply_text("b")]) as srv:
+        scripted(loaded, srv)
+        loaded.user_ns["city"] = "Lyon"
+        loaded.run_line_magic("config", "Agent.share_namespace = 'off'")
+        try:
+            run(loaded, "%agent --new weather in {city}")
+            run(loaded, "%%agent --new\nweather in {city}, as {{json}}")
+        finally:
+            loaded.run_line_magic("config", "Agent.share_namespace = 'describe'")
+        assert user_texts(srv, 0) == ["weather in Lyon"]
+        assert user_texts(srv, 1) == ["weather in Lyon, as {json}"]
+
+
+def test_secret_looking_variables_are_never_pushed(loaded: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VENDOR_TOKEN", "vt-1234567890abcdef")
+    run(loaded, "db_password = 'hunter2hunter2'\nplain = 'vt-1234567890abcdef'")
+    for name in ("db_password", "plain"):
+        _, err, result = run(loaded, f"%agent push {name}")
+        assert "looks secret" in err + str(result.error_in_exec)
+    assert not any("copy" in i.meta for i in ipyagent.current().context)
