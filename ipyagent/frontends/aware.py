@@ -146,7 +146,8 @@ def prepare_run(magics: Any, agent: Agent, cmd: Any) -> None:
         above = cells_above(shell, cells)
         if above:
             cmd.task = f"{cmd.task}\n\n{above}"
-    if cmd.task is not None and agent.share_namespace != "off":
+    # A new task, or `%agent step` going on after the user's cells changed their variables.
+    if agent.share_namespace != "off" and (cmd.task is not None or agent.pending()):
         pic = picture(user_variables(shell), agent.share_namespace)
         if pic and pic.text != last_picture(agent):  # else the model already has this one
             agent.context.append(Message("user", pic.text, meta={"namespace": {

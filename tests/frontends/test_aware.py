@@ -228,3 +228,15 @@ def test_secret_looking_variables_are_never_pushed(loaded: Any, monkeypatch: pyt
         _, err, result = run(loaded, f"%agent push {name}")
         assert "looks secret" in err + str(result.error_in_exec)
     assert not any("copy" in i.meta for i in ipyagent.current().context)
+
+
+def test_a_changed_namespace_is_told_again_between_steps(loaded: Any) -> None:
+    with ScriptedServer([reply_tool_calls([("python", {"code": "1 + 1"})]), reply_text("done")]) as srv:
+        scripted(loaded, srv)
+        run(loaded, "alpha = 1")
+        run(loaded, "%agent --new --step go")
+        run(loaded, "beta = [1, 2]")
+        out, err, result = run(loaded, "%agent step")
+        assert result.success, err
+        told = [t for t in user_texts(srv, 1) if "notebook has these variables" in t]
+        assert len(told) == 2 and "- beta: list of 2" in told[1] and "beta" not in told[0]
