@@ -146,12 +146,19 @@ def prepare_run(magics: Any, agent: Agent, cmd: Any) -> None:
         above = cells_above(shell, cells)
         if above:
             cmd.task = f"{cmd.task}\n\n{above}"
-    # A new task, or `%agent step` going on after the user's cells changed their variables.
-    if agent.share_namespace != "off" and (cmd.task is not None or agent.pending()):
+    # A new task, or `%agent step` after the user added a message: the picture goes just
+    # before that message (the task stays the last thing the model reads).
+    ends_with_user = bool(agent.context) and isinstance(agent.context[-1], Message) \
+        and agent.context[-1].role == "user"
+    if agent.share_namespace != "off" and (cmd.task is not None or ends_with_user):
         pic = picture(user_variables(shell), agent.share_namespace)
         if pic and pic.text != last_picture(agent):  # else the model already has this one
-            agent.context.append(Message("user", pic.text, meta={"namespace": {
-                "mode": agent.share_namespace, "names": pic.names, "more": pic.more}}))
+            item = Message("user", pic.text, meta={"namespace": {
+                "mode": agent.share_namespace, "names": pic.names, "more": pic.more}})
+            if cmd.task is None:
+                agent.context.insert(len(agent.context) - 1, item)
+            else:
+                agent.context.append(item)
             show_picture(magics.in_kernel, pic.summary(), pic.text)
     names = [n for n in (getattr(cmd.options, "with_", None) or "").replace(",", " ").split() if n]
     if names:

@@ -235,8 +235,9 @@ def test_a_changed_namespace_is_told_again_between_steps(loaded: Any) -> None:
         scripted(loaded, srv)
         run(loaded, "alpha = 1")
         run(loaded, "%agent --new --step go")
-        run(loaded, "beta = [1, 2]")
+        run(loaded, "import ipyagent\nbeta = [1, 2]\nipyagent.current().context.add_user('and beta?')")
         out, err, result = run(loaded, "%agent step")
         assert result.success, err
         told = [t for t in user_texts(srv, 1) if "notebook has these variables" in t]
         assert len(told) == 2 and "- beta: list of 2" in told[1] and "beta" not in told[0]
+        assert user_texts(srv, 1)[-1] == "and beta?"  # the user's message stays last
