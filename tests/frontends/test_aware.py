@@ -21,7 +21,10 @@ def loaded(ip: Any) -> Iterator[Any]:
         ip.run_line_magic("load_ext", "ipyagent")
     ip.run_line_magic("config", "Agent.approval = 'auto'")
     ipyagent.current().autosave = ""
+    before = set(ip.user_ns)
     yield ip
+    for name in set(ip.user_ns) - before:  # the shell is shared: leave no variables behind
+        del ip.user_ns[name]
     ip.run_line_magic("unload_ext", "ipyagent")
     ip.config.pop("Agent", None)
 
