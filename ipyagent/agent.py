@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from traitlets import TraitError
 
@@ -80,6 +80,8 @@ class Agent(AgentSettings):
         self._breaker = CircuitBreaker()
         self._step_counter = 0
         self._autosaver: Autosave | None = None  # made when Agent.autosave is first used
+        # The user's variables a NameError may offer to copy (the magics set it); None: none.
+        self.copy_source: Callable[[], Mapping[str, Any]] | None = None
         self.observe(self._policy_changed, names=["approval", "allow"])
         self.observe(self._system_changed, names=["system_prompt"])
         self.observe(self._on_persona, names=["persona"])
@@ -434,6 +436,27 @@ class Agent(AgentSettings):
         return {"approval": self.approval, "allow": list(self.allow),
                 "approval_hook": self.approval_hook,
                 "limits": {k: getattr(self, k) for k in LIMITS}, **settings}
+
+    # -- copies between the user's kernel and the sibling -------------------------------
+    def push(self, **values: Any) -> list[dict[str, Any]]:
+        """Copy values into the sibling kernel (``agent.push(df=df)``), each recorded."""
+        return _eventloop.run_sync(self.apush(**values))
+
+    async def apush(self, **values: Any) -> list[dict[str, Any]]:
+        """Async form of ``push``."""
+        from . import copies
+
+        return await _eventloop.run_async(copies.push(self, values))
+
+    def pull(self, name: str, local: str | None = None) -> Any:
+        """A copy of the sibling's variable ``name``, recorded (``local``: the user's name for it)."""
+        return _eventloop.run_sync(self.apull(name, local))
+
+    async def apull(self, name: str, local: str | None = None) -> Any:
+        """Async form of ``pull``."""
+        from . import copies
+
+        return await _eventloop.run_async(copies.pull(self, name, local))
 
     # -- lifecycle -------------------------------------------------------------------
     def reset(self, *, kernel: bool = False) -> None:

@@ -147,6 +147,17 @@ class AgentSettings(LoggingConfigurable):
         "More directories for the sandboxed sibling: path -> 'ro' or 'rw', e.g. "
         "{'~/data': 'ro', '/scratch': 'rw'}. A path that does not exist is an error."
     )).tag(config=True)
+    share_namespace = Enum(["describe", "names", "off"], default_value="describe", help=(
+        "What the model is told about your notebook's variables before a %agent run: "
+        "'describe' their names, types and shapes (scalars and short strings by value), "
+        "'names' the names only, 'off' nothing. Private names, modules and anything whose "
+        "name or value looks secret are left out; values are never copied by this."
+    )).tag(config=True)
+    copy_limit = Unicode("50MB", help=(
+        "Under approval 'auto', a variable the agent's code needs from your kernel (a "
+        "NameError) is copied into the sibling without asking up to this pickled size; "
+        "larger ones ask. Under 'ask' every copy asks; under 'deny' none happens."
+    )).tag(config=True)
     autosave = Unicode("", help=(
         "Rewrite the transcript notebook here (atomically) after every step; a path ending "
         "in '/' is a directory with one run-<date>.ipynb per conversation. Empty: off."

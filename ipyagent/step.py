@@ -17,6 +17,7 @@ from ._secrets import key_envs, secret_values
 from ._text import head_tail
 from .audit import decision_record
 from .compaction import fit_window
+from .copies import MAX_COPIES_PER_CALL, copy_missing
 from .errors import ConfigError, ModelConnectionError, ModelError
 from .events import (
     Event,
@@ -299,7 +300,14 @@ async def run_one(run: StepRun, call: ToolCall) -> ToolResult:
     run.emit(ToolCallDecided(call, decision))
     if not decision.approved:
         return _denied(call, decision, step.index)
-    return await execute(run, call, decision)
+    result = await execute(run, call, decision)
+    for _ in range(MAX_COPIES_PER_CALL):  # a NameError for the user's variable: offer a copy
+        if call.name != "python" or not await copy_missing(agent, call, result, run.emit):
+            break
+        copied = result.meta["copies"]
+        result = await execute(run, call, decision)  # again, now that the value is there
+        result.meta["copies"] = copied + result.meta.get("copies", [])
+    return result
 
 
 def _denied(call: ToolCall, decision: Decision, step_index: int) -> ToolResult:

@@ -48,6 +48,8 @@ class Command:
     kernel: bool = False  # reset --kernel
     rerun: bool = False  # load --rerun
     cwd: str | None = None  # replay --cwd DIR
+    args: tuple[str, ...] = ()  # push NAME…, pull NAME [LOCAL], code [N]
+    fix: bool = False  # %agent fix: offer the answer's code as a new cell
 
 
 class CellRunner:
@@ -89,6 +91,9 @@ class CellRunner:
             agent.reset()
         self.running = True
         try:
+            from .aware import prepare_run
+
+            prepare_run(self.m, agent, cmd)  # --with copies, --cells, the namespace picture
             yield agent
         finally:
             self.running = False

@@ -70,6 +70,9 @@ class AgentMagics(Magics):
         self.in_kernel = _kernel_of(shell) is not None
         self.awaits = can_await(shell)
         self.approver: Any = None
+        from .aware import ErrorWatch
+
+        self.errors = ErrorWatch()  # the last cell that raised, for %agent fix
 
     # -- the agent -------------------------------------------------------------------
     def get_agent(self) -> Agent:
@@ -89,6 +92,10 @@ class AgentMagics(Magics):
             if "autosave" not in configured:
                 agent.autosave = AUTOSAVE_DIR  # the library's is off; a notebook keeps its runs
             shell.configurables.append(agent)
+            from ..namespace import shareable
+            from .aware import user_variables
+
+            agent.copy_source = lambda: shareable(user_variables(shell))  # for NameError offers
             self._agent = agent
             self.approver = self._make_approver(agent)
             agent.approval_hook = self.approver
@@ -184,6 +191,9 @@ class AgentMagics(Magics):
                 raise UsageError(_NO_TASK)
             return Command("step" if opts.step else "run", task, opts)
         words = [] if forced else rest.split()
+        aware = _aware_command(words, rest, opts, self)
+        if aware is not None:
+            return aware
         if words and words[0] in _ALONE and len(words) == 1:
             return Command(words[0], None, opts)
         if words[:1] == ["mcp"] and len(words) == 2 and words[1] in ("trust", "untrust"):
@@ -233,6 +243,10 @@ class AgentMagics(Magics):
     @argument("--new", action="store_true", help="Start a new conversation first.")
     @argument("--step", action="store_true", help="Add the task and run ONE iteration; "
               "`%%agent step` runs the next.")
+    @argument("--with", dest="with_", metavar="NAMES", help="Copy these variables of your "
+              "kernel (comma-separated) into the agent's kernel before the run.")
+    @argument("--cells", type=int, metavar="N", help="Add the last N cells (inputs and text "
+              "outputs) of this notebook to the task.")
     @argument("task", nargs="*", help="What to do, or a subcommand.")
     @line_cell_magic
     def agent(self, line: str = "", cell: str | None = None) -> Any:
@@ -263,24 +277,38 @@ class AgentMagics(Magics):
             %agent mcp                   start the MCP servers (Agent.mcp_servers), list tools
             %agent mcp trust             agree to start the servers of the mcp.json here, as it is
             %agent mcp untrust           forget that agreement (its servers stop)
+            %agent push NAME [NAME…]     copy your variables into the agent's kernel
+            %agent pull NAME [as LOCAL]  copy the agent's variable into your kernel
+            %agent --with df,x TASK      copy these first, then run the task
+            %agent --cells N TASK        add the last N cells (and outputs) to the task
+            %agent code [N]              the agent's last (or N-th) python code, as a new
+                                         cell below (you run it, or not)
+            %agent fix [TASK]            send the last cell that raised and its traceback;
+                                         the proposed fix comes as a new cell below
+
+        The model is told your variables' names, types and shapes (Agent.share_namespace),
+        never their contents unless you copy them; secret-looking ones are left out.
+        ``{name}`` in a task is replaced by the value of ``name`` (``{{`` for a brace).
 
         Every setting is a traitlet: %config Agent lists them, %config Agent.model =
         "qwen2.5:7b" sets one (or c.Agent.model in ipython_config.py); the options
         below override one for a single run. ipyagent.current() is the agent itself.
         To send a task that starts with a subcommand word, put -- before it.
         """
-        cmd = self.parse(line, cell)
+        cmd = self.parse(line, _expand_cell(self.shell, cell))
         if cmd.action not in ("run", "step"):
             return self._command(cmd)
         if self.in_kernel and not self.awaits:
             return self.runner.detach(cmd)
-        return self.runner.run_blocking(cmd)
+        self.runner.run_blocking(cmd)
+        self._after_fix(cmd)
+        return None
 
     async def agent_async(self, line: str = "", cell: str | None = None) -> Any:
         """The awaiting form of ``%agent`` (what top-level agent cells are rewritten to)."""
         assert self.shell is not None
         line = self.shell.var_expand(line)  # `%agent {task}`, as run_line_magic would
-        cmd = self.parse(line, cell)
+        cmd = self.parse(line, _expand_cell(self.shell, cell))
         if cmd.action == "replay" and hasattr(self.get_agent(), "areplay"):
             # It re-runs a transcript in a fresh kernel: await it, the notebook stays live,
             # and each call it runs is shown and approved in this cell as in a live run.
@@ -332,7 +360,22 @@ class AgentMagics(Magics):
             if note:
                 print(note, file=sys.stderr)
         await self.runner.run_async(cmd, LoopDispatcher())
+        self._after_fix(cmd)
         return None
+
+    def _after_fix(self, cmd: Command) -> None:
+        """``%agent fix``: the answer's last python block, offered as a new cell."""
+        if not cmd.fix:
+            return
+        from ..items import Message
+        from .aware import last_code_block, offer_cell
+
+        for item in reversed(self.get_agent().context):
+            if isinstance(item, Message) and item.role == "assistant":
+                code = last_code_block(item.content)
+                if code:
+                    offer_cell(self, code, "the proposed fix")
+                return
 
     # -- subcommands -----------------------------------------------------------------
     def _command(self, cmd: Command) -> Any:
@@ -351,6 +394,16 @@ class AgentMagics(Magics):
                 return getattr(agent.mcp, verb)()  # the table shows what the model gets
             except IpyagentError as exc:
                 raise UsageError(f"%agent {cmd.action.replace('-', ' ')}: {error_line(exc)}") from None
+        if cmd.action in ("push", "pull", "code"):
+            from . import aware
+
+            if cmd.action == "push":
+                return aware.push_names(self, agent, list(cmd.args))
+            if cmd.action == "pull":
+                return aware.pull_name(self, agent, cmd.args[0], cmd.args[1] if len(cmd.args) > 1 else None)
+            n = int(cmd.args[0]) if cmd.args else None
+            return aware.offer_cell(self, aware.code_of(agent, n),
+                                    f"the agent's python call {n}" if n else "the agent's last python call")
         if cmd.action == "reset":
             agent.reset(kernel=cmd.kernel)
             print("ipyagent: new conversation" + (" and a restarted sibling kernel"
@@ -440,6 +493,34 @@ if AgentMagics.agent.__doc__ and AgentMagics.agent.__doc__.startswith("::"):
     AgentMagics.agent.__doc__ = AgentMagics.agent.__doc__[2:].lstrip("\n")
 
 
+def _expand_cell(shell: Any, cell: str | None) -> str | None:
+    """A ``%%agent`` task with ``{name}`` expanded as a line's is (``{{`` for a brace)."""
+    return cell if cell is None or shell is None else shell.var_expand(cell)
+
+
+def _aware_command(words: list[str], rest: str, opts: Any, magics: AgentMagics) -> Command | None:
+    """``push NAME…``, ``pull NAME [as LOCAL]``, ``code [N]``, ``fix [TASK]``; else None."""
+    if not words:
+        return None
+    head, tail = words[0], words[1:]
+    if head == "push" and tail and all(w.isidentifier() for w in tail):
+        return Command("push", None, opts, args=tuple(tail))
+    if head == "pull" and (len(tail) == 1 or (len(tail) == 3 and tail[1] == "as")) \
+            and all(w.isidentifier() for w in tail):
+        return Command("pull", None, opts, args=(tail[0], tail[-1]))
+    if head == "code" and (not tail or (len(tail) == 1 and tail[0].isdigit())):
+        return Command("code", None, opts, args=tuple(tail))
+    if head == "fix":
+        from .aware import fix_task
+
+        failed = magics.errors.current()
+        if failed is None:
+            raise UsageError("%agent fix: no cell has raised in this session yet")
+        task = rest.strip()[len("fix"):].strip() or None
+        return Command("step" if opts.step else "run", fix_task(failed, task), opts, fix=True)
+    return None
+
+
 def _replay_options(args: list[str], opts: Any, word: str = "replay") -> str | None:
     """Take ``--cwd DIR`` and ``--approve MODE`` after ``replay PATH`` (or ``load PATH
     --rerun``) out of ``args``."""
@@ -527,6 +608,7 @@ def load_ipython_extension(ipython: Any) -> None:
         return
     magics = AgentMagics(ipython)
     ipython.register_magics(magics)
+    ipython.events.register("post_run_cell", magics.errors)
     ipython.input_transformers_cleanup.append(protect_question_marks)
     if magics.awaits:
         ipython.input_transformers_post.append(await_agent_magics)
@@ -552,6 +634,8 @@ def unload_ipython_extension(ipython: Any) -> None:
         ipython.magics_manager.magics[kind].pop("agent", None)
     if magics is None:
         return
+    with contextlib.suppress(ValueError):  # not registered
+        ipython.events.unregister("post_run_cell", magics.errors)
     magics.settle_warmup()
     agent = magics.agent_if_made
     if agent is not None:

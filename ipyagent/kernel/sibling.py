@@ -386,6 +386,10 @@ class SiblingKernel:
         """Async form of ``push``."""
         await _eventloop.run_async(transfer.push(self._evaluate, values, self.max_transfer_bytes))
 
+    async def push_payload_async(self, payload: str, names: list[str]) -> None:
+        """Unpickle ``payload`` (``transfer.serialize``'s base64 of ``{name: value}``) there."""
+        await _eventloop.run_async(transfer.push_payload(self._evaluate, payload, names))
+
     def pull(self, name: str) -> Any:
         """A copy of the sibling's variable ``name``."""
         return _eventloop.run_sync(self.pull_async(name))

@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable
 
 from ..errors import KernelError
 
-__all__ = ["Evaluate", "serialize", "push_expression", "push", "pull"]
+__all__ = ["Evaluate", "serialize", "push", "push_payload", "pull"]
 
 # Protocol 4 reads on every Python since 3.4, so a kernelspec on another Python still works.
 PROTOCOL = 4
@@ -84,22 +84,22 @@ Evaluate = Callable[[str, str], Awaitable[dict[str, Any]]]
 """``(expression, what) -> user_expressions result`` in the sibling (``what`` names it in errors)."""
 
 
-def push_expression(values: dict[str, Any], limit: int) -> str:
-    """The expression that, evaluated in the sibling, adds ``values`` to its namespace."""
-    payload = serialize(values, limit)
-    return ("globals().update(__import__('pickle').loads("
-            f"__import__('base64').b64decode({payload!r})))")
-
-
 async def push(evaluate: Evaluate, values: dict[str, Any], limit: int) -> None:
     """Copy ``values`` into the sibling's namespace by name."""
     if not values:
         return
-    result = await evaluate(push_expression(values, limit), "push")
+    await push_payload(evaluate, serialize(values, limit), list(values))
+
+
+async def push_payload(evaluate: Evaluate, payload: str, names: list[str]) -> None:
+    """Unpickle ``payload`` (``serialize``'s base64 of a ``{name: value}`` dict) in the sibling."""
+    expr = ("globals().update(__import__('pickle').loads("
+            f"__import__('base64').b64decode({payload!r})))")
+    result = await evaluate(expr, "push")
     if result.get("status") != "ok":
-        names = ", ".join(map(repr, values))
+        shown = ", ".join(map(repr, names))
         raise TypeError(
-            f"the sibling kernel could not unpickle {names}: "
+            f"the sibling kernel could not unpickle {shown}: "
             f"{result.get('ename')}: {result.get('evalue')}"
         )
 

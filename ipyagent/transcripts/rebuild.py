@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from .._text import one_line, visible
 from ..approval import ApprovalPolicy, Approver, Decision, Mode
-from ..items import ToolCall, ToolResult, unfold
+from ..items import Message, ToolCall, ToolResult, unfold
 
 if TYPE_CHECKING:
     from ..agent import Agent
 
-__all__ = ["Rebuild", "python_calls_that_ran", "rerun_steps", "arebuild"]
+__all__ = ["Rebuild", "python_calls_that_ran", "rerun_steps", "arebuild", "copies_by_step"]
 
 @dataclass
 class Rebuild:
@@ -107,6 +107,59 @@ def rerun_steps(items: Iterable[Any]) -> list[tuple[ToolCall, tuple[str, str] | 
     return steps
 
 
+def copies_by_step(items: Iterable[Any], steps: list[tuple[ToolCall, Any]]
+                   ) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+    """The recorded copies into the sibling to redo before each step (by call id): the
+    ``%agent push``/``--with`` ones since the step before, then those its own ``NameError``
+    offered; and the ones after the last step."""
+    flat = list(unfold(items))
+    results = {i.call_id: i for i in flat if isinstance(i, ToolResult)}
+    ids = {call.id for call, _ in steps}
+    pending: list[dict[str, Any]] = []
+    out: dict[str, list[dict[str, Any]]] = {}
+    for item in flat:
+        meta = getattr(item, "meta", None) or {}
+        copy = meta.get("copy")
+        if isinstance(item, Message) and isinstance(copy, dict) and copy.get("direction") == "push":
+            pending.append(copy)
+        elif isinstance(item, ToolCall) and item.id in ids:
+            result = results.get(item.id)
+            own = [c for c in ((result.meta.get("copies") or []) if result is not None else [])
+                   if isinstance(c, dict) and c.get("copied")]
+            out[item.id], pending = pending + own, []
+    return out, pending
+
+
+async def _recopy(agent: Agent, policy: ApprovalPolicy, record: dict[str, Any],
+                  emit: Callable[[Any], None]) -> str | None:
+    """Redo one recorded copy (approved first: unpickling runs code in the sibling); why not."""
+    import base64
+    import hashlib
+
+    from ..events import Notice
+
+    name = str(record.get("name", "?"))
+    payload = record.get("payload")
+    if not isinstance(payload, str):
+        return f"copy of {name!r}: {record.get('note') or 'no payload recorded'}"
+    data = base64.b64decode(payload)
+    if hashlib.sha256(data).hexdigest() != record.get("sha256"):
+        return f"copy of {name!r}: its payload does not match its recorded sha256"
+    call = ToolCall(f"copy-{name}", "copy_variable", {
+        "name": name, "value": str(record.get("description", "")), "bytes": len(data),
+        "sha256": record.get("sha256"), "from": "the transcript", "into": "the agent's kernel"})
+    decision = await policy.decide(call)
+    if not decision.approved:
+        return f"copy of {name!r} not approved: {one_line(decision.reason or decision.by)}"
+    try:
+        await agent.kernel.push_payload_async(payload, [name])
+    except (TypeError, ValueError) as exc:
+        return one_line(exc)
+    emit(Notice(f"re-copied {name} ({record.get('description', '')}) from the transcript "
+                "into the sibling kernel", "info"))
+    return None
+
+
 def python_calls_that_ran(items: Iterable[Any]) -> list[ToolCall]:
     """The ``python`` calls, in order, that the transcript shows as code cells."""
     return [call for call, written in rerun_steps(items) if written is None]
@@ -161,7 +214,12 @@ async def arebuild(agent: Agent, *, approval: Mode | None = None,
             except Exception as exc:  # noqa: BLE001 - a broken display must not break the rebuild
                 agent.log.warning("ipyagent rebuild listener failed: %s", exc)
 
+    copies, trailing = copies_by_step(agent.context, steps)
     for n, (recorded, written) in enumerate(steps, 1):
+        for record in copies.get(recorded.id, []):
+            why = await _recopy(agent, policy, record, emit)
+            if why is not None:
+                report.failed.append((n, "copy", why))
         # What is asked about is what runs: the cell's code, or the whole file the cell writes.
         call = (ToolCall(recorded.id, "python", {"code": str(recorded.arguments["code"])})
                 if written is None else
@@ -208,4 +266,9 @@ async def arebuild(agent: Agent, *, approval: Mode | None = None,
                                 meta={**meta, "status": execution.status})
         report.items += [call, result]
         emit(ToolCallFinished(call, result))
+    else:
+        for record in trailing:
+            why = await _recopy(agent, policy, record, emit)
+            if why is not None:
+                report.failed.append((len(steps), "copy", why))
     return report

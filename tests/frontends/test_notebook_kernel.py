@@ -26,7 +26,9 @@ def fe(tmp_path_factory: pytest.TempPathFactory):
     cwd = tmp_path_factory.mktemp("nb")
     frontend = Frontend(cwd=str(cwd))
     frontend.cwd = cwd  # type: ignore[attr-defined]
-    loaded = frontend.run("%load_ext ipyagent\nimport ipyagent")
+    # These tests count and index context items: no namespace picture among them.
+    loaded = frontend.run("%load_ext ipyagent\nimport ipyagent\n"
+                          "%config Agent.share_namespace = 'off'")
     assert loaded.reply["status"] == "ok", loaded.text()
     assert "model demo" in loaded.text() and "approval ask" in loaded.text()
     yield frontend

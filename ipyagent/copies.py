@@ -1,0 +1,162 @@
+"""Copies between the user's kernel and the sibling: explicit, one value at a time, recorded.
+
+Nothing is shared: ``push`` pickles a value of the user's kernel into the sibling, ``pull``
+brings a copy of a sibling value back, and each copy becomes a user message in the context
+(``meta["copy"]``: name, type, size, sha256, and the payload when small) — so the model
+knows the name now exists where its code runs, and the transcript can recreate it.
+"""
+
+from __future__ import annotations
+
+import base64
+import pickle
+import re
+from typing import TYPE_CHECKING, Any, Callable
+
+from ._text import one_line
+from .items import Message, ToolCall, ToolResult
+from .kernel.transfer import PROTOCOL, serialize
+from .namespace import copy_record, describe
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = ["push", "pull", "KEEP_PAYLOAD", "human_size", "recorded_copies", "copy_missing",
+           "missing_name"]
+
+KEEP_PAYLOAD = 256 * 1024  # pickled bytes kept in the transcript (larger: a note says so)
+
+
+def human_size(n: int) -> str:
+    """``180 KB``, ``1.2 MB``."""
+    size = float(n)
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{int(size)} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} bytes"
+
+
+def _record(agent: Agent, text: str, record: dict[str, Any]) -> None:
+    agent.context.append(Message("user", text, meta={"copy": record}))
+
+
+async def _push_one(agent: Agent, name: str, value: Any, payload: str) -> dict[str, Any]:
+    await agent.kernel.push_payload_async(payload, [name])
+    record = copy_record(name, value, base64.b64decode(payload), keep_below=KEEP_PAYLOAD)
+    record["direction"] = "push"
+    return record
+
+
+async def push(agent: Agent, values: dict[str, Any]) -> list[dict[str, Any]]:
+    """Copy each of ``values`` into the sibling; the records (also appended to the context)."""
+    from ._secrets import secret_values
+    from .namespace import secret_like
+
+    secrets = secret_values()
+    for name, value in values.items():  # all or none: check every one before copying any
+        if secret_like(name, value, secrets):
+            raise ValueError(f"cannot push {name!r}: its name or value looks secret (the rule "
+                             "that keeps keys out of the sibling kernel); it stays in your kernel")
+    records = []
+    for name, value in values.items():
+        payload = serialize({name: value}, agent.kernel.max_transfer_bytes)
+        record = await _push_one(agent, name, value, payload)
+        _record(agent, f"[ipyagent: the user copied `{name}` ({one_line(describe(value), 200)}, "
+                       f"{human_size(record['bytes'])} pickled) from the user's kernel into your "
+                       f"python kernel; it is defined there now]", record)
+        records.append(record)
+    return records
+
+
+_NAME_ERROR = re.compile(r"NameError: name '([A-Za-z_]\w*)' is not defined")
+MAX_COPIES_PER_CALL = 5
+
+
+def missing_name(result: ToolResult) -> str | None:
+    """The name a failed python call's ``NameError`` reports, if any."""
+    if not result.error:
+        return None
+    found = _NAME_ERROR.findall(result.output)
+    return found[-1] if found else None
+
+
+async def copy_missing(agent: Agent, call: ToolCall, result: ToolResult,
+                       emit: Callable[[Any], None]) -> bool:
+    """After a python call failed with ``NameError`` for a variable the user's kernel has:
+    offer the copy (``auto`` copies up to ``Agent.copy_limit`` unasked). True when copied,
+    so the call should run again; else the result says why the value was not shared."""
+    from .events import Notice
+    from .items import new_call_id
+    from .kernel.process import parse_memory
+
+    name = missing_name(result)
+    source = agent.copy_source
+    if name is None or source is None:
+        return False
+    available = source()
+    if name not in available:
+        return False
+    value = available[name]
+    copies = result.meta.setdefault("copies", [])
+
+    def refused(why: str) -> bool:
+        copies.append({"name": name, "direction": "push", "copied": False, "reason": why})
+        result.output += (f"\n[ipyagent: `{name}` exists in the user's kernel but was not copied "
+                          f"into yours: {why}. Do not assume it; ask the user, or work without it.]")
+        return False
+
+    if agent.approval == "deny":
+        return refused("approval is 'deny'")
+    try:
+        payload = serialize({name: value}, agent.kernel.max_transfer_bytes)
+    except (TypeError, ValueError) as exc:
+        return refused(one_line(exc, 300))
+    size = len(payload) * 3 // 4
+    what = f"`{name}` ({one_line(describe(value), 200)}, ~{human_size(size)})"
+    limit = parse_memory(agent.copy_limit) or 0
+    if not (agent.approval == "auto" and size <= limit):
+        question = ToolCall(new_call_id(), "copy_variable", {
+            "name": name, "value": one_line(describe(value), 200), "size": human_size(size),
+            "from": "your kernel", "into": "the agent's kernel"})
+        emit(Notice(f"copy {what} from your kernel into the agent's kernel?", "info"))
+        ui = agent.policy.ui
+        if agent.approval == "auto":  # over copy_limit: ask even so
+            decision = await ui.decide(question) if ui is not None else None
+        else:
+            decision = await agent.policy.decide(question)
+        if decision is None or not decision.approved:
+            reason = (decision.reason if decision is not None else "") or "the user did not approve the copy"
+            return refused(one_line(reason, 300))
+    record = await _push_one(agent, name, value, payload)
+    record["copied"] = True
+    copies.append(record)
+    emit(Notice(f"copied {what} from your kernel into the agent's kernel", "info"))
+    return True
+
+
+async def pull(agent: Agent, name: str, local: str | None = None) -> Any:
+    """A copy of the sibling's ``name`` (recorded; the caller puts it in the user's kernel)."""
+    value = await agent.kernel.pull_async(name)
+    try:
+        data = pickle.dumps(value, protocol=PROTOCOL)
+    except Exception:  # it came pickled; cloudpickle may be needed to pickle it again
+        data = b""
+    record = copy_record(name, value, data, keep_below=0)
+    record.update(direction="pull", local=local or name)
+    record.pop("note", None)
+    as_ = f" as `{local}`" if local and local != name else ""
+    _record(agent, f"[ipyagent: the user took a copy of `{name}` ({one_line(describe(value), 200)}) "
+                   f"from your python kernel into their kernel{as_}]", record)
+    return value
+
+
+def recorded_copies(items: Any) -> list[dict[str, Any]]:
+    """The pushes recorded in ``items`` (a context), oldest first: ``%agent push`` and
+    ``--with`` as user items, the copies a ``NameError`` offered in a result's meta."""
+    out = []
+    for item in items:
+        meta = getattr(item, "meta", None) or {}
+        found = [meta["copy"]] if isinstance(meta.get("copy"), dict) else list(meta.get("copies") or [])
+        out += [c for c in found if c.get("direction") == "push" and c.get("copied", True)]
+    return out
