@@ -167,6 +167,8 @@ def prepare_run(magics: Any, agent: Agent, cmd: Any) -> None:
 
 def user_variables(shell: Any) -> dict[str, Any]:
     """The user's namespace without what IPython put there itself (``user_ns_hidden``)."""
+    if shell is None:  # no IPython shell (a stand-in, a script): no namespace to describe
+        return {}
     hidden = getattr(shell, "user_ns_hidden", {}) or {}
     return {k: v for k, v in shell.user_ns.items() if not (k in hidden and hidden[k] is v)}
 

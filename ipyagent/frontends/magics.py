@@ -288,7 +288,7 @@ class AgentMagics(Magics):
 
         The model is told your variables' names, types and shapes (Agent.share_namespace),
         never their contents unless you copy them; secret-looking ones are left out.
-        ``{name}`` in a task is replaced by the value of ``name`` (``{{`` for a brace).
+        {name} in a task is replaced by the value of name ({{ for a brace).
 
         Every setting is a traitlet: %config Agent lists them, %config Agent.model =
         "qwen2.5:7b" sets one (or c.Agent.model in ipython_config.py); the options
