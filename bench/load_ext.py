@@ -33,7 +33,7 @@ _after = _rss()
 if {ext!r} == 'ipyagent':
     import ipyagent
     _m = ipyagent.frontends.magics._MAGICS
-    _m._settle_warmup()
+    _m.settle_warmup()
     ipyagent.current().kernel.start()  # wait for the background start to finish
 _settled = _rss()
 print('RESULT' + json.dumps([_took, _after - _before, _settled - _before]))
