@@ -10,6 +10,7 @@ whatever model is behind the endpoint.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from typing import Any, Callable
 
@@ -22,6 +23,9 @@ ITEM_OVERHEAD = 4  # role/framing tokens per message on the wire
 # roughly 250–1,600 tokens (OpenAI tiles, Anthropic's width×height/750); one figure in
 # the middle of that range, calibrated like the rest by the usage the server reports.
 IMAGE_TOKENS = 1000
+# Calibration accepts a reported/estimated ratio implying 1 to 8 characters a token.
+MIN_RATIO, MAX_RATIO = 0.5, 4.0
+_log = logging.getLogger("ipyagent.tokens")
 
 
 def item_text(item: Item) -> str:
@@ -84,10 +88,21 @@ class TokenCounter:
         return ITEM_OVERHEAD + self.raw(item_text(item)) + extra
 
     def calibrate(self, estimated_raw: int, reported: int) -> None:
-        """Fold one (estimate, server-reported) pair into ``scale``."""
+        """Fold one (estimate, server-reported) pair into ``scale``.
+
+        A count no tokenizer could give is ignored: the raw estimate is about 4 characters
+        a token, so a ratio outside [0.5, 4] means under 1 or over 8 characters a token —
+        a server reporting 50 tokens for a 40,000-character prompt would otherwise let the
+        context grow to several windows before compaction.
+        """
         if estimated_raw <= 0 or reported <= 0:
             return
         ratio = reported / estimated_raw
+        if not MIN_RATIO <= ratio <= MAX_RATIO:
+            _log.debug("ignoring reported usage for calibration: %d tokens for an estimate of "
+                       "%d (~%.1f characters a token)", reported, estimated_raw,
+                       4 * estimated_raw / reported)
+            return
         with self._lock:
             # Smooth, but react quickly at first: a small prompt's framing skews one sample.
             self.scale = ratio if self.scale == 1.0 else 0.5 * self.scale + 0.5 * ratio

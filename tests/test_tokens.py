@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+
+import pytest
 
 from ipyagent.items import Message, ToolCall, ToolResult
 from ipyagent.tokens import IMAGE_TOKENS, ITEM_OVERHEAD, TokenCounter, item_text
@@ -35,11 +38,27 @@ def test_calibration_follows_the_reported_usage_within_bounds() -> None:
     counter.calibrate(0, 100)
     counter.calibrate(100, 0)
     assert counter.scale == 2.0  # empty samples are ignored
-    counter.calibrate(1, 1000)
-    assert counter.scale == 4.0  # capped
+    for _ in range(30):
+        counter.calibrate(100, 400)
+    assert 3.99 < counter.scale <= 4.0  # never beyond the densest believable count
     low = TokenCounter(use_tokenizer=False)
-    low.calibrate(1000, 1)
-    assert low.scale == 0.25
+    for _ in range(20):
+        low.calibrate(1000, 500)
+    assert low.scale == 0.5
+
+
+def test_a_usage_no_tokenizer_could_report_is_not_believed(caplog: pytest.LogCaptureFixture) -> None:
+    """A server claiming 50 prompt tokens for 40,000 characters (or 40,000 for 4,000)
+    must not make the estimate follow it: the context grew to 2.6x the window so."""
+    counter = TokenCounter(use_tokenizer=False)
+    prompt = counter.raw("x" * 40_000)
+    with caplog.at_level(logging.DEBUG, logger="ipyagent.tokens"):
+        counter.calibrate(prompt, 50)
+        counter.calibrate(counter.raw("x" * 4_000), 40_000)
+    assert counter.scale == 1.0
+    assert "ignoring reported usage for calibration: 50 tokens" in caplog.text
+    counter.calibrate(prompt, 10_000 * 3)  # 1.3 characters a token: a dense tokenizer, believed
+    assert counter.scale == 3.0
 
 
 def test_a_refused_prompt_makes_counting_denser_never_sparser() -> None:

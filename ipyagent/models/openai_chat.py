@@ -20,10 +20,11 @@ from typing import Any, AsyncIterator, Sequence
 import httpx
 
 from .._text import repair_surrogates
-from ..errors import RequestRejected
+from ..errors import ModelResponseError, RequestRejected
 from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, new_call_id
 from .base import ModelEvent, ModelRequest, ReasoningDelta, ToolCallDelta, Turn
 from .http import ProviderError, StreamingHTTPModel
+from .retry import _add_note
 from .think import ThinkSplitter, split_unopened_think
 
 __all__ = [
@@ -98,6 +99,10 @@ def to_chat_messages(system: str, items: Sequence[Item]) -> list[dict[str, Any]]
     def flush() -> None:
         nonlocal turn, thought
         if turn is not None and (turn.get("content") is not None or turn.get("tool_calls")):
+            if turn["content"] is None:
+                # Never null: valid for OpenAI, but llama-cpp-python's request model wants
+                # a string and answers 500 to every request that carries a tool call.
+                turn["content"] = ""
             messages.append({**turn, **thought} if turn.get("tool_calls") else turn)
         turn, thought = None, {}
         if images:
@@ -419,6 +424,15 @@ class _ChatAssembler(ChatTurnAssembler):
         return self.feed_completion(body)
 
 
+# llama-cpp-python's ``--chat_format chatml-function-calling`` cannot stream a reply whose
+# tool choice is "auto": it sends the 200 headers, then raises, and the body stays empty.
+EMPTY_STREAM = "the stream ended before any event"
+EMPTY_STREAM_WITH_TOOLS = (
+    "a server that cannot stream tool calls answers so (llama-cpp-python with --chat_format "
+    "chatml-function-calling and tool_choice 'auto'): start it with the model's own chat "
+    "template (no --chat_format), or set Agent.tool_mode = 'text'")
+
+
 class OpenAIChatModel(StreamingHTTPModel):
     """A model behind an OpenAI-compatible ``/chat/completions`` endpoint.
 
@@ -448,6 +462,10 @@ class OpenAIChatModel(StreamingHTTPModel):
             self._stream_options_rejected = True
             async for event in super().stream(request):
                 yield event
+        except ModelResponseError as exc:
+            if request.tools and EMPTY_STREAM in str(exc):
+                _add_note(exc, EMPTY_STREAM_WITH_TOOLS)
+            raise
 
     def payload(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for ``request``."""

@@ -166,6 +166,9 @@ def http_error(
     message = provider_message(body)
     if not message or (isinstance(body, str) and body.lstrip().startswith("<")):
         message = response.reason_phrase or "error"  # an HTML error page says nothing useful
+    invalid = request_validation_summary(message)
+    if invalid is not None:  # pydantic's many lines, as one that names the field
+        message = invalid
     message = one_line(redact(message, hidden), MESSAGE_LIMIT)
     status = response.status_code
     retry_after = parse_retry_after(response.headers)
@@ -183,7 +186,9 @@ def http_error(
         error.retry_after = retry_after  # type: ignore[attr-defined]
         # A server that is set up without what the request needs fails the same way
         # every time: retrying only makes the user wait for the same line.
-        error.retryable = hint is None  # type: ignore[attr-defined]
+        # A request the server's schema refused (llama-cpp-python answers those 500) is
+        # refused again, byte for byte, on every retry.
+        error.retryable = hint is None and invalid is None  # type: ignore[attr-defined]
     elif status >= 400:
         error = RequestRejected(message, status_code=status, url=url, body=body)
     else:
@@ -199,6 +204,54 @@ _SETUP_FAULTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"--enable-auto-tool-choice|--tool-call-parser"),
      "start vLLM with --enable-auto-tool-choice --tool-call-parser <parser>"),
 )
+
+
+# pydantic's "N validation errors:" message (FastAPI servers: llama-cpp-python, LiteLLM,
+# vLLM) lists one line per error, each a dict repr: ``{'type': …, 'loc': (…), 'msg': …}``.
+_VALIDATION_HEAD = re.compile(r"^\s*(\d+) validation errors?\b", re.I)
+_VALIDATION_LINE = re.compile(
+    r"'type':\s*'(?P<type>[^']*)'.*?'loc':\s*\((?P<loc>[^)]*)\).*?'msg':\s*(?P<q>['\"])(?P<msg>.*?)(?P=q)")
+
+
+def request_validation_summary(message: str) -> str | None:
+    """One line for a request-validation failure, naming the field at fault; else None.
+
+    A message of a union (each chat message is tried as system/user/assistant/tool/…)
+    lists a mismatch for every member; the member whose ``role`` matched holds the
+    real fault, so its errors are the ones shown.
+    """
+    head = _VALIDATION_HEAD.match(message)
+    if head is None:
+        return None
+    errors = []
+    for line in message.splitlines()[1:]:
+        found = _VALIDATION_LINE.search(line)
+        if found:
+            loc = [part.strip().strip("'\"") for part in found["loc"].split(",") if part.strip()]
+            errors.append((found["type"], loc, found["msg"]))
+    if not errors:
+        return f"the server refused the request as invalid: {one_line(message, 200)}"
+
+    def member(loc: list[str]) -> str | None:
+        return next((p for p in loc if p[:1].isupper()), None)
+
+    ruled_out = {member(loc) for kind, loc, _ in errors if kind == "literal_error" and loc[-1:] == ["role"]}
+    shown = [e for e in errors if member(e[1]) not in ruled_out] or errors
+
+    def where(loc: list[str]) -> str:
+        path = ""
+        for part in loc:
+            if part == "body" or part[:1].isupper():
+                continue
+            path += f"[{part}]" if part.isdigit() else f".{part}" if path else part
+        return path or "the request"
+
+    first_kind, first_loc, first_msg = shown[0]
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    kind = member(first_loc)
+    return (f"the server refused the request as invalid ({head[1]} validation "
+            f"error{'s' if head[1] != '1' else ''}): {where(first_loc)}: {first_msg}"
+            f"{f' [{kind}]' if kind else ''}{more}")
 
 
 def setup_hint(message: str) -> str | None:

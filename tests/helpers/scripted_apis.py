@@ -37,6 +37,8 @@ __all__ = [
     "responses_error",
     "anthropic_error",
     "CORPUS",
+    "LOCAL_CORPUS",
+    "corpus_files",
     "corpus_params",
     "load_record",
     "recorded_transport",
@@ -45,6 +47,13 @@ __all__ = [
 
 # One rule for where the corpus lives: $IPYAGENT_CORPUS, else shared/corpus beside the repository.
 CORPUS = Path(os.environ.get("IPYAGENT_CORPUS") or Path(__file__).parents[2].parent / "shared" / "corpus")
+# Recordings from a real llama-cpp-python server, in the same format, beside the corpus.
+LOCAL_CORPUS = Path(os.environ.get("IPYAGENT_CORPUS_LOCAL") or CORPUS.parent / "corpus-llama-cpp-python")
+
+
+def corpus_files() -> list[Path]:
+    """Every recording of both folders (a missing folder fails its tests loudly elsewhere)."""
+    return sorted([*CORPUS.glob("*.json"), *LOCAL_CORPUS.glob("*.json")])
 
 def _args(args: Any) -> str:
     return args if isinstance(args, str) else json.dumps(args)
@@ -362,7 +371,12 @@ async def replay_record(
     events: list[Any] = []
     error: Exception | None = None
     try:
-        async for event in model.stream(ModelRequest(system, [Message("user", "hi")])):
+        # The tools the recorded request offered (what a server does may depend on them).
+        sent = rec.get("request") or {}
+        tools = [t.get("function", t) for t in sent.get("tools") or [] if isinstance(t, dict)]
+        choice = sent.get("tool_choice") if isinstance(sent.get("tool_choice"), str) else None
+        request = ModelRequest(system, [Message("user", "hi")], tools=tools, tool_choice=choice)
+        async for event in model.stream(request):
             events.append(event)
     except Exception as exc:  # the test decides whether it was expected
         error = exc

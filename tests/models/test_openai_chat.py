@@ -408,7 +408,7 @@ async def test_a_turn_round_trips_through_the_next_request(scripted_server, make
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool"]
     assert sent[2] == {
         "role": "assistant",
-        "content": None,
+        "content": "",  # never null: llama-cpp-python refuses it
         "reasoning_details": [{"type": "reasoning.encrypted", "data": "XYZ", "index": 0}],
         "tool_calls": [{"id": tc.id, "type": "function", "function": {"name": "f", "arguments": "{}"}, "extra_content": {"google": {"thought_signature": "sig"}}}],
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
 import pytest
@@ -85,6 +86,38 @@ def test_a_5xx_naming_a_server_setting_says_what_to_change_and_is_not_retried() 
     error = http_error(reply(500, b'{"error": "tools param requires --jinja flag"}'), url=URL)
     assert isinstance(error, ServerError) and "restart llama-server with --jinja" in str(error)
     assert not RetryPolicy().should_retry(error, 0)
+
+
+def test_a_request_validation_failure_is_permanent_and_names_the_field_on_one_line() -> None:
+    """llama-cpp-python answers a request its pydantic model refuses with 500 and one line
+    per union member; another attempt is refused the same way."""
+    lines = [
+        "{'type': 'literal_error', 'loc': ('body', 'messages', 2, 'ChatCompletionRequestUserMessage', 'role'), "
+        "'msg': \"Input should be 'user'\", 'input': 'assistant'}",
+        "{'type': 'string_type', 'loc': ('body', 'messages', 2, 'ChatCompletionRequestAssistantMessage', "
+        "'content'), 'msg': 'Input should be a valid string', 'input': None}",
+        "{'type': 'missing', 'loc': ('body', 'messages', 2, 'ChatCompletionRequestToolMessage', 'tool_call_id'), "
+        "'msg': 'Field required', 'input': {}}",
+        "{'type': 'literal_error', 'loc': ('body', 'messages', 2, 'ChatCompletionRequestToolMessage', 'role'), "
+        "'msg': \"Input should be 'tool'\", 'input': 'assistant'}",
+    ]
+    message = "4 validation errors:\n  " + "\n  ".join(lines)
+    body = json.dumps({"error": {"message": message, "type": "internal_server_error"}}).encode()
+    error = http_error(reply(500, body), url=URL)
+    assert isinstance(error, ServerError)
+    assert str(error) == (
+        "HTTP 500: the server refused the request as invalid (4 validation errors): "
+        "messages[2].content: Input should be a valid string [ChatCompletionRequestAssistantMessage] "
+        f"(and 3 more) ({URL})")
+    assert not RetryPolicy().should_retry(error, 0)
+    one = http_error(reply(500, json.dumps({"error": "1 validation error:\n  {'type': 'int_parsing', "
+                                            "'loc': ('body', 'max_tokens'), 'msg': 'Input should be a "
+                                            "valid integer'}"}).encode()), url=URL)
+    assert "(1 validation error): max_tokens: Input should be a valid integer (" in str(one)
+    assert not RetryPolicy().should_retry(one, 0)
+    # A passing fault that merely mentions validation is still retried.
+    busy = http_error(reply(503, b'{"error": "validation errors queue is full"}'), url=URL)
+    assert RetryPolicy().should_retry(busy, 0)
 
 
 def test_transport_failures_map_to_model_errors() -> None:
