@@ -12,6 +12,7 @@ outputs (a figure shows as an image); a footer sums the run up.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import re
@@ -25,6 +26,7 @@ from .._untrusted import fence, markdown_literal, markdown_text, sibling_bundle
 from ..approval import Decision
 from ..events import (
     ContextCompacted,
+    Discarded,
     Notice,
     RunFinished,
     RunResult,
@@ -210,6 +212,12 @@ class _Stream:
             self.timer = self.d.dispatcher.call_later(  # type: ignore[attr-defined]
                 self.d.interval - (now - self.last), self.flush)
 
+    def redraw(self, render: Callable[[str], dict[str, str]]) -> None:
+        """Show everything streamed so far (pending words too) with ``render`` from now on."""
+        self.render = render
+        self.dirty = True
+        self.flush()
+
     def flush(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
@@ -339,6 +347,8 @@ class NotebookDisplay:
         if isinstance(event, StepStarted):
             self._end_streams()
             self.placeholder, self.writing = None, []
+        elif isinstance(event, Discarded):
+            self._discard(event.line)
         elif isinstance(event, ToolCallDelta):
             self._end_streams()
             if event.name and event.index >= len(self.writing):
@@ -426,6 +436,16 @@ class NotebookDisplay:
         for data, metadata in outputs:
             self.publish(data, metadata)
 
+    def _discard(self, line: str) -> None:
+        """The reply streamed so far is void: grey and strike it where it was shown, say so."""
+        for stream, label in ((self.reasoning, "(reasoning) "), (self.text, "")):
+            if stream is not None:
+                stream.redraw(functools.partial(_discarded, line=line, label=label))
+                self.renders += stream.renders
+        self.text = self.reasoning = None  # the next attempt's reply starts its own output
+        self._unwritten(line)
+        self.writing = []
+
     def _unwritten(self, why: str) -> None:
         """A call that was streaming in but never came to be: say so where it was shown."""
         if self.placeholder is not None:
@@ -472,3 +492,13 @@ def _reasoning_bundle(text: str) -> dict[str, str]:
     return {"text/html": (f"<details style='color:{_MUTED};font-size:90%'><summary>reasoning"
                           f"</summary><pre style='white-space:pre-wrap'>{html.escape(text)}"
                           "</pre></details>"), "text/plain": f"(reasoning) {text}"}
+
+
+def _discarded(text: str, line: str, label: str = "") -> dict[str, str]:
+    """What was shown of a void reply, greyed and struck, under the line that says why."""
+    return {"text/html": (f"<div class='ipyagent-discarded' style='color:{_MUTED};opacity:.75'>"
+                          f"<div style='text-decoration:line-through;white-space:pre-wrap'>"
+                          f"{html.escape(label + text)}</div><div style='font-size:85%'>⌫ "
+                          f"{html.escape(line)}</div></div>"),
+            "text/plain": f"[{line}] {label}{text}"}
+
