@@ -275,6 +275,9 @@ class NotebookDisplay:
         self.step_mode = step_mode
         self.text: _Stream | None = None
         self.reasoning: _Stream | None = None
+        # What this reply has shown so far (text and reasoning outputs, in order): struck
+        # through if the reply is discarded; forgotten once a step starts or a call runs.
+        self.reply: list[tuple[_Stream, str]] = []
         self.cards: dict[str, _Card] = {}
         # One 'writing the call…' line while calls stream in: the first card takes its
         # place; later cards are drawn when their turn comes, under the earlier call's
@@ -330,10 +333,12 @@ class NotebookDisplay:
                 # Model text: Markdown formatting, never live HTML (the cell is trusted).
                 self.text = _Stream(self, lambda t: {"text/markdown": markdown_text(t),
                                                      "text/plain": t})
+                self.reply.append((self.text, ""))
             self.text.add(text)
         else:
             if self.reasoning is None:
                 self.reasoning = _Stream(self, _reasoning_bundle)
+                self.reply.append((self.reasoning, "(reasoning) "))
             self.reasoning.add(text)
 
     def _end_streams(self) -> None:
@@ -346,7 +351,7 @@ class NotebookDisplay:
     def _handle(self, event: Any) -> None:
         if isinstance(event, StepStarted):
             self._end_streams()
-            self.placeholder, self.writing = None, []
+            self.placeholder, self.writing, self.reply = None, [], []
         elif isinstance(event, Discarded):
             self._discard(event.line)
         elif isinstance(event, ToolCallDelta):
@@ -360,6 +365,7 @@ class NotebookDisplay:
                     self.update(self.placeholder, bundle)
         elif isinstance(event, ToolCallRequested):
             self._end_streams()
+            self.reply = []  # the turn is complete: nothing of it can be discarded now
             handle, self.placeholder = self.placeholder, None
             self.cards[event.call.id] = _Card(self, event.call, handle)
         elif isinstance(event, ToolOutput):
@@ -438,11 +444,12 @@ class NotebookDisplay:
 
     def _discard(self, line: str) -> None:
         """The reply streamed so far is void: grey and strike it where it was shown, say so."""
-        for stream, label in ((self.reasoning, "(reasoning) "), (self.text, "")):
-            if stream is not None:
-                stream.redraw(functools.partial(_discarded, line=line, label=label))
-                self.renders += stream.renders
-        self.text = self.reasoning = None  # the next attempt's reply starts its own output
+        self._end_streams()  # the next attempt's reply starts outputs of its own
+        for stream, label in self.reply:
+            before = stream.renders
+            stream.redraw(functools.partial(_discarded, line=line, label=label))
+            self.renders += stream.renders - before
+        self.reply = []
         self._unwritten(line)
         self.writing = []
 
