@@ -234,3 +234,16 @@ def test_a_drop_on_every_attempt_ends_in_error_with_the_context_still_valid():
 
 async def _no_sleep(seconds: float) -> None:
     pass
+
+
+def test_a_server_that_only_sends_keepalives_ends_the_run_with_the_setting_to_raise():
+    from tests.helpers.scripted_server import Endless
+
+    with ScriptedServer([Endless(": keep-alive\n\n", every=0.1), reply_text("never asked for")]) as srv:
+        with Agent(model="m", base_url=srv.base_url, python_tool=False, file_tools=False,
+                   first_token_timeout=0.5) as agent:
+            result = agent.run("go")
+        assert len(srv.bodies) == 1  # not retried: a server that slow is as slow again
+    assert result.stop_reason == "error" and "\n" not in result.error
+    assert result.error.startswith("no reply within Agent.first_token_timeout=0.5 s")
+    assert [i.type for i in agent.context] == ["message"]

@@ -295,25 +295,33 @@ class StreamingHTTPModel:
         Each event is waited for within ``clock``'s limit; an event with data resets the
         idle limit, the first one the assembler turns into a delta meets the first-token one.
         """
-        async for sse in clock.each(aiter_events(response)):
-            data = sse.data.strip()
-            if not data:
-                continue
-            clock.heard()
-            if data == "[DONE]":
-                break
-            try:
-                chunk = json.loads(data)
-            except ValueError:
-                if sse.event == "error":
-                    raise ProviderError(data) from None
-                raise ModelResponseError(f"unparseable stream event: {one_line(data, 120)}", url=url) from None
-            if isinstance(chunk, dict):
-                events = assembler.feed(sse.event, chunk)
-                if any(isinstance(e, _DELTAS) for e in events):
-                    clock.started()
-                for event in events:
-                    yield event
+        try:
+            async for sse in clock.each(aiter_events(response)):
+                data = sse.data.strip()
+                if not data:
+                    continue
+                clock.heard()
+                if data == "[DONE]":
+                    break
+                try:
+                    chunk = json.loads(data)
+                except ValueError:
+                    if sse.event == "error":
+                        raise ProviderError(data) from None
+                    raise ModelResponseError(f"unparseable stream event: {one_line(data, 120)}",
+                                             url=url) from None
+                if isinstance(chunk, dict):
+                    events = assembler.feed(sse.event, chunk)
+                    if any(isinstance(e, _DELTAS) for e in events):
+                        clock.started()
+                    for event in events:
+                        yield event
+        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            if not assembler.turn().finish_reason:
+                raise  # a reply cut short: ``_attempt`` makes it a dropped connection (retried)
+            # The reply said it was finished and only the end of the body was lost (a server
+            # or proxy that closes early): a whole reply, not one to discard and ask again.
+            log.debug("%s: the connection dropped after the reply finished: %s", url, exc)
 
     def _whole(self, content: bytes, assembler: Assembler, url: str,
                key: str | None = None) -> list[ModelEvent]:

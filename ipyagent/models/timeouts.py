@@ -116,13 +116,16 @@ class ReplyClock:
     def expired(self, limit: str) -> ModelTimeoutError:
         """The one-line error for ``limit``; only a stall mid-reply is worth another attempt."""
         if limit == "first_token":
+            # Events without a token yet (a Responses API's response.created, a reasoning
+            # model thinking unseen): the reply has not started either.
+            started = f"; {_events(self.events)}, no token yet" if self.events else ""
             message = (f"no reply within Agent.first_token_timeout={self.limits.first_token:g} s "
-                       "(keep-alives do not count): raise it for a slow server — a CPU model "
-                       "can read a long prompt for minutes")
+                       f"(keep-alives do not count{started}): raise it for a slow server — a CPU "
+                       "model can read a long prompt for minutes")
         elif limit == "idle":
             message = (f"the reply stalled: no event for Agent.idle_timeout={self.limits.idle:g} s "
-                       f"after {self.events} (keep-alives and partial lines do not count); raise "
-                       "it if the server pauses that long")
+                       f"after {_events(self.events)} (keep-alives and partial lines do not count); "
+                       "raise it if the server pauses that long")
         else:
             message = (f"no complete reply within Agent.request_timeout={self.limits.total:g} s "
                        "(retries included): raise it for long replies from a slow server")
@@ -130,3 +133,7 @@ class ReplyClock:
         error.limit = limit  # type: ignore[attr-defined]
         error.retryable = limit == "idle"  # type: ignore[attr-defined]
         return error
+
+
+def _events(n: int) -> str:
+    return f"{n} event" + ("" if n == 1 else "s")

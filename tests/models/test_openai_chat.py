@@ -304,6 +304,15 @@ async def test_a_drop_on_every_attempt_ends_in_one_clear_line(scripted_server, m
     assert "\n" not in str(info.value) and str(info.value).endswith(f"({scripted_server.base_url}/chat/completions)")
 
 
+async def test_a_drop_after_the_finish_reason_is_a_whole_reply_not_a_retry(scripted_server, make_model) -> None:
+    done = [{"choices": [{"index": 0, "delta": {"content": "All of it."}, "finish_reason": None}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+    scripted_server.script([drop_connection_mid_stream(done), reply_text("never sent")])
+    events, turn = await collect(make_model().stream(ask()))
+    assert (turn.text, turn.finish_reason) == ("All of it.", "stop") and len(scripted_server.requests) == 1
+    assert not [e for e in events if isinstance(e, (Discarded, Retrying))]
+
+
 async def test_a_stream_that_ends_cleanly_without_done_is_a_reply_not_a_drop(scripted_server, make_model) -> None:
     scripted_server.script([reply_text("Complete but no DONE.", done=False), reply_text("never sent")])
     events, turn = await collect(make_model().stream(ask()))

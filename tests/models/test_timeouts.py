@@ -61,6 +61,17 @@ async def test_a_wait_before_the_first_byte_ends_at_the_first_token_limit(script
     assert "Agent.first_token_timeout=0.3 s" in str(error) and len(scripted_server.bodies) == 1
 
 
+async def test_events_without_a_token_do_not_start_the_reply(scripted_server, make_model) -> None:
+    """A Responses-style stream that says it is working, then thinks unseen for too long."""
+    role_only = chunk({"role": "assistant", "content": ""})
+    scripted_server.script([Endless(": keep-alive\n\n", before=role_only + role_only, every=0.1)])
+    model = make_model(timeouts=Timeouts(first_token=0.5, idle=0.2), max_retries=0)
+    seen, error = await events_until_error(model.stream(ask()))
+    assert seen == [] and str(error).startswith(
+        "no reply within Agent.first_token_timeout=0.5 s (keep-alives do not count; 2 events, "
+        "no token yet): raise it")
+
+
 async def test_one_byte_at_a_time_is_not_an_event(scripted_server, make_model) -> None:
     scripted_server.script([Trickle(HALF + chunk({}, "stop"), every=0.2)])
     _, error = await events_until_error(make_model(timeouts=Timeouts(first_token=0.5)).stream(ask()))
@@ -73,7 +84,7 @@ async def test_a_reply_that_trickles_after_it_started_stalls_at_the_idle_limit(
     model = make_model(timeouts=Timeouts(idle=0.5), max_retries=0)
     seen, error = await events_until_error(model.stream(ask()))
     assert str(error).startswith("the reply stalled: no event for Agent.idle_timeout=0.5 s after 1 "
-                                 "(keep-alives and partial lines do not count); raise it")
+                                 "event (keep-alives and partial lines do not count); raise it")
     assert [type(e) for e in seen] == [TextDelta, Discarded]
     assert seen[1].line == "discarded: the reply stalled"
 
