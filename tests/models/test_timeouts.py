@@ -134,3 +134,25 @@ async def test_every_wire_format_holds_to_the_limits(scripted_server, api) -> No
         assert "no reply within Agent.first_token_timeout=0.4 s" in str(error)
         _, turn = await collect(model.stream(ask()))  # the limits do not break a good reply
     assert turn.text == "hi"
+
+
+@pytest.mark.parametrize("api", ["responses", "anthropic"])
+async def test_every_wire_format_asks_again_after_a_drop_mid_reply(scripted_server, api) -> None:
+    from tests.helpers.scripted_server import Reset
+
+    make = responses_reply if api == "responses" else anthropic_reply
+    usage = ({"input_tokens": 30, "output_tokens": 4, "total_tokens": 34} if api == "responses"
+             else {"input_tokens": 30, "output_tokens": 4})
+    first = make("Half of an answer", usage=usage).events({}, 1)
+    cut = 5 if api == "responses" else 4  # past the first text deltas, before the end
+    scripted_server.script([Reset("".join(first[:cut])), make("The whole answer.")])
+    client = OpenAIResponsesModel if api == "responses" else AnthropicModel
+    async with client("m", scripted_server.base_url, KEY, backoff=0) as model:
+        events, turn = await collect(model.stream(ask()))
+    assert turn.text == "The whole answer." and len(scripted_server.bodies) == 2
+    discarded = [e for e in events if isinstance(e, Discarded)]
+    assert [e.line for e in discarded] == ["discarded: the connection dropped; asking again"]
+    shown = "".join(e.text for e in events[: events.index(discarded[0])] if isinstance(e, TextDelta))
+    assert shown and "Half of an answer".startswith(shown)
+    if api == "anthropic":  # its input tokens come first, in message_start: still billed
+        assert discarded[0].usage["input_tokens"] == 30
