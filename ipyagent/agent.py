@@ -63,7 +63,8 @@ class Agent(AgentSettings):
         super().__init__(**kwargs)
         self.resources = Resources(self, client, http_client)
         self.observe(self._settings_changed, names=["model", "base_url", "api_key_env", "provider",
-                                                     "api", "timeout", "max_retries", "extra_body"])
+                                                     "api", "timeout", "first_token_timeout", "idle_timeout",
+                                                     "request_timeout", "max_retries", "extra_body"])
         self.persona_state = PersonaState()  # the persona in effect and what it replaced
         self._agents_md_noted: Path | None = None
         if self.persona:

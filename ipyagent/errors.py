@@ -8,7 +8,7 @@ the loop cannot recover from by itself, mapped at the boundary to one of these::
     ├── ConfigError            a setting that cannot work (bad value, missing key)
     ├── ModelError             the model endpoint failed (after retries)
     │   ├── ModelConnectionError   could not connect / connection dropped
-    │   ├── ModelTimeoutError      no answer within Agent.timeout
+    │   ├── ModelTimeoutError      a time limit passed (Agent.first_token/idle/request_timeout)
     │   ├── ModelHTTPError         non-2xx status (.status_code)
     │   │   ├── RateLimitError         429
     │   │   ├── ServerError            5xx

@@ -21,6 +21,7 @@ __all__ = [
     "TextDelta",
     "ReasoningDelta",
     "ToolCallDelta",
+    "Discarded",
     "StopReason",
     "Usage",
     "Step",
@@ -60,6 +61,26 @@ class ToolCallDelta:
     id: str | None = None
     name: str | None = None
     arguments: str = ""
+
+
+@dataclass
+class Discarded:
+    """What streamed of the reply so far is void: the stream broke before the turn was
+    complete. Displays mark what they showed of it; none of it enters the context.
+
+    ``retrying``: the request is sent again (a ``Retrying`` notice follows). ``usage``:
+    what the server reported for the void reply, billed by the step; a final failure's
+    usage rides on its error instead (``exc.turn``), as before.
+    """
+
+    reason: str  # short, e.g. "the connection dropped"
+    retrying: bool = True
+    usage: dict[str, Any] | None = None
+
+    @property
+    def line(self) -> str:
+        """The marker every display shows, e.g. 'discarded: the connection dropped; asking again'."""
+        return f"discarded: {self.reason}" + ("; asking again" if self.retrying else "")
 
 
 StopReason = Literal["done", "max_steps", "circuit_breaker", "budget", "denied", "error", "length"]
@@ -267,7 +288,7 @@ def compaction_line(event: ContextCompacted) -> str:
 
 
 Event = Union[
-    TextDelta, ReasoningDelta, ToolCallDelta, RunStarted, StepStarted, ToolCallRequested,
+    TextDelta, ReasoningDelta, ToolCallDelta, Discarded, RunStarted, StepStarted, ToolCallRequested,
     ToolCallDecided, ToolCallFinished, StepFinished, RunFinished, Notice, ContextCompacted,
     ToolOutput,
 ]

@@ -92,7 +92,7 @@ class Resources:
             from .models.openai_chat import OpenAIChatModel as Client  # type: ignore[assignment]
         return Client(  # type: ignore[no-any-return]
             agent.model, base_url=endpoint.base_url, api_key=key,
-            client=self._http_client, timeout=agent.timeout, max_retries=agent.max_retries,
+            client=self._http_client, timeouts=agent.model_timeouts, max_retries=agent.max_retries,
             extra_body=dict(agent.extra_body))
 
     # -- the sibling kernel ----------------------------------------------------------------

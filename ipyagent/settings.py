@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, Union, validate
 from traitlets.config import LoggingConfigurable
 
 from .approval import MODES
-from .providers import APIS, PRESETS, Endpoint, resolve
+from .models.timeouts import Timeouts
+from .providers import APIS, PRESETS, Endpoint, is_local_host, resolve
 
 __all__ = ["AgentSettings", "DEFAULT_SYSTEM_PROMPT"]
 
@@ -96,8 +98,38 @@ class AgentSettings(LoggingConfigurable):
     tool_choice = Unicode(None, allow_none=True, help=(
         "'auto', 'none', 'required' or a tool name; None: the server's default."
     )).tag(config=True)
-    timeout = Float(120.0, help="Seconds to wait for the model endpoint per request.").tag(config=True)
-    max_retries = Int(3, help="Retries on 429, 5xx and dropped connections.").tag(config=True)
+    first_token_timeout = Float(None, allow_none=True, help=(
+        "Seconds a model request may wait for the reply's first token (text, reasoning or a "
+        "tool call): the server reading the prompt, a reasoning model thinking. Keep-alive "
+        "comments and pings do not count. Not retried (a server that slow is as slow again). "
+        "None: 600, or 1800 for a server on this machine or the local network (a CPU reads a "
+        "long prompt for minutes). 0: no limit."
+    )).tag(config=True)
+    idle_timeout = Float(None, allow_none=True, help=(
+        "Seconds a reply may go without an event once it has started (keep-alive comments, "
+        "pings and partial lines do not count); a stalled reply is discarded and asked again, "
+        "within max_retries. None: Agent.timeout. 0: no limit."
+    )).tag(config=True)
+    request_timeout = Float(None, allow_none=True, help=(
+        "Seconds one model request may take in all, retries included. Not retried. None: 1800, "
+        "or 3600 for a server on this machine or the local network. 0: no limit."
+    )).tag(config=True)
+    timeout = Float(120.0, help=(
+        "The idle limit's old name, kept for configurations that set it: seconds a started "
+        "reply may go without an event, used when Agent.idle_timeout is None. 0: no limit."
+    )).tag(config=True)
+
+    @validate("first_token_timeout", "idle_timeout", "request_timeout", "timeout")
+    def _check_timeout(self, proposal: Any) -> float | None:
+        value = proposal["value"]
+        if value is not None and not value >= 0:  # not >=: NaN too
+            raise TraitError(f"Agent.{proposal['trait'].name} must be >= 0 (0: no limit), not {value}")
+        return value  # type: ignore[no-any-return]
+
+    max_retries = Int(3, help=(
+        "Retries on 429, 5xx, dropped connections and stalled replies, also once part of the "
+        "reply streamed (that part is discarded: nothing ran yet)."
+    )).tag(config=True)
     python_tool = Bool(True, help="Offer the `python` tool (runs in the sibling kernel).").tag(config=True)
     kernel_name = Unicode("python3", help="Kernelspec of the sibling kernel.").tag(config=True)
     cwd = Unicode("", help="Working directory of the sibling kernel; empty: the current directory.").tag(config=True)
@@ -291,6 +323,17 @@ class AgentSettings(LoggingConfigurable):
         default_key_env = type(self).class_traits()["api_key_env"].default_value
         return resolve(self.provider, api=self.api, base_url=self.base_url,
                        key_env=None if key_env == default_key_env else key_env)
+
+    @property
+    def model_timeouts(self) -> Timeouts:
+        """The time limits of a model request: the settings, with None filled in for the
+        endpoint (a server on this machine or the local network gets longer ones)."""
+        local = is_local_host(urlsplit(self.endpoint.base_url).hostname or "")
+        first, total = (1800.0, 3600.0) if local else (600.0, 1800.0)
+        idle = self.timeout if self.idle_timeout is None else self.idle_timeout
+        return Timeouts(first_token=first if self.first_token_timeout is None else self.first_token_timeout,
+                        idle=idle,
+                        total=total if self.request_timeout is None else self.request_timeout)
 
     @property
     def workspace_path(self) -> Path:

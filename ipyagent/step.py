@@ -34,7 +34,7 @@ from .events import (
     live_emitter,
 )
 from .items import Message, ToolCall, ToolResult
-from .models.base import ClientNotice, ModelRequest, Retrying, Turn, TurnComplete
+from .models.base import ClientNotice, Discarded, ModelRequest, Retrying, Turn, TurnComplete
 from .models.overflow import context_overflow, overflow_hint
 from .redaction import LiveRedactor, redact_result, redaction_notice
 from .tools.base import Executor, Toolbox
@@ -202,11 +202,18 @@ async def request(run: StepRun) -> tuple[Turn, int]:
 
 
 async def _stream(run: StepRun, req: ModelRequest) -> Turn | None:
-    """The model's reply to ``req``; its live events go to the listeners meanwhile."""
+    """The model's reply to ``req``; its live events go to the listeners meanwhile.
+
+    A ``Discarded`` reply (the stream broke; the client asks again) is only shown as void:
+    the turn is built from the ``TurnComplete`` alone, and only its tokens are billed.
+    """
     turn = None
     async for event in run.agent.client.stream(req):
         if isinstance(event, TurnComplete):
             turn = event.turn
+        elif isinstance(event, Discarded):
+            _bill(run, Usage.from_server(event.usage))
+            run.emit(event)
         elif isinstance(event, (Retrying, ClientNotice)):
             run.emit(Notice(event.message, "warning"))
         else:
@@ -218,9 +225,13 @@ def _bill_failed_reply(run: StepRun, exc: Exception) -> None:
     """Nothing of a failed reply is appended (the context stays valid to retry), but tokens
     the provider billed for it (an error inside a stream) still count."""
     partial = getattr(exc, "turn", None)
-    spent = Usage.from_server(getattr(partial, "usage", None))
+    _bill(run, Usage.from_server(getattr(partial, "usage", None)))
+
+
+def _bill(run: StepRun, spent: Usage | None) -> None:
+    """Count tokens the server reported for a reply that is not kept (the step's and the session's)."""
     if spent is not None:
-        run.step.usage = spent
+        run.step.usage.add(spent)
         run.agent.usage.add(spent)
 
 
@@ -229,11 +240,12 @@ def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
     """Bill and calibrate, append the turn's items; True when the reply was cut at the limit."""
     agent, step = run.agent, run.step
     step.text, step.tool_calls, step.finish_reason = turn.text, turn.tool_calls, turn.finish_reason
-    step.usage = Usage.from_server(turn.usage) or Usage(
+    reply = Usage.from_server(turn.usage) or Usage(
         agent.context.tokens, len(turn.text) // 4 + 1, 1, estimated=True)
-    agent.usage.add(step.usage)
-    if not step.usage.estimated and step.usage.input:
-        agent.context.counter.calibrate(estimated_raw, step.usage.input)
+    agent.usage.add(reply)
+    step.usage.add(reply)  # on top of the tokens of any reply discarded before it
+    if not reply.estimated and reply.input:
+        agent.context.counter.calibrate(estimated_raw, reply.input)
     first = len(agent.context)
     if turn.reasoning is not None:
         agent.context.append(turn.reasoning)

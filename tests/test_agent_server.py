@@ -167,3 +167,83 @@ def test_tokens_of_a_reply_that_failed_mid_stream_still_count():
     assert result.stop_reason == "error" and "upstream overloaded" in result.error
     assert (agent.usage.input, agent.usage.output) == (40, 3)
     assert [type(i).__name__ for i in agent.context] == ["Message"]  # nothing half-done added
+
+
+# ------------------------------------------------------------------ a stream broken mid-reply
+
+
+def _chunk(delta: dict, usage: dict | None = None) -> dict:
+    return {"choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+            **({"usage": usage} if usage else {})}
+
+
+def test_a_reply_cut_mid_stream_is_asked_again_and_only_the_whole_one_is_kept(tmp_path):
+    from ipyagent.events import Discarded, Notice
+    from ipyagent.transcripts.transcript import read
+    from tests.helpers.scripted_server import Reset, sse_event
+
+    def double(n: int) -> int:
+        """Twice n."""
+        ran.append(n)
+        return 2 * n
+
+    ran: list[int] = []
+    half_call = {"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+                                 "function": {"name": "double", "arguments": '{"n": 2'}}]}
+    broken = Reset(sse_event(_chunk({"role": "assistant", "content": "Half an ans"},
+                                    {"prompt_tokens": 40, "completion_tokens": 3}))
+                   + sse_event(_chunk(half_call)))
+    good = reply_tool_calls([("double", {"n": 21})], usage={"prompt_tokens": 50, "completion_tokens": 5})
+    seen: list = []
+    saved = tmp_path / "run.ipynb"
+    with ScriptedServer([broken, good, reply_text("42.", usage={"prompt_tokens": 60, "completion_tokens": 1})]) as srv:
+        with Agent(model="m", base_url=srv.base_url, python_tool=False, file_tools=False, tools=[double],
+                   approval="auto", autosave=str(saved)) as agent:
+            agent.client.retry.sleep = _no_sleep
+            result = agent.run("double 21", on_event=seen.append)
+    assert (result.stop_reason, result.text) == ("done", "42.") and ran == [21]  # the half call never ran
+    assert [e.line for e in seen if isinstance(e, Discarded)] == ["discarded: the connection dropped; asking again"]
+    assert any(isinstance(e, Notice) and "retry 1 of" in e.message for e in seen)
+    kinds = [(i.type, getattr(i, "content", "")) for i in agent.context]
+    assert kinds == [("message", "double 21"), ("tool_call", ""), ("tool_result", ""), ("message", "42.")]
+    assert agent.context[1].arguments == {"n": 21}
+    # billed: the void reply's tokens too; recorded as the turn's: the whole reply's only
+    assert (agent.usage.input, agent.usage.output) == (40 + 50 + 60, 3 + 5 + 1)
+    assert (result.steps[0].usage.input, result.steps[0].usage.output) == (90, 8)
+    assert agent.context[1].meta["turn"]["usage"] == {"prompt_tokens": 50, "completion_tokens": 5}
+    assert "Half an ans" not in saved.read_text()  # the autosaved transcript never held it
+    assert [i.type for i in read(saved).items] == [i.type for i in agent.context]
+
+
+def test_a_drop_on_every_attempt_ends_in_error_with_the_context_still_valid():
+    from tests.helpers.scripted_server import drop_connection_mid_stream
+
+    half = [_chunk({"role": "assistant", "content": "Half"})]
+    with ScriptedServer([drop_connection_mid_stream(half)] * 3 + [reply_text("Back.")]) as srv:
+        with Agent(model="m", base_url=srv.base_url, python_tool=False, file_tools=False,
+                   max_retries=2) as agent:
+            agent.client.retry.sleep = _no_sleep
+            failed = agent.run("go")
+            assert failed.stop_reason == "error" and len(srv.bodies) == 3
+            assert failed.error.startswith("connection dropped mid-stream") and "\n" not in failed.error
+            assert [i.type for i in agent.context] == ["message"]  # nothing half-done added
+            again = agent.run(None)  # the next request goes out and is accepted
+    assert (again.stop_reason, again.text) == ("done", "Back.")
+    assert [m["role"] for m in srv.bodies[-1]["messages"]] == ["system", "user"]
+
+
+async def _no_sleep(seconds: float) -> None:
+    pass
+
+
+def test_a_server_that_only_sends_keepalives_ends_the_run_with_the_setting_to_raise():
+    from tests.helpers.scripted_server import Endless
+
+    with ScriptedServer([Endless(": keep-alive\n\n", every=0.1), reply_text("never asked for")]) as srv:
+        with Agent(model="m", base_url=srv.base_url, python_tool=False, file_tools=False,
+                   first_token_timeout=0.5) as agent:
+            result = agent.run("go")
+        assert len(srv.bodies) == 1  # not retried: a server that slow is as slow again
+    assert result.stop_reason == "error" and "\n" not in result.error
+    assert result.error.startswith("no reply within Agent.first_token_timeout=0.5 s")
+    assert [i.type for i in agent.context] == ["message"]

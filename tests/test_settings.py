@@ -6,6 +6,7 @@ import pytest
 from traitlets import TraitError
 
 from ipyagent import Agent
+from ipyagent.models.timeouts import Timeouts
 from ipyagent.settings import AgentSettings, base_url_problem
 
 
@@ -65,3 +66,38 @@ def test_an_unknown_persona_is_refused_and_none_clears_it() -> None:
 def test_base_url_problem(url: str, problem: str | None) -> None:
     found = base_url_problem(url)
     assert found is None if problem is None else (found is not None and problem in found)
+
+
+@pytest.mark.parametrize("name", ["first_token_timeout", "idle_timeout", "request_timeout", "timeout"])
+@pytest.mark.parametrize("value", [-1.0, float("nan")])
+def test_a_time_limit_below_zero_is_refused(name: str, value: float) -> None:
+    with pytest.raises(TraitError, match=f"Agent.{name} must be >= 0 \\(0: no limit\\)"):
+        setattr(AgentSettings(), name, value)
+
+
+@pytest.mark.parametrize("where, limits", [
+    (dict(base_url="https://api.openai.com/v1"), Timeouts(600, 120, 1800)),
+    (dict(provider="groq"), Timeouts(600, 120, 1800)),
+    (dict(base_url="http://127.0.0.1:8080/v1"), Timeouts(1800, 120, 3600)),
+    (dict(provider="ollama"), Timeouts(1800, 120, 3600)),
+    (dict(base_url="http://192.168.1.20:8000/v1"), Timeouts(1800, 120, 3600)),
+    (dict(base_url="http://127.0.0.1:8080/v1", first_token_timeout=0, request_timeout=90),
+     Timeouts(0, 120, 90)),
+])
+def test_a_server_on_this_machine_gets_longer_time_limits_unless_they_are_set(where, limits) -> None:
+    assert AgentSettings(**where).model_timeouts == limits
+
+
+def test_the_old_timeout_is_the_idle_limit_unless_idle_timeout_is_set() -> None:
+    assert AgentSettings(timeout=5).model_timeouts.idle == 5
+    assert AgentSettings(timeout=5, idle_timeout=9).model_timeouts.idle == 9
+    assert AgentSettings(idle_timeout=0).model_timeouts.idle == 0
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+def test_the_time_limits_reach_every_http_client_and_a_change_rebuilds_it(api: str) -> None:
+    with Agent(model="m", api=api, base_url="http://127.0.0.1:9/v1", python_tool=False,
+               file_tools=False, first_token_timeout=42) as agent:
+        assert agent.client.timeouts == Timeouts(42, 120, 3600)  # type: ignore[attr-defined]
+        agent.idle_timeout = 3
+        assert agent.client.timeouts == Timeouts(42, 3, 3600)  # type: ignore[attr-defined]

@@ -12,6 +12,7 @@ outputs (a figure shows as an image); a footer sums the run up.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import re
@@ -25,6 +26,7 @@ from .._untrusted import fence, markdown_literal, markdown_text, sibling_bundle
 from ..approval import Decision
 from ..events import (
     ContextCompacted,
+    Discarded,
     Notice,
     RunFinished,
     RunResult,
@@ -210,6 +212,12 @@ class _Stream:
             self.timer = self.d.dispatcher.call_later(  # type: ignore[attr-defined]
                 self.d.interval - (now - self.last), self.flush)
 
+    def redraw(self, render: Callable[[str], dict[str, str]]) -> None:
+        """Show everything streamed so far (pending words too) with ``render`` from now on."""
+        self.render = render
+        self.dirty = True
+        self.flush()
+
     def flush(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
@@ -267,6 +275,9 @@ class NotebookDisplay:
         self.step_mode = step_mode
         self.text: _Stream | None = None
         self.reasoning: _Stream | None = None
+        # What this reply has shown so far (text and reasoning outputs, in order): struck
+        # through if the reply is discarded; forgotten once a step starts or a call runs.
+        self.reply: list[tuple[_Stream, str]] = []
         self.cards: dict[str, _Card] = {}
         # One 'writing the call…' line while calls stream in: the first card takes its
         # place; later cards are drawn when their turn comes, under the earlier call's
@@ -322,10 +333,12 @@ class NotebookDisplay:
                 # Model text: Markdown formatting, never live HTML (the cell is trusted).
                 self.text = _Stream(self, lambda t: {"text/markdown": markdown_text(t),
                                                      "text/plain": t})
+                self.reply.append((self.text, ""))
             self.text.add(text)
         else:
             if self.reasoning is None:
                 self.reasoning = _Stream(self, _reasoning_bundle)
+                self.reply.append((self.reasoning, "(reasoning) "))
             self.reasoning.add(text)
 
     def _end_streams(self) -> None:
@@ -338,7 +351,9 @@ class NotebookDisplay:
     def _handle(self, event: Any) -> None:
         if isinstance(event, StepStarted):
             self._end_streams()
-            self.placeholder, self.writing = None, []
+            self.placeholder, self.writing, self.reply = None, [], []
+        elif isinstance(event, Discarded):
+            self._discard(event.line)
         elif isinstance(event, ToolCallDelta):
             self._end_streams()
             if event.name and event.index >= len(self.writing):
@@ -350,6 +365,7 @@ class NotebookDisplay:
                     self.update(self.placeholder, bundle)
         elif isinstance(event, ToolCallRequested):
             self._end_streams()
+            self.reply = []  # the turn is complete: nothing of it can be discarded now
             handle, self.placeholder = self.placeholder, None
             self.cards[event.call.id] = _Card(self, event.call, handle)
         elif isinstance(event, ToolOutput):
@@ -426,6 +442,17 @@ class NotebookDisplay:
         for data, metadata in outputs:
             self.publish(data, metadata)
 
+    def _discard(self, line: str) -> None:
+        """The reply streamed so far is void: grey and strike it where it was shown, say so."""
+        self._end_streams()  # the next attempt's reply starts outputs of its own
+        for stream, label in self.reply:
+            before = stream.renders
+            stream.redraw(functools.partial(_discarded, line=line, label=label))
+            self.renders += stream.renders - before
+        self.reply = []
+        self._unwritten(line)
+        self.writing = []
+
     def _unwritten(self, why: str) -> None:
         """A call that was streaming in but never came to be: say so where it was shown."""
         if self.placeholder is not None:
@@ -472,3 +499,13 @@ def _reasoning_bundle(text: str) -> dict[str, str]:
     return {"text/html": (f"<details style='color:{_MUTED};font-size:90%'><summary>reasoning"
                           f"</summary><pre style='white-space:pre-wrap'>{html.escape(text)}"
                           "</pre></details>"), "text/plain": f"(reasoning) {text}"}
+
+
+def _discarded(text: str, line: str, label: str = "") -> dict[str, str]:
+    """What was shown of a void reply, greyed and struck, under the line that says why."""
+    return {"text/html": (f"<div class='ipyagent-discarded' style='color:{_MUTED};opacity:.75'>"
+                          f"<div style='text-decoration:line-through;white-space:pre-wrap'>"
+                          f"{html.escape(label + text)}</div><div style='font-size:85%'>⌫ "
+                          f"{html.escape(line)}</div></div>"),
+            "text/plain": f"[{line}] {label}{text}"}
+

@@ -18,6 +18,7 @@ from typing import IO, Any, Callable
 from .._text import visible
 from ..events import (
     ContextCompacted,
+    Discarded,
     Notice,
     RunFinished,
     StepFinished,
@@ -51,6 +52,7 @@ class TerminalDisplay:
         self._at_line_start = True
         self._errors_shown: list[str] = []  # said once as a notice: the footer points up
         self._live: dict[str, _Live] = {}  # what running calls printed, by call id
+        self._reply_shown = False  # model text was written since the step (or a discard) began
 
     @property
     def out(self) -> IO[str]:
@@ -129,11 +131,19 @@ class TerminalDisplay:
     def __call__(self, event: Any) -> None:
         if isinstance(event, TextDelta):
             self._write(event.text)
+            self._reply_shown = self._reply_shown or bool(event.text)
         elif isinstance(event, ReasoningDelta):
             if self.show_reasoning:
                 self._write(event.text)
+                self._reply_shown = self._reply_shown or bool(event.text)
+        elif isinstance(event, Discarded):
+            # A terminal cannot take back what it printed: one dim line says it is void.
+            if self._reply_shown:
+                marker = f"  ⌫ {event.line} (the text above is not kept)"
+                self._raw_line(f"{_DIM}{visible(marker)}{_RESET}" if self.colour else visible(marker))
+            self._reply_shown = False
         elif isinstance(event, StepStarted):
-            pass
+            self._reply_shown = False
         elif isinstance(event, ToolCallRequested):
             call = event.call
             if call.name == "python" and "code" in call.arguments:
@@ -189,7 +199,7 @@ class TerminalDisplay:
 
 
 _LIVE = "  ┆ "  # the prefix of what a call prints while it runs
-_RED, _RESET = "\x1b[31m", "\x1b[0m"
+_RED, _DIM, _RESET = "\x1b[31m", "\x1b[2m", "\x1b[0m"
 
 
 def _highlight(lines: list[str]) -> list[str]:

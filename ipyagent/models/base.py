@@ -3,7 +3,8 @@
 A client turns a ``ModelRequest`` (provider-neutral items + tool schemas) into its wire
 format, streams the reply and yields ``TextDelta`` / ``ReasoningDelta`` /
 ``ToolCallDelta`` events as they arrive, then exactly one ``TurnComplete`` holding the
-assembled ``Turn``. Infrastructure failures raise ``ipyagent.errors.ModelError``.
+assembled ``Turn``. A stream that breaks after some deltas yields ``Discarded`` (those
+deltas are void) before it is sent again or fails. Infrastructure failures raise ``ipyagent.errors.ModelError``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Protocol, Sequence, Union, runtime_checkable
 
-from ..events import ReasoningDelta, TextDelta, ToolCallDelta
+from ..events import Discarded, ReasoningDelta, TextDelta, ToolCallDelta
 from ..items import Item, Reasoning, ToolCall
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "TurnComplete",
     "Retrying",
     "ClientNotice",
+    "Discarded",
     "ModelEvent",
     "Model",
     "SUMMARY_PROMPT",
@@ -94,7 +96,8 @@ class ClientNotice:
     message: str
 
 
-ModelEvent = Union[TextDelta, ReasoningDelta, ToolCallDelta, TurnComplete, Retrying, ClientNotice]
+ModelEvent = Union[TextDelta, ReasoningDelta, ToolCallDelta, TurnComplete, Retrying, ClientNotice,
+                   Discarded]
 
 
 @runtime_checkable

@@ -38,6 +38,7 @@ from ..errors import ModelError
 from ..items import Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
 from .base import (
     ClientNotice,
+    Discarded,
     Model,
     ModelEvent,
     ModelRequest,
@@ -307,7 +308,9 @@ class CachedModel:
                             "Agent.cache = 'on' to call the model")
         events: list[ReplyEvent] = []
         async for event in self.inner.stream(request):
-            if isinstance(event, _REPLY_EVENTS):  # not a retry or a notice: not the reply
+            if isinstance(event, Discarded):  # the stream broke: what came so far is void
+                events.clear()
+            elif isinstance(event, _REPLY_EVENTS):  # not a retry or a notice: not the reply
                 events.append(event)
             yield event
         if events and isinstance(events[-1], TurnComplete):  # only whole replies are kept

@@ -2,9 +2,11 @@
 
 A wire-protocol client subclasses ``StreamingHTTPModel``, names its endpoint ``path`` and
 provides ``payload(request)`` and ``new_assembler()``; the base class POSTs the payload,
-maps failures through ``retry.py`` (the same rules as the Chat Completions client),
-retries transient ones while nothing has been yielded, frames the reply with ``sse.py``
-and feeds each JSON event to the assembler. A JSON body where a stream was asked for
+holds every wait to the request's time limits (``timeouts.py``: first token, idle between
+events, total), maps failures through ``retry.py`` (the same rules as the Chat Completions
+client), retries transient ones — also a stream that breaks mid-reply, whose deltas are
+then ``Discarded`` — frames the reply with ``sse.py`` and feeds each JSON event to the
+assembler. A JSON body where a stream was asked for
 (a server that ignored ``stream: true``) goes to the assembler whole; an HTML page (a
 ``base_url`` that points at a web UI) is one error line that says so. A stream that ends
 without a finish reason after some output yields a warning ``Notice`` before its turn.
@@ -12,6 +14,7 @@ without a finish reason after some output yields a warning ``Notice`` before its
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -21,8 +24,8 @@ from typing import Any, AsyncIterator, Callable, Protocol
 import httpx
 
 from .._text import one_line, repair_surrogates
-from ..errors import ModelResponseError, ModelStreamError
-from .base import ModelEvent, ModelRequest, Turn, TurnComplete
+from ..errors import ModelError, ModelResponseError, ModelStreamError
+from .base import ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn, TurnComplete
 from .retry import (
     MESSAGE_LIMIT,
     RetryPolicy,
@@ -34,10 +37,13 @@ from .retry import (
     with_retries,
 )
 from .sse import aiter_events, is_event_stream, sse_response
+from .timeouts import ReplyClock, Timeouts
 
 __all__ = ["HeaderAuth", "EnvKey", "ProviderError", "Assembler", "StreamingHTTPModel", "encode_json"]
 
 log = logging.getLogger("ipyagent.models")
+
+_DELTAS = (TextDelta, ReasoningDelta, ToolCallDelta)  # the reply itself, not bookkeeping
 
 
 def encode_json(body: Any) -> bytes:
@@ -141,7 +147,8 @@ class StreamingHTTPModel:
         api_key: str | Callable[[], str | None] | None = None,
         *,
         client: httpx.AsyncClient | None = None,
-        timeout: float = 120.0,
+        timeouts: Timeouts | None = None,
+        timeout: float | None = None,
         max_retries: int = 3,
         backoff: float = 0.5,
         extra_headers: dict[str, str] | None = None,
@@ -149,7 +156,9 @@ class StreamingHTTPModel:
     ) -> None:
         self.name = model
         self.base_url = (base_url or self.default_base_url).rstrip("/")
-        self.timeout = timeout
+        # ``timeout`` is the old single limit; like ``Agent.timeout`` it is the idle one now.
+        limits = timeouts or Timeouts()
+        self.timeouts = limits if timeout is None else dataclasses.replace(limits, idle=timeout)
         self.retry = RetryPolicy(max_retries=max_retries, backoff=backoff)
         self.extra_headers = dict(extra_headers or {})
         # Provider-specific request fields ipyagent has no setting for (e.g. Anthropic's
@@ -210,39 +219,55 @@ class StreamingHTTPModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Yield events for one reply, then one ``TurnComplete``; raise ``ModelError``.
 
-        Transient failures are retried only while nothing has been yielded: once events
-        reached the consumer a retry would repeat them.
+        Transient failures are retried (``with_retries``); a stream that breaks after
+        deltas were yielded yields ``Discarded`` before the retry. ``Timeouts.total``
+        bounds all attempts together.
         """
         body = {**self.payload(request), **self.extra_body}
-        async for event in with_retries(self.retry, lambda: self._attempt(body)):
+        deadline = self.timeouts.deadline()
+        async for event in with_retries(self.retry, lambda: self._attempt(body, deadline)):
             yield event
 
-    async def _attempt(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
+    async def _attempt(self, body: dict[str, Any], deadline: float | None = None) -> AsyncIterator[ModelEvent]:
         url = safe_url(self.url)
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **self.extra_headers}
         log.debug("POST %s model=%s", url, self.name)
         content = encode_json(body)  # not httpx's json=: it raises on a lone surrogate
         key = self._key_source()  # now, per request: a key changed in the environment is used
         auth = self.make_auth(key) if key else None
-        try:
-            async with self._http().stream(
-                "POST", self.url, content=content, headers=headers, auth=auth, timeout=self.timeout
-            ) as response:
-                if not response.is_success:
-                    await response.aread()
-                    raise http_error(response, url=url, secrets=[key])
-                async for event in self._events(response, url, key):
-                    yield event
-        except httpx.HTTPError as exc:
-            raise transport_error(exc, url=url, timeout=self.timeout) from exc
-
-    async def _events(self, response: httpx.Response, url: str,
-                      key: str | None = None) -> AsyncIterator[ModelEvent]:
+        clock = ReplyClock(self.timeouts, deadline, url)
         assembler = self.new_assembler()
+        connect = self.timeouts.connect()
+        http = self._http()
+        # Only connecting has an httpx limit: every other wait is the clock's, which counts
+        # events, not bytes (a keep-alive every second would reset a read timeout forever).
+        sent = http.build_request("POST", self.url, content=content, headers=headers,
+                                  timeout=httpx.Timeout(None, connect=connect))
+        try:
+            response = await clock.wait(http.send(sent, auth=auth, stream=True))
+            try:
+                if not response.is_success:
+                    await clock.wait(response.aread())
+                    raise http_error(response, url=url, secrets=[key])
+                async for event in self._events(response, url, key, assembler, clock):
+                    yield event
+            finally:
+                await response.aclose()
+        except httpx.HTTPError as exc:
+            error = transport_error(exc, url=url, timeout=connect)
+            error.turn = assembler.turn()  # type: ignore[attr-defined]
+            raise error from exc
+        except ModelError as exc:
+            if getattr(exc, "turn", None) is None:  # what came before a timeout still counts
+                exc.turn = assembler.turn()  # type: ignore[attr-defined]
+            raise
+
+    async def _events(self, response: httpx.Response, url: str, key: str | None,
+                      assembler: Assembler, clock: ReplyClock) -> AsyncIterator[ModelEvent]:
         sniffed: bytes | None = None  # the body, when it was not announced as a stream
         try:
             if not is_event_stream(response):
-                sniffed = await response.aread()
+                sniffed = await clock.wait(response.aread())
                 if "json" in response.headers.get("content-type", "") or sniffed.lstrip()[:1] == b"{":
                     for event in self._whole(sniffed, assembler, url, key):
                         yield event
@@ -250,7 +275,7 @@ class StreamingHTTPModel:
                 if _is_html(response, sniffed):
                     raise _html_error(sniffed, url, key)
                 response = sse_response(sniffed)  # SSE under another content type: sniffed
-            async for event in self._stream_events(response, assembler, url):
+            async for event in self._stream_events(response, assembler, url, clock):
                 yield event
         except ProviderError as exc:
             raise self._stream_error(exc.error, assembler.turn(), url, key) from None
@@ -263,24 +288,40 @@ class StreamingHTTPModel:
         yield TurnComplete(turn)
 
     async def _stream_events(
-        self, response: httpx.Response, assembler: Assembler, url: str
+        self, response: httpx.Response, assembler: Assembler, url: str, clock: ReplyClock
     ) -> AsyncIterator[ModelEvent]:
-        """Feed each SSE event's JSON to ``assembler``; stop at ``[DONE]``."""
-        async for sse in aiter_events(response):
-            data = sse.data.strip()
-            if not data:
-                continue
-            if data == "[DONE]":
-                break
-            try:
-                chunk = json.loads(data)
-            except ValueError:
-                if sse.event == "error":
-                    raise ProviderError(data) from None
-                raise ModelResponseError(f"unparseable stream event: {one_line(data, 120)}", url=url) from None
-            if isinstance(chunk, dict):
-                for event in assembler.feed(sse.event, chunk):
-                    yield event
+        """Feed each SSE event's JSON to ``assembler``; stop at ``[DONE]``.
+
+        Each event is waited for within ``clock``'s limit; an event with data resets the
+        idle limit, the first one the assembler turns into a delta meets the first-token one.
+        """
+        try:
+            async for sse in clock.each(aiter_events(response)):
+                data = sse.data.strip()
+                if not data:
+                    continue
+                clock.heard()
+                if data == "[DONE]":
+                    break
+                try:
+                    chunk = json.loads(data)
+                except ValueError:
+                    if sse.event == "error":
+                        raise ProviderError(data) from None
+                    raise ModelResponseError(f"unparseable stream event: {one_line(data, 120)}",
+                                             url=url) from None
+                if isinstance(chunk, dict):
+                    events = assembler.feed(sse.event, chunk)
+                    if any(isinstance(e, _DELTAS) for e in events):
+                        clock.started()
+                    for event in events:
+                        yield event
+        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            if not assembler.turn().finish_reason:
+                raise  # a reply cut short: ``_attempt`` makes it a dropped connection (retried)
+            # The reply said it was finished and only the end of the body was lost (a server
+            # or proxy that closes early): a whole reply, not one to discard and ask again.
+            log.debug("%s: the connection dropped after the reply finished: %s", url, exc)
 
     def _whole(self, content: bytes, assembler: Assembler, url: str,
                key: str | None = None) -> list[ModelEvent]:

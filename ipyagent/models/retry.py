@@ -10,6 +10,7 @@ Shared by every model client. Three jobs:
   (exponential backoff with jitter; a server's ``retry-after`` wins). A server that asks
   for more than ``max_retry_after`` (a daily quota) is not retried at all: the error says
   the wait it asked for, at once, instead of after minutes of certain failures.
+  ``with_retries`` also retries a stream that broke mid-reply, after a ``Discarded``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ..errors import (
     ModelError,
     ModelHTTPError,
     ModelResponseError,
+    ModelStreamError,
     ModelTimeoutError,
     RateLimitError,
     RequestRejected,
@@ -41,6 +43,7 @@ from ..errors import (
 
 __all__ = [
     "with_retries",
+    "void_reason",
     "RetryPolicy",
     "http_error",
     "transport_error",
@@ -265,6 +268,9 @@ def setup_hint(message: str) -> str | None:
 def transport_error(exc: httpx.HTTPError, *, url: str, timeout: float | None = None) -> ModelError:
     """The ``ModelError`` for an httpx failure below HTTP (connect, timeout, drop)."""
     detail = one_line(exc, MESSAGE_LIMIT)
+    if isinstance(exc, httpx.ConnectTimeout):
+        limit = f" within {timeout:g} s" if timeout else ""
+        return ModelTimeoutError(f"could not connect{limit} (ConnectTimeout)", url=url)
     if isinstance(exc, httpx.TimeoutException):
         limit = f" within {timeout:g}s" if timeout else ""
         return ModelTimeoutError(f"no response{limit} ({type(exc).__name__})", url=url)
@@ -333,25 +339,36 @@ async def with_retries(
 ) -> AsyncIterator[Any]:
     """Run ``attempt()`` and yield its events, retrying transient failures.
 
-    Retries happen only while nothing has been yielded: once events reached the consumer
-    a retry would repeat them. Each retry is announced with a ``Retrying`` event.
+    A stream that breaks after deltas reached the consumer (a dropped connection, a stall)
+    is retried too: nothing was executed (calls run only once the turn is complete), so
+    sending the request again is safe. Those deltas are declared void first with a
+    ``Discarded`` event, so displays can mark them and nobody builds a turn from them. Each
+    retry is announced with a ``Retrying`` event. Never after a ``TurnComplete``.
     """
-    from .base import Retrying
+    from .base import Discarded, ReasoningDelta, Retrying, TextDelta, ToolCallDelta, TurnComplete
 
     n = 0
     while True:
-        yielded = False
+        shown = complete = False  # reply deltas / a whole turn reached the consumer
         try:
             async for event in attempt():
-                yielded = True
+                shown = shown or isinstance(event, (TextDelta, ReasoningDelta, ToolCallDelta))
+                complete = complete or isinstance(event, TurnComplete)
                 yield event
             return
         except ModelError as exc:
-            if not yielded and policy.waits_too_long(exc):
+            if complete:
+                raise  # the turn was delivered: a second one would be a second reply
+            if not shown and policy.waits_too_long(exc):
                 asked = float(getattr(exc, "retry_after"))  # noqa: B009 - set on some ModelErrors only
                 _add_note(exc, f"the server asks to wait {_duration(asked)}, "
                                f"more than max_retry_after={policy.max_retry_after:g} s, so no retry")
-            if yielded or not policy.should_retry(exc, n):
+            retry = policy.should_retry(exc, n)
+            partial = getattr(exc, "turn", None)
+            usage = getattr(partial, "usage", None) if retry else None  # else billed off exc.turn
+            if shown or usage:
+                yield Discarded(void_reason(exc), retrying=retry, usage=usage)
+            if not retry:
                 raise
             delay = policy.delay(n, exc)
             # INFO, not WARNING: the Retrying event below is how the user hears of it.
@@ -359,6 +376,19 @@ async def with_retries(
             yield Retrying(n + 1, policy.max_retries, delay, str(exc))
             await policy.sleep(delay)
             n += 1
+
+
+def void_reason(exc: ModelError) -> str:
+    """Why a reply that had started streaming is void, in a few words (for its marker)."""
+    if isinstance(exc, ModelConnectionError):
+        return "the connection dropped"
+    if isinstance(exc, ModelTimeoutError):
+        limit = getattr(exc, "limit", "")
+        return {"idle": "the reply stalled", "total": "out of time (Agent.request_timeout)"}.get(
+            limit, "the reply timed out")
+    if isinstance(exc, ModelStreamError):
+        return "the server reported an error"
+    return "the reply could not be read"
 
 
 def _duration(seconds: float) -> str:

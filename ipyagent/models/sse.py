@@ -39,7 +39,7 @@ def is_event_stream(response: httpx.Response) -> bool:
     return SSE_CONTENT_TYPE in response.headers.get("content-type", "").lower()
 
 
-async def aiter_events(response: httpx.Response) -> AsyncIterator[ServerSentEvent]:
+async def aiter_events(response: httpx.Response) -> AsyncGenerator[ServerSentEvent, None]:
     """Yield the events of a streamed ``text/event-stream`` response, without pings.
 
     Comment lines are dropped by httpx-sse. Per the SSE spec, an event is dispatched at

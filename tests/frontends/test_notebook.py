@@ -158,3 +158,34 @@ def test_every_rich_repr_keeps_untrusted_names_and_text_inert() -> None:
     panel.settle(Decision("deny", reason=bad, by="user"))
     assert bundle_problems({"text/html": panel.status.value}) == []
     agent.close()
+
+
+def test_a_reply_cut_mid_stream_is_shown_struck_and_the_answer_after_it(
+        published: list[dict[str, Any]]) -> None:
+    from tests.helpers.scripted_server import Reset, ScriptedServer, reply_text, sse_event
+
+    def chunk(delta: dict[str, Any]) -> str:
+        return sse_event({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+
+    half = chunk({"role": "assistant", "content": "Half an <b>ans"}) + chunk(
+        {"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+                         "function": {"name": "python", "arguments": '{"code": "1/'}}]})
+    with ScriptedServer([Reset(half), reply_text("The answer is 42.")]) as srv:
+        agent = Agent(model="m", base_url=srv.base_url, python_tool=False, file_tools=False)
+        agent.client.retry.backoff = 0
+        run(agent, "answer")
+        agent.close()
+    shown = [o["data"] for o in published]
+    assert live(published) == []
+    struck = [d for d in shown if "ipyagent-discarded" in d.get("text/html", "")]
+    assert len(struck) == 1, shown  # the text's own output, redrawn in place
+    html = struck[0]["text/html"]
+    assert "line-through" in html and "Half an &lt;b&gt;ans" in html
+    assert "discarded: the connection dropped; asking again" in html
+    assert struck[0]["text/plain"] == "[discarded: the connection dropped; asking again] Half an <b>ans"
+    writing = [d["text/plain"] for d in shown if d.get("text/plain", "").startswith("python:")]
+    assert writing[-1] == "python: discarded: the connection dropped; asking again", writing
+    answers = [d for d in shown if "text/markdown" in d]
+    assert answers[-1]["text/plain"] == "The answer is 42."  # a new output, not the struck one
+    assert [i.type for i in agent.context] == ["message", "message"]
+    assert agent.context[-1].content == "The answer is 42."

@@ -138,3 +138,22 @@ def test_no_colour_when_piped_or_with_no_color(tmp_path, monkeypatch: pytest.Mon
     monkeypatch.setenv("NO_COLOR", "1")
     assert TerminalDisplay(Tty()).colour is False
     assert "\x1b" not in _shown_with_colour(tmp_path, "print(1)", colour=None)
+
+
+@pytest.mark.parametrize("colour", [False, True])
+def test_a_reply_cut_mid_stream_gets_a_dim_line_saying_it_is_not_kept(colour: bool) -> None:
+    from tests.helpers.scripted_server import ScriptedServer, drop_connection_mid_stream, reply_text
+
+    half = [{"choices": [{"index": 0, "delta": {"content": "Half an ans"}, "finish_reason": None}]}]
+    out = io.StringIO()
+    with ScriptedServer([drop_connection_mid_stream(half), reply_text("The answer is 42.")]) as srv:
+        with Agent(model="m", base_url=srv.base_url, python_tool=False, file_tools=False) as agent:
+            agent.client.retry.backoff = 0
+            result = agent.run("go", on_event=TerminalDisplay(out, colour=colour))
+    assert result.text == "The answer is 42."
+    marker = "  ⌫ discarded: the connection dropped; asking again (the text above is not kept)"
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "Half an ans"
+    assert lines[1] == (f"\x1b[2m{marker}\x1b[0m" if colour else marker)
+    assert lines[2].startswith("[warning] connection dropped mid-stream") and "retry 1 of 3" in lines[2]
+    assert "The answer is 42." in lines[3]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import struct
 import sys
 import threading
 import time
@@ -47,6 +48,9 @@ __all__ = [
     "json_reply",
     "stream_error",
     "drop_connection_mid_stream",
+    "Reset",
+    "Endless",
+    "Trickle",
     "sse_event",
     "collect",
 ]
@@ -266,6 +270,55 @@ class Drop(Reply):
         h.drop()
 
 
+@dataclass
+class Reset(Reply):
+    """Start a 200 stream, send ``before``, then reset the connection (TCP RST: a read error)."""
+
+    before: str = ""
+    delay: float = 0.0
+
+    def respond(self, h: _Handler, body: Any, seq: int) -> None:
+        h.send_stream(200, "text/event-stream", [self.before] if self.before else [], end=False)
+        h.reset()
+
+
+@dataclass
+class Endless(Reply):
+    """Send ``before``, then ``piece`` every ``every`` seconds until the client goes (or
+    ``limit`` seconds pass): keep-alive comments forever, or events that never finish."""
+
+    piece: str = ": keep-alive\n\n"
+    before: str = ""
+    every: float = 0.1
+    limit: float = 60.0
+    delay: float = 0.0
+
+    def respond(self, h: _Handler, body: Any, seq: int) -> None:
+        h.send_stream(200, "text/event-stream", [self.before] if self.before else [], end=False)
+        stop = time.monotonic() + self.limit
+        while time.monotonic() < stop:
+            time.sleep(self.every)
+            h.send_chunk(self.piece)  # raises once the client has gone
+        h.drop()
+
+
+@dataclass
+class Trickle(Reply):
+    """Send ``before`` at once, then ``text`` one byte per HTTP chunk every ``every`` seconds."""
+
+    text: str
+    before: str = ""
+    every: float = 0.2
+    delay: float = 0.0
+
+    def respond(self, h: _Handler, body: Any, seq: int) -> None:
+        h.send_stream(200, "text/event-stream", [self.before] if self.before else [], end=False)
+        for byte in self.text.encode("utf-8"):
+            time.sleep(self.every)
+            h.send_chunk(bytes([byte]))
+        h.wfile.write(b"0\r\n\r\n")
+
+
 def reply_text(text: str, **options: Any) -> Completion:
     """A text turn; ``options`` are ``Completion`` fields (quirk switches)."""
     return Completion(text=text, **options)
@@ -344,12 +397,16 @@ class _Handler(BaseHTTPRequestHandler):
         self._headers(status, content_type, {"Cache-Control": "no-cache", "Transfer-Encoding": "chunked"})
         self.end_headers()
         for piece in pieces:
-            data = piece.encode("utf-8") if isinstance(piece, str) else piece
-            if data:
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-                self.wfile.flush()
+            self.send_chunk(piece)
         if end:
             self.wfile.write(b"0\r\n\r\n")
+
+    def send_chunk(self, piece: str | bytes) -> None:
+        """One HTTP chunk of a chunked body, sent now."""
+        data = piece.encode("utf-8") if isinstance(piece, str) else piece
+        if data:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
 
     def drop(self) -> None:
         """Close the socket without ending the chunked body: the client sees a broken stream."""
@@ -359,6 +416,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+    def reset(self) -> None:
+        """Abort the connection with a TCP RST (SO_LINGER 0): the client's read fails."""
+        self.wfile.flush()
+        self.close_connection = True
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
 
     def _read_body(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)

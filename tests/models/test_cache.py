@@ -198,6 +198,26 @@ def test_a_retried_reply_is_cached_without_the_retry(tmp_path):
         again.close()
 
 
+def test_a_reply_discarded_mid_stream_is_not_replayed_from_the_cache(tmp_path):
+    """Only the whole reply is kept: a replay shows no half answer before it."""
+    from tests.helpers.scripted_server import drop_connection_mid_stream
+
+    half = [{"choices": [{"index": 0, "delta": {"content": "Half an ans"}, "finish_reason": None}]}]
+    db = tmp_path / "cache.sqlite"
+    with ScriptedServer([drop_connection_mid_stream(half), reply_text("Fine.")]) as srv:
+        agent = Agent(model="m", base_url=srv.base_url, python_tool=False, cache="on",
+                      cache_path=str(db))
+        agent.client.inner.retry.backoff = 0  # type: ignore[attr-defined]
+        assert agent.run("hi").text == "Fine."
+        agent.close()
+        again = Agent(model="m", base_url=srv.base_url, python_tool=False, cache="replay-only",
+                      cache_path=str(db))
+        texts: list[str] = []
+        result = again.run("hi", on_event=lambda e: texts.append(e.text) if isinstance(e, TextDelta) else None)
+        again.close()
+    assert result.text == "Fine." and "".join(texts) == "Fine." and len(srv.bodies) == 2
+
+
 def test_a_lone_surrogate_in_the_conversation_is_cached_and_saved(tmp_path):
     db = tmp_path / "cache.sqlite"
     agent = Agent(client=ScriptedModel([text("Smile \ud83d")]), python_tool=False, cache="on",

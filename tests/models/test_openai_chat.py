@@ -21,10 +21,21 @@ from ipyagent.errors import (
     ServerError,
 )
 from ipyagent.items import Message, Reasoning, Summary, ToolCall, ToolResult
-from ipyagent.models.base import Model, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, TurnComplete
+from ipyagent.models.base import (
+    Discarded,
+    Model,
+    ModelRequest,
+    ReasoningDelta,
+    Retrying,
+    TextDelta,
+    ToolCallDelta,
+    TurnComplete,
+)
 from ipyagent.models.openai_chat import OpenAIChatModel, parse_arguments
 from ipyagent.models.sse import aiter_events_from_text
+from ipyagent.models.timeouts import Timeouts
 from tests.helpers.scripted_server import (
+    Reset,
     collect,
     drop_connection_mid_stream,
     http_error,
@@ -269,15 +280,44 @@ async def test_drop_before_any_event_is_retried(scripted_server, make_model) -> 
     assert turn.text == "ok" and len(scripted_server.requests) == 3
 
 
-async def test_drop_after_events_is_not_retried(scripted_server, make_model) -> None:
+@pytest.mark.parametrize("broken", [drop_connection_mid_stream, Reset], ids=["cut-chunked-body", "reset"])
+async def test_drop_after_events_is_discarded_and_asked_again(scripted_server, make_model, broken) -> None:
     text = {"choices": [{"index": 0, "delta": {"content": "Half an ans"}}]}
-    scripted_server.script([drop_connection_mid_stream([text]), reply_text("never sent")])
+    scripted_server.script([broken(sse_event(text)), reply_text("A whole answer.")])
+    events, turn = await collect(make_model().stream(ask()))
+    assert turn.text == "A whole answer." and len(scripted_server.requests) == 2
+    assert [type(e).__name__ for e in events[:3]] == ["TextDelta", "Discarded", "Retrying"]
+    assert events[0].text == "Half an ans" and events[1].line == "discarded: the connection dropped; asking again"
+    assert "connection dropped mid-stream" in events[2].message and "\n" not in events[2].message
+
+
+async def test_a_drop_on_every_attempt_ends_in_one_clear_line(scripted_server, make_model) -> None:
+    text = {"choices": [{"index": 0, "delta": {"content": "Half"}}]}
+    scripted_server.script([drop_connection_mid_stream([text])] * 3 + [reply_text("never sent")])
     seen: list[Any] = []
-    with pytest.raises(ModelConnectionError, match="dropped") as info:
-        async for event in make_model().stream(ask()):
+    with pytest.raises(ModelConnectionError, match="dropped mid-stream") as info:
+        async for event in make_model(max_retries=2).stream(ask()):
             seen.append(event)
-    assert [e.text for e in seen] == ["Half an ans"] and len(scripted_server.requests) == 1
-    assert scripted_server.requests and "\n" not in str(info.value)
+    assert len(scripted_server.requests) == 3 and scripted_server.remaining == 1
+    marks = [e.line for e in seen if isinstance(e, Discarded)]
+    assert marks == ["discarded: the connection dropped; asking again"] * 2 + ["discarded: the connection dropped"]
+    assert "\n" not in str(info.value) and str(info.value).endswith(f"({scripted_server.base_url}/chat/completions)")
+
+
+async def test_a_drop_after_the_finish_reason_is_a_whole_reply_not_a_retry(scripted_server, make_model) -> None:
+    done = [{"choices": [{"index": 0, "delta": {"content": "All of it."}, "finish_reason": None}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+    scripted_server.script([drop_connection_mid_stream(done), reply_text("never sent")])
+    events, turn = await collect(make_model().stream(ask()))
+    assert (turn.text, turn.finish_reason) == ("All of it.", "stop") and len(scripted_server.requests) == 1
+    assert not [e for e in events if isinstance(e, (Discarded, Retrying))]
+
+
+async def test_a_stream_that_ends_cleanly_without_done_is_a_reply_not_a_drop(scripted_server, make_model) -> None:
+    scripted_server.script([reply_text("Complete but no DONE.", done=False), reply_text("never sent")])
+    events, turn = await collect(make_model().stream(ask()))
+    assert turn.text == "Complete but no DONE." and len(scripted_server.requests) == 1
+    assert not [e for e in events if isinstance(e, (Discarded, Retrying))]
 
 
 @pytest.mark.parametrize("status", [400, 401, 404, 422])
@@ -309,8 +349,8 @@ async def test_connection_refused(make_model) -> None:
 
 async def test_timeout(scripted_server, make_model) -> None:
     scripted_server.script([reply_text("late", delay=1.0)])
-    with pytest.raises(ModelTimeoutError, match=r"within 0.2s"):
-        await collect(make_model(timeout=0.2, max_retries=0).stream(ask()))
+    with pytest.raises(ModelTimeoutError, match=r"no reply within Agent.first_token_timeout=0.2 s"):
+        await collect(make_model(timeouts=Timeouts(first_token=0.2), max_retries=0).stream(ask()))
 
 
 async def test_error_is_one_line_with_url_and_never_the_key(scripted_server, make_model, caplog) -> None:

@@ -17,7 +17,7 @@ from ipyagent.errors import (
     RequestRejected,
     ServerError,
 )
-from ipyagent.models.base import Retrying
+from ipyagent.models.base import Discarded, Retrying, TextDelta, Turn, TurnComplete
 from ipyagent.models.retry import (
     RetryPolicy,
     http_error,
@@ -124,6 +124,9 @@ def test_transport_failures_map_to_model_errors() -> None:
     request = httpx.Request("POST", URL)
     timeout = transport_error(httpx.ReadTimeout("slow", request=request), url=URL, timeout=5)
     assert isinstance(timeout, ModelTimeoutError) and "no response within 5s (ReadTimeout)" in str(timeout)
+    unreachable = transport_error(httpx.ConnectTimeout("", request=request), url=URL, timeout=30)
+    assert str(unreachable).startswith("could not connect within 30 s (ConnectTimeout)")
+    assert RetryPolicy().should_retry(unreachable, 0)
     refused = transport_error(httpx.ConnectError("refused", request=request), url=URL)
     assert isinstance(refused, ModelConnectionError) and str(refused).startswith("could not connect: refused")
     dropped = transport_error(httpx.RemoteProtocolError("eof", request=request), url=URL)
@@ -170,14 +173,45 @@ def test_with_retries_announces_each_retry_and_waits_the_backoff() -> None:
     assert slept == [1.0, 2.0]
 
 
-def test_with_retries_never_repeats_what_was_yielded_and_gives_up_after_max() -> None:
-    with pytest.raises(ModelConnectionError):
-        collect_retries(RetryPolicy(jitter=0), [["first", ModelConnectionError("dropped")], ["again"]])
+def test_a_stream_broken_after_deltas_is_discarded_then_asked_again() -> None:
+    dropped = ModelConnectionError("connection dropped mid-stream: reset")
+    dropped.turn = Turn(text="Half", usage={"prompt_tokens": 9})  # type: ignore[attr-defined]
+    events, slept = collect_retries(RetryPolicy(backoff=1, jitter=0),
+                                    [[TextDelta("Half"), dropped], [TextDelta("Whole"), "done"]])
+    assert [type(e).__name__ for e in events] == ["TextDelta", "Discarded", "Retrying", "TextDelta", "str"]
+    assert events[1] == Discarded("the connection dropped", retrying=True, usage={"prompt_tokens": 9})
+    assert slept == [1.0]
+
+
+def test_with_retries_gives_up_after_max_and_never_retries_a_permanent_failure() -> None:
     with pytest.raises(ServerError):
         collect_retries(RetryPolicy(max_retries=1, jitter=0),
                         [ServerError("a", status_code=500), ServerError("b", status_code=500)])
     with pytest.raises(ModelStreamError):
         collect_retries(RetryPolicy(), [ModelStreamError("in the stream"), ["never"]])
+
+
+def test_never_after_a_turn_complete() -> None:
+    late = [TurnComplete(Turn(text="whole")), ModelConnectionError("dropped while closing")]
+    with pytest.raises(ModelConnectionError):
+        collect_retries(RetryPolicy(jitter=0), [late, ["a second reply"]])
+
+
+def test_a_final_failure_after_deltas_still_marks_them_void() -> None:
+    seen: list = []
+
+    async def attempt():
+        yield TextDelta("Half")
+        raise ModelConnectionError("dropped")
+
+    async def run() -> None:
+        async for event in with_retries(RetryPolicy(max_retries=0), attempt):
+            seen.append(event)
+
+    with pytest.raises(ModelConnectionError):
+        asyncio.run(run())
+    assert seen == [TextDelta("Half"), Discarded("the connection dropped", retrying=False)]
+    assert seen[1].line == "discarded: the connection dropped"
 
 
 def test_a_wait_beyond_max_retry_after_fails_at_once_and_says_why() -> None:
