@@ -55,6 +55,10 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "`ollama serve`; model names as in `ollama list`, e.g. qwen2.5:7b"),
     Preset("llamacpp", "llama.cpp server", "http://127.0.0.1:8080/v1", "chat", "LLAMA_API_KEY", False,
            "`llama-server -m model.gguf --jinja` (tool calls need the Jinja chat template); key only if started with --api-key"),
+    Preset("llama-cpp-python", "llama-cpp-python", "http://127.0.0.1:8000/v1", "chat", "", False,
+           "`python -m llama_cpp.server --model model.gguf` (the model's own chat template: "
+           "tool calls the model writes as text are read, Agent.tool_mode 'auto'); "
+           "`--chat_format chatml-function-calling` cannot stream tool calls"),
     Preset("vllm", "vLLM", "http://127.0.0.1:8000/v1", "chat", "VLLM_API_KEY", False,
            "`vllm serve MODEL --enable-auto-tool-choice --tool-call-parser …`; key only if started with --api-key"),
     Preset("lmstudio", "LM Studio", "http://127.0.0.1:1234/v1", "chat", "", False,
@@ -165,9 +169,15 @@ def server_hint(url: str | None) -> str:
     parts = urlsplit(url)
     if not is_local_host(parts.hostname or ""):
         return ""
-    for preset in PRESETS.values():
-        known = urlsplit(preset.base_url)
-        if not preset.key_required and known.port == parts.port:
-            start = preset.notes.split(";")[0]
-            return f" — is the {preset.label} server running? Start it with {start}"
+    there = [p for p in PRESETS.values()
+             if not p.key_required and urlsplit(p.base_url).port == parts.port]
+    if len(there) == 1:
+        return f" — is the {there[0].label} server running? Start it with {_start(there[0])}"
+    if there:  # one port, several servers (8000: vLLM, llama-cpp-python)
+        starts = "; ".join(f"{p.label}: {_start(p)}" for p in there)
+        return f" — is the model server running? Start it with {starts}"
     return " — is the model server running at that address?"
+
+
+def _start(preset: Preset) -> str:
+    return preset.notes.split(";")[0].split(" (")[0]

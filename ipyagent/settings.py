@@ -58,7 +58,7 @@ class AgentSettings(LoggingConfigurable):
     provider = Enum(list(PRESETS), default_value=None, allow_none=True, help=(
         "Preset that fills in base_url, api and api_key_env: " + ", ".join(PRESETS) + ". "
         "Explicit settings win: the preset fills only those left at their defaults. "
-        "Local servers (ollama, llamacpp, vllm, lmstudio) need no key."
+        "Local servers (ollama, llamacpp, llama-cpp-python, vllm, lmstudio) need no key."
     )).tag(config=True)
     api = Enum(list(APIS), default_value=None, allow_none=True, help=(
         "Wire protocol: 'chat' (Chat Completions), 'responses' (OpenAI Responses) or "

@@ -32,6 +32,7 @@ def test_the_preset_table() -> None:
         "anthropic": ("https://api.anthropic.com/v1", "anthropic", "ANTHROPIC_API_KEY", True),
         "ollama": ("http://127.0.0.1:11434/v1", "chat", "", False),
         "llamacpp": ("http://127.0.0.1:8080/v1", "chat", "LLAMA_API_KEY", False),
+        "llama-cpp-python": ("http://127.0.0.1:8000/v1", "chat", "", False),
         "vllm": ("http://127.0.0.1:8000/v1", "chat", "VLLM_API_KEY", False),
         "lmstudio": ("http://127.0.0.1:1234/v1", "chat", "", False),
         "groq": ("https://api.groq.com/openai/v1", "chat", "GROQ_API_KEY", True),
@@ -168,4 +169,6 @@ def test_a_refused_local_connection_says_which_server_and_how_to_start_it() -> N
         "http://127.0.0.1:11434/v1/chat/completions")
     assert "llama-server -m model.gguf --jinja" in server_hint("http://localhost:8080/v1")
     assert server_hint("http://127.0.0.1:5999/v1") == " — is the model server running at that address?"
+    both = server_hint("http://127.0.0.1:8000/v1")  # vLLM's port is llama-cpp-python's too
+    assert "vLLM: `vllm serve" in both and "llama-cpp-python: `python -m llama_cpp.server" in both
     assert server_hint("https://api.openai.com/v1") == "" and server_hint(None) == ""

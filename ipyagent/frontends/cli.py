@@ -26,7 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("task", help="what to do, e.g. 'Use Python to compute 2**100'")
     run.add_argument("--model", default="demo", help="model name ('demo': offline, no key)")
     run.add_argument("--provider", default=None,
-                     help="preset: openai, anthropic, ollama, llamacpp, vllm, lmstudio, groq, openrouter")
+                     help="preset: openai, anthropic, ollama, llamacpp, llama-cpp-python, vllm, lmstudio, groq, openrouter")
     run.add_argument("--api", choices=["chat", "responses", "anthropic"], default=None,
                      help="wire format (default: from the provider, else chat)")
     run.add_argument("--base-url", default="", help="OpenAI-compatible endpoint URL")

@@ -230,7 +230,7 @@ class AgentMagics(Magics):
     @magic_arguments()
     @argument("--model", metavar="NAME", help="Model for this run (Agent.model).")
     @argument("--provider", metavar="NAME", help="Provider preset for this run (Agent.provider): "
-              "openai, anthropic, ollama, llamacpp, vllm, lmstudio, groq, openrouter.")
+              "openai, anthropic, ollama, llamacpp, llama-cpp-python, vllm, lmstudio, groq, openrouter.")
     @argument("--api", choices=["chat", "responses", "anthropic"],
               help="Wire format for this run (Agent.api).")
     @argument("--base-url", metavar="URL", help="Endpoint for this run (Agent.base_url).")
