@@ -33,7 +33,7 @@ from .events import (
     Usage,
     live_emitter,
 )
-from .items import Message, ToolCall, ToolResult
+from .items import Message, Summary, ToolCall, ToolResult
 from .models.base import ClientNotice, ModelRequest, Retrying, Turn, TurnComplete
 from .models.overflow import context_overflow, overflow_hint
 from .redaction import LiveRedactor, redact_result, redaction_notice
@@ -239,9 +239,15 @@ async def request(run: StepRun) -> tuple[Turn, int]:
 def _dropped(run: StepRun, req: ModelRequest, turn: Turn, without_tools: int,
              tools: int) -> str | None:
     """Why the tools seem not to have reached the model (a reply with no call at all whose
-    reported prompt is about the size of the messages alone); None otherwise."""
+    reported prompt is about the size of the messages alone); None otherwise.
+
+    Only the first request of a conversation is judged: that is where a template shows
+    whether it renders tools, and later ones may be counted short by a server's prompt cache.
+    """
     usage = Usage.from_server(turn.usage)
     if usage is None or usage.estimated or turn.tool_calls:
+        return None
+    if any("turn" in item.meta or isinstance(item, Summary) for item in run.agent.context):
         return None
     if recover_calls(turn.text, [t["name"] for t in req.tools])[1]:
         return None  # it wrote a call: it saw the tools
