@@ -1,8 +1,8 @@
 """Final replies that end a run ``done`` but deserve a word to the user.
 
 Why: a run that ends ``done`` with an empty answer, a filtered one, or a tool call the
-model *wrote as text* (small local models do, when the server has no tool-calling template
-for them) looks like a silent success. The stop reason stays ``done`` — the reply is what
+model *wrote as text* in a form ``written_calls`` could not recover (a tool that is not
+offered, a format it does not know) looks like a silent success. The stop reason stays ``done`` — the reply is what
 the model sent — and a one-line notice says what happened and what to try.
 """
 
