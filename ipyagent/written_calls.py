@@ -35,7 +35,7 @@ _FUNCTION_TAG = re.compile(r"<function=([\w.-]+)>(.*?)(?:</function>|$)", re.S)
 _MISTRAL = re.compile(r"\[TOOL_CALLS\](.*?)(?:</s>|$)", re.S)
 _PYTHON_TAG = re.compile(r"<\|python_tag\|>(.*?)(?:<\|eom_id\|>|<\|eot_id\|>|$)", re.S)
 _FENCE = re.compile(r"```[ \t]*([\w-]*)[^\n]*\n(.*?)(?:```|$)", re.S)
-_FUNCTIONS_DOT = re.compile(r"\bfunctions\.([\w-]+)\s*:?\s*(?=\{)")
+_FUNCTIONS_DOT = re.compile(r"\bfunctions\.([\w-]+)(?:\s*:\s*|\s*(?=\{))")
 _NAME = re.compile(r"""["']?name["']?\s*:\s*["']([^"'\n]+)["']""")
 # Fences whose language says "this is a call" (or says nothing); other languages are code.
 _CALL_FENCES = {"", "json", "json5", "tool_call", "tool_code", "tool", "function_call"}
@@ -241,9 +241,14 @@ def _python_tag(body: str, tools: set[str], written: str) -> list[WrittenCall]:
 
 
 def _after_name(text: str, start: int, name: str, tools: set[str]) -> tuple[int, list[WrittenCall]]:
-    """``functions.NAME: {…}``: the arguments object after the name."""
+    """``functions.NAME: {…}``: the arguments object after the name. Nothing readable after
+    it (llama-cpp-python's chatml-function-calling streams just ``functions.python:``) is a
+    call with a problem: the model is then told how to write it."""
     if name not in tools:
         return start, []
+    if not text.startswith("{", start):
+        rest = text[start:]
+        return len(text), [WrittenCall(name, None, rest, "no arguments object followed the name")]
     try:
         value, end = parse_prefix(text, start)
     except LenientJSONError as exc:

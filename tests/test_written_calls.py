@@ -71,6 +71,14 @@ def test_an_unreadable_call_of_an_offered_tool_is_still_a_call_with_its_problem(
     assert canonical_call("python", {"code": "print(2**100)"}) in told and "not run" in told
 
 
+def test_a_name_with_nothing_after_it_is_a_call_to_tell_how_to_write() -> None:
+    # What llama-cpp-python's chatml-function-calling streamed for tool_choice "auto" (measured).
+    around, calls = recover_calls("functions.python:", TOOLS)
+    assert around == "" and [c.name for c in calls] == ["python"]
+    assert calls[0].meta["written_problem"] == "no arguments object followed the name"
+    assert find_written_calls("See functions.shell: for that.", TOOLS) == ("See functions.shell: for that.", [])
+
+
 def test_recovered_calls_are_marked_and_get_ids() -> None:
     _, calls = recover_calls(json.dumps(CALL) + "\n" + "<tool_call>" + json.dumps(CALL) + "</tool_call>", TOOLS)
     assert len(calls) == 2 and all(c.meta == {"from_text": True} for c in calls)
