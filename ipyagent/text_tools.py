@@ -105,8 +105,12 @@ def render_items(items: Sequence[Item]) -> list[Item]:
 
 
 def _response(result: ToolResult) -> str:
-    """One result as the model reads it; a closing tag inside cannot end the block early."""
+    """One result as the model reads it: Qwen's own ``<tool_response>`` block, bare.
+
+    Why bare: measured on Qwen2.5-Coder-0.5B, a block with ``name=``/``error=`` attributes
+    had the model answer with those attributes pasted into a call. Results come in the
+    order of the calls; an error says so in its own text. A closing tag inside the output
+    cannot end the block early.
+    """
     body = result.for_model().replace("</tool_response>", "<\\/tool_response>")
-    name = json.dumps(result.name or "tool", ensure_ascii=False)
-    flag = ' error="true"' if result.error else ""
-    return f"<tool_response name={name}{flag}>\n{body}\n</tool_response>"
+    return f"<tool_response>\n{body}\n</tool_response>"

@@ -20,13 +20,18 @@ from ipyagent.lenient_json import LenientJSONError, loads, parse_prefix
     ('{"pattern": "\\d+\\.csv"}', {"pattern": "\\d+\\.csv"}),  # an escape JSON does not know: kept
     ('{"s": "caf\\u00e9 \\"q\\""}', {"s": 'café "q"'}),
     ('{"x": -1.5e3}', {"x": -1500.0}),
+    # The closing quote dropped before the final brackets (measured on Qwen2.5-Coder-0.5B).
+    ('{"name": "python", "arguments": {"code": "print((3 + 5 + 10) / 3)}}',
+     {"name": "python", "arguments": {"code": "print((3 + 5 + 10) / 3)"}}),
+    ('{"code": """x = 1\nprint(x)}', {"code": "x = 1\nprint(x)"}),
 ])
 def test_what_small_models_write_is_read(text: str, expected: object) -> None:
     assert loads(text) == expected
 
 
 @pytest.mark.parametrize("text", [
-    '{"code": "unclosed}',
+    '{"code": "unclosed',  # open to the very end: no bracket to close it before
+    '{"code": "a}, "b": 1}',  # not only brackets after it: not guessed
     '{"a": 1} trailing words',
     '{"call": __import__("os").system("echo hi")}',  # never evaluated: not a value at all
     '{"a": open("x")}',

@@ -37,8 +37,8 @@ def test_calls_are_written_into_the_assistant_message_and_results_come_back_as_o
         'Two things.\n\n<tool_call>\n{"name": "python", "arguments": {"code": "1+1"}}\n</tool_call>'
         '\n\n<tool_call>\n{"name": "read_file", "arguments": {"path": "a"}}\n</tool_call>')
     assert "tool_calls" not in messages[1]
-    assert messages[2]["content"] == ('<tool_response name="python">\n2\n</tool_response>\n\n'
-                                      '<tool_response name="read_file" error="true">\nno such file\n'
+    assert messages[2]["content"] == ('<tool_response>\n2\n</tool_response>\n\n'
+                                      '<tool_response>\nno such file\n'
                                       '</tool_response>\n\n' + AFTER_RESULTS + '\n\nand now?')
 
 

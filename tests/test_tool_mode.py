@@ -90,7 +90,7 @@ def test_the_recorded_written_call_runs_in_the_sibling_then_the_model_answers(ke
     assert res.meta["decision"]["by"] == "policy"
     assert "tools" in bodies[0] and "tools" not in bodies[1]
     assert bodies[1]["messages"][-1] == {"role": "user", "content": (
-        '<tool_response name="python">\n1267650600228229401496703205376\n</tool_response>\n\n'
+        '<tool_response>\n1267650600228229401496703205376\n</tool_response>\n\n'
         + AFTER_RESULTS)}
     assert [n for n in notices(events) if SWITCHED in n] == notices(events)
     assert len(notices(events)) == 1 and "wrote its tool call as text" in notices(events)[0]
@@ -192,7 +192,7 @@ def test_text_mode_sends_no_tools_and_renders_the_history_as_text(counter):
         assert "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": \"...\", \"b\": \"...\"}}" in system["content"]
     assert bodies[1]["messages"][2:] == [
         {"role": "assistant", "content": 'Adding.\n\n<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'},
-        {"role": "user", "content": '<tool_response name="add">\n5\n</tool_response>\n\n' + AFTER_RESULTS}]
+        {"role": "user", "content": '<tool_response>\n5\n</tool_response>\n\n' + AFTER_RESULTS}]
     assert notices(events) == []  # chosen, not switched to
 
 
@@ -327,7 +327,7 @@ def test_a_loaded_or_replayed_transcript_goes_on_in_the_mode_it_was_in(counter, 
             fresh.run("sure?")
         bodies = srv.bodies
     assert all("tools" not in b for b in bodies)
-    told = {"role": "user", "content": '<tool_response name="add">\n5\n</tool_response>\n\n' + AFTER_RESULTS}
+    told = {"role": "user", "content": '<tool_response>\n5\n</tool_response>\n\n' + AFTER_RESULTS}
     assert told in bodies[0]["messages"]
     report = Agent(model="m", python_tool=False, file_tools=False).replay(path, approval="auto")
     assert report.reproduced
