@@ -336,3 +336,18 @@ def test_a_loaded_or_replayed_transcript_goes_on_in_the_mode_it_was_in(counter, 
     assert modes == ["native", "text"]
     (replayed,) = [i for i in report.context if isinstance(i, ToolCall)]
     assert replayed.meta.get("from_text") is True
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+def test_text_mode_is_the_same_on_every_wire_protocol(counter, api):
+    from tests.helpers.scripted_apis import any_api_reply
+
+    call = json.dumps({"name": "add", "arguments": {"a": 2, "b": 3}})
+    with ScriptedServer([any_api_reply(f"<tool_call>\n{call}\n</tool_call>"), any_api_reply("5")]) as srv:
+        with light_agent(srv, counter, tool_mode="text", api=api) as agent:
+            result = agent.run("add 2 and 3")
+            bodies = srv.bodies
+    assert result.text == "5" and counter.ran == [5]
+    assert all("tools" not in b and "tool_choice" not in b for b in bodies)
+    sent = json.dumps(bodies[1])
+    assert "<tool_response>" in sent and "function_call" not in sent and "tool_use" not in sent
