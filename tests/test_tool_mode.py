@@ -351,3 +351,19 @@ def test_text_mode_is_the_same_on_every_wire_protocol(counter, api):
     assert all("tools" not in b and "tool_choice" not in b for b in bodies)
     sent = json.dumps(bodies[1])
     assert "<tool_response>" in sent and "function_call" not in sent and "tool_use" not in sent
+
+
+@pytest.mark.parametrize("record,refuses", [
+    ("../corpus/groq__400-tool-use-failed", False),  # the model's call failed: not a refusal of tools
+    ("llama-cpp-python__500-assistant-content-null", False),  # a validation error about content
+])
+def test_only_a_refusal_of_tools_switches(record, refuses):
+    from ipyagent.errors import ServerError
+    from ipyagent.models.retry import provider_message
+    from ipyagent.tool_mode import refused_tools
+
+    rec = json.loads((RECORDED / f"{record}.json").read_text())
+    message = provider_message(rec["raw_response"]) or ""
+    exc = ServerError(message, status_code=rec["http_status"])
+    assert (refused_tools(exc) is not None) is refuses
+    assert refused_tools(ServerError("tools param requires --jinja flag", status_code=500)) is not None
