@@ -41,6 +41,7 @@ from .text_tools import as_text_request, example_arguments
 from .tool_mode import (
     MODE_KEY,
     SWITCH_KEY,
+    TEXT_ALREADY,
     Wire,
     dropped_tools,
     empty_stream,
@@ -306,6 +307,9 @@ def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
                                          "usage": turn.usage, "model": turn.model,
                                          MODE_KEY: run.wire,
                                          **({SWITCH_KEY: run.switched} if run.switched else {})}
+    if run.wire == "text" and not agent.tool_mode_state.text_because:
+        # As a load would read it: a conversation that went as text goes on as text under auto.
+        agent.tool_mode_state.text_because = TEXT_ALREADY
     cut = turn.finish_reason in _LENGTH_REASONS
     if cut:  # said before the calls run: a cut call's bad arguments may end the run
         limit = agent.request_max_tokens or "the server's limit"

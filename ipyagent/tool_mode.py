@@ -23,14 +23,15 @@ from .items import Item, Summary, unfold_dicts
 if TYPE_CHECKING:
     from .errors import ConfigError, ModelError
 
-__all__ = ["TOOL_MODES", "Wire", "MODE_KEY", "SWITCH_KEY", "ToolModeState", "refused_tools",
-           "empty_stream", "dropped_tools", "switch_notice"]
+__all__ = ["TOOL_MODES", "Wire", "MODE_KEY", "SWITCH_KEY", "TEXT_ALREADY", "ToolModeState",
+           "refused_tools", "empty_stream", "dropped_tools", "switch_notice"]
 
 TOOL_MODES = ("auto", "native", "text")
 Wire = Literal["native", "text"]
 MODE_KEY = "tool_mode"  # meta["turn"]: the mode the turn's request was sent in
 SWITCH_KEY = "tool_mode_switch"  # meta["turn"]: why "auto" switched to text at this turn
 
+TEXT_ALREADY = "this conversation's requests went as text"  # why, when no switch said so
 # What servers say when they will not take tools: Ollama ("… does not support tools"), a
 # validation error naming the ``tools`` field, vLLM's "auto" tool choice without its flags.
 _REFUSED = re.compile(r"does not support tools|\btools\b|tool[ _]choice|function[ _]calling",
@@ -52,7 +53,7 @@ class ToolModeState:
         for turn in _turn_metas(items):
             why = turn.get(SWITCH_KEY)
             if why or turn.get(MODE_KEY) == "text":
-                return cls(str(why or "this conversation was already in text mode"))
+                return cls(str(why or TEXT_ALREADY))
         return cls()
 
     def wire(self, setting: str) -> Wire:

@@ -367,3 +367,17 @@ def test_only_a_refusal_of_tools_switches(record, refuses):
     exc = ServerError(message, status_code=rec["http_status"])
     assert (refused_tools(exc) is not None) is refuses
     assert refused_tools(ServerError("tools param requires --jinja flag", status_code=500)) is not None
+
+
+def test_a_conversation_begun_in_text_mode_stays_text_under_auto_until_a_new_one(counter):
+    with ScriptedServer([written("add", {"a": 2, "b": 3}), reply_text("5")]) as srv:
+        with light_agent(srv, counter, tool_mode="text") as agent:
+            agent.run("add")
+            agent.tool_mode = "auto"  # as a loaded transcript of this conversation would be
+            assert agent.tool_mode_in_force == "text"
+            srv.script([reply_text("still 5"), reply_text("new")])
+            agent.run("again?")
+            agent.reset()
+            agent.run("new conversation")
+            bodies = srv.bodies
+    assert ["tools" in b for b in bodies] == [False, False, False, True]
