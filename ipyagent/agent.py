@@ -30,6 +30,7 @@ from .personas import PersonaState
 from .resources import Resources
 from .settings import DEFAULT_SYSTEM_PROMPT, AgentSettings
 from .step import CircuitBreaker, emit, run_step
+from .tool_mode import ToolModeState, Wire
 from .tools.base import Tool, Toolbox
 from .tools.python import python_tool
 
@@ -139,6 +140,8 @@ class Agent(AgentSettings):
     def context(self, value: Context) -> None:
         bind_settings(value, self)  # the preview follows the current settings, even before a step
         self._context = value
+        # A new conversation starts native; a loaded one goes on in the mode it was in.
+        self.tool_mode_state = ToolModeState.of(value)
 
     @property
     def policy(self) -> ApprovalPolicy:
@@ -488,17 +491,33 @@ class Agent(AgentSettings):
             model = self.model
             where = "offline" if model == "demo" else f"{self.endpoint.api} @ {safe_url(self.endpoint.base_url)}"
         return (f"<Agent model={model!r} ({where}) approval={self.approval!r} "
-                f"items={len(self.context)} tools={self.tools.names}>")
+                f"tool_mode={self._tool_mode_short()} items={len(self.context)} "
+                f"tools={self.tools.names}>")
 
     def _repr_html_(self) -> str:
         import html
 
         rows = "".join(
-            f"<tr><td>{name}</td><td>{html.escape(_readable(name, getattr(self, name)))}</td></tr>"
-            for name in ("model", "base_url", "approval", "allow", "max_steps", "max_tokens"))
+            f"<tr><td>{name}</td><td>{html.escape(self._readable(name))}</td></tr>"
+            for name in ("model", "base_url", "approval", "allow", "tool_mode", "max_steps",
+                         "max_tokens"))
         return (f"<div><b>ipyagent Agent</b> — {len(self.context)} items, {self.usage} tokens, "
                 f"tools: {html.escape(', '.join(self.tools.names) or 'none')}"  # MCP names: untrusted
                 f"<table>{rows}</table></div>")
+
+    def _readable(self, name: str) -> str:
+        if name == "tool_mode":  # the setting, and under "auto" the mode in force and why
+            return self.tool_mode_state.describe(self.tool_mode)
+        return _readable(name, getattr(self, name))
+
+    def _tool_mode_short(self) -> str:
+        in_force = self.tool_mode_in_force
+        return f"{self.tool_mode}({in_force})" if self.tool_mode == "auto" else in_force
+
+    @property
+    def tool_mode_in_force(self) -> Wire:
+        """How the next request carries the tools: 'native' or 'text' (``Agent.tool_mode``)."""
+        return self.tool_mode_state.wire(self.tool_mode)
 
 
 def _readable(name: str, value: Any) -> str:

@@ -98,6 +98,16 @@ class AgentSettings(LoggingConfigurable):
     tool_choice = Unicode(None, allow_none=True, help=(
         "'auto', 'none', 'required' or a tool name; None: the server's default."
     )).tag(config=True)
+    tool_mode = Enum(["auto", "native", "text"], default_value="auto", help=(
+        "How tools reach the model: 'native' sends the API's tools field; 'text' sends none: "
+        "the tool specs and the call format (Hermes/Qwen tool_call tags) go in the system "
+        "prompt, calls are read from the reply and results go back as user messages (for "
+        "servers or chat templates without tool calling; tool_choice is not sent); 'auto' "
+        "starts native and switches to text for the rest of the conversation, with one line "
+        "saying why, when the server refuses or drops the tools or the model writes its "
+        "calls as text. Calls written as text are recovered in every mode, each approved "
+        "like any call."
+    )).tag(config=True)
     first_token_timeout = Float(None, allow_none=True, help=(
         "Seconds a model request may wait for the reply's first token (text, reasoning or a "
         "tool call): the server reading the prompt, a reasoning model thinking. Keep-alive "

@@ -33,11 +33,23 @@ from .events import (
     Usage,
     live_emitter,
 )
-from .items import Message, ToolCall, ToolResult
+from .items import Message, Summary, ToolCall, ToolResult
 from .models.base import ClientNotice, Discarded, ModelRequest, Retrying, Turn, TurnComplete
 from .models.overflow import context_overflow, overflow_hint
 from .redaction import LiveRedactor, redact_result, redaction_notice
+from .text_tools import as_text_request, example_arguments
+from .tool_mode import (
+    MODE_KEY,
+    SWITCH_KEY,
+    TEXT_ALREADY,
+    Wire,
+    dropped_tools,
+    empty_stream,
+    refused_tools,
+    switch_notice,
+)
 from .tools.base import Executor, Toolbox
+from .written_calls import PROBLEM, how_to_call, recover_calls
 
 if TYPE_CHECKING:
     import logging
@@ -106,6 +118,8 @@ class StepRun:
         self.executor: Executor = agent.tools  # python, file, MCP and user tools behind one call
         self.printed: dict[str, list[str]] = {}  # running calls' output, by call id
         self.records: dict[str, dict[str, Any]] = {}  # running calls' decisions, by call id
+        self.wire: Wire = agent.tool_mode_in_force  # how this step's request carries the tools
+        self.switched: str | None = None  # why "auto" switched to text in this step
 
     def emit(self, event: Event) -> None:
         """Tell every listener."""
@@ -120,6 +134,14 @@ class StepRun:
             self.emit(Notice(why, "error"))
         self.emit(StepFinished(step))
         return step
+
+    def switch_to_text(self, why: str, *, resend: bool) -> None:
+        """``auto``: text from now on, for the rest of the conversation; said once."""
+        self.agent.tool_mode_state.text_because = why
+        self.switched = why
+        if resend:  # else this turn's request went native: the next one goes as text
+            self.wire = "text"
+        self.emit(Notice(switch_notice(why, resend=resend), "warning"))
 
     def check_budget(self) -> None:
         """Stop when ``Agent.max_tokens`` is spent."""
@@ -160,11 +182,14 @@ async def prepare(run: StepRun) -> None:
 async def request(run: StepRun) -> tuple[Turn, int]:
     """Fit the window, ask the model, stream its events -> the turn and the estimate sent.
 
-    A second attempt only after the server said "too long": our estimate was low (another
-    tokenizer, no usage reported), so count as densely as it does, compact, ask once more.
+    Asked again at most twice: once after the server said "too long" (our estimate was low:
+    another tokenizer, no usage reported; count as densely as it does, compact, ask once
+    more), and once when ``tool_mode = "auto"`` switches to text because the server refused
+    or dropped the tools (the same request, now carrying them as text).
     """
     agent = run.agent
-    for attempt in (1, 2):
+    overflow_tried = False
+    while True:
         if agent.context_window:
             problem = await fit_window(agent, run.emit)
             if problem:
@@ -174,12 +199,15 @@ async def request(run: StepRun) -> tuple[Turn, int]:
             tools=[t.spec() for t in agent.offered_tools()],
             temperature=agent.temperature, max_tokens=agent.request_max_tokens,
             tool_choice=agent.tool_choice)
-        estimated_raw = agent.context.raw_tokens + agent.context.counter.raw(json.dumps(req.tools))
+        tools_raw = agent.context.counter.raw(json.dumps(req.tools))
+        estimated_raw = agent.context.raw_tokens + tools_raw
+        auto_native = run.wire == "native" and agent.tool_mode == "auto" and bool(req.tools)
         try:
-            turn = await _stream(run, req)
+            turn = await _stream(run, as_text_request(req) if run.wire == "text" else req)
         except (ModelError, ConfigError) as exc:  # ConfigError: e.g. the API key is not set
             overflow = context_overflow(exc)
-            if overflow is not None and agent.context_window and attempt == 1:
+            if overflow is not None and agent.context_window and not overflow_tried:
+                overflow_tried = True
                 scale = agent.context.counter.count_denser(estimated_raw, overflow.prompt_tokens)
                 counted = (f" (it counted {overflow.prompt_tokens:,} tokens)"
                            if overflow.prompt_tokens else "")
@@ -189,6 +217,10 @@ async def request(run: StepRun) -> tuple[Turn, int]:
                     "trying once more.", "warning"))
                 continue
             _bill_failed_reply(run, exc)
+            why = (refused_tools(exc) or empty_stream(exc)) if auto_native and not overflow else None
+            if why:
+                run.switch_to_text(why, resend=True)
+                continue
             hint = overflow_hint(agent.context_window) if overflow else ""
             if isinstance(exc, ModelConnectionError) and str(exc).startswith("could not connect"):
                 from .providers import server_hint
@@ -197,8 +229,31 @@ async def request(run: StepRun) -> tuple[Turn, int]:
             raise Stop("error", str(exc) + hint) from None
         if turn is None:
             raise Stop("error", "the model client ended without a reply")
+        dropped = _dropped(run, req, turn, estimated_raw - tools_raw, tools_raw) if auto_native else None
+        if dropped:
+            _bill(run, Usage.from_server(turn.usage))  # spent, though the reply is not kept
+            run.emit(Discarded("the tools did not reach the model"))  # displays strike it
+            run.switch_to_text(dropped + "; the reply above is discarded", resend=True)
+            continue
         return turn, estimated_raw
-    raise AssertionError("unreachable: the second attempt returns or stops")
+
+
+def _dropped(run: StepRun, req: ModelRequest, turn: Turn, without_tools: int,
+             tools: int) -> str | None:
+    """Why the tools seem not to have reached the model (a reply with no call at all whose
+    reported prompt is about the size of the messages alone); None otherwise.
+
+    Only the first request of a conversation is judged: that is where a template shows
+    whether it renders tools, and later ones may be counted short by a server's prompt cache.
+    """
+    usage = Usage.from_server(turn.usage)
+    if usage is None or usage.estimated or turn.tool_calls:
+        return None
+    if any("turn" in item.meta or isinstance(item, Summary) for item in run.agent.context):
+        return None
+    if recover_calls(turn.text, [t["name"] for t in req.tools])[1]:
+        return None  # it wrote a call: it saw the tools
+    return dropped_tools(usage.input, without_tools, tools)
 
 
 async def _stream(run: StepRun, req: ModelRequest) -> Turn | None:
@@ -239,6 +294,8 @@ def _bill(run: StepRun, spent: Usage | None) -> None:
 def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
     """Bill and calibrate, append the turn's items; True when the reply was cut at the limit."""
     agent, step = run.agent, run.step
+    if not turn.tool_calls and turn.text:
+        _recover_written_calls(run, turn)
     step.text, step.tool_calls, step.finish_reason = turn.text, turn.tool_calls, turn.finish_reason
     reply = Usage.from_server(turn.usage) or Usage(
         agent.context.tokens, len(turn.text) // 4 + 1, 1, estimated=True)
@@ -254,14 +311,33 @@ def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
     for call in turn.tool_calls:
         agent.context.append(call)
     # What a replay needs beyond the items: the turn's usage and finish reason.
+    # And the mode its request went in, and why "auto" switched at this turn (tool_mode).
     agent.context[first].meta["turn"] = {"step": step.index, "finish_reason": turn.finish_reason,
-                                         "usage": turn.usage, "model": turn.model}
+                                         "usage": turn.usage, "model": turn.model,
+                                         MODE_KEY: run.wire,
+                                         **({SWITCH_KEY: run.switched} if run.switched else {})}
+    if run.wire == "text" and not agent.tool_mode_state.text_because:
+        # As a load would read it: a conversation that went as text goes on as text under auto.
+        agent.tool_mode_state.text_because = TEXT_ALREADY
     cut = turn.finish_reason in _LENGTH_REASONS
     if cut:  # said before the calls run: a cut call's bad arguments may end the run
         limit = agent.request_max_tokens or "the server's limit"
         run.emit(Notice(f"The reply was cut off at the output limit (request_max_tokens={limit}).",
                         "warning"))
     return cut
+
+
+def _recover_written_calls(run: StepRun, turn: Turn) -> None:
+    """Calls of offered tools the model wrote in its reply become the turn's calls (marked
+    ``meta["from_text"]``; run like any other, after approval); the text around stays."""
+    agent = run.agent
+    around, calls = recover_calls(turn.text, [t.name for t in agent.offered_tools()])
+    if not calls:
+        return
+    turn.text, turn.tool_calls = around, calls
+    if run.wire == "native" and agent.tool_mode == "auto":
+        run.switch_to_text("the model wrote its tool call as text instead of using native "
+                           "tool calling", resend=False)
 
 
 # -- run calls -----------------------------------------------------------------------------
@@ -307,6 +383,10 @@ async def run_one(run: StepRun, call: ToolCall) -> ToolResult:
     if call.name in agent.tools and call.name not in [t.name for t in offered]:
         # Hidden by the persona: refused without asking, like an unknown tool.
         return await Toolbox(offered).execute(call)
+    if call.meta.get(PROBLEM):  # written as text, unreadable: nothing to approve or run
+        spec = next((t.spec() for t in offered if t.name == call.name), {})
+        return ToolResult(call.id, how_to_call(call.name, call.meta[PROBLEM], example_arguments(spec)),
+                          error=True, name=call.name, meta={"unreadable": True})
     decision = await agent.policy.decide(call)
     step.decisions.append(decision)
     run.emit(ToolCallDecided(call, decision))

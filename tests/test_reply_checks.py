@@ -44,4 +44,16 @@ def test_the_run_still_ends_done_and_the_listener_hears_it() -> None:
     with Agent(client=model, python_tool=False) as agent:
         result = agent.run("compute", on_event=lambda e: heard.append(e) if isinstance(e, Notice) else None)
     assert result.stop_reason == "done"
-    assert [n.level for n in heard] == ["warning"] and "as text instead of calling" in heard[0].message
+    # python is not offered here (python_tool=False): the call was not recovered, and the
+    # line says why nothing ran.
+    assert [n.level for n in heard] == ["warning"] and "'python'" in heard[0].message
+    assert "nothing ran" in heard[0].message
+
+
+def test_a_call_of_a_tool_that_does_not_exist_says_nothing_ran() -> None:
+    # Measured on Qwen2.5-Coder-0.5B: the call named after the task, arguments python's.
+    text = ('```json\n{\n  "name": "list_primes_below_30",\n  "arguments": {\n    "code": """\n'
+            'print([p for p in range(2, 30) if all(p % d for d in range(2, p))])\n"""\n  }\n}\n```')
+    notice = final_reply_notice(text, "stop", False, TOOLS)
+    assert notice is not None and "'list_primes_below_30'" in notice and "nothing ran" in notice
+    assert "python" in notice and "\n" not in notice

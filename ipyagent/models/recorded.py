@@ -60,11 +60,17 @@ def turns_from_items(items: Sequence[Item]) -> list[RecordedTurn]:
                 proposed = item.meta.get("original_arguments")
                 current.turn.tool_calls.append(ToolCall(
                     item.id, item.name, dict(proposed if proposed is not None else item.arguments),
-                    item.raw_arguments))
+                    item.raw_arguments, _kept_meta(item)))
     for rt in turns:
         if rt.turn.finish_reason is None:
             rt.turn.finish_reason = "tool_calls" if rt.turn.tool_calls else "stop"
     return turns
+
+
+def _kept_meta(call: ToolCall) -> dict[str, Any]:
+    """What the model's call itself said beyond its arguments: that it was written as text
+    (and, if so, why it could not be read), so the replayed call is answered alike."""
+    return {k: call.meta[k] for k in ("from_text", "written_problem") if k in call.meta}
 
 
 class ReplayModel:
@@ -113,4 +119,4 @@ def _copy(turn: Turn) -> Turn:
     return Turn(text=turn.text, reasoning=reasoning, finish_reason=turn.finish_reason,
                 usage=usage, model=turn.model,
                 tool_calls=[ToolCall(c.id, c.name, json.loads(json.dumps(c.arguments)),
-                                     c.raw_arguments) for c in turn.tool_calls])
+                                     c.raw_arguments, dict(c.meta)) for c in turn.tool_calls])

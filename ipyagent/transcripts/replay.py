@@ -52,6 +52,7 @@ from .._normalise import NORMALISATIONS, normalise
 from ..approval import ApprovalPolicy, Approver, Decision, Mode
 from ..items import Message, Summary, ToolCall, ToolResult, unfold
 from ..models.recorded import RecordedTurn, ReplayModel, turns_from_items
+from ..tool_mode import MODE_KEY
 from ..tools.base import Tool
 from ..tools.files import recorded_file
 from .file_record import restore
@@ -367,6 +368,10 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
         for number, rt in enumerate(turns, 1):
             _feed(agent, items[position:rt.start], report)
             position = rt.end
+            # Each turn is asked as it was recorded: with native tools, or as text.
+            mode = (items[rt.start].meta.get("turn") or {}).get(MODE_KEY)
+            if mode in ("native", "text"):
+                agent.tool_mode = mode
             step = await agent.astep(on_event=on_event)
             recorded_calls = [i for i in items[rt.start:rt.end] if isinstance(i, ToolCall)]
             _compare(number, recorded_calls, step.results, results, report)

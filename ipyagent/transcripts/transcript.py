@@ -51,7 +51,7 @@ SETTINGS = ("model", "provider", "api", "base_url", "approval", "allow", "max_st
             "max_tokens", "circuit_breaker", "temperature", "request_max_tokens", "tool_choice",
             "on_length", "context_window", "compact_threshold", "compact_keep_recent",
             "python_tool", "tool_output_limit", "kernel_name", "tool_timeout", "memory_limit",
-            "api_key_env")
+            "api_key_env", "tool_mode")
 # Restored by ``from_transcript``. Trust decisions (approval, allow) and where requests
 # and the key go (base_url, api_key_env) stay with the person loading the file; a preset
 # (provider) fixes its own host and key, and a loopback base_url stays on this machine,
@@ -59,7 +59,7 @@ SETTINGS = ("model", "provider", "api", "base_url", "approval", "allow", "max_st
 RESTORED = ("model", "provider", "api", "max_steps", "max_tokens", "circuit_breaker", "temperature",
             "request_max_tokens", "tool_choice", "on_length", "context_window",
             "compact_threshold", "compact_keep_recent", "python_tool", "tool_output_limit",
-            "kernel_name", "tool_timeout", "memory_limit")
+            "kernel_name", "tool_timeout", "memory_limit", "tool_mode")
 # The restored settings that bound a run (its length, cost, time, memory, what the model
 # sees, whether python is offered). A file may only tighten them: a looser value (and
 # 0 / None / "" mean "no limit", the loosest) is ignored and named in one line.

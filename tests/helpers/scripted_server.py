@@ -132,8 +132,11 @@ class Completion(Reply):
             return self.usage
         if not self.usage:
             return None
-        # A rough, deterministic count (4 characters a token) so context-size logic is testable.
+        # A rough, deterministic count (4 characters a token) so context-size logic is testable;
+        # the tools count too, as on a real server whose template renders them.
         sent = json.dumps(body.get("messages", []) if isinstance(body, dict) else body)
+        if isinstance(body, dict) and body.get("tools"):
+            sent += json.dumps(body["tools"])
         made = self.text + self.reasoning + "".join(json.dumps(c) for c in self.tool_calls)
         prompt, completion = max(1, len(sent) // 4), max(1, len(made) // 4)
         total = prompt + completion

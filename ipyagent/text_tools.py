@@ -1,0 +1,116 @@
+"""Tools without native tool calling: a request rewritten so any chat template can carry it.
+
+In ``Agent.tool_mode = "text"`` a request has no ``tools`` field. Instead the system prompt
+holds the tool specs and the one call format (``<tool_call>{"name": …, "arguments": {…}}
+</tool_call>``, which Hermes/Qwen-family models are trained on), each past call is written
+back into its assistant message in that format, and each result goes back as a **user**
+message of ``<tool_response>`` blocks: roles every template renders (some never render
+``role: "tool"``; some double-encode arguments sent back as ``tool_calls``). It is done
+here, on the provider-neutral items, so every wire protocol gets it alike.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any, Sequence
+
+from .items import Item, Message, Reasoning, ToolCall, ToolResult
+from .models.base import ModelRequest
+from .written_calls import canonical_call
+
+__all__ = ["as_text_request", "tools_prompt", "render_items", "example_arguments", "AFTER_RESULTS"]
+
+
+# After a turn's results. Why: measured on Qwen2.5-Coder-0.5B behind llama-cpp-python, the
+# results alone (in this format, in Qwen's own, or as native tool messages) made it call the
+# tool again with the result as code, step after step; this line made it answer.
+AFTER_RESULTS = ("Answer the user with these results, in plain text (no tool call), unless you "
+                 "need another tool.")
+
+
+def as_text_request(request: ModelRequest) -> ModelRequest:
+    """``request`` for text mode: no ``tools``/``tool_choice``, specs in the system prompt."""
+    system = request.system
+    if request.tools:
+        system = (system.rstrip() + "\n\n" if system.strip() else "") + tools_prompt(request.tools)
+    return replace(request, system=system, items=render_items(request.items), tools=[],
+                   tool_choice=None)
+
+
+def example_arguments(spec: dict[str, Any]) -> dict[str, Any]:
+    """Arguments to show in an example call of ``spec``: its required parameters."""
+    if spec.get("name") == "python":
+        return {"code": "print(2**100)"}
+    params = spec.get("parameters") or {}
+    props = params.get("properties") or {}
+    names = params.get("required") or list(props)[:1]
+    return {n: "..." for n in names}
+
+
+def tools_prompt(specs: Sequence[dict[str, Any]]) -> str:
+    """The system prompt's tool section: the specs and exactly how to call one."""
+    plain = [s.get("function", s) if s.get("type") == "function" else s for s in specs]
+    first = plain[0]
+    listing = "\n".join(json.dumps({"type": "function", "function": s}, ensure_ascii=False)
+                        for s in plain)
+    return ("# Tools\n\n"
+            "You may call one or more tools. Their signatures are within <tools></tools>:\n"
+            f"<tools>\n{listing}\n</tools>\n\n"
+            "To call a tool, write a JSON object with its name and arguments within "
+            "<tool_call></tool_call> tags, exactly like this:\n"
+            f"{canonical_call(str(first.get('name', 'tool')), example_arguments(first))}\n\n"
+            "Write one <tool_call> block per call, then stop: each result comes back in a "
+            "<tool_response> block. When you need no tool, answer in plain text.")
+
+
+def render_items(items: Sequence[Item]) -> list[Item]:
+    """The items with calls written into assistant messages and results as user messages."""
+    out: list[Item] = []
+    reply: Message | None = None  # the assistant message of the current turn
+
+    def user(text: str) -> None:
+        last = out[-1] if out else None
+        if isinstance(last, Message) and last.role == "user":
+            out[-1] = Message("user", last.content + "\n\n" + text)  # one user turn
+        else:
+            out.append(Message("user", text))
+
+    for position, item in enumerate(items):
+        if isinstance(item, ToolCall):
+            written = canonical_call(item.name, item.raw_arguments if item.raw_arguments is not None
+                                     else item.arguments)
+            if reply is None:
+                reply = Message("assistant", "")
+                out.append(reply)
+            reply.content = (reply.content.rstrip() + "\n\n" if reply.content.strip() else "") + written
+        elif isinstance(item, Message) and item.role == "assistant":
+            reply = Message("assistant", item.content)  # a new turn
+            out.append(reply)
+        elif isinstance(item, ToolResult):
+            reply = None
+            user(_response(item))
+            if position + 1 == len(items) or not isinstance(items[position + 1], ToolResult):
+                user(AFTER_RESULTS)
+        elif isinstance(item, Reasoning):
+            reply = None
+            out.append(item)
+        elif isinstance(item, Message) and item.role == "user":
+            reply = None
+            user(item.content)
+        else:
+            reply = None
+            out.append(item)
+    return out
+
+
+def _response(result: ToolResult) -> str:
+    """One result as the model reads it: Qwen's own ``<tool_response>`` block, bare.
+
+    Why bare: measured on Qwen2.5-Coder-0.5B, a block with ``name=``/``error=`` attributes
+    had the model answer with those attributes pasted into a call. Results come in the
+    order of the calls; an error says so in its own text. A closing tag inside the output
+    cannot end the block early.
+    """
+    body = result.for_model().replace("</tool_response>", "<\\/tool_response>")
+    return f"<tool_response>\n{body}\n</tool_response>"

@@ -1,0 +1,279 @@
+"""Tool calls the model wrote as text: found, parsed leniently, made into ``ToolCall``s.
+
+Why: served without a tool-call parser (llama-cpp-python with the model's own template,
+a llama.cpp server without ``--jinja``, any server in ``Agent.tool_mode = "text"``), a
+model *writes* its calls: ``<tool_call>{…}</tool_call>`` (Hermes, Qwen), a ```` ```json ````
+or ```` ```tool_call ```` fence, ``<|python_tag|>`` (Llama 3.1), ``<function=NAME>{…}</function>``,
+``functions.NAME: {…}``, Mistral's ``[TOOL_CALLS] […]``, or a bare ``{"name": …, "arguments": …}`` object. The stream then
+carries only text and the run would end ``done`` with a call as its "answer".
+
+Only the assistant's own reply text is read (never a tool result, never reasoning), and
+only a call naming an **offered** tool counts: JSON in an explanation, a code example in
+a ```` ```python ```` fence, or a call of a tool the persona hides stays text. A call of an
+offered tool whose arguments cannot be read still becomes a call, marked with the problem,
+so the model is told exactly how to write it (``how_to_call``) instead of being ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from .items import ToolCall, new_call_id
+from .lenient_json import LenientJSONError, loads, parse_prefix
+
+__all__ = ["WrittenCall", "find_written_calls", "recover_calls", "how_to_call", "canonical_call",
+           "FROM_TEXT", "PROBLEM"]
+
+FROM_TEXT = "from_text"  # ToolCall.meta key: the call was recovered from the reply's text
+PROBLEM = "written_problem"  # ToolCall.meta key: why its written arguments could not be read
+
+_TAGS = re.compile(r"<(tool_call|function_call)>(.*?)(?:</\1>|$)", re.S)
+_FUNCTION_TAG = re.compile(r"<function=([\w.-]+)>(.*?)(?:</function>|$)", re.S)
+_MISTRAL = re.compile(r"\[TOOL_CALLS\](.*?)(?:</s>|$)", re.S)
+_PYTHON_TAG = re.compile(r"<\|python_tag\|>(.*?)(?:<\|eom_id\|>|<\|eot_id\|>|$)", re.S)
+_FENCE = re.compile(r"```[ \t]*([\w-]*)[^\n]*\n(.*?)(?:```|$)", re.S)
+_FUNCTIONS_DOT = re.compile(r"\bfunctions\.([\w-]+)(?:\s*:\s*|\s*(?=\{))")
+_NAME = re.compile(r"""["']?name["']?\s*:\s*["']([^"'\n]+)["']""")
+# Fences whose language says "this is a call" (or says nothing); other languages are code.
+_CALL_FENCES = {"", "json", "json5", "tool_call", "tool_code", "tool", "function_call"}
+
+
+@dataclass
+class WrittenCall:
+    """One call found in the text: ``arguments`` None when they could not be read."""
+
+    name: str
+    arguments: dict[str, Any] | None
+    written: str  # the call as the model wrote it
+    problem: str | None = None
+
+
+def canonical_call(name: str, arguments: dict[str, Any] | str) -> str:
+    """The one way ipyagent writes a call as text (the Hermes/Qwen format)."""
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    return f'<tool_call>\n{{"name": {json.dumps(name, ensure_ascii=False)}, "arguments": {args}}}\n</tool_call>'
+
+
+def how_to_call(name: str, problem: str, example: dict[str, Any] | None = None) -> str:
+    """What the model reads when its written call of ``name`` could not be read."""
+    sample = example if example is not None else {"...": "..."}
+    return (f"Your call of the tool {name!r} was not run: its arguments could not be read "
+            f"({problem}). Write the call exactly like this, the arguments as one JSON object "
+            "(strings in double quotes, a newline inside a string written as \\n):\n"
+            + canonical_call(name, sample))
+
+
+def find_written_calls(text: str, offered: Iterable[str]) -> tuple[str, list[WrittenCall]]:
+    """``(the text around the calls, the calls)``, in the order written; ``text`` unchanged
+    and no calls when it holds no call of an offered tool."""
+    tools = set(offered)
+    if not tools or not text.strip():
+        return text, []
+    found: list[tuple[int, int, list[WrittenCall]]] = []  # (start, end, calls) spans
+    taken: list[tuple[int, int]] = []
+
+    def free(start: int, end: int) -> bool:
+        return all(end <= a or start >= b for a, b in taken)
+
+    def take(start: int, end: int, calls: list[WrittenCall]) -> None:
+        taken.append((start, end))
+        if calls:
+            found.append((start, end, calls))
+
+    for m in _TAGS.finditer(text):
+        take(m.start(), m.end(), _calls_in(m.group(2), tools, tagged=True))
+    for m in _MISTRAL.finditer(text):
+        if free(m.start(), m.end()):
+            take(m.start(), m.end(), _calls_in(m.group(1), tools, tagged=True))
+    for m in _FUNCTION_TAG.finditer(text):
+        if free(m.start(), m.end()):
+            calls = _named(m.group(1), m.group(2), tools, m.group(0))
+            take(m.start(), m.end(), calls)
+    for m in _PYTHON_TAG.finditer(text):
+        if free(m.start(), m.end()):
+            take(m.start(), m.end(), _python_tag(m.group(1), tools, m.group(0)))
+    for m in _FENCE.finditer(text):
+        if not free(m.start(), m.end()):
+            continue
+        language = m.group(1).lower()
+        if language in _CALL_FENCES:
+            take(m.start(), m.end(), _calls_in(m.group(2), tools, tagged=language.startswith("tool")))
+        else:
+            taken.append((m.start(), m.end()))  # code shown, not called: never looked into
+    for m in _FUNCTIONS_DOT.finditer(text):
+        if free(m.start(), m.end()):
+            end, calls = _after_name(text, m.end(), m.group(1), tools)
+            take(m.start(), end, calls)
+    _bare_objects(text, tools, free, take)
+    if not found:
+        return text, []
+    found.sort(key=lambda span: span[0])
+    kept, position = [], 0
+    for start, end, _ in found:
+        kept.append(text[position:start])
+        position = end
+    kept.append(text[position:])
+    # A small model may go on to write the result it imagines: that is not what ran.
+    around = "".join(kept).split("<tool_response", 1)[0]
+    around = re.sub(r"\n{3,}", "\n\n", around).strip()
+    return around, [call for _, _, calls in found for call in calls]
+
+
+def recover_calls(text: str, offered: Iterable[str]) -> tuple[str, list[ToolCall]]:
+    """``find_written_calls`` as ``ToolCall``s marked ``meta["from_text"]``; a call whose
+    arguments could not be read keeps what was written in ``raw_arguments``."""
+    around, written = find_written_calls(text, offered)
+    calls = []
+    for w in written:
+        meta: dict[str, Any] = {FROM_TEXT: True}
+        if w.arguments is None:
+            meta[PROBLEM] = w.problem or "unreadable arguments"
+        calls.append(ToolCall(new_call_id(), w.name, w.arguments or {},
+                              None if w.arguments is not None else w.written, meta))
+    return around, calls
+
+
+# -- the shapes ------------------------------------------------------------------------------
+def _calls_in(body: str, tools: set[str], *, tagged: bool) -> list[WrittenCall]:
+    """Calls in a tag's or fence's body: one object, a list of them, or several in a row."""
+    stripped = body.strip()
+    if not stripped.startswith(("{", "[")):
+        return []
+    try:
+        value = loads(stripped)
+        values: list[Any] = value if isinstance(value, list) else [value]
+    except LenientJSONError:
+        in_a_row = _objects_in_a_row(stripped)
+        if in_a_row is None:
+            return _unreadable(stripped, tools)
+        values = in_a_row
+    calls = []
+    for v in values:
+        call = _call_of(v, tools, stripped, require_arguments=not tagged)
+        if call is not None:
+            calls.append(call)
+    return calls
+
+
+def _objects_in_a_row(text: str) -> list[Any] | None:
+    """``{…}\\n{…}``: several objects one after another (None: not that either)."""
+    values, i = [], 0
+    try:
+        while i < len(text):
+            value, i = parse_prefix(text, i)
+            values.append(value)
+            while i < len(text) and text[i] in " \t\r\n,;":
+                i += 1
+    except LenientJSONError:
+        return None
+    return values
+
+
+def _call_of(value: Any, tools: set[str], written: str, *,
+             require_arguments: bool) -> WrittenCall | None:
+    """The call ``value`` (a parsed object) is, if it names an offered tool."""
+    if not isinstance(value, dict):
+        return None
+    if isinstance(value.get("function"), dict):  # {"type": "function", "function": {...}}
+        value = value["function"]
+    name = value.get("name")
+    if not isinstance(name, str) or name not in tools:
+        return None
+    key = next((k for k in ("arguments", "parameters", "args", "input") if k in value), None)
+    if key is None:
+        if require_arguments:
+            return None
+        return WrittenCall(name, {}, written)
+    return _with_arguments(name, value[key], written)
+
+
+def _with_arguments(name: str, arguments: Any, written: str) -> WrittenCall:
+    if isinstance(arguments, str):  # encoded twice, as JSON in a string
+        try:
+            arguments = loads(arguments) if arguments.strip() else {}
+        except LenientJSONError as exc:
+            return WrittenCall(name, None, written, f"the arguments are a string, not an object ({exc})")
+    if not isinstance(arguments, dict):
+        return WrittenCall(name, None, written,
+                           f"the arguments are {type(arguments).__name__}, not an object")
+    return WrittenCall(name, arguments, written)
+
+
+def _unreadable(body: str, tools: set[str]) -> list[WrittenCall]:
+    """A call body that is not even lenient JSON: a call with a problem if it names a tool."""
+    m = _NAME.search(body)
+    if m is None or m.group(1) not in tools:
+        return []
+    try:
+        loads(body)
+        problem = "no arguments object"
+    except LenientJSONError as exc:
+        problem = str(exc)
+    return [WrittenCall(m.group(1), None, body, problem)]
+
+
+def _named(name: str, body: str, tools: set[str], written: str) -> list[WrittenCall]:
+    """``<function=NAME>{…}</function>`` and ``functions.NAME: {…}``: the name given apart."""
+    if name not in tools:
+        return []
+    stripped = body.strip()
+    if not stripped:
+        return [WrittenCall(name, {}, written)]
+    try:
+        return [_with_arguments(name, loads(stripped), written)]
+    except LenientJSONError as exc:
+        return [WrittenCall(name, None, written, str(exc))]
+
+
+def _python_tag(body: str, tools: set[str], written: str) -> list[WrittenCall]:
+    """Llama 3.1: ``<|python_tag|>`` then a JSON call, or plain code for its code tool."""
+    stripped = body.strip()
+    if stripped.startswith(("{", "[")):
+        calls = _calls_in(stripped, tools, tagged=True)
+        if calls:
+            return calls
+    if stripped and "python" in tools and not stripped.startswith(("{", "[")):
+        return [WrittenCall("python", {"code": stripped}, written)]
+    return []
+
+
+def _after_name(text: str, start: int, name: str, tools: set[str]) -> tuple[int, list[WrittenCall]]:
+    """``functions.NAME: {…}``: the arguments object after the name. Nothing readable after
+    it (llama-cpp-python's chatml-function-calling streams just ``functions.python:``) is a
+    call with a problem: the model is then told how to write it."""
+    if name not in tools:
+        return start, []
+    if not text.startswith("{", start):
+        rest = text[start:]
+        return len(text), [WrittenCall(name, None, rest, "no arguments object followed the name")]
+    try:
+        value, end = parse_prefix(text, start)
+    except LenientJSONError as exc:
+        return len(text), [WrittenCall(name, None, text[start:], str(exc))]
+    return end, [_with_arguments(name, value, text[start:end])]
+
+
+def _bare_objects(text: str, tools: set[str], free: Any, take: Any) -> None:
+    """A bare ``{"name": TOOL, "arguments": {…}}`` anywhere outside the spans taken."""
+    i = text.find("{")
+    while i >= 0:
+        if not free(i, i + 1):
+            i = text.find("{", i + 1)
+            continue
+        try:
+            value, end = parse_prefix(text, i)
+        except LenientJSONError:
+            m = re.compile(r"\{\s*" + _NAME.pattern).match(text, i)
+            if m is not None and m.group(1) in tools and free(i, len(text)):
+                # It names an offered tool but cannot be read: the rest of the reply is it.
+                take(i, len(text), _unreadable(text[i:], tools))
+                return
+            i = text.find("{", i + 1)
+            continue
+        call = _call_of(value, tools, text[i:end], require_arguments=True)
+        if call is not None and free(i, end):
+            take(i, end, [call])
+        i = text.find("{", end)

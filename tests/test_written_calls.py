@@ -1,0 +1,119 @@
+"""Tool calls written as text: every shape small models use, leniency, and what is not a call."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ipyagent.written_calls import canonical_call, find_written_calls, how_to_call, recover_calls
+
+TOOLS = {"python", "read_file"}
+CALL = {"name": "python", "arguments": {"code": "2**100"}}
+
+
+@pytest.mark.parametrize("text", [
+    "```json\n" + json.dumps(CALL) + "\n```",
+    "```tool_call\n" + json.dumps(CALL) + "\n```",
+    "```\n" + json.dumps(CALL) + "\n```",
+    "<tool_call>\n" + json.dumps(CALL) + "\n</tool_call>",
+    "<tool_call>" + json.dumps(CALL),  # the closing tag never came (a stop sequence ate it)
+    '<|python_tag|>{"name": "python", "parameters": {"code": "2**100"}}<|eom_id|>',
+    "<|python_tag|>2**100<|eom_id|>",  # Llama's built-in code interpreter: plain code
+    '<function=python>{"code": "2**100"}</function>',
+    'functions.python: {"code": "2**100"}',
+    '[TOOL_CALLS] [{"name": "python", "arguments": {"code": "2**100"}}]',
+    json.dumps(CALL),
+    '{"name": "python", "parameters": {"code": "2**100"}}',
+    '{"type": "function", "function": {"name": "python", "arguments": "{\\"code\\": \\"2**100\\"}"}}',
+])
+def test_each_shape_is_one_call(text: str) -> None:
+    around, calls = find_written_calls(text, TOOLS)
+    assert [(c.name, c.arguments) for c in calls] == [("python", {"code": "2**100"})]
+    assert around == ""
+
+
+def test_the_text_around_is_kept_and_the_call_taken_out() -> None:
+    text = ("I will compute it.\n\n<tool_call>\n" + json.dumps(CALL) + "\n</tool_call>\n\n"
+            "Then I will report.")
+    around, calls = find_written_calls(text, TOOLS)
+    assert around == "I will compute it.\n\nThen I will report." and len(calls) == 1
+
+
+def test_several_calls_in_one_reply_in_order() -> None:
+    text = ("First:\n<tool_call>\n" + json.dumps(CALL) + "\n</tool_call>\n"
+            '```json\n{"name": "read_file", "arguments": {"path": "a.csv"}}\n```')
+    _, calls = find_written_calls(text, TOOLS)
+    assert [c.name for c in calls] == ["python", "read_file"]
+    _, row = find_written_calls('<tool_call>\n{"name": "python", "arguments": {"code": "1"}}\n'
+                                '{"name": "python", "arguments": {"code": "2"}}\n</tool_call>', TOOLS)
+    assert [c.arguments for c in row] == [{"code": "1"}, {"code": "2"}]
+
+
+def test_lenient_arguments_in_a_written_call() -> None:
+    text = ('```json\n{"name": "python", "arguments": {"code": """import math\n'
+            'print(math.sqrt(2))""",},}\n```')
+    _, calls = find_written_calls(text, TOOLS)
+    assert calls[0].arguments == {"code": "import math\nprint(math.sqrt(2))"}
+    _, calls = find_written_calls("{'name': 'python', 'arguments': {'code': 'for i in range(2):\n\tprint(i)'}}",
+                                  TOOLS)
+    assert calls[0].arguments == {"code": "for i in range(2):\n\tprint(i)"}
+
+
+def test_an_unreadable_call_of_an_offered_tool_is_still_a_call_with_its_problem() -> None:
+    text = '<tool_call>{"name": "python", "arguments": {"code": "print(1)}</tool_call>'
+    around, calls = recover_calls(text, TOOLS)
+    (call,) = calls
+    assert call.name == "python" and call.meta["from_text"] and call.meta["written_problem"]
+    assert call.raw_arguments == '{"name": "python", "arguments": {"code": "print(1)}'
+    assert around == ""
+    told = how_to_call("python", call.meta["written_problem"], {"code": "print(2**100)"})
+    assert canonical_call("python", {"code": "print(2**100)"}) in told and "not run" in told
+
+
+def test_a_name_with_nothing_after_it_is_a_call_to_tell_how_to_write() -> None:
+    # What llama-cpp-python's chatml-function-calling streamed for tool_choice "auto" (measured).
+    around, calls = recover_calls("functions.python:", TOOLS)
+    assert around == "" and [c.name for c in calls] == ["python"]
+    assert calls[0].meta["written_problem"] == "no arguments object followed the name"
+    assert find_written_calls("See functions.shell: for that.", TOOLS) == ("See functions.shell: for that.", [])
+
+
+def test_recovered_calls_are_marked_and_get_ids() -> None:
+    _, calls = recover_calls(json.dumps(CALL) + "\n" + "<tool_call>" + json.dumps(CALL) + "</tool_call>", TOOLS)
+    assert len(calls) == 2 and all(c.meta == {"from_text": True} for c in calls)
+    assert calls[0].id != calls[1].id and all(c.id.startswith("call_") for c in calls)
+
+
+def test_an_imagined_result_after_the_call_is_not_kept() -> None:
+    text = "<tool_call>" + json.dumps(CALL) + "</tool_call>\n<tool_response>42</tool_response>\nIt is 42."
+    around, calls = find_written_calls(text, TOOLS)
+    assert len(calls) == 1 and around == ""
+
+
+@pytest.mark.parametrize("text", [
+    "The answer is 42.",
+    '{"name": "Ada", "arguments": 3}',  # JSON, but no such tool
+    '```json\n{"name": "2^100", "arguments": {"type": "integer", "value": 100}}\n```',
+    # A code example is code shown, not a call, even if it spells one.
+    '```python\nprint({"name": "python", "arguments": {"code": "1"}})\n```',
+    "Wrap each call in <tool_call> tags.",
+    '{"name": "python"}',  # a bare object needs its arguments to be a call
+    '<tool_call>{"name": "shell", "arguments": {"cmd": "rm -rf /"}}</tool_call>',  # not offered
+    "functions.shell: {\"cmd\": \"ls\"}",
+    '{"result": {"name": "python", "arguments": {"code": "1"}}}',  # data that contains one
+])
+def test_what_is_not_a_call_of_an_offered_tool_stays_text(text: str) -> None:
+    assert find_written_calls(text, TOOLS) == (text, [])
+
+
+def test_no_offered_tools_means_no_calls() -> None:
+    assert find_written_calls(json.dumps(CALL), []) == (json.dumps(CALL), [])
+
+
+def test_the_recorded_explanation_with_json_in_it_is_left_alone() -> None:
+    from tests.helpers.scripted_apis import CORPUS
+
+    path = CORPUS.parent / "corpus-llama-cpp-python" / "llama-cpp-python__stream-json-in-text-not-a-call.json"
+    text = json.loads(path.read_text())["expected"]["text"]
+    assert find_written_calls(text, TOOLS) == (text, [])
