@@ -2,7 +2,8 @@
 
 It is data: the same items are sent to the model, shown to the user and saved. It acts
 like a list (``len``, indexing, slicing, iteration, ``append``/``insert``/``pop``/
-``remove``) and keeps a per-item token estimate so that appending is O(1).
+``remove``) and keeps a per-item token estimate, made when the item enters, so that
+appending, inserting, replacing or deleting an item re-estimates only that item.
 """
 
 from __future__ import annotations
@@ -52,14 +53,20 @@ class Context(MutableSequence[Item]):
             for v in values:
                 _check(v)
             self._items[index] = values
+            self._recount()
         else:
             _check(value)
             self._items[index] = value
-        self._recount()
+            n = self.counter.item(value)
+            self._total += n - self._tokens[index]
+            self._tokens[index] = n
 
     def __delitem__(self, index: int | slice) -> None:
+        # Only the removed items' estimates go: a long run's context is not re-estimated.
         del self._items[index]
-        self._recount()
+        removed = self._tokens[index]
+        del self._tokens[index]
+        self._total -= sum(removed) if isinstance(removed, list) else removed
 
     def __len__(self) -> int:
         return len(self._items)
@@ -70,7 +77,9 @@ class Context(MutableSequence[Item]):
     def insert(self, index: int, value: Item) -> None:
         _check(value)
         self._items.insert(index, value)
-        self._recount()
+        n = self.counter.item(value)
+        self._tokens.insert(index, n)
+        self._total += n
 
     def append(self, value: Item) -> None:
         """Append one item (O(1): only its own tokens are estimated)."""

@@ -69,6 +69,29 @@ def test_append_is_constant_time():
     assert Counting.calls == 100
 
 
+def test_edits_estimate_only_the_items_they_touch():
+    # Counted, not timed: a long run's context is not re-estimated by a delete or an insert.
+    from ipyagent.tokens import TokenCounter
+
+    class Counting(TokenCounter):
+        calls = 0
+
+        def item(self, item):
+            Counting.calls += 1
+            return super().item(item)
+
+    ctx = Context([Message("user", str(i) * 40) for i in range(1000)], counter=Counting())
+    Counting.calls = 0
+    del ctx[-2:]
+    del ctx[3]
+    ctx.insert(5, Message("user", "z" * 80))
+    ctx[7] = Message("assistant", "w" * 12)
+    ctx.pop()
+    assert Counting.calls == 2  # the inserted and the replacing item
+    counted_afresh = Context.from_dicts(ctx.to_dicts(), counter=TokenCounter())
+    assert ctx.raw_tokens == counted_afresh.raw_tokens and len(ctx) == 997
+
+
 def test_reprs():
     ctx = make()
     assert repr(ctx).startswith("<Context: 4 items")
