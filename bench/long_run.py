@@ -4,8 +4,9 @@ Each step is a tool call and its 4 KB result (what a small local model's long ru
 like). Per step, side by side: the autosave (``Autosave.write``, its cache warm, one new
 step since the last save), and the floor — ``json.dumps`` of the same notebook dict plus
 an atomic write of its bytes; the ratio must stay under 2. Then the first save in a fresh
-process against a later one (no stall), and save / read / to_notebook of the 1,000-step
-run from cold, and the RSS growth. Run: ``python bench/long_run.py``.
+process against a later one (no stall), save and to_notebook of the 1,000-step run, and
+its transcript read (beside ``nbformat.read``, which validates), loaded and replayed, each
+cold in a fresh process and warm; and the RSS growth. Run: ``python bench/long_run.py``.
 """
 
 from __future__ import annotations
@@ -92,12 +93,63 @@ def main() -> None:
         print(f"first save in a fresh process {first * 1e3:.0f} ms, the next {later * 1e3:.0f} ms "
               f"(stall {max(first - later, 0) * 1e3:.0f} ms)")
         path = Path(d) / "cold.ipynb"
-        for name, run in (("save (cold)", lambda: save(agent, path)),
-                          ("read", lambda: read(path)),
-                          ("to_notebook", lambda: to_notebook(agent))):
-            t = time.perf_counter()
-            run()
-            print(f"{name} at {step} steps: {(time.perf_counter() - t) * 1e3:.0f} ms")
+        t = time.perf_counter()
+        save(agent, path)
+        print(f"save (cold) at {step} steps: {(time.perf_counter() - t) * 1e3:.0f} ms")
+        reading(path, step)
+        t = time.perf_counter()
+        to_notebook(agent)
+        print(f"to_notebook at {step} steps: {(time.perf_counter() - t) * 1e3:.0f} ms")
+
+
+# What each reading runs, in a fresh interpreter with ipyagent imported (as in a kernel
+# that loaded the extension); the imports a reading needs beyond that are part of it.
+FRESH = {
+    "read": "from ipyagent.transcripts.transcript import read as run",
+    "nbformat.read (validating)": "import functools, nbformat; "
+                                  "run = functools.partial(nbformat.read, as_version=4)",
+    "Agent.from_transcript": "import functools, ipyagent; "
+                             "run = functools.partial(ipyagent.Agent.from_transcript, python_tool=False)",
+    "replay (no python calls)": "import functools, ipyagent.transcripts.replay as r; "
+                                "run = functools.partial(r.replay, approval='auto')",
+}
+
+
+def fresh(setup: str, path: Path) -> float:
+    """Seconds ``setup`` and ``run(path)`` take in a new process that imported ipyagent."""
+    code = ("import sys, time; import ipyagent; t0 = time.perf_counter(); " + setup
+            + "; run(sys.argv[1]); print(time.perf_counter() - t0)")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                         text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    return float(out.stdout.split()[-1])
+
+
+def reading(path: Path, steps: int) -> None:
+    """The transcript read, loaded and replayed, cold (a fresh process: nbformat's import is
+    part of its read) and warm (median of 3), ipyagent's json read beside nbformat.read."""
+    import nbformat
+
+    print(f"reading the {steps}-step transcript ({path.stat().st_size / 1e6:.1f} MB)"
+          f"{'':4}cold (fresh process)   warm")
+    warm = {"read": lambda: read(path),
+            "nbformat.read (validating)": lambda: nbformat.read(path, as_version=4)}
+    rows = {}
+    for name, setup in FRESH.items():
+        cold = statistics.median(fresh(setup, path) for _ in range(3))
+        again = None
+        if name in warm:
+            times = []
+            for _ in range(3):
+                t = time.perf_counter()
+                warm[name]()
+                times.append(time.perf_counter() - t)
+            again = statistics.median(times)
+        rows[name] = (cold, again)
+        print(f"  {name:44}{cold * 1e3:9.0f} ms" + (f"{again * 1e3:11.0f} ms" if again else ""))
+    ours, theirs = rows["read"], rows["nbformat.read (validating)"]
+    print(f"  read vs nbformat.read: {theirs[0] / ours[0]:.1f}x faster cold, "
+          f"{theirs[1] / ours[1]:.1f}x warm")
 
 
 if __name__ == "__main__":
