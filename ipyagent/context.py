@@ -8,10 +8,9 @@ appending, inserting, replacing or deleting an item re-estimates only that item.
 
 from __future__ import annotations
 
-import html
 from typing import Any, Callable, Iterable, Iterator, MutableSequence, overload
 
-from ._text import one_line, visible
+from .context_table import ContextTable
 from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
 from .tokens import TokenCounter
 
@@ -163,29 +162,16 @@ class Context(MutableSequence[Item]):
             return self._items == other
         return NotImplemented
 
+    def table(self, start: int | None = None, stop: int | None = None) -> ContextTable:
+        """Rows ``start`` to ``stop - 1`` as a table, numbered as here (a long context's own
+        table shows its first and last rows and says how many are between)."""
+        return ContextTable(self, start, stop)
+
     def _repr_html_(self) -> str:
-        rows = []
-        for i, (item, raw) in enumerate(zip(self._items, self._tokens)):
-            tok = self.counter.scaled(raw)
-            rows.append(
-                f"<tr><td style='text-align:right'>{i}</td><td>{html.escape(item.label)}</td>"
-                f"<td style='text-align:left'>{html.escape(item.summary())}</td>"
-                f"<td style='text-align:right'>{tok}</td></tr>"
-            )
-        system = html.escape(one_line(self.system)[:120])
-        return (
-            "<div class='ipyagent-context'>"
-            f"<div><b>Context</b> — {self._count()}, ~{self.tokens:,} tokens</div>"
-            f"<div style='color:#666;font-size:90%'>system: {system}</div>"
-            "<table><thead><tr><th>#</th><th>kind</th><th style='text-align:left'>summary</th>"
-            "<th>tokens</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
-        )
+        return ContextTable(self)._repr_html_()
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        lines = [repr(self)]
-        for i, item in enumerate(self._items):
-            lines.append(f"  {i:>3}  {item.label:<12} {item.summary()}")
-        p.text(visible("\n".join(lines)))  # terminal IPython prints it as is
+        p.text(ContextTable(self).text())  # terminal IPython prints it as is
 
 
 def _check(value: object) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "ipyagent"
 
-DATA = {"errors", "items", "context", "tokens", "events", "decisions", "_text", "_secrets",
+DATA = {"errors", "items", "context", "context_table", "tokens", "events", "decisions", "_text", "_secrets",
         "_untrusted", "_normalise", "_eventloop", "_mainthread", "_atomic", "_version", "_stamps"}
 ENGINE = {"agent", "step", "settings", "approval", "compaction", "personas", "providers",
           "agents_md", "reply_checks", "resources", "redaction", "audit", "namespace", "copies"}
