@@ -6,7 +6,7 @@ step since the last save), and the floor — ``json.dumps`` of the same notebook
 an atomic write of its bytes; the ratio must stay under 2. Then the first save in a fresh
 process against a later one (no stall), save and to_notebook of the 1,000-step run, and
 its transcript read (beside ``nbformat.read``, which validates), loaded and replayed, each
-cold in a fresh process and warm; and the RSS growth. Run: ``python bench/long_run.py``.
+cold in a fresh process and warm; the context table; and the RSS growth. Run: ``python bench/long_run.py``.
 """
 
 from __future__ import annotations
@@ -100,6 +100,10 @@ def main() -> None:
         t = time.perf_counter()
         to_notebook(agent)
         print(f"to_notebook at {step} steps: {(time.perf_counter() - t) * 1e3:.0f} ms")
+        t = time.perf_counter()
+        table = agent.context._repr_html_()  # what %agent context displays
+        print(f"context table at {step} steps: {(time.perf_counter() - t) * 1e3:.1f} ms, "
+              f"{len(table) / 1e3:.0f} KB of HTML")
 
 
 # What each reading runs, in a fresh interpreter with ipyagent imported (as in a kernel
