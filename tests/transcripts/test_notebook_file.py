@@ -92,3 +92,14 @@ def test_a_hand_edited_cell_still_stops_a_rerun(saved: Path, tmp_path: Path) -> 
     edited.write_text(json.dumps(nb))
     with pytest.raises(TranscriptError, match="differs from the recorded code"):
         read(edited).verify_cells()
+
+
+def test_each_loaded_context_holds_its_own_copies(saved: Path) -> None:
+    transcript = read(saved)
+    first, second = transcript.context, transcript.context
+    assert [i.to_dict() for i in first] == [i.to_dict() for i in transcript.items]
+    call = next(i for i in first if i.type == "tool_call")
+    call.arguments["edited"] = True
+    call.meta["note"] = "mine"
+    assert all("edited" not in i.arguments and "note" not in i.meta
+               for ctx in (second, transcript.items) for i in ctx if i.type == "tool_call")
