@@ -9,7 +9,6 @@ and the secret redaction and audit record around it, happen here.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -174,7 +173,7 @@ async def request(run: StepRun) -> tuple[Turn, int]:
             tools=[t.spec() for t in agent.offered_tools()],
             temperature=agent.temperature, max_tokens=agent.request_max_tokens,
             tool_choice=agent.tool_choice)
-        estimated_raw = agent.context.raw_tokens + agent.context.counter.raw(json.dumps(req.tools))
+        estimated_raw = agent.context.raw_tokens + agent.context.counter.specs(req.tools)
         try:
             turn = await _stream(run, req)
         except (ModelError, ConfigError) as exc:  # ConfigError: e.g. the API key is not set
