@@ -111,8 +111,9 @@ class MCPManager:
 
         Every step asks; reading, hashing and parsing ``mcp.json`` and the trust list each
         time cost more than the rest of a step. The answer is kept while the settings, the
-        directory and the stamps of both config-file candidates and the trust list are the
-        same (``_stamps``), so an edited, added or removed file is read at the next step.
+        directory and the stamps of both config-file candidates (and of the trust list, when
+        one of them exists) are the same (``_stamps``), so an edited, added or removed file
+        is read at the next step.
         """
         directory = (self.agent.cwd or os.getcwd()) if self.agent.mcp_files else None
         paths = [os.path.join(directory, rel) for rel in CONFIG_FILES] if directory else []
