@@ -1,11 +1,15 @@
 """Long runs: what autosave, save, load and export cost at step 10, 100 and 1,000.
 
 Each step is a tool call and its 4 KB result (what a small local model's long run looks
-like). Per step, side by side: the autosave (``Autosave.write``, its cache warm, one new
-step since the last save), and the floor — ``json.dumps`` of the same notebook dict plus
-an atomic write of its bytes; the ratio must stay under 2. Then the first save in a fresh
-process against a later one (no stall), and save / read / to_notebook of the 1,000-step
-run from cold, and the RSS growth. Run: ``python bench/long_run.py``.
+like). Per step, side by side: the autosave (``Autosave.write``, its cache warm, a few new
+steps since the last save), and the floor — ``json.dumps`` of the same notebook dict plus
+an atomic write of its bytes; the ratio must stay under 2; and a whole loop step (a
+zero-latency model, a tool returning the 4 KB) with autosave off and on. Then the first save in a fresh
+process against a later one (no stall), save and to_notebook of the 1,000-step run, and
+its transcript read (beside ``nbformat.read``, which validates), loaded and replayed, each
+cold in a fresh process and warm; the context table; the RSS growth; and an 80-step run in
+a 4,096-token window with ~3,000-character results: how many summary requests it makes
+and how much of each request differs from the previous one's prefix (prompt-cache churn). Run: ``python bench/long_run.py``.
 """
 
 from __future__ import annotations
@@ -22,8 +26,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ipyagent import Agent, Message, ToolCall, ToolResult  # noqa: E402
+from ipyagent import Agent, Message, ToolCall, ToolResult, _eventloop, tool  # noqa: E402
 from ipyagent._atomic import write_atomic  # noqa: E402
+from ipyagent.compaction import SUMMARY_PROMPT  # noqa: E402
+from ipyagent.models.base import Turn, TurnComplete  # noqa: E402
+from ipyagent.models.openai_chat import to_chat_messages  # noqa: E402
+from ipyagent.tokens import TokenCounter  # noqa: E402
 from ipyagent.transcripts.export import notebook_dict  # noqa: E402
 from ipyagent.transcripts.transcript import Autosave, _parts, read, save, to_notebook  # noqa: E402
 
@@ -34,6 +42,37 @@ RESULT = ("line of tool output " * 4 + "\n") * 50  # ~4 KB
 def add_step(agent: Agent, n: int) -> None:
     agent.context.append(ToolCall(f"call_{n}", "read_file", {"path": f"f{n}.txt"}))
     agent.context.append(ToolResult(f"call_{n}", RESULT, name="read_file"))
+
+
+class StepModel:
+    """Answers every request at once: one call of ``fetch`` (a zero-latency model)."""
+
+    name = "zero-latency"
+
+    async def aclose(self) -> None:
+        return None
+
+    async def stream(self, request):  # type: ignore[no-untyped-def]
+        call = ToolCall(f"call_{len(request.items)}", "fetch", {})
+        yield TurnComplete(Turn(tool_calls=[call], finish_reason="tool_calls",
+                                usage={"prompt_tokens": 10, "completion_tokens": 1}))
+
+
+@tool
+async def fetch() -> str:
+    """Return the next 4 KB page."""
+    return RESULT
+
+
+def one_step(agent: Agent, listeners: list) -> float:
+    """Seconds one loop step takes (model, tool, record; autosave when it is listening),
+    timed on the engine loop, where runs step (not the hop from this thread to it)."""
+    async def timed() -> float:
+        t = time.perf_counter()
+        await agent._astep(listeners, steps_so_far=0)
+        return time.perf_counter() - t
+
+    return _eventloop.run_sync(timed())
 
 
 def floor(agent: Agent, path: Path) -> float:
@@ -64,18 +103,23 @@ def first_save() -> tuple[float, float]:
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as d:
-        agent = Agent(model="demo", python_tool=False, autosave=os.path.join(d, "auto.ipynb"))
+        agent = Agent(client=StepModel(), tools=[fetch], python_tool=False, file_tools=False,
+                      circuit_breaker=0, max_steps=10**9, autosave=os.path.join(d, "auto.ipynb"))
         agent.context.append(Message("user", "go"))
-        autosave = Autosave(agent)
+        with_autosave = agent._listeners(None)  # what a run hears: autosave first
+        one_step(agent, with_autosave)
+        step = 1
+        autosave = agent._autosaver  # the agent's own: one cache of rendered cells, as in a run
+        assert isinstance(autosave, Autosave)
         rss0 = rss_mb()
-        print("autosave per step (ms)  step   autosave   floor   ratio   file MB")
-        step = 0
+        print("per step (ms)     step   autosave   floor   ratio   step: autosave off     on   file MB")
         for target in CHECKPOINTS:
-            while step < target - 3:
+            while step < target - 10:
                 step += 1
                 add_step(agent, step)
-            autosave.write()
-            saves, floors = [], []
+            one_step(agent, with_autosave)  # the cache warm: what a run autosaved already
+            step += 1
+            saves, floors, off, on = [], [], [], []
             for _ in range(3):
                 step += 1
                 add_step(agent, step)
@@ -83,21 +127,138 @@ def main() -> None:
                 autosave.write()
                 saves.append(time.perf_counter() - t)
                 floors.append(floor(agent, Path(d) / "floor.ipynb"))
+                off.append(one_step(agent, []))  # a whole loop step, nobody listening
+                on.append(one_step(agent, with_autosave))  # the same, autosaved
+                step += 2
             s, f = statistics.median(saves), statistics.median(floors)
             size = os.path.getsize(agent.autosave) / 1e6
-            print(f"{'':24}{step:5} {s * 1e3:10.1f} {f * 1e3:7.1f} {s / f:7.2f} {size:9.1f}")
+            print(f"{'':18}{step:5} {s * 1e3:10.1f} {f * 1e3:7.1f} {s / f:7.2f} "
+                  f"{statistics.median(off) * 1e3:20.2f} {statistics.median(on) * 1e3:6.1f} "
+                  f"{size:9.1f}")
         print(f"RSS growth: {(rss_mb() - rss0):.1f} MB over {step} steps "
               f"({(rss_mb() - rss0) * 1024 / step:.1f} KB/step)")
         first, later = first_save()
         print(f"first save in a fresh process {first * 1e3:.0f} ms, the next {later * 1e3:.0f} ms "
               f"(stall {max(first - later, 0) * 1e3:.0f} ms)")
         path = Path(d) / "cold.ipynb"
-        for name, run in (("save (cold)", lambda: save(agent, path)),
-                          ("read", lambda: read(path)),
-                          ("to_notebook", lambda: to_notebook(agent))):
-            t = time.perf_counter()
-            run()
-            print(f"{name} at {step} steps: {(time.perf_counter() - t) * 1e3:.0f} ms")
+        t = time.perf_counter()
+        save(agent, path)
+        print(f"save (cold) at {step} steps: {(time.perf_counter() - t) * 1e3:.0f} ms")
+        reading(path, step)
+        t = time.perf_counter()
+        to_notebook(agent)
+        print(f"to_notebook at {step} steps: {(time.perf_counter() - t) * 1e3:.0f} ms")
+        t = time.perf_counter()
+        table = agent.context._repr_html_()  # what %agent context displays
+        print(f"context table at {step} steps: {(time.perf_counter() - t) * 1e3:.1f} ms, "
+              f"{len(table) / 1e3:.0f} KB of HTML")
+    compaction()
+
+
+# -- compaction: how often it summarises, and how much of each request is new ------------
+WINDOW = 4096  # the tests' long-run window (tests/test_compaction.py)
+PAGE = ("a page of tool output, about three thousand characters long; " * 50)[:3000]
+
+
+class CompactingModel:
+    """Calls ``page`` every turn and answers summary requests with a short summary; keeps
+    each request's chat wire text and reports usage as a server with another tokenizer
+    would (3.5 characters per token over that text)."""
+
+    name = "zero-latency"
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []  # the wire text of each request that is not a summary
+        self.summaries = 0
+
+    async def aclose(self) -> None:
+        return None
+
+    async def stream(self, request):  # type: ignore[no-untyped-def]
+        wire = json.dumps(to_chat_messages(request.system, request.items), ensure_ascii=False)
+        usage = {"prompt_tokens": int(len(wire) / 3.5) + 1, "completion_tokens": 20}
+        if request.system == SUMMARY_PROMPT:
+            self.summaries += 1
+            yield TurnComplete(Turn(text="- fetched pages; each held the same text", usage=usage))
+            return
+        self.sent.append(wire)
+        call = ToolCall(f"call_{len(self.sent)}", "page", {})
+        yield TurnComplete(Turn(text=f"Reading page {len(self.sent)}.", tool_calls=[call],
+                                finish_reason="tool_calls", usage=usage))
+
+
+@tool
+async def page() -> str:
+    """Read the next page (~3,000 characters)."""
+    return PAGE
+
+
+def compaction(steps: int = 80) -> None:
+    """An ``steps``-step run in a 4,096-token window: summary requests, and the share of the
+    characters sent that were not the previous request's prefix (what a server's prompt
+    cache cannot reuse)."""
+    model = CompactingModel()
+    agent = Agent(client=model, tools=[page], python_tool=False, file_tools=False,
+                  context_window=WINDOW, request_max_tokens=256, max_steps=steps,
+                  circuit_breaker=0)
+    agent.context.counter = TokenCounter(use_tokenizer=False)  # as the tests count
+    agent.run("read the pages")
+    agent.close()
+    new = sum(len(b) - len(os.path.commonprefix([a, b])) for a, b in zip(model.sent, model.sent[1:]))
+    total = sum(len(b) for b in model.sent[1:])
+    print(f"compaction, {len(model.sent)} steps in a {WINDOW}-token window, ~3,000-character "
+          f"results: {model.summaries} summary requests; {new / total:.0%} of the characters "
+          "sent differ from the previous request's prefix")
+
+
+# What each reading runs, in a fresh interpreter with ipyagent imported (as in a kernel
+# that loaded the extension); the imports a reading needs beyond that are part of it.
+FRESH = {
+    "read": "from ipyagent.transcripts.transcript import read as run",
+    "nbformat.read (validating)": "import functools, nbformat; "
+                                  "run = functools.partial(nbformat.read, as_version=4)",
+    "Agent.from_transcript": "import functools, ipyagent; "
+                             "run = functools.partial(ipyagent.Agent.from_transcript, python_tool=False)",
+    "replay (no python calls)": "import functools, ipyagent.transcripts.replay as r; "
+                                "run = functools.partial(r.replay, approval='auto')",
+}
+
+
+def fresh(setup: str, path: Path) -> float:
+    """Seconds ``setup`` and ``run(path)`` take in a new process that imported ipyagent."""
+    code = ("import sys, time; import ipyagent; t0 = time.perf_counter(); " + setup
+            + "; run(sys.argv[1]); print(time.perf_counter() - t0)")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                         text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    return float(out.stdout.split()[-1])
+
+
+def reading(path: Path, steps: int) -> None:
+    """The transcript read, loaded and replayed, cold (a fresh process: nbformat's import is
+    part of its read) and warm (median of 3), ipyagent's json read beside nbformat.read."""
+    import nbformat
+
+    print(f"reading the {steps}-step transcript ({path.stat().st_size / 1e6:.1f} MB)"
+          f"{'':4}cold (fresh process)   warm")
+    warm = {"read": lambda: read(path),
+            "nbformat.read (validating)": lambda: nbformat.read(path, as_version=4)}
+    rows = {}
+    for name, setup in FRESH.items():
+        cold = statistics.median(fresh(setup, path) for _ in range(3))
+        again = None
+        if name in warm:
+            times = []
+            for _ in range(3):
+                t = time.perf_counter()
+                warm[name]()
+                times.append(time.perf_counter() - t)
+            again = statistics.median(times)
+        rows[name] = (cold, again)
+        print(f"  {name:44}{cold * 1e3:9.0f} ms" + (f"{again * 1e3:11.0f} ms" if again else ""))
+    ours, theirs = rows["read"], rows["nbformat.read (validating)"]
+    print(f"  read vs nbformat.read: {theirs[0] / ours[0]:.1f}x faster cold, "
+          f"{theirs[1] / ours[1]:.1f}x warm")
 
 
 if __name__ == "__main__":

@@ -49,8 +49,39 @@ MIN_HELD = 4  # live output: a tail this long that may begin a secret waits for 
 def secret_values(key_env: str | Iterable[str | None] | None = None,
                   environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """``{env var name: value}`` for every value that must never be written."""
-    env = os.environ if environ is None else environ
-    chosen = {key_env} if isinstance(key_env, str) else {n for n in (key_env or ()) if n}
+    chosen = frozenset({key_env} if isinstance(key_env, str) else {n for n in (key_env or ()) if n})
+    if environ is None or environ is os.environ:
+        # Every tool call and save asks: reuse the answer while the environment is the same
+        # (a variable set, changed or removed mid-session changes the snapshot, so it counts).
+        return dict(_from_environ(_environ_snapshot(), chosen))
+    return _secret_values(chosen, environ)
+
+
+def _environ_snapshot() -> tuple[tuple[Any, Any], ...]:
+    """The whole of ``os.environ`` as a hashable value, cheaply.
+
+    CPython's ``os._Environ`` keeps the raw (bytes) mapping that every change goes through in
+    ``_data``; snapshotting it is a C-speed copy, where iterating ``os.environ`` decodes every
+    key and value in Python. Any other mapping falls back to its decoded items.
+    """
+    data = getattr(os.environ, "_data", None)
+    items = data.items() if isinstance(data, dict) else os.environ.items()
+    return tuple(items)
+
+
+@functools.lru_cache(maxsize=8)
+def _from_environ(snapshot: tuple[tuple[Any, Any], ...], chosen: frozenset[str]) -> dict[str, str]:
+    # From the snapshot itself, decoded as os.environ decodes: the answer matches its key
+    # even if another thread changes the environment meanwhile.
+    env = {_decoded(k): _decoded(v) for k, v in snapshot}
+    return _secret_values(chosen, env)
+
+
+def _decoded(value: Any) -> str:
+    return os.fsdecode(value) if isinstance(value, bytes) else str(value)
+
+
+def _secret_values(chosen: frozenset[str], env: Mapping[str, str]) -> dict[str, str]:
     found: dict[str, str] = {}
     for name, value in env.items():
         if len(value) < MIN_LENGTH:

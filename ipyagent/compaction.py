@@ -238,7 +238,7 @@ def settings_for(agent: Agent, context: Context | None = None) -> dict[str, Any]
     ctx = agent.context if context is None else context
     window = agent.context_window
     reserve = agent.request_max_tokens or min(2048, window // 4)
-    tools_tokens = ctx.counter.scaled(ctx.counter.raw(json.dumps(agent.tools.specs())))
+    tools_tokens = ctx.counter.scaled(ctx.counter.specs(agent.tools.specs()))
     return dict(window=window, threshold=agent.compact_threshold, reserve=reserve,
                 keep_recent=agent.compact_keep_recent, extra_tokens=tools_tokens)
 

@@ -2,15 +2,15 @@
 
 It is data: the same items are sent to the model, shown to the user and saved. It acts
 like a list (``len``, indexing, slicing, iteration, ``append``/``insert``/``pop``/
-``remove``) and keeps a per-item token estimate so that appending is O(1).
+``remove``) and keeps a per-item token estimate, made when the item enters, so that
+appending, inserting, replacing or deleting an item re-estimates only that item.
 """
 
 from __future__ import annotations
 
-import html
 from typing import Any, Callable, Iterable, Iterator, MutableSequence, overload
 
-from ._text import one_line, visible
+from .context_table import ContextTable
 from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
 from .tokens import TokenCounter
 
@@ -52,14 +52,20 @@ class Context(MutableSequence[Item]):
             for v in values:
                 _check(v)
             self._items[index] = values
+            self._recount()
         else:
             _check(value)
             self._items[index] = value
-        self._recount()
+            n = self.counter.item(value)
+            self._total += n - self._tokens[index]
+            self._tokens[index] = n
 
     def __delitem__(self, index: int | slice) -> None:
+        # Only the removed items' estimates go: a long run's context is not re-estimated.
         del self._items[index]
-        self._recount()
+        removed = self._tokens[index]
+        del self._tokens[index]
+        self._total -= sum(removed) if isinstance(removed, list) else removed
 
     def __len__(self) -> int:
         return len(self._items)
@@ -70,7 +76,9 @@ class Context(MutableSequence[Item]):
     def insert(self, index: int, value: Item) -> None:
         _check(value)
         self._items.insert(index, value)
-        self._recount()
+        n = self.counter.item(value)
+        self._tokens.insert(index, n)
+        self._total += n
 
     def append(self, value: Item) -> None:
         """Append one item (O(1): only its own tokens are estimated)."""
@@ -154,29 +162,16 @@ class Context(MutableSequence[Item]):
             return self._items == other
         return NotImplemented
 
+    def table(self, start: int | None = None, stop: int | None = None) -> ContextTable:
+        """Rows ``start`` to ``stop - 1`` as a table, numbered as here (a long context's own
+        table shows its first and last rows and says how many are between)."""
+        return ContextTable(self, start, stop)
+
     def _repr_html_(self) -> str:
-        rows = []
-        for i, (item, raw) in enumerate(zip(self._items, self._tokens)):
-            tok = self.counter.scaled(raw)
-            rows.append(
-                f"<tr><td style='text-align:right'>{i}</td><td>{html.escape(item.label)}</td>"
-                f"<td style='text-align:left'>{html.escape(item.summary())}</td>"
-                f"<td style='text-align:right'>{tok}</td></tr>"
-            )
-        system = html.escape(one_line(self.system)[:120])
-        return (
-            "<div class='ipyagent-context'>"
-            f"<div><b>Context</b> — {self._count()}, ~{self.tokens:,} tokens</div>"
-            f"<div style='color:#666;font-size:90%'>system: {system}</div>"
-            "<table><thead><tr><th>#</th><th>kind</th><th style='text-align:left'>summary</th>"
-            "<th>tokens</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
-        )
+        return ContextTable(self)._repr_html_()
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        lines = [repr(self)]
-        for i, item in enumerate(self._items):
-            lines.append(f"  {i:>3}  {item.label:<12} {item.summary()}")
-        p.text(visible("\n".join(lines)))  # terminal IPython prints it as is
+        p.text(ContextTable(self).text())  # terminal IPython prints it as is
 
 
 def _check(value: object) -> None:

@@ -10,6 +10,7 @@ endpoint without its key is a ``ConfigError`` naming the variable, before any re
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from dataclasses import dataclass
 from typing import Literal, get_args
@@ -91,6 +92,11 @@ def resolve(
     key_env: str | None = None,
 ) -> Endpoint:
     """The endpoint for a preset plus explicit settings (``None``/``""`` = not set)."""
+    return _resolve(provider, api, base_url, key_env)
+
+
+@functools.lru_cache(maxsize=64)  # asked at every tool call (which key variables to redact)
+def _resolve(provider: str | None, api: str | None, base_url: str, key_env: str | None) -> Endpoint:
     if provider is not None and provider not in PRESETS:
         raise ConfigError(f"unknown provider {provider!r}; one of: {', '.join(PRESETS)}")
     if api is not None and api not in APIS:

@@ -9,7 +9,6 @@ and the secret redaction and audit record around it, happen here.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -199,7 +198,7 @@ async def request(run: StepRun) -> tuple[Turn, int]:
             tools=[t.spec() for t in agent.offered_tools()],
             temperature=agent.temperature, max_tokens=agent.request_max_tokens,
             tool_choice=agent.tool_choice)
-        tools_raw = agent.context.counter.raw(json.dumps(req.tools))
+        tools_raw = agent.context.counter.specs(req.tools)
         estimated_raw = agent.context.raw_tokens + tools_raw
         auto_native = run.wire == "native" and agent.tool_mode == "auto" and bool(req.tools)
         try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult
 
@@ -70,6 +70,7 @@ class TokenCounter:
         self._encode = _load_tiktoken() if use_tokenizer else None
         self.scale = 1.0  # reported / estimated, smoothed
         self._lock = threading.Lock()
+        self._specs: dict[tuple[Any, ...], tuple[int, list[Any]]] = {}  # see specs()
 
     @property
     def method(self) -> str:
@@ -80,6 +81,23 @@ class TokenCounter:
         if self._encode is not None:
             return self._encode(text)
         return (len(text) + 3) // 4
+
+    def specs(self, specs: Sequence[dict[str, Any]]) -> int:
+        """Uncalibrated tokens of the tool specs a request carries (``json.dumps`` of them).
+
+        Every step sends the same tools, and dumping and counting them cost more than the
+        rest of the estimate: the count is kept per set of tools, told apart by name,
+        description and schema object (held here, so its id is not reused). A schema changed
+        in place keeps its old estimate until the tools change; calibration absorbs it.
+        """
+        key = tuple((s.get("name"), s.get("description"), id(s.get("parameters"))) for s in specs)
+        memo = self._specs.get(key)
+        if memo is None:
+            memo = (self.raw(json.dumps(list(specs))), [s.get("parameters") for s in specs])
+            if len(self._specs) >= 8:  # personas and MCP servers change the set: keep a few
+                self._specs.clear()
+            self._specs[key] = memo
+        return memo[0]
 
     def item(self, item: Item) -> int:
         """Uncalibrated tokens of one item, with per-message overhead (and its images)."""

@@ -69,11 +69,53 @@ def test_append_is_constant_time():
     assert Counting.calls == 100
 
 
+def test_edits_estimate_only_the_items_they_touch():
+    # Counted, not timed: a long run's context is not re-estimated by a delete or an insert.
+    from ipyagent.tokens import TokenCounter
+
+    class Counting(TokenCounter):
+        calls = 0
+
+        def item(self, item):
+            Counting.calls += 1
+            return super().item(item)
+
+    ctx = Context([Message("user", str(i) * 40) for i in range(1000)], counter=Counting())
+    Counting.calls = 0
+    del ctx[-2:]
+    del ctx[3]
+    ctx.insert(5, Message("user", "z" * 80))
+    ctx[7] = Message("assistant", "w" * 12)
+    ctx.pop()
+    assert Counting.calls == 2  # the inserted and the replacing item
+    counted_afresh = Context.from_dicts(ctx.to_dicts(), counter=TokenCounter())
+    assert ctx.raw_tokens == counted_afresh.raw_tokens and len(ctx) == 997
+
+
 def test_reprs():
     ctx = make()
     assert repr(ctx).startswith("<Context: 4 items")
     html = ctx._repr_html_()
     assert "<table>" in html and "python: 1+1" in html and "system: be brief" in html
+
+
+def test_a_long_context_shows_its_ends_and_says_how_to_see_the_rest():
+    ctx = Context([Message("user", f"task {i}") for i in range(2000)], system="be brief")
+    html = ctx._repr_html_()
+    assert html.count("<tr>") == 1 + 20 + 1 + 20  # the head row, 20 first, "… more", 20 last
+    assert ">task 19<" in html and ">task 20<" not in html and ">task 1980<" in html
+    assert "… 1,960 more items (20–1979): agent.context.table(20, 1980) or %agent context 20:1980" in html
+    assert "2000 items" in html and "system: be brief" in html
+    lines = ctx.table().text().splitlines()
+    assert len(lines) == 1 + 20 + 1 + 20 and lines[0] == repr(ctx) and "1,960 more" in lines[21]
+    page = ctx.table(100, 200)  # a range is shown whole, with the context's own numbers
+    rows = page.text().splitlines()[1:]
+    assert len(rows) == 100 and rows[0].split()[:3] == ["100", "user", "task"] and "task 199" in rows[-1]
+    assert "rows 100–199" in page._repr_html_() and page._repr_html_().count("<tr>") == 101
+    assert [r.split()[0] for r in ctx.table(-3).text().splitlines()[1:]] == ["1997", "1998", "1999"]
+    assert ctx.table(5000, 6000).text().splitlines()[1:] == []
+    short = Context([Message("user", str(i)) for i in range(50)])  # a few more than 40: all shown
+    assert short._repr_html_().count("<tr>") == 51 and "more items" not in short._repr_html_()
 
 
 def test_copy_and_dicts():

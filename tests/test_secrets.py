@@ -369,3 +369,36 @@ def test_a_cloud_key_unset_between_requests_is_one_line(monkeypatch):
     agent.close()
     assert result.stop_reason == "error" and result.error.startswith("GROQ_API_KEY is not set")
     assert "\n" not in result.error and len(seen) == 1
+
+
+def test_a_secret_set_changed_or_removed_mid_session_is_followed(monkeypatch):
+    """The secret set is reused between calls while the environment stays the same; a
+    variable set, rotated or removed between two calls must count at the next one."""
+    from ipyagent import tool
+    from tests.helpers.scripted_model import ScriptedModel, calls, text
+
+    late = "IPYAGENT_TEST_LATE_TOKEN"
+    monkeypatch.delenv(late, raising=False)
+
+    @tool
+    def show_env() -> str:
+        """The late variable's value."""
+        import os
+
+        return f"value: {os.environ.get(late, 'unset')}"
+
+    model = ScriptedModel([calls(("show_env", {})), text("ok")] * 4)
+    agent = Agent(client=model, tools=[show_env], python_tool=False, file_tools=False,
+                  approval="auto")
+    first, rotated = f"tok-{uuid.uuid4().hex}", f"tok-{uuid.uuid4().hex}"
+    seen = []
+    for value in (None, first, rotated, None):
+        if value is None:
+            monkeypatch.delenv(late, raising=False)
+        else:
+            monkeypatch.setenv(late, value)
+        agent.run("show it")
+        seen.append((agent.context[-2].output, secret_values().get(late)))
+    agent.close()
+    assert seen == [("value: unset", None), (f"value: [redacted ${late}]", first),
+                    (f"value: [redacted ${late}]", rotated), ("value: unset", None)]

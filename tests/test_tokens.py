@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 
@@ -78,3 +79,25 @@ def test_concurrent_calibration_keeps_the_scale_in_bounds() -> None:
     for t in threads:
         t.join()
     assert 0.5 <= counter.scale <= 3.0
+
+
+def test_tool_specs_are_counted_once_per_set_of_tools():
+    class Counting(TokenCounter):
+        calls = 0
+
+        def raw(self, text):
+            Counting.calls += 1
+            return super().raw(text)
+
+    counter = Counting(use_tokenizer=False)
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    specs = [{"name": "a", "description": "does a", "parameters": schema}]
+    first = counter.specs(specs)
+    assert first == TokenCounter(use_tokenizer=False).raw(json.dumps(specs))
+    for _ in range(5):  # every step builds new spec dicts for the same tools
+        assert counter.specs([dict(s) for s in specs]) == first
+    assert Counting.calls == 1
+    longer = [{**specs[0], "description": "does a, and much more besides " * 10}]
+    assert counter.specs(longer) > first  # another description: counted again
+    other = [{**specs[0], "parameters": {**schema, "required": ["x"]}}]
+    assert counter.specs(other) > first and Counting.calls == 3  # another schema object

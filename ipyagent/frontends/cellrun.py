@@ -48,7 +48,7 @@ class Command:
     kernel: bool = False  # reset --kernel
     rerun: bool = False  # load --rerun
     cwd: str | None = None  # replay --cwd DIR
-    args: tuple[str, ...] = ()  # push NAME…, pull NAME [LOCAL], code [N]
+    args: tuple[str, ...] = ()  # push NAME…, pull NAME [LOCAL], code [N], context A:B
     fix: bool = False  # %agent fix: offer the answer's code as a new cell
 
 

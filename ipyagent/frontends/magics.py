@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shlex
 import sys
 import threading
@@ -39,6 +40,7 @@ _MAGICS: AgentMagics | None = None
 AUTOSAVE_DIR = ".ipyagent/runs/"  # the magics' Agent.autosave unless configured
 _ALONE = {"step", "context", "audit", "mcp", "personas"}
 _WITH_PATH = {"save", "load", "replay"}
+_ROWS = re.compile(r"-?\d*:-?\d*")  # %agent context 100:200 (a Python slice of the rows)
 _NO_TASK = ("give a task: `%agent TASK`, or `%%agent` with the task in the cell "
             "(`%agent?` for help)")
 
@@ -196,6 +198,8 @@ class AgentMagics(Magics):
             return aware
         if words and words[0] in _ALONE and len(words) == 1:
             return Command(words[0], None, opts)
+        if len(words) == 2 and words[0] == "context" and _ROWS.fullmatch(words[1]):
+            return Command("context", None, opts, args=tuple(words[1].split(":")))
         if words[:1] == ["mcp"] and len(words) == 2 and words[1] in ("trust", "untrust"):
             return Command(f"mcp-{words[1]}", None, opts)
         if words and words[0] == "reset" and set(words[1:]) <= {"--kernel"} and len(words) <= 2:
@@ -261,7 +265,9 @@ class AgentMagics(Magics):
             %%agent [options]            the cell body is the task
             %agent --step TASK           add the task, run one iteration, stop
             %agent step                  run the next iteration (edit agent.context first)
-            %agent context               the conversation, as a table
+            %agent context               the conversation, as a table (a long one: its
+                                         first and last rows)
+            %agent context A:B           rows A to B-1 of it (-50: the last 50)
             %agent audit                 how each tool call was decided: who, when, edits
             %agent reset [--kernel]      start over (--kernel also restarts the sibling kernel)
             %agent save PATH.ipynb       save the run as a notebook
@@ -381,7 +387,10 @@ class AgentMagics(Magics):
     def _command(self, cmd: Command) -> Any:
         agent = self.get_agent()
         if cmd.action == "context":
-            return agent.context
+            if not cmd.args:
+                return agent.context
+            start, stop = (int(a) if a else None for a in cmd.args)
+            return agent.context.table(start, stop)
         if cmd.action == "audit":
             return agent.audit()
         if cmd.action == "personas":

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 import ipaddress
 import os
+import pickle
 import re
 import warnings
 from collections.abc import Mapping, Sequence
@@ -34,6 +35,7 @@ from ..errors import IpyagentError, TranscriptError
 from ..events import Notice
 from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict, unfold
 from .export import FORMAT, context_to_notebook
+from .notebook_file import read_notebook
 from .notebook_text import NotebookText
 
 if TYPE_CHECKING:
@@ -118,7 +120,14 @@ class Transcript:
     @property
     def context(self) -> Context:
         """A fresh Context holding copies of the items."""
-        return Context.from_dicts([i.to_dict() for i in self.items], system=self.system)
+        try:
+            # A deep copy at C speed (to_dict/from_dict walk every nested value in Python, a
+            # tenth of a second for a 1,000-step run). Only bytes pickled here, from these
+            # items, are unpickled: never a file's.
+            copies = pickle.loads(pickle.dumps(self.items, pickle.HIGHEST_PROTOCOL))
+        except Exception:  # noqa: BLE001 - items built in memory may hold what pickle refuses
+            return Context.from_dicts([i.to_dict() for i in self.items], system=self.system)
+        return Context(copies, system=self.system)
 
     def __repr__(self) -> str:
         where = f" {self.path!r}" if self.path else ""
@@ -361,18 +370,17 @@ class Autosave:
 # -- reading ----------------------------------------------------------------------
 def read(path: str | os.PathLike[str]) -> Transcript:
     """Read a transcript notebook written by ``save`` (the metadata is the source of truth)."""
-    import nbformat
-
     source = Path(path).expanduser()
     try:
-        nb = nbformat.read(source, as_version=4)
+        nb = read_notebook(source)  # plain dicts; nbformat only for a file of another shape
     except FileNotFoundError:
         raise TranscriptError(f"no such transcript: {source}") from None
     except (OSError, ValueError) as exc:  # unreadable, or not JSON / not a notebook
         raise TranscriptError(f"cannot read {source}: {_first_line(exc)}") from None
     except Exception as exc:  # JSON that is no notebook ([], v3 without worksheets, ...)
         raise TranscriptError(f"cannot read {source}: not a notebook ({_first_line(exc)})") from None
-    data = nb.metadata.get("ipyagent")
+    metadata = nb.get("metadata")
+    data = metadata.get("ipyagent") if isinstance(metadata, dict) else None
     if not isinstance(data, dict) or not isinstance(data.get("items"), list):
         raise TranscriptError(f"{source} is not an ipyagent transcript (no metadata.ipyagent.items)")
     try:
@@ -387,11 +395,11 @@ def read(path: str | os.PathLike[str]) -> Transcript:
         if not isinstance(data.get(key, {}), dict):
             raise TranscriptError(f"{source}: metadata.ipyagent.{key} is damaged (not a mapping)")
     try:
-        items = [_checked(item_from_dict(_plain(d))) for d in data["items"]]
+        items = [_checked(item_from_dict(d)) for d in data["items"]]
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise TranscriptError(f"{source}: a damaged item in metadata.ipyagent.items ({exc})") from None
     return Transcript(items=items, system=str(data.get("system", "")),
-                      settings=_plain(data.get("settings", {})), usage=_plain(data.get("usage", {})),
+                      settings=data.get("settings", {}), usage=data.get("usage", {}),
                       version=str(data.get("version", "")), saved=str(data.get("saved", "")),
                       path=str(source), cells=_code_cells(nb))
 
@@ -442,22 +450,16 @@ def _check(item: Item) -> None:
 def _code_cells(nb: Any) -> dict[str, list[str]]:
     """Visible code per call id, in notebook order (ids may repeat across tasks)."""
     cells: dict[str, list[str]] = {}
-    for cell in nb.cells:
-        tag = cell.get("metadata", {}).get("ipyagent") if cell.get("cell_type") == "code" else None
+    for cell in nb.get("cells") or ():
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        meta = cell.get("metadata")
+        tag = meta.get("ipyagent") if isinstance(meta, dict) else None
         if isinstance(tag, dict) and isinstance(tag.get("call_id"), str):
             source = cell.get("source", "")
             cells.setdefault(tag["call_id"], []).append(
                 "".join(source) if isinstance(source, list) else str(source))
     return cells
-
-
-def _plain(value: Any) -> Any:
-    """NotebookNode → plain dicts/lists (items must not carry attribute-dict subclasses)."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 def load_into(agent: Agent, source: str | os.PathLike[str] | Transcript) -> Transcript:

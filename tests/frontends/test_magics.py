@@ -56,6 +56,8 @@ def test_parse_options_task_and_subcommands(loaded: Any) -> None:
     assert (cmd.action, cmd.task, cmd.options.model) == ("step", "compute  it", "qwen 2")
     assert m.parse("step", None).action == "step"
     assert m.parse("context", None).action == "context"
+    assert m.parse("context -50:", None).args == ("-50", "")
+    assert m.parse("context of the run", None).action == "run"  # a task
     assert m.parse("reset --kernel", None).kernel is True
     assert m.parse("save 'my runs/a.ipynb'", None).path == "my runs/a.ipynb"
     # Subcommand words inside a longer task are the task; `--` forces a task.
@@ -182,6 +184,9 @@ def test_conversation_persists_across_cells_and_reset_starts_over(loaded: Any) -
     assert len(ipyagent.current().context) > first  # continued, not replaced
     out, _, result = run(loaded, "%agent context")
     assert result.result is ipyagent.current().context
+    _, _, result = run(loaded, "%agent context 1:3")
+    assert (result.result.start, result.result.stop) == (1, 3)
+    assert result.result.context is ipyagent.current().context
     run(loaded, "%agent reset")
     assert len(ipyagent.current().context) == 0
 

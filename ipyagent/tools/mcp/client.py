@@ -15,20 +15,23 @@ outright, and where nobody can be asked they stay stopped with one line saying h
 from __future__ import annotations
 
 import asyncio
+import copy
 import html
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ... import _eventloop
+from ..._stamps import Stamp, settled, stamp
 from ...errors import ConfigError
 from ...events import Notice
 from ...items import ToolCall, ToolResult
 from ..base import Tool
-from .config import ServerConfig, load_configs, parse_servers, tool_name
+from .config import CONFIG_FILES, ServerConfig, load_configs, parse_servers, tool_name
 from .session import CallFailed, Connection, MCPServerError, to_tool_result
-from .trust import TrustRequest, requests_for
+from .trust import TrustRequest, is_trusted, requests_for, trust_file_name
 
 if TYPE_CHECKING:
     from ...agent import Agent
@@ -61,6 +64,17 @@ def sdk_available() -> bool:
     return sdk_problem() is None
 
 
+@dataclass
+class _Snapshot:
+    """What ``MCPManager._read`` found, and what it depended on."""
+
+    key: tuple[str | None, list[str], list[Stamp | None]]
+    configured: Any  # a copy of Agent.mcp_servers (a dict may be changed in place)
+    configs: dict[str, ServerConfig]
+    problems: list[str]
+    requests: list[TrustRequest]  # the config files not trusted as they are
+
+
 class MCPManager:
     """The MCP servers of one agent and the tools they add to ``agent.tools``."""
 
@@ -72,6 +86,7 @@ class MCPManager:
         self._noted: set[str] = set()  # notices already shown, so each shows once
         self.untrusted: list[TrustRequest] = []  # config files nobody agreed to: not started
         self._declined: set[str] = set()  # digests refused this session: not asked again
+        self._snapshot: _Snapshot | None = None
 
     def __repr__(self) -> str:
         untrusted = [f"  ! {r.refused('not trusted yet')}" for r in self.untrusted]
@@ -91,10 +106,42 @@ class MCPManager:
     def _directory(self) -> Path:
         return Path(self.agent.cwd or os.getcwd())
 
+    def _read(self) -> _Snapshot:
+        """The servers configured now and the files' trust state, reused while nothing changed.
+
+        Every step asks; reading, hashing and parsing ``mcp.json`` and the trust list each
+        time cost more than the rest of a step. The answer is kept while the settings, the
+        directory and the stamps of both config-file candidates (and of the trust list, when
+        one of them exists) are the same (``_stamps``), so an edited, added or removed file
+        is read at the next step.
+        """
+        directory = (self.agent.cwd or os.getcwd()) if self.agent.mcp_files else None
+        paths = [os.path.join(directory, rel) for rel in CONFIG_FILES] if directory else []
+        stamps = [stamp(p) for p in paths]
+        if any(stamps):  # the trust list matters only to a config file's servers
+            paths.append(trust_file_name())
+            stamps.append(stamp(paths[-1]))
+        key = (directory, paths, stamps)
+        configured = self.agent.mcp_servers
+        old = self._snapshot
+        if old is not None and old.key == key and old.configured == configured:
+            return old
+        configs, problems = load_configs(configured, directory)
+        requests = requests_for(configs)
+        for request in requests:
+            _, problem = is_trusted(request.path, request.sha256)
+            if problem and problem not in problems:
+                problems.append(problem)  # a corrupt trust list: said with the others
+        snapshot = _Snapshot(key, copy.deepcopy(configured), configs, problems, requests)
+        # Stamps taken before reading: a change since then shows at the next step. One too
+        # recent to tell from a further change in the same clock tick is never reused.
+        self._snapshot = snapshot if settled(stamps) else None
+        return snapshot
+
     async def _configure(self, emit: Callable[[Any], None] | None = None) -> None:
-        directory = self._directory() if self.agent.mcp_files else None
-        configs, self.problems = load_configs(self.agent.mcp_servers, directory)
-        await self._keep_trusted(configs, emit)
+        snapshot = self._read()
+        configs, self.problems = dict(snapshot.configs), list(snapshot.problems)
+        await self._keep_trusted(configs, snapshot.requests, emit)
         for name in list(self.connections):
             conn = self.connections[name]
             if name not in configs or not conn.config.same_server(configs[name]):
@@ -103,16 +150,14 @@ class MCPManager:
         for name, config in configs.items():
             self.connections.setdefault(name, Connection(config)).config = config
 
-    async def _keep_trusted(self, configs: dict[str, ServerConfig],
+    async def _keep_trusted(self, configs: dict[str, ServerConfig], requests: list[TrustRequest],
                             emit: Callable[[Any], None] | None) -> None:
-        """Drop from ``configs`` the servers of files nobody agreed to; ``emit``: ask first."""
-        from .trust import is_trusted, trust
+        """Drop from ``configs`` the servers of ``requests`` (files nobody agreed to);
+        ``emit``: ask first."""
+        from .trust import trust
 
         self.untrusted = []
-        for request in requests_for(configs):
-            _, problem = is_trusted(request.path, request.sha256)
-            if problem and problem not in self.problems:
-                self.problems.append(problem)  # a corrupt trust list: said with the others
+        for request in requests:
             if emit is not None and request.sha256 not in self._declined:
                 answer = await self._ask(request)
                 if answer is True:
@@ -184,7 +229,7 @@ class MCPManager:
         now = time.monotonic()
         due = [c for c in self.connections.values() if c.state in ("stopped", "dead")
                or (c.state == "failed" and now - c.failed_at > RETRY_FAILED_AFTER)]
-        for conn, was, why, started in await self._start(due):
+        for conn, was, why, started in (await self._start(due) if due else []):
             name = conn.config.name
             if not started:
                 self._note(emit, f"MCP server {name!r} failed to start: {conn.error}; its tools "

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..._mainthread import Dispatcher
 
 __all__ = ["TRUST_ENV", "TrustPanel", "TrustRequest", "ask_in_notebook", "is_trusted",
-           "requests_for", "trust", "trust_file", "untrust", "visible"]
+           "requests_for", "trust", "trust_file", "trust_file_name", "untrust", "visible"]
 
 TRUST_ENV = "IPYAGENT_MCP_TRUST_FILE"
 _SECRETISH = ("KEY", "TOKEN", "SECRET", "PASSWORD", "AUTH")
@@ -39,7 +39,13 @@ HOW = "%agent mcp trust (or: ipyagent mcp trust {path})"
 
 def trust_file() -> Path:
     """Where the trust list lives."""
-    return Path(os.environ.get(TRUST_ENV) or Path.home() / ".ipyagent" / "trusted-mcp.json")
+    return Path(trust_file_name())
+
+
+def trust_file_name() -> str:
+    """``trust_file()`` as a string (asked every step: pathlib would cost more than the stat)."""
+    return os.environ.get(TRUST_ENV) or os.path.join(os.path.expanduser("~"), ".ipyagent",
+                                                     "trusted-mcp.json")
 
 
 def visible(text: str) -> str:

@@ -207,3 +207,48 @@ def test_magic_untrust_stops_the_servers(shell) -> None:
     shell.run_line_magic("agent", "mcp trust")
     listing = shell.run_line_magic("agent", "mcp untrust")
     assert listing.connections == {} and "not trusted yet" in repr(listing)
+
+
+def test_an_mcp_json_edited_mid_session_is_read_at_the_next_step(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What each step found is reused while the file's stamp holds; an edit that keeps the
+    size and puts the old modification time back still shows (its change time moved), and so
+    does one right after it, and a removal. (Why an edit within one clock tick of a read is
+    not lost either: a file changed that recently is never reused, see test_stamps.)"""
+    import hashlib
+    import os
+    import time
+
+    from ipyagent import _stamps
+
+    monkeypatch.setattr(_stamps, "SETTLE_NS", 200_000_000)  # 0.2 s instead of 2 s, to wait less
+    path, marker = plant(tmp_path, extra_arg="AAAA")
+    agent = Agent(client=ScriptedModel([text("ok")] * 5), python_tool=False, file_tools=False,
+                  cwd=str(tmp_path), approval="ask", approval_hook=lambda call: False)
+    seen = []
+
+    def step() -> None:
+        agent.run("hi")
+        seen.append([r.sha256 for r in agent.mcp.untrusted])
+
+    def rewrite(arg: str) -> str:
+        old = os.stat(path)
+        plant(tmp_path, extra_arg=arg)
+        os.utime(path, ns=(old.st_atime_ns, old.st_mtime_ns))  # the old modification time
+        assert os.stat(path).st_size == old.st_size
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
+    with agent:
+        first = hashlib.sha256(path.read_bytes()).hexdigest()
+        time.sleep(0.25)
+        step()
+        step()  # settled: reused
+        second = rewrite("BBBB")
+        step()
+        third = rewrite("CCCC")  # at once
+        step()
+        time.sleep(0.25)
+        path.unlink()
+        step()
+    assert seen == [[first], [first], [second], [third], []]
+    assert not marker.exists()

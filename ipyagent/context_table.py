@@ -1,0 +1,95 @@
+"""The context as a table: one row per item, numbered as in the context.
+
+A long run's context holds thousands of items; rendering every row makes a cell output
+of megabytes that nobody scrolls. So the whole context shows its first and last rows with
+one "… N more" row between, which says how to see the rest: ``agent.context.table(a, b)``
+(or ``%agent context a:b``) shows rows ``a`` to ``b - 1``, in full, with their own numbers.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Any
+
+from ._text import one_line, visible
+
+if TYPE_CHECKING:
+    from .context import Context
+
+__all__ = ["ContextTable", "HEAD", "TAIL"]
+
+HEAD = 20  # rows shown before the "… N more" row
+TAIL = 20  # and after it
+_SLACK = 10  # up to this many rows past HEAD + TAIL are shown whole: folding 5 helps no one
+
+
+def _items(n: int) -> str:
+    return f"{n} item{'' if n == 1 else 's'}"
+
+
+class ContextTable:
+    """Rows ``start``..``stop`` of a context (a range shown in full); the whole context folded."""
+
+    def __init__(self, context: Context, start: int | None = None, stop: int | None = None) -> None:
+        self.context = context
+        self.whole = start is None and stop is None
+        self.start, self.stop, _ = slice(start, stop).indices(len(context))
+        self.stop = max(self.stop, self.start)
+
+    def __repr__(self) -> str:
+        return f"<ContextTable: rows {self.start}–{self.stop - 1} of {_items(len(self.context))}>"
+
+    def _blocks(self) -> list[range | int]:
+        """Row ranges to show, with the number of rows left out between them."""
+        rows = range(self.start, self.stop)
+        if not self.whole or len(rows) <= HEAD + TAIL + _SLACK:
+            return [rows]
+        return [rows[:HEAD], len(rows) - HEAD - TAIL, rows[-TAIL:]]
+
+    def _more(self, hidden: int) -> str:
+        first, last = self.start + HEAD, self.start + HEAD + hidden
+        return (f"… {hidden:,} more items ({first}–{last - 1}): agent.context.table({first}, "
+                f"{last}) or %agent context {first}:{last}")
+
+    def _title(self) -> str:
+        ctx = self.context
+        shown = "" if self.whole else f", rows {self.start}–{self.stop - 1}"
+        return f"Context — {_items(len(ctx))}, ~{ctx.tokens:,} tokens{shown}"
+
+    def _repr_html_(self) -> str:
+        ctx = self.context
+        rows = []
+        for block in self._blocks():
+            if isinstance(block, int):
+                rows.append(f"<tr><td></td><td colspan='3' style='text-align:left;color:#666'>"
+                            f"{html.escape(self._more(block))}</td></tr>")
+                continue
+            for i in block:
+                item = ctx[i]
+                rows.append(
+                    f"<tr><td style='text-align:right'>{i}</td><td>{html.escape(item.label)}</td>"
+                    f"<td style='text-align:left'>{html.escape(item.summary())}</td>"
+                    f"<td style='text-align:right'>{ctx.item_tokens(i)}</td></tr>")
+        system = html.escape(one_line(ctx.system)[:120])
+        title = html.escape(self._title()).replace("Context", "<b>Context</b>", 1)
+        return (
+            "<div class='ipyagent-context'>"
+            f"<div>{title}</div>"
+            f"<div style='color:#666;font-size:90%'>system: {system}</div>"
+            "<table><thead><tr><th>#</th><th>kind</th><th style='text-align:left'>summary</th>"
+            "<th>tokens</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
+        )
+
+    def text(self) -> str:
+        """The table as plain lines (terminal IPython)."""
+        ctx = self.context
+        lines = [repr(ctx) if self.whole else f"<{self._title()}>"]
+        for block in self._blocks():
+            if isinstance(block, int):
+                lines.append(f"       {self._more(block)}")
+                continue
+            lines += [f"  {i:>3}  {ctx[i].label:<12} {ctx[i].summary()}" for i in block]
+        return visible("\n".join(lines))
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.text())  # terminal IPython prints it as is
