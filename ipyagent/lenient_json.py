@@ -103,6 +103,8 @@ class _Reader:
             return self.array(i + 1)
         if c in "\"'":
             return self.string(i)
+        if c == "\\" and text[i + 1:i + 2] in ("'", '"'):
+            return self.escaped_string(i)
         number = _NUMBER.match(text, i)
         if number:
             raw = number.group()
@@ -154,6 +156,16 @@ class _Reader:
                 i += 1
             elif i < len(text) and text[i] != "]":
                 raise LenientJSONError(f"expected ',' or ']', found {text[i]!r}", i)
+
+    def escaped_string(self, i: int) -> tuple[str, int]:
+        """``\\'…\\'``: a string whose quotes were escaped as if inside another string
+        (a model copying an escaped prompt); its content is taken as written."""
+        text = self.text
+        fence = text[i:i + 2]
+        end = text.find(fence, i + 2)
+        if end < 0:
+            raise LenientJSONError("an escaped string was not closed", i)
+        return text[i + 2:end], end + 2
 
     def string(self, i: int) -> tuple[str, int]:
         text = self.text

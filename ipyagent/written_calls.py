@@ -16,6 +16,7 @@ so the model is told exactly how to write it (``how_to_call``) instead of being 
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from dataclasses import dataclass
@@ -72,6 +73,20 @@ def find_written_calls(text: str, offered: Iterable[str]) -> tuple[str, list[Wri
     tools = set(offered)
     if not tools or not text.strip():
         return text, []
+    around, calls = _find(text, tools)
+    if not calls and _ESCAPED_TAG.search(text):
+        # A chat template that HTML-escapes messages (llama-cpp-python's
+        # chatml-function-calling) teaches the model to write its calls escaped too.
+        around, calls = _find(html.unescape(text), tools)
+        if not calls:
+            return text, []
+    return around, calls
+
+
+_ESCAPED_TAG = re.compile(r"&lt;/?(?:tool_call|function_call)&gt;|&#34;name&#34;|&quot;name&quot;")
+
+
+def _find(text: str, tools: set[str]) -> tuple[str, list[WrittenCall]]:
     found: list[tuple[int, int, list[WrittenCall]]] = []  # (start, end, calls) spans
     taken: list[tuple[int, int]] = []
 

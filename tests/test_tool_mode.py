@@ -14,10 +14,10 @@ from ipyagent import Agent, ToolCall, ToolResult
 from ipyagent.decisions import Decision
 from ipyagent.events import Notice
 from ipyagent.text_tools import AFTER_RESULTS
-from tests.helpers.scripted_apis import CORPUS
+from tests.helpers.scripted_apis import LOCAL_CORPUS
 from tests.helpers.scripted_server import Completion, ScriptedServer, http_error, raw_sse, reply_text
 
-RECORDED = CORPUS.parent / "corpus-llama-cpp-python"
+RECORDED = LOCAL_CORPUS
 SWITCHED = "Tool calls as text from now on"
 
 

@@ -112,8 +112,21 @@ def test_no_offered_tools_means_no_calls() -> None:
 
 
 def test_the_recorded_explanation_with_json_in_it_is_left_alone() -> None:
-    from tests.helpers.scripted_apis import CORPUS
+    from tests.helpers.scripted_apis import LOCAL_CORPUS
 
-    path = CORPUS.parent / "corpus-llama-cpp-python" / "llama-cpp-python__stream-json-in-text-not-a-call.json"
+    path = LOCAL_CORPUS / "llama-cpp-python__stream-json-in-text-not-a-call.json"
     text = json.loads(path.read_text())["expected"]["text"]
     assert find_written_calls(text, TOOLS) == (text, [])
+
+
+def test_a_call_written_html_escaped_is_read_unescaped() -> None:
+    """llama-cpp-python's chatml-function-calling template HTML-escapes the messages, and the
+    model then writes its call escaped, with the code's quotes escaped too (seen there)."""
+    text = ("&lt;tool_call&gt;\n{&#34;name&#34;: &#34;python&#34;, &#34;arguments&#34;: "
+            "{&#34;code&#34;: \\'print(2**100)\\'}}\n&lt;/tool_call&gt;\n\nThe result follows.")
+    around, calls = find_written_calls(text, ["python"])
+    assert [(c.name, c.arguments) for c in calls] == [("python", {"code": "print(2**100)"})]
+    assert around == "The result follows."
+    # Escaped text that holds no call of an offered tool stays exactly as it was.
+    shown = "Use &lt;b&gt; for bold: {&#34;name&#34;: &#34;bold&#34;, &#34;arguments&#34;: {}}"
+    assert find_written_calls(shown, ["python"]) == (shown, [])
