@@ -9,6 +9,7 @@ and the secret redaction and audit record around it, happen here.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -63,6 +64,11 @@ Listener = Callable[[Event], Any]
 _LENGTH_REASONS = ("length", "max_tokens", "max_output_tokens")
 CONTINUE_PROMPT = ("[ipyagent] Your reply was cut off by the output token limit. Continue "
                    "exactly where you stopped, without repeating yourself.")
+# What the model reads when it makes the same call again and gets the same result (a small
+# model that has its answer often calls the tool again instead of answering).
+REPEAT_NOTE = ("this is the same call as the one before, with the same result: if it answers "
+               "the task, reply to the user with it now instead of calling a tool again")
+REPEAT_STOP = "the same call and result again: the run stops here"
 _PRINTED_KEPT = 4000  # characters of an interrupted call's output the model is told
 
 
@@ -84,14 +90,25 @@ class Stop(Exception):
 
 
 class CircuitBreaker:
-    """Consecutive failures of one tool within a run; trips at ``Agent.circuit_breaker``."""
+    """Within a run: consecutive failures of one tool (trips at ``Agent.circuit_breaker``),
+    and the same call made again with the same result (small models loop so)."""
 
     def __init__(self) -> None:
         self.row: tuple[str, int] = ("", 0)  # the tool failing, and how many times in a row
+        self.last: tuple[str, str, str] | None = None  # the last call and its result
+        self.repeats = 0  # how many times in a row ``last`` came again
 
     def reset(self) -> None:
         """A new run starts a new row."""
         self.row = ("", 0)
+        self.last, self.repeats = None, 0
+
+    def repeated(self, call: ToolCall, result: ToolResult) -> int:
+        """How many times in a row this exact call just gave this exact result again (0: new)."""
+        seen = (call.name, json.dumps(call.arguments, sort_keys=True, default=str), result.output)
+        self.repeats = self.repeats + 1 if seen == self.last else 0
+        self.last = seen
+        return self.repeats
 
     def count(self, call: ToolCall, result: ToolResult, limit: int) -> bool:
         """Count ``result``; True when ``call``'s tool has now failed ``limit`` times in a row."""
@@ -364,9 +381,16 @@ async def run_calls(run: StepRun, breaker: CircuitBreaker) -> None:
                     run.printed.pop(open_call.id, [])), error=True, name=open_call.name,
                     meta={"interrupted": True, **({"decision": done} if done else {})}))
             raise
+        repeats = breaker.repeated(call, result) if not result.meta.get("denied") else 0
+        if repeats:  # told before it is appended: the note is part of what the model reads
+            note = REPEAT_NOTE if repeats < agent.circuit_breaker else REPEAT_STOP
+            result.meta["note"] = "; ".join(filter(None, [result.meta.get("note"), note]))
         agent.context.append(result)
         step.results.append(result)
         run.emit(ToolCallFinished(call, result))
+        if stop is None and agent.circuit_breaker and repeats >= agent.circuit_breaker:
+            stop = Stop("circuit_breaker", f"the model made the same {call.name!r} call "
+                        f"{repeats + 1} times in a row, with the same result each time")
         if stop is None and breaker.count(call, result, agent.circuit_breaker):
             stop = Stop("circuit_breaker",
                         f"{call.name!r} failed {agent.circuit_breaker} times in a row")

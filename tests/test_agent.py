@@ -109,6 +109,24 @@ def test_breaker_resets_on_success():
     assert agent.run("go").stop_reason == "done"
 
 
+def test_the_same_call_with_the_same_result_is_pointed_out_then_stops_the_run():
+    """A small model that has its answer often calls the tool again (and again): the
+    model is told so on the first repeat, and the run stops after circuit_breaker repeats."""
+    agent, model = make([calls(("add", {"a": 2, "b": 2}))] * 10, circuit_breaker=3)
+    result = agent.run("what is 2+2?")
+    assert result.stop_reason == "circuit_breaker" and len(model.requests) == 4
+    assert "same 'add' call 4 times in a row" in result.error
+    results = [i for i in agent.context if isinstance(i, ToolResult)]
+    assert "note" not in results[0].meta
+    assert "reply to the user with it now" in results[1].for_model()
+    assert "the run stops here" in results[3].for_model()
+    # Another call (or another result) starts the count again.
+    other, _ = make([calls(("add", {"a": 2, "b": 2})), calls(("add", {"a": 2, "b": 2})),
+                     calls(("add", {"a": 1, "b": 2})), calls(("add", {"a": 2, "b": 2})),
+                     calls(("add", {"a": 2, "b": 2})), text("4")], circuit_breaker=3)
+    assert other.run("go").stop_reason == "done"
+
+
 def test_budget_stop():
     agent, model = make([calls(("add", {"a": 1, "b": 1}), prompt_tokens=80, completion_tokens=30)] * 5,
                         max_tokens=200)
