@@ -122,7 +122,7 @@ class CellRunner:
                                    colour=False if scheme == "nocolor" else None)
         from .notebook import NotebookDisplay
 
-        display = NotebookDisplay(dispatcher, asks=lambda call: agent.policy.asks(call.name), step_mode=cmd.action == "step",
+        display = NotebookDisplay(dispatcher, asks=lambda call: agent.asks_first(call.name), step_mode=cmd.action == "step",
                                   preview=agent.tools.preview,
                                   meter=lambda: (agent.context.tokens, agent.context_window))
         if self.m.approver is not None and hasattr(self.m.approver, "bind"):

@@ -96,6 +96,11 @@ class AgentMagics(Magics):
             from .aware import user_variables
 
             agent.copy_source = lambda: shareable(user_variables(shell))  # for NameError offers
+            from ..offers import offer_tool
+
+            # offer_result: the model may offer a value; only the person's answer puts it here.
+            agent.copy_target = shell.user_ns
+            agent.tools.add(offer_tool(agent))
             self._agent = agent
             self.approver = self._make_approver(agent)
             agent.approval_hook = self.approver
