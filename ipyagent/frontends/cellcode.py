@@ -37,7 +37,7 @@ def _button_class() -> type | None:
             code = traitlets.Unicode("").tag(sync=True)
             cell_id = traitlets.Unicode("").tag(sync=True)
             label = traitlets.Unicode("").tag(sync=True)
-            tooltip = traitlets.Unicode("").tag(sync=True)
+            hint = traitlets.Unicode("").tag(sync=True)  # not "tooltip": the base view reads that one
             inserted = traitlets.Unicode("").tag(sync=True)
             fallback = traitlets.Unicode("").tag(sync=True)
 
@@ -83,7 +83,7 @@ def code_button(code: str, number: int, cell_id: str) -> Any | None:
     if cls is None:
         return None
     button = cls(code=code, cell_id=cell_id, label="⤓ code → new cell",
-                 tooltip="Put this call's code in a new cell below the agent's cell; it is not "
+                 hint="Put this call's code in a new cell below the agent's cell; it is not "
                          "run — you read it, then run it in your kernel if you want it",
                  inserted="in a new cell below the agent's cell — read it, then run it if you "
                           "want it (nothing ran)",

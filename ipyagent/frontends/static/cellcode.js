@@ -29,7 +29,7 @@ function render({ model, el }) {
   const button = document.createElement("button");
   button.className = "jupyter-widgets jupyter-button widget-button ipyagent-cellcode-button";
   button.textContent = model.get("label");
-  button.title = model.get("tooltip");
+  button.title = model.get("hint");
   const status = document.createElement("span");
   status.className = "ipyagent-cellcode-status";
   el.append(button, status);
