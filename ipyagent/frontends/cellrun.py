@@ -140,7 +140,9 @@ class CellRunner:
 
         def action(call: ToolCall, code: str) -> Any:
             calls = [i for i in agent.context if isinstance(i, ToolCall) and i.name == "python"]
-            number = next((n for n, i in enumerate(calls, 1) if i is call), len(calls))
+            # The call itself; a re-run's stand-in by its recorded id; else the newest.
+            number = next((n for n, i in enumerate(calls, 1) if i is call),
+                          next((n for n, i in enumerate(calls, 1) if i.id == call.id), len(calls)))
             button = code_button(code, number, cell_id)
             return button if button is not None else footer_html(fallback_line(number))
 
