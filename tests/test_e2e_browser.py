@@ -91,6 +91,7 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[JupyterSe
     root.mkdir()
     shutil.copy(REPO / "notebooks" / "quickstart.ipynb", root)
     srv = JupyterServer(root, tmp_path / "home", app=app)
+    _anywidget_labextension(tmp_path / "home" / "data")
     srv.start()
     kernels: list[int] = []
     try:
@@ -454,7 +455,10 @@ def _anywidget_labextension(data_dir: Path) -> None:
     (a ``--target`` install) rather than under ``sys.prefix``."""
     import sys
 
-    anywidget = pytest.importorskip("anywidget", reason="anywidget is a dependency")
+    try:
+        import anywidget
+    except ImportError:  # a dependency: the tests that need it say so
+        return
     if (Path(sys.prefix) / "share/jupyter/labextensions/anywidget").is_dir():
         return
     beside = Path(anywidget.__file__).resolve().parents[1] / "share/jupyter/labextensions/anywidget"
