@@ -293,6 +293,9 @@ class AgentMagics(Magics):
 
         The model is told your variables' names, types and shapes (Agent.share_namespace),
         never their contents unless you copy them; secret-looking ones are left out.
+        The model may offer a value it made (its offer_result tool): it enters your
+        kernel only when you click Take (a y/N prompt in a terminal). Each python card's
+        "code → new cell" button puts that call's code in a new cell below, unrun.
         {name} in a task is replaced by the value of name ({{ for a brace).
 
         Every setting is a traitlet: %config Agent lists them, %config Agent.model =
