@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, MutableMapping
 
 from traitlets import TraitError
 
@@ -84,6 +84,9 @@ class Agent(AgentSettings):
         self._autosaver: Autosave | None = None  # made when Agent.autosave is first used
         # The user's variables a NameError may offer to copy (the magics set it); None: none.
         self.copy_source: Callable[[], Mapping[str, Any]] | None = None
+        # Where a value the user takes from an offer (``offer_result``) goes: the user's
+        # namespace (the magics set it); None: nothing can be offered.
+        self.copy_target: MutableMapping[str, Any] | None = None
         self.observe(self._policy_changed, names=["approval", "allow"])
         self.observe(self._system_changed, names=["system_prompt"])
         self.observe(self._on_persona, names=["persona"])
@@ -184,7 +187,13 @@ class Agent(AgentSettings):
     def offered_tools(self) -> list[Tool]:
         """The tools offered to the model: every tool, or those the active persona offers."""
         persona = self.persona_state.persona
-        return [t for t in self.tools if persona is None or persona.offers(t.name)]
+        return [t for t in self.tools if (persona is None or persona.offers(t.name)) and t.offered()]
+
+    def asks_first(self, name: str) -> bool:
+        """True when a call of tool ``name`` waits for the person's approval before it runs
+        (a tool whose run is itself the question, ``offer_result``, does not)."""
+        tool = self.tools[name] if name in self.tools else None
+        return self.policy.asks(name) and not (tool is not None and tool.asks_user)
 
     def pending_notices(self) -> list[Notice]:
         """What to say before the next request, each once: a persona file's refused settings,

@@ -16,11 +16,14 @@ import os
 import sys
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Any, Awaitable, Callable, Literal, Protocol, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Protocol, Union
 
 from ._text import visible
 from .decisions import BY, PERSON, Decision, utc_now
 from .items import ToolCall
+
+if TYPE_CHECKING:
+    from .offers import Offer, OfferAnswer
 
 __all__ = ["Decision", "Approver", "ApprovalPolicy", "TerminalApprover", "TerminalOrDeny",
            "CallbackApprover", "on_a_terminal", "BY", "PERSON", "utc_now"]
@@ -112,6 +115,26 @@ class TerminalApprover:
         answer = (await self._ask("Start them? [y]es / [N]o: ")).strip().lower()
         return True if answer in ("y", "yes") else "you answered no"
 
+    async def offer_result(self, offer: Offer) -> OfferAnswer:
+        """Ask y/N whether the value the model offers comes into the user's kernel."""
+        from .offers import OfferAnswer
+
+        out = self.output or sys.stdout
+        print(visible(f"\n{offer.question()}\n(taking it unpickles it in your kernel, as "
+                      "%agent pull does)"), file=out, flush=True)
+        answer = (await self._ask(visible(f"Take it into your kernel as {offer.name}? "
+                                          "[y]es / [N]o: "))).strip().lower()
+        if answer not in ("y", "yes"):
+            return OfferAnswer(False, "terminal", reason="the user answered no")
+        try:
+            arrived = offer.take()
+        except TypeError as exc:
+            print(visible(f"ipyagent: {exc}"), file=out, flush=True)
+            return OfferAnswer(False, "terminal", reason=str(exc))
+        print(visible(f"ipyagent: {offer.name} = {arrived} (a copy from the agent's kernel)"),
+              file=out, flush=True)
+        return OfferAnswer(True, "terminal", arrived)
+
     async def _ask(self, prompt: str) -> str:
         """``input_fn(prompt)`` in a daemon thread, so the engine loop stays live.
 
@@ -199,6 +222,14 @@ class TerminalOrDeny:
         if not on_a_terminal():
             return "nobody could agree: stdin is not a terminal"
         return await self.prompt.confirm_mcp(request)
+
+    async def offer_result(self, offer: Offer) -> OfferAnswer:
+        """The y/N prompt for a value the model offers; with nobody there: not taken."""
+        if not on_a_terminal():
+            from .offers import OfferAnswer
+
+            return OfferAnswer(False, "headless", reason="nobody could answer: stdin is not a terminal")
+        return await self.prompt.offer_result(offer)
 
 
 def _edited(call: ToolCall, key: str | None, text: str) -> Decision:

@@ -18,6 +18,7 @@ from ._text import head_tail
 from .audit import decision_record
 from .compaction import fit_window
 from .copies import MAX_COPIES_PER_CALL, copy_missing
+from .decisions import Decision, utc_now
 from .errors import ConfigError, ModelConnectionError, ModelError
 from .events import (
     Event,
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
     import logging
 
     from .agent import Agent
-    from .decisions import Decision
 
 __all__ = ["run_step", "StepRun", "Stop", "CircuitBreaker", "emit", "CONTINUE_PROMPT"]
 
@@ -421,7 +421,12 @@ async def run_one(run: StepRun, call: ToolCall) -> ToolResult:
         spec = next((t.spec() for t in offered if t.name == call.name), {})
         return ToolResult(call.id, how_to_call(call.name, call.meta[PROBLEM], example_arguments(spec)),
                           error=True, name=call.name, meta={"unreadable": True})
-    decision = await agent.policy.decide(call)
+    tool = agent.tools[call.name] if call.name in agent.tools else None
+    if tool is not None and tool.asks_user and agent.policy.mode != "deny":
+        # Its run is the question to the person (offer_result): nothing to approve first.
+        decision = Decision("approve", by="policy", detail="asks the user itself", at=utc_now())
+    else:
+        decision = await agent.policy.decide(call)
     step.decisions.append(decision)
     run.emit(ToolCallDecided(call, decision))
     if not decision.approved:

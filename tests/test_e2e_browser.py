@@ -91,6 +91,7 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[JupyterSe
     root.mkdir()
     shutil.copy(REPO / "notebooks" / "quickstart.ipynb", root)
     srv = JupyterServer(root, tmp_path / "home", app=app)
+    _anywidget_labextension(tmp_path / "home" / "data")
     srv.start()
     kernels: list[int] = []
     try:
@@ -439,6 +440,126 @@ def test_edit_keeps_its_keys_and_runs_the_edited_code(browser: Any, server: Jupy
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"failed-edit-{app}.png"), full_page=True)
         print(f"jupyter {app} log:\n{server.log()}")
+        raise
+    finally:
+        page.close()
+
+
+# -- the card's actions: "code → new cell" and an offered result -------------------------
+OFFER_CODE = "fit = {'slope': 2.5, 'n': 12}\nprint('fitted', fit['slope'])"
+OFFER_DESCRIPTION = "<img src=x onerror=\"window.__pwned=4\"> **the trend** \x1b[2K"
+
+
+def _anywidget_labextension(data_dir: Path) -> None:
+    """anywidget's labextension where this server looks, when pip put it beside the package
+    (a ``--target`` install) rather than under ``sys.prefix``."""
+    import sys
+
+    try:
+        import anywidget
+    except ImportError:  # a dependency: the tests that need it say so
+        return
+    if (Path(sys.prefix) / "share/jupyter/labextensions/anywidget").is_dir():
+        return
+    beside = Path(anywidget.__file__).resolve().parents[1] / "share/jupyter/labextensions/anywidget"
+    if beside.is_dir():
+        shutil.copytree(beside, data_dir / "labextensions" / "anywidget", dirs_exist_ok=True)
+
+
+@pytest.fixture
+def offer_lab(tmp_path: Path) -> Iterator[tuple[JupyterServer, Any]]:
+    """JupyterLab over a notebook whose %agent runs a python call, then offers its result."""
+    pytest.importorskip("jupyterlab", reason="JupyterLab is not installed")
+    import nbformat
+
+    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
+
+    model = ScriptedServer([
+        reply_tool_calls([("python", {"code": OFFER_CODE}),
+                          ("offer_result", {"name": "fit", "description": OFFER_DESCRIPTION})],
+                         text="I fitted the trend; take it if you want it."),
+        reply_text("It is in your kernel as `fit`.")])
+    model.start()
+    root = tmp_path / "root"
+    root.mkdir()
+    setup = ("%load_ext ipyagent\n%config Agent.model = 'scripted'\n"
+             f"%config Agent.base_url = '{model.base_url}'\n%config Agent.approval = 'auto'\n"
+             "%config Agent.share_namespace = 'off'\nfit = 'my old fit'")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(setup),
+                                         nbformat.v4.new_code_cell("%agent fit a trend"),
+                                         nbformat.v4.new_code_cell("print('fit is', fit)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                 "language": "python"}
+    nbformat.write(nb, root / "offer.ipynb")
+    srv = JupyterServer(root, tmp_path / "home", app="lab")
+    _anywidget_labextension(tmp_path / "home" / "data")
+    srv.start()
+    kernels: list[int] = []
+    try:
+        yield srv, model
+        kernels = srv.kernel_pids()
+    finally:
+        kernels = kernels or srv.kernel_pids()
+        srv.close()
+        model.close()
+    _assert_gone(kernels)
+
+
+SHOTS = Path(os.environ.get("IPYAGENT_SHOTS", str(ARTIFACTS)))
+
+
+def test_code_to_a_new_cell_and_taking_an_offered_result(
+        browser: Any, offer_lab: tuple[JupyterServer, Any]) -> None:
+    server, _model = offer_lab
+    page = browser.new_page()
+    dismiss_dialogs(page)
+    try:
+        page.goto(server.url_for("offer.ipynb"), timeout=LOAD)
+        setup = code_cell(page, "%load_ext ipyagent")
+        expect(setup).to_be_visible(timeout=LOAD)
+        run_cell(setup)
+        wait_text(setup, "approval", timeout=LOAD)
+        cell = code_cell(page, "%agent fit a trend")
+        run_cell(cell)
+        take = button(cell, "Take fit into my kernel")
+        expect(take).to_be_visible()
+        wait_text(cell, "fitted 2.5")  # the python call ran in the sibling
+        offer = outputs(cell).locator(".ipyagent-offer")
+        expect(offer).to_contain_text("Taking it replaces your `fit` (str 'my old fit')")
+        expect(offer).to_contain_text("<img src=x")  # the model's description, as text
+        assert page.evaluate("() => window.__pwned") is None
+        code = outputs(cell).locator(".ipyagent-cellcode-button")
+        expect(code).to_have_count(1)
+        expect(prompt(cell)).to_have_text("[*]:")  # the run waits for the answer
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        cell.scroll_into_view_if_needed()
+        cell.screenshot(path=str(SHOTS / "card-actions-offer-waiting.png"))
+
+        # "code → new cell": a new cell right below the agent's, holding the code; not run.
+        cells = page.locator(".jp-Notebook .jp-Cell").count()
+        code.click()
+        expect(page.locator(".jp-Notebook .jp-Cell")).to_have_count(cells + 1)
+        inserted = page.locator(".jp-Notebook .jp-Cell").nth(2)
+        expect(inserted.locator(".jp-InputArea-editor")).to_contain_text("fit = {'slope': 2.5")
+        expect(prompt(inserted)).to_have_text("[ ]:")
+        expect(outputs(cell).locator(".ipyagent-cellcode-status")).to_contain_text("new cell below")
+        page.screenshot(path=str(SHOTS / "card-actions-new-cell.png"))
+
+        # Take it: the run ends, the card says what arrived, the user's kernel has it.
+        take.click()
+        wait_text(cell, "is in your kernel now")
+        wait_idle(cell)
+        text = output_text(cell)
+        assert "It is in your kernel as fit." in text, text
+        cell.screenshot(path=str(SHOTS / "card-actions-offer-taken.png"))
+        after = code_cell(page, "print('fit is', fit)")
+        run_cell(after)
+        wait_text(after, "fit is {'slope': 2.5, 'n': 12}")
+        assert page.evaluate(LIVE_ATTRIBUTES) == []
+    except BaseException:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "failed-offer.png"), full_page=True)
+        print(f"jupyter lab log:\n{server.log()}")
         raise
     finally:
         page.close()

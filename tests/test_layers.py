@@ -18,7 +18,8 @@ DATA = {"errors", "items", "context", "context_table", "tokens", "events", "deci
         "_untrusted", "_normalise", "_eventloop", "_mainthread", "_atomic", "_version", "_stamps"}
 ENGINE = {"agent", "step", "settings", "approval", "compaction", "personas", "providers",
           "agents_md", "reply_checks", "resources", "redaction", "audit", "namespace", "copies",
-          "written_calls", "lenient_json", "text_tools", "tool_mode"}
+          "written_calls", "lenient_json", "text_tools", "tool_mode",
+          "offers"}
 LAYERS = {"data": 0, "models": 1, "kernel": 1, "tools": 1, "engine": 2, "transcripts": 3,
           "frontends": 4}
 

@@ -122,12 +122,31 @@ class CellRunner:
                                    colour=False if scheme == "nocolor" else None)
         from .notebook import NotebookDisplay
 
-        display = NotebookDisplay(dispatcher, asks=lambda call: agent.policy.asks(call.name), step_mode=cmd.action == "step",
-                                  preview=agent.tools.preview,
-                                  meter=lambda: (agent.context.tokens, agent.context_window))
+        display = NotebookDisplay(dispatcher, asks=lambda call: agent.asks_first(call.name),
+                                  step_mode=cmd.action == "step", preview=agent.tools.preview,
+                                  meter=lambda: (agent.context.tokens, agent.context_window),
+                                  code_action=self._code_action(agent))
         if self.m.approver is not None and hasattr(self.m.approver, "bind"):
             self.m.approver.bind(dispatcher, headless=self.headless())
         return display
+
+    def _code_action(self, agent: Agent) -> Any:
+        """The "code → new cell" action under each python card of this cell's run."""
+        from ..items import ToolCall
+        from .cellcode import code_button, current_cell_id, fallback_line
+        from .notebook import footer_html
+
+        cell_id = current_cell_id(self.m.shell)  # read now: the cell that runs this %agent
+
+        def action(call: ToolCall, code: str) -> Any:
+            calls = [i for i in agent.context if isinstance(i, ToolCall) and i.name == "python"]
+            # The call itself; a re-run's stand-in by its recorded id; else the newest.
+            number = next((n for n, i in enumerate(calls, 1) if i is call),
+                          next((n for n, i in enumerate(calls, 1) if i.id == call.id), len(calls)))
+            button = code_button(code, number, cell_id)
+            return button if button is not None else footer_html(fallback_line(number))
+
+        return action
 
     def start(self, agent: Agent, cmd: Command, listener: Any,
                on_done: Any) -> Any:

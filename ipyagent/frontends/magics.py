@@ -98,6 +98,11 @@ class AgentMagics(Magics):
             from .aware import user_variables
 
             agent.copy_source = lambda: shareable(user_variables(shell))  # for NameError offers
+            from ..offers import offer_tool
+
+            # offer_result: the model may offer a value; only the person's answer puts it here.
+            agent.copy_target = shell.user_ns
+            agent.tools.add(offer_tool(agent))
             self._agent = agent
             self.approver = self._make_approver(agent)
             agent.approval_hook = self.approver
@@ -294,6 +299,9 @@ class AgentMagics(Magics):
 
         The model is told your variables' names, types and shapes (Agent.share_namespace),
         never their contents unless you copy them; secret-looking ones are left out.
+        The model may offer a value it made (its offer_result tool): it enters your
+        kernel only when you click Take (a y/N prompt in a terminal). Each python card's
+        "code → new cell" button puts that call's code in a new cell below, unrun.
         {name} in a task is replaced by the value of name ({{ for a brace).
 
         Every setting is a traitlet: %config Agent lists them, %config Agent.model =

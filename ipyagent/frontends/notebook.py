@@ -266,8 +266,12 @@ class NotebookDisplay:
     def __init__(self, dispatcher: Dispatcher | None = None, *, interval: float = 0.1,
                  asks: Callable[[ToolCall], bool] | None = None, step_mode: bool = False,
                  preview: Callable[[ToolCall], str | None] | None = None,
-                 meter: Callable[[], tuple[int, int]] | None = None) -> None:
+                 meter: Callable[[], tuple[int, int]] | None = None,
+                 code_action: Callable[[ToolCall, str], Any] | None = None) -> None:
         self.dispatcher = dispatcher or LoopDispatcher()
+        # (python call, the code that runs) -> a widget or a display bundle under its card
+        # ("code → new cell"), or None; main thread.
+        self.code_action = code_action
         self.preview = preview or (lambda call: None)  # a tool's own view of a call (diffs)
         self.meter = meter  # () -> (context tokens, context window) for the footer
         self.interval = interval
@@ -412,8 +416,21 @@ class NotebookDisplay:
         if decision.approved:
             card.started = time.monotonic()  # time the run, not the wait for a click
             card.status(("✎ edited by you · " if decision.action == "edit" else "") + "▶ running…")
+            if call.name == "python" and self.code_action is not None and "code" in card.arguments:
+                self._show_action(self.code_action(call, str(card.arguments["code"])))
         else:
             card.status(describe(decision, call.name, brief=True), final=True)
+
+    def _show_action(self, action: Any) -> None:
+        """A card's action: a display bundle, or a widget (shown as itself)."""
+        if action is None:
+            return
+        if isinstance(action, dict):
+            self.publish(action)
+            return
+        from IPython.display import display
+
+        display(action)
 
     def _finished(self, call: ToolCall, result: ToolResult) -> None:
         card = self.cards.get(call.id)

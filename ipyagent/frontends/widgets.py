@@ -15,18 +15,24 @@ import asyncio
 import difflib
 import html
 import json
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from .._mainthread import Dispatcher, LoopDispatcher
+from .._text import visible
+from .._untrusted import html_text
 from ..approval import Decision
 from ..errors import ApprovalError
 from ..items import ToolCall
 
-__all__ = ["WidgetApprover", "ApprovalPanel", "unattended_reason"]
+if TYPE_CHECKING:
+    from ..offers import Offer, OfferAnswer
+
+__all__ = ["WidgetApprover", "ApprovalPanel", "OfferPanel", "offer_html", "unattended_reason"]
 
 # The frontend's theme colours (light fallbacks), as on the cards: readable in dark themes.
 _WAIT, _OK, _BAD = ("var(--jp-warn-color1, #9a6700)", "var(--jp-success-color1, #1a7f37)",
                     "var(--jp-error-color1, #cf222e)")
+_MUTED = "var(--jp-ui-font-color2, #57606a)"
 
 
 def unattended_reason(call: ToolCall, why: str) -> str:
@@ -206,16 +212,123 @@ class ApprovalPanel:
         return f"<ApprovalPanel {self.call.id} {self.call.name}: {state}>"
 
 
+def offer_html(offer: Offer) -> str:
+    """The offer as inert HTML: every part of it the model chose is escaped and made visible."""
+    from ..copies import human_size
+    from ..offers import _ascii_note
+
+    def text(value: str) -> str:
+        return html_text(visible(value))
+
+    parts = [f"<div class='ipyagent-offer'><b>The agent offers</b> <code>{text(offer.name)}"
+             f"</code>{text(_ascii_note(offer.name))} <span style='color:{_MUTED}'>"
+             f"({text(offer.kind)}, {text(human_size(offer.size))} pickled)</span>"]
+    if offer.description:
+        parts.append(f"<div>{text(offer.description)}</div>")
+    if offer.replaces:
+        parts.append(f"<div style='color:{_WAIT}'>⚠ Taking it replaces {text(offer.replaces)}</div>")
+    parts.append(f"<div style='color:{_MUTED};font-size:90%'>Taking it unpickles the value in "
+                 "your kernel (as <code>%agent pull</code> does); nothing is copied unless you "
+                 "click.</div></div>")
+    return "".join(parts)
+
+
+class OfferPanel:
+    """The take / no-thanks buttons for one ``offer_result``; main thread only.
+
+    The first of a click, a timeout or an interrupt is the answer (``close`` returns it);
+    a take unpickles into the user's kernel right there, so the answer says what arrived.
+    """
+
+    def __init__(self, offer: Offer, resolve: Callable[[OfferAnswer], None],
+                 timeout: float = 0.0) -> None:
+        import ipywidgets as w  # type: ignore[import-untyped]
+
+        self.offer = offer
+        self._resolve = resolve
+        self.answer: OfferAnswer | None = None
+        self.on_settle: Callable[[OfferPanel], Any] = lambda panel: None
+        tight = w.Layout(width="auto")
+        # The exact local name is on the button: the model cannot pick a name unseen.
+        self.take = w.Button(description=f"Take {offer.name} into my kernel", icon="download",
+                             button_style="primary", layout=tight,
+                             tooltip=f"Copy the agent's {offer.name} into your kernel as {offer.name}")
+        self.skip = w.Button(description="No thanks", icon="times", layout=tight,
+                             tooltip="Leave it in the agent's kernel")
+        self.text = w.HTML(offer_html(offer))
+        after = f" (not taken after {timeout:g} s without an answer)" if timeout else ""
+        self.status = w.HTML(f"<span style='color:{_WAIT}'>● waiting for your answer"
+                             f"{html_text(after)}</span>")
+        self.take.on_click(lambda _: self._take())
+        self.skip.on_click(lambda _: self._answer(self._no("the user chose not to take it")))
+        self.controls = w.HBox([self.take, self.skip],
+                               layout=w.Layout(align_items="center", flex_flow="row wrap"))
+        self.widget = _Box([self.text, self.controls, self.status])
+        self.widget.add_class("ipyagent-offer-panel")
+        self.widget.panel = self
+
+    @staticmethod
+    def _no(reason: str) -> OfferAnswer:
+        from ..offers import OfferAnswer
+
+        return OfferAnswer(False, "click", reason=reason)
+
+    def _take(self) -> None:
+        if self.answer is not None:
+            return  # a second click, or a click after the timeout: nothing more enters
+        from ..offers import OfferAnswer
+
+        try:
+            arrived = self.offer.take()
+        except TypeError as exc:
+            self._answer(OfferAnswer(False, "click", reason=str(exc)))
+            return
+        self._answer(OfferAnswer(True, "click", arrived))
+
+    def _answer(self, answer: OfferAnswer) -> None:
+        if self.answer is None:
+            self._resolve(self.close(answer))
+
+    def close(self, answer: OfferAnswer) -> OfferAnswer:
+        """Settle with ``answer`` unless answered already; the answer that stands."""
+        if self.answer is not None:
+            return self.answer
+        self.answer = answer
+        for button in (self.take, self.skip):
+            button.disabled = True
+        self.controls.layout.display = "none"
+        name = html_text(self.offer.name)
+        if answer.taken:
+            line = (f"<span style='color:{_OK}'>✓ <code>{name}</code> = "
+                    f"{html_text(visible(answer.arrived))} is in your kernel now (a copy from "
+                    "the agent's kernel)</span>")
+        else:
+            line = (f"<span style='color:{_BAD}'>✗ not taken: "
+                    f"{html_text(visible(answer.reason))}</span>")
+        self.status.value = line
+        self.on_settle(self)
+        return answer
+
+    def __repr__(self) -> str:
+        if self.answer is None:
+            return f"<OfferPanel {self.offer.name}: waiting>"
+        return f"<OfferPanel {self.offer.name}: {'taken' if self.answer.taken else 'not taken'}>"
+
+
 def _box_class() -> type:
     import ipywidgets as w  # type: ignore[import-untyped]
 
     class ApprovalBox(w.VBox):
         """A VBox whose plain-text fallback says what was decided (for saved notebooks)."""
 
-        panel: ApprovalPanel
+        panel: ApprovalPanel | OfferPanel
 
         def __repr__(self) -> str:
             panel = getattr(self, "panel", None)
+            if isinstance(panel, OfferPanel):  # the offer's plain text: what was asked, answered
+                state = ("waiting" if panel.answer is None else "taken" if panel.answer.taken
+                         else f"not taken: {panel.answer.reason}")
+                return visible(f"[ipyagent offer: {panel.offer.question()} — {state}]")
             if panel is None or panel.decision is None:
                 return "[ipyagent approval: Approve / Deny / Edit / Always]"
             return f"[ipyagent approval: {describe(panel.decision, panel.call.name)}]"
@@ -244,6 +357,7 @@ class WidgetApprover:
         self.headless = False
         self.show: Callable[[Any], Any] | None = None  # how to display a panel
         self.panels: list[ApprovalPanel] = []  # this run's panels (tests, interrupts)
+        self.offers: list[OfferPanel] = []  # this run's offer_result panels
 
     def __repr__(self) -> str:
         state = "headless" if self.headless else ("bound" if self.dispatcher else "unbound")
@@ -256,6 +370,7 @@ class WidgetApprover:
         self.headless = headless
         self.show = show
         self.panels = []
+        self.offers = []
 
     def unbind(self) -> None:
         """Forget the cell: a later call from elsewhere must bind again, not draw in it."""
@@ -318,6 +433,60 @@ class WidgetApprover:
         return await ask_in_notebook(self.dispatcher, self.headless, self._timeout(), request,
                                      self.show)
 
+    async def offer_result(self, offer: Offer) -> OfferAnswer:
+        """Show the offer with a take button in the running cell; wait for the answer.
+
+        The panel, on the main thread, holds the one answer: a take unpickles there and
+        then; a timeout or an interrupt asks the panel, so a take that came first wins and
+        the model is told what really happened."""
+        from ..offers import OfferAnswer
+
+        dispatcher = self.dispatcher
+        if dispatcher is None:
+            return OfferAnswer(False, "headless", reason="no notebook cell to show the offer in")
+        timeout = self._timeout()
+        if self.headless and not timeout:
+            return OfferAnswer(False, "headless", reason="nobody could click: the notebook runs "
+                               "without a frontend (nbclient, papermill or CI)")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[OfferAnswer] = loop.create_future()
+
+        def resolve(answer: OfferAnswer) -> None:  # main thread → engine loop
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(_settle, future, answer)
+
+        holder: list[OfferPanel] = []
+
+        def close(answer: OfferAnswer) -> None:  # main thread: the panel's answer is final
+            for panel in holder:
+                resolve(panel.close(answer))
+
+        dispatcher.call(self._open_offer, offer, resolve, timeout, holder)
+        try:
+            if timeout:
+                return await asyncio.wait_for(asyncio.shield(future), timeout)
+            return await future
+        except asyncio.TimeoutError:
+            dispatcher.call(close, OfferAnswer(False, "timeout", reason=(
+                f"nobody answered within {timeout:g} s (Agent.approval_timeout)")))
+            return await future
+        except asyncio.CancelledError:
+            dispatcher.call(close, OfferAnswer(False, "interrupt", reason="interrupted"))
+            raise
+
+    def _open_offer(self, offer: Offer, resolve: Callable[[OfferAnswer], None], timeout: float,
+                    holder: list[OfferPanel]) -> None:
+        panel = OfferPanel(offer, resolve, timeout)
+        holder.append(panel)
+        self.offers.append(panel)
+        if self.show is not None:
+            self.show(panel.widget)
+            return
+        from IPython.display import display
+
+        handle = display(panel.widget, display_id=True)
+        panel.on_settle = lambda p: handle.update(p.widget)
+
     def _open(self, call: ToolCall, resolve: Callable[[Decision], None], note: str,
               holder: list[ApprovalPanel]) -> None:
         panel = ApprovalPanel(call, resolve, note)
@@ -339,6 +508,9 @@ def _each(panels: list[ApprovalPanel], fn: Callable[[ApprovalPanel], None]) -> N
         fn(panel)
 
 
-def _settle(future: asyncio.Future[Decision], decision: Decision) -> None:
+_T = TypeVar("_T")
+
+
+def _settle(future: asyncio.Future[_T], answer: _T) -> None:
     if not future.done():
-        future.set_result(decision)
+        future.set_result(answer)

@@ -398,6 +398,11 @@ class SiblingKernel:
         """Async form of ``pull``."""
         return await _eventloop.run_async(transfer.pull(self._evaluate, name, self.max_transfer_bytes))
 
+    async def pull_payload_async(self, name: str) -> tuple[bytes, str]:
+        """The sibling's ``name`` pickled, not unpickled here, and its type as it reports it."""
+        return await _eventloop.run_async(
+            transfer.pull_payload(self._evaluate, name, self.max_transfer_bytes))
+
     async def _evaluate(self, expr: str, what: str) -> dict[str, Any]:
         """One silent ``user_expressions`` evaluation (transfer's ``Evaluate``)."""
         execution, reply = await self._run("", self.timeout, silent=True, user_expressions={"x": expr})

@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable
 
 from ..errors import KernelError
 
-__all__ = ["Evaluate", "serialize", "push", "push_payload", "pull"]
+__all__ = ["Evaluate", "serialize", "push", "push_payload", "pull", "pull_payload"]
 
 # Protocol 4 reads on every Python since 3.4, so a kernelspec on another Python still works.
 PROTOCOL = 4
@@ -39,7 +39,19 @@ def _pull(g, name, limit):
     if len(data) > limit:
         return ("ValueError", "cannot pull %r: %d bytes pickled, over max_transfer_bytes=%d"
                 % (name, len(data), limit))
-    return ("ok", base64.b64encode(data).decode("ascii"))
+    v = g[name]
+    kind = type(v).__qualname__
+    if type(v).__module__ not in ("builtins", "__main__"):
+        kind = type(v).__module__.split(".")[0] + "." + kind
+    try:
+        shape = getattr(v, "shape", None)
+        if isinstance(shape, tuple) and all(isinstance(n, int) for n in shape):
+            kind += " " + "x".join(str(n) for n in shape)
+        elif isinstance(v, (list, tuple, dict, set, frozenset, str, bytes)):
+            kind += " of %d" % len(v)
+    except Exception:
+        pass
+    return ("ok", base64.b64encode(data).decode("ascii"), kind)
 '''
 
 _ERRORS: dict[str, type[Exception]] = {"NameError": NameError, "TypeError": TypeError, "ValueError": ValueError}
@@ -106,6 +118,19 @@ async def push_payload(evaluate: Evaluate, payload: str, names: list[str]) -> No
 
 async def pull(evaluate: Evaluate, name: str, limit: int) -> Any:
     """A copy of the sibling's variable ``name``."""
+    data, _ = await pull_payload(evaluate, name, limit)
+    try:
+        return pickle.loads(data)
+    except Exception as exc:
+        raise TypeError(
+            f"cannot pull {name!r}: it was pickled in the sibling but cannot be unpickled here "
+            f"({type(exc).__name__}: {exc})"
+        ) from exc
+
+
+async def pull_payload(evaluate: Evaluate, name: str, limit: int) -> tuple[bytes, str]:
+    """The sibling's variable ``name`` pickled (not unpickled here) and its type as the
+    sibling reports it (untrusted text): what an offer holds until the person answers."""
     if not name.isidentifier():
         raise ValueError(f"cannot pull {name!r}: not a valid Python name")
     expr = (
@@ -115,13 +140,7 @@ async def pull(evaluate: Evaluate, name: str, limit: int) -> Any:
     result = await evaluate(expr, f"pull({name!r})")
     if result.get("status") != "ok":
         raise KernelError(f"pull({name!r}) failed: {result.get('ename')}: {result.get('evalue')}")
-    kind, body = ast.literal_eval(result["data"]["text/plain"])
-    if kind != "ok":
-        raise _ERRORS.get(kind, KernelError)(body)
-    try:
-        return pickle.loads(base64.b64decode(body))
-    except Exception as exc:
-        raise TypeError(
-            f"cannot pull {name!r}: it was pickled in the sibling but cannot be unpickled here "
-            f"({type(exc).__name__}: {exc})"
-        ) from exc
+    status, body, *rest = ast.literal_eval(result["data"]["text/plain"])
+    if status != "ok":
+        raise _ERRORS.get(status, KernelError)(body)
+    return base64.b64decode(body), str(rest[0]) if rest else ""

@@ -136,7 +136,7 @@ class DemoModel:
         numbers = [float(x) if "." in x else int(x) for x in re.findall(r"-?\d+(?:\.\d+)?", task)]
         # Built-in workspace tools change files: never call them on a guess. Prefer the
         # tools the task names; else every tool whose arguments can be filled.
-        candidates = {n: s for n, s in tools.items() if n not in _WORKSPACE_TOOLS}
+        candidates = {n: s for n, s in tools.items() if n not in _NOT_GUESSED}
         words = set(re.findall(r"\w+", task.lower()))
         named = {n: s for n, s in candidates.items() if n.lower() in words}
         for name, spec in (named or candidates).items():
@@ -150,7 +150,9 @@ class DemoModel:
         return f"{LABEL} I'll call {names}.", calls
 
 
-_WORKSPACE_TOOLS = {"read_file", "write_file", "edit_file", "list_files"}
+# Never called on a guess: the workspace tools change files; offer_result puts a question
+# to the person (and is for a value worth keeping, which a demo never has).
+_NOT_GUESSED = {"read_file", "write_file", "edit_file", "list_files", "offer_result"}
 
 _SAFE_NAMES = {"abs", "divmod", "len", "max", "min", "pow", "range", "round", "sorted", "str",
                "sum", "int", "float", "math", "sqrt", "pi", "e", "factorial", "list"}

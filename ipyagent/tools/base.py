@@ -52,6 +52,21 @@ class Tool:
     # Seconds a call of ``fn`` may take (read at each call; 0 or None: no limit). A raw
     # handler keeps its own limit (the python tool interrupts its kernel).
     timeout: Callable[[], float | None] | None = field(default=None, repr=False)
+    # Offered to the model only while this says True (None: always): a tool that needs a
+    # frontend (``offer_result``) is not offered where nobody could answer it.
+    available: Callable[[], bool] | None = field(default=None, repr=False)
+    # Its run is a question to the person (``offer_result``): that question is the approval,
+    # so the policy does not ask first ("deny" still refuses it).
+    asks_user: bool = False
+
+    def offered(self) -> bool:
+        """True unless ``available`` says this tool cannot work here now."""
+        if self.available is None:
+            return True
+        try:
+            return bool(self.available())
+        except Exception:  # a broken check must not break the request: not offered
+            return False
 
     def spec(self) -> dict[str, Any]:
         """The function spec sent to the model."""

@@ -25,7 +25,7 @@ from ..items import Message, ToolCall, ToolResult, unfold
 if TYPE_CHECKING:
     from ..agent import Agent
 
-__all__ = ["Rebuild", "python_calls_that_ran", "rerun_steps", "arebuild", "copies_by_step"]
+__all__ = ["Rebuild", "python_calls_that_ran", "rerun_steps", "arebuild", "copies_by_step", "recopy"]
 
 @dataclass
 class Rebuild:
@@ -130,7 +130,7 @@ def copies_by_step(items: Iterable[Any], steps: list[tuple[ToolCall, Any]]
     return out, pending
 
 
-async def _recopy(agent: Agent, policy: ApprovalPolicy, record: dict[str, Any],
+async def recopy(agent: Agent, policy: ApprovalPolicy, record: dict[str, Any],
                   emit: Callable[[Any], None]) -> str | None:
     """Redo one recorded copy (approved first: unpickling runs code in the sibling); why not."""
     import base64
@@ -140,8 +140,11 @@ async def _recopy(agent: Agent, policy: ApprovalPolicy, record: dict[str, Any],
 
     name = str(record.get("name", "?"))
     payload = record.get("payload")
-    if not isinstance(payload, str):
-        return f"copy of {name!r}: {record.get('note') or 'no payload recorded'}"
+    if not isinstance(payload, str):  # too large to keep: the value must come from elsewhere
+        what = ", ".join(str(record[k]) for k in ("description",) if record.get(k))
+        return (f"copy of {name!r}{f' ({what})' if what else ''}: the transcript has no payload "
+                "for it (too large to keep), so it must be provided: the calls that use it "
+                "fail without it")
     data = base64.b64decode(payload)
     if hashlib.sha256(data).hexdigest() != record.get("sha256"):
         return f"copy of {name!r}: its payload does not match its recorded sha256"
@@ -217,7 +220,7 @@ async def arebuild(agent: Agent, *, approval: Mode | None = None,
     copies, trailing = copies_by_step(agent.context, steps)
     for n, (recorded, written) in enumerate(steps, 1):
         for record in copies.get(recorded.id, []):
-            why = await _recopy(agent, policy, record, emit)
+            why = await recopy(agent, policy, record, emit)
             if why is not None:
                 report.failed.append((n, "copy", why))
         # What is asked about is what runs: the cell's code, or the whole file the cell writes.
@@ -268,7 +271,7 @@ async def arebuild(agent: Agent, *, approval: Mode | None = None,
         emit(ToolCallFinished(call, result))
     else:
         for record in trailing:
-            why = await _recopy(agent, policy, record, emit)
+            why = await recopy(agent, policy, record, emit)
             if why is not None:
                 report.failed.append((len(steps), "copy", why))
     return report

@@ -46,7 +46,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping
 
 from .._normalise import NORMALISATIONS, normalise
 from ..approval import ApprovalPolicy, Approver, Decision, Mode
@@ -56,6 +56,7 @@ from ..tool_mode import MODE_KEY
 from ..tools.base import Tool
 from ..tools.files import recorded_file
 from .file_record import restore
+from .rebuild import recopy as _recopy
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -235,8 +236,10 @@ def _not_shown(recorded: ToolCall | None, result: ToolResult | None) -> str:
 
 
 def _gated_python(python: Tool, gate: _RecordedDecisions, results: dict[int, ToolResult | None],
-                  report: ReplayReport) -> Tool:
-    """The python tool, running only the code a verified code cell shows."""
+                  report: ReplayReport, recopy: Callable[[list[dict[str, Any]]], Awaitable[None]]
+                  ) -> Tool:
+    """The python tool, running only the code a verified code cell shows (after the copies
+    its recorded ``NameError`` made: the recorded result is the run after them)."""
     assert python.handler is not None
     run = python.handler
 
@@ -248,6 +251,9 @@ def _gated_python(python: Tool, gate: _RecordedDecisions, results: dict[int, Too
         elif call.arguments.get("code") != shown:
             why = "its code is not what its cell shows (edited at the approval)"
         else:
+            old = results.get(id(recorded))
+            await recopy([c for c in ((old.meta.get("copies") or []) if old is not None else [])
+                          if isinstance(c, dict) and c.get("copied")])
             return await run(call)
         report.notes.append(f"did not run python call {call.id}: {why}")
         return ToolResult(call.id, f"(replay: not run — {why})", error=True, name="python",
@@ -362,11 +368,21 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
         system_prompt=transcript.system, cwd=run_in,
         tools=[_playback_tool(n, answers, root, report, claimed) for n in
                sorted({c.name for c in calls if c.name != "python"})], **kwargs), taken)
-    agent.tools.add(_gated_python(agent.tools["python"], decisions, results, report))
+
+    async def recopy(records: list[dict[str, Any]]) -> None:
+        # Unpickling runs code in the sibling: each copy is approved as a call that runs is.
+        for record in records:
+            why = await _recopy(agent, user, record, on_event or (lambda event: None))
+            if why is not None:
+                report.notes.append(f"not re-copied: {why}")
+
+    agent.tools.add(_gated_python(agent.tools["python"], decisions, results, report, recopy))
     try:
         position = 0
         for number, rt in enumerate(turns, 1):
-            _feed(agent, items[position:rt.start], report)
+            between = items[position:rt.start]
+            _feed(agent, between, report)
+            await recopy(_pushed(between))  # `%agent push` / --with since the last turn
             position = rt.end
             # Each turn is asked as it was recorded: with native tools, or as text.
             mode = (items[rt.start].meta.get("turn") or {}).get(MODE_KEY)
@@ -410,6 +426,16 @@ def _feed(agent: Agent, between: list[Any], report: ReplayReport) -> None:
         agent.context.add_user("(replay: the recorded conversation continues here)")
         report.notes.append("the recording has two model turns with nothing between them "
                             "(an edited context); replayed them anyway")
+
+
+def _pushed(between: list[Any]) -> list[dict[str, Any]]:
+    """The copies the user pushed into the sibling (``%agent push``, ``--with``) in ``between``."""
+    out = []
+    for item in between:
+        copy = (getattr(item, "meta", None) or {}).get("copy")
+        if isinstance(item, Message) and isinstance(copy, dict) and copy.get("direction") == "push":
+            out.append(copy)
+    return out
 
 
 def _skip_results(items: list[Any], position: int) -> int:

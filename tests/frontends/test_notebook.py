@@ -189,3 +189,34 @@ def test_a_reply_cut_mid_stream_is_shown_struck_and_the_answer_after_it(
     assert answers[-1]["text/plain"] == "The answer is 42."  # a new output, not the struck one
     assert [i.type for i in agent.context] == ["message", "message"]
     assert agent.context[-1].content == "The answer is 42."
+
+
+def test_code_to_a_new_cell_carries_the_code_that_ran(published: list[dict[str, Any]],
+                                                      tmp_path: Any) -> None:
+    """The action under a python card gets what ran: the user's edit, not the model's code."""
+    from ipyagent import Decision
+
+    seen: list[tuple[str, str]] = []
+
+    def action(call: ToolCall, code: str) -> dict[str, str]:
+        seen.append((call.id, code))
+        return {"text/plain": f"code of {call.id}"}
+
+    def edit(call: ToolCall) -> Decision:
+        if call.name != "python":
+            return Decision("approve", by="click")
+        return Decision("edit", arguments={"code": "print('edited')"}, by="click")
+
+    model = ScriptedModel([calls(("python", {"code": "print('model')"})), text("ok")])
+    with Agent(client=model, approval="ask", approval_hook=edit, file_tools=False,
+               cwd=str(tmp_path)) as agent:
+        async def main() -> None:
+            await agent.arun("go", on_event=NotebookDisplay(interval=0.01, code_action=action))
+            await asyncio.sleep(0.05)
+
+        asyncio.run(main())
+    assert seen == [("call_0_python", "print('edited')")]
+    texts = [o["data"].get("text/plain", "") for o in published]
+    assert "code of call_0_python" in texts
+    at = texts.index("code of call_0_python")
+    assert any("edited" in t for t in texts[at + 1:])  # under its card, before its output

@@ -312,12 +312,20 @@ def test_each_call_of_a_turn_shows_its_card_buttons_and_output_together(fresh: F
     def shows(text: str) -> Any:
         return lambda out: text in (out.get("text") or out.get("data", {}).get("text/plain", ""))
 
-    panels = at(lambda out: "application/vnd.jupyter.widget-view+json" in out.get("data", {}))
+    def widget(model: str) -> Any:
+        def test(out: dict[str, Any]) -> bool:
+            view = out.get("data", {}).get("application/vnd.jupyter.widget-view+json")
+            return bool(view) and fe.widgets.get(view["model_id"], {}).get("_model_name") == model
+        return test
+
+    panels = at(widget("VBoxModel"))
+    codes = at(widget("AnyModel"))  # "code → new cell" (anywidget, a dependency)
     card_a, card_b = at(shows("print('out' + '-a')")), at(shows("print('out' + '-b')"))
     out_a, out_b = at(shows("out-a\n")), at(shows("out-b\n"))
     # Read top to bottom: card a, its buttons, its output; then card b, its buttons, its output.
-    assert len(panels) == 2 and len(card_a) == len(card_b) == 1, cell.outputs
-    assert card_a[0] < panels[0] < out_a[0] < card_b[0] < panels[1] < out_b[0], cell.outputs
+    assert len(panels) == len(codes) == 2 and len(card_a) == len(card_b) == 1, cell.outputs
+    assert card_a[0] < panels[0] < codes[0] < out_a[0] < card_b[0] < panels[1] < codes[1] \
+        < out_b[0], cell.outputs
     assert "writing" not in cell.text()  # no placeholder left behind
 
 

@@ -177,3 +177,33 @@ def test_the_code_at_the_prompt_is_the_code_that_runs(term: pexpect.spawn, tmp_p
     assert f"{hidden}  # ␛[2K␛[Gprint('Hello, world!') ⟨U+202E⟩" in shown
     assert "\x1b[2K\x1b[Gprint" not in shown and "\u202e" not in shown
     assert not (tmp_path / "pwned.txt").exists()
+
+
+def test_an_offered_result_comes_in_on_y_only(term: pexpect.spawn) -> None:
+    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
+
+    offer = ("offer_result", {"name": "fit", "description": "the trend \x1b[2K\x1b[1A"})
+    with ScriptedServer([reply_tool_calls([("python", {"code": "fit = [2.5, 12]"}), offer]),
+                         reply_text("Yours."),
+                         reply_tool_calls([("python", {"code": "fit = 'other'"}), offer]),
+                         reply_text("Kept.")]) as srv:
+        enter(term, "%load_ext ipyagent")
+        term.expect(r"In \[2\]:")
+        enter(term, "%config Agent.model = 'scripted'")
+        enter(term, f"%config Agent.base_url = '{srv.base_url}'")
+        enter(term, "%config Agent.approval = 'auto'")
+        enter(term, "fit = 'mine'")
+        enter(term, "%agent fit it")
+        term.expect(r"the agent offers `fit` \(list of 2, ")
+        term.expect("the trend ␛\\[2K␛\\[1A")  # the escapes shown, not obeyed
+        term.expect("REPLACES your `fit` \\(str 'mine'\\)")
+        term.expect(r"Take it into your kernel as fit\? \[y\]es / \[N\]o: ")
+        enter(term, "y")
+        term.expect(r"fit = list of 2 \(a copy from the agent's kernel\)")
+        term.expect("done")
+        enter(term, "%agent again")
+        term.expect(r"Take it into your kernel as fit\? ")
+        enter(term, "n")
+        term.expect("done")
+        enter(term, "print('fit is', fit)")
+        term.expect(r"fit is \[2\.5, 12\]")  # the second offer was declined: nothing changed

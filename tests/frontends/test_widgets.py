@@ -201,3 +201,78 @@ def test_a_denied_panel_gives_way_to_the_card_header() -> None:
     panel.settle(proposed[0])
     assert panel.widget.layout.display == "none"
     assert "denied by you: no" in repr(panel.widget)  # the saved notebook's text still says it
+
+
+# -- offer_result: the take button -------------------------------------------------------
+def _offer(mine: dict[str, Any], description: str = "the fit", replaces: str | None = None) -> Any:
+    from ipyagent.offers import Offer
+
+    def take() -> str:
+        mine["fit"] = {"slope": 2.5}
+        return "dict of 1"
+
+    return Offer("call_o", "fit", description, "dict of 1", 120, "0" * 64, replaces, take)
+
+
+def test_an_offer_is_taken_only_by_its_click_and_says_what_arrived() -> None:
+    held = HeldDispatcher()
+    approver = WidgetApprover()
+    approver.bind(held, show=lambda widget: None)
+    mine: dict[str, Any] = {}
+
+    async def main() -> Any:
+        task = asyncio.ensure_future(approver.offer_result(_offer(mine)))
+        await until(lambda: bool(held.jobs))
+        held.flush()
+        [panel] = approver.offers
+        assert panel.take.description == "Take fit into my kernel"
+        await asyncio.sleep(0.05)
+        assert mine == {} and not task.done()  # nothing enters before the click
+        panel.take.click()
+        answer = await task
+        panel.take.click()  # a second click changes nothing
+        return answer, panel
+
+    answer, panel = asyncio.run(main())
+    assert answer.taken and answer.by == "click" and mine == {"fit": {"slope": 2.5}}
+    assert "is in your kernel now" in panel.status.value and panel.take.disabled
+    assert "taken" in repr(panel.widget)
+
+
+def test_a_take_that_beats_the_timeout_is_what_the_model_hears() -> None:
+    held = HeldDispatcher()
+    approver = WidgetApprover(timeout=0.05)
+    approver.bind(held, show=lambda widget: None)
+    mine: dict[str, Any] = {}
+
+    async def main() -> Any:
+        task = asyncio.ensure_future(approver.offer_result(_offer(mine)))
+        await until(lambda: bool(held.jobs))
+        held.flush()
+        await asyncio.sleep(0.15)  # timed out; its close waits on the busy main thread
+        approver.offers[0].take.click()  # the click lands first
+        held.flush()
+        return await task
+
+    answer = asyncio.run(main())
+    assert answer.taken and mine  # in the kernel, and the model is told so
+
+
+def test_a_headless_offer_is_not_taken_and_shows_nothing() -> None:
+    approver = WidgetApprover()
+    shown: list[Any] = []
+    approver.bind(HeldDispatcher(), headless=True, show=shown.append)
+    mine: dict[str, Any] = {}
+    answer = asyncio.run(approver.offer_result(_offer(mine)))
+    assert not answer.taken and answer.by == "headless" and not shown and mine == {}
+
+
+def test_the_offer_renders_untrusted_text_inert() -> None:
+    from ipyagent.frontends.widgets import offer_html
+
+    hostile = ("<script>window.__pwned=1</script> **bold** [x](javascript:alert(1)) "
+               "<img src=x onerror=alert(1)> \x1b[2Kerased")
+    markup = offer_html(_offer({}, hostile, replaces="your `fit` (str '<b>old</b>')"))
+    assert "<script" not in markup and "<img" not in markup and "<b>old" not in markup
+    assert "&lt;script&gt;" in markup and "\x1b" not in markup and "␛[2K" in markup
+    assert "⚠ Taking it replaces your `fit`" in markup
