@@ -68,6 +68,7 @@ class AuditRow:
     reason: str
     ran: bool  # approved, so it started
     note: str = ""  # why there is no decision
+    always: bool = False  # this answer was Always: later calls of the tool ran unasked
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.step, self.call_id, self.tool, self.decision, self.by, self.at,
@@ -103,7 +104,7 @@ def audit_rows(items: Iterable[Item]) -> list[AuditRow]:
                 call_id=item.id, tool=item.name, decision=action, by=str(record.get("by", "")),
                 detail=str(record.get("detail", "")), at=str(record.get("at", "")),
                 edited=action == "edit", reason=str(record.get("reason", "")),
-                ran=action in ("approve", "edit")))
+                ran=action in ("approve", "edit"), always=record.get("scope") == "always"))
             continue
         note = ("not answered" if result is None else
                 "skipped: an earlier call was denied" if meta.get("skipped") else
@@ -117,6 +118,8 @@ def audit_rows(items: Iterable[Item]) -> list[AuditRow]:
 
 
 def _by(row: AuditRow) -> str:
+    if row.by == "always":  # ran unasked: name the call whose answer said Always
+        return f"always (given at {row.detail})" if row.detail else "always"
     return f"{row.by} ({row.detail})" if row.detail else row.by
 
 
@@ -147,6 +150,8 @@ class Audit:
 
     def _cells(self, row: AuditRow) -> list[str]:
         decision = row.decision or f"— {row.note}"
+        if row.always:
+            decision += " + Always (this conversation)"
         if row.reason and row.decision == "deny":
             decision += f": {row.reason}"
         return ["" if row.step is None else str(row.step), row.call_id, row.tool, decision,

@@ -189,7 +189,7 @@ def test_bare_user_deny_stops_the_run():
     assert len(model.requests) == 1
 
 
-def test_always_approves_the_tool_for_the_session():
+def test_always_approves_the_tool_for_the_rest_of_the_conversation_only():
     seen = []
 
     def hook(call):
@@ -197,10 +197,14 @@ def test_always_approves_the_tool_for_the_session():
         return Decision("approve", scope="always", by="user")
 
     agent, _ = make([calls(("add", {"a": 1, "b": 1})), calls(("add", {"a": 2, "b": 2})),
-                     text("ok")], approval="ask")
+                     text("ok"), calls(("add", {"a": 3, "b": 3})), text("ok")], approval="ask")
     agent.approval_hook = hook
     agent.run("go")
     assert seen == ["add"]
+    # The scope the buttons and the prompt name: a new conversation (%agent --new) asks again.
+    agent.reset()
+    agent.run("another task")
+    assert seen == ["add", "add"]
 
 
 def test_step_by_step_and_edited_context():

@@ -139,7 +139,9 @@ def test_ask_mode_records_hook_allow_list_always_edit_and_deny(tmp_path: Any) ->
     assert cell.metadata["ipyagent"]["kind"] == "audit"
     assert cell.source.startswith("#### Audit")
     assert "<img" not in cell.source and "&lt;img src=x onerror=alert(1)&gt;" in cell.source
-    assert "| 5 | call\\_0\\_a | a | approve | always (call\\_0\\_a) |" in cell.source
+    # The call that set Always says so, and the one it approved names it.
+    assert "| 4 | call\\_0\\_a | a | approve + Always (this conversation) | hook |" in cell.source
+    assert "| 5 | call\\_0\\_a | a | approve | always (given at call\\_0\\_a) |" in cell.source
     loaded = read(path)
     assert [(r.tool, r.by) for r in Audit.of(loaded.items)] == [(r.tool, r.by) for r in rows]
 

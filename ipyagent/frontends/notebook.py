@@ -49,18 +49,24 @@ _COLORS = {"ok": "var(--jp-success-color1, #1a7f37)", "warn": "var(--jp-warn-col
 
 
 def card_markdown(call: ToolCall, status: str, arguments: dict[str, Any] | None = None,
-                  preview: str | None = None) -> str:
+                  preview: str | None = None, badge: tuple[str, str] | None = None) -> str:
     """A tool call as Markdown: a header line with its status, then the code."""
     lang, code = ("diff", preview) if preview else _code_of(call, arguments)
+    mark = f" · {markdown_text(one_line(badge[0]))}" if badge else ""
     return (f"**{markdown_literal(call.name)}** <small>· {markdown_literal(call.id)} · "
-            f"{markdown_text(one_line(status))}</small>\n\n{fence(code, lang)}")
+            f"{markdown_text(one_line(status))}{mark}</small>\n\n{fence(code, lang)}")
 
 
 def card_html(call: ToolCall, status: str, arguments: dict[str, Any] | None = None,
-              preview: str | None = None) -> str:
+              preview: str | None = None, badge: tuple[str, str] | None = None) -> str:
     """A tool call as a bordered card: name, id and status in a header, highlighted code
-    (or the tool's preview of the call — a diff for file edits)."""
+    (or the tool's preview of the call — a diff for file edits). ``badge``: (label,
+    tooltip) of a small marker in the header, e.g. a call that ran because of Always."""
     lang, code = ("diff", preview) if preview else _code_of(call, arguments)
+    pill = ("" if not badge else
+            f"<span class='ipyagent-badge' title='{html.escape(badge[1])}' style='"
+            "border:1px solid currentColor;border-radius:8px;padding:0 6px;"
+            f"font-size:85%;color:{_COLORS['warn']}'>{html.escape(badge[0])}</span>")
     color = (_COLORS["bad"] if status.startswith("✗") else _COLORS["ok"]
              if status.startswith("✓") else _MUTED)
     return (
@@ -69,7 +75,7 @@ def card_html(call: ToolCall, status: str, arguments: dict[str, Any] | None = No
         "<div style='display:flex;gap:.6em;align-items:baseline;padding:2px 8px;"
         "background:var(--jp-layout-color2,#eee);font-size:var(--jp-ui-font-size1,13px)'>"
         f"<b>{html.escape(call.name)}</b><span style='color:{_MUTED}'>{html.escape(call.id)}"
-        f"</span><span style='margin-left:auto;color:{color}'>{html.escape(status)}</span></div>"
+        f"</span>{pill}<span style='margin-left:auto;color:{color}'>{html.escape(status)}</span></div>"
         "<pre style='margin:0;padding:6px 8px;overflow-x:auto;"
         "background:var(--jp-cell-editor-background,#f7f7f7);"
         "font-family:var(--jp-code-font-family,monospace);"
@@ -231,6 +237,7 @@ class _Card:
 
     def __init__(self, display: NotebookDisplay, call: ToolCall, handle: Any = None) -> None:
         self.d, self.call, self.arguments = display, call, dict(call.arguments)
+        self.badge: tuple[str, str] | None = None  # (label, tooltip): ran because of Always
         self.preview = display.preview(call)
         bundle = self.bundle("● waiting for approval" if display.asks(call) else "▶ running…")
         if handle is None:
@@ -243,8 +250,9 @@ class _Card:
         self.live: _Stream | None = None  # what the running call has printed so far
 
     def bundle(self, status: str) -> dict[str, str]:
-        md = card_markdown(self.call, status, self.arguments, self.preview)
-        return {"text/html": card_html(self.call, status, self.arguments, self.preview),
+        md = card_markdown(self.call, status, self.arguments, self.preview, self.badge)
+        return {"text/html": card_html(self.call, status, self.arguments, self.preview,
+                                       self.badge),
                 "text/markdown": md, "text/plain": md}
 
     def status(self, status: str, final: bool = False) -> None:
@@ -393,6 +401,8 @@ class NotebookDisplay:
             return
         if decision.action == "edit" and decision.arguments is not None:
             card.arguments = dict(decision.arguments)  # show what actually runs
+        if decision.by == "always":  # nobody was asked: the card says why it ran
+            card.badge = always_badge(decision)
         if decision.approved:
             card.started = time.monotonic()  # time the run, not the wait for a click
             card.status(("✎ edited by you · " if decision.action == "edit" else "") + "▶ running…")
@@ -450,6 +460,13 @@ class NotebookDisplay:
     def close(self) -> None:
         """Final flush (main thread)."""
         self._end_streams()
+
+
+def always_badge(decision: Decision) -> tuple[str, str]:
+    """The card's marker for a call that ran unasked because of an earlier Always."""
+    given = f" at {decision.detail}" if decision.detail else ""
+    return ("Always", f"Not asked: Always was given{given} for this tool in this conversation "
+                      "(%agent reset or --new asks again)")
 
 
 def _writing_bundle(names: list[str]) -> dict[str, str]:

@@ -155,6 +155,10 @@ class TerminalDisplay:
                 # A policy's denial stops the run, and its reason ends the footer: said once.
                 self._line("  ✗ denied" + (f": {d.reason}" if d.reason and d.by_person
                                            else f" ({d.by})" if not d.by_person else ""))
+            elif d.by == "always":  # nobody was asked: say why it runs
+                self._line("  ✓ approved by Always" + (f" (given at {d.detail})" if d.detail
+                                                       else "") + ", not asked again in "
+                           "this conversation")
             elif d.action == "edit":
                 self._line("  ✎ edited before running; what runs:")
                 args = d.arguments if d.arguments is not None else event.call.arguments

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from IPython.core.displaypub import CapturingDisplayPublisher
 
-from ipyagent import Agent
+from ipyagent import Agent, Tool
 from ipyagent.frontends.notebook import (
     NotebookDisplay,
     card_html,
     card_markdown,
     footer_html,
 )
-from ipyagent.items import ToolCall
+from ipyagent.items import ToolCall, ToolResult
 from tests.helpers.inert import ATTACKS, bundle_problems, elements, render
 from tests.helpers.scripted_model import ScriptedModel, calls, text
 
@@ -125,8 +125,31 @@ def test_what_the_sibling_displays_is_sanitized_or_dropped_with_a_note(
     assert saved and all(bundle_problems(d) == [] for d in saved), saved
 
 
+def test_a_call_run_because_of_always_has_a_marker_on_its_card(
+        published: list[dict[str, Any]], tmp_path: Any) -> None:
+    from ipyagent.approval import Decision
+
+    name = "<img src=x onerror=alert(1)>"  # the call id the marker names is the model's
+
+    async def fine(call: ToolCall) -> ToolResult:
+        return ToolResult(call.id, "fine", name=name)
+
+    model = ScriptedModel([calls((name, {"x": 1})), calls((name, {"x": 2})), text("ok")])
+    agent = Agent(client=model, python_tool=False, file_tools=False, approval="ask",
+                  tools=[Tool(name, "t", {"type": "object", "properties": {}},
+                              handler=fine)],
+                  approval_hook=lambda call: Decision("approve", scope="always", by="click-always"))
+    run(agent, "go")
+    cards = [o["data"] for o in published if "ipyagent-card" in o["data"].get("text/html", "")]
+    finals = [c for c in cards if "✓ done" in c["text/plain"]]
+    assert len(finals) == 2, cards
+    assert "ipyagent-badge" not in finals[0]["text/html"]  # asked: the person said Always
+    assert "ipyagent-badge" in finals[1]["text/html"] and "· Always" in finals[1]["text/plain"]
+    assert "Always was given at call_0_&lt;img" in finals[1]["text/html"]
+    assert live(published) == []
+
+
 def test_every_rich_repr_keeps_untrusted_names_and_text_inert() -> None:
-    from ipyagent import Tool
     from ipyagent.approval import Decision
     from ipyagent.context import Context
     from ipyagent.frontends.widgets import ApprovalPanel

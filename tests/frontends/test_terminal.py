@@ -138,3 +138,19 @@ def test_no_colour_when_piped_or_with_no_color(tmp_path, monkeypatch: pytest.Mon
     monkeypatch.setenv("NO_COLOR", "1")
     assert TerminalDisplay(Tty()).colour is False
     assert "\x1b" not in _shown_with_colour(tmp_path, "print(1)", colour=None)
+
+
+def test_a_call_run_because_of_always_says_so_on_its_line(tmp_path) -> None:
+    from ipyagent.approval import Decision
+
+    out = io.StringIO()
+    model = ScriptedModel([calls(("python", {"code": "print('one')"})),
+                           calls(("python", {"code": "print('two')"})), text("Done.")])
+    with Agent(client=model, approval="ask", cwd=str(tmp_path)) as agent:
+        agent.approval_hook = lambda call: Decision("approve", scope="always", by="terminal")
+        assert agent.run("go", on_event=TerminalDisplay(out)).stop_reason == "done"
+    shown = out.getvalue()
+    first, second = shown.split("  ┌ python")[1:]
+    assert "Always" not in first  # the person answered this one
+    assert ("  ✓ approved by Always (given at call_0_python), not asked again in this "
+            "conversation\n") in second
