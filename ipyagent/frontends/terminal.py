@@ -39,7 +39,7 @@ class TerminalDisplay:
     """A listener that streams a run as plain text."""
 
     def __init__(self, stream: IO[str] | None = None, show_reasoning: bool = False,
-                 max_output_lines: int = 40,
+                 max_output_lines: int = 20,
                  preview: Callable[[ToolCall], str | None] | None = None,
                  step_mode: bool = False, colour: bool | None = None) -> None:
         self.stream = stream
@@ -100,7 +100,7 @@ class TerminalDisplay:
 
     def _clip(self, lines: list[str]) -> list[str]:
         """Head and tail of ``lines`` when there are more than ``max_output_lines``."""
-        if len(lines) <= self.max_output_lines:
+        if self.max_output_lines <= 0 or len(lines) <= self.max_output_lines:
             return lines
         half = self.max_output_lines // 2
         return lines[:half] + [f"… {len(lines) - 2 * half} more lines …"] + lines[-half:]
@@ -115,7 +115,7 @@ class TerminalDisplay:
         for piece in _lines(event.text, keepends=True):
             if live.held:
                 return  # the rest is summed up when the call ends
-            if live.lines >= self.max_output_lines // 2:
+            if 0 < self.max_output_lines and live.lines >= self.max_output_lines // 2:
                 live.held = True
                 self._write(("" if self._at_line_start else "\n") + "  ┆ …\n")
                 return

@@ -181,3 +181,51 @@ def test_every_rich_repr_keeps_untrusted_names_and_text_inert() -> None:
     panel.settle(Decision("deny", reason=bad, by="user"))
     assert bundle_problems({"text/html": panel.status.value}) == []
     agent.close()
+
+
+def test_a_long_output_folds_to_its_head_and_tail_with_a_scriptless_toggle(
+        published: list[dict[str, Any]], tmp_path: Any) -> None:
+    """Issue 17, finding 8: a 200-line print was an 8,000-pixel cell."""
+    code = "for i in range(200): print('line', i)"
+    agent = Agent(client=ScriptedModel([calls(("python", {"code": code})), text("ok")]),
+                  approval="auto", cwd=str(tmp_path), autosave="")
+    try:
+        run(agent, "print a lot")
+    finally:
+        agent.close()
+    folded = [o["data"] for o in published if "ipyagent-folded" in o["data"].get("text/html", "")]
+    assert len(folded) == 1, [o["data"] for o in published]
+    page = folded[0]["text/html"]
+    shown, rest = page.split("<details>")
+    toggle, after = rest.split("</details>")
+    # Agent.output_lines (20): the first 10 and the last 10 lines show.
+    assert "line 9</pre>" in shown and "line 10" not in shown
+    assert "⋯ 180 more lines (200 in all)" in toggle and "line 10\n" in toggle
+    assert "line 189</pre>" in toggle and "line 190" in after and "line 199</pre>" in after
+    assert folded[0]["text/plain"].count("\n") == 200  # the plain text (and the transcript) keep it all
+    assert "line 100" in agent.context[-2].output
+    assert live(published) == []
+
+
+def test_a_folded_output_is_text_whatever_it_holds() -> None:
+    from ipyagent.frontends.notebook import folded_bundle
+
+    hostile = ["</pre></details><script>window.__pwned=1</script>",
+               "\x1b[31mred\x1b[0m \x1b]8;;javascript:alert(1)\x07link\x1b]8;;\x07",
+               *ATTACKS, "tick 1\rtick 2\rtick 3"]
+    text = "\n".join(hostile * 10)
+    bundle = folded_bundle(text, 10, background="red")
+    assert bundle is not None and bundle["text/plain"] == text
+    assert bundle_problems(bundle) == []
+    page = bundle["text/html"]
+    assert "\x1b" not in page and "\r" not in page  # what a text output would have shown
+    assert elements(page).count("details") == 1 and "script" not in elements(page)
+    assert "tick 3" in page and "tick 1" not in page
+    assert folded_bundle("short\n" * 10, 10) is None and folded_bundle(text, 0) is None
+
+
+def test_a_running_call_shows_only_its_last_lines_live() -> None:
+    from ipyagent.frontends.notebook import _live_bundle
+
+    shown = _live_bundle("".join(f"line {i}\n" for i in range(100)), lines=10)["text/plain"]
+    assert shown.startswith("[… 90 lines above …]\nline 90\n") and shown.endswith("line 99\n")

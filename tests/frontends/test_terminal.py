@@ -51,6 +51,11 @@ def test_a_flood_shows_its_head_live_and_its_tail_with_the_error_at_the_end(tmp_
     assert "line 50" not in shown
 
 
+def test_output_lines_0_shows_every_line(tmp_path) -> None:
+    shown, _ = run_shown(tmp_path, "for i in range(100): print('line', i)\n'end'", max_output_lines=0)
+    assert all(f"  ┆ line {i}\n" in shown for i in range(100)) and "more lines" not in shown
+
+
 @pytest.mark.parametrize("code, last", [
     ("print('quiet')", "  └ done"),
     ("print('before')\nraise ValueError('bad')", "  ✗ ValueError: bad"),
