@@ -120,6 +120,7 @@ class CellRunner:
             scheme = str(getattr(self.m.shell, "colors", "") or "").lower()
             return TerminalDisplay(preview=agent.tools.preview, step_mode=cmd.action == "step",
                                    colour=False if scheme == "nocolor" else None,
+                                   scheme=scheme,
                                    max_output_lines=agent.output_lines)
         from .notebook import NotebookDisplay
 

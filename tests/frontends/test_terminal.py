@@ -128,9 +128,49 @@ def test_colour_highlights_code_and_errors_after_the_text_was_made_visible(tmp_p
     assert "␛[2J" in shown  # the model's escape, shown as text
     escapes = set(re.findall(r"\x1b\[[0-9;]*m", shown))
     assert escapes and all(re.fullmatch(r"\x1b\[[0-9;]*m", e) for e in escapes)
-    assert "\x1b[31m  ✗ ValueError: bad\x1b[0m" in shown  # the error in red
+    assert "\x1b[31m  ✗\x1b[0m \x1b[31mValueError\x1b[39m: bad\n" in shown  # IPython's red
     plain = _shown_with_colour(tmp_path, hostile, False)
     assert re.sub(r"\x1b\[[0-9;]*m", "", shown).split("── ")[0] == plain.split("── ")[0]
+
+
+def _sgr_free(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def test_a_traceback_has_ipythons_colours_and_what_was_printed_stays_plain(tmp_path) -> None:
+    """Issue 17, finding 5: tracebacks were plain red, IPython's are coloured by part."""
+    from IPython.utils.PyColorize import theme_table
+    from pygments.token import Token
+
+    code = "def f(x):\n    return len(x)\nprint('before')\nf(3)"
+    shown = _shown_with_colour(tmp_path, code, colour=True)
+    theme = theme_table["neutral"]
+
+    def painted(token: Any, text: str) -> str:
+        return str(theme.format([(token, text)]))
+
+    lines = shown.splitlines()
+    assert "  ┆ before" in lines  # printed live, no colour
+    assert painted(Token.ExcName, "TypeError") + ": object of type 'int' has no len()" in shown
+    assert painted(Token.ExcName, "TypeError") + "                " in shown  # the header
+    assert painted(Token.LinenoEm, "----> 4") in shown and painted(Token.LinenoEm, "      1") in shown
+    assert painted(Token.FilenameEm, "In[1]") in shown and painted(Token.VName, "f") in shown
+    assert painted(Token.Keyword, "return") in shown  # the code in the traceback, highlighted
+    plain = _shown_with_colour(tmp_path, code, colour=False)
+    assert _sgr_free(shown) == plain  # colour adds nothing else
+
+
+def test_a_faked_traceback_cannot_bring_its_own_escapes(tmp_path) -> None:
+    """The parts are found in the plain text: the text's own controls stay visible."""
+    fake = ("print('-' * 75)\nprint('Oops\x1b[8m   Traceback (most recent call last)')\n"
+            "print('Cell \x1b]0;pwned\x07In[1], line 2')\n"
+            "class E(Exception): pass\nraise E('\x1b[2J\x1b[30;40mhidden')")
+    shown = _shown_with_colour(tmp_path, fake, colour=True)
+    assert "␛[8m" in shown and "␛]0;pwned␇" in shown and "␛[2J␛[30;40mhidden" in shown
+    escapes = set(re.findall(r"\x1b[^m]*m?", shown))
+    assert all(re.fullmatch(r"\x1b\[[0-9;]*m", e) for e in escapes), escapes
+    assert not any(e in escapes for e in ("\x1b[8m", "\x1b[30;40m", "\x1b[2J"))
+    assert harmless(_sgr_free(shown))
 
 
 def test_no_colour_when_piped_or_with_no_color(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
