@@ -173,9 +173,12 @@ class Context(MutableSequence[Item]):
         )
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        lines = [repr(self)]
-        for i, item in enumerate(self._items):
-            lines.append(f"  {i:>3}  {item.label:<12} {item.summary()}")
+        # The notebook table's columns: index, kind, tokens, summary (tokens before the
+        # summary, so a long summary cannot push them out of sight).
+        lines = [repr(self), f"  {'#':>3}  {'kind':<12} {'tokens':>6}  summary"]
+        for i, (item, raw) in enumerate(zip(self._items, self._tokens)):
+            lines.append(f"  {i:>3}  {item.label:<12} {self.counter.scaled(raw):>6}  "
+                         f"{item.summary()}")
         p.text(visible("\n".join(lines)))  # terminal IPython prints it as is
 
 

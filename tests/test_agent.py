@@ -327,3 +327,27 @@ def test_tool_timeout_zero_means_no_limit_and_a_new_value_applies_at_once():
         agent.run("sleep longer")
         second = [i for i in agent.context if isinstance(i, ToolResult)][-1]
         assert second.meta["status"] == "timeout"
+
+
+def test_a_base_url_set_for_the_demo_model_is_said_to_be_ignored_once():
+    """Issue 17, finding 10: with model='demo' a base_url you set was silently ignored."""
+    from ipyagent.events import Notice
+
+    seen: list[str] = []
+
+    def listener(event):
+        if isinstance(event, Notice):
+            seen.append(event.message)
+
+    with Agent(model="demo", base_url="http://127.0.0.1:59999/v1", python_tool=False,
+               file_tools=False) as agent:
+        agent.run("compute 6*7", on_event=listener)
+        agent.run("compute 6*8", on_event=listener)
+    said = [m for m in seen if "demo model" in m]
+    assert said == ["the demo model is built in and offline: Agent.base_url "
+                    "(http://127.0.0.1:59999/v1) is not used; set Agent.model to a model "
+                    "that endpoint serves to use it"]
+    with Agent(model="demo", python_tool=False, file_tools=False) as agent:
+        seen.clear()
+        agent.run("compute 6*7", on_event=listener)
+    assert not [m for m in seen if "demo model" in m]  # nothing set: nothing to say
