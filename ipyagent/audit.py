@@ -157,6 +157,17 @@ class Audit:
         return ["" if row.step is None else str(row.step), row.call_id, row.tool, decision,
                 _by(row), row.at, "yes" if row.edited else ""]
 
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        """The table as text, for terminal IPython (which showed only the summary line)."""
+        from ._text import visible
+
+        rows = [list(COLUMNS), *(self._cells(r) for r in self.rows)]
+        rows = [[one_line(c) for c in row] for row in rows]  # a reason or id on one line
+        widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+        lines = [repr(self)] + ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+                                for row in rows]
+        p.text(visible("\n".join(lines)))  # tool names and reasons come from outside
+
     def _repr_html_(self) -> str:
         head = "".join(f"<th>{c}</th>" for c in COLUMNS)
         body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in self._cells(r))
