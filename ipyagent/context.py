@@ -175,10 +175,13 @@ class Context(MutableSequence[Item]):
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         # The notebook table's columns: index, kind, tokens, summary (tokens before the
         # summary, so a long summary cannot push them out of sight).
+        import shutil
+
+        room = max(20, shutil.get_terminal_size((110, 24)).columns - 30)  # one line a row
         lines = [repr(self), f"  {'#':>3}  {'kind':<12} {'tokens':>6}  summary"]
         for i, (item, raw) in enumerate(zip(self._items, self._tokens)):
             lines.append(f"  {i:>3}  {item.label:<12} {self.counter.scaled(raw):>6}  "
-                         f"{item.summary()}")
+                         f"{one_line(item.summary(), room)}")
         p.text(visible("\n".join(lines)))  # terminal IPython prints it as is
 
 
