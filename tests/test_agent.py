@@ -207,6 +207,27 @@ def test_always_approves_the_tool_for_the_rest_of_the_conversation_only():
     assert seen == ["add", "add"]
 
 
+def test_always_does_not_carry_into_a_loaded_conversation(tmp_path):
+    seen = []
+
+    def hook(call):
+        seen.append(call.name)
+        return Decision("approve", scope="always", by="user")
+
+    saved, _ = make([calls(("add", {"a": 1, "b": 1})), text("ok")], approval="auto")
+    saved.run("go")
+    path = saved.save(tmp_path / "other.ipynb")
+    agent, _ = make([calls(("add", {"a": 1, "b": 1})), text("ok"),
+                     calls(("add", {"a": 2, "b": 2})), text("ok")], approval="ask")
+    agent.approval_hook = hook
+    agent.run("go")
+    assert agent.policy.always and seen == ["add"]
+    agent.load(path)  # %agent load: another conversation
+    assert agent.policy.always == {}
+    agent.run("go on")
+    assert seen == ["add", "add"]
+
+
 def test_step_by_step_and_edited_context():
     agent, model = make([calls(("add", {"a": 1, "b": 1})), text("two"), text("again")])
     step = agent.step("compute")

@@ -466,6 +466,9 @@ def load_into(agent: Agent, source: str | os.PathLike[str] | Transcript) -> Tran
 
     transcript = source if isinstance(source, Transcript) else read(source)
     agent.context = transcript.context
+    # Another conversation: an Always given in the one it replaces does not carry over
+    # (the buttons and the prompt say "this conversation"), nor does one come from a file.
+    agent.policy.always.clear()
     u = transcript.usage
     agent.usage = Usage(int(u.get("input", 0)), int(u.get("output", 0)),
                         int(u.get("requests", 0)), bool(u.get("estimated", False)))
