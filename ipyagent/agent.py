@@ -68,6 +68,7 @@ class Agent(AgentSettings):
                                                      "request_timeout", "max_retries", "extra_body"])
         self.persona_state = PersonaState()  # the persona in effect and what it replaced
         self._agents_md_noted: Path | None = None
+        self._demo_noted = ""  # the endpoint the demo model was said to ignore
         if self.persona:
             from .personas import switch
 
@@ -207,6 +208,17 @@ class Agent(AgentSettings):
         if path is not None and path != self._agents_md_noted and MARKER in self.context.system:
             self._agents_md_noted = path
             notices.append(Notice(f"AGENTS.md: {path} is in the system prompt", "info"))
+        # The demo model never calls an endpoint: a base_url set for it would silently do
+        # nothing (and later read as "it goes on with demo at http://…").
+        ignored = self.base_url or (self.provider or "")
+        if (self.model == "demo" and ignored and ignored != self._demo_noted
+                and not self.client_is_injected):
+            self._demo_noted = ignored
+            what = (f"Agent.base_url ({safe_url(self.base_url)})" if self.base_url
+                    else f"Agent.provider ({self.provider})")
+            notices.append(Notice(
+                f"the demo model is built in and offline: {what} is not used; set "
+                "Agent.model to a model that endpoint serves to use it", "info"))
         return notices
 
     # -- running ---------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Approval: nothing runs until a policy, a person or a hook says so.
 
 The seam is ``async decide(call) -> Decision``. ``ApprovalPolicy`` applies the agent's
-settings (``auto`` / ``ask`` / ``deny``, the ``allow`` list, "always" answers given this
-session) and, under ``ask``, defers to a UI: the notebook widgets, a terminal prompt, or
+settings (``auto`` / ``ask`` / ``deny``, the ``allow`` list, "always" answers given in
+this conversation) and, under ``ask``, defers to a UI: the notebook widgets, a terminal prompt, or
 any callable hook. Where nobody can be asked, the call is denied with a reason that says
 how to allow it — never silently run.
 """
@@ -75,6 +75,10 @@ def terminal_answer(prompt: str, stop: threading.Event | None = None) -> str:
         return "n" if prompt.startswith("Run it") else ("." if not prompt else "")
 
 
+# "always" is this tool for the rest of this conversation, said where it is chosen.
+_PROMPT = "Run it? [y]es / [n]o / [e]dit / [a]lways (this tool, this conversation): "
+
+
 class TerminalApprover:
     """A y/n/e/a prompt on the terminal (stdin)."""
 
@@ -98,7 +102,7 @@ class TerminalApprover:
         if self.show_call:
             self._show(call)
         while True:
-            answer = (await self._ask("Run it? [y]es / [n]o / [e]dit / [a]lways: ")).strip().lower()
+            answer = (await self._ask(_PROMPT)).strip().lower()
             if answer in ("y", "yes"):
                 return Decision("approve", by="terminal", detail=answer)
             if answer in ("a", "always"):
@@ -279,7 +283,9 @@ class ApprovalPolicy:
     mode: Mode = "auto"
     allow: list[str] = field(default_factory=list)
     ui: Approver | None = None
-    # Tools approved "always" this session -> the id of the call whose answer said so.
+    # Tools approved "always" in this conversation -> the id of the call whose answer said
+    # so. ``Agent.reset`` (``%agent reset``, ``--new``, ``load``) clears it: an Always given
+    # for one task never approves calls of the next one unasked.
     always: dict[str, str] = field(default_factory=dict)
 
     def asks(self, name: str) -> bool:

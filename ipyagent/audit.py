@@ -68,6 +68,7 @@ class AuditRow:
     reason: str
     ran: bool  # approved, so it started
     note: str = ""  # why there is no decision
+    always: bool = False  # this answer was Always: later calls of the tool ran unasked
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.step, self.call_id, self.tool, self.decision, self.by, self.at,
@@ -103,7 +104,7 @@ def audit_rows(items: Iterable[Item]) -> list[AuditRow]:
                 call_id=item.id, tool=item.name, decision=action, by=str(record.get("by", "")),
                 detail=str(record.get("detail", "")), at=str(record.get("at", "")),
                 edited=action == "edit", reason=str(record.get("reason", "")),
-                ran=action in ("approve", "edit")))
+                ran=action in ("approve", "edit"), always=record.get("scope") == "always"))
             continue
         note = ("not answered" if result is None else
                 "skipped: an earlier call was denied" if meta.get("skipped") else
@@ -117,6 +118,8 @@ def audit_rows(items: Iterable[Item]) -> list[AuditRow]:
 
 
 def _by(row: AuditRow) -> str:
+    if row.by == "always":  # ran unasked: name the call whose answer said Always
+        return f"always (given at {row.detail})" if row.detail else "always"
     return f"{row.by} ({row.detail})" if row.detail else row.by
 
 
@@ -147,10 +150,23 @@ class Audit:
 
     def _cells(self, row: AuditRow) -> list[str]:
         decision = row.decision or f"— {row.note}"
+        if row.always:
+            decision += " + Always (this conversation)"
         if row.reason and row.decision == "deny":
             decision += f": {row.reason}"
         return ["" if row.step is None else str(row.step), row.call_id, row.tool, decision,
                 _by(row), row.at, "yes" if row.edited else ""]
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        """The table as text, for terminal IPython (which showed only the summary line)."""
+        from ._text import visible
+
+        rows = [list(COLUMNS), *(self._cells(r) for r in self.rows)]
+        rows = [[one_line(c) for c in row] for row in rows]  # a reason or id on one line
+        widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+        lines = [repr(self)] + ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+                                for row in rows]
+        p.text(visible("\n".join(lines)))  # tool names and reasons come from outside
 
     def _repr_html_(self) -> str:
         head = "".join(f"<th>{c}</th>" for c in COLUMNS)

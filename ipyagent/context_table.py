@@ -83,12 +83,19 @@ class ContextTable:
     def text(self) -> str:
         """The table as plain lines (terminal IPython)."""
         ctx = self.context
-        lines = [repr(ctx) if self.whole else f"<{self._title()}>"]
+        import shutil
+
+        # The notebook table's columns, tokens before the summary so that a long summary
+        # cannot push them out of sight; one line a row, as wide as the terminal.
+        room = max(20, shutil.get_terminal_size((110, 24)).columns - 30)
+        lines = [repr(ctx) if self.whole else f"<{self._title()}>",
+                 f"  {'#':>3}  {'kind':<12} {'tokens':>6}  summary"]
         for block in self._blocks():
             if isinstance(block, int):
                 lines.append(f"       {self._more(block)}")
                 continue
-            lines += [f"  {i:>3}  {ctx[i].label:<12} {ctx[i].summary()}" for i in block]
+            lines += [f"  {i:>3}  {ctx[i].label:<12} {ctx.item_tokens(i):>6}  "
+                      f"{one_line(ctx[i].summary(), room)}" for i in block]
         return visible("\n".join(lines))
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:

@@ -34,7 +34,8 @@ class Decision:
     reason: str = ""
     # For "edit": the arguments that should run instead (e.g. edited code).
     arguments: dict[str, Any] | None = None
-    # "always": approve this tool for the rest of the session.
+    # "always": approve this tool for the rest of this conversation (until reset / --new /
+    # load: a new task asks again).
     scope: Literal["once", "always"] = "once"
     by: str = ""  # how it was decided: one of ``BY``
     detail: str = ""  # which button / key / allow entry / mode, or the call that set Always

@@ -28,7 +28,9 @@ between calls; the user's own variables are not there unless they share them). U
 anything that needs computing or checking, instead of guessing. File tools, when offered, \
 reach only the user's workspace folder: read before you edit. Each call is \
 shown to the user and may need their approval. Keep code short; print what you need to \
-see. When you are done, answer plainly and concisely, with the key numbers."""
+see. The user sees each call's output under it: do not repeat long outputs in your \
+answer, quote only the lines that matter. When you are done, answer plainly and concisely, \
+with the key numbers."""
 
 
 class AgentSettings(LoggingConfigurable):
@@ -166,6 +168,12 @@ class AgentSettings(LoggingConfigurable):
         "Characters of one tool result the model sees (head and tail kept); the notebook "
         "keeps the full output."
     )).tag(config=True)
+    output_lines = Int(20, help=(
+        "Lines of one tool output shown in the notebook cell or the terminal before its "
+        "middle is folded away: the first and last half of this many stay (in a notebook a "
+        "'more lines' toggle opens the rest, with no kernel round trip). The context and "
+        "the transcript keep all of it. 0: show every line."
+    )).tag(config=True)
     send_images = Bool(False, help=(
         "Send images that python tool calls display (plots) to the model; needs a "
         "vision-capable model. Off: the model sees a placeholder like [image/png 640x480]."
@@ -302,7 +310,8 @@ class AgentSettings(LoggingConfigurable):
             raise TraitError(f"Agent.base_url {problem}")
         return value
 
-    @validate("circuit_breaker", "max_tokens", "max_retries", "context_window", "tool_output_limit")
+    @validate("circuit_breaker", "max_tokens", "max_retries", "context_window", "tool_output_limit",
+              "output_lines")
     def _check_non_negative(self, proposal: Any) -> int:
         if proposal["value"] < 0:
             raise TraitError(f"Agent.{proposal['trait'].name} must be >= 0, not {proposal['value']}")

@@ -207,7 +207,7 @@ def test_bare_user_deny_stops_the_run():
     assert len(model.requests) == 1
 
 
-def test_always_approves_the_tool_for_the_session():
+def test_always_approves_the_tool_for_the_rest_of_the_conversation_only():
     seen = []
 
     def hook(call):
@@ -215,10 +215,35 @@ def test_always_approves_the_tool_for_the_session():
         return Decision("approve", scope="always", by="user")
 
     agent, _ = make([calls(("add", {"a": 1, "b": 1})), calls(("add", {"a": 2, "b": 2})),
-                     text("ok")], approval="ask")
+                     text("ok"), calls(("add", {"a": 3, "b": 3})), text("ok")], approval="ask")
     agent.approval_hook = hook
     agent.run("go")
     assert seen == ["add"]
+    # The scope the buttons and the prompt name: a new conversation (%agent --new) asks again.
+    agent.reset()
+    agent.run("another task")
+    assert seen == ["add", "add"]
+
+
+def test_always_does_not_carry_into_a_loaded_conversation(tmp_path):
+    seen = []
+
+    def hook(call):
+        seen.append(call.name)
+        return Decision("approve", scope="always", by="user")
+
+    saved, _ = make([calls(("add", {"a": 1, "b": 1})), text("ok")], approval="auto")
+    saved.run("go")
+    path = saved.save(tmp_path / "other.ipynb")
+    agent, _ = make([calls(("add", {"a": 1, "b": 1})), text("ok"),
+                     calls(("add", {"a": 2, "b": 2})), text("ok")], approval="ask")
+    agent.approval_hook = hook
+    agent.run("go")
+    assert agent.policy.always and seen == ["add"]
+    agent.load(path)  # %agent load: another conversation
+    assert agent.policy.always == {}
+    agent.run("go on")
+    assert seen == ["add", "add"]
 
 
 def test_step_by_step_and_edited_context():
@@ -341,3 +366,27 @@ def test_tool_timeout_zero_means_no_limit_and_a_new_value_applies_at_once():
         agent.run("sleep longer")
         second = [i for i in agent.context if isinstance(i, ToolResult)][-1]
         assert second.meta["status"] == "timeout"
+
+
+def test_a_base_url_set_for_the_demo_model_is_said_to_be_ignored_once():
+    """Issue 17, finding 10: with model='demo' a base_url you set was silently ignored."""
+    from ipyagent.events import Notice
+
+    seen: list[str] = []
+
+    def listener(event):
+        if isinstance(event, Notice):
+            seen.append(event.message)
+
+    with Agent(model="demo", base_url="http://127.0.0.1:59999/v1", python_tool=False,
+               file_tools=False) as agent:
+        agent.run("compute 6*7", on_event=listener)
+        agent.run("compute 6*8", on_event=listener)
+    said = [m for m in seen if "demo model" in m]
+    assert said == ["the demo model is built in and offline: Agent.base_url "
+                    "(http://127.0.0.1:59999/v1) is not used; set Agent.model to a model "
+                    "that endpoint serves to use it"]
+    with Agent(model="demo", python_tool=False, file_tools=False) as agent:
+        seen.clear()
+        agent.run("compute 6*7", on_event=listener)
+    assert not [m for m in seen if "demo model" in m]  # nothing set: nothing to say

@@ -139,10 +139,20 @@ def test_ask_mode_records_hook_allow_list_always_edit_and_deny(tmp_path: Any) ->
     assert cell.metadata["ipyagent"]["kind"] == "audit"
     assert cell.source.startswith("#### Audit")
     assert "<img" not in cell.source and "&lt;img src=x onerror=alert(1)&gt;" in cell.source
-    assert "| 5 | call\\_0\\_a | a | approve | always (call\\_0\\_a) |" in cell.source
+    # The call that set Always says so, and the one it approved names it.
+    assert "| 4 | call\\_0\\_a | a | approve + Always (this conversation) | hook |" in cell.source
+    assert "| 5 | call\\_0\\_a | a | approve | always (given at call\\_0\\_a) |" in cell.source
     loaded = read(path)
     assert [(r.tool, r.by) for r in Audit.of(loaded.items)] == [(r.tool, r.by) for r in rows]
 
+    from IPython.lib.pretty import pretty
+
+    table = pretty(agent.audit())  # terminal IPython: the table, not just its summary
+    assert table.splitlines()[0] == "<Audit: 7 calls, 5 ran, 2 denied>"
+    assert table.splitlines()[1].split() == ["step", "call", "id", "tool", "decision", "by",
+                                            "at", "edited"]
+    assert "always (given at call_0_a)" in table and "approve + Always (this conversation)" in table
+    assert "<img src=x onerror=alert(1)>" in table and "\x1b" not in table
     html = agent.audit()._repr_html_()
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
     assert repr(agent.audit()) == "<Audit: 7 calls, 5 ran, 2 denied>"

@@ -140,3 +140,17 @@ def test_images_sent_to_the_model_are_counted():
     seen = ToolResult("c1", "[image/png 640x480, 23 KB]",
                       meta={"images": [{"mime": "image/png", "data": "AAAA"}] * 2})
     assert counter.item(seen) - counter.item(plain) == 2 * IMAGE_TOKENS
+
+
+def test_the_terminal_table_has_the_tokens_column_the_notebook_has() -> None:
+    """Issue 17, finding 9: terminal %agent context had no tokens column."""
+    from IPython.lib.pretty import pretty
+
+    ctx = Context()
+    ctx.add_user("a question " * 50)
+    ctx.add_user("short")
+    lines = pretty(ctx).splitlines()
+    assert lines[1].split() == ["#", "kind", "tokens", "summary"]
+    first, second = (ln.split() for ln in lines[2:4])
+    assert int(first[2]) == ctx.item_tokens(0) and int(second[2]) == ctx.item_tokens(1)
+    assert ctx.item_tokens(0) > ctx.item_tokens(1) > 0

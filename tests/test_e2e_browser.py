@@ -563,3 +563,87 @@ def test_code_to_a_new_cell_and_taking_an_offered_result(
         raise
     finally:
         page.close()
+
+
+# -- a long output, and Always -----------------------------------------------------------
+FLOOD = ("for i in range(200):\n    print('line', i)\n"
+         "print('</pre></details><script>window.__pwned=1</script>"
+         "<img src=x onerror=\"window.__pwned=1\">')")
+
+
+@pytest.fixture
+def flood_lab(tmp_path: Path) -> Iterator[JupyterServer]:
+    """JupyterLab over a notebook whose %agent prints 200 lines, then makes a second call."""
+    pytest.importorskip("jupyterlab", reason="JupyterLab is not installed")
+    import nbformat
+
+    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
+
+    model = ScriptedServer([reply_tool_calls([("python", {"code": FLOOD})]),
+                            reply_tool_calls([("python", {"code": "print('second')"})]),
+                            reply_text("Done: 200 lines, shown above.")])
+    model.start()
+    root = tmp_path / "root"
+    root.mkdir()
+    setup = ("%load_ext ipyagent\n%config Agent.model = 'scripted'\n"
+             f"%config Agent.base_url = '{model.base_url}'\n%config Agent.approval = 'ask'")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(setup),
+                                         nbformat.v4.new_code_cell("%agent print a lot")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                 "language": "python"}
+    nbformat.write(nb, root / "flood.ipynb")
+    srv = JupyterServer(root, tmp_path / "home", app="lab")
+    srv.start()
+    kernels: list[int] = []
+    try:
+        yield srv
+        kernels = srv.kernel_pids()
+    finally:
+        kernels = kernels or srv.kernel_pids()
+        srv.close()
+        model.close()
+    _assert_gone(kernels)
+
+
+def test_a_long_output_folds_and_opens_without_script_and_always_is_marked(
+        browser: Any, flood_lab: JupyterServer) -> None:
+    """Issue 17: a 200-line print folds to its head and tail; the toggle opens it in the
+    page (no kernel round trip, no script); a call Always approved carries a marker."""
+    page = browser.new_page()
+    dismiss_dialogs(page)
+    try:
+        page.goto(flood_lab.url_for("flood.ipynb"), timeout=LOAD)
+        setup = code_cell(page, "%load_ext ipyagent")
+        expect(setup).to_be_visible(timeout=LOAD)
+        run_cell(setup)
+        wait_text(setup, "approval", timeout=LOAD)
+        cell = code_cell(page, "%agent print a lot")
+        run_cell(cell)
+        button(cell, "Always").click()
+        wait_idle(cell)
+        folded = outputs(cell).locator(".ipyagent-folded")
+        expect(folded).to_have_count(1)
+        middle = folded.locator("details > pre")
+        expect(folded.locator("summary")).to_contain_text("⋯ 181 more lines (201 in all)")
+        expect(folded).to_contain_text("line 9")
+        expect(middle).to_be_hidden()  # line 10 … line 190: folded away
+        assert folded.bounding_box()["height"] < 600, folded.bounding_box()
+        shot(cell, "fold.png", "lab")
+        folded.locator("summary").click()
+        expect(middle).to_be_visible()
+        expect(middle).to_contain_text("line 100")
+        expect(folded).to_contain_text("</pre></details><script>")  # text, not markup
+        assert page.evaluate("() => window.__pwned") is None, "script from the output ran"
+        assert page.evaluate(LIVE_ATTRIBUTES) == []
+        # The second call ran unasked, because of Always, and its card says so.
+        second = cell.locator(".ipyagent-card").nth(1)
+        expect(second.locator(".ipyagent-badge")).to_have_text("Always")
+        expect(cell.locator(".ipyagent-card").first.locator(".ipyagent-badge")).to_have_count(0)
+        shot(cell, "fold-open.png", "lab")
+    except BaseException:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "failed-fold.png"), full_page=True)
+        print(f"jupyter lab log:\n{flood_lab.log()}")
+        raise
+    finally:
+        page.close()

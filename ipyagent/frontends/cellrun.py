@@ -119,13 +119,16 @@ class CellRunner:
             # IPython's own `--colors=NoColor` (or %colors nocolor) turns ours off too.
             scheme = str(getattr(self.m.shell, "colors", "") or "").lower()
             return TerminalDisplay(preview=agent.tools.preview, step_mode=cmd.action == "step",
-                                   colour=False if scheme == "nocolor" else None)
+                                   colour=False if scheme == "nocolor" else None,
+                                   scheme=scheme,
+                                   max_output_lines=agent.output_lines)
         from .notebook import NotebookDisplay
 
         display = NotebookDisplay(dispatcher, asks=lambda call: agent.asks_first(call.name),
                                   step_mode=cmd.action == "step", preview=agent.tools.preview,
                                   meter=lambda: (agent.context.tokens, agent.context_window),
-                                  code_action=self._code_action(agent))
+                                  code_action=self._code_action(agent),
+                                  output_lines=agent.output_lines)
         if self.m.approver is not None and hasattr(self.m.approver, "bind"):
             self.m.approver.bind(dispatcher, headless=self.headless())
         return display

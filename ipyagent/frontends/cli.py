@@ -123,7 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             show_call=args.quiet)
     with agent:
         try:
-            display = None if args.quiet else TerminalDisplay(preview=agent.tools.preview)
+            display = None if args.quiet else TerminalDisplay(preview=agent.tools.preview,
+                                                             max_output_lines=agent.output_lines)
             result = run_pumped(pump, agent.arun(args.task, on_event=display))
         except KeyboardInterrupt:
             print("\nipyagent: interrupted", file=sys.stderr)

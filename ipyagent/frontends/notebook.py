@@ -40,10 +40,12 @@ from ..events import (
     compaction_line,
 )
 from ..items import ToolCall, ToolResult
+from ..kernel.outputs import collapse_carriage_returns, strip_ansi
 from ..models.base import ReasoningDelta, TextDelta, ToolCallDelta
 from .widgets import describe
 
-__all__ = ["NotebookDisplay", "card_html", "card_markdown", "footer_html", "highlight"]
+__all__ = ["NotebookDisplay", "card_html", "card_markdown", "folded_bundle", "footer_html",
+           "highlight"]
 
 _MUTED = "var(--jp-ui-font-color2, #57606a)"
 _COLORS = {"ok": "var(--jp-success-color1, #1a7f37)", "warn": "var(--jp-warn-color1, #9a6700)",
@@ -51,18 +53,24 @@ _COLORS = {"ok": "var(--jp-success-color1, #1a7f37)", "warn": "var(--jp-warn-col
 
 
 def card_markdown(call: ToolCall, status: str, arguments: dict[str, Any] | None = None,
-                  preview: str | None = None) -> str:
+                  preview: str | None = None, badge: tuple[str, str] | None = None) -> str:
     """A tool call as Markdown: a header line with its status, then the code."""
     lang, code = ("diff", preview) if preview else _code_of(call, arguments)
+    mark = f" · {markdown_text(one_line(badge[0]))}" if badge else ""
     return (f"**{markdown_literal(call.name)}** <small>· {markdown_literal(call.id)} · "
-            f"{markdown_text(one_line(status))}</small>\n\n{fence(code, lang)}")
+            f"{markdown_text(one_line(status))}{mark}</small>\n\n{fence(code, lang)}")
 
 
 def card_html(call: ToolCall, status: str, arguments: dict[str, Any] | None = None,
-              preview: str | None = None) -> str:
+              preview: str | None = None, badge: tuple[str, str] | None = None) -> str:
     """A tool call as a bordered card: name, id and status in a header, highlighted code
-    (or the tool's preview of the call — a diff for file edits)."""
+    (or the tool's preview of the call — a diff for file edits). ``badge``: (label,
+    tooltip) of a small marker in the header, e.g. a call that ran because of Always."""
     lang, code = ("diff", preview) if preview else _code_of(call, arguments)
+    pill = ("" if not badge else
+            f"<span class='ipyagent-badge' title='{html.escape(badge[1])}' style='"
+            "border:1px solid currentColor;border-radius:8px;padding:0 6px;"
+            f"font-size:85%;color:{_COLORS['warn']}'>{html.escape(badge[0])}</span>")
     color = (_COLORS["bad"] if status.startswith("✗") else _COLORS["ok"]
              if status.startswith("✓") else _MUTED)
     return (
@@ -71,7 +79,7 @@ def card_html(call: ToolCall, status: str, arguments: dict[str, Any] | None = No
         "<div style='display:flex;gap:.6em;align-items:baseline;padding:2px 8px;"
         "background:var(--jp-layout-color2,#eee);font-size:var(--jp-ui-font-size1,13px)'>"
         f"<b>{html.escape(call.name)}</b><span style='color:{_MUTED}'>{html.escape(call.id)}"
-        f"</span><span style='margin-left:auto;color:{color}'>{html.escape(status)}</span></div>"
+        f"</span>{pill}<span style='margin-left:auto;color:{color}'>{html.escape(status)}</span></div>"
         "<pre style='margin:0;padding:6px 8px;overflow-x:auto;"
         "background:var(--jp-cell-editor-background,#f7f7f7);"
         "font-family:var(--jp-code-font-family,monospace);"
@@ -160,32 +168,86 @@ def _step_footer(step: Step) -> tuple[str, str]:
     return f"‖ {line}", "info"
 
 
-def _bundles_for(output: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def _bundles_for(output: dict[str, Any], lines: int = 0
+                 ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """One nbformat output as (data, metadata) display bundles: what the model's code
-    displayed, made safe for this trusted cell, and a line saying what was kept out."""
+    displayed, made safe for this trusted cell, and a line saying what was kept out.
+    Text longer than ``lines`` lines is folded (``folded_bundle``)."""
     kind = output.get("output_type")
     if kind in ("display_data", "execute_result"):
         data, metadata, note = sibling_bundle(dict(output.get("data", {})),
                                               dict(output.get("metadata", {})))
+        if set(data) == {"text/plain"}:  # a long repr folds like printed text
+            data = folded_bundle(_joined(data["text/plain"]), lines) or data
         bundles = [(data, metadata)] if data else []
         return bundles + ([({"text/plain": note}, {})] if note else [])
-    bundle = _plain_bundle_for(output)
+    bundle = _plain_bundle_for(output, lines)
     return [bundle] if bundle is not None else []
 
 
-def _plain_bundle_for(output: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def _joined(text: Any) -> str:
+    return text if isinstance(text, str) else "".join(text)
+
+
+_ERROR_BG = "var(--jp-rendermime-error-background,#fdd)"
+
+
+def _plain_bundle_for(output: dict[str, Any], lines: int = 0
+                      ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     kind = output.get("output_type")
     if kind == "stream":
-        text = "".join(output.get("text", ""))
-        if output.get("name") == "stderr":
+        text = _joined(output.get("text", ""))
+        stderr = output.get("name") == "stderr"
+        folded = folded_bundle(text, lines, background=_ERROR_BG if stderr else "")
+        if folded is not None:
+            return folded, {}
+        if stderr:
             return {"text/html": ("<pre style='margin:0;padding:2px 4px;background:"
-                                  "var(--jp-rendermime-error-background,#fdd)'>"
-                                  f"{html.escape(text)}</pre>"), "text/plain": text}, {}
+                                  f"{_ERROR_BG}'>{html.escape(text)}</pre>"),
+                    "text/plain": text}, {}
         return {"text/plain": text}, {}
     if kind == "error":
-        return {"text/plain": "\n".join(output.get("traceback", []))
-                or f"{output.get('ename')}: {output.get('evalue')}"}, {}
+        text = ("\n".join(output.get("traceback", []))
+                or f"{output.get('ename')}: {output.get('evalue')}")
+        return folded_bundle(text, lines, background=_ERROR_BG) or {"text/plain": text}, {}
     return None
+
+
+def folded_bundle(text: str, lines: int, background: str = "") -> dict[str, str] | None:
+    """``text`` with more than ``lines`` lines as its head and tail, the middle in a
+    ``<details>`` toggle; None when it is short enough (or ``lines`` is 0).
+
+    The toggle is the browser's own element: opening it needs no kernel round trip and
+    no script, and everything in it is escaped text (the output is untrusted). The plain
+    text stays whole, for the transcript and plain-text frontends.
+    """
+    if lines <= 0:
+        return None
+    # What the HTML shows is what a text/plain output would: colours dropped (the HTML
+    # has no ANSI renderer), a progress bar's carriage returns applied.
+    rows = collapse_carriage_returns(strip_ansi(text)).split("\n")
+    if rows[-1] == "":
+        rows.pop()
+    if len(rows) <= lines:
+        return None
+    head, tail = lines // 2, lines - lines // 2
+    hidden = len(rows) - head - tail
+    bg = f"background:{background};" if background else "background:transparent;"
+    pre = (f"<pre style='margin:0;padding:0 4px;border:0;{bg}white-space:pre-wrap;"
+           "word-break:break-word;font-family:var(--jp-code-font-family,monospace);"
+           "font-size:var(--jp-code-font-size,13px);line-height:var(--jp-code-line-height,1.4)'>")
+
+    def block(part: list[str]) -> str:
+        return pre + html.escape("\n".join(part)) + "</pre>"
+
+    summary = (f"<summary style='cursor:pointer;color:{_MUTED};padding:1px 4px;"
+               "font-size:var(--jp-ui-font-size1,13px)'>"
+               f"⋯ {hidden:,} more line{'s' if hidden != 1 else ''} "
+               f"({len(rows):,} in all) — click to show or hide</summary>")
+    return {"text/html": ("<div class='ipyagent-folded'>" + block(rows[:head])
+                          + f"<details>{summary}{block(rows[head:-tail])}</details>"
+                          + block(rows[-tail:]) + "</div>"),
+            "text/plain": text}
 
 
 class _Stream:
@@ -239,6 +301,7 @@ class _Card:
 
     def __init__(self, display: NotebookDisplay, call: ToolCall, handle: Any = None) -> None:
         self.d, self.call, self.arguments = display, call, dict(call.arguments)
+        self.badge: tuple[str, str] | None = None  # (label, tooltip): ran because of Always
         self.preview = display.preview(call)
         bundle = self.bundle("● waiting for approval" if display.asks(call) else "▶ running…")
         if handle is None:
@@ -251,8 +314,9 @@ class _Card:
         self.live: _Stream | None = None  # what the running call has printed so far
 
     def bundle(self, status: str) -> dict[str, str]:
-        md = card_markdown(self.call, status, self.arguments, self.preview)
-        return {"text/html": card_html(self.call, status, self.arguments, self.preview),
+        md = card_markdown(self.call, status, self.arguments, self.preview, self.badge)
+        return {"text/html": card_html(self.call, status, self.arguments, self.preview,
+                                       self.badge),
                 "text/markdown": md, "text/plain": md}
 
     def status(self, status: str, final: bool = False) -> None:
@@ -267,11 +331,13 @@ class NotebookDisplay:
                  asks: Callable[[ToolCall], bool] | None = None, step_mode: bool = False,
                  preview: Callable[[ToolCall], str | None] | None = None,
                  meter: Callable[[], tuple[int, int]] | None = None,
-                 code_action: Callable[[ToolCall, str], Any] | None = None) -> None:
+                 code_action: Callable[[ToolCall, str], Any] | None = None,
+                 output_lines: int = 20) -> None:
         self.dispatcher = dispatcher or LoopDispatcher()
         # (python call, the code that runs) -> a widget or a display bundle under its card
         # ("code → new cell"), or None; main thread.
         self.code_action = code_action
+        self.output_lines = output_lines  # longer outputs fold (Agent.output_lines)
         self.preview = preview or (lambda call: None)  # a tool's own view of a call (diffs)
         self.meter = meter  # () -> (context tokens, context window) for the footer
         self.interval = interval
@@ -376,7 +442,8 @@ class NotebookDisplay:
             card = self.cards.get(event.call.id)
             if card is not None:
                 if card.live is None:
-                    card.live = _Stream(self, _live_bundle)
+                    card.live = _Stream(self, lambda text: _live_bundle(
+                        text, lines=self.output_lines))
                 card.live.add(event.text)
         elif isinstance(event, ToolCallDecided):
             self._decided(event.call, event.decision)
@@ -413,6 +480,8 @@ class NotebookDisplay:
             return
         if decision.action == "edit" and decision.arguments is not None:
             card.arguments = dict(decision.arguments)  # show what actually runs
+        if decision.by == "always":  # nobody was asked: the card says why it ran
+            card.badge = always_badge(decision)
         if decision.approved:
             card.started = time.monotonic()  # time the run, not the wait for a click
             card.status(("✎ edited by you · " if decision.action == "edit" else "") + "▶ running…")
@@ -448,9 +517,10 @@ class NotebookDisplay:
             mark = "✗ error" if result.error else "✓ done"
             count = f" · [{result.execution_count}]" if result.execution_count else ""
             card.status(f"{edited}{mark} in {took:.1f}s{count}", final=True)
-        outputs = [b for out in result.outputs for b in _bundles_for(out)]
+        outputs = [b for out in result.outputs for b in _bundles_for(out, self.output_lines)]
         if not outputs and result.output:
-            outputs = [({"text/plain": result.output}, {})]
+            outputs = [(folded_bundle(result.output, self.output_lines)
+                        or {"text/plain": result.output}, {})]
         if live is not None:
             # The live text gives way to the real outputs (which hold all of it): the first
             # takes its place, so no empty output is left behind in the saved notebook.
@@ -496,6 +566,13 @@ class NotebookDisplay:
         self._end_streams()
 
 
+def always_badge(decision: Decision) -> tuple[str, str]:
+    """The card's marker for a call that ran unasked because of an earlier Always."""
+    given = f" at {decision.detail}" if decision.detail else ""
+    return ("Always", f"Not asked: Always was given{given} for this tool in this conversation "
+                      "(%agent reset or --new asks again)")
+
+
 def _writing_bundle(names: list[str]) -> dict[str, str]:
     """The line shown while the model is still writing its tool calls."""
     what = ("the call" if len(names) == 1
@@ -505,8 +582,13 @@ def _writing_bundle(names: list[str]) -> dict[str, str]:
             "text/plain": f"{names[-1]}: writing {what}…"}
 
 
-def _live_bundle(text: str, limit: int = 20_000) -> dict[str, str]:
-    """What a running call printed so far (the tail, when it is long)."""
+def _live_bundle(text: str, limit: int = 20_000, lines: int = 0) -> dict[str, str]:
+    """What a running call printed so far (its last ``lines`` lines and ``limit``
+    characters, when it is long: the cell does not grow while it runs)."""
+    if lines > 0 and text.count("\n") > lines:
+        rows = text.split("\n")
+        rows, above = rows[-lines - 1:], len(rows) - lines - 1
+        text = f"[… {above:,} lines above …]\n" + "\n".join(rows)
     if len(text) > limit:
         text = f"[… {len(text) - limit} characters above …]\n" + text[-limit:]
     return {"text/plain": text}

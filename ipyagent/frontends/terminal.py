@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from typing import IO, Any, Callable
 
@@ -33,18 +34,20 @@ from ..items import ToolCall, ToolResult
 from ..kernel.outputs import model_text
 from ..models.base import ReasoningDelta, TextDelta
 
-__all__ = ["TerminalDisplay"]
+__all__ = ["TerminalDisplay", "traceback_colours"]
 
 
 class TerminalDisplay:
     """A listener that streams a run as plain text."""
 
     def __init__(self, stream: IO[str] | None = None, show_reasoning: bool = False,
-                 max_output_lines: int = 40,
+                 max_output_lines: int = 20,
                  preview: Callable[[ToolCall], str | None] | None = None,
-                 step_mode: bool = False, colour: bool | None = None) -> None:
+                 step_mode: bool = False, colour: bool | None = None,
+                 scheme: str = "") -> None:
         self.stream = stream
         self._colour = colour  # None: on a terminal without NO_COLOR
+        self.scheme = scheme  # IPython's colour scheme (InteractiveShell.colors); "": neutral
         self.step_mode = step_mode  # `%agent --step` / `%agent step`: say where each step ended
         self.preview = preview or (lambda call: None)  # a tool's own view (diffs)
         self.show_reasoning = show_reasoning
@@ -73,15 +76,20 @@ class TerminalDisplay:
         """``code`` as the card's ``│`` lines: made visible, then highlighted (on a tty)."""
         lines = [visible(ln) for ln in _lines(code.rstrip())]
         if self.colour and lines:
-            lines = _highlight(lines)
+            lines = _highlight(lines, self.scheme)
         return "\n".join("  │ " + ln for ln in lines)
 
     def _marked(self, mark: str, lines: list[str]) -> str:
-        """Result lines after ``mark`` (made visible; an error's in red on a tty)."""
-        shown = [f"  {mark} " + visible(ln) for ln in lines]
-        if self.colour and mark == "✗":
-            shown = [f"{_RED}{ln}{_RESET}" for ln in shown]
-        return "\n".join(shown)
+        """Result lines after ``mark``, made visible. On a tty an error's traceback has
+        IPython's colours (its scheme, parsed from the plain text: the sibling's own escape
+        codes never reach the terminal) and any other error line is red."""
+        shown = [visible(ln) for ln in lines]
+        if not (self.colour and mark == "✗"):
+            return "\n".join(f"  {mark} {ln}" for ln in shown)
+        coloured = traceback_colours(shown, self.scheme)
+        if coloured is None:  # no IPython traceback in it: the whole error in red
+            return "\n".join(f"{_RED}  {mark} {ln}{_RESET}" for ln in shown)
+        return "\n".join(f"{_RED}  {mark}{_RESET} {ln}" for ln in coloured)
 
     def _raw_line(self, text: str) -> None:
         if not self._at_line_start:
@@ -102,7 +110,7 @@ class TerminalDisplay:
 
     def _clip(self, lines: list[str]) -> list[str]:
         """Head and tail of ``lines`` when there are more than ``max_output_lines``."""
-        if len(lines) <= self.max_output_lines:
+        if self.max_output_lines <= 0 or len(lines) <= self.max_output_lines:
             return lines
         half = self.max_output_lines // 2
         return lines[:half] + [f"… {len(lines) - 2 * half} more lines …"] + lines[-half:]
@@ -117,7 +125,7 @@ class TerminalDisplay:
         for piece in _lines(event.text, keepends=True):
             if live.held:
                 return  # the rest is summed up when the call ends
-            if live.lines >= self.max_output_lines // 2:
+            if 0 < self.max_output_lines and live.lines >= self.max_output_lines // 2:
                 live.held = True
                 self._write(("" if self._at_line_start else "\n") + "  ┆ …\n")
                 return
@@ -165,6 +173,10 @@ class TerminalDisplay:
                 # A policy's denial stops the run, and its reason ends the footer: said once.
                 self._line("  ✗ denied" + (f": {d.reason}" if d.reason and d.by_person
                                            else f" ({d.by})" if not d.by_person else ""))
+            elif d.by == "always":  # nobody was asked: say why it runs
+                self._line("  ✓ approved by Always" + (f" (given at {d.detail})" if d.detail
+                                                       else "") + ", not asked again in "
+                           "this conversation")
             elif d.action == "edit":
                 self._line("  ✎ edited before running; what runs:")
                 args = d.arguments if d.arguments is not None else event.call.arguments
@@ -202,26 +214,99 @@ _LIVE = "  ┆ "  # the prefix of what a call prints while it runs
 _RED, _DIM, _RESET = "\x1b[31m", "\x1b[2m", "\x1b[0m"
 
 
-def _highlight(lines: list[str]) -> list[str]:
-    """Already-visible code lines with pygments' terminal colours (IPython's lexer)."""
+def _theme(scheme: str) -> Any:
+    """IPython's colour theme named ``scheme`` (its current one), or None without IPython."""
     try:
-        from pygments import highlight  # type: ignore[import-untyped]
-        from pygments.formatters import TerminalFormatter  # type: ignore[import-untyped]
-
-        try:
-            from ipython_pygments_lexers import (  # type: ignore[import-untyped]
-                IPython3Lexer as Lexer,
-            )
-        except ImportError:
-            from pygments.lexers import (  # type: ignore[import-untyped]
-                PythonLexer as Lexer,
-            )
+        from IPython.utils.PyColorize import theme_table
     except ImportError:
+        return None
+    try:
+        return theme_table[(scheme or "neutral").lower()]
+    except (KeyError, ValueError):  # a scheme this IPython does not know
+        return theme_table["neutral"]
+
+
+def _lexer() -> Any:
+    try:
+        from ipython_pygments_lexers import IPython3Lexer as Lexer  # type: ignore[import-untyped]
+    except ImportError:
+        from pygments.lexers import PythonLexer as Lexer  # type: ignore[import-untyped]
+    return Lexer(ensurenl=False, stripnl=False)
+
+
+def _code_tokens(code: str) -> list[tuple[Any, str]]:
+    from pygments import lex  # type: ignore[import-untyped]
+
+    return list(lex(code, _lexer()))
+
+
+def _paint(theme: Any, tokens: list[tuple[Any, str]]) -> str:
+    """``tokens`` (of one line, no newline) in the theme's colours."""
+    return str(theme.format(tokens)).rstrip("\n")
+
+
+def _highlight(lines: list[str], scheme: str = "") -> list[str]:
+    """Already-visible code lines in IPython's colours (its lexer and its current scheme)."""
+    try:
+        theme = _theme(scheme)
+        if theme is None:
+            return lines
+        return [_paint(theme, _code_tokens(ln)) if ln.strip() else ln for ln in lines]
+    except ImportError:  # no pygments: plain
         return lines
-    text = highlight("\n".join(lines), Lexer(ensurenl=False, stripnl=False),
-                     TerminalFormatter())
-    out = text.split("\n")
-    return out if len(out) == len(lines) else lines
+
+
+# The parts of an IPython traceback (ultratb's verbose form), as the plain text reads.
+_TOPLINE = re.compile(r"-{20,}")
+_HEADER = re.compile(r"([A-Za-z_][\w.]*)(\s+Traceback \(most recent call last\))")
+_FRAME = re.compile(r"(Cell|File|Input)( )(.+?)((?:, line \d+|:\d+)?)(?:(, in )([\w.<>]+)(\(.*\))?)?")
+_SOURCE = re.compile(r"(-*> ?\d+| +\d+)( )(.*)")
+_ELLIPSIS = re.compile(r" +\(\.\.\.\)")
+_LAST = re.compile(r"([A-Za-z_][\w.]*)(: .*)?")
+
+
+def traceback_colours(lines: list[str], scheme: str = "") -> list[str] | None:
+    """Plain, already-visible lines of an error, with IPython's traceback colours for the
+    traceback part (what was printed before it stays plain); None when there is none.
+
+    Why parse the plain text: the sibling's traceback carries escape codes, but they come
+    from code we do not trust (a traceback can be faked, a formatter replaced), so only
+    escapes made here, after ``visible``, reach the terminal.
+    """
+    start = next((i for i, ln in enumerate(lines[:-1])
+                  if _TOPLINE.fullmatch(ln) and _HEADER.fullmatch(lines[i + 1])), None)
+    try:
+        theme = _theme(scheme) if start is not None else None
+    except ImportError:
+        theme = None
+    if theme is None or start is None:
+        return None
+    from pygments.token import Token  # type: ignore[import-untyped]
+
+    last = max(i for i, ln in enumerate(lines) if ln.strip())
+    out = lines[:start]
+    for i, ln in enumerate(lines[start:], start):
+        toks: list[tuple[Any, str]]
+        if _TOPLINE.fullmatch(ln):
+            toks = [(Token.Topline, ln)]
+        elif m := _HEADER.fullmatch(ln):
+            toks = [(Token.ExcName, m[1]), (Token, m[2])]
+        elif i == last and (m := _LAST.fullmatch(ln)):
+            toks = [(Token.ExcName, m[1]), (Token, m[2] or "")]
+        elif m := _SOURCE.fullmatch(ln):
+            toks = [(Token.LinenoEm, m[1]), (Token, m[2]), *_code_tokens(m[3])]
+        elif _ELLIPSIS.fullmatch(ln):
+            toks = [(Token.LinenoEm, ln)]
+        elif m := _FRAME.fullmatch(ln):
+            # The frame's header as ultratb writes it (its emphasised variant).
+            toks = [(Token.NormalEm, m[1]), (Token.NormalEm, m[2]), (Token.FilenameEm, m[3]),
+                    (Token.FilenameEm, m[4])]
+            if m[5]:
+                toks += [(Token, m[5]), (Token.VName, m[6]), (Token.ValEm, m[7] or "")]
+        else:
+            toks = [(Token, ln)]
+        out.append(_paint(theme, toks) if ln else ln)
+    return out
 
 
 def _lines(text: str, keepends: bool = False) -> list[str]:

@@ -54,11 +54,11 @@ def describe(decision: Decision, tool: str, brief: bool = False) -> str:
             f"✎ edited ({decision.by}), then run")
     if decision.approved:
         if decision.scope == "always":
-            return f"✓ approved — and every later {tool} call this session"
+            return f"✓ approved — and every later {tool} call in this conversation (Always)"
         if decision.by_person:
             return "✓ approved by you"
         if decision.by == "always":
-            return f"✓ approved (Always, given for {decision.detail or 'an earlier call'})"
+            return f"✓ approved by Always (given at {decision.detail or 'an earlier call'})"
         return f"✓ approved ({decision.by})"
     who = "by you" if decision.by_person else (
         "— no answer" if decision.by == "timeout" else f"({decision.by})")
@@ -97,7 +97,7 @@ class ApprovalPanel:
                              tooltip="Change the code, then run the edited version")
         self.always = w.Button(description="Always", icon="check-double", layout=tight,
                                tooltip=f"Approve this and every later {call.name} call "
-                                       "in this session")
+                                       "in this conversation (a new one asks again)")
         self.reason = w.Text(placeholder="reason for the model (optional)",
                              layout=w.Layout(width="260px"))
         from .editor import code_editor

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from .._text import head_tail, omitted
 
-__all__ = ["Execution", "OutputCollector", "model_text", "strip_ansi"]
+__all__ = ["Execution", "OutputCollector", "collapse_carriage_returns", "model_text", "strip_ansi"]
 
 Status = Literal["ok", "error", "timeout", "died"]
 
@@ -33,7 +33,7 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text)
 
 
-def _collapse_carriage_returns(text: str) -> str:
+def collapse_carriage_returns(text: str) -> str:
     """What a terminal would show for progress bars: the last segment after each ``\\r``."""
     if "\r" not in text:
         return text
@@ -98,7 +98,7 @@ def model_text(outputs: Sequence[Mapping[str, Any]], max_chars: int = 10_000) ->
     for out in outputs:
         kind = out.get("output_type")
         if kind == "stream":
-            parts.append(_collapse_carriage_returns(strip_ansi(_text(out.get("text", "")))))
+            parts.append(collapse_carriage_returns(strip_ansi(_text(out.get("text", "")))))
         elif kind in ("execute_result", "display_data"):
             text = strip_ansi(_data_text(out.get("data", {}), out.get("metadata")))
             parts.append(text if text.endswith("\n") else text + "\n")

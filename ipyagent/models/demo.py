@@ -123,6 +123,16 @@ class DemoModel:
         outputs = [_printed_part(r) for r in (results or [last])]
         shown = "\n".join(o for o in outputs if o) or last.output.strip()
         status = "It failed:" if last.error else "The sibling kernel printed:"
+        lines = shown.splitlines()
+        if len(lines) > _QUOTED_LINES or len(shown) > _QUOTED_CHARS:
+            # The user saw the output under the call: point at it, do not repeat it.
+            last_few = lines[-(_QUOTED_LINES // 2):]
+            status = (f"{'It failed; it' if last.error else 'The sibling kernel'} printed "
+                      f"{len(lines)} line{'s' if len(lines) != 1 else ''} ({len(shown):,} "
+                      "characters, shown above under the call); "
+                      + (f"the last {len(last_few)}:" if len(last_few) < len(lines)
+                         else "in short:"))
+            shown = "\n".join(ln if len(ln) <= 80 else ln[:79] + "…" for ln in last_few)
         return (f"{LABEL} {what} in Python. {status}\n\n{fence(shown)}\n\n"
                 "(This answer was produced by the built-in demo model, not an LLM.)"), []
 
@@ -153,6 +163,8 @@ class DemoModel:
 # Never called on a guess: the workspace tools change files; offer_result puts a question
 # to the person (and is for a value worth keeping, which a demo never has).
 _NOT_GUESSED = {"read_file", "write_file", "edit_file", "list_files", "offer_result"}
+# An answer quotes an output this short; a longer one it points at (the user saw it).
+_QUOTED_LINES, _QUOTED_CHARS = 6, 400
 
 _SAFE_NAMES = {"abs", "divmod", "len", "max", "min", "pow", "range", "round", "sorted", "str",
                "sum", "int", "float", "math", "sqrt", "pi", "e", "factorial", "list"}

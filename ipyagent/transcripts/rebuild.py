@@ -35,6 +35,9 @@ class Rebuild:
     ran: int = 0
     files: int = 0  # files re-created as the agent left them
     failed: list[tuple[int, str, str]] = field(default_factory=list)  # (n, status, line)
+    # Calls that failed again as they had when recorded (the demo's len(int)): expected,
+    # so they neither count as failures nor make the rebuild not ``ok``.
+    expected: list[tuple[int, str, str]] = field(default_factory=list)
     steps: int = 0  # what the transcript asked to re-run (python calls + files)
     stopped: str = ""  # why the rebuild stopped before the end (a step was not approved)
     cwd: str = ""  # the sibling's working directory
@@ -55,6 +58,12 @@ class Rebuild:
             n, status, first = self.failed[0]
             more = f" (+{len(self.failed) - 1} more)" if len(self.failed) > 1 else ""
             text += f"; {len(self.failed)} failed — call {n}: {status}: {first}{more}"
+        if self.expected:
+            n, status, first = self.expected[0]
+            more = f" (+{len(self.expected) - 1} more)" if len(self.expected) > 1 else ""
+            calls = ("1 call" if len(self.expected) == 1 else f"{len(self.expected)} calls")
+            text += (f"; {calls} ended in an error as recorded (expected) — call {n}: "
+                     f"{first}{more}")
         if self.stopped:
             text += f"; {self.stopped}"
         if self.fresh:
@@ -83,6 +92,12 @@ def rerun_steps(items: Iterable[Any]) -> list[tuple[ToolCall, tuple[str, str] | 
     The same rule as the notebook's cells (summaries unfolded): calls that ran, as
     edited — not denied, skipped, interrupted, timed-out or kernel-killing ones.
     """
+    return [(call, written) for call, written, _ in _plan(items)]
+
+
+def _plan(items: Iterable[Any]
+          ) -> list[tuple[ToolCall, tuple[str, str] | None, ToolResult | None]]:
+    """``rerun_steps`` with each step's recorded result."""
     from ..tools.files import recorded_file
     from .export import _not_run_reason
 
@@ -91,7 +106,7 @@ def rerun_steps(items: Iterable[Any]) -> list[tuple[ToolCall, tuple[str, str] | 
     for item in flat:
         if isinstance(item, ToolResult):
             pending.setdefault(item.call_id, []).append(item)
-    steps: list[tuple[ToolCall, tuple[str, str] | None]] = []
+    steps: list[tuple[ToolCall, tuple[str, str] | None, ToolResult | None]] = []
     for item in flat:
         if not isinstance(item, ToolCall):
             continue
@@ -100,10 +115,10 @@ def rerun_steps(items: Iterable[Any]) -> list[tuple[ToolCall, tuple[str, str] | 
         if item.name != "python":
             written = recorded_file(result)
             if written is not None:
-                steps.append((item, written))
+                steps.append((item, written, result))
         elif (isinstance(item.arguments.get("code"), str) and item.raw_arguments is None
                 and not _not_run_reason(result)):
-            steps.append((item, None))
+            steps.append((item, None, result))
     return steps
 
 
@@ -205,7 +220,8 @@ async def arebuild(agent: Agent, *, approval: Mode | None = None,
     # A policy of its own: an "Always" given here covers the rest of the rebuild only.
     policy = ApprovalPolicy(mode=approval or agent.approval, allow=list(agent.allow),
                             ui=hook if hook is not None else _default_approver())
-    steps = rerun_steps(agent.context)
+    plan = _plan(agent.context)
+    steps = [(call, written) for call, written, _ in plan]
     report = Rebuild(steps=len(steps))
     where = str(root or agent.workspace_path)
     claimed: set[str] = set()  # files this re-run made: a later write of the agent's may replace them
@@ -259,11 +275,19 @@ async def arebuild(agent: Agent, *, approval: Mode | None = None,
         else:
             execution = await agent.kernel.execute_async(str(call.arguments["code"]))
             report.ran += 1
+            again = False
             if execution.status != "ok":
                 lines = execution.text.strip().splitlines()
-                report.failed.append((n, execution.status, lines[-1][:120] if lines else ""))
+                recorded_result = plan[n - 1][2]
+                # An error the transcript recorded (the model saw it and went on) is what
+                # a faithful re-run gives: said as expected, not as a failure.
+                again = (execution.status == "error" and recorded_result is not None
+                         and recorded_result.error)
+                (report.expected if again else report.failed).append(
+                    (n, execution.status, lines[-1][:120] if lines else ""))
             # The re-run is about state: its card says how it ended, not what it printed.
-            result = ToolResult(call.id, f"re-ran: {execution.status}",
+            result = ToolResult(call.id, f"re-ran: {execution.status}"
+                                + (" (as recorded: expected)" if again else ""),
                                 error=execution.status != "ok", name="python",
                                 execution_count=execution.execution_count,
                                 meta={**meta, "status": execution.status})

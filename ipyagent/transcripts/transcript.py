@@ -468,6 +468,9 @@ def load_into(agent: Agent, source: str | os.PathLike[str] | Transcript) -> Tran
 
     transcript = source if isinstance(source, Transcript) else read(source)
     agent.context = transcript.context
+    # Another conversation: an Always given in the one it replaces does not carry over
+    # (the buttons and the prompt say "this conversation"), nor does one come from a file.
+    agent.policy.always.clear()
     u = transcript.usage
     agent.usage = Usage(int(u.get("input", 0)), int(u.get("output", 0)),
                         int(u.get("requests", 0)), bool(u.get("estimated", False)))
@@ -592,6 +595,8 @@ def restored_endpoint(transcript: Transcript) -> dict[str, Any]:
 
 
 def _where(model: str, provider: Any, url: str) -> str:
+    if model == "demo":  # it calls no endpoint, whatever base_url says
+        return "the demo model (built in, offline)"
     return model + (f" ({provider})" if provider else "") + (f" at {url}" if url else "")
 
 
@@ -607,7 +612,12 @@ def endpoint_note(agent: Agent, transcript: Transcript) -> str | None:
     if was == now:
         return None
     how = ""
-    if url and url != (agent.base_url or "") and not _loopback(url):
+    remote = bool(url) and url != (agent.base_url or "") and not _loopback(url)
+    if agent.model == "demo" and model != "demo":  # a base_url alone would change nothing
+        how = (f"; pass model={model!r}" + (f", base_url={url!r}" if remote else "")
+               + " to go on with it" + (" (an endpoint off this machine is never taken "
+                                        "from a file)" if remote else ""))
+    elif remote:
         how = (f"; pass base_url={url!r} to go on there (an endpoint off this machine is "
                "never taken from a file)")
     return f"this conversation ran with {was}; it goes on with {now}{how}"

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from IPython.core.displaypub import CapturingDisplayPublisher
 
-from ipyagent import Agent
+from ipyagent import Agent, Tool
 from ipyagent.frontends.notebook import (
     NotebookDisplay,
     card_html,
     card_markdown,
     footer_html,
 )
-from ipyagent.items import ToolCall
+from ipyagent.items import ToolCall, ToolResult
 from tests.helpers.inert import ATTACKS, bundle_problems, elements, render
 from tests.helpers.scripted_model import ScriptedModel, calls, text
 
@@ -125,8 +125,31 @@ def test_what_the_sibling_displays_is_sanitized_or_dropped_with_a_note(
     assert saved and all(bundle_problems(d) == [] for d in saved), saved
 
 
+def test_a_call_run_because_of_always_has_a_marker_on_its_card(
+        published: list[dict[str, Any]], tmp_path: Any) -> None:
+    from ipyagent.approval import Decision
+
+    name = "<img src=x onerror=alert(1)>"  # the call id the marker names is the model's
+
+    async def fine(call: ToolCall) -> ToolResult:
+        return ToolResult(call.id, "fine", name=name)
+
+    model = ScriptedModel([calls((name, {"x": 1})), calls((name, {"x": 2})), text("ok")])
+    agent = Agent(client=model, python_tool=False, file_tools=False, approval="ask",
+                  tools=[Tool(name, "t", {"type": "object", "properties": {}},
+                              handler=fine)],
+                  approval_hook=lambda call: Decision("approve", scope="always", by="click-always"))
+    run(agent, "go")
+    cards = [o["data"] for o in published if "ipyagent-card" in o["data"].get("text/html", "")]
+    finals = [c for c in cards if "✓ done" in c["text/plain"]]
+    assert len(finals) == 2, cards
+    assert "ipyagent-badge" not in finals[0]["text/html"]  # asked: the person said Always
+    assert "ipyagent-badge" in finals[1]["text/html"] and "· Always" in finals[1]["text/plain"]
+    assert "Always was given at call_0_&lt;img" in finals[1]["text/html"]
+    assert live(published) == []
+
+
 def test_every_rich_repr_keeps_untrusted_names_and_text_inert() -> None:
-    from ipyagent import Tool
     from ipyagent.approval import Decision
     from ipyagent.context import Context
     from ipyagent.frontends.widgets import ApprovalPanel
@@ -220,3 +243,51 @@ def test_code_to_a_new_cell_carries_the_code_that_ran(published: list[dict[str, 
     assert "code of call_0_python" in texts
     at = texts.index("code of call_0_python")
     assert any("edited" in t for t in texts[at + 1:])  # under its card, before its output
+
+
+def test_a_long_output_folds_to_its_head_and_tail_with_a_scriptless_toggle(
+        published: list[dict[str, Any]], tmp_path: Any) -> None:
+    """Issue 17, finding 8: a 200-line print was an 8,000-pixel cell."""
+    code = "for i in range(200): print('line', i)"
+    agent = Agent(client=ScriptedModel([calls(("python", {"code": code})), text("ok")]),
+                  approval="auto", cwd=str(tmp_path), autosave="")
+    try:
+        run(agent, "print a lot")
+    finally:
+        agent.close()
+    folded = [o["data"] for o in published if "ipyagent-folded" in o["data"].get("text/html", "")]
+    assert len(folded) == 1, [o["data"] for o in published]
+    page = folded[0]["text/html"]
+    shown, rest = page.split("<details>")
+    toggle, after = rest.split("</details>")
+    # Agent.output_lines (20): the first 10 and the last 10 lines show.
+    assert "line 9</pre>" in shown and "line 10" not in shown
+    assert "⋯ 180 more lines (200 in all)" in toggle and "line 10\n" in toggle
+    assert "line 189</pre>" in toggle and "line 190" in after and "line 199</pre>" in after
+    assert folded[0]["text/plain"].count("\n") == 200  # the plain text (and the transcript) keep it all
+    assert "line 100" in agent.context[-2].output
+    assert live(published) == []
+
+
+def test_a_folded_output_is_text_whatever_it_holds() -> None:
+    from ipyagent.frontends.notebook import folded_bundle
+
+    hostile = ["</pre></details><script>window.__pwned=1</script>",
+               "\x1b[31mred\x1b[0m \x1b]8;;javascript:alert(1)\x07link\x1b]8;;\x07",
+               *ATTACKS, "tick 1\rtick 2\rtick 3"]
+    text = "\n".join(hostile * 10)
+    bundle = folded_bundle(text, 10, background="red")
+    assert bundle is not None and bundle["text/plain"] == text
+    assert bundle_problems(bundle) == []
+    page = bundle["text/html"]
+    assert "\x1b" not in page and "\r" not in page  # what a text output would have shown
+    assert elements(page).count("details") == 1 and "script" not in elements(page)
+    assert "tick 3" in page and "tick 1" not in page
+    assert folded_bundle("short\n" * 10, 10) is None and folded_bundle(text, 0) is None
+
+
+def test_a_running_call_shows_only_its_last_lines_live() -> None:
+    from ipyagent.frontends.notebook import _live_bundle
+
+    shown = _live_bundle("".join(f"line {i}\n" for i in range(100)), lines=10)["text/plain"]
+    assert shown.startswith("[… 90 lines above …]\nline 90\n") and shown.endswith("line 99\n")

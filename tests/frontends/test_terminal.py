@@ -51,6 +51,11 @@ def test_a_flood_shows_its_head_live_and_its_tail_with_the_error_at_the_end(tmp_
     assert "line 50" not in shown
 
 
+def test_output_lines_0_shows_every_line(tmp_path) -> None:
+    shown, _ = run_shown(tmp_path, "for i in range(100): print('line', i)\n'end'", max_output_lines=0)
+    assert all(f"  ┆ line {i}\n" in shown for i in range(100)) and "more lines" not in shown
+
+
 @pytest.mark.parametrize("code, last", [
     ("print('quiet')", "  └ done"),
     ("print('before')\nraise ValueError('bad')", "  ✗ ValueError: bad"),
@@ -123,9 +128,49 @@ def test_colour_highlights_code_and_errors_after_the_text_was_made_visible(tmp_p
     assert "␛[2J" in shown  # the model's escape, shown as text
     escapes = set(re.findall(r"\x1b\[[0-9;]*m", shown))
     assert escapes and all(re.fullmatch(r"\x1b\[[0-9;]*m", e) for e in escapes)
-    assert "\x1b[31m  ✗ ValueError: bad\x1b[0m" in shown  # the error in red
+    assert "\x1b[31m  ✗\x1b[0m \x1b[31mValueError\x1b[39m: bad\n" in shown  # IPython's red
     plain = _shown_with_colour(tmp_path, hostile, False)
     assert re.sub(r"\x1b\[[0-9;]*m", "", shown).split("── ")[0] == plain.split("── ")[0]
+
+
+def _sgr_free(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def test_a_traceback_has_ipythons_colours_and_what_was_printed_stays_plain(tmp_path) -> None:
+    """Issue 17, finding 5: tracebacks were plain red, IPython's are coloured by part."""
+    from IPython.utils.PyColorize import theme_table
+    from pygments.token import Token
+
+    code = "def f(x):\n    return len(x)\nprint('before')\nf(3)"
+    shown = _shown_with_colour(tmp_path, code, colour=True)
+    theme = theme_table["neutral"]
+
+    def painted(token: Any, text: str) -> str:
+        return str(theme.format([(token, text)]))
+
+    lines = shown.splitlines()
+    assert "  ┆ before" in lines  # printed live, no colour
+    assert painted(Token.ExcName, "TypeError") + ": object of type 'int' has no len()" in shown
+    assert painted(Token.ExcName, "TypeError") + "                " in shown  # the header
+    assert painted(Token.LinenoEm, "----> 4") in shown and painted(Token.LinenoEm, "      1") in shown
+    assert painted(Token.FilenameEm, "In[1]") in shown and painted(Token.VName, "f") in shown
+    assert painted(Token.Keyword, "return") in shown  # the code in the traceback, highlighted
+    plain = _shown_with_colour(tmp_path, code, colour=False)
+    assert _sgr_free(shown).split("── ")[0] == plain.split("── ")[0]  # colour adds nothing else
+
+
+def test_a_faked_traceback_cannot_bring_its_own_escapes(tmp_path) -> None:
+    """The parts are found in the plain text: the text's own controls stay visible."""
+    fake = ("print('-' * 75)\nprint('Oops\x1b[8m   Traceback (most recent call last)')\n"
+            "print('Cell \x1b]0;pwned\x07In[1], line 2')\n"
+            "class E(Exception): pass\nraise E('\x1b[2J\x1b[30;40mhidden')")
+    shown = _shown_with_colour(tmp_path, fake, colour=True)
+    assert "␛[8m" in shown and "␛]0;pwned␇" in shown and "␛[2J␛[30;40mhidden" in shown
+    escapes = set(re.findall(r"\x1b[^m]*m?", shown))
+    assert all(re.fullmatch(r"\x1b\[[0-9;]*m", e) for e in escapes), escapes
+    assert not any(e in escapes for e in ("\x1b[8m", "\x1b[30;40m", "\x1b[2J"))
+    assert harmless(_sgr_free(shown))
 
 
 def test_no_colour_when_piped_or_with_no_color(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -157,3 +202,19 @@ def test_a_reply_cut_mid_stream_gets_a_dim_line_saying_it_is_not_kept(colour: bo
     assert lines[1] == (f"\x1b[2m{marker}\x1b[0m" if colour else marker)
     assert lines[2].startswith("[warning] connection dropped mid-stream") and "retry 1 of 3" in lines[2]
     assert "The answer is 42." in lines[3]
+
+
+def test_a_call_run_because_of_always_says_so_on_its_line(tmp_path) -> None:
+    from ipyagent.approval import Decision
+
+    out = io.StringIO()
+    model = ScriptedModel([calls(("python", {"code": "print('one')"})),
+                           calls(("python", {"code": "print('two')"})), text("Done.")])
+    with Agent(client=model, approval="ask", cwd=str(tmp_path)) as agent:
+        agent.approval_hook = lambda call: Decision("approve", scope="always", by="terminal")
+        assert agent.run("go", on_event=TerminalDisplay(out)).stop_reason == "done"
+    shown = out.getvalue()
+    first, second = shown.split("  ┌ python")[1:]
+    assert "Always" not in first  # the person answered this one
+    assert ("  ✓ approved by Always (given at call_0_python), not asked again in this "
+            "conversation\n") in second

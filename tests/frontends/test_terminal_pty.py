@@ -14,7 +14,7 @@ pexpect = pytest.importorskip("pexpect")
 pytestmark = pytest.mark.slow
 
 IPYTHON = str(Path(sys.executable).with_name("ipython"))
-PROMPT = r"Run it\? \[y\]es / \[n\]o / \[e\]dit / \[a\]lways: "
+PROMPT = r"Run it\? \[y\]es / \[n\]o / \[e\]dit / \[a\]lways \(this tool, this conversation\): "
 
 
 @pytest.fixture

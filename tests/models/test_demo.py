@@ -44,6 +44,16 @@ def test_printed_backticks_cannot_close_the_answers_fence(demo_agent):
     assert "\n`````\nvalue = '````'\n" in result.text  # a fence longer than what it holds
 
 
+def test_a_long_output_is_pointed_at_not_repeated(demo_agent):
+    """Issue 17, finding 8: the answer repeated an output the user had just seen."""
+    demo_agent.reset()
+    result = demo_agent.run("Use Python to compute list(range(300))")
+    printed = str(list(range(300)))
+    assert printed in demo_agent.context[-2].output  # the model saw it all
+    assert printed not in result.text and "shown above under the call" in result.text
+    assert "digits: 300" in result.text  # the short lines that matter are still quoted
+
+
 def test_runs_are_deterministic():
     texts = []
     for _ in range(2):

@@ -7,6 +7,7 @@ from pathlib import Path
 from ipyagent import Agent, Message, ToolCall, ToolResult
 from ipyagent.items import Summary
 from ipyagent.transcripts.rebuild import Rebuild, python_calls_that_ran
+from tests.helpers.scripted_model import ScriptedModel, calls, text
 
 
 def py(call_id: str, code: str) -> ToolCall:
@@ -53,9 +54,14 @@ def test_from_transcript_rerun_brings_the_variables_back(tmp_path: Path) -> None
     with Agent.from_transcript(path, rerun=True, cwd=str(tmp_path)) as warm:
         r = warm.kernel.execute("print(value)")
         assert r.status == "ok" and "1267650600228229401496703205376" in r.text
-        # Both demo calls re-ran; the first (which failed on len(int)) failed again.
+        # Both demo calls re-ran; the first (which failed on len(int)) failed again, as it
+        # had when recorded: expected, not a failure (issue 17, finding 10).
         report = warm.rebuild_kernel(restart=True)
-        assert report.ran == 2 and [f[:2] for f in report.failed] == [(1, "error")]
+        assert report.ran == 2 and report.failed == [] and report.ok
+        assert [f[:2] for f in report.expected] == [(1, "error")]
+        assert report.line() == (
+            "re-ran 2 python calls in the sibling kernel; 1 call ended in an error as "
+            "recorded (expected) — call 1: TypeError: object of type 'int' has no len()")
 
 
 def _demo_transcript(tmp_path: Path) -> Path:
@@ -261,3 +267,18 @@ def read_items(path: Path) -> list[object]:
     from ipyagent.transcripts.transcript import read
 
     return list(read(path).items)
+
+
+def test_a_call_that_fails_now_but_ran_fine_when_recorded_is_a_failure(tmp_path: Path) -> None:
+    marker = tmp_path / "present"
+    marker.write_text("x")
+    code = f"open({str(marker)!r}).read()"
+    with Agent(client=ScriptedModel([calls(("python", {"code": code})), text("ok")]),
+               approval="auto", cwd=str(tmp_path)) as first:
+        first.run("read it")
+        path = first.save(tmp_path / "run.ipynb")
+    marker.unlink()
+    with Agent.from_transcript(path, cwd=str(tmp_path)) as again:
+        report = again.rebuild_kernel()
+    assert [f[:2] for f in report.failed] == [(1, "error")] and report.expected == []
+    assert "1 failed — call 1: error: FileNotFoundError" in report.line()

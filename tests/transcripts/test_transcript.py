@@ -20,7 +20,7 @@ from ipyagent.errors import TranscriptError
 from ipyagent.events import Notice, StepFinished
 from ipyagent.kernel.outputs import model_text
 from ipyagent.transcripts.replay import normalise
-from ipyagent.transcripts.transcript import read
+from ipyagent.transcripts.transcript import endpoint_note, read
 from tests.helpers.scripted_model import ScriptedModel, calls, text
 from tests.helpers.tools import add
 from tests.helpers.transcript_runs import DELETE, EDITED, PNG_B64, PROPOSED, rich_agent
@@ -242,6 +242,14 @@ def test_from_transcript_goes_on_at_a_local_endpoint_and_never_at_a_remote_one(r
     assert line == ("this conversation ran with m-1 at https://llm.example.com/v1; it goes on with "
                     "m-1; pass base_url='https://llm.example.com/v1' to go on there (an endpoint "
                     "off this machine is never taken from a file)")
+
+    # The demo model at an endpoint: it never called one, and says so (issue 17, finding 10).
+    agent = Agent(model="demo", base_url="http://127.0.0.1:59999/v1", python_tool=False)
+    note = endpoint_note(agent, read(remote))
+    assert note == ("this conversation ran with m-1 at https://llm.example.com/v1; it goes on "
+                    "with the demo model (built in, offline); pass model='m-1', "
+                    "base_url='https://llm.example.com/v1' to go on with it (an endpoint off "
+                    "this machine is never taken from a file)")
 
     preset = _with_endpoint(path, tmp_path, "preset.ipynb", model="llama-3.1-8b-instant",
                             provider="groq", base_url="")
