@@ -107,12 +107,13 @@ def test_a_long_context_shows_its_ends_and_says_how_to_see_the_rest():
     assert "… 1,960 more items (20–1979): agent.context.table(20, 1980) or %agent context 20:1980" in html
     assert "2000 items" in html and "system: be brief" in html
     lines = ctx.table().text().splitlines()
-    assert len(lines) == 1 + 20 + 1 + 20 and lines[0] == repr(ctx) and "1,960 more" in lines[21]
+    assert lines[0] == repr(ctx) and lines[1].split() == ["#", "kind", "tokens", "summary"]
+    assert len(lines) == 2 + 20 + 1 + 20 and "1,960 more" in lines[22]
     page = ctx.table(100, 200)  # a range is shown whole, with the context's own numbers
-    rows = page.text().splitlines()[1:]
-    assert len(rows) == 100 and rows[0].split()[:3] == ["100", "user", "task"] and "task 199" in rows[-1]
+    rows = page.text().splitlines()[2:]
+    assert len(rows) == 100 and rows[0].split()[:4] == ["100", "user", str(ctx.item_tokens(100)), "task"] and "task 199" in rows[-1]
     assert "rows 100–199" in page._repr_html_() and page._repr_html_().count("<tr>") == 101
-    assert [r.split()[0] for r in ctx.table(-3).text().splitlines()[1:]] == ["1997", "1998", "1999"]
+    assert [r.split()[0] for r in ctx.table(-3).text().splitlines()[2:]] == ["1997", "1998", "1999"]
     assert ctx.table(5000, 6000).text().splitlines()[1:] == []
     short = Context([Message("user", str(i)) for i in range(50)])  # a few more than 40: all shown
     assert short._repr_html_().count("<tr>") == 51 and "more items" not in short._repr_html_()
