@@ -17,7 +17,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "ipyagent"
 DATA = {"errors", "items", "context", "tokens", "events", "decisions", "_text", "_secrets",
         "_untrusted", "_normalise", "_eventloop", "_mainthread", "_atomic", "_version"}
 ENGINE = {"agent", "step", "settings", "approval", "compaction", "personas", "providers",
-          "agents_md", "reply_checks", "resources", "redaction", "audit", "namespace", "copies"}
+          "agents_md", "reply_checks", "resources", "redaction", "audit", "namespace", "copies",
+          "memory"}
 LAYERS = {"data": 0, "models": 1, "kernel": 1, "tools": 1, "engine": 2, "transcripts": 3,
           "frontends": 4}
 
