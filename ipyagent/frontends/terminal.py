@@ -18,6 +18,7 @@ from typing import IO, Any, Callable
 from .._text import visible
 from ..events import (
     ContextCompacted,
+    MemoryRecalled,
     Notice,
     RunFinished,
     StepFinished,
@@ -177,6 +178,8 @@ class TerminalDisplay:
                            or f"  {mark} {'failed' if event.result.error else 'done'}")
         elif isinstance(event, ContextCompacted):
             self._line(f"[info] {compaction_line(event)}")
+        elif isinstance(event, MemoryRecalled):  # collapsed: `%agent memory` shows the notes
+            self._line(f"[info] {event.summary}")
         elif isinstance(event, Notice):
             self._line(f"[{event.level}] {event.message}")
             if event.level == "error":
