@@ -5,10 +5,6 @@ the remember tool, secrets, damage, the attack on the block, and "off" means off
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import textwrap
 import warnings
 from pathlib import Path
 from typing import Any
@@ -19,47 +15,10 @@ from ipyagent import Agent
 from ipyagent.events import MemoryRecalled, Notice
 from ipyagent.memory import BLOCK_END, BLOCK_LABEL, BLOCK_START, MemoryRefused, fts5_available
 from ipyagent.models.base import OUTCOME_PROMPT
+from tests.helpers.memory import FACT, run_elsewhere, sent_text, settings
 from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
 
 pytestmark = pytest.mark.skipif(not fts5_available(), reason="this SQLite has no FTS5")
-
-FACT = "the sales data is in s3://acme/sales/2026/ and uses ; as delimiter"
-
-
-def settings(tmp_path: Path, **extra: Any) -> dict[str, Any]:
-    return {"memory": "on", "memory_path": str(tmp_path / "project.sqlite"),
-            "memory_global_path": str(tmp_path / "global.sqlite"), "python_tool": False,
-            "file_tools": False, "approval": "auto", "agents_md": False, "mcp_files": False,
-            "memory_write": "off", **extra}
-
-
-def sent_text(body: dict[str, Any]) -> str:
-    """Everything the request carried in its messages, as one string."""
-    return "\n".join(str(m.get("content") or "") for m in body["messages"])
-
-
-RUN = textwrap.dedent("""
-    import json, sys
-    from ipyagent import Agent
-    base_url, settings, task, save = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
-    agent = Agent(model="scripted", base_url=base_url, **settings)
-    result = agent.run(task)
-    agent.save(save)
-    print(result.stop_reason)
-""")
-
-
-def run_elsewhere(srv: ScriptedServer, tmp_path: Path, task: str, name: str,
-                  **extra: Any) -> Path:
-    """Run ``task`` in a new Python process against ``srv``; the transcript it saved."""
-    save = tmp_path / f"{name}.ipynb"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([sys.executable, "-c", RUN, srv.base_url,
-                           json.dumps(settings(tmp_path, **extra)), task, str(save)],
-                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
-    assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr
-    return save
-
 
 def test_a_note_from_one_process_is_in_a_later_related_request_only(tmp_path: Path) -> None:
     with Agent(**settings(tmp_path)) as monday:
