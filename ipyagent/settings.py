@@ -207,7 +207,7 @@ class AgentSettings(LoggingConfigurable):
         "each use counting a week younger, your own notes a month). 0: no limit."
     )).tag(config=True)
     memory_top_k = Int(5, min=0, help="Notes at most given to the model before a task.").tag(config=True)
-    memory_min_relevance = Float(0.1, min=0.0, max=1.0, help=(
+    memory_min_relevance = Float(0.15, min=0.0, max=1.0, help=(
         "Relevance floor (0..1: how much of the task's and the note's distinctive words they "
         "share, weighted by rarity) below which a note is not given to the model."
     )).tag(config=True)

@@ -43,6 +43,7 @@ __all__ = ["Entry", "MemoryStore", "MemoryFileError", "SCHEMA_VERSION", "terms",
 
 SCHEMA_VERSION = 1
 CANDIDATES = 50  # FTS5 rows re-scored per query
+POSTINGS = 1000  # documents' worth of the rarest query terms that bring candidates
 MERGE_AT = 0.8  # Jaccard of terms at which a new note updates an old one
 SIMILAR_AT = 0.5  # ... and at which it is only pointed out ("similar to #12")
 HALF_LIFE_DAYS = 30.0
@@ -80,11 +81,12 @@ def _stem(word: str) -> str:
 
 
 def terms(text: str) -> list[str]:
-    """The index terms of ``text``: lower-case words, stemmed, no stop-words, no 1-letter words."""
+    """The index terms of ``text``: lower-case words, stemmed; no stop-words, no 1-letter
+    words, no numbers under 4 digits (a year, a port or an id stays)."""
     out = []
     for word in _WORD.findall(text.lower()):
-        if len(word) < 2 or word in _STOP:
-            continue
+        if len(word) < 2 or word in _STOP or (word.isdigit() and len(word) < 4):
+            continue  # short numbers (2**100, "3 rows") match too much to mean anything
         out.append(_stem(word))
     return out
 
@@ -156,6 +158,10 @@ def _inode(path: Path) -> int | None:
         return None
 
 
+# ``terms`` is space-separated words of letters and digits only (``terms()``): as a JSON
+# array it is '["' || replace(terms, ' ', '","') || '"]', which lets triggers keep the
+# per-term document counts (``terms_df``, the IDF) exact under every insert and delete.
+_AS_JSON = "'[\"' || replace({}.terms, ' ', '\",\"') || '\"]'"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -170,19 +176,50 @@ CREATE TABLE IF NOT EXISTS entries (
 );;
 CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(
     terms, content='entries', content_rowid='id', tokenize='unicode61 remove_diacritics 0');;
-CREATE VIRTUAL TABLE IF NOT EXISTS entries_vocab USING fts5vocab(entries_fts, 'row');;
+CREATE TABLE IF NOT EXISTS terms_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;;
+CREATE TABLE IF NOT EXISTS stats (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;;
+INSERT OR IGNORE INTO stats VALUES ('entries', 0);;
 CREATE TRIGGER IF NOT EXISTS entries_ai AFTER INSERT ON entries BEGIN
     INSERT INTO entries_fts(rowid, terms) VALUES (new.id, new.terms);
+    INSERT INTO terms_df(term, df) SELECT DISTINCT value, 1 FROM json_each({new})
+        WHERE value != '' ON CONFLICT(term) DO UPDATE SET df = df + 1;
+    UPDATE stats SET value = value + 1 WHERE key = 'entries';
 END;;
 CREATE TRIGGER IF NOT EXISTS entries_ad AFTER DELETE ON entries BEGIN
     INSERT INTO entries_fts(entries_fts, rowid, terms) VALUES ('delete', old.id, old.terms);
+    UPDATE terms_df SET df = df - 1 WHERE term IN (SELECT value FROM json_each({old}));
+    DELETE FROM terms_df WHERE df <= 0 AND term IN (SELECT value FROM json_each({old}));
+    UPDATE stats SET value = value - 1 WHERE key = 'entries';
 END;;
 CREATE TRIGGER IF NOT EXISTS entries_au AFTER UPDATE OF terms ON entries BEGIN
     INSERT INTO entries_fts(entries_fts, rowid, terms) VALUES ('delete', old.id, old.terms);
     INSERT INTO entries_fts(rowid, terms) VALUES (new.id, new.terms);
+    UPDATE terms_df SET df = df - 1 WHERE term IN (SELECT value FROM json_each({old}));
+    DELETE FROM terms_df WHERE df <= 0 AND term IN (SELECT value FROM json_each({old}));
+    INSERT INTO terms_df(term, df) SELECT DISTINCT value, 1 FROM json_each({new})
+        WHERE value != '' ON CONFLICT(term) DO UPDATE SET df = df + 1;
 END
-"""
+""".format(new=_AS_JSON.format("new"), old=_AS_JSON.format("old"))
 _COLUMNS = "id, text, source, kind, created, updated, uses, last_used"
+
+
+def _df(conn: sqlite3.Connection, words: list[str]) -> dict[str, int]:
+    """Document frequency of each of ``words`` that occurs (``terms_df``)."""
+    out: dict[str, int] = {}
+    for i in range(0, len(words), 500):  # SQLite's host-parameter limit
+        chunk = words[i:i + 500]
+        out.update(conn.execute(f"SELECT term, df FROM terms_df WHERE term IN "
+                                f"({','.join('?' * len(chunk))})", chunk).fetchall())
+    return out
+
+
+def _rows(conn: sqlite3.Connection, words: list[str], limit: int) -> list[tuple]:  # type: ignore[type-arg]
+    """Entries holding any of ``words``, best BM25 first, with their terms."""
+    return conn.execute(
+        f"SELECT {', '.join('e.' + c.strip() for c in _COLUMNS.split(','))}, e.terms "
+        "FROM entries_fts JOIN entries e ON e.id = entries_fts.rowid "
+        "WHERE entries_fts MATCH ? ORDER BY bm25(entries_fts) LIMIT ?",
+        (" OR ".join(f'"{w}"' for w in words), limit)).fetchall()
 
 
 def fts5_available() -> bool:
@@ -311,7 +348,7 @@ class MemoryStore:
         if not text:
             raise ValueError("nothing to remember: the text is empty")
         own = terms(text)
-        joined = " ".join(own) or text.lower()
+        joined = " ".join(own)
         stamp = time.time() if now is None else now
 
         def op(conn: sqlite3.Connection) -> Added:
@@ -335,21 +372,25 @@ class MemoryStore:
         return self._do(op, write=True)
 
     def _neighbours(self, conn: sqlite3.Connection, own: list[str]) -> list[tuple[Entry, float]]:
-        """Existing entries sharing terms with ``own``, with their Jaccard similarity."""
-        if not own:
+        """Existing entries that may be near-duplicates of ``own``, with their Jaccard
+        similarity. A note with Jaccard >= 1/2 holds at least half of ``own``'s terms, so it
+        holds one of the rarest ``len - ceil(len/2) + 1``: those alone find every such note."""
+        unique = list(dict.fromkeys(own))
+        if not unique:
             return []
-        query = " OR ".join(f'"{t}"' for t in dict.fromkeys(own))
-        rows = conn.execute(
-            f"SELECT {', '.join('e.' + c.strip() for c in _COLUMNS.split(','))}, e.terms "
-            "FROM entries_fts JOIN entries e ON e.id = entries_fts.rowid "
-            "WHERE entries_fts MATCH ? ORDER BY bm25(entries_fts) LIMIT 20", (query,)).fetchall()
+        df = _df(conn, unique)
+        present = sorted((t for t in unique if df.get(t)), key=lambda t: df[t])
+        if not present:
+            return []
+        need = len(unique) - math.ceil(len(unique) * SIMILAR_AT) + 1
+        rows = _rows(conn, present[:need], 20)
         return [(self._entry(r[:8]), similarity(own, r[8].split())) for r in rows]
 
     def _evict(self, conn: sqlite3.Connection) -> int:
         """Delete the least valuable entries past ``max_entries``; how many went."""
         if not self.max_entries:
             return 0
-        (count,) = conn.execute("SELECT COUNT(*) FROM entries").fetchone()
+        (count,) = conn.execute("SELECT value FROM stats WHERE key = 'entries'").fetchone()
         extra = count - self.max_entries
         if extra <= 0:
             return 0
@@ -407,48 +448,51 @@ class MemoryStore:
     def __len__(self) -> int:
         if not self.exists():
             return 0
-        return int(self._do(lambda conn: conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0]))
+        return int(self._do(lambda conn: conn.execute(
+            "SELECT value FROM stats WHERE key = 'entries'").fetchone()[0]))
 
     def search(self, query: str, k: int = 5, floor: float = 0.0,
                now: float | None = None) -> list[Entry]:
-        """The ``k`` best entries for ``query`` with relevance ≥ ``floor``, best first."""
+        """The ``k`` best entries for ``query`` with relevance >= ``floor``, best first."""
         wanted = list(dict.fromkeys(terms(query)))
         if not wanted or k <= 0 or not self.exists():
             return []
         stamp = time.time() if now is None else now
-        match = " OR ".join(f'"{t}"' for t in wanted)
 
         def op(conn: sqlite3.Connection) -> tuple[int, dict[str, int], list[tuple]]:  # type: ignore[type-arg]
-            rows = conn.execute(
-                f"SELECT {', '.join('e.' + c.strip() for c in _COLUMNS.split(','))}, e.terms "
-                "FROM entries_fts JOIN entries e ON e.id = entries_fts.rowid "
-                "WHERE entries_fts MATCH ? ORDER BY bm25(entries_fts) LIMIT ?",
-                (match, CANDIDATES)).fetchall()
-            if not rows:
+            df = _df(conn, wanted)
+            present = sorted((t for t in wanted if df.get(t)), key=lambda t: df[t])
+            if not present:
                 return 0, {}, []
-            (n,) = conn.execute("SELECT COUNT(*) FROM entries").fetchone()
-            needed = set(wanted)
-            for r in rows:
-                needed.update(r[8].split())
-            marks = ",".join("?" * len(needed))
-            docs = dict(conn.execute(f"SELECT term, doc FROM entries_vocab WHERE term IN ({marks})",
-                                     list(needed)).fetchall())
-            return int(n), docs, rows
+            # Candidates come from the rarest terms, up to POSTINGS documents' worth: a
+            # common word alone would make FTS5 score half the store. Common words still
+            # count in every candidate's score (below); they just bring no candidates.
+            pick, postings = [present[0]], df[present[0]]
+            for t in present[1:]:
+                if postings + df[t] > POSTINGS:
+                    break
+                pick.append(t)
+                postings += df[t]
+            rows = _rows(conn, pick, CANDIDATES)
+            (n,) = conn.execute("SELECT value FROM stats WHERE key = 'entries'").fetchone()
+            extra = list({t for r in rows for t in r[8].split()} - set(df))
+            if extra:
+                df.update(_df(conn, extra))
+            return int(n), df, rows
 
         n, docs, rows = self._do(op)
 
         def idf(term: str) -> float:
-            df = docs.get(term, 0)
-            return math.log(1 + (n - df + 0.5) / (df + 0.5))
+            d = docs.get(term, 0)
+            return math.log(1 + (n - d + 0.5) / (d + 0.5))
 
         query_mass = sum(idf(t) for t in wanted) or 1.0
         found = []
         for row in rows:
             entry = self._entry(row[:8])
             own = set(row[8].split())
-            shared = own.intersection(wanted)
+            hit_mass = sum(idf(t) for t in own.intersection(wanted))
             own_mass = sum(idf(t) for t in own) or 1.0
-            hit_mass = sum(idf(t) for t in shared)
             relevance = 0.5 * hit_mass / query_mass + 0.5 * hit_mass / own_mass
             if relevance < floor:
                 continue

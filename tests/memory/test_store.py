@@ -158,3 +158,20 @@ def test_two_processes_writing_at_once(tmp_path: Path) -> None:
     assert len(st) == 80
     assert len(st.search("worda", k=100)) == 0  # stems of distinct words, no cross-talk
     assert [e.text for e in st.search("wordbx7")] == ["writer b fact number 7 wordbx7"]
+
+
+def test_the_counts_behind_the_score_stay_exact(tmp_path: Path) -> None:
+    st = store(tmp_path, max_entries=4)
+    for text in ["alpha beta gamma", "alpha beta gamma!", "beta delta", "gamma gamma epsilon",
+                 "zeta eta", "theta alpha", "iota kappa"]:
+        st.add(text)
+    st.forget(st.all()[-1].id)
+    conn = sqlite3.connect(st.path)
+    expected: dict[str, int] = {}
+    for (joined,) in conn.execute("SELECT terms FROM entries"):
+        for t in set(joined.split()):
+            expected[t] = expected.get(t, 0) + 1
+    assert dict(conn.execute("SELECT term, df FROM terms_df")) == expected
+    assert conn.execute("SELECT value FROM stats").fetchone()[0] == len(st) == 3
+    st.clear()
+    assert conn.execute("SELECT COUNT(*) FROM terms_df").fetchone()[0] == 0 and len(st) == 0
