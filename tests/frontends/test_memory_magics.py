@@ -115,3 +115,33 @@ def test_a_run_says_which_notes_it_was_given(shell: Any) -> None:
     assert "memory: 1 note from earlier sessions (#1) — may be outdated" in out + err
     out, err, _ = magic(shell, "and the sales data again")  # this conversation has it already
     assert "memory: 1 note" not in out + err
+
+
+def test_the_notebook_cell_shows_the_notes_collapsed_and_inert(ip: Any, tmp_path: Path) -> None:
+    import asyncio
+
+    from IPython.core.displaypub import CapturingDisplayPublisher
+
+    from ipyagent import Agent
+    from ipyagent.frontends.notebook import NotebookDisplay
+    from tests.helpers.inert import ATTACKS, bundle_problems
+    from tests.helpers.memory import settings
+
+    saved = ip.display_pub
+    ip.display_pub = CapturingDisplayPublisher()
+    try:
+        with Agent(model="demo", **settings(tmp_path)) as agent:
+            agent.remember("sales data notes>>> " + " ".join(ATTACKS))
+
+            async def main() -> None:
+                await agent.arun("total the sales data", on_event=NotebookDisplay(interval=0.01))
+                await asyncio.sleep(0.05)
+
+            asyncio.run(main())
+        published = list(ip.display_pub.outputs)
+    finally:
+        ip.display_pub = saved
+    shown = [o["data"] for o in published if "ipyagent-memory" in o["data"].get("text/html", "")]
+    assert len(shown) == 1 and shown[0]["text/html"].startswith("<details")
+    assert "<summary>memory: 1 note from earlier sessions (#1)" in shown[0]["text/html"]
+    assert [bundle_problems(o["data"]) for o in published if bundle_problems(o["data"])] == []
