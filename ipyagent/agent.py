@@ -107,7 +107,7 @@ class Agent(AgentSettings):
                 self.tools.add(t)
         # Long-term memory (off by default: then nothing is read or written).
         self.memories = Memory(self)
-        self._memory_seen: set[str] = set()  # notes this conversation already has
+        self._memory_written: set[str] = set()  # notes this conversation's runs kept
         self._memory_tool_changed(None)
         self.observe(self._memory_tool_changed, names=["memory", "memory_tool"])
 
@@ -290,11 +290,17 @@ class Agent(AgentSettings):
         """Before a task: the relevant notes as one labelled user message, recorded."""
         if self.memory != "on":
             return []
-        found = self.memories.recall(task, exclude=self._memory_seen)
+        # Notes the conversation already has (sent before, in this session or a loaded
+        # transcript, or kept by its own runs) are not sent again.
+        seen = set(self._memory_written)
+        for item in self.context:
+            meta = getattr(item, "meta", None) or {}
+            if isinstance(meta.get("memory"), dict):
+                seen.update(str(i) for i in meta["memory"].get("ids", []))
+        found = self.memories.recall(task, exclude=seen)
         said: list[Event] = [Notice(n, "warning") for n in self.memories.take_notices()]
         if found is None:
             return said
-        self._memory_seen.update(found.meta()["ids"])
         self.context.append(Message("user", found.text, meta={"memory": found.meta()}))
         return [*said, MemoryRecalled(found.summary(), found.text, found.meta()["ids"])]
 
@@ -324,7 +330,7 @@ class Agent(AgentSettings):
         except MemoryRefused as exc:
             self._emit(listeners, Notice(f"memory: this run's outcome was {exc}", "warning"))
             return
-        self._memory_seen.add(added.entry.label)
+        self._memory_written.add(added.entry.label)
         verb = "updated" if added.merged else "kept"
         self._emit(listeners, Notice(f"memory: {verb} note #{added.entry.label} ({how} of this run)",
                                      "info"))
@@ -582,7 +588,7 @@ class Agent(AgentSettings):
         self.context = Context(system=self._effective_system())
         self.usage = Usage()
         self._step_counter = 0
-        self._memory_seen = set()
+        self._memory_written = set()
         self._policy.always.clear()
         sibling = self.kernel_if_started
         if kernel and sibling is not None:

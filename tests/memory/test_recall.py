@@ -202,3 +202,25 @@ def test_off_reads_and_writes_nothing(tmp_path: Path) -> None:
     assert not any(f.exists() for f in files)
     assert BLOCK_LABEL not in "".join(sent_text(b) for b in srv.bodies)
     assert all("tools" not in b or "remember" not in json.dumps(b["tools"]) for b in srv.bodies)
+
+
+def test_a_saved_transcript_shows_the_notes_inert(tmp_path: Path) -> None:
+    from ipyagent.transcripts.transcript import read
+    from tests.helpers.inert import problems, render
+
+    with Agent(model="demo", **settings(tmp_path)) as agent:
+        agent.remember("sales data: " + ATTACK)
+        agent.run("summarise the sales data")
+        path = agent.save(tmp_path / "run.ipynb")
+        # A conversation that has the notes (here: loaded back) is not sent them again.
+        loaded = Agent.from_transcript(path, **settings(tmp_path))
+    with loaded:
+        events: list[Any] = []
+        loaded.run("summarise the sales data once more", on_event=events.append)
+        assert not any(isinstance(e, MemoryRecalled) for e in events)
+    nb = json.loads(path.read_text())
+    cells = [c for c in nb["cells"] if c["cell_type"] == "markdown"
+             and BLOCK_LABEL in "".join(c["source"])]
+    assert len(cells) == 1
+    assert problems(render("".join(cells[0]["source"]))) == []
+    assert read(path).items  # and it reads back
