@@ -10,8 +10,9 @@
 2. Store latency at 10,000 notes: the median ``MemoryStore.add`` (near-duplicate check,
    eviction check, one WAL commit) beside a bare one-row ``INSERT`` + commit in a WAL file.
 3. Quality: a fixed set of 24 notes and 16 queries with the notes each should find;
-   precision and recall of the top 3 above a few relevance floors (lexical; an embedding
-   retriever is not built yet).
+   precision and recall of the top 3 above a few relevance floors, lexical; and with the
+   embedding retriever where one is available (fastembed installed, or
+   ``IPYAGENT_BENCH_EMBED=<model>@<base_url>`` naming an /embeddings endpoint).
 
 Run: ``python bench/memory.py`` (about a minute; the 100k store is built once, in a temp dir).
 """
@@ -221,10 +222,50 @@ def quality(tmp: Path) -> None:
               f"{hit / max(wanted, 1):.2f} ({hit} right of {returned} returned, {wanted} wanted){mark}")
 
 
+def quality_embedding(tmp: Path) -> None:
+    """The same set with the embedding retriever, where one is available: fastembed
+    installed (``IPYAGENT_BENCH_EMBED=fastembed:<model>``), or an endpoint
+    (``IPYAGENT_BENCH_EMBED=<model>@<base_url>``)."""
+    import os
+
+    from ipyagent.memory.embed import EmbeddingError, embed
+
+    spec = os.environ.get("IPYAGENT_BENCH_EMBED", "")
+    if not spec:
+        try:
+            import fastembed  # type: ignore[import-not-found]  # noqa: F401
+
+            spec = "fastembed:BAAI/bge-small-en-v1.5"
+        except ImportError:
+            print("  embedding: not measured (no fastembed here; set IPYAGENT_BENCH_EMBED="
+                  "fastembed:<model> or <model>@<base_url> to compare)")
+            return
+    model, _, url = spec.partition("@")
+    settings = AgentSettings(memory_embedding_model=model, base_url=url)
+    st = MemoryStore(tmp / "quality-embed.sqlite")
+    ids = [st.add(text).entry.id for text in NOTES]
+    try:
+        st.put_vectors(model, zip(ids, embed(settings, NOTES)))
+        queries = embed(settings, [q for q, _ in CASES])
+    except EmbeddingError as exc:
+        print(f"  embedding: not measured ({exc})")
+        return
+    for floor in (0.3, 0.5, 0.7):
+        hit = returned = wanted = 0
+        for (_query, expected), vec in zip(CASES, queries):
+            found = {ids.index(e.id) for e in st.vector_search(model, vec, k=3, floor=floor)}
+            hit += len(found & expected)
+            returned += len(found)
+            wanted += len(expected)
+        print(f"  embedding {model}, cosine floor {floor:.1f}: precision "
+              f"{hit / max(returned, 1):.2f}, recall {hit / max(wanted, 1):.2f}")
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ipyagent-bench-memory-") as tmp:
         retrieval(Path(tmp))
         quality(Path(tmp))
+        quality_embedding(Path(tmp))
 
 
 if __name__ == "__main__":

@@ -211,9 +211,20 @@ class AgentSettings(LoggingConfigurable):
         "Relevance floor (0..1: how much of the task's and the note's distinctive words they "
         "share, weighted by rarity) below which a note is not given to the model."
     )).tag(config=True)
-    memory_retriever = Enum(["lexical"], default_value="lexical", help=(
+    memory_retriever = Enum(["lexical", "embedding"], default_value="lexical", help=(
         "How notes are found: 'lexical' is SQLite FTS5 with a BM25-style score weighted by "
-        "recency and use (offline, no model download)."
+        "recency and use (offline, no model download); 'embedding' compares vectors from "
+        "Agent.memory_embedding_model by cosine similarity (same weighting), and falls back "
+        "to 'lexical' with one line when they cannot be had."
+    )).tag(config=True)
+    memory_embedding_model = Unicode("", help=(
+        "For memory_retriever = 'embedding': a model of the endpoint's OpenAI-compatible "
+        "/embeddings (e.g. 'nomic-embed-text' on Ollama), or 'fastembed:<model>' to run "
+        "fastembed here (pip install fastembed; it downloads the model once)."
+    )).tag(config=True)
+    memory_min_similarity = Float(0.5, min=-1.0, max=1.0, help=(
+        "For memory_retriever = 'embedding': the cosine similarity below which a note is "
+        "not given to the model."
     )).tag(config=True)
     memory_tool = Bool(True, help=(
         "While memory is on, offer the model a `remember` tool to keep a fact mid-run "

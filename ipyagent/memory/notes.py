@@ -263,12 +263,41 @@ class Memory:
         s = self.settings
         k = s.memory_top_k if k is None else k
         floor = s.memory_min_relevance if floor is None else floor
-        found: list[Entry] = []
-        for st in self.stores():
-            found += self._guard("searching the notes",
-                                 functools.partial(st.search, query, k + len(exclude), floor), [])
+        found: list[Entry] | None = None
+        if s.memory_retriever == "embedding":
+            found = self._by_vectors(query, k + len(exclude))
+        if found is None:  # lexical (the default, and the fallback)
+            found = []
+            for st in self.stores():
+                found += self._guard("searching the notes",
+                                     functools.partial(st.search, query, k + len(exclude), floor), [])
         found = [e for e in found if e.label not in exclude]
         return sorted(found, key=lambda e: (-e.score, -e.updated))[:k]
+
+    def _by_vectors(self, query: str, k: int) -> list[Entry] | None:
+        """The embedding retriever (notes without a vector get one first); None when it
+        cannot run, said once."""
+        from .embed import EmbeddingError, embed
+
+        s = self.settings
+        model = s.memory_embedding_model.strip()
+        try:
+            found: list[Entry] = []
+            for st in self.stores():
+                missing = st.unembedded(model)
+                if missing:
+                    vectors = embed(s, [text for _, text in missing])
+                    st.put_vectors(model, zip([i for i, _ in missing], vectors))
+            (vector,) = embed(s, [query])
+            for st in self.stores():
+                found += st.vector_search(model, vector, k, s.memory_min_similarity)
+            return found
+        except (EmbeddingError, MemoryFileError, sqlite3.Error, OSError, ValueError) as exc:
+            line = f"memory: the embedding retriever failed ({_problem(exc, None)}); used the lexical one"
+            if line not in self.told:
+                self.told.add(line)
+                self.notices.append(line)
+            return None
 
     def table(self, query: str | None = None) -> MemoryTable:
         """Every note (or those matching ``query``) as a table."""

@@ -179,6 +179,8 @@ CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(
 CREATE TABLE IF NOT EXISTS terms_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;;
 CREATE TABLE IF NOT EXISTS stats (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;;
 INSERT OR IGNORE INTO stats VALUES ('entries', 0);;
+CREATE TABLE IF NOT EXISTS vectors (id INTEGER NOT NULL, model TEXT NOT NULL, vec BLOB NOT NULL,
+    PRIMARY KEY (id, model)) WITHOUT ROWID;;
 CREATE TRIGGER IF NOT EXISTS entries_ai AFTER INSERT ON entries BEGIN
     INSERT INTO entries_fts(rowid, terms) VALUES (new.id, new.terms);
     INSERT INTO terms_df(term, df) SELECT DISTINCT value, 1 FROM json_each({new})
@@ -190,10 +192,12 @@ CREATE TRIGGER IF NOT EXISTS entries_ad AFTER DELETE ON entries BEGIN
     UPDATE terms_df SET df = df - 1 WHERE term IN (SELECT value FROM json_each({old}));
     DELETE FROM terms_df WHERE df <= 0 AND term IN (SELECT value FROM json_each({old}));
     UPDATE stats SET value = value - 1 WHERE key = 'entries';
+    DELETE FROM vectors WHERE id = old.id;
 END;;
 CREATE TRIGGER IF NOT EXISTS entries_au AFTER UPDATE OF terms ON entries BEGIN
     INSERT INTO entries_fts(entries_fts, rowid, terms) VALUES ('delete', old.id, old.terms);
     INSERT INTO entries_fts(rowid, terms) VALUES (new.id, new.terms);
+    DELETE FROM vectors WHERE id = old.id;
     UPDATE terms_df SET df = df - 1 WHERE term IN (SELECT value FROM json_each({old}));
     DELETE FROM terms_df WHERE df <= 0 AND term IN (SELECT value FROM json_each({old}));
     INSERT INTO terms_df(term, df) SELECT DISTINCT value, 1 FROM json_each({new})
@@ -501,6 +505,53 @@ class MemoryStore:
             use = 1 + 0.05 * min(entry.uses, 20)
             entry.relevance = relevance
             entry.score = relevance * recency * use
+            found.append(entry)
+        found.sort(key=lambda e: (-e.score, -e.updated))
+        return found[:k]
+
+    # -- vectors (the embedding retriever) -----------------------------------------------
+    def unembedded(self, model: str, limit: int = 10_000) -> list[tuple[int, str]]:
+        """(id, text) of the notes with no vector from ``model`` yet."""
+        if not self.exists():
+            return []
+        return self._do(lambda conn: conn.execute(
+            "SELECT e.id, e.text FROM entries e LEFT JOIN vectors v ON v.id = e.id AND v.model = ? "
+            "WHERE v.id IS NULL ORDER BY e.id LIMIT ?", (model, limit)).fetchall())
+
+    def put_vectors(self, model: str, pairs: Iterable[tuple[int, list[float]]]) -> None:
+        """Keep one vector per note for ``model`` (float32)."""
+        import array
+
+        rows = [(i, model, array.array("f", v).tobytes()) for i, v in pairs]
+        if rows:
+            self._do(lambda conn: conn.executemany(
+                "INSERT OR REPLACE INTO vectors (id, model, vec) SELECT ?, ?, ? "
+                "WHERE EXISTS (SELECT 1 FROM entries WHERE id = ?1)", rows), write=True)
+
+    def vector_search(self, model: str, query: list[float], k: int = 5, floor: float = 0.0,
+                      now: float | None = None) -> list[Entry]:
+        """The ``k`` notes most similar to ``query`` (cosine >= ``floor``), weighted by
+        recency and use as ``search`` does."""
+        import array
+
+        from .embed import cosine
+
+        if not self.exists() or k <= 0:
+            return []
+        stamp = time.time() if now is None else now
+        rows = self._do(lambda conn: conn.execute(
+            f"SELECT {', '.join('e.' + c.strip() for c in _COLUMNS.split(','))}, v.vec FROM "
+            "vectors v JOIN entries e ON e.id = v.id WHERE v.model = ?", (model,)).fetchall())
+        found = []
+        for row in rows:
+            similar = cosine(query, array.array("f", row[8]).tolist())
+            if similar < floor:
+                continue
+            entry = self._entry(row[:8])
+            age_days = max(0.0, stamp - (entry.last_used or entry.updated)) / DAY
+            entry.relevance = similar
+            entry.score = similar * (0.75 + 0.25 * 0.5 ** (age_days / HALF_LIFE_DAYS)) * (
+                1 + 0.05 * min(entry.uses, 20))
             found.append(entry)
         found.sort(key=lambda e: (-e.score, -e.updated))
         return found[:k]
