@@ -24,7 +24,6 @@ from .context import Context
 from .errors import ApprovalError, ConfigError
 from .events import (
     Event,
-    MemoryRecalled,
     Notice,
     RunFinished,
     RunResult,
@@ -34,7 +33,8 @@ from .events import (
     Usage,
 )
 from .items import Message, ToolCall, ToolResult
-from .memory import Memory, MemoryRefused, remember_tool
+from .memory import Memory, remember_tool
+from .memory.run import recall, write_outcome
 from .models.base import Model
 from .models.retry import safe_url
 from .personas import PersonaState
@@ -107,7 +107,6 @@ class Agent(AgentSettings):
                 self.tools.add(t)
         # Long-term memory (off by default: then nothing is read or written).
         self.memories = Memory(self)
-        self._memory_written: set[str] = set()  # notes this conversation's runs kept
         self._memory_tool_changed(None)
         self.observe(self._memory_tool_changed, names=["memory", "memory_tool"])
 
@@ -271,7 +270,7 @@ class Agent(AgentSettings):
             raise ConfigError("this agent is closed; create a new one")
         said: list[Event] = []
         if task is not None and task.strip():
-            said = self._recall(task)
+            said = recall(self, task)  # the notes go just before the task
             self.context.add_user(task)
         elif not self.pending():
             raise ConfigError("nothing to continue: give a task")
@@ -283,75 +282,7 @@ class Agent(AgentSettings):
 
         Raises ``MemoryRefused`` (one line) when memory is off, the text is empty or it
         holds a secret's value."""
-        added = self.memories.remember(text, scope=scope, source="user")
-        return added
-
-    def _recall(self, task: str) -> list[Event]:
-        """Before a task: the relevant notes as one labelled user message, recorded."""
-        if self.memory != "on":
-            return []
-        # Notes the conversation already has (sent before, in this session or a loaded
-        # transcript, or kept by its own runs) are not sent again.
-        seen = set(self._memory_written)
-        for item in self.context:
-            meta = getattr(item, "meta", None) or {}
-            if isinstance(meta.get("memory"), dict):
-                seen.update(str(i) for i in meta["memory"].get("ids", []))
-        found = self.memories.recall(task, exclude=seen)
-        said: list[Event] = [Notice(n, "warning") for n in self.memories.take_notices()]
-        if found is None:
-            return said
-        self.context.append(Message("user", found.text, meta={"memory": found.meta()}))
-        return [*said, MemoryRecalled(found.summary(), found.text, found.meta()["ids"])]
-
-    async def _write_outcome(self, task: str | None, first: int, result: RunResult,
-                             listeners: list[Listener]) -> None:
-        """After a run that ended ``done``: its outcome note (``Agent.memory_write``)."""
-        if self.memory != "on" or self.memory_write == "off" or result.stop_reason != "done" \
-                or not task or not task.strip():
-            return
-        from .memory import model_request, outcome_text
-
-        items = list(self.context)[first:]
-        text = outcome_text(task, items, result.text)
-        how = "outcome"
-        if self.memory_write == "model":
-            written, usage = await self._outcome_by_model(model_request(task, items, result.text))
-            if usage is not None:
-                result.usage.add(usage)
-                self.usage.add(usage)
-            if written:
-                text, how = written, "the model's note"
-            else:
-                self._emit(listeners, Notice("memory: the model wrote no note; kept the "
-                                             "deterministic outcome instead", "warning"))
-        try:
-            added = self.memories.remember(text, source="run", kind="outcome")
-        except MemoryRefused as exc:
-            self._emit(listeners, Notice(f"memory: this run's outcome was {exc}", "warning"))
-            return
-        self._memory_written.add(added.entry.label)
-        verb = "updated" if added.merged else "kept"
-        self._emit(listeners, Notice(f"memory: {verb} note #{added.entry.label} ({how} of this run)",
-                                     "info"))
-
-    async def _outcome_by_model(self, req: Any) -> tuple[str, Usage | None]:
-        """One request for the outcome note; ("", usage) when it failed."""
-        from .errors import IpyagentError
-        from .models.base import TurnComplete
-
-        turn = None
-        try:
-            async for event in self.client.stream(req):
-                if isinstance(event, TurnComplete):
-                    turn = event.turn
-        except (IpyagentError, OSError) as exc:
-            self.log.warning("ipyagent: the memory note request failed: %s", exc)
-            return "", None
-        if turn is None:
-            return "", None
-        usage = Usage.from_server(turn.usage) or Usage(0, len(turn.text) // 4 + 1, 1, estimated=True)
-        return " ".join(turn.text.split())[:1200], usage
+        return self.memories.remember(text, scope=scope, source="user")
 
     async def _arun(self, task: str | None, on_event: Listener | None) -> RunResult:
         first = len(self.context)
@@ -372,8 +303,9 @@ class Agent(AgentSettings):
         result = RunResult(
             stop_reason=step.stop_reason or "done", text=_final_text(steps), steps=steps,
             usage=usage, duration=time.perf_counter() - started, error=step.error)
-        await self._write_outcome(task, first, result, listeners)
-        self._say(listeners, [Notice(n, "warning") for n in self.memories.take_notices()], on_event)
+        said = await write_outcome(self, task, first, result)
+        self._say(listeners, [*said, *(Notice(n, "warning") for n in self.memories.take_notices())],
+                  on_event)
         result.duration = time.perf_counter() - started
         self._emit(listeners, RunFinished(result))
         return result
@@ -588,7 +520,7 @@ class Agent(AgentSettings):
         self.context = Context(system=self._effective_system())
         self.usage = Usage()
         self._step_counter = 0
-        self._memory_written = set()
+        self.memories.written.clear()  # the notes this conversation's runs kept
         self._policy.always.clear()
         sibling = self.kernel_if_started
         if kernel and sibling is not None:

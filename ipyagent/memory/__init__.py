@@ -19,10 +19,10 @@ from .notes import (
     notes_block,
 )
 from .outcome import model_request, outcome_text
-from .store import Entry, MemoryFileError, MemoryStore, fts5_available
+from .store import Added, Entry, MemoryFileError, MemoryStore, fts5_available
 from .tool import TOOL_NAME, remember_tool
 
-__all__ = ["BLOCK_END", "BLOCK_LABEL", "BLOCK_START", "ENABLE_HINT", "Entry", "Memory",
+__all__ = ["Added", "BLOCK_END", "BLOCK_LABEL", "BLOCK_START", "ENABLE_HINT", "Entry", "Memory",
            "MemoryFileError", "MemoryRefused", "MemoryStore", "MemoryTable", "Recalled",
            "TOOL_NAME", "fts5_available", "model_request", "notes_block", "outcome_text",
            "remember_tool"]

@@ -153,6 +153,7 @@ class Memory:
         self._stores: dict[tuple[Path, str], MemoryStore] = {}
         self.notices: list[str] = []  # one line each (a file set aside, a store unusable)
         self.told: set[str] = set()
+        self.written: set[str] = set()  # labels of the notes this conversation's runs kept
 
     def __repr__(self) -> str:
         return f"<Memory {self.settings.memory} {self.path('project')}>"
