@@ -189,8 +189,8 @@ class AgentSettings(LoggingConfigurable):
         "'off': nothing is read or written."
     )).tag(config=True)
     memory_path = Unicode("", help=(
-        "SQLite file of the project's notes; empty: .ipyagent/memory.sqlite in the working "
-        "directory (beside the notebook)."
+        "SQLite file of the project's notes; empty: .ipyagent/memory.sqlite in the current "
+        "directory (beside the notebook; not Agent.cwd, which a --rerun moves)."
     )).tag(config=True)
     memory_global_path = Unicode("", help=(
         "SQLite file of the notes kept for every project (%agent remember --global); empty: "

@@ -168,7 +168,9 @@ class Memory:
         if scope == "global":
             raw = s.memory_global_path or DEFAULT_GLOBAL_PATH
         else:
-            raw = s.memory_path or os.path.join(s.cwd or os.getcwd(), DEFAULT_PATH)
+            # The notebook's directory, not Agent.cwd: a `--rerun` moves the sibling to a
+            # fresh temporary directory, and the project's notes must not move with it.
+            raw = s.memory_path or os.path.join(os.getcwd(), DEFAULT_PATH)
         return Path(os.path.expanduser(raw)).absolute()
 
     def store(self, scope: str = "project") -> MemoryStore:

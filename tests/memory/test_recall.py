@@ -224,3 +224,14 @@ def test_a_saved_transcript_shows_the_notes_inert(tmp_path: Path) -> None:
     assert len(cells) == 1
     assert problems(render("".join(cells[0]["source"]))) == []
     assert read(path).items  # and it reads back
+
+
+def test_the_project_store_is_beside_the_notebook_not_in_agent_cwd(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    kw = settings(tmp_path)
+    del kw["memory_path"]
+    with Agent(cwd=str(tmp_path / "elsewhere"), **kw) as agent:
+        agent.remember(FACT)
+        assert agent.memories.path("project") == tmp_path / ".ipyagent" / "memory.sqlite"
+    assert (tmp_path / ".ipyagent" / "memory.sqlite").exists()

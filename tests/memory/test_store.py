@@ -175,3 +175,21 @@ def test_the_counts_behind_the_score_stay_exact(tmp_path: Path) -> None:
     assert conn.execute("SELECT value FROM stats").fetchone()[0] == len(st) == 3
     st.clear()
     assert conn.execute("SELECT COUNT(*) FROM terms_df").fetchone()[0] == 0 and len(st) == 0
+
+
+SAME = textwrap.dedent("""
+    import sys
+    from ipyagent.memory.store import MemoryStore
+    st = MemoryStore(sys.argv[1])
+    for i in range(30):
+        st.add(f"shared fact {i} about the word{i} column and its topic{i}", source="run")
+""")
+
+
+def test_two_processes_restating_the_same_facts_keep_one_of_each(tmp_path: Path) -> None:
+    path = tmp_path / "memory.sqlite"
+    procs = [subprocess.Popen([sys.executable, "-c", SAME, str(path)], stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    errs = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errs
+    assert len(MemoryStore(path)) == 30  # the check and the write are one transaction
