@@ -288,6 +288,7 @@ class AgentMagics(Magics):
                                          the proposed fix comes as a new cell below
             %agent remember [--global] TEXT   keep a note for later sessions (Agent.memory
                                          = 'on'; --global: for every project)
+            %agent remember --replace ID TEXT   a newer fact supersedes note ID
             %agent memory                the notes, as a table (id, text, source, age, uses)
             %agent memory search WORDS   the notes that match
             %agent forget ID             delete note ID (g3: a global note)
@@ -468,6 +469,12 @@ class AgentMagics(Magics):
                     raise UsageError(visible(f"%agent forget: no note {cmd.args[0]}"))
                 print(visible(f"ipyagent: forgot #{gone.label}: {_short(gone.text)}"))
                 return None
+            if cmd.args[0] == "replace":
+                now = memories.replace(cmd.args[2], cmd.args[1])
+                if now is None:
+                    raise UsageError(visible(f"%agent remember --replace: no note {cmd.args[2]}"))
+                print(f"ipyagent: note #{now.label} now says the newer fact")
+                return None
             added = memories.remember(cmd.args[1], scope=cmd.args[0], source="user")
         except MemoryRefused as exc:
             raise UsageError(visible(f"%agent {cmd.action.replace('-', ' ')}: {exc}")) from None
@@ -475,8 +482,8 @@ class AgentMagics(Magics):
         verb = "updated note" if added.merged else "remembered as note"
         print(f"ipyagent: {verb} #{added.entry.label}{where}")
         for other in added.similar:  # a newer fact may contradict an older one: the user decides
-            print(visible(f"ipyagent: similar to #{other.label}: {_short(other.text)} — "
-                          f"`%agent forget {other.label}` if it is outdated"))
+            print(visible(f"ipyagent: similar to #{other.label}: {_short(other.text)} — if the "
+                          f"new note replaces it: `%agent forget {other.label}`"))
         return None
 
     def _rerun_blocking(self, agent: Agent, cmd: Command, kwargs: dict[str, Any]) -> Any:
@@ -582,6 +589,11 @@ def _memory_command(words: list[str], rest: str, opts: Any) -> Command | None:
     body = rest.strip()[len(head):].strip()
     if head == "remember" and tail:
         scope = "project"
+        if tail[0] == "--replace":
+            if len(tail) < 3 or not re.fullmatch(r"#?[gG]?\d+", tail[1]):
+                raise UsageError("%agent remember --replace ID TEXT: the note's id, then its new text")
+            text = body[len("--replace"):].strip()[len(tail[1]):].strip()
+            return Command("remember", None, opts, args=("replace", text, tail[1]))
         if tail[0] == "--global":
             scope, body = "global", body[len("--global"):].strip()
         if not body:

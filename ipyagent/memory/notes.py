@@ -214,10 +214,8 @@ class Memory:
             raise MemoryRefused(ENABLE_HINT)
 
     # -- writing ---------------------------------------------------------------------
-    def remember(self, text: str, *, scope: str = "project", source: str = "user",
-                 kind: str = "fact") -> Added:
-        """Keep ``text``; ``MemoryRefused`` (one line) for a secret's value or empty text."""
-        self._check()
+    def _checked(self, text: str) -> str:
+        """``text`` stripped; ``MemoryRefused`` when empty or holding a secret's value."""
         text = (text or "").strip()
         if not text:
             raise MemoryRefused("nothing to remember: the text is empty")
@@ -225,11 +223,30 @@ class Memory:
         if leaked:
             raise MemoryRefused(f"not remembered: the text holds the value of ${leaked} "
                                 "(secrets are never stored)")
+        return text
+
+    def remember(self, text: str, *, scope: str = "project", source: str = "user",
+                 kind: str = "fact") -> Added:
+        """Keep ``text``; ``MemoryRefused`` (one line) for a secret's value or empty text."""
+        self._check()
+        text = self._checked(text)
         if scope not in ("project", "global"):
             raise MemoryRefused(f"scope must be 'project' or 'global', not {scope!r}")
         st = self.store(scope)
         try:
             return st.add(text, source=source, kind=kind)
+        except (MemoryFileError, sqlite3.Error, OSError) as exc:
+            raise MemoryRefused(f"not remembered: {_problem(exc, st.path)}") from None
+
+    def replace(self, label: str | int, text: str) -> Entry | None:
+        """Supersede note ``label`` with ``text`` (you confirmed the newer fact); the note
+        as it is now, or None when there is no such note. Refused as ``remember`` is."""
+        self._check()
+        scope, number = _parse_label(label)
+        text = self._checked(text)
+        st = self.store(scope)
+        try:
+            return st.replace(number, text)
         except (MemoryFileError, sqlite3.Error, OSError) as exc:
             raise MemoryRefused(f"not remembered: {_problem(exc, st.path)}") from None
 

@@ -375,6 +375,28 @@ class MemoryStore:
 
         return self._do(op, write=True)
 
+    def replace(self, entry_id: int, text: str, *, source: str = "user",
+                now: float | None = None) -> Entry | None:
+        """Give note ``entry_id`` new text (a newer fact the user confirmed supersedes it);
+        None when there is no such note."""
+        text = text.strip()
+        if not text:
+            raise ValueError("nothing to remember: the text is empty")
+        stamp = time.time() if now is None else now
+        joined = " ".join(terms(text))
+
+        def op(conn: sqlite3.Connection) -> Entry | None:
+            row = conn.execute(f"SELECT {_COLUMNS} FROM entries WHERE id = ?", (entry_id,)).fetchone()
+            if row is None:
+                return None
+            conn.execute("UPDATE entries SET text = ?, terms = ?, updated = ?, source = ?, "
+                         "kind = 'fact' WHERE id = ?", (text, joined, stamp, source, entry_id))
+            old = self._entry(row)
+            return Entry(old.id, text, source, "fact", old.created, stamp, old.uses,
+                         old.last_used, self.scope)
+
+        return self._do(op, write=True)
+
     def _neighbours(self, conn: sqlite3.Connection, own: list[str]) -> list[tuple[Entry, float]]:
         """Existing entries that may be near-duplicates of ``own``, with their Jaccard
         similarity. A note with Jaccard >= 1/2 holds at least half of ``own``'s terms, so it

@@ -145,3 +145,17 @@ def test_the_notebook_cell_shows_the_notes_collapsed_and_inert(ip: Any, tmp_path
     assert len(shown) == 1 and shown[0]["text/html"].startswith("<details")
     assert "<summary>memory: 1 note from earlier sessions (#1)" in shown[0]["text/html"]
     assert [bundle_problems(o["data"]) for o in published if bundle_problems(o["data"])] == []
+
+
+def test_a_confirmed_newer_fact_supersedes_the_old_note(shell: Any) -> None:
+    magic(shell, "remember the sales data lives in the s3 bucket acme")
+    out, _, _ = magic(shell, "remember --replace 1 the sales data moved to the gcs bucket acme-eu")
+    assert out.strip() == "ipyagent: note #1 now says the newer fact"
+    (note,) = ipyagent.current().memories.entries()
+    assert note.text == "the sales data moved to the gcs bucket acme-eu"
+    assert ipyagent.current().memories.search("s3") == []  # the index forgot the old words
+    assert [e.label for e in ipyagent.current().memories.search("gcs bucket")] == ["1"]
+    _, err, _ = magic(shell, "remember --replace 7 anything")
+    assert "no note 7" in err
+    _, err, _ = magic(shell, "remember --replace nope anything")
+    assert "the note's id, then its new text" in err
