@@ -22,8 +22,19 @@ from .audit import Audit
 from .compaction import bind_settings
 from .context import Context
 from .errors import ApprovalError, ConfigError
-from .events import Event, Notice, RunFinished, RunResult, RunStarted, Step, StepFinished, Usage
+from .events import (
+    Event,
+    Notice,
+    RunFinished,
+    RunResult,
+    RunStarted,
+    Step,
+    StepFinished,
+    Usage,
+)
 from .items import Message, ToolCall, ToolResult
+from .memory import Memory, remember_tool
+from .memory.run import recall, write_outcome
 from .models.base import Model
 from .models.retry import safe_url
 from .personas import PersonaState
@@ -38,6 +49,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from .kernel.sibling import SiblingKernel
+    from .memory.store import Added
     from .tools.mcp.client import MCPManager
     from .transcripts.rebuild import Rebuild
     from .transcripts.replay import ReplayReport
@@ -99,6 +111,10 @@ class Agent(AgentSettings):
 
             for t in file_tools(lambda: self.workspace_path, lambda: self.tool_timeout):
                 self.tools.add(t)
+        # Long-term memory (off by default: then nothing is read or written).
+        self.memories = Memory(self)
+        self._memory_tool_changed(None)
+        self.observe(self._memory_tool_changed, names=["memory", "memory_tool"])
 
     # -- resources -------------------------------------------------------------------
     @property
@@ -169,6 +185,15 @@ class Agent(AgentSettings):
 
     def _system_changed(self, change: Any) -> None:
         self.context.system = self._effective_system()
+
+    def _memory_tool_changed(self, change: Any) -> None:
+        from .memory import TOOL_NAME
+
+        wanted = self.memory == "on" and self.memory_tool
+        if wanted and TOOL_NAME not in self.tools:
+            self.tools.add(remember_tool(lambda: self.memories))
+        elif not wanted and TOOL_NAME in self.tools:
+            self.tools.remove(TOOL_NAME)
 
     def _on_persona(self, change: Any) -> None:
         from .personas import PersonaError, switch
@@ -264,19 +289,33 @@ class Agent(AgentSettings):
                 return False  # an unanswered call: the context is mid-step
         return False
 
-    def _begin(self, task: str | None) -> None:
+    def _begin(self, task: str | None) -> list[Event]:
+        """Add the task (after the notes memory finds for it); what to tell the listeners."""
         if self.resources.closed:
             raise ConfigError("this agent is closed; create a new one")
+        said: list[Event] = []
         if task is not None and task.strip():
+            said = recall(self, task)  # the notes go just before the task
             self.context.add_user(task)
         elif not self.pending():
             raise ConfigError("nothing to continue: give a task")
+        return said
+
+    # -- long-term memory ------------------------------------------------------------
+    def remember(self, text: str, *, scope: str = "project") -> Added:
+        """Keep a note for later sessions (``scope="global"``: for every project).
+
+        Raises ``MemoryRefused`` (one line) when memory is off, the text is empty or it
+        holds a secret's value."""
+        return self.memories.remember(text, scope=scope, source="user")
 
     async def _arun(self, task: str | None, on_event: Listener | None) -> RunResult:
-        self._begin(task)
+        first = len(self.context)
+        said = self._begin(task)
         started = time.perf_counter()
         listeners = self._listeners(on_event)
         self._emit(listeners, RunStarted(task))
+        self._say(listeners, said, on_event)
         steps: list[Step] = []
         usage = Usage()
         self._breaker.reset()
@@ -289,12 +328,28 @@ class Agent(AgentSettings):
         result = RunResult(
             stop_reason=step.stop_reason or "done", text=_final_text(steps), steps=steps,
             usage=usage, duration=time.perf_counter() - started, error=step.error)
+        said = await write_outcome(self, task, first, result)
+        self._say(listeners, [*said, *(Notice(n, "warning") for n in self.memories.take_notices())],
+                  on_event)
+        result.duration = time.perf_counter() - started
         self._emit(listeners, RunFinished(result))
         return result
 
     async def _astep_public(self, task: str | None, on_event: Listener | None) -> Step:
-        self._begin(task)
-        return await self._astep(self._listeners(on_event), steps_so_far=0)
+        said = self._begin(task)
+        listeners = self._listeners(on_event)
+        self._say(listeners, said, on_event)
+        return await self._astep(listeners, steps_so_far=0)
+
+    def _say(self, listeners: list[Listener], events: list[Event], on_event: Listener | None) -> None:
+        """Tell the listeners; a warning nobody hears (a plain script) is a Python warning."""
+        for event in events:
+            self._emit(listeners, event)
+            if isinstance(event, Notice) and event.level == "warning" \
+                    and not self.listeners and on_event is None:
+                import warnings
+
+                warnings.warn(event.message, RuntimeWarning, stacklevel=3)
 
     def _listeners(self, extra: Listener | None) -> list[Listener]:
         """Who hears a run: autosave first (a step is saved before anyone hears it finished),
@@ -490,6 +545,7 @@ class Agent(AgentSettings):
         self.context = Context(system=self._effective_system())
         self.usage = Usage()
         self._step_counter = 0
+        self.memories.written.clear()  # the notes this conversation's runs kept
         self._policy.always.clear()
         sibling = self.kernel_if_started
         if kernel and sibling is not None:

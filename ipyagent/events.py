@@ -35,6 +35,7 @@ __all__ = [
     "RunFinished",
     "Notice",
     "ContextCompacted",
+    "MemoryRecalled",
     "ToolOutput",
     "live_emitter",
     "compaction_line",
@@ -276,6 +277,18 @@ class ContextCompacted:
     summary: Summary | None = None  # the item that now stands in for the older items
 
 
+@dataclass
+class MemoryRecalled:
+    """Notes from earlier sessions went into the request before the task (``Agent.memory``).
+
+    ``text`` is the block the model reads; ``summary`` one line for the cell. Both hold
+    remembered text, which anyone may have written: displays escape them."""
+
+    summary: str
+    text: str
+    labels: list[str] = field(default_factory=list)
+
+
 def compaction_line(event: ContextCompacted) -> str:
     """One line saying what a compaction did, for every display."""
     summary = event.summary
@@ -290,5 +303,5 @@ def compaction_line(event: ContextCompacted) -> str:
 Event = Union[
     TextDelta, ReasoningDelta, ToolCallDelta, Discarded, RunStarted, StepStarted, ToolCallRequested,
     ToolCallDecided, ToolCallFinished, StepFinished, RunFinished, Notice, ContextCompacted,
-    ToolOutput,
+    ToolOutput, MemoryRecalled,
 ]

@@ -231,6 +231,56 @@ class AgentSettings(LoggingConfigurable):
         "directory."
     )).tag(config=True)
 
+    memory = Enum(["off", "on"], default_value="off", help=(
+        "Long-term memory: 'on' keeps notes in SQLite (what you tell it with %agent remember "
+        "or agent.remember(), what each run found) and, before each task, gives the model "
+        "the few notes relevant to it as a labelled block ('Notes from earlier sessions — "
+        "may be outdated'), shown collapsed in the cell and recorded in the transcript. "
+        "'off': nothing is read or written."
+    )).tag(config=True)
+    memory_path = Unicode("", help=(
+        "SQLite file of the project's notes; empty: .ipyagent/memory.sqlite in the current "
+        "directory (beside the notebook; not Agent.cwd, which a --rerun moves)."
+    )).tag(config=True)
+    memory_global_path = Unicode("", help=(
+        "SQLite file of the notes kept for every project (%agent remember --global); empty: "
+        "~/.ipyagent/memory.sqlite. Searched together with memory_path."
+    )).tag(config=True)
+    memory_write = Enum(["outcome", "model", "off"], default_value="outcome", help=(
+        "What a run that ended 'done' leaves as a note: 'outcome' a deterministic summary "
+        "(task, the answer's first sentence, files and variables made, failures with their "
+        "error line; no model call), 'model' the same facts condensed by the model in one "
+        "extra request, 'off' nothing (facts you give and the remember tool still are kept)."
+    )).tag(config=True)
+    memory_max_entries = Int(1000, min=0, help=(
+        "Notes kept per memory file; past it the least valuable go (oldest last use first, "
+        "each use counting a week younger, your own notes a month). 0: no limit."
+    )).tag(config=True)
+    memory_top_k = Int(5, min=0, help="Notes at most given to the model before a task.").tag(config=True)
+    memory_min_relevance = Float(0.15, min=0.0, max=1.0, help=(
+        "Relevance floor (0..1: how much of the task's and the note's distinctive words they "
+        "share, weighted by rarity) below which a note is not given to the model."
+    )).tag(config=True)
+    memory_retriever = Enum(["lexical", "embedding"], default_value="lexical", help=(
+        "How notes are found: 'lexical' is SQLite FTS5 with a BM25-style score weighted by "
+        "recency and use (offline, no model download); 'embedding' compares vectors from "
+        "Agent.memory_embedding_model by cosine similarity (same weighting), and falls back "
+        "to 'lexical' with one line when they cannot be had."
+    )).tag(config=True)
+    memory_embedding_model = Unicode("", help=(
+        "For memory_retriever = 'embedding': a model of the endpoint's OpenAI-compatible "
+        "/embeddings (e.g. 'nomic-embed-text' on Ollama), or 'fastembed:<model>' to run "
+        "fastembed here (pip install fastembed; it downloads the model once)."
+    )).tag(config=True)
+    memory_min_similarity = Float(0.5, min=-1.0, max=1.0, help=(
+        "For memory_retriever = 'embedding': the cosine similarity below which a note is "
+        "not given to the model."
+    )).tag(config=True)
+    memory_tool = Bool(True, help=(
+        "While memory is on, offer the model a `remember` tool to keep a fact mid-run "
+        "(approved like any tool call; the project's notes only)."
+    )).tag(config=True)
+
     workspace = Unicode("", help=(
         "Directory the file tools (read_file, write_file, list_files, edit_file) are confined "
         "to; empty: Agent.cwd, else the current directory. Absolute paths outside it, '..' "

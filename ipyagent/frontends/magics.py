@@ -198,7 +198,7 @@ class AgentMagics(Magics):
                 raise UsageError(_NO_TASK)
             return Command("step" if opts.step else "run", task, opts)
         words = [] if forced else rest.split()
-        aware = _aware_command(words, rest, opts, self)
+        aware = _aware_command(words, rest, opts, self) or _memory_command(words, rest, opts)
         if aware is not None:
             return aware
         if words and words[0] in _ALONE and len(words) == 1:
@@ -296,6 +296,13 @@ class AgentMagics(Magics):
                                          cell below (you run it, or not)
             %agent fix [TASK]            send the last cell that raised and its traceback;
                                          the proposed fix comes as a new cell below
+            %agent remember [--global] TEXT   keep a note for later sessions (Agent.memory
+                                         = 'on'; --global: for every project)
+            %agent remember --replace ID TEXT   a newer fact supersedes note ID
+            %agent memory                the notes, as a table (id, text, source, age, uses)
+            %agent memory search WORDS   the notes that match
+            %agent forget ID             delete note ID (g3: a global note)
+            %agent memory clear [--global]   delete every note of this project (or global)
 
         The model is told your variables' names, types and shapes (Agent.share_namespace),
         never their contents unless you copy them; secret-looking ones are left out.
@@ -421,6 +428,8 @@ class AgentMagics(Magics):
             n = int(cmd.args[0]) if cmd.args else None
             return aware.offer_cell(self, aware.code_of(agent, n),
                                     f"the agent's python call {n}" if n else "the agent's last python call")
+        if cmd.action in _MEMORY:
+            return self._memory(agent, cmd)
         if cmd.action == "reset":
             agent.reset(kernel=cmd.kernel)
             print("ipyagent: new conversation" + (" and a restarted sibling kernel"
@@ -452,6 +461,46 @@ class AgentMagics(Magics):
             self._loaded(agent, cmd, outcome)
             return None
         return outcome
+
+    def _memory(self, agent: Agent, cmd: Command) -> Any:
+        """``remember``, ``memory``, ``memory search``, ``forget``, ``memory clear``."""
+        from ..memory import ENABLE_HINT, MemoryRefused
+
+        if agent.memory != "on":
+            print(f"ipyagent: {ENABLE_HINT}")
+            return None
+        memories = agent.memories
+        try:
+            if cmd.action == "memory":
+                return memories.table()
+            if cmd.action == "memory-search":
+                return memories.table(cmd.args[0])
+            if cmd.action == "memory-clear":
+                n = memories.clear(cmd.args[0])
+                print(f"ipyagent: deleted {n} note{'s' * (n != 1)} ({cmd.args[0]})")
+                return None
+            if cmd.action == "forget":
+                gone = memories.forget(cmd.args[0])
+                if gone is None:
+                    raise UsageError(visible(f"%agent forget: no note {cmd.args[0]}"))
+                print(visible(f"ipyagent: forgot #{gone.label}: {_short(gone.text)}"))
+                return None
+            if cmd.args[0] == "replace":
+                now = memories.replace(cmd.args[2], cmd.args[1])
+                if now is None:
+                    raise UsageError(visible(f"%agent remember --replace: no note {cmd.args[2]}"))
+                print(f"ipyagent: note #{now.label} now says the newer fact")
+                return None
+            added = memories.remember(cmd.args[1], scope=cmd.args[0], source="user")
+        except MemoryRefused as exc:
+            raise UsageError(visible(f"%agent {cmd.action.replace('-', ' ')}: {exc}")) from None
+        where = " (global)" if cmd.args[0] == "global" else ""
+        verb = "updated note" if added.merged else "remembered as note"
+        print(f"ipyagent: {verb} #{added.entry.label}{where}")
+        for other in added.similar:  # a newer fact may contradict an older one: the user decides
+            print(visible(f"ipyagent: similar to #{other.label}: {_short(other.text)} — if the "
+                          f"new note replaces it: `%agent forget {other.label}`"))
+        return None
 
     def _rerun_blocking(self, agent: Agent, cmd: Command, kwargs: dict[str, Any]) -> Any:
         """``load --rerun`` on a terminal: each step is shown, and asked on the main thread."""
@@ -535,6 +584,51 @@ def _aware_command(words: list[str], rest: str, opts: Any, magics: AgentMagics) 
             raise UsageError("%agent fix: no cell has raised in this session yet")
         task = rest.strip()[len("fix"):].strip() or None
         return Command("step" if opts.step else "run", fix_task(failed, task), opts, fix=True)
+    return None
+
+
+_MEMORY = {"remember", "memory", "memory-search", "memory-clear", "forget"}
+
+
+def _short(text: str) -> str:
+    from .._text import one_line
+
+    return one_line(" ".join(text.split()), 80)
+
+
+def _memory_command(words: list[str], rest: str, opts: Any) -> Command | None:
+    """``remember [--global] TEXT``, ``memory``, ``memory search Q``, ``memory clear``,
+    ``forget ID``; else None."""
+    if not words:
+        return None
+    head, tail = words[0], words[1:]
+    body = rest.strip()[len(head):].strip()
+    if head == "remember" and tail:
+        scope = "project"
+        if tail[0] == "--replace":
+            if len(tail) < 3 or not re.fullmatch(r"#?[gG]?\d+", tail[1]):
+                raise UsageError("%agent remember --replace ID TEXT: the note's id, then its new text")
+            text = body[len("--replace"):].strip()[len(tail[1]):].strip()
+            return Command("remember", None, opts, args=("replace", text, tail[1]))
+        if tail[0] == "--global":
+            scope, body = "global", body[len("--global"):].strip()
+        if not body:
+            raise UsageError("%agent remember needs the text to keep")
+        return Command("remember", None, opts, args=(scope, body))
+    if head == "memory":
+        if not tail:
+            return Command("memory", None, opts)
+        if tail[0] == "search":
+            query = body[len("search"):].strip()
+            if not query:
+                raise UsageError("%agent memory search needs words to look for")
+            return Command("memory-search", None, opts, args=(query,))
+        if tail[0] == "clear" and len(tail) <= 2 and set(tail[1:]) <= {"--global", "--all"}:
+            scope = {"--global": "global", "--all": "all"}.get(tail[1] if len(tail) == 2 else "", "project")
+            return Command("memory-clear", None, opts, args=(scope,))
+        return None
+    if head == "forget" and len(tail) == 1 and re.fullmatch(r"#?[gG]?\d+", tail[0]):
+        return Command("forget", None, opts, args=(tail[0],))
     return None
 
 

@@ -27,6 +27,7 @@ from ..approval import Decision
 from ..events import (
     ContextCompacted,
     Discarded,
+    MemoryRecalled,
     Notice,
     RunFinished,
     RunResult,
@@ -124,6 +125,14 @@ def highlight(code: str, lang: str = "python") -> str:
         parts.append(f"<span style='{style}'>{escaped}</span>" if style and text.strip()
                      else escaped)
     return "".join(parts).rstrip("\n")
+
+
+def memory_bundle(event: MemoryRecalled) -> dict[str, str]:
+    """The notes the model was given, collapsed (remembered text is untrusted: escaped)."""
+    return {"text/html": (f"<details class='ipyagent-memory' style='font-size:85%;color:{_MUTED}'>"
+                          f"<summary>{html.escape(event.summary)}</summary>"
+                          f"<pre style='white-space:pre-wrap'>{html.escape(event.text)}</pre></details>"),
+            "text/plain": event.summary}
 
 
 def footer_html(text: str, kind: str = "info", meter: tuple[int, int] | None = None) -> dict[str, str]:
@@ -462,6 +471,8 @@ class NotebookDisplay:
         elif isinstance(event, ContextCompacted):
             self._end_streams()
             self.publish(footer_html(compaction_line(event), "info"))
+        elif isinstance(event, MemoryRecalled):
+            self.publish(memory_bundle(event))
         elif isinstance(event, RunFinished):
             self._end_streams()
             self.finished = True

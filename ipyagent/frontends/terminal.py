@@ -20,6 +20,7 @@ from .._text import visible
 from ..events import (
     ContextCompacted,
     Discarded,
+    MemoryRecalled,
     Notice,
     RunFinished,
     StepFinished,
@@ -199,6 +200,8 @@ class TerminalDisplay:
                            or f"  {mark} {'failed' if event.result.error else 'done'}")
         elif isinstance(event, ContextCompacted):
             self._line(f"[info] {compaction_line(event)}")
+        elif isinstance(event, MemoryRecalled):  # collapsed: `%agent memory` shows the notes
+            self._line(f"[info] {event.summary}")
         elif isinstance(event, Notice):
             self._line(f"[{event.level}] {event.message}")
             if event.level == "error":

@@ -28,6 +28,7 @@ __all__ = [
     "ModelEvent",
     "Model",
     "SUMMARY_PROMPT",
+    "OUTCOME_PROMPT",
 ]
 
 # The system prompt of a compaction request (``ipyagent.compaction``): with it, a request
@@ -43,6 +44,10 @@ and what they hold;
 - errors met and how they were resolved;
 - open questions and the next steps that were planned.
 Do not invent anything. No preamble: start with the first bullet."""
+
+# The system prompt of the request ``Agent.memory_write = "model"`` makes after a run
+# (``ipyagent.memory``): one short note for later sessions. Here for the same reason.
+OUTCOME_PROMPT = """You write one short note for an AI agent's long-term memory about a finished run in a user's notebook, to be read in a later session. In at most three sentences keep: what the task was, the answer (with its key numbers), the files and variables it made, and anything that failed with its cause. Plain text, no preamble, nothing invented, no secrets."""
 
 
 @dataclass

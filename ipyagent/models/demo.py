@@ -22,7 +22,16 @@ from typing import Any, AsyncIterator
 
 from .._untrusted import fence
 from ..items import Message, ToolCall, ToolResult
-from .base import SUMMARY_PROMPT, ModelEvent, ModelRequest, TextDelta, ToolCallDelta, Turn, TurnComplete
+from .base import (
+    OUTCOME_PROMPT,
+    SUMMARY_PROMPT,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    ToolCallDelta,
+    Turn,
+    TurnComplete,
+)
 
 __all__ = ["DemoModel"]
 
@@ -67,6 +76,9 @@ class DemoModel:
         items = list(request.items)
         if request.system == SUMMARY_PROMPT:
             return _summarise(items), []
+        if request.system == OUTCOME_PROMPT:  # the memory note: the facts it was given
+            facts = str(getattr(items[-1], "content", "")).split("\n\n")[0] if items else ""
+            return f"{LABEL} {facts}", []
         start = max((i for i, it in enumerate(items)
                      if isinstance(it, Message) and it.role == "user"), default=-1)
         if start < 0:
@@ -144,7 +156,8 @@ class DemoModel:
             return f"{LABEL} Here is what the tools returned:\n\n" + "\n".join(lines), []
         calls: list[ToolCall] = []
         numbers = [float(x) if "." in x else int(x) for x in re.findall(r"-?\d+(?:\.\d+)?", task)]
-        # Built-in workspace tools change files: never call them on a guess. Prefer the
+        # Built-in workspace tools change files, and `remember` keeps a note for later
+        # sessions: never call them on a guess. Prefer the
         # tools the task names; else every tool whose arguments can be filled.
         candidates = {n: s for n, s in tools.items() if n not in _NOT_GUESSED}
         words = set(re.findall(r"\w+", task.lower()))
@@ -160,9 +173,10 @@ class DemoModel:
         return f"{LABEL} I'll call {names}.", calls
 
 
-# Never called on a guess: the workspace tools change files; offer_result puts a question
+# Never called on a guess: the workspace tools change files, remember keeps a note; offer_result puts a question
 # to the person (and is for a value worth keeping, which a demo never has).
-_NOT_GUESSED = {"read_file", "write_file", "edit_file", "list_files", "offer_result"}
+_NOT_GUESSED = {"read_file", "write_file", "edit_file", "list_files", "offer_result",
+               "remember"}
 # An answer quotes an output this short; a longer one it points at (the user saw it).
 _QUOTED_LINES, _QUOTED_CHARS = 6, 400
 

@@ -354,7 +354,10 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
     # (a mcp.json in the directory must not be called); the playback tools answer instead.
     # No compaction either: a summary request would take the next recorded turn, and the
     # recorded turns already hold the run's own summaries.
-    kwargs.update(file_tools=False, mcp_servers={}, mcp_files=False, context_window=0)
+    # No memory either: the recorded notes are in the items (fed as they were sent); a
+    # replay neither looks for new ones nor writes any.
+    kwargs.update(file_tools=False, mcp_servers={}, mcp_files=False, context_window=0,
+                  memory="off")
     report = ReplayReport(source=transcript.path or "<transcript>", steps=len(turns))
     if ignored:
         report.notes.append(ignored)
