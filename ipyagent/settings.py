@@ -28,9 +28,7 @@ between calls; the user's own variables are not there unless they share them). U
 anything that needs computing or checking, instead of guessing. File tools, when offered, \
 reach only the user's workspace folder: read before you edit. Each call is \
 shown to the user and may need their approval. Keep code short; print what you need to \
-see. The user sees each call's output under it: do not repeat long outputs in your \
-answer, quote only the lines that matter. When you are done, answer plainly and concisely, \
-with the key numbers."""
+see. When you are done, answer plainly and concisely, with the key numbers."""
 
 
 class AgentSettings(LoggingConfigurable):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -85,3 +86,72 @@ def test_a_request_the_server_refuses_as_invalid_is_not_retried(
     error = result.steps[-1].error or ""
     assert "max_tokens: Input should be a valid integer" in error and "\n" not in error
     assert _posts(log)[before:] == ["500"]  # once: the same request is refused the same way
+
+
+@pytest.fixture(scope="module")
+def qwen_chatml_function_calling(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with llama_server(QWEN, chat_format="chatml-function-calling",
+                      log_dir=tmp_path_factory.mktemp("llama")) as url:
+        yield url
+
+
+TWO_TO_THE_100 = "1267650600228229401496703205376"
+
+
+def _calls(result: Any) -> list[ToolCall]:
+    return [c for s in result.steps for c in s.tool_calls]
+
+
+def test_with_the_model_s_own_template_a_call_it_writes_runs_and_the_answer_follows(
+        qwen_own_template: str, tmp_path: Path) -> None:
+    """The usual start (no --chat_format): the server parses no calls, the model writes one
+    as text; ipyagent's defaults run it in the sibling, send the result back, get the answer."""
+    events: list[Any] = []
+    agent = _agent(qwen_own_template, cwd=str(tmp_path), file_tools=False)
+    result = agent.run("Use Python to compute 2**100", on_event=events.append)
+    state = repr(agent)
+    agent.close()
+    assert result.stop_reason == "done", result.steps[-1].error
+    (call, *_) = _calls(result)
+    assert call.name == "python" and call.meta.get("from_text") is True
+    assert TWO_TO_THE_100 in result.steps[0].results[0].output  # computed by the sibling
+    assert TWO_TO_THE_100 in result.text.replace(",", "")
+    assert "tool_mode=auto(text)" in state  # switched, and said so once
+    assert sum("Tool calls as text from now on" in getattr(e, "message", "") for e in events) == 1
+
+
+def test_a_multi_step_task_writes_a_file_and_reads_it_back(qwen_own_template: str, tmp_path: Path) -> None:
+    agent = _agent(qwen_own_template, cwd=str(tmp_path), workspace=str(tmp_path))
+    result = agent.run("Use Python to write the text 'hello from the agent' to a file named "
+                       "note.txt, then read the file back and reply with its contents.")
+    agent.close()
+    ran = [c.name for c in _calls(result)]
+    assert len(ran) >= 2, ran  # at least a write and a read, each a call the model wrote
+    assert (tmp_path / "note.txt").read_text().strip() == "hello from the agent"
+    assert result.stop_reason in ("done", "circuit_breaker"), result.steps[-1].error
+    if result.stop_reason == "done":
+        assert "hello from the agent" in result.text
+
+
+def test_chatml_function_calling_with_tool_choice_auto_reaches_the_answer(
+        qwen_chatml_function_calling: str, tmp_path: Path) -> None:
+    """That chat format cannot stream a call natively (an empty body, or only
+    ``functions.python:``) and HTML-escapes what it renders: auto goes to text mode and the
+    escaped call the model then writes is read."""
+    agent = _agent(qwen_chatml_function_calling, cwd=str(tmp_path), file_tools=False,
+                   tool_choice="auto")
+    result = agent.run("Use Python to compute 2**100")
+    agent.close()
+    assert result.stop_reason == "done", result.steps[-1].error
+    assert any(c.name == "python" and TWO_TO_THE_100 in r.output
+               for s in result.steps for c, r in zip(s.tool_calls, s.results))
+    assert TWO_TO_THE_100 in result.text.replace(",", "")
+
+
+def test_the_smallest_model_answers_a_plain_question(tmp_path_factory: pytest.TempPathFactory) -> None:
+    with llama_server("smollm2-135m", log_dir=tmp_path_factory.mktemp("llama")) as url:
+        agent = _agent(url, model="smollm2-135m", python_tool=False, file_tools=False)
+        result = agent.run("Say hello.")
+        agent.close()
+    assert result.stop_reason == "done", result.steps[-1].error
+    assert result.text.strip()
