@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
 
+from .._atomic import set_aside
+
 __all__ = ["Entry", "MemoryStore", "MemoryFileError", "SCHEMA_VERSION", "terms", "similarity"]
 
 SCHEMA_VERSION = 1
@@ -319,21 +321,11 @@ class MemoryStore:
             self._ready = False
             if seen is None or _inode(self.path) != seen:
                 return  # another thread or process already replaced it
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
-            n = 1
-            while aside.exists():
-                aside, n = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}"), n + 1
-            try:
-                os.replace(self.path, aside)
-            except FileNotFoundError:
+            moved = set_aside(self.path)
+            if moved is None:
                 return
-            for suffix in ("-journal", "-wal", "-shm"):
-                side = self.path.with_name(self.path.name + suffix)
-                if side.exists():
-                    os.replace(side, aside.with_name(aside.name + suffix))
         said = (f"the memory file {self.path} was unreadable ({exc}): moved it to "
-                f"{aside.name} and started a new one")
+                f"{moved} and started a new one")
         self.notices.append(said)
         if self._warn is not None:
             self._warn(said)

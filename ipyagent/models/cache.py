@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, TypeVar, Union
 
+from .._atomic import set_aside
 from .._secrets import find_secret, key_envs, secret_values
 from .._text import repair_surrogates
 from ..errors import ModelError
@@ -188,22 +189,11 @@ class ResponseCache:
             self._ready = False
             if seen is None or _inode(self.path) != seen:
                 return  # another thread or process has already replaced it
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
-            n = 1
-            while aside.exists():
-                aside, n = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}"), n + 1
-            try:
-                os.replace(self.path, aside)
-            except FileNotFoundError:
+            moved = set_aside(self.path)
+            if moved is None:
                 return
-            # A journal left beside a new file would be "rolled back" into it.
-            for suffix in ("-journal", "-wal", "-shm"):
-                side = self.path.with_name(self.path.name + suffix)
-                if side.exists():
-                    os.replace(side, aside.with_name(aside.name + suffix))
         said = (f"the response cache {self.path} was unreadable ({exc}): moved it to "
-                f"{aside.name} and started a new one")
+                f"{moved} and started a new one")
         log.warning("%s", said)
         self.notices.append(said)
 
