@@ -90,6 +90,9 @@ def _workdir(task: Task) -> Iterator[Path]:
             os.chdir(old)
 
 
+ANSWERS: list[str] = []  # what each run answered, for --answers
+
+
 def run_ipyagent(task: Task, base_url: str, model: str, max_steps: int) -> tuple[bool, int, float, str]:
     with _workdir(task) as where:
         agent = Agent(model=model, base_url=base_url, approval="auto", cwd=str(where),
@@ -102,6 +105,7 @@ def run_ipyagent(task: Task, base_url: str, model: str, max_steps: int) -> tuple
         finally:
             agent.close()
         seconds = time.perf_counter() - start
+        ANSWERS.append(f"ipyagent: {answer!r}"[:160])
         return task.check(answer, where), steps, seconds, why
 
 
@@ -123,6 +127,7 @@ def run_smolagents(task: Task, base_url: str, model: str, max_steps: int) -> tup
             answer, why = "", f"error: {type(exc).__name__}"
         seconds = time.perf_counter() - start
         steps = len([s for s in agent.memory.steps if type(s).__name__ == "ActionStep"])
+        ANSWERS.append(f"smolagents: {answer!r}"[:160])
         return task.check(answer, where), steps, seconds, why
 
 
@@ -132,6 +137,7 @@ def main() -> None:
     parser.add_argument("--model", default="qwen")
     parser.add_argument("--max-steps", type=int, default=6)
     parser.add_argument("--only", default="", help="comma-separated task names")
+    parser.add_argument("--answers", action="store_true", help="print each answer under its row")
     args = parser.parse_args()
     tasks = [t for t in TASKS if not args.only or t.name in args.only.split(",")]
     runners: dict[str, Callable[..., tuple[bool, int, float, str]]] = {"ipyagent": run_ipyagent}
@@ -151,6 +157,10 @@ def main() -> None:
             totals[name][2] += seconds
             row += f"{('solved' if ok else 'FAILED') + f' {steps} steps {seconds:6.1f}s ({why})':>34}"
         print(row, flush=True)
+        if args.answers:
+            for line in ANSWERS:
+                print("    " + line)
+        ANSWERS.clear()
     print(f"{'total':<15}" + "".join(
         f"{f'{int(s)}/{len(tasks)} solved, {int(n)} steps, {t:.0f}s':>34}" for s, n, t in totals.values()))
 
