@@ -492,6 +492,12 @@ async def execute(run: StepRun, call: ToolCall, decision: Decision) -> ToolResul
         # For the model, a part of its own (ToolResult.for_model), never the printed output.
         result.meta["note"] = ("the user edited this call before it ran; the call's "
                                "arguments are the edited version, which is what ran")
+    if agent.output_lines and result.output.count("\n") >= agent.output_lines:
+        # Said only of a long output, not in the system prompt: there, measured on
+        # Qwen2.5-Coder-0.5B, it kept the model from stating even a one-line result.
+        note = (f"the user sees this output ({result.output.count(chr(10)) + 1} lines) under "
+                "the call: do not repeat it in your answer, quote only the lines that matter")
+        result.meta["note"] = "; ".join(filter(None, [result.meta.get("note"), note]))
     return result
 
 

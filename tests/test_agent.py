@@ -390,3 +390,24 @@ def test_a_base_url_set_for_the_demo_model_is_said_to_be_ignored_once():
         seen.clear()
         agent.run("compute 6*7", on_event=listener)
     assert not [m for m in seen if "demo model" in m]  # nothing set: nothing to say
+
+
+def test_the_model_is_told_not_to_repeat_a_long_output_and_nothing_of_a_short_one():
+    """The user sees each output under its call: a long one the model is asked not to
+    repeat (in its own labelled note, not in the output); a short result gets no note."""
+    long_tool_called = []
+
+    @tool
+    def lines(n: int) -> str:
+        """n lines."""
+        long_tool_called.append(n)
+        return "\n".join(f"line {i}" for i in range(n))
+
+    model = ScriptedModel([calls(("lines", {"n": 200})), calls(("lines", {"n": 3})), text("ok")])
+    agent = Agent(client=model, tools=[lines], python_tool=False, file_tools=False, approval="auto")
+    agent.run("go")
+    long, short = [i for i in agent.context if isinstance(i, ToolResult)]
+    assert "do not repeat it in your answer" in long.for_model() and "200 lines" in long.for_model()
+    assert long.output.count("\n") == 199  # the output itself is untouched
+    assert short.for_model() == short.output == "line 0\nline 1\nline 2"
+    assert "repeat" not in agent.context.system  # not in the prompt: it silenced small models
