@@ -38,7 +38,7 @@ from .items import Message, Summary, ToolCall, ToolResult
 from .models.base import ClientNotice, Discarded, ModelRequest, Retrying, Turn, TurnComplete
 from .models.overflow import context_overflow, overflow_hint
 from .redaction import LiveRedactor, redact_result, redaction_notice
-from .text_tools import as_text_request, example_arguments
+from .text_tools import FINAL_ANSWER, as_text_request, example_arguments
 from .tool_mode import (
     MODE_KEY,
     SWITCH_KEY,
@@ -347,7 +347,18 @@ def _recover_written_calls(run: StepRun, turn: Turn) -> None:
     """Calls of offered tools the model wrote in its reply become the turn's calls (marked
     ``meta["from_text"]``; run like any other, after approval); the text around stays."""
     agent = run.agent
-    around, calls = recover_calls(turn.text, [t.name for t in agent.offered_tools()])
+    offered = [t.name for t in agent.offered_tools()]
+    text_wire = run.wire == "text" and bool(offered)
+    around, calls = recover_calls(turn.text, offered + ([FINAL_ANSWER] if text_wire else []))
+    answers = [c for c in calls if c.name == FINAL_ANSWER and FINAL_ANSWER not in offered]
+    if answers:  # runs nothing: the answer the text-mode prompt offered a way to give
+        if len(answers) < len(calls):
+            calls = [c for c in calls if c not in answers]  # calls first; the answer was early
+        else:
+            answer = answers[-1].arguments.get("answer")
+            turn.text = "\n\n".join(filter(None, [around, answer if isinstance(answer, str)
+                                                    else json.dumps(answer, ensure_ascii=False)]))
+            return
     if not calls:
         return
     turn.text, turn.tool_calls = around, calls

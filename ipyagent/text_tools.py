@@ -19,21 +19,35 @@ from .items import Item, Message, Reasoning, ToolCall, ToolResult
 from .models.base import ModelRequest
 from .written_calls import canonical_call
 
-__all__ = ["as_text_request", "tools_prompt", "render_items", "example_arguments", "AFTER_RESULTS"]
+__all__ = ["as_text_request", "tools_prompt", "render_items", "example_arguments", "AFTER_RESULTS", "FINAL_ANSWER"]
+
+
+# In text mode a small model writes tool calls, answer or not (Qwen2.5-Coder-0.5B called
+# python with its answer as the code, step after step): a tool to answer with gives the
+# run a way to end that such a model takes. It runs nothing: the call becomes the answer.
+FINAL_ANSWER = "final_answer"
+FINAL_ANSWER_SPEC = {
+    "name": FINAL_ANSWER,
+    "description": "Give the user your final answer, in plain text, and end.",
+    "parameters": {"type": "object", "properties": {"answer": {
+        "type": "string", "description": "The answer for the user."}},
+        "required": ["answer"], "additionalProperties": False},
+}
 
 
 # After a turn's results. Why: measured on Qwen2.5-Coder-0.5B behind llama-cpp-python, the
 # results alone (in this format, in Qwen's own, or as native tool messages) made it call the
 # tool again with the result as code, step after step; this line made it answer.
-AFTER_RESULTS = ("Answer the user with these results, in plain text (no tool call), unless you "
-                 "need another tool.")
+AFTER_RESULTS = (f"Answer the user with these results (call {FINAL_ANSWER} with the answer), "
+                 "unless you need another tool.")
 
 
 def as_text_request(request: ModelRequest) -> ModelRequest:
     """``request`` for text mode: no ``tools``/``tool_choice``, specs in the system prompt."""
     system = request.system
     if request.tools:
-        system = (system.rstrip() + "\n\n" if system.strip() else "") + tools_prompt(request.tools)
+        specs = [*request.tools, FINAL_ANSWER_SPEC]
+        system = (system.rstrip() + "\n\n" if system.strip() else "") + tools_prompt(specs)
     return replace(request, system=system, items=render_items(request.items), tools=[],
                    tool_choice=None)
 
@@ -61,7 +75,8 @@ def tools_prompt(specs: Sequence[dict[str, Any]]) -> str:
             "<tool_call></tool_call> tags, exactly like this:\n"
             f"{canonical_call(str(first.get('name', 'tool')), example_arguments(first))}\n\n"
             "Write one <tool_call> block per call, then stop: each result comes back in a "
-            "<tool_response> block. When you need no tool, answer in plain text.")
+            "<tool_response> block. When you have the answer, call final_answer with it "
+            "(or answer in plain text).")
 
 
 def render_items(items: Sequence[Item]) -> list[Item]:

@@ -381,3 +381,24 @@ def test_a_conversation_begun_in_text_mode_stays_text_under_auto_until_a_new_one
             agent.run("new conversation")
             bodies = srv.bodies
     assert ["tools" in b for b in bodies] == [False, False, False, True]
+
+
+def test_in_text_mode_a_final_answer_call_is_the_answer_and_runs_nothing(counter):
+    """A small model in text mode writes calls, answer or not: the prompt offers
+    final_answer, whose call ends the run with its text and executes nothing."""
+    events: list[Any] = []
+    replies = [written("add", {"a": 2, "b": 3}), written("final_answer", {"answer": "It is 5."})]
+    with ScriptedServer(replies) as srv:
+        with light_agent(srv, counter, tool_mode="text") as agent:
+            result = agent.run("add 2 and 3", on_event=events.append)
+            bodies = srv.bodies
+    assert result.stop_reason == "done" and result.text == "It is 5." and counter.ran == [5]
+    assert len(result.steps) == 2 and result.steps[-1].tool_calls == []
+    assert '"name": "final_answer"' in bodies[0]["messages"][0]["content"]
+    assert not any(isinstance(i, ToolCall) and i.name == "final_answer" for i in agent.context)
+    # Natively, final_answer is no tool: a model writing it is not answered by it.
+    with ScriptedServer([written("final_answer", {"answer": "x"})]) as srv:
+        with light_agent(srv, counter, tool_mode="native") as agent:
+            native = agent.run("hi")
+            assert "final_answer" not in json.dumps(srv.bodies[0].get("tools"))
+    assert native.steps[0].tool_calls == [] and "final_answer" in native.text
