@@ -35,6 +35,7 @@ from .events import (
     live_emitter,
 )
 from .items import Message, Summary, ToolCall, ToolResult
+from .lenient_json import loads as lenient_loads
 from .models.base import ClientNotice, Discarded, ModelRequest, Retrying, Turn, TurnComplete
 from .models.overflow import context_overflow, overflow_hint
 from .redaction import LiveRedactor, redact_result, redaction_notice
@@ -360,11 +361,30 @@ def _recover_written_calls(run: StepRun, turn: Turn) -> None:
                                                     else json.dumps(answer, ensure_ascii=False)]))
             return
     if not calls:
+        if text_wire:
+            turn.text = _flat_final_answer(turn.text) or turn.text
         return
     turn.text, turn.tool_calls = around, calls
     if run.wire == "native" and agent.tool_mode == "auto":
         run.switch_to_text("the model wrote its tool call as text instead of using native "
                            "tool calling", resend=False)
+
+
+def _flat_final_answer(text: str) -> str | None:
+    """The answer of a reply that is only ``{"name": "final_answer", "answer": …}`` (the
+    arguments not nested: Qwen2.5-Coder-0.5B writes it so); None for anything else.
+    Nothing runs either way, so reading it this leniently risks only the answer's text."""
+    body = text.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
+    if not body.startswith("{"):
+        return None
+    try:
+        value = lenient_loads(body)
+    except ValueError:
+        return None
+    if isinstance(value, dict) and value.get("name") == FINAL_ANSWER and "answer" in value:
+        answer = value["answer"]
+        return answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
+    return None
 
 
 # -- run calls -----------------------------------------------------------------------------

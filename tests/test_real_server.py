@@ -107,7 +107,7 @@ def test_with_the_model_s_own_template_a_call_it_writes_runs_and_the_answer_foll
     """The usual start (no --chat_format): the server parses no calls, the model writes one
     as text; ipyagent's defaults run it in the sibling, send the result back, get the answer."""
     events: list[Any] = []
-    agent = _agent(qwen_own_template, cwd=str(tmp_path), file_tools=False)
+    agent = _agent(qwen_own_template, cwd=str(tmp_path), workspace=str(tmp_path))  # the defaults
     result = agent.run("Use Python to compute 2**100", on_event=events.append)
     state = repr(agent)
     agent.close()
@@ -128,9 +128,8 @@ def test_a_multi_step_task_writes_a_file_and_reads_it_back(qwen_own_template: st
     ran = [c.name for c in _calls(result)]
     assert len(ran) >= 2, ran  # at least a write and a read, each a call the model wrote
     assert (tmp_path / "note.txt").read_text().strip() == "hello from the agent"
-    assert result.stop_reason in ("done", "circuit_breaker"), result.steps[-1].error
-    if result.stop_reason == "done":
-        assert "hello from the agent" in result.text
+    assert result.stop_reason == "done", result.steps[-1].error
+    assert "hello from the agent" in result.text
 
 
 def test_chatml_function_calling_with_tool_choice_auto_reaches_the_answer(

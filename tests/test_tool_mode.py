@@ -402,3 +402,17 @@ def test_in_text_mode_a_final_answer_call_is_the_answer_and_runs_nothing(counter
             native = agent.run("hi")
             assert "final_answer" not in json.dumps(srv.bodies[0].get("tools"))
     assert native.steps[0].tool_calls == [] and "final_answer" in native.text
+
+
+def test_a_final_answer_written_flat_is_the_answer_in_text_mode(counter):
+    """Qwen2.5-Coder-0.5B writes ``{"name": "final_answer", "answer": …}`` (no nested
+    arguments) as its whole reply: in text mode that is its answer; nothing runs."""
+    flat = reply_text('{"name": "final_answer", "answer": "It is 5."}')
+    with ScriptedServer([written("add", {"a": 2, "b": 3}), flat]) as srv:
+        with light_agent(srv, counter, tool_mode="text") as agent:
+            result = agent.run("add 2 and 3")
+    assert result.stop_reason == "done" and result.text == "It is 5." and counter.ran == [5]
+    prose = 'Write {"name": "final_answer", "answer": "x"} to finish.'
+    with ScriptedServer([reply_text(prose)]) as srv:
+        with light_agent(srv, counter, tool_mode="text") as agent:
+            assert agent.run("how do I finish?").text == prose  # only a whole reply counts
