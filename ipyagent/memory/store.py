@@ -275,7 +275,17 @@ class MemoryStore:
             return
         # WAL: readers never wait for a writer. Where it cannot be had (a filesystem
         # without shared memory) SQLite keeps its default journal, which still works.
-        conn.execute("PRAGMA journal_mode=WAL")
+        # Switching the journal is refused at once ("database is locked", no busy wait)
+        # while another process is making the schema: wait for it, as its timeout would.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
         conn.execute("BEGIN IMMEDIATE")
         try:
             if conn.execute("PRAGMA user_version").fetchone()[0] == 0:  # not made meanwhile
