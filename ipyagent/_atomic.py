@@ -28,7 +28,7 @@ import secrets
 import stat
 import time
 
-__all__ = ["write_atomic", "remove_stale_temps", "set_aside"]
+__all__ = ["write_atomic", "remove_stale_temps"]
 
 GRACE = 30.0  # s: a temp file this fresh is left alone even when its pid looks dead
 STALE = 3600.0  # s: no write takes this long; older is left over, whoever made it
@@ -122,22 +122,3 @@ def remove_stale_temps(path: str | os.PathLike[str], *, dir_fd: int | None = Non
                 removed.append(os.path.join(where, entry.name))
     return removed
 
-
-def set_aside(path: str | os.PathLike[str], *, sidecars: tuple[str, ...] = ("-journal", "-wal", "-shm")
-              ) -> str | None:
-    """Move an unreadable file out of the way, to ``<name>.corrupt-<time>[-n]``, with its
-    SQLite side files (a journal left beside a new file would be "rolled back" into it).
-    Returns the new name, or None when the file was already gone."""
-    path = os.fspath(path)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    aside, n = f"{path}.corrupt-{stamp}", 1
-    while os.path.exists(aside):
-        aside, n = f"{path}.corrupt-{stamp}-{n}", n + 1
-    try:
-        os.replace(path, aside)
-    except FileNotFoundError:
-        return None
-    for suffix in sidecars:
-        if os.path.exists(path + suffix):
-            os.replace(path + suffix, aside + suffix)
-    return os.path.basename(aside)

@@ -15,7 +15,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "ipyagent"
 
 DATA = {"errors", "items", "context", "context_table", "tokens", "events", "decisions", "_text", "_secrets",
-        "_untrusted", "_normalise", "_eventloop", "_mainthread", "_atomic", "_version", "_stamps"}
+        "_untrusted", "_normalise", "_eventloop", "_mainthread", "_atomic", "_version", "_stamps",
+        "_sqlite"}
 ENGINE = {"agent", "step", "settings", "approval", "compaction", "personas", "providers",
           "agents_md", "reply_checks", "resources", "redaction", "audit", "namespace", "copies",
           "written_calls", "lenient_json", "text_tools", "tool_mode",

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
 
-from .._atomic import set_aside
+from .._sqlite import inode, is_corrupt, set_aside_if_unchanged
 
 __all__ = ["Entry", "MemoryStore", "MemoryFileError", "SCHEMA_VERSION", "terms", "similarity"]
 
@@ -140,24 +140,6 @@ class Added:
     merged: bool = False
     similar: list[Entry] = field(default_factory=list)
     evicted: int = 0
-
-
-_CORRUPT = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
-
-
-def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in _CORRUPT
-    text = str(exc).lower()
-    return type(exc) is sqlite3.DatabaseError or "malformed" in text or "not a database" in text
-
-
-def _inode(path: Path) -> int | None:
-    try:
-        return path.stat().st_ino
-    except OSError:
-        return None
 
 
 # ``terms`` is space-separated words of letters and digits only (``terms()``): as a JSON
@@ -303,7 +285,7 @@ class MemoryStore:
         if write:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         for attempt in (1, 2):
-            seen = _inode(self.path)
+            seen = inode(self.path)
             try:
                 conn = self._connect()
                 try:
@@ -320,7 +302,7 @@ class MemoryStore:
                 finally:
                     conn.close()
             except sqlite3.DatabaseError as exc:
-                if attempt == 2 or not _is_corrupt(exc):
+                if attempt == 2 or not is_corrupt(exc):
                     raise
                 self._set_aside(seen, exc)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -329,9 +311,7 @@ class MemoryStore:
         """Move the damaged file (and its WAL) to ``<name>.corrupt-<time>``, once."""
         with self._lock:
             self._ready = False
-            if seen is None or _inode(self.path) != seen:
-                return  # another thread or process already replaced it
-            moved = set_aside(self.path)
+            moved = set_aside_if_unchanged(self.path, seen)
             if moved is None:
                 return
         said = (f"the memory file {self.path} was unreadable ({exc}): moved it to "

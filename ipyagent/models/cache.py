@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, TypeVar, Union
 
-from .._atomic import set_aside
 from .._secrets import find_secret, key_envs, secret_values
+from .._sqlite import inode, is_corrupt, set_aside_if_unchanged
 from .._text import repair_surrogates
 from ..errors import ModelError
 from ..items import Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
@@ -139,24 +139,6 @@ def _event_from_json(data: dict[str, Any]) -> ReplyEvent:
 
 # -- the store --------------------------------------------------------------------
 T = TypeVar("T")
-_CORRUPT = (11, 26)  # SQLITE_CORRUPT ("disk image is malformed"), SQLITE_NOTADB
-
-
-def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
-    """The file is damaged — not merely busy or locked (OperationalError), which passes."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in _CORRUPT
-    return type(exc) is sqlite3.DatabaseError  # Python < 3.11: no error codes
-
-
-def _inode(path: Path) -> int | None:
-    try:
-        return path.stat().st_ino
-    except OSError:
-        return None
-
-
 class ResponseCache:
     """An SQLite file of recorded event streams, keyed by request hash."""
 
@@ -170,7 +152,7 @@ class ResponseCache:
         """``op`` on a fresh connection; a corrupt file is set aside and ``op`` runs again
         on a new, empty cache (a cache is only ever a shortcut: losing it costs requests)."""
         for attempt in (1, 2):
-            seen = _inode(self.path)
+            seen = inode(self.path)
             try:
                 conn = self._connect()
                 try:
@@ -178,7 +160,7 @@ class ResponseCache:
                 finally:
                     conn.close()
             except sqlite3.DatabaseError as exc:
-                if attempt == 2 or not _is_corrupt(exc):
+                if attempt == 2 or not is_corrupt(exc):
                     raise
                 self._set_aside(seen, exc)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -187,9 +169,7 @@ class ResponseCache:
         """Move the corrupt file (and its journal) to ``<name>.corrupt-<time>``, once."""
         with self._lock:
             self._ready = False
-            if seen is None or _inode(self.path) != seen:
-                return  # another thread or process has already replaced it
-            moved = set_aside(self.path)
+            moved = set_aside_if_unchanged(self.path, seen)
             if moved is None:
                 return
         said = (f"the response cache {self.path} was unreadable ({exc}): moved it to "
