@@ -35,7 +35,6 @@ from .events import (
     live_emitter,
 )
 from .items import Message, Summary, ToolCall, ToolResult
-from .lenient_json import loads as lenient_loads
 from .models.base import ClientNotice, Discarded, ModelRequest, Retrying, Turn, TurnComplete
 from .models.overflow import context_overflow, overflow_hint
 from .redaction import LiveRedactor, redact_result, redaction_notice
@@ -51,7 +50,7 @@ from .tool_mode import (
     switch_notice,
 )
 from .tools.base import Executor, Toolbox
-from .written_calls import PROBLEM, how_to_call, recover_calls
+from .written_calls import PROBLEM, flat_answer, how_to_call, recover_calls
 
 if TYPE_CHECKING:
     import logging
@@ -362,29 +361,12 @@ def _recover_written_calls(run: StepRun, turn: Turn) -> None:
             return
     if not calls:
         if text_wire:
-            turn.text = _flat_final_answer(turn.text) or turn.text
+            turn.text = flat_answer(turn.text, FINAL_ANSWER) or turn.text
         return
     turn.text, turn.tool_calls = around, calls
     if run.wire == "native" and agent.tool_mode == "auto":
         run.switch_to_text("the model wrote its tool call as text instead of using native "
                            "tool calling", resend=False)
-
-
-def _flat_final_answer(text: str) -> str | None:
-    """The answer of a reply that is only ``{"name": "final_answer", "answer": …}`` (the
-    arguments not nested: Qwen2.5-Coder-0.5B writes it so); None for anything else.
-    Nothing runs either way, so reading it this leniently risks only the answer's text."""
-    body = text.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
-    if not body.startswith("{"):
-        return None
-    try:
-        value = lenient_loads(body)
-    except ValueError:
-        return None
-    if isinstance(value, dict) and value.get("name") == FINAL_ANSWER and "answer" in value:
-        answer = value["answer"]
-        return answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
-    return None
 
 
 # -- run calls -----------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from .items import ToolCall, new_call_id
 from .lenient_json import LenientJSONError, loads, parse_prefix
 
 __all__ = ["WrittenCall", "find_written_calls", "recover_calls", "how_to_call", "canonical_call",
+           "flat_answer",
            "FROM_TEXT", "PROBLEM"]
 
 FROM_TEXT = "from_text"  # ToolCall.meta key: the call was recovered from the reply's text
@@ -149,6 +150,24 @@ def recover_calls(text: str, offered: Iterable[str]) -> tuple[str, list[ToolCall
         calls.append(ToolCall(new_call_id(), w.name, w.arguments or {},
                               None if w.arguments is not None else w.written, meta))
     return around, calls
+
+
+def flat_answer(text: str, name: str) -> str | None:
+    """The answer of a reply that is only ``{"name": NAME, "answer": …}`` — an answer tool's
+    call with its arguments not nested (Qwen2.5-Coder-0.5B writes ``final_answer`` so);
+    None for anything else. An answer tool runs nothing, so reading it this leniently
+    risks only the answer's text."""
+    body = text.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
+    if not body.startswith("{"):
+        return None
+    try:
+        value = loads(body)
+    except ValueError:
+        return None
+    if isinstance(value, dict) and value.get("name") == name and "answer" in value:
+        answer = value["answer"]
+        return answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
+    return None
 
 
 # -- the shapes ------------------------------------------------------------------------------
