@@ -12,6 +12,7 @@ import asyncio
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping
@@ -68,23 +69,6 @@ def scrub_env(
     return env
 
 
-def _apply_limits(address_space: int | None, cpu_seconds: int | None,
-                  processes: int | None = None, cgroup: str | None = None) -> None:
-    """Runs in the forked child before exec: the limits then hold for the kernel's lifetime."""
-    import resource  # POSIX only, like preexec_fn itself
-    if cgroup is not None:
-        # Root is exempt from RLIMIT_NPROC: a pids cgroup is what stops its fork loop.
-        with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
-            f.write("0")
-    if processes is not None:
-        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
-    if address_space is not None:
-        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
-    if cpu_seconds is not None:
-        # hard > soft, so SIGXCPU (which says why) arrives before the kernel's SIGKILL.
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
-
-
 # Why a private IPYTHONDIR: the model's code stays out of the user's history database
 # (and history off saves ~2 ms per call), and the user's profile (startup files,
 # extensions, ipyagent itself) does not run in the sibling. Non-IPython kernels ignore it.
@@ -102,7 +86,13 @@ def _private_ipython_dir(tmpdir: str) -> str:
 
 
 class _Limits:
-    """A picklable, printable preexec_fn (jupyter_client keeps it for restarts)."""
+    """Resource limits for the kernel, applied by a tiny exec wrapper (``_limit_exec.py``).
+
+    Not a ``preexec_fn``: that runs Python in the forked child and makes CPython run the
+    at-fork handlers in the parent, which take locks other threads hold (the warm-up
+    thread starts kernels while the main thread submits work: "release unlocked lock").
+    The wrapper sets the limits and execs the kernel command, so the pid stays the kernel's.
+    """
 
     def __init__(self, address_space: int | None, cpu_seconds: int | None,
                  processes: int | None = None, cgroup: str | None = None) -> None:
@@ -111,8 +101,35 @@ class _Limits:
         self.processes = processes
         self.cgroup = cgroup
 
-    def __call__(self) -> None:
-        _apply_limits(self.address_space, self.cpu_seconds, self.processes, self.cgroup)
+    def __bool__(self) -> bool:
+        return any(v is not None for v in (self.address_space, self.cpu_seconds, self.processes, self.cgroup))
+
+    def __repr__(self) -> str:
+        return (f"_Limits(address_space={self.address_space}, cpu_seconds={self.cpu_seconds}, "
+                f"processes={self.processes}, cgroup={self.cgroup!r})")
+
+    def argv(self) -> list[str]:
+        """The wrapper's command line, to put in front of the kernel's."""
+        # -I -S: no site, no user paths, no ipyagent import: a ~10 ms start.
+        cmd = [sys.executable, "-I", "-S", _LIMIT_EXEC]
+        for flag, value in (("--as", self.address_space), ("--cpu", self.cpu_seconds),
+                            ("--nproc", self.processes), ("--cgroup", self.cgroup)):
+            if value is not None:
+                cmd += [flag, str(value)]
+        return [*cmd, "--"]
+
+
+_LIMIT_EXEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_limit_exec.py")
+
+
+class LimitedKernelManager(AsyncKernelManager):
+    """An AsyncKernelManager whose kernel command starts under resource limits."""
+
+    limits: _Limits | None = None
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        cmd = super().format_kernel_cmd(extra_arguments)
+        return self.limits.argv() + cmd if self.limits else cmd
 
 
 def _user_tasks() -> int:
@@ -157,7 +174,7 @@ def process_limit(limit: int) -> tuple[int | None, str | None]:
     return None, path
 
 
-class SandboxedKernelManager(AsyncKernelManager):
+class SandboxedKernelManager(LimitedKernelManager):
     """An AsyncKernelManager whose kernel command runs inside bubblewrap.
 
     The channels use ZeroMQ IPC sockets in the kernel's private directory (bound into the
@@ -169,10 +186,12 @@ class SandboxedKernelManager(AsyncKernelManager):
     plan: SandboxPlan | None = None
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
-        cmd = super().format_kernel_cmd(extra_arguments)
+        cmd = AsyncKernelManager.format_kernel_cmd(self, extra_arguments)
         assert self.plan is not None
         env = self._launch_args.get("env") if isinstance(self._launch_args, dict) else None
-        return self.plan.argv(cmd, env if isinstance(env, dict) else None)
+        # The limits wrap bwrap itself (they are inherited inside; the cgroup file is outside).
+        cmd = self.plan.argv(cmd, env if isinstance(env, dict) else None)
+        return self.limits.argv() + cmd if self.limits else cmd
 
     async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
         if self.kernel_spec is not None:

@@ -25,7 +25,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import zmq
-from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 
 from .. import _eventloop
@@ -33,6 +32,7 @@ from ..errors import KernelError
 from . import transfer
 from .outputs import Execution, OutputCollector, model_text
 from .process import (
+    LimitedKernelManager,
     SandboxedKernelManager,
     _finalize,
     _Handle,
@@ -145,16 +145,17 @@ class SiblingKernel:
         if handle.tmpdir is not None:
             env["IPYTHONDIR"] = _private_ipython_dir(handle.tmpdir)
         env.update(self.env_overrides)
-        kwargs: dict[str, Any] = {"cwd": self.cwd, "env": env, "stdout": handle.log, "stderr": handle.log}
+        return {"cwd": self.cwd, "env": env, "stdout": handle.log, "stderr": handle.log}
+
+    def _limits(self, handle: _Handle) -> _Limits | None:
+        """The kernel's resource limits (POSIX), applied by an exec wrapper at each (re)start."""
         processes = cgroup = None
         if handle.sandboxed:
             if handle.cgroup is None:
                 handle.nproc, handle.cgroup = process_limit(MAX_PROCESSES)
             processes, cgroup = handle.nproc, handle.cgroup
-        if os.name == "posix" and (self.memory_limit is not None or self.cpu_limit is not None
-                                   or processes is not None or cgroup is not None):
-            kwargs["preexec_fn"] = _Limits(self.memory_limit, self.cpu_limit, processes, cgroup)
-        return kwargs
+        limits = _Limits(self.memory_limit, self.cpu_limit, processes, cgroup)
+        return limits if os.name == "posix" and limits else None
 
     @property
     def sandboxed(self) -> bool:
@@ -164,7 +165,7 @@ class SiblingKernel:
         except RuntimeError:
             return False
 
-    def _manager(self, handle: _Handle, **kw: Any) -> AsyncKernelManager:
+    def _manager(self, handle: _Handle, **kw: Any) -> LimitedKernelManager:
         """The kernel manager: plain, or one that wraps the kernel command in bubblewrap."""
         try:
             mode, _ = resolve_mode(self.sandbox)
@@ -172,7 +173,7 @@ class SiblingKernel:
             raise KernelError(f"could not start the sibling kernel: {exc}") from None
         handle.sandboxed = mode == "bwrap"
         if mode == "none":
-            return AsyncKernelManager(**kw)
+            return LimitedKernelManager(**kw)
         assert handle.tmpdir is not None
         run = os.path.join(handle.tmpdir, "run")  # the connection file and the IPC sockets
         os.makedirs(run, mode=0o700)
@@ -208,7 +209,9 @@ class SiblingKernel:
             km.transport_encryption = "auto"
 
         async def launch() -> None:
-            await km.start_kernel(**self._launch_kwargs(handle))
+            kwargs = self._launch_kwargs(handle)
+            km.limits = self._limits(handle)
+            await km.start_kernel(**kwargs)
             handle.kc = km.client()
             handle.kc.start_channels()
 

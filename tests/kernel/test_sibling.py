@@ -8,6 +8,7 @@ import gc
 import json
 import os
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Iterator
@@ -260,6 +261,22 @@ def test_limits_survive_restart(limited: SiblingKernel) -> None:
     assert limited.pid != pid
     assert limited.execute(check).text == expected
     assert limited.execute("os.getcwd()").error_name == "NameError"  # restart means fresh state
+
+
+_forks_seen: list[int] = []
+os.register_at_fork(before=lambda: _forks_seen.append(threading.get_ident()))
+
+
+def test_limits_run_no_python_in_a_forked_child(tmp_path: Path) -> None:
+    # A preexec_fn makes CPython run the at-fork handlers, which take locks that other
+    # threads hold (seen: "release unlocked lock" in ThreadPoolExecutor.submit while the
+    # warm-up thread started a limited kernel). The limits come from an exec wrapper now.
+    with _track(SiblingKernel(cwd=tmp_path, memory_limit="1536MB", cpu_limit=600)) as k:
+        before = len(_forks_seen)
+        assert k.execute("1+1").text == "2"
+        k.restart()
+        assert k.execute("import resource; resource.getrlimit(resource.RLIMIT_CPU)[0]").text == "600"
+        assert len(_forks_seen) == before
 
 
 @pytest.mark.slow
