@@ -283,16 +283,18 @@ async def test_fetch_redirects_are_bounded(web):
     assert len(web.seen) == MAX_REDIRECTS + 1
 
 
-@pytest.mark.parametrize("case", ["nothing-listening", "500", "timeout", "404", "ftp", "no-host"])
+@pytest.mark.parametrize("case", ["nothing-listening", "500", "timeout", "404", "ftp", "no-host",
+                                  "no-such-name"])
 async def test_fetch_failures_are_one_line(web, case):
     url = {"nothing-listening": f"http://127.0.0.1:{_closed_port()}/", "500": f"{web.url}/fail",
            "timeout": f"{web.url}/slow", "404": f"{web.url}/missing", "ftp": "ftp://127.0.0.1/x",
-           "no-host": "http:///path"}[case]
+           "no-host": "http:///path", "no-such-name": "http://no-such-host.invalid/"}[case]
     result = await call(tools(WebConfig(allow_private=True, timeout=0.5))["fetch_url"], url=url)
     assert result.error and "\n" not in result.output, result.output
     expected = {"nothing-listening": "fetch failed: http://127.0.0.1:", "500": "HTTP 500",
                 "timeout": "no answer within 0.5 s", "404": "HTTP 404",
-                "ftp": "fetch refused: only http:// and https://", "no-host": "fetch failed:"}
+                "ftp": "fetch refused: only http:// and https://", "no-host": "fetch failed:",
+                "no-such-name": "fetch failed: the name 'no-such-host.invalid'"}
     assert expected[case] in result.output
 
 
@@ -343,6 +345,25 @@ async def test_a_redirect_from_a_public_host_to_loopback_is_refused(web):
     assert web.seen == []
 
 
+async def test_the_request_goes_to_the_checked_address():
+    # What connects is the address that was checked (no second DNS lookup a rebinding
+    # answer could change), with the name kept in Host (and, for https, in TLS's SNI).
+    got: list[httpx.Request] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        got.append(request)
+        return httpx.Response(200, text="ok", headers={"Content-Type": "text/plain"})
+
+    t = tools(WebConfig(**LOCAL), transport=httpx.MockTransport(server))["fetch_url"]
+    result = await call(t, url="https://localhost:8443/a?b=1#frag")
+    assert not result.error, result.output
+    request = got[0]
+    assert request.url.host in ("127.0.0.1", "::1") and request.url.port == 8443
+    assert request.url.path == "/a" and request.url.query == b"b=1"
+    assert request.headers["host"] == "localhost:8443"
+    assert request.extensions["sni_hostname"] == "localhost"
+
+
 async def test_urls_with_credentials_and_secrets_are_refused(web, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
     from ipyagent._secrets import secret_values
@@ -369,6 +390,8 @@ def test_off_by_default_and_turned_on_by_settings():
         assert agent.tools.names == []
         agent.search_url = "http://127.0.0.1:8888"
         assert agent.tools.names == ["web_search", "fetch_url"]
+        agent.approval, agent.allow = "ask", ["web_search"]  # approved like any tool
+        assert not agent.asks_first("web_search") and agent.asks_first("fetch_url")
         agent.search_url = ""
         assert agent.tools.names == []
         with pytest.raises(TraitError, match="Agent.search_url must start with http"):

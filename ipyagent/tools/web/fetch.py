@@ -17,7 +17,7 @@ from urllib.parse import urljoin
 
 import httpx
 
-from .guard import Refused, resolve_checked
+from .guard import Refused, Unresolved, resolve_checked
 from .html_text import html_to_text
 from .search import http_client, transport_problem
 
@@ -99,8 +99,11 @@ async def fetch(url: str, *, timeout: float, max_bytes: int, allow_private: bool
             target = _checked_url(current)
             host = target.raw_host.decode("ascii")
             port = target.port or (443 if target.scheme == "https" else 80)
-            ip = await resolve_checked(host, port, allow_private=allow_private,
-                                       timeout=timeout)
+            try:
+                ip = await resolve_checked(host, port, allow_private=allow_private,
+                                           timeout=timeout)
+            except Unresolved as exc:
+                raise FetchFailed(str(exc)) from None
             pinned = target.copy_with(host=ip, fragment=None)
             extensions = {"sni_hostname": host} if target.scheme == "https" else {}
             headers = {"Host": target.netloc.decode("ascii"),

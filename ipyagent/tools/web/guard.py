@@ -13,10 +13,13 @@ spelling of an address counts as that address: ``2130706433``, ``0x7f.1`` and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import socket
+import threading
+from typing import Any
 
-__all__ = ["Refused", "address_problem", "resolve_checked"]
+__all__ = ["Refused", "Unresolved", "address_problem", "resolve_checked"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
@@ -24,6 +27,10 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 class Refused(Exception):
     """A URL ``fetch_url`` will not fetch; the message is one line saying why."""
+
+
+class Unresolved(Exception):
+    """A host name that did not resolve (in time); the message is one line."""
 
 
 def _embedded_v4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
@@ -64,10 +71,37 @@ def address_problem(ip: IPAddress) -> str | None:
     return None
 
 
+def _lookup(host: str, port: int) -> asyncio.Future[Any]:
+    """``getaddrinfo`` in a daemon thread: not the loop's default executor, whose threads
+    are joined at exit, so a resolver that hangs can never keep Python from exiting."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(value: Any, exc: BaseException | None) -> None:
+        if future.done():  # timed out meanwhile
+            return
+        if exc is not None:
+            future.set_exception(exc)
+        else:
+            future.set_result(value)
+
+    def work() -> None:
+        value, exc = None, None
+        try:
+            value = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except Exception as e:  # noqa: BLE001 - handed to the awaiting task
+            exc = e
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
+            loop.call_soon_threadsafe(settle, value, exc)
+
+    threading.Thread(target=work, name="ipyagent-web-dns", daemon=True).start()
+    return future
+
+
 async def resolve_checked(host: str, port: int, *, allow_private: bool,
                           timeout: float | None) -> str:
-    """The address to connect to for ``host``; ``Refused`` when it resolves to none, or
-    to any address that is not public (unless ``allow_private``)."""
+    """The address to connect to for ``host``; ``Unresolved`` when it resolves to none,
+    ``Refused`` when any address it resolves to is not public (unless ``allow_private``)."""
     try:
         literal: IPAddress | None = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
@@ -75,14 +109,13 @@ async def resolve_checked(host: str, port: int, *, allow_private: bool,
     if literal is not None:
         addresses = [literal]
     else:
-        loop = asyncio.get_running_loop()
         try:
-            infos = await asyncio.wait_for(
-                loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout or None)
+            infos = await asyncio.wait_for(_lookup(host, port), timeout or None)
         except asyncio.TimeoutError:
-            raise Refused(f"the name {host!r} did not resolve within {timeout:g} s") from None
+            raise Unresolved(f"the name {host!r} did not resolve within {timeout:g} s") from None
         except (socket.gaierror, UnicodeError, OSError) as exc:
-            raise Refused(f"the name {host!r} does not resolve ({exc.args[-1] if exc.args else exc})") from None
+            raise Unresolved(f"the name {host!r} does not resolve "
+                             f"({exc.args[-1] if exc.args else exc})") from None
         addresses = []
         for info in infos:
             text = str(info[4][0]).split("%", 1)[0]  # an IPv6 zone id is not part of it
@@ -91,7 +124,7 @@ async def resolve_checked(host: str, port: int, *, allow_private: bool,
             except ValueError:
                 continue
         if not addresses:
-            raise Refused(f"the name {host!r} resolves to no usable address")
+            raise Unresolved(f"the name {host!r} resolves to no usable address")
     if not allow_private:
         for ip in addresses:
             problem = address_problem(ip)
