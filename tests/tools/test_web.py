@@ -44,6 +44,9 @@ def _closed_port() -> int:
 
 def _searxng_route(seen) -> Page:
     query = seen.query.get("q", [""])[0]
+    # As SearXNG's limiter (bot detection) does: no text/html in Accept, no Accept-Language.
+    if "text/html" not in seen.headers.get("accept", "") or "accept-language" not in seen.headers:
+        return Page(b"Too Many Requests", 429, {"Content-Type": "text/plain"})
     if seen.query.get("format") != ["json"]:
         return Page(b"<html>html results</html>")
     return json_page(searxng_results(query, 8))
@@ -137,7 +140,7 @@ async def test_searxng_search_url_may_end_in_search(web):
     assert len(results) == 2
 
 
-@pytest.mark.parametrize("case", ["nothing-listening", "500", "bad-json", "403", "timeout",
+@pytest.mark.parametrize("case", ["nothing-listening", "500", "bad-json", "403", "429", "timeout",
                                   "no-results-list"])
 async def test_searxng_failures_are_one_line(web, case):
     url = web.url
@@ -149,6 +152,8 @@ async def test_searxng_failures_are_one_line(web, case):
         web.route("/search", Page(b"{not json", headers={"Content-Type": "application/json"}))
     elif case == "403":
         web.route("/search", Page(b"Forbidden", 403, {"Content-Type": "text/html"}))
+    elif case == "429":
+        web.route("/search", Page(b"Too Many Requests", 429, {"Content-Type": "text/plain"}))
     elif case == "timeout":
         web.route("/search", Page(b"{}", delay=2, headers={"Content-Type": "application/json"}))
     elif case == "no-results-list":
@@ -160,6 +165,7 @@ async def test_searxng_failures_are_one_line(web, case):
     assert "\n" not in result.output and "Traceback" not in result.output
     expected = {"nothing-listening": "could not connect", "500": "HTTP 500",
                 "bad-json": "did not answer JSON", "403": "add json to search.formats",
+                "429": "server.limiter: false",
                 "timeout": "no answer within 0.5 s", "no-results-list": "without a results list"}
     assert expected[case] in result.output
 

@@ -2,7 +2,8 @@
 
 The reply's ``results`` list has ``title``, ``url`` and ``content`` (the snippet). A
 SearXNG whose ``settings.yml`` does not list ``json`` under ``search.formats`` answers
-403; that is said in words, with the fix.
+403, and one whose limiter takes the request for a bot's answers 429; each is said in words,
+with the fix.
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ class SearXNG:
             async with http_client(self.timeout, self._transport) as client:
                 response = await client.get(f"{self.base_url}/search",
                                             params={"q": query, "format": "json"},
-                                            headers={"Accept": "application/json"})
+                                            # text/html too: SearXNG's bot detection
+                                            # (limiter) refuses an Accept without it.
+                                            headers={"Accept": "application/json, text/html;q=0.5"})
                 body = response.content[:5_000_000]
         except (httpx.HTTPError, OSError) as exc:
             raise SearchUnavailable(f"{where}: {transport_problem(exc, self.timeout)}") from None
@@ -51,7 +54,8 @@ class SearXNG:
                 f"{where} refused format=json (HTTP 403): add json to search.formats in its "
                 "settings.yml")
         if response.status_code == 429:
-            raise SearchUnavailable(f"{where} refused (rate limited, HTTP 429)")
+            raise SearchUnavailable(f"{where} refused (HTTP 429: rate limited or its bot "
+                                    "detection; for your own instance set server.limiter: false)")
         if response.status_code >= 400:
             raise SearchUnavailable(f"{where} answered HTTP {response.status_code} "
                                     f"{response.reason_phrase}".rstrip())
