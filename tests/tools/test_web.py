@@ -433,7 +433,7 @@ def test_the_agent_reads_its_settings_at_each_call(web):
         assert said.error and "Agent.search_url is empty" in said.output
 
 
-def test_a_loop_searches_fetches_and_answers(web):
+def test_a_loop_searches_fetches_and_answers(web, tmp_path):
     page = f"{web.url}/article.html"
     script = [reply_tool_calls([("web_search", {"query": "gravity iss", "n": 2})]),
               reply_tool_calls([("fetch_url", {"url": page})]),
@@ -445,6 +445,7 @@ def test_a_loop_searches_fetches_and_answers(web):
             approval_hook=lambda call: asked.append(call) or True) as agent:
         result = agent.run("How strong is gravity at the ISS? Search the web.")
         bodies = srv.bodies
+        saved = agent.save(tmp_path / "run.ipynb")  # the results' meta goes in a transcript
     assert result.stop_reason == "done" and result.text == "About 8.7 m/s² at the ISS."
     # Both calls were approved through the hook, with the query and the URL to see.
     assert [(c.name, c.arguments) for c in asked] == [
@@ -455,6 +456,8 @@ def test_a_loop_searches_fetches_and_answers(web):
     assert search_result["role"] == "tool" and "1. Result 1 for gravity iss" in search_result["content"]
     fetch_result = bodies[2]["messages"][-1]["content"]
     assert "Title: Gravity & the ISS" in fetch_result and "SCRIPT-TEXT" not in fetch_result
+    saved_text = saved.read_text()
+    assert "Gravity at the ISS" in saved_text and "SCRIPT-TEXT" not in saved_text
 
 
 def test_a_page_that_gives_orders_changes_nothing(web, tmp_path):
@@ -497,3 +500,15 @@ def test_the_card_escapes_a_url():
     assert "<script>" not in card_html(call_, "waiting")
     md = card_markdown(call_, "waiting")
     assert "<script>alert(1)</script>" in md.split("```json", 1)[1]  # inside the fence only
+
+
+async def test_markup_in_a_fetched_text_page_is_shown_escaped(web):
+    from ipyagent.frontends.notebook import folded_bundle
+
+    web.route("/evil.txt", Page(b"a\nb\n<img src=x onerror=alert(1)>\nc\nd\n",
+                                headers={"Content-Type": "text/plain"}))
+    result = await call(tools(WebConfig(**LOCAL))["fetch_url"], url=f"{web.url}/evil.txt")
+    assert "<img src=x onerror=alert(1)>" in result.output  # the model reads it as text
+    shown = folded_bundle(result.output, 2)
+    assert shown is not None and "<img" not in shown["text/html"]
+    assert "&lt;img src=x onerror=alert(1)&gt;" in shown["text/html"]
