@@ -24,6 +24,7 @@ from .search import http_client, transport_problem
 __all__ = ["FetchFailed", "Fetched", "Refused", "fetch", "MAX_REDIRECTS", "kind_of"]
 
 MAX_REDIRECTS = 5
+MAX_ADDRESSES = 3  # of one name, tried in turn when one cannot be connected to
 _REDIRECTS = {301, 302, 303, 307, 308}
 _TEXT_TYPES = {"application/json", "application/xml", "application/javascript",
                "application/x-ndjson", "application/ld+json", "application/yaml",
@@ -100,25 +101,33 @@ async def fetch(url: str, *, timeout: float, max_bytes: int, allow_private: bool
             host = target.raw_host.decode("ascii")
             port = target.port or (443 if target.scheme == "https" else 80)
             try:
-                ip = await resolve_checked(host, port, allow_private=allow_private,
-                                           timeout=timeout)
+                addresses = await resolve_checked(host, port, allow_private=allow_private,
+                                                  timeout=timeout)
             except Unresolved as exc:
                 raise FetchFailed(str(exc)) from None
-            pinned = target.copy_with(host=ip, fragment=None)
             extensions = {"sni_hostname": host} if target.scheme == "https" else {}
             headers = {"Host": target.netloc.decode("ascii"),
                        "Accept": "text/html, text/plain;q=0.9, application/json;q=0.9, */*;q=0.5"}
-            try:
-                async with client.stream("GET", pinned, headers=headers,
-                                         extensions=extensions) as response:
-                    location = response.headers.get("location")
-                    if response.status_code in _REDIRECTS and location:
-                        redirects.append(str(target))
-                        current = urljoin(str(target), location.strip())
+            # Every address was checked; the next is tried only when one cannot be
+            # connected to (an IPv6 address on a machine without IPv6), a few at most.
+            tries = addresses[:MAX_ADDRESSES]
+            for i, ip in enumerate(tries):
+                pinned = target.copy_with(host=ip, fragment=None)
+                try:
+                    async with client.stream("GET", pinned, headers=headers,
+                                             extensions=extensions) as response:
+                        location = response.headers.get("location")
+                        if response.status_code in _REDIRECTS and location:
+                            redirects.append(str(target))
+                            current = urljoin(str(target), location.strip())
+                            break
+                        return await _read(response, str(target), redirects, max_bytes)
+                except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                    if i + 1 < len(tries):
                         continue
-                    return await _read(response, str(target), redirects, max_bytes)
-            except (httpx.HTTPError, OSError) as exc:
-                raise FetchFailed(f"{_shown(target)}: {transport_problem(exc, timeout)}") from None
+                    raise FetchFailed(f"{_shown(target)}: {transport_problem(exc, timeout)}") from None
+                except (httpx.HTTPError, OSError) as exc:
+                    raise FetchFailed(f"{_shown(target)}: {transport_problem(exc, timeout)}") from None
         raise FetchFailed(f"more than {MAX_REDIRECTS} redirects, the last to {_shown(httpx.URL(current))}")
 
 

@@ -99,8 +99,8 @@ def _lookup(host: str, port: int) -> asyncio.Future[Any]:
 
 
 async def resolve_checked(host: str, port: int, *, allow_private: bool,
-                          timeout: float | None) -> str:
-    """The address to connect to for ``host``; ``Unresolved`` when it resolves to none,
+                          timeout: float | None) -> list[str]:
+    """The addresses to connect to for ``host``, in the resolver's order (no repeats); ``Unresolved`` when it resolves to none,
     ``Refused`` when any address it resolves to is not public (unless ``allow_private``)."""
     try:
         literal: IPAddress | None = ipaddress.ip_address(host.strip("[]"))
@@ -132,4 +132,4 @@ async def resolve_checked(host: str, port: int, *, allow_private: bool,
                 shown = host if literal is not None else f"{host} ({ip})"
                 raise Refused(f"{shown} is a {problem} address; fetch_url reaches only public "
                               "addresses (Agent.web_allow_private = True allows the others)")
-    return str(addresses[0])
+    return list(dict.fromkeys(str(ip) for ip in addresses))
