@@ -110,6 +110,14 @@ def test_hidden_text_is_dropped():
     assert text == "seen\n\nafter"
 
 
+def test_a_head_left_open_ends_where_the_body_begins():
+    # </head> is optional in HTML: the body must not be taken for part of the head.
+    page = html_to_text("<html><head><title>T</title><meta charset=utf-8><style>s{}</style>"
+                        "<body><p>Body text</p>")
+    assert (page.title, page.text) == ("T", "Body text")
+    assert html_to_text("<title>T</title><h1>No head at all</h1>").text == "No head at all"
+
+
 def test_broken_html_does_not_raise():
     assert html_to_text("<p>a<div><b>b</p></i><script>x").text.startswith("a")
     assert html_to_text("").text == ""
@@ -255,6 +263,15 @@ async def test_fetch_text_and_json_come_as_they_are(web):
     t = tools(WebConfig(**LOCAL))["fetch_url"]
     assert (await call(t, url=f"{web.url}/plain.txt")).output.endswith("\nline one\nline two\n")
     assert (await call(t, url=f"{web.url}/data.json")).output.endswith('\n{"a": [1, 2, 3]}')
+
+
+async def test_fetch_decodes_as_the_page_says(web):
+    t = tools(WebConfig(**LOCAL))["fetch_url"]
+    web.route("/latin1.html", Page("<meta charset='iso-8859-1'><p>Caf\u00e9 cr\u00e8me</p>".encode("latin-1"),
+                                   headers={"Content-Type": "text/html"}))
+    assert (await call(t, url=f"{web.url}/latin1.html")).output.endswith("\nCafé crème")
+    web.route("/bom.txt", Page("\ufeffhello".encode("utf-8"), headers={"Content-Type": "text/plain"}))
+    assert (await call(t, url=f"{web.url}/bom.txt")).output.endswith("]\n\nhello")
 
 
 async def test_fetch_other_types_are_one_line(web):

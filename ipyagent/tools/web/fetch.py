@@ -77,9 +77,10 @@ def _encoding(response: httpx.Response, body: bytes, kind: str) -> str:
         m = _META_CHARSET.search(body[:4096])
         name = m.group(1).decode("ascii", "replace") if m else None
     try:
-        return codecs.lookup(name or "utf-8").name
+        found = codecs.lookup(name or "utf-8").name
     except LookupError:
-        return "utf-8"
+        found = "utf-8"
+    return "utf-8-sig" if found == "utf-8" else found  # a byte-order mark is not text
 
 
 def _size(n: int) -> str:

@@ -31,6 +31,9 @@ _PARAGRAPH = {"p", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "dl", "table"
               "blockquote", "figure", "hr", "section", "article", "header", "footer", "nav",
               "main", "aside", "form", "details"}  # a blank line around; other blocks: a line break
 _CELLS = {"td", "th"}
+# What may stand in <head>; anything else ends it, as a browser reads a page whose
+# optional </head> is left out.
+_HEAD_CONTENT = {"title", "meta", "link", "style", "script", "base", "noscript", "template"}
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 _SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
 _BLANKS = re.compile(r"\n(?:[ \t]*\n){2,}")
@@ -75,6 +78,8 @@ class _Reader(HTMLParser):
         if tag == "title" and not self.skip_below_head():
             self.in_title = True
             return
+        if self.skip == ["head"] and tag not in _HEAD_CONTENT:
+            self.skip.pop()  # <body> (or content) began without a </head>
         if self.skip:
             if tag == self.skip[-1] and tag not in _VOID:
                 self.skip.append(tag)  # the same element nested: its end is not ours yet
