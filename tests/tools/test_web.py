@@ -529,3 +529,12 @@ async def test_markup_in_a_fetched_text_page_is_shown_escaped(web):
     shown = folded_bundle(result.output, 2)
     assert shown is not None and "<img" not in shown["text/html"]
     assert "&lt;img src=x onerror=alert(1)&gt;" in shown["text/html"]
+
+
+async def test_duckduckgo_a_page_of_another_shape_is_said(web):
+    web.route("/html/", Page(b"<html><body><p>Something else entirely</p></body></html>"))
+    with pytest.raises(SearchUnavailable, match="without search results"):
+        await DuckDuckGo(endpoint=f"{web.url}/html/", timeout=2).search("python", 5)
+    # A results page whose snippet happens to say "anomaly-modal" is still results.
+    web.route("/html/", Page(ddg_page("anomaly-modal").encode()))
+    assert len(await DuckDuckGo(endpoint=f"{web.url}/html/", timeout=2).search("anomaly-modal", 5)) == 3

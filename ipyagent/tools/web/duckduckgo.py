@@ -51,13 +51,16 @@ class DuckDuckGo:
                 page = response.text[:3_000_000]
         except (httpx.HTTPError, OSError) as exc:
             raise SearchUnavailable(f"DuckDuckGo: {transport_problem(exc, self.timeout)}") from None
-        if response.status_code in (202, 403, 429) or _challenged(page):
-            raise SearchUnavailable(f"{_REFUSED}; try again later, or set Agent.search_url "
+        refused = SearchUnavailable(f"{_REFUSED}; try again later, or set Agent.search_url "
                                     "to a SearXNG instance")
+        if response.status_code in (202, 403, 429):
+            raise refused
         if response.status_code >= 400:
             raise SearchUnavailable(f"DuckDuckGo answered HTTP {response.status_code} "
                                     f"{response.reason_phrase}".rstrip())
         results = parse_results(page)
+        if not results and _challenged(page):  # a snippet may say "anomaly"; a challenge has no results
+            raise refused
         if not results and "result" not in page and "no-results" not in page:
             raise SearchUnavailable("DuckDuckGo answered a page without search results "
                                     "(its page may have changed)")
