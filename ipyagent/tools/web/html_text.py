@@ -51,14 +51,13 @@ class PageText:
 
 
 def _hidden(tag: str, attrs: list[tuple[str, str | None]]) -> bool:
+    """True for an element a browser would not show (its attributes say so)."""
     for name, value in attrs:
         if name == "hidden":
             return True
         if name == "aria-hidden" and (value or "").strip().lower() == "true":
             return True
         if name == "style" and value and _HIDDEN_STYLE.search(value):
-            return True
-        if tag == "input" and name == "type" and (value or "").lower() == "hidden":
             return True
     return False
 
