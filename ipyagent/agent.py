@@ -111,6 +111,10 @@ class Agent(AgentSettings):
 
             for t in file_tools(lambda: self.workspace_path, lambda: self.tool_timeout):
                 self.tools.add(t)
+        # Web search and fetch (off by default: nothing reaches the web unless set).
+        self._web_made: list[Tool] = []  # the web tools made here (not a user's own)
+        self._web_settings_changed(None)
+        self.observe(self._web_settings_changed, names=["web_tools", "search_url"])
         # Long-term memory (off by default: then nothing is read or written).
         self.memories = Memory(self)
         self._memory_tool_changed(None)
@@ -194,6 +198,30 @@ class Agent(AgentSettings):
             self.tools.add(remember_tool(lambda: self.memories))
         elif not wanted and TOOL_NAME in self.tools:
             self.tools.remove(TOOL_NAME)
+
+    def _web_settings_changed(self, change: Any) -> None:
+        from ._secrets import key_envs, secret_values
+        from .tools.web import WebConfig, web_tools
+
+        wanted = self.web_tools or bool(self.search_url)
+        made = self._web_made
+        if wanted and not made:
+            def config() -> WebConfig:
+                return WebConfig(search_url=self.search_url, search_backend=self.search_backend,
+                                 timeout=self.web_timeout, max_bytes=self.web_max_bytes,
+                                 allow_private=self.web_allow_private)
+
+            for t in web_tools(config, lambda: self.tool_timeout,
+                               secrets=lambda: secret_values(key_envs(self))):
+                if t.name not in self.tools:  # a tool of that name given by the user stays
+                    self.tools.add(t)
+                    made.append(t)
+        elif not wanted:
+            for t in made:  # only the ones made here: a user's own web_search stays
+                if t.name in self.tools and self.tools[t.name] is t:
+                    self.tools.remove(t.name)
+            made = []
+        self._web_made = made
 
     def _on_persona(self, change: Any) -> None:
         from .personas import PersonaError, switch

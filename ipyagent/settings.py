@@ -289,6 +289,54 @@ class AgentSettings(LoggingConfigurable):
         "approved like any tool (Agent.allow = ['read_file', 'list_files'] skips asking for the "
         "read-only ones). Read when the agent is created."
     )).tag(config=True)
+    web_tools = Bool(False, help=(
+        "Offer the web tools web_search (titles, URLs and snippets) and fetch_url (a page's "
+        "readable text), each approved like any tool. Setting Agent.search_url turns them on "
+        "too. What they return is untrusted text from the web."
+    )).tag(config=True)
+    search_url = Unicode("", help=(
+        "Base URL of a SearXNG instance whose JSON API web_search uses (GET "
+        "{search_url}/search?q=...&format=json; its settings.yml must list json in "
+        "search.formats), e.g. http://127.0.0.1:8888. Setting it turns the web tools on. "
+        "Empty: DuckDuckGo's keyless HTML page, once Agent.web_tools is True."
+    )).tag(config=True)
+    search_backend = Enum(["auto", "searxng", "duckduckgo"], default_value="auto", help=(
+        "Which search engine web_search asks: 'searxng' (Agent.search_url), 'duckduckgo' "
+        "(its HTML endpoint, no key; may rate-limit), 'auto': SearXNG when search_url is "
+        "set, else DuckDuckGo."
+    )).tag(config=True)
+    web_timeout = Float(15.0, help=(
+        "Seconds a web request may wait to connect and between bytes of the answer (each "
+        "redirect hop too); a whole web call is also bounded by Agent.tool_timeout. 0: no "
+        "limit."
+    )).tag(config=True)
+    web_max_bytes = Int(2_000_000, help=(
+        "Bytes of one page fetch_url reads; the rest is not read and the answer says it was "
+        "cut. 0: no limit."
+    )).tag(config=True)
+    web_allow_private = Bool(False, help=(
+        "Let fetch_url reach loopback, link-local (the cloud metadata service), private and "
+        "unique-local addresses. False: it reaches only public addresses, checked after DNS "
+        "resolution on every redirect hop."
+    )).tag(config=True)
+
+    @validate("search_url")
+    def _check_search_url(self, proposal: Any) -> str:
+        value = str(proposal["value"]).strip()
+        if not value:
+            return ""
+        problem = base_url_problem(value)
+        if problem:
+            raise TraitError(f"Agent.search_url {problem}")
+        return value
+
+    @validate("web_timeout", "web_max_bytes")
+    def _check_web_limits(self, proposal: Any) -> Any:
+        value = proposal["value"]
+        if not value >= 0:
+            raise TraitError(f"Agent.{proposal['trait'].name} must be >= 0 (0: no limit), not {value}")
+        return value
+
     mcp_servers = Dict(help=(
         "MCP servers whose tools are offered as server__tool: name -> {command, args, env} "
         "(stdio) or {url, headers} (streamable HTTP), the value of the usual mcpServers key "

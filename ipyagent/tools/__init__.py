@@ -2,7 +2,8 @@
 
 ``base`` holds ``Tool``, ``tool`` and ``Toolbox`` (the ``Executor`` the loop calls);
 ``python`` runs code in the sibling kernel; ``files`` holds the workspace file tools
-(one path resolver, one atomic write); ``mcp/`` offers MCP servers' tools.
+(one path resolver, one atomic write); ``mcp/`` offers MCP servers' tools; ``web/``
+holds ``web_search`` and ``fetch_url``.
 """
 
 from .base import Tool, Toolbox, tool
