@@ -164,7 +164,8 @@ class Repl:
             future.cancel()
             self._unwind(finished)
             display.end_line()
-            print(_INTERRUPTED, file=sys.stderr)
+            # A line of its own: the terminal echoed ^C where the cursor was (a prompt).
+            print(f"\n{_INTERRUPTED}", file=sys.stderr)
         except IpyagentError as exc:
             display.end_line()
             _say(one_line(exc))
