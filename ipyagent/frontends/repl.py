@@ -63,10 +63,7 @@ class Repl:
     @property
     def interactive(self) -> bool:
         """True at a terminal (stdin and stdout ttys): prompt_toolkit reads the lines."""
-        try:
-            return sys.stdin.isatty() and sys.stdout.isatty()
-        except (AttributeError, ValueError, OSError):
-            return False
+        return _isatty(sys.stdin) and _isatty(sys.stdout)
 
     # -- the loop ----------------------------------------------------------------------
     def loop(self) -> int:
@@ -107,11 +104,14 @@ class Repl:
 
     def read_piped(self) -> str:
         """One line of piped stdin (scripts, tests); EOFError at its end."""
+        typed = _isatty(sys.stdin)  # a person types, but stdout goes elsewhere (| tee)
+        if typed:
+            print(self.prompt(), end="", flush=True)
         line = sys.stdin.readline()
         if not line:
             raise EOFError
         line = line.rstrip("\n").rstrip("\r")
-        if line.strip():
+        if line.strip() and not typed:
             print(visible(self.prompt() + line))  # the log reads as the session would
         return line
 
@@ -239,6 +239,13 @@ class Repl:
         print("\n".join(["Each line is a task of the same conversation. Commands:", *lines,
                          "  //TEXT".ljust(20) + "send /TEXT as a task",
                          "Ctrl-C stops a run (the conversation is kept); Ctrl-D leaves."]))
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def _say(text: str, stream: Any = None) -> None:

@@ -97,6 +97,12 @@ def test_a_three_task_conversation_in_one_session(tmp_path):
     assert child.match.group(1) == "1"  # the prompt counts this conversation's tasks
     child.sendline("/context")
     child.expect("<Context: 0 items")
+    child.sendline("/load conv.ipynb")
+    child.expect("loaded 24 items from conv.ipynb")
+    child.expect(PROMPT)
+    assert child.match.group(1) == "4"  # its three tasks, and the next one's number
+    child.sendline("/context")
+    child.expect("<Context: 24 items")
     leave(child)
     with Agent.from_transcript(tmp_path / "conv.ipynb", python_tool=False) as loaded:
         tasks = [i.content for i in loaded.context if isinstance(i, Message) and i.role == "user"]
@@ -148,6 +154,10 @@ def test_ctrl_c_stops_the_run_and_keeps_the_conversation(tmp_path, scripted_serv
 
 
 def test_ctrl_c_at_the_prompt_clears_the_line_and_up_recalls_history(tmp_path):
+    history = tmp_path / "home" / ".ipyagent" / "repl_history"
+    history.parent.mkdir(parents=True)
+    history.write_text("")
+    history.chmod(0o644)  # made readable by others before: ours, so made private again
     child = spawn(tmp_path, "--approve", "auto")
     task(child, "compute 2**3", 1)
     child.expect(PROMPT)
@@ -161,7 +171,6 @@ def test_ctrl_c_at_the_prompt_clears_the_line_and_up_recalls_history(tmp_path):
     child.expect("── done")
     out = leave(child)
     assert out.count("── done") == 2 and "half a thought" not in out.split("Cell In")[-1]
-    history = tmp_path / "home" / ".ipyagent" / "repl_history"
     assert stat.S_IMODE(history.stat().st_mode) == 0o600
     assert "+compute 2**3" in history.read_text()
 
