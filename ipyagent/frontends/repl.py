@@ -35,7 +35,7 @@ COMMANDS = {
     "context": ("[A:B]", "the conversation as a table (rows A to B-1)"),
     "save": ("PATH", "save the conversation as a transcript notebook"),
     "load": ("PATH", "continue a saved transcript (its conversation replaces this one)"),
-    "reset": ("", "start a new conversation (the sibling kernel is kept)"),
+    "reset": ("[--kernel]", "start a new conversation (--kernel: restart the sibling too)"),
     "help": ("", "this list"),
     "exit": ("", "leave (as Ctrl-D does); /quit too"),
 }
@@ -84,8 +84,11 @@ class Repl:
                 if interactive:
                     print()  # Ctrl-D: the shell's prompt comes back on a line of its own
                 return 0
-            if not self.handle(line):
-                return 0
+            try:
+                if not self.handle(line):
+                    return 0
+            except KeyboardInterrupt:  # in a command (/load, /save): it stopped, we stay
+                print(f"\n{_INTERRUPTED}", file=sys.stderr)
 
     def prompt(self) -> str:
         return f"ipyagent [{self.tasks + 1}]> "
@@ -230,9 +233,12 @@ class Repl:
              sys.stdout)
 
     def _cmd_reset(self, rest: str) -> None:
-        self.agent.reset()
+        if rest not in ("", "--kernel"):
+            _say(f"/reset takes only --kernel, not {rest!r}")
+            return
+        self.agent.reset(kernel=bool(rest))
         self.tasks = 0
-        _say("new conversation", sys.stdout)
+        _say("new conversation" + (" and a restarted sibling kernel" if rest else ""), sys.stdout)
 
     def _cmd_help(self, rest: str) -> None:
         lines = [f"  /{w} {a}".ljust(20) + h for w, (a, h) in COMMANDS.items()]

@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import sysconfig
+import time
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,34 @@ def test_a_reply_cannot_fake_or_rewrite_the_prompt(tmp_path, scripted_server):
     # Our prompt after the reply starts a fresh line of its own.
     ours = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out).replace("\r\n", "\n")  # the prompt's
     assert re.search(r"\n── done[^\n]*\nipyagent \[2\]> ", ours), ours[-500:]
+
+
+def test_ctrl_c_at_the_approval_prompt_and_a_stuck_kernel_restarted(tmp_path):
+    """Ctrl-C at "Run it?" keeps the session; code that ignores the interrupt (a C loop)
+    keeps the sibling busy until `/reset --kernel` restarts it."""
+    child = spawn(tmp_path)  # approval: ask
+    child.expect(PROMPT)
+    child.sendline("compute 2**10")
+    child.expect(r"Run it\? \[y\]es")
+    child.sendintr()
+    child.expect(r"interrupted; the conversation is kept")
+    child.expect(PROMPT)
+    assert child.match.group(1) == "2"
+    child.sendline("compute sum(range(10**12))")
+    child.expect(r"Run it\? \[y\]es")
+    child.sendline("a")
+    child.expect(r"conversation\): a")
+    time.sleep(1)  # it runs (for hours: a sum over a range never checks for signals)
+    child.sendintr()
+    child.expect(r"interrupted; the conversation is kept", timeout=60)
+    child.expect(PROMPT)
+    child.sendline("/reset --kernel")
+    child.expect("new conversation and a restarted sibling kernel", timeout=90)
+    child.expect(PROMPT)
+    assert child.match.group(1) == "1"
+    child.sendline("compute 3**3")  # the restarted kernel answers; Always was forgotten
+    child.expect(r"Run it\? \[y\]es")
+    child.sendline("a")
+    child.expect("value = 27")
+    child.expect("── done")
+    leave(child)
