@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from traitlets import TraitError
 
@@ -83,14 +83,16 @@ def _mcp(action: str, path: str | None) -> int:
     return 0
 
 
-def configured_agent(args: argparse.Namespace) -> Agent | None:
-    """The agent ``args`` and the configuration files ask for; None (said in one line) if bad."""
+def configured_agent(args: argparse.Namespace) -> tuple[Agent, str] | None:
+    """The agent ``args`` and the configuration files ask for, and IPython's colour scheme
+    they set; None (said in one line) if bad."""
     from .._text import one_line, visible
     from ..errors import IpyagentError
-    from .cliopts import ConfigFileError, load_config, make_agent
+    from .cliopts import ConfigFileError, colour_scheme, load_config, make_agent
 
     try:
-        return make_agent(args, load_config(args))
+        config = load_config(args)
+        return make_agent(args, config), colour_scheme(config)
     except ConfigFileError as exc:
         print(f"ipyagent: configuration file {exc}", file=sys.stderr)
     except (TraitError, IpyagentError) as exc:
@@ -115,14 +117,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ..errors import IpyagentError
     from .terminal import TerminalDisplay
 
-    agent = configured_agent(args)
-    if agent is None:
+    made = configured_agent(args)
+    if made is None:
         return 2
+    agent, scheme = made
+    # IPython's `c.InteractiveShell.colors = "NoColor"` turns ours off too, as in IPython.
+    colours: dict[str, Any] = {"scheme": scheme, "colour": False if scheme == "nocolor" else None}
     if args.command == "repl":
         from .repl import Repl
 
         with agent:
-            return Repl(agent).loop()
+            return Repl(agent, colours=colours).loop()
     approve = agent.approval
     # The prompt runs on this (main) thread, where Ctrl-C lands; in a worker thread a
     # cancelled input() kept reading and the process could not exit.
@@ -133,8 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             show_call=args.quiet)
     with agent:
         try:
-            display = None if args.quiet else TerminalDisplay(preview=agent.tools.preview,
-                                                             max_output_lines=agent.output_lines)
+            display = None if args.quiet else TerminalDisplay(
+                preview=agent.tools.preview, max_output_lines=agent.output_lines, **colours)
             result = run_pumped(pump, agent.arun(args.task, on_event=display))
         except KeyboardInterrupt:
             print("\nipyagent: interrupted", file=sys.stderr)

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
     from ..agent import Agent
 
-__all__ = ["CONFIG_HELP", "ConfigFileError", "add_agent_options", "load_config", "make_agent"]
+__all__ = ["CONFIG_HELP", "ConfigFileError", "add_agent_options", "colour_scheme", "load_config",
+           "make_agent"]
 
 CONFIG_HELP = (
     "Settings come from IPython's configuration (c.Agent.* in ipython_config.py or "
@@ -92,6 +93,15 @@ def load_config(args: argparse.Namespace) -> Config:
             raise ConfigFileError(f"{path}: no such configuration file")
         merged.merge(_read(path))
     return merged
+
+
+def colour_scheme(config: Config) -> str:
+    """IPython's colour scheme as the configuration sets it (``TerminalInteractiveShell``
+    over ``InteractiveShell``), lower-case; "" when it does not."""
+    for section in ("TerminalInteractiveShell", "InteractiveShell"):
+        if config._has_section(section) and "colors" in config[section]:
+            return str(config[section]["colors"] or "").lower()
+    return ""
 
 
 def make_agent(args: argparse.Namespace, config: Config, **extra: Any) -> Agent:

@@ -46,7 +46,9 @@ _GRACE = 10.0  # seconds an interrupted run gets to answer its open calls
 class Repl:
     """One interactive session around ``agent`` (the caller closes the agent)."""
 
-    def __init__(self, agent: Agent, history: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, agent: Agent, history: str | os.PathLike[str] | None = None,
+                 colours: Mapping[str, Any] | None = None) -> None:
+        """``colours``: TerminalDisplay's ``scheme``/``colour`` (IPython's configuration)."""
         from ..approval import TerminalOrDeny, terminal_answer
 
         self.agent = agent
@@ -54,6 +56,7 @@ class Repl:
         self.tasks = 0  # tasks given in this conversation (the prompt shows the next one's number)
         self.history_path = Path(os.path.expanduser(os.fspath(history or HISTORY_PATH)))
         self._session: Any = None
+        self.colours = dict(colours or {})
         agent.approval_hook = TerminalOrDeny(
             lambda prompt: self.pump.call_and_wait(terminal_answer, prompt), _unattended)
 
@@ -70,9 +73,10 @@ class Repl:
         """Read and handle lines until /exit or end of input; the exit code."""
         interactive = self.interactive
         if interactive:
-            print(visible(f"ipyagent repl · {self.agent.model} · approval {self.agent.approval}"
-                          " · each line is a task of one conversation; /help lists the "
-                          "commands, Ctrl-D leaves"))
+            persona = f" · persona {self.agent.persona}" if self.agent.persona else ""
+            print(visible(f"ipyagent repl · {self.agent.model}{persona} · approval "
+                          f"{self.agent.approval} · each line is a task of one conversation; "
+                          "/help lists the commands, Ctrl-D leaves"))
         while True:
             try:
                 line = self.read() if interactive else self.read_piped()
@@ -157,7 +161,8 @@ class Repl:
         if task is not None:
             self.tasks += 1
         display = TerminalDisplay(preview=agent.tools.preview, max_output_lines=agent.output_lines,
-                                  step_mode=step, step_hint="/step runs the next one")
+                                  step_mode=step, step_hint="/step runs the next one",
+                                  **self.colours)
         coro = agent.astep(task, on_event=display) if step else agent.arun(task, on_event=display)
         future, finished = _eventloop.submit_tracked(coro)
         try:

@@ -290,3 +290,21 @@ def test_ctrl_c_at_the_approval_prompt_and_a_stuck_kernel_restarted(tmp_path):
     child.expect("value = 27")
     child.expect("── done")
     leave(child)
+
+
+def test_ipythons_colour_scheme_from_its_config_reaches_the_display(tmp_path):
+    """`c.InteractiveShell.colors = "NoColor"` in ipython_config: plain code cards, as in IPython."""
+    pexpect = pytest.importorskip("pexpect")
+
+    def card(*args: str) -> str:
+        env = {k: v for k, v in _env(tmp_path).items() if k != "NO_COLOR"}
+        cmd = _cmd("run", "compute 2**10", "--approve", "auto", *args)
+        child = pexpect.spawn(cmd[0], cmd[1:], cwd=str(tmp_path), encoding="utf-8",
+                              timeout=60, env=env)
+        child.expect(pexpect.EOF)
+        child.close()
+        return str(child.before)
+
+    assert "│ value = 2**10" not in card()  # a terminal: highlighted
+    (tmp_path / "plain.py").write_text("c.InteractiveShell.colors = 'NoColor'\n")
+    assert "│ value = 2**10" in card("--config", "plain.py")
