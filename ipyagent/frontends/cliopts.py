@@ -62,9 +62,11 @@ def add_agent_options(p: argparse.ArgumentParser) -> None:
 
 def _read(path: Path) -> Config:
     """One configuration file (``.json``: JSON, else Python that runs)."""
-    from traitlets.config.loader import JSONFileConfigLoader, PyFileConfigLoader
+    from IPython.core.application import ProfileAwareConfigLoader
+    from traitlets.config.loader import JSONFileConfigLoader
 
-    cls = JSONFileConfigLoader if path.suffix == ".json" else PyFileConfigLoader
+    # IPython's own loader: its files may call load_subconfig(..., profile=NAME).
+    cls = JSONFileConfigLoader if path.suffix == ".json" else ProfileAwareConfigLoader
     loader = cls(path.name, path=str(path.parent))
     try:
         return loader.load_config()
