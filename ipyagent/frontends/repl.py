@@ -246,9 +246,9 @@ class Repl:
         _say("new conversation" + (" and a restarted sibling kernel" if rest else ""), sys.stdout)
 
     def _cmd_help(self, rest: str) -> None:
-        lines = [f"  /{w} {a}".ljust(20) + h for w, (a, h) in COMMANDS.items()]
+        lines = [f"  /{w} {a}".ljust(22) + h for w, (a, h) in COMMANDS.items()]
         print("\n".join(["Each line is a task of the same conversation. Commands:", *lines,
-                         "  //TEXT".ljust(20) + "send /TEXT as a task",
+                         "  //TEXT".ljust(22) + "send /TEXT as a task",
                          "Ctrl-C stops a run (the conversation is kept); Ctrl-D leaves."]))
 
 
