@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from traitlets import TraitError
 
 from .._version import __version__
+from .cliopts import CONFIG_HELP, add_agent_options
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -22,21 +23,19 @@ def _parser() -> argparse.ArgumentParser:
         prog="ipyagent", description="Run an ipyagent task from the terminal.")
     p.add_argument("--version", action="version", version=f"ipyagent {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run one task and print the answer")
+    run = sub.add_parser("run", help="run one task and print the answer", epilog=CONFIG_HELP)
     run.add_argument("task", help="what to do, e.g. 'Use Python to compute 2**100'")
-    run.add_argument("--model", default="demo", help="model name ('demo': offline, no key)")
-    run.add_argument("--provider", default=None,
-                     help="preset: openai, anthropic, ollama, llamacpp, llama-cpp-python, vllm, lmstudio, groq, openrouter")
-    run.add_argument("--api", choices=["chat", "responses", "anthropic"], default=None,
-                     help="wire format (default: from the provider, else chat)")
-    run.add_argument("--base-url", default="", help="OpenAI-compatible endpoint URL")
-    run.add_argument("--api-key-env", default=None,
-                     help="environment variable holding the API key (default: from the provider)")
-    run.add_argument("--approve", choices=["auto", "ask", "deny"], default=None,
-                     help="tool-call approval (default: ask; with no terminal to ask in, calls are denied)")
-    run.add_argument("--max-steps", type=int, default=20)
+    add_agent_options(run)
     run.add_argument("--save", metavar="PATH", help="save the transcript notebook here")
     run.add_argument("--quiet", action="store_true", help="print only the final answer")
+    repl = sub.add_parser("repl", help="an interactive session: each line is a task of one "
+                          "conversation", epilog=CONFIG_HELP, description=(
+                              "An interactive session: each line is a task of the same "
+                              "conversation, run and streamed as by 'ipyagent run'. Commands: "
+                              "/step, /context, /save PATH, /load PATH, /reset, /help, /exit "
+                              "(or Ctrl-D). Ctrl-C stops a run and keeps the conversation. "
+                              "Piped stdin: one task per line."))
+    add_agent_options(repl)
     mcp = sub.add_parser("mcp", help="agree (or stop agreeing) to start an mcp.json's servers")
     mcp.add_argument("action", choices=["trust", "untrust"])
     mcp.add_argument("path", nargs="?", default=None,
@@ -84,6 +83,23 @@ def _mcp(action: str, path: str | None) -> int:
     return 0
 
 
+def configured_agent(args: argparse.Namespace) -> tuple[Agent, str] | None:
+    """The agent ``args`` and the configuration files ask for, and IPython's colour scheme
+    they set; None (said in one line) if bad."""
+    from .._text import one_line, visible
+    from ..errors import IpyagentError
+    from .cliopts import ConfigFileError, colour_scheme, load_config, make_agent
+
+    try:
+        config = load_config(args)
+        return make_agent(args, config), colour_scheme(config)
+    except ConfigFileError as exc:
+        print(f"ipyagent: configuration file {exc}", file=sys.stderr)
+    except (TraitError, IpyagentError) as exc:
+        print(f"ipyagent: {visible(one_line(exc))}", file=sys.stderr)
+    return None
+
+
 def _unattended(call: ToolCall) -> str:
     """Why a call was denied with nobody at a terminal, and how to let calls run."""
     return ("nobody could approve this call: stdin is not a terminal (a script, a pipe, CI). "
@@ -91,29 +107,28 @@ def _unattended(call: ToolCall) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; the exit code is 0 only when the run ended ``done``."""
+    """Entry point; ``run``'s exit code is 0 only when the run ended ``done``."""
     args = _parser().parse_args(argv)
     if args.command == "mcp":
         return _mcp(args.action, args.path)
     from .._mainthread import PumpDispatcher, run_pumped
     from .._text import visible
-    from ..agent import Agent
     from ..approval import TerminalOrDeny, terminal_answer
     from ..errors import IpyagentError
     from .terminal import TerminalDisplay
 
-    # Nobody at a terminal (a script, a pipe, CI): calls are denied unless --approve says
-    # otherwise, as in a notebook run without a frontend. Never run unasked by default.
-    approve = args.approve or "ask"
-    try:
-        settings = {k: v for k, v in (("provider", args.provider), ("api", args.api),
-                                       ("base_url", args.base_url)) if v}
-        if args.api_key_env:
-            settings["api_key_env"] = args.api_key_env
-        agent = Agent(model=args.model, approval=approve, max_steps=args.max_steps, **settings)
-    except TraitError as exc:
-        print(f"ipyagent: {exc}", file=sys.stderr)
+    made = configured_agent(args)
+    if made is None:
         return 2
+    agent, scheme = made
+    # IPython's `c.InteractiveShell.colors = "NoColor"` turns ours off too, as in IPython.
+    colours: dict[str, Any] = {"scheme": scheme, "colour": False if scheme == "nocolor" else None}
+    if args.command == "repl":
+        from .repl import Repl
+
+        with agent:
+            return Repl(agent, colours=colours).loop()
+    approve = agent.approval
     # The prompt runs on this (main) thread, where Ctrl-C lands; in a worker thread a
     # cancelled input() kept reading and the process could not exit.
     pump = PumpDispatcher()
@@ -123,8 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             show_call=args.quiet)
     with agent:
         try:
-            display = None if args.quiet else TerminalDisplay(preview=agent.tools.preview,
-                                                             max_output_lines=agent.output_lines)
+            display = None if args.quiet else TerminalDisplay(
+                preview=agent.tools.preview, max_output_lines=agent.output_lines, **colours)
             result = run_pumped(pump, agent.arun(args.task, on_event=display))
         except KeyboardInterrupt:
             print("\nipyagent: interrupted", file=sys.stderr)

@@ -45,11 +45,12 @@ class TerminalDisplay:
                  max_output_lines: int = 20,
                  preview: Callable[[ToolCall], str | None] | None = None,
                  step_mode: bool = False, colour: bool | None = None,
-                 scheme: str = "") -> None:
+                 scheme: str = "", step_hint: str = "%agent step runs the next one") -> None:
         self.stream = stream
         self._colour = colour  # None: on a terminal without NO_COLOR
         self.scheme = scheme  # IPython's colour scheme (InteractiveShell.colors); "": neutral
         self.step_mode = step_mode  # `%agent --step` / `%agent step`: say where each step ended
+        self.step_hint = step_hint  # how to run the next step, said where one ended
         self.preview = preview or (lambda call: None)  # a tool's own view (diffs)
         self.show_reasoning = show_reasoning
         self.max_output_lines = max_output_lines
@@ -91,6 +92,11 @@ class TerminalDisplay:
         if coloured is None:  # no IPython traceback in it: the whole error in red
             return "\n".join(f"{_RED}  {mark} {ln}{_RESET}" for ln in shown)
         return "\n".join(f"{_RED}  {mark}{_RESET} {ln}" for ln in coloured)
+
+    def end_line(self) -> None:
+        """End a line left open (a reply cut short): what comes next starts at column 0."""
+        if not self._at_line_start:
+            self._write("\n")
 
     def _raw_line(self, text: str) -> None:
         if not self._at_line_start:
@@ -208,7 +214,7 @@ class TerminalDisplay:
                 self._errors_shown.append(event.message)
         elif isinstance(event, StepFinished):
             if self.step_mode:
-                self._line(f"── {event.step.footer('paused: %agent step runs the next one')}")
+                self._line(f"── {event.step.footer(f'paused: {self.step_hint}')}")
         elif isinstance(event, RunFinished):
             self._line(f"── {event.result.footer(shown=self._errors_shown)}")
 
