@@ -374,3 +374,57 @@ def test_cache_reads_and_writes_add_up_in_usage_the_footer_and_the_transcript(
     again = Agent.from_transcript(tmp_path / "t.ipynb", python_tool=False)
     assert again.usage == agent.usage
     again.close()
+
+
+# -- the recorded corpus: the cache counts real servers send ------------------------------
+def _recorded() -> list[Any]:
+    from tests.helpers.scripted_apis import corpus_files
+
+    out = []
+    for path in corpus_files():
+        rec = json.loads(path.read_text())
+        if (rec.get("expected") or {}).get("usage") and rec.get("http_status") == 200:
+            out.append(pytest.param(path, id=path.stem))
+    return out or [pytest.param(None, id="corpus-missing")]
+
+
+RECORDED = _recorded()
+
+
+@pytest.mark.parametrize("path", RECORDED)
+async def test_recorded_usage_reads_its_cache_counts(path: Any) -> None:
+    from ipyagent.models.anthropic import AnthropicModel
+    from ipyagent.models.base import TurnComplete
+    from ipyagent.models.openai_chat import OpenAIChatModel
+    from ipyagent.models.openai_responses import OpenAIResponsesModel
+    from tests.helpers.scripted_apis import load_record, replay_record
+
+    rec = load_record(path)
+    kind = {"chat.completions": OpenAIChatModel, "responses": OpenAIResponsesModel,
+            "anthropic.messages": AnthropicModel}[rec["api"]]
+    events, error, _ = await replay_record(
+        lambda client: kind("m", "http://127.0.0.1:9/v1", "k", client=client, backoff=0), rec, None)
+    # A stream that ends in an error (OpenRouter's inline one) still billed its usage.
+    turn = getattr(error, "turn", None) or next(e for e in events if isinstance(e, TurnComplete)).turn
+    usage = Usage.from_server(turn.usage)
+    raw = str(rec["raw_response"])
+    assert usage is not None
+    expected = rec["expected"]["usage"]
+    details = expected.get("prompt_tokens_details") or expected.get("input_tokens_details") or {}
+    if rec["api"] == "anthropic.messages":  # message_start's counts, merged with message_delta's
+        assert '"cache_read_input_tokens"' in raw
+        assert usage.cache_read == 0 and usage.input == expected["input_tokens"]
+    else:
+        assert usage.cache_read == details.get("cached_tokens", 0)
+    assert usage.cache_read <= usage.input
+
+
+def test_the_corpus_has_a_server_that_reported_cache_reads() -> None:
+    """llama.cpp (llamabox) reports its prompt cache as prompt_tokens_details.cached_tokens."""
+    reads = []
+    for param in RECORDED:
+        (path,) = param.values
+        if path is not None:
+            usage = json.loads(path.read_text())["expected"]["usage"]
+            reads.append((usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0))
+    assert any(n > 0 for n in reads), reads
