@@ -198,7 +198,7 @@ def render_for_summary(items: list[Item], max_chars: int, per_item: int = 2000) 
             args = item.arguments.get("code") if item.name == "python" else None
             text = f"[tool call {item.name}]\n{args if args is not None else json.dumps(item.arguments)}"
         elif isinstance(item, ToolResult):
-            text = f"[tool {'error' if item.error else 'result'}]\n{cleared(item) or item.output}"
+            text = f"[tool {'error' if item.error else 'result'}]\n{item.full_output}"
         elif isinstance(item, Message):
             text = f"[{item.role}]\n{item.content}"
         else:

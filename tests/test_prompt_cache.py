@@ -428,3 +428,23 @@ def test_the_corpus_has_a_server_that_reported_cache_reads() -> None:
             usage = json.loads(path.read_text())["expected"]["usage"]
             reads.append((usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0))
     assert any(n > 0 for n in reads), reads
+
+
+def test_a_run_that_cleared_results_saves_and_replays_their_full_text(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    from ipyagent.transcripts.replay import replay
+
+    agent, _, _, _ = run_pages("chat", monkeypatch, steps=8)
+    stubs = [i for i in agent.context if isinstance(i, ToolResult) and cleared(i)]
+    assert stubs
+    path = tmp_path / "run.ipynb"
+    agent.save(path)
+    cells = json.loads(path.read_text())["cells"]
+    shown = next(c for c in cells if stubs[0].call_id in "".join(c["source"]))
+    assert PAGE[:300] in "".join(shown["source"])  # the cell shows the text, not the stub
+    assert CLEARED_NOTE.format(n=len(cleared(stubs[0]))) not in "".join(shown["source"])
+    report = replay(path, approval="auto")
+    assert report.reproduced and report.reused >= 8, report
+    assert report.context is not None
+    answered = [i for i in report.context if isinstance(i, ToolResult)]
+    assert all(i.full_output.startswith("page ") and PAGE in i.full_output for i in answered)
