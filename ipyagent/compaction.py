@@ -268,11 +268,19 @@ def cleared(item: ToolResult) -> str:
 
 
 def _stub(item: ToolResult) -> ToolResult:
-    """``item`` with its text cleared: the first line's start and a note, the text in meta."""
+    """``item`` with its text cleared: the first line's start and a note, the text in meta.
+
+    Images it carried for the model (``meta["images"]``) are cleared with it, kept as
+    ``meta["cleared_images"]``.
+    """
     head = item.output[:_CLEARED_HEAD].split("\n", 1)[0]
     output = f"{head}\n{CLEARED_NOTE.format(n=len(item.output))}"
+    meta = {k: v for k, v in item.meta.items() if k != "images"}
+    meta["cleared_output"] = item.output
+    if item.meta.get("images"):
+        meta["cleared_images"] = item.meta["images"]
     return ToolResult(item.call_id, output, item.error, item.name, item.outputs,
-                      item.execution_count, {**item.meta, "cleared_output": item.output})
+                      item.execution_count, meta)
 
 
 def clear_results(ctx: Context, settings: dict[str, Any]) -> int:

@@ -448,3 +448,18 @@ def test_a_run_that_cleared_results_saves_and_replays_their_full_text(
     assert report.context is not None
     answered = [i for i in report.context if isinstance(i, ToolResult)]
     assert all(i.full_output.startswith("page ") and PAGE in i.full_output for i in answered)
+
+
+def test_clearing_a_result_clears_its_images_for_the_model_too() -> None:
+    from ipyagent.models.openai_chat import to_chat_messages
+
+    ctx = paged(4)
+    image = {"mime": "image/png", "data": "aGVsbG8="}
+    old = ctx[3]
+    assert isinstance(old, ToolResult)
+    ctx[3] = ToolResult(old.call_id, old.output, name=old.name, meta={"images": [image]})
+    assert "aGVsbG8=" in json.dumps(to_chat_messages("s", list(ctx)))
+    clear_results(ctx, SETTINGS)
+    stub = ctx[3]
+    assert isinstance(stub, ToolResult) and cleared(stub) and stub.meta["cleared_images"] == [image]
+    assert "aGVsbG8=" not in json.dumps(to_chat_messages("s", list(ctx)))
