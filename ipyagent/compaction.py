@@ -76,6 +76,7 @@ class CompactionPlan:
     middle_tokens: int = 0
     labels: list[str] = field(default_factory=list)  # one line per item, for the repr
     clear: list[int] = field(default_factory=list)  # results whose text it clears instead
+    low: int = 0  # the low-water mark it compacts down to (``limit`` when shallow)
 
     def __repr__(self) -> str:
         if not self.window:
@@ -123,8 +124,9 @@ def plan(context: Context, window: int = 0, threshold: float = 0.8, reserve: int
     prompt = context.tokens + extra_tokens
     # Labels are only for showing a preview; building them costs O(items) summaries.
     labels = [f"{it.label}: {it.summary()}" for it in items] if force else []
+    low = low_water(window, threshold, target) if window else 0
     result = CompactionPlan(needed=False, prompt_tokens=prompt, reserve=reserve, limit=limit,
-                            window=window, labels=labels)
+                            window=window, labels=labels, low=low)
     if not window or (prompt + reserve <= limit and not force):
         result.tail = list(range(len(items)))
         return result
@@ -135,7 +137,6 @@ def plan(context: Context, window: int = 0, threshold: float = 0.8, reserve: int
     head_groups = [first_user] if first_user is not None else []
     head_tokens = sum(gtok[g] for g in head_groups)
     budget = _tail_budget(prompt - sum(tok), limit, reserve, keep_recent, head_tokens)
-    low = low_water(window, threshold, target)
     if low < limit:
         budget = min(budget, _tail_budget(prompt - sum(tok), low, reserve, 1.0, head_tokens))
     tail_groups: list[int] = []
@@ -406,7 +407,8 @@ async def _summarise(agent: Agent, items: list[Item], p: CompactionPlan,
 
     counter = agent.context.counter
     # No longer than the room left once the middle is gone, so it fits without truncation.
-    free = p.limit - p.reserve - (p.prompt_tokens - p.middle_tokens)
+    # A deep compaction's summary fits under the low-water mark too.
+    free = (p.low or p.limit) - p.reserve - (p.prompt_tokens - p.middle_tokens)
     summary_tokens = max(64, min(1024, p.limit // 4, free))
     max_chars = int(max(200, p.limit - summary_tokens - 300) * 4 / counter.scale * 0.8)
     request = ModelRequest(system=SUMMARY_PROMPT, items=[Message(
