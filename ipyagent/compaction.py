@@ -258,7 +258,8 @@ def _summary_text(items: list[Item]) -> str:
     return ""
 
 
-CLEARED_NOTE = "[… {n:,} characters cleared to fit the context window; call again to see them]"
+# Neutral on purpose: "call again" would have a model re-run python code (its effects too).
+CLEARED_NOTE = "[… {n:,} characters of this result cleared to fit the context window]"
 _CLEARED_HEAD = 80  # characters of the result's first line the stub keeps, as a reminder
 
 
