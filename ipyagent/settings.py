@@ -156,7 +156,8 @@ class AgentSettings(LoggingConfigurable):
     )).tag(config=True)
     compact_keep_recent = Float(0.5, help=(
         "Fraction of the room inside the compaction limit (what is left after the reply "
-        "reserve, system prompt, tool specs and task) kept for the most recent turns, verbatim."
+        "reserve, system prompt, tool specs and task) kept for the most recent turns, verbatim, "
+        "when a compaction summarises (and no more than compact_target leaves room for)."
     )).tag(config=True)
     compact_target = Float(0.5, help=(
         "Low-water mark: a compaction goes on until prompt + request_max_tokens is at most "
