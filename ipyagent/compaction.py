@@ -7,16 +7,17 @@ a server's prompt cache reuses: llama.cpp, vLLM, OpenAI, Anthropic's ``cache_con
 
 * first, without a model call, the text of the oldest tool results is **cleared** (the
   call and its result stay, as a short stub: ``ToolResult.meta["cleared_output"]`` keeps
-  the text, so the transcript and a later summary still have it), oldest first, never the
-  newest turn's. A stub never changes again, so the next clearing leaves everything
-  before the results it clears byte-identical. When even clearing every older result
-  would not bring the request under the threshold, nothing is cleared and
+  the text, so the transcript, replay and a later summary still have it), oldest first,
+  never the newest turn's. A stub never changes again, so the next clearing leaves
+  everything before the results it clears byte-identical. When even clearing every
+  older result would not bring the request under the threshold, nothing is cleared and
 * the oldest part of the conversation is replaced by a ``Summary``:
 
 * kept verbatim: the system prompt, the original task (first user message) and the most
   recent turns (up to ``keep_recent`` of the room the conversation has inside the limit,
-  i.e. after the reply reserve, the system prompt, the tool specs and the task — so that a
-  compaction leaves headroom instead of running again at the next step);
+  i.e. after the reply reserve, the system prompt, the tool specs and the task, and no
+  more than the low-water mark leaves — so that a compaction leaves headroom instead of
+  running again at the next step);
 * summarised by a model call (a prompt that keeps facts, decisions, file and variable
   names, open questions); when that fails or is not enough, **hard-truncated**: the oldest
   items go first, then fewer recent turns are kept, then the biggest tool result is cut;
@@ -26,6 +27,9 @@ a server's prompt cache reuses: llama.cpp, vLLM, OpenAI, Anthropic's ``cache_con
   the transcript. A new summary that covers an older one *merges* it: it takes the older
   one's replaced items (flattened, so ``replaced`` never nests) and its place, so the
   conversation holds one summary however many compactions ran.
+
+A ``target`` at or above ``threshold`` (or none) is the old, shallow compaction: no
+clearing, the recent turns bounded by ``keep_recent`` alone.
 """
 
 from __future__ import annotations
