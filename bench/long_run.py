@@ -9,7 +9,9 @@ process against a later one (no stall), save and to_notebook of the 1,000-step r
 its transcript read (beside ``nbformat.read``, which validates), loaded and replayed, each
 cold in a fresh process and warm; the context table; the RSS growth; and an 80-step run in
 a 4,096-token window with ~3,000-character results: how many summary requests it makes
-and how much of each request differs from the previous one's prefix (prompt-cache churn). Run: ``python bench/long_run.py``.
+and how much of each request differs from the previous one's prefix (prompt-cache churn),
+with the old shallow compaction (``compact_target`` at the threshold) beside the default.
+Run: ``python bench/long_run.py``.
 """
 
 from __future__ import annotations
@@ -194,21 +196,31 @@ async def page() -> str:
 
 
 def compaction(steps: int = 80) -> None:
-    """An ``steps``-step run in a 4,096-token window: summary requests, and the share of the
-    characters sent that were not the previous request's prefix (what a server's prompt
-    cache cannot reuse)."""
+    """An ``steps``-step run in a 4,096-token window, before and after compaction respected
+    the prompt cache: summary requests, and the share of the characters sent that were not
+    the previous request's prefix (what a server's prompt cache cannot reuse). "Before" is
+    the old, shallow compaction, still reachable: ``compact_target`` at the threshold."""
+    before = compaction_run(steps, compact_target=Agent.compact_threshold.default_value)
+    after = compaction_run(steps)
+    print(f"compaction, {steps} steps in a {WINDOW}-token window, ~3,000-character results"
+          f"{'':6}before   after")
+    print(f"  summary requests{'':57}{before[0]:6} {after[0]:7}")
+    print(f"  characters sent that differ from the previous request's prefix{'':9}"
+          f"{before[1]:6.0%} {after[1]:7.0%}")
+
+
+def compaction_run(steps: int, **settings: float) -> tuple[int, float]:
+    """(summary requests, prefix churn) of one run with these Agent settings."""
     model = CompactingModel()
     agent = Agent(client=model, tools=[page], python_tool=False, file_tools=False,
                   context_window=WINDOW, request_max_tokens=256, max_steps=steps,
-                  circuit_breaker=0)
+                  circuit_breaker=0, **settings)
     agent.context.counter = TokenCounter(use_tokenizer=False)  # as the tests count
     agent.run("read the pages")
     agent.close()
     new = sum(len(b) - len(os.path.commonprefix([a, b])) for a, b in zip(model.sent, model.sent[1:]))
     total = sum(len(b) for b in model.sent[1:])
-    print(f"compaction, {len(model.sent)} steps in a {WINDOW}-token window, ~3,000-character "
-          f"results: {model.summaries} summary requests; {new / total:.0%} of the characters "
-          "sent differ from the previous request's prefix")
+    return model.summaries, new / total
 
 
 # What each reading runs, in a fresh interpreter with ipyagent imported (as in a kernel

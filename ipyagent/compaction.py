@@ -1,12 +1,23 @@
 """Compaction: keep every request inside the model's context window.
 
-Before a request, if ``prompt + reserve`` would pass ``threshold × window``, the oldest
-part of the conversation is replaced by a ``Summary``:
+Before a request, if ``prompt + reserve`` would pass ``threshold × window``, the context
+is compacted *deeply*, down to the low-water mark ``target × window``, so that the next
+compaction is many steps away and the requests in between share their whole prefix (what
+a server's prompt cache reuses: llama.cpp, vLLM, OpenAI, Anthropic's ``cache_control``):
+
+* first, without a model call, the text of the oldest tool results is **cleared** (the
+  call and its result stay, as a short stub: ``ToolResult.meta["cleared_output"]`` keeps
+  the text, so the transcript, replay and a later summary still have it), oldest first,
+  never the newest turn's. A stub never changes again, so the next clearing leaves
+  everything before the results it clears byte-identical. When even clearing every
+  older result would not bring the request under the threshold, nothing is cleared and
+* the oldest part of the conversation is replaced by a ``Summary``:
 
 * kept verbatim: the system prompt, the original task (first user message) and the most
   recent turns (up to ``keep_recent`` of the room the conversation has inside the limit,
-  i.e. after the reply reserve, the system prompt, the tool specs and the task — so that a
-  compaction leaves headroom instead of running again at the next step);
+  i.e. after the reply reserve, the system prompt, the tool specs and the task, and no
+  more than the low-water mark leaves — so that a compaction leaves headroom instead of
+  running again at the next step);
 * summarised by a model call (a prompt that keeps facts, decisions, file and variable
   names, open questions); when that fails or is not enough, **hard-truncated**: the oldest
   items go first, then fewer recent turns are kept, then the biggest tool result is cut;
@@ -16,6 +27,9 @@ part of the conversation is replaced by a ``Summary``:
   the transcript. A new summary that covers an older one *merges* it: it takes the older
   one's replaced items (flattened, so ``replaced`` never nests) and its place, so the
   conversation holds one summary however many compactions ran.
+
+A ``target`` at or above ``threshold`` (or none) is the old, shallow compaction: no
+clearing, the recent turns bounded by ``keep_recent`` alone.
 """
 
 from __future__ import annotations
@@ -36,7 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CompactionPlan", "plan", "preview", "turn_groups", "render_for_summary",
            "SUMMARY_PROMPT", "truncation_summary", "replaced_items", "shrink_largest_result",
-           "fit_window", "settings_for", "bind_settings"]
+           "fit_window", "settings_for", "bind_settings", "clear_results", "cleared"]
 
 def turn_groups(items: list[Item]) -> list[list[int]]:
     """Indices grouped into units that must stay together (a call with its result)."""
@@ -65,39 +79,58 @@ class CompactionPlan:
     tail: list[int] = field(default_factory=list)
     middle_tokens: int = 0
     labels: list[str] = field(default_factory=list)  # one line per item, for the repr
+    clear: list[int] = field(default_factory=list)  # results whose text it clears instead
+    low: int = 0  # the low-water mark it compacts down to (``limit`` when shallow)
 
     def __repr__(self) -> str:
         if not self.window:
             return (f"<CompactionPlan: no context_window set, so nothing is compacted "
                     f"(~{self.prompt_tokens} tokens now)>")
         state = "needed" if self.needed else "not needed"
-        would = "" if self.needed or not self.middle else "if run now: "
-        return (f"<CompactionPlan {state}: {self.prompt_tokens}+{self.reserve} of limit "
-                f"{self.limit} (window {self.window}); {would}summarise {len(self.middle)} "
-                f"items (~{self.middle_tokens} tokens), keep {len(self.head) + len(self.tail)}>")
+        would = "" if self.needed or not (self.middle or self.clear) else "if run now: "
+        head = (f"<CompactionPlan {state}: {self.prompt_tokens}+{self.reserve} of limit "
+                f"{self.limit} (window {self.window}); {would}")
+        if self.clear:
+            return (f"{head}clear the text of {len(self.clear)} older tool results "
+                    "(no summary), keep the rest>")
+        return (f"{head}summarise {len(self.middle)} items (~{self.middle_tokens} tokens), "
+                f"keep {len(self.head) + len(self.tail)}>")
 
     def _repr_html_(self) -> str:
         fate = {i: "keep (task)" for i in self.head}
-        fate.update({i: "summarise" for i in self.middle})
-        fate.update({i: "keep" for i in self.tail})
+        if self.clear:
+            fate.update({i: "keep" for i in self.middle + self.tail})
+            fate.update({i: "clear text" for i in self.clear})
+        else:
+            fate.update({i: "summarise" for i in self.middle})
+            fate.update({i: "keep" for i in self.tail})
         rows = "".join(
-            f"<tr style='background:{'#fff3e0' if fate.get(i) == 'summarise' else 'none'}'>"
+            f"<tr style='background:{'#fff3e0' if fate.get(i) in _CHANGED else 'none'}'>"
             f"<td>{i}</td><td>{fate.get(i, '')}</td><td style='text-align:left'>"
             f"{html.escape(label)}</td></tr>" for i, label in enumerate(self.labels))
         head = html.escape(repr(self))
         return f"<div><div>{head}</div><table>{rows}</table></div>"
 
 
+_CHANGED = ("summarise", "clear text")
+
+
 def plan(context: Context, window: int = 0, threshold: float = 0.8, reserve: int = 0,
-         keep_recent: float = 0.5, extra_tokens: int = 0, force: bool = False) -> CompactionPlan:
-    """Decide what to summarise so that ``prompt + reserve`` fits ``threshold × window``."""
+         keep_recent: float = 0.5, extra_tokens: int = 0, force: bool = False,
+         target: float | None = None) -> CompactionPlan:
+    """Decide what to summarise so that ``prompt + reserve`` fits ``threshold × window``.
+
+    With a ``target`` under ``threshold`` the recent turns kept also fit ``target × window``
+    (the low-water mark); without one, only the ``keep_recent`` share bounds them.
+    """
     items = list(context)
     limit = int(window * threshold) if window else 0
     prompt = context.tokens + extra_tokens
     # Labels are only for showing a preview; building them costs O(items) summaries.
     labels = [f"{it.label}: {it.summary()}" for it in items] if force else []
+    low = low_water(window, threshold, target) if window else 0
     result = CompactionPlan(needed=False, prompt_tokens=prompt, reserve=reserve, limit=limit,
-                            window=window, labels=labels)
+                            window=window, labels=labels, low=low)
     if not window or (prompt + reserve <= limit and not force):
         result.tail = list(range(len(items)))
         return result
@@ -106,8 +139,10 @@ def plan(context: Context, window: int = 0, threshold: float = 0.8, reserve: int
     gtok = [sum(tok[i] for i in g) for g in groups]
     first_user = next((gi for gi, g in enumerate(groups) if _is_user(items[g[0]])), None)
     head_groups = [first_user] if first_user is not None else []
-    budget = _tail_budget(prompt - sum(tok), limit, reserve, keep_recent,
-                          sum(gtok[g] for g in head_groups))
+    head_tokens = sum(gtok[g] for g in head_groups)
+    budget = _tail_budget(prompt - sum(tok), limit, reserve, keep_recent, head_tokens)
+    if low < limit:
+        budget = min(budget, _tail_budget(prompt - sum(tok), low, reserve, 1.0, head_tokens))
     tail_groups: list[int] = []
     for gi in range(len(groups) - 1, -1, -1):
         if gi in head_groups:
@@ -126,6 +161,15 @@ def plan(context: Context, window: int = 0, threshold: float = 0.8, reserve: int
     return result
 
 
+def low_water(window: int, threshold: float, target: float | None) -> int:
+    """Tokens a compaction brings ``prompt + reserve`` down to: ``target × window``, or
+    the threshold's limit when there is no target under it (the old, shallow compaction)."""
+    limit = int(window * threshold)
+    if target is None or target >= threshold:
+        return limit
+    return int(window * target)
+
+
 def _is_user(item: Item) -> bool:
     return isinstance(item, Message) and item.role == "user"
 
@@ -140,9 +184,13 @@ def _tail_budget(fixed: int, limit: int, reserve: int, keep_recent: float, head:
 
 
 def preview(context: Context, **settings: Any) -> CompactionPlan:
-    """``plan`` with ``force`` on unless asked otherwise: what a compaction would do now."""
+    """``plan`` with ``force`` on unless asked otherwise: what a compaction would do now
+    (clearing older results' text, when that is the compaction it would make)."""
     settings.setdefault("force", True)
-    return plan(context, **settings)
+    result = plan(context, **settings)
+    if result.window:
+        result.clear = [i for i, _ in _clearing(context, settings)]
+    return result
 
 
 def render_for_summary(items: list[Item], max_chars: int, per_item: int = 2000) -> str:
@@ -155,7 +203,7 @@ def render_for_summary(items: list[Item], max_chars: int, per_item: int = 2000) 
             args = item.arguments.get("code") if item.name == "python" else None
             text = f"[tool call {item.name}]\n{args if args is not None else json.dumps(item.arguments)}"
         elif isinstance(item, ToolResult):
-            text = f"[tool {'error' if item.error else 'result'}]\n{item.output}"
+            text = f"[tool {'error' if item.error else 'result'}]\n{item.full_output}"
         elif isinstance(item, Message):
             text = f"[{item.role}]\n{item.content}"
         else:
@@ -214,6 +262,74 @@ def _summary_text(items: list[Item]) -> str:
     return ""
 
 
+# Neutral on purpose: "call again" would have a model re-run python code (its effects too).
+CLEARED_NOTE = "[… {n:,} characters of this result cleared to fit the context window]"
+_CLEARED_HEAD = 80  # characters of the result's first line the stub keeps, as a reminder
+
+
+def cleared(item: ToolResult) -> str:
+    """The text a cleared result had ('' when it was not cleared)."""
+    text = item.meta.get("cleared_output")
+    return text if isinstance(text, str) else ""
+
+
+def _stub(item: ToolResult) -> ToolResult:
+    """``item`` with its text cleared: the first line's start and a note, the text in meta.
+
+    Images it carried for the model (``meta["images"]``) are cleared with it, kept as
+    ``meta["cleared_images"]``.
+    """
+    head = item.output[:_CLEARED_HEAD].split("\n", 1)[0]
+    output = f"{head}\n{CLEARED_NOTE.format(n=len(item.output))}"
+    meta = {k: v for k, v in item.meta.items() if k != "images"}
+    meta["cleared_output"] = item.output
+    if item.meta.get("images"):
+        meta["cleared_images"] = item.meta["images"]
+    return ToolResult(item.call_id, output, item.error, item.name, item.outputs,
+                      item.execution_count, meta)
+
+
+def clear_results(ctx: Context, settings: dict[str, Any]) -> int:
+    """Clear the oldest tool results' text, toward the low-water mark; how many were cleared."""
+    chosen = _clearing(ctx, settings)
+    for i, stub in chosen:
+        ctx[i] = stub
+    return len(chosen)
+
+
+def _clearing(ctx: Context, settings: dict[str, Any]) -> list[tuple[int, ToolResult]]:
+    """The results to clear now, with their stubs (oldest first); [] to summarise instead.
+
+    The newest turn group keeps its results (the model is reading them); a result whose
+    stub would not be shorter is left alone. When even every stub would leave the request
+    over the threshold, nothing is cleared: a summary of the full texts is the compaction
+    to make. Short of the low-water mark but under the threshold, the stubs are made: the
+    next clearing then costs the prompt cache only the newest turns, as a plain step does.
+    """
+    window, reserve = int(settings.get("window") or 0), int(settings.get("reserve") or 0)
+    threshold = float(settings.get("threshold", 0.8))
+    limit = int(window * threshold)
+    low = low_water(window, threshold, settings.get("target"))
+    if not window or low >= limit:
+        return []  # no low-water mark under the threshold: compaction as before
+    groups = turn_groups(list(ctx))
+    newest = set(groups[-1]) if groups else set()
+    counter = ctx.counter
+    prompt = ctx.tokens + int(settings.get("extra_tokens") or 0) + reserve
+    chosen: list[tuple[int, ToolResult]] = []
+    for i, item in enumerate(ctx):
+        if prompt <= low:
+            break
+        if i in newest or not isinstance(item, ToolResult) or cleared(item):
+            continue
+        stub = _stub(item)
+        saved = ctx.item_tokens(i) - counter.scaled(counter.item(stub))
+        if saved > 0:
+            chosen.append((i, stub))
+            prompt -= saved
+    return chosen if prompt <= limit else []
+
+
 def shrink_largest_result(context: Context, over: int, keep_last: bool = True) -> bool:
     """Cut the biggest tool result's text (the notebook keeps its full outputs); False if none."""
     results = [i for i, it in enumerate(context) if isinstance(it, ToolResult)]
@@ -240,7 +356,8 @@ def settings_for(agent: Agent, context: Context | None = None) -> dict[str, Any]
     reserve = agent.request_max_tokens or min(2048, window // 4)
     tools_tokens = ctx.counter.scaled(ctx.counter.specs(agent.tools.specs()))
     return dict(window=window, threshold=agent.compact_threshold, reserve=reserve,
-                keep_recent=agent.compact_keep_recent, extra_tokens=tools_tokens)
+                keep_recent=agent.compact_keep_recent, extra_tokens=tools_tokens,
+                target=agent.compact_target)
 
 
 def bind_settings(context: Context, agent: Agent) -> None:
@@ -269,6 +386,11 @@ async def fit_window(agent: Agent, emit: Callable[[Any], None]) -> str | None:
     if not p.needed:
         return None
     before = p.prompt_tokens
+    n = clear_results(ctx, settings)
+    if n:  # down to the low-water mark without a model call
+        emit(ContextCompacted(before=before, after=plan(ctx, **settings).prompt_tokens,
+                              cleared=n))
+        return None
     # A middle that is only an earlier summary has nothing new to summarise.
     if any(not isinstance(ctx[i], Summary) for i in p.middle):
         summary = await _summarise(agent, [ctx[i] for i in p.middle], p, emit)
@@ -290,7 +412,8 @@ async def _summarise(agent: Agent, items: list[Item], p: CompactionPlan,
 
     counter = agent.context.counter
     # No longer than the room left once the middle is gone, so it fits without truncation.
-    free = p.limit - p.reserve - (p.prompt_tokens - p.middle_tokens)
+    # A deep compaction's summary fits under the low-water mark too.
+    free = (p.low or p.limit) - p.reserve - (p.prompt_tokens - p.middle_tokens)
     summary_tokens = max(64, min(1024, p.limit // 4, free))
     max_chars = int(max(200, p.limit - summary_tokens - 300) * 4 / counter.scale * 0.8)
     request = ModelRequest(system=SUMMARY_PROMPT, items=[Message(

@@ -89,12 +89,18 @@ StopReason = Literal["done", "max_steps", "circuit_breaker", "budget", "denied",
 
 @dataclass
 class Usage:
-    """Tokens in and out; ``estimated`` when the server reported none."""
+    """Tokens in and out; ``estimated`` when the server reported none.
+
+    ``input`` counts every prompt token, cached or not; ``cache_read`` and ``cache_write``
+    say how many of them a server's prompt cache reused and stored (part of ``input``).
+    """
 
     input: int = 0
     output: int = 0
     requests: int = 0
     estimated: bool = False
+    cache_read: int = 0
+    cache_write: int = 0
 
     @property
     def total(self) -> int:
@@ -105,10 +111,30 @@ class Usage:
         self.output += other.output
         self.requests += other.requests
         self.estimated = self.estimated or other.estimated
+        self.cache_read += other.cache_read
+        self.cache_write += other.cache_write
 
     def __str__(self) -> str:
         approx = "~" if self.estimated else ""
-        return f"{approx}{self.input} in / {approx}{self.output} out"
+        cache = [f"{n} {what}" for n, what in ((self.cache_read, "cached"),
+                                               (self.cache_write, "cache written")) if n]
+        cached = f" ({', '.join(cache)})" if cache else ""
+        return f"{approx}{self.input} in{cached} / {approx}{self.output} out"
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a transcript keeps it (the cache counts only when there are any)."""
+        out: dict[str, Any] = {"input": self.input, "output": self.output,
+                               "requests": self.requests, "estimated": self.estimated}
+        out.update({k: v for k, v in (("cache_read", self.cache_read),
+                                      ("cache_write", self.cache_write)) if v})
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Usage:
+        """From ``to_dict`` (an older transcript without the cache counts reads as 0)."""
+        return cls(_count(data.get("input")), _count(data.get("output")),
+                   _count(data.get("requests")), bool(data.get("estimated", False)),
+                   _count(data.get("cache_read")), _count(data.get("cache_write")))
 
     @classmethod
     def from_server(cls, usage: dict[str, Any] | None) -> Usage | None:
@@ -121,9 +147,21 @@ class Usage:
             return None
         # Anthropic counts prompt-cache reads and writes apart from input_tokens; they are
         # still prompt tokens (and count toward budgets and the window).
-        cached = sum(int(usage.get(k) or 0) for k in
-                     ("cache_read_input_tokens", "cache_creation_input_tokens"))
-        return cls(int(into or 0) + cached, int(out or 0), 1, bool(usage.get("estimated")))
+        read, write = (_count(usage.get(k)) for k in
+                       ("cache_read_input_tokens", "cache_creation_input_tokens"))
+        # OpenAI (and llama.cpp, OpenRouter) count cached tokens inside the prompt's.
+        details = usage.get("prompt_tokens_details", usage.get("input_tokens_details"))
+        inside = _count(details.get("cached_tokens")) if isinstance(details, dict) else 0
+        return cls(_count(into) + read + write, _count(out), 1, bool(usage.get("estimated")),
+                   read + inside, write)
+
+
+def _count(value: Any) -> int:
+    """A token count as a server or a file gave it; anything that is not one is 0."""
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError):
+        return 0
 
 
 @dataclass
@@ -275,6 +313,7 @@ class ContextCompacted:
     before: int
     after: int
     summary: Summary | None = None  # the item that now stands in for the older items
+    cleared: int = 0  # older tool results whose text was cleared instead (no summary)
 
 
 @dataclass
@@ -292,6 +331,10 @@ class MemoryRecalled:
 def compaction_line(event: ContextCompacted) -> str:
     """One line saying what a compaction did, for every display."""
     summary = event.summary
+    if event.cleared and summary is None:
+        return (f"context compacted before the request: ~{event.before:,} → ~{event.after:,} "
+                f"tokens ({event.cleared} older tool results cleared, kept in the transcript; "
+                "`agent.context.compaction_preview()` shows what the next one would do)")
     replaced = len(getattr(summary, "replaced", []) or [])
     how = ("summarised" if getattr(summary, "meta", {}).get("method") == "summary"
            else "dropped")

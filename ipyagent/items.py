@@ -167,6 +167,13 @@ class ToolResult(_ItemBase):
     def text(self) -> str:
         return self.output
 
+    @property
+    def full_output(self) -> str:
+        """The text the tool gave: ``output``, or what compaction cleared from it
+        (``meta["cleared_output"]``) to fit the context window."""
+        text = self.meta.get("cleared_output")
+        return text if isinstance(text, str) else self.output
+
     def for_model(self) -> str:
         """``output`` as the model gets it: an ipyagent note (``meta["note"]``, e.g. that
         the user edited the call) comes first, labelled apart from what the tool printed."""

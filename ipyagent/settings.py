@@ -156,7 +156,21 @@ class AgentSettings(LoggingConfigurable):
     )).tag(config=True)
     compact_keep_recent = Float(0.5, help=(
         "Fraction of the room inside the compaction limit (what is left after the reply "
-        "reserve, system prompt, tool specs and task) kept for the most recent turns, verbatim."
+        "reserve, system prompt, tool specs and task) kept for the most recent turns, verbatim, "
+        "when a compaction summarises (and no more than compact_target leaves room for)."
+    )).tag(config=True)
+    compact_target = Float(0.5, help=(
+        "Low-water mark: a compaction goes on until prompt + request_max_tokens is at most "
+        "this fraction of context_window (clearing older tool results first, then "
+        "summarising), so the next one is many steps away and the requests between share "
+        "their prefix (a server's prompt cache). At or above compact_threshold: compact "
+        "only just under the threshold, and never clear results."
+    )).tag(config=True)
+    prompt_cache = Bool(True, help=(
+        "Mark prompt-cache breakpoints on Anthropic (cache_control on the system prompt, "
+        "the last tool and the last message), so the unchanged prefix of the next request "
+        "is read from the cache. Other servers cache prefixes on their own. Cache reads and "
+        "writes show in Usage and the footers either way."
     )).tag(config=True)
     on_length = Enum(["continue", "stop"], default_value="continue", help=(
         "When a reply is cut at request_max_tokens: 'continue' asks the model to go on, "
@@ -413,7 +427,7 @@ class AgentSettings(LoggingConfigurable):
             raise TraitError(f"Agent.{proposal['trait'].name} must be >= 0, not {proposal['value']}")
         return proposal["value"]
 
-    @validate("compact_threshold", "compact_keep_recent")
+    @validate("compact_threshold", "compact_keep_recent", "compact_target")
     def _check_fraction(self, proposal: Any) -> float:
         if not 0 < proposal["value"] <= 1:
             raise TraitError(f"Agent.{proposal['trait'].name} must be in (0, 1], "

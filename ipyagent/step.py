@@ -214,7 +214,7 @@ async def request(run: StepRun) -> tuple[Turn, int]:
             system=agent.context.system, items=list(agent.context),
             tools=[t.spec() for t in agent.offered_tools()],
             temperature=agent.temperature, max_tokens=agent.request_max_tokens,
-            tool_choice=agent.tool_choice)
+            tool_choice=agent.tool_choice, prompt_cache=agent.prompt_cache)
         tools_raw = agent.context.counter.specs(req.tools)
         estimated_raw = agent.context.raw_tokens + tools_raw
         auto_native = run.wire == "native" and agent.tool_mode == "auto" and bool(req.tools)

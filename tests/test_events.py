@@ -24,10 +24,39 @@ def test_usage_adds_up_and_reads_the_three_server_shapes() -> None:
     assert str(total) == "15 in / 3 out"
     anthropic = Usage.from_server({"input_tokens": 3, "output_tokens": 4, "cache_read_input_tokens": 100,
                                    "cache_creation_input_tokens": 20})
-    assert anthropic == Usage(123, 4, 1, False)  # cached prompt tokens are prompt tokens
+    # cached prompt tokens are prompt tokens; the cache's reads and writes are said apart
+    assert anthropic == Usage(123, 4, 1, False, cache_read=100, cache_write=20)
     total.add(Usage(1, 1, 0, estimated=True))
     assert total.estimated and str(total) == "~16 in / ~4 out"
     assert Usage.from_server(None) is None and Usage.from_server({"total_tokens": 9}) is None
+
+
+def test_usage_counts_prompt_cache_reads_and_writes_in_every_shape() -> None:
+    # OpenAI Chat (and llama.cpp, OpenRouter) and Responses count cached tokens inside the
+    # prompt's; Anthropic beside input_tokens (message_start and message_delta merged).
+    chat = Usage.from_server({"prompt_tokens": 1500, "completion_tokens": 9,
+                              "prompt_tokens_details": {"cached_tokens": 1024, "audio_tokens": 0}})
+    responses = Usage.from_server({"input_tokens": 2000, "output_tokens": 5,
+                                   "input_tokens_details": {"cached_tokens": 1280}})
+    anthropic = Usage.from_server({"input_tokens": 12, "cache_read_input_tokens": 3000,
+                                   "cache_creation_input_tokens": 400, "output_tokens": 30})
+    assert chat == Usage(1500, 9, 1, cache_read=1024)
+    assert responses == Usage(2000, 5, 1, cache_read=1280)
+    assert anthropic == Usage(3412, 30, 1, cache_read=3000, cache_write=400)
+    total = Usage()
+    for one in (chat, responses, anthropic):
+        total.add(one)
+    assert (total.input, total.cache_read, total.cache_write) == (6912, 5304, 400)
+    assert str(total) == "6912 in (5304 cached, 400 cache written) / 44 out"
+    assert str(Usage(10, 2, 1)) == "10 in / 2 out"  # nothing about a cache when there is none
+    # A damaged or missing count reads as 0, never as an error.
+    assert Usage.from_server({"prompt_tokens": 5, "prompt_tokens_details": None}) == Usage(5, 0, 1)
+    assert Usage.from_server({"prompt_tokens": 5, "prompt_tokens_details": {"cached_tokens": "x"}}) \
+        == Usage(5, 0, 1)
+    # As a transcript keeps it; an older transcript without the cache counts still reads.
+    assert Usage.from_dict(total.to_dict()) == total
+    assert "cache_read" not in Usage(1, 1, 1).to_dict()
+    assert Usage.from_dict({"input": 7, "output": 1, "requests": 1}) == Usage(7, 1, 1)
 
 
 def test_step_footer_and_repr_say_how_it_ended() -> None:
@@ -35,6 +64,8 @@ def test_step_footer_and_repr_say_how_it_ended() -> None:
                 usage=Usage(100, 20, 1), duration=1.25)
     assert repr(step) == "<Step 2: python, read_file>" and not step.done
     assert step.footer() == "step 2 · 2 tool calls · 100 in / 20 out tokens · 1.2s · paused"
+    cached = Step(5, usage=Usage(100, 20, 1, cache_read=80), duration=1.0)
+    assert "· 100 in (80 cached) / 20 out tokens ·" in cached.footer()
     assert step.footer(paused="running").endswith(" · running")
     step.stop_reason, step.error = "error", "HTTP 500: down"
     assert step.done and repr(step) == "<Step 2: python, read_file, stop=error>"

@@ -25,6 +25,7 @@ def test_every_setting_has_help_and_is_configurable() -> None:
     ("context_window", -1, "Agent.context_window must be >= 0"),
     ("compact_threshold", 0.0, "Agent.compact_threshold must be in (0, 1]"),
     ("compact_keep_recent", 1.5, "Agent.compact_keep_recent must be in (0, 1], not 1.5"),
+    ("compact_target", 0.0, "Agent.compact_target must be in (0, 1], not 0.0"),
     ("temperature", "warm", "Agent.temperature must be a number, not 'warm'"),
     ("base_url", "localhost:11434/v1", "did you mean 'http://localhost:11434/v1'?"),
     ("approval", "sometimes", "approval"),

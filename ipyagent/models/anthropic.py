@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_MAX_TOKENS",
     "to_anthropic_messages",
     "to_anthropic_tools",
+    "mark_cache_breakpoints",
 ]
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -102,6 +103,31 @@ def to_anthropic_messages(system: str, items: Sequence[Item]) -> tuple[str, list
         else:
             raise TypeError(f"not an ipyagent item: {item!r}")
     return "\n\n".join(systems), messages
+
+
+CACHE_CONTROL = {"type": "ephemeral"}
+
+
+def mark_cache_breakpoints(body: dict[str, Any]) -> None:
+    """Put ``cache_control`` on the system prompt, the last tool and the last message.
+
+    Three of the four breakpoints the API allows: the server caches the prefix up to each,
+    and the next request (the same prefix plus the newest turns) reads it back. The marks
+    are made on copies, so nothing the caller holds changes.
+    """
+    if body.get("system"):
+        body["system"] = [{"type": "text", "text": body["system"], "cache_control": dict(CACHE_CONTROL)}]
+    if body.get("tools"):
+        body["tools"] = [*body["tools"][:-1], {**body["tools"][-1], "cache_control": dict(CACHE_CONTROL)}]
+    messages = body.get("messages") or []
+    if messages:
+        last = messages[-1]
+        blocks = list(last["content"])
+        for i in range(len(blocks) - 1, -1, -1):
+            if blocks[i].get("type") not in _SIGNED:  # the API refuses cache_control there
+                blocks[i] = {**blocks[i], "cache_control": dict(CACHE_CONTROL)}
+                body["messages"] = [*messages[:-1], {**last, "content": blocks}]
+                break
 
 
 def to_anthropic_tools(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -311,6 +337,8 @@ class AnthropicModel(StreamingHTTPModel):
             body["system"] = system
         if request.tools:
             body["tools"] = to_anthropic_tools(request.tools)
+        if request.prompt_cache:
+            mark_cache_breakpoints(body)
         if request.tool_choice:
             body["tool_choice"] = _tool_choice(request.tool_choice)
         if request.temperature is not None:

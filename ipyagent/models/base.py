@@ -60,6 +60,9 @@ class ModelRequest:
     temperature: float | None = None
     max_tokens: int | None = None
     tool_choice: str | None = None  # "auto" | "none" | "required" | a tool name
+    # Mark prompt-cache breakpoints where the API takes them (Anthropic's cache_control);
+    # it changes what the server keeps, never the reply.
+    prompt_cache: bool = False
 
 
 @dataclass

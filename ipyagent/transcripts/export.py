@@ -152,7 +152,7 @@ def _cells(items: list[Item], compacted: bool = False) -> Iterable[dict[str, Any
             if item.call_id not in call_ids:  # its call was edited out of the context
                 yield _md(f"**Tool result** {inline_code(item.name or '?')} "
                           f"({inline_code(item.call_id)}, its call "
-                          f"is not in the context)\n\n{_fence(_clip(item.output))}", kind="result")
+                          f"is not in the context)\n\n{_fence(_clip(item.full_output))}", kind="result")
         elif isinstance(item, Summary):
             # An older transcript's summary may hold summaries: their items come unfolded,
             # each inner summary after its items, as one run of cells.
@@ -244,7 +244,7 @@ def _describe_call(call: ToolCall, result: ToolResult | None) -> str:
         lines.append(f"*Not run:* {markdown_text(one_line(result.output, 300))}")
     else:
         label = "Error" if result.error else "Result"
-        lines.append(f"**{label}:**\n\n{_fence(_clip(result.output))}")
+        lines.append(f"**{label}:**\n\n{_fence(_clip(result.full_output))}")
     return "\n\n".join(lines)
 
 

@@ -300,8 +300,11 @@ def _playback_tool(name: str, answers: dict[str, list[ToolResult]], root: str,
                 report.notes.append(f"did not re-create {written[0]} ({call.id}): {why}")
             elif created:
                 report.notes.append(f"re-created {written[0]} as the agent wrote it ({call.id})")
-        return ToolResult(call.id, recorded.output, recorded.error, name, list(recorded.outputs),
-                          recorded.execution_count, {**recorded.meta, "replayed": True})
+        # A result compaction cleared is answered with the text the tool gave.
+        meta = {k: v for k, v in recorded.meta.items() if k != "cleared_output"}
+        return ToolResult(call.id, recorded.full_output, recorded.error, name,
+                          list(recorded.outputs), recorded.execution_count,
+                          {**meta, "replayed": True})
 
     return Tool(name=name, description=f"{name} (answered from the recording)",
                 parameters={"type": "object"}, handler=handler)

@@ -52,16 +52,17 @@ __all__ = ["Transcript", "to_notebook", "save", "read", "load_into", "from_trans
 SETTINGS = ("model", "provider", "api", "base_url", "approval", "allow", "max_steps",
             "max_tokens", "circuit_breaker", "temperature", "request_max_tokens", "tool_choice",
             "on_length", "context_window", "compact_threshold", "compact_keep_recent",
-            "python_tool", "tool_output_limit", "kernel_name", "tool_timeout", "memory_limit",
-            "api_key_env", "tool_mode")
+            "compact_target", "prompt_cache", "python_tool", "tool_output_limit", "kernel_name",
+            "tool_timeout", "memory_limit", "api_key_env", "tool_mode")
 # Restored by ``from_transcript``. Trust decisions (approval, allow) and where requests
 # and the key go (base_url, api_key_env) stay with the person loading the file; a preset
 # (provider) fixes its own host and key, and a loopback base_url stays on this machine,
 # so those two come back (``restored_endpoint``).
 RESTORED = ("model", "provider", "api", "max_steps", "max_tokens", "circuit_breaker", "temperature",
             "request_max_tokens", "tool_choice", "on_length", "context_window",
-            "compact_threshold", "compact_keep_recent", "python_tool", "tool_output_limit",
-            "kernel_name", "tool_timeout", "memory_limit", "tool_mode")
+            "compact_threshold", "compact_keep_recent", "compact_target", "prompt_cache",
+            "python_tool", "tool_output_limit", "kernel_name", "tool_timeout", "memory_limit",
+            "tool_mode")
 # The restored settings that bound a run (its length, cost, time, memory, what the model
 # sees, whether python is offered). A file may only tighten them: a looser value (and
 # 0 / None / "" mean "no limit", the loosest) is ignored and named in one line.
@@ -212,8 +213,7 @@ def _parts(agent: Agent) -> tuple[dict[str, Any], dict[str, Any]]:
     """The header (label → value) and the metadata besides the items."""
     saved = _now()
     settings = recorded_settings(agent)
-    usage = {"input": agent.usage.input, "output": agent.usage.output,
-             "requests": agent.usage.requests, "estimated": agent.usage.estimated}
+    usage = agent.usage.to_dict()
     return _header(agent, settings, saved), {"saved": saved, "settings": settings,
                                              "usage": usage, "tools": agent.tools.specs()}
 
@@ -472,8 +472,7 @@ def load_into(agent: Agent, source: str | os.PathLike[str] | Transcript) -> Tran
     # (the buttons and the prompt say "this conversation"), nor does one come from a file.
     agent.policy.always.clear()
     u = transcript.usage
-    agent.usage = Usage(int(u.get("input", 0)), int(u.get("output", 0)),
-                        int(u.get("requests", 0)), bool(u.get("estimated", False)))
+    agent.usage = Usage.from_dict(u if isinstance(u, dict) else {})
     return transcript
 
 

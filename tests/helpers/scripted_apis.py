@@ -180,7 +180,7 @@ class AnthropicReply(Reply):
     signature: str = "sig-scripted"
     redacted: str | None = None  # data of a redacted_thinking block
     stop_reason: str | None = None  # default: tool_use when there are calls, else end_turn
-    usage: dict[str, int] | bool = True  # {"input_tokens", "output_tokens"}
+    usage: dict[str, int] | bool = True  # {"input_tokens", "output_tokens", "cache_…"}
     fragments: int = 3  # input_json_delta pieces per call
     pings: bool = True
     stream: bool | None = None
@@ -219,8 +219,11 @@ class AnthropicReply(Reply):
         """The SSE events, as Anthropic sends them (input tokens first, output tokens last)."""
         final = self.message(body, seq)
         usage = final["usage"] or {}
+        # message_start carries the prompt's counts (the cache's reads and writes too, as
+        # the real API sends them), message_delta the output tokens.
+        prompt = {k: v for k, v in usage.items() if k != "output_tokens"}
         start = {**final, "content": [], "stop_reason": None,
-                 "usage": {"input_tokens": usage.get("input_tokens", 0), "output_tokens": 1}}
+                 "usage": {"input_tokens": 0, **prompt, "output_tokens": 1}}
         out: list[tuple[str, dict[str, Any]]] = [("message_start", {"message": start})]
         for index, block in enumerate(final["content"]):
             kind = block["type"]

@@ -66,9 +66,15 @@ def test_two_step_tool_loop_through_the_agent(scripted_server: ScriptedServer, m
     assert first.path == "/v1/messages"
     assert first.headers["x-api-key"] == KEY and "authorization" not in first.headers
     assert first.headers["anthropic-version"] == ANTHROPIC_VERSION
-    assert first.body["system"] == agent.system_prompt and first.body["max_tokens"] == DEFAULT_MAX_TOKENS
+    # Agent.prompt_cache (on by default) marks the system prompt, the last tool and the
+    # last message as cache breakpoints.
+    ephemeral = {"type": "ephemeral"}
+    assert first.body["system"] == [{"type": "text", "text": agent.system_prompt,
+                                     "cache_control": ephemeral}]
+    assert first.body["max_tokens"] == DEFAULT_MAX_TOKENS
     assert first.body["tools"][0] == {"name": "add", "description": "Add two integers.",
                                       "input_schema": add.parameters}
+    assert [t.get("cache_control") for t in first.body["tools"]] == [None] * 5 + [ephemeral]
     assert second.body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "Add 2 and 3, and explode 1."}]},
         {"role": "assistant", "content": [
@@ -80,10 +86,12 @@ def test_two_step_tool_loop_through_the_agent(scripted_server: ScriptedServer, m
         ]},
         {"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": "toolu_A", "content": "5"},
-            {"type": "tool_result", "tool_use_id": "toolu_B", "content": agent.context[6].output, "is_error": True},
+            {"type": "tool_result", "tool_use_id": "toolu_B", "content": agent.context[6].output, "is_error": True,
+             "cache_control": ephemeral},
         ]},
     ]
     assert "cannot handle 1" in agent.context[6].output
+    assert json.dumps(first.body).count("cache_control") == 3  # of the API's 4 at most
 
 
 async def test_stream_events_and_usage(scripted_server: ScriptedServer) -> None:
