@@ -196,12 +196,12 @@ class Agent(AgentSettings):
 
         if self.shell_tool == "off":
             return shell_status("off", False)
-        if self.shell_tool == "auto" and not self.python_tool:
-            return shell_status("auto", False, "no sibling kernel: Agent.python_tool is False")
         try:
             mode, why = resolve_mode(self.sandbox)
         except RuntimeError as exc:  # sandbox='bwrap' where it cannot run: no kernel either
             mode, why = "none", str(exc)
+        if mode == "bwrap" and self.shell_tool == "auto" and not self.python_tool:
+            return shell_status("auto", False, "no sibling kernel: Agent.python_tool is False")
         return shell_status(self.shell_tool, mode == "bwrap", why)
 
     def _shell_changed(self, change: Any) -> None:
