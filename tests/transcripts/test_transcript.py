@@ -16,10 +16,10 @@ import pytest
 from nbclient import NotebookClient
 
 from ipyagent import Agent, ToolCall, ToolResult, __version__
-from ipyagent.kernel.sandbox import probe
 from ipyagent.errors import TranscriptError
 from ipyagent.events import Notice, StepFinished
 from ipyagent.kernel.outputs import model_text
+from ipyagent.kernel.sandbox import probe
 from ipyagent.transcripts.replay import normalise
 from ipyagent.transcripts.transcript import endpoint_note, read
 from tests.helpers.scripted_model import ScriptedModel, calls, text
