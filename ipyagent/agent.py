@@ -106,6 +106,7 @@ class Agent(AgentSettings):
         self.observe(self._on_persona, names=["persona"])
         if self.python_tool:
             self.tools.add(python_tool(self))
+        self._shell: Tool | None = None  # our shell tool, while it is on offer
         self._shell_changed(None)
         self.observe(self._shell_changed, names=["shell_tool", "sandbox", "python_tool"])
         if self.python_tool or "shell" in self.tools:
@@ -206,7 +207,7 @@ class Agent(AgentSettings):
 
     def _shell_changed(self, change: Any) -> None:
         # Only our own shell tool comes and goes: a tool of the user's called "shell" stays.
-        ours = "shell" in self.tools and self.tools["shell"] is getattr(self, "_shell", None)
+        ours = "shell" in self.tools and self.tools["shell"] is self._shell
         if self.shell_status()[0]:
             if "shell" not in self.tools:
                 self._shell = self.tools.add(shell_tool(self))
