@@ -412,3 +412,15 @@ def test_the_demo_runs_a_command_the_task_asks_for(tmp_path: Path) -> None:
         agent.reset()
         agent.run("Use Python to compute 2**100")  # unchanged: python
         assert {i.name for i in agent.context if isinstance(i, ToolCall)} == {"python"}
+
+
+def test_the_edit_box_edits_the_command_itself() -> None:
+    from ipyagent.frontends.widgets import ApprovalPanel
+
+    proposed: list = []
+    panel = ApprovalPanel(ToolCall("c1", "shell", {"command": "ls -l"}), proposed.append)
+    assert panel.editor.value == "ls -l"  # the command, not its JSON
+    panel.edit.click()
+    panel.editor.value = "ls -la\necho 'two lines'"
+    panel.run_edited.click()
+    assert [d.arguments for d in proposed] == [{"command": "ls -la\necho 'two lines'"}]
