@@ -44,6 +44,7 @@ from .step import CircuitBreaker, emit, run_step
 from .tool_mode import ToolModeState, Wire
 from .tools.base import Tool, Toolbox
 from .tools.python import python_tool
+from .tools.shell import shell_status, shell_tool
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -105,6 +106,10 @@ class Agent(AgentSettings):
         self.observe(self._on_persona, names=["persona"])
         if self.python_tool:
             self.tools.add(python_tool(self))
+        self._shell: Tool | None = None  # our shell tool, while it is on offer
+        self._shell_changed(None)
+        self.observe(self._shell_changed, names=["shell_tool", "sandbox", "python_tool"])
+        if self.python_tool or "shell" in self.tools:
             self.resources.start_kernel_soon()
         if self.file_tools:
             from .tools.files import file_tools
@@ -189,6 +194,29 @@ class Agent(AgentSettings):
 
     def _system_changed(self, change: Any) -> None:
         self.context.system = self._effective_system()
+
+    def shell_status(self) -> tuple[bool, str]:
+        """(the ``shell`` tool is offered, one line saying so and why)."""
+        from .kernel.sandbox import resolve_mode
+
+        if self.shell_tool == "off":
+            return shell_status("off", False)
+        try:
+            mode, why = resolve_mode(self.sandbox)
+        except RuntimeError as exc:  # sandbox='bwrap' where it cannot run: no kernel either
+            mode, why = "none", str(exc)
+        if mode == "bwrap" and self.shell_tool == "auto" and not self.python_tool:
+            return shell_status("auto", False, "no sibling kernel: Agent.python_tool is False")
+        return shell_status(self.shell_tool, mode == "bwrap", why)
+
+    def _shell_changed(self, change: Any) -> None:
+        # Only our own shell tool comes and goes: a tool of the user's called "shell" stays.
+        ours = "shell" in self.tools and self.tools["shell"] is self._shell
+        if self.shell_status()[0]:
+            if "shell" not in self.tools:
+                self._shell = self.tools.add(shell_tool(self))
+        elif ours:
+            self.tools.remove("shell")
 
     def _memory_tool_changed(self, change: Any) -> None:
         from .memory import TOOL_NAME

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Protocol, U
 
 from ._text import visible
 from .decisions import BY, PERSON, Decision, utc_now
-from .items import ToolCall
+from .items import CODE_ARGUMENTS, ToolCall, code_of
 
 if TYPE_CHECKING:
     from .offers import Offer, OfferAnswer
@@ -90,8 +90,9 @@ class TerminalApprover:
 
     def _show(self, call: ToolCall) -> None:
         out = self.output or sys.stdout
-        if call.name == "python" and "code" in call.arguments:
-            body = str(call.arguments["code"])
+        code = code_of(call.name, call.arguments)
+        if code is not None:  # python code, a shell command: as it will run
+            body = code[1]
         else:
             body = json.dumps(call.arguments, indent=2, ensure_ascii=False)
         # Made visible: an escape sequence in the code must not erase or rewrite what is
@@ -177,11 +178,12 @@ class TerminalApprover:
             stop.set()  # withdrawn: the next line typed belongs to whoever reads next
 
     async def _edit(self, call: ToolCall) -> Decision:
-        key = "code" if "code" in call.arguments else None
+        name = CODE_ARGUMENTS.get(call.name, ("code", ""))[0]
+        key = name if name in call.arguments else None
         editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
         if editor and on_a_terminal():
             return await self._edit_in(editor, call, key)
-        prompt = ("New code (end with a line holding only '.'):\n" if key
+        prompt = (f"New {'command' if key == 'command' else 'code'} (end with a line holding only '.'):\n" if key
                   else "New arguments as JSON (end with a line holding only '.'):\n")
         print(prompt, end="", file=self.output or sys.stdout, flush=True)
         lines: list[str] = []
@@ -199,7 +201,7 @@ class TerminalApprover:
         print(f"Editing in {editor} — save and quit to run your version.",
               file=self.output or sys.stdout, flush=True)
         text, problem = await asyncio.to_thread(edit_text, editor, original,
-                                                ".py" if key == "code" else ".json")
+                                                {"code": ".py", "command": ".sh"}.get(key or "", ".json"))
         if problem:
             return Decision("deny", reason=f"not run: {problem}", by="terminal")
         if text.strip() == original.strip():

@@ -17,6 +17,8 @@ from ._text import one_line
 from ._untrusted import fence, inline_code, markdown_literal, markdown_text
 
 __all__ = [
+    "CODE_ARGUMENTS",
+    "code_of",
     "Message",
     "ToolCall",
     "ToolResult",
@@ -108,6 +110,20 @@ class Message(_ItemBase):
         return f"**{markdown_literal(self.role)}**\n\n{markdown_text(self.content)}"
 
 
+# Tools whose call is one piece of code: tool -> (its argument, the language it is in).
+# Such a call is shown as that code, highlighted, byte for byte (never as JSON).
+CODE_ARGUMENTS: dict[str, tuple[str, str]] = {"python": ("code", "python"),
+                                              "shell": ("command", "bash")}
+
+
+def code_of(name: str, arguments: dict[str, Any]) -> tuple[str, str] | None:
+    """(language, code) of a call of ``name`` that is one piece of code, else None."""
+    key, lang = CODE_ARGUMENTS.get(name, ("", ""))
+    if key and isinstance(arguments, dict) and key in arguments:
+        return lang, str(arguments[key])
+    return None
+
+
 @dataclass
 class ToolCall(_ItemBase):
     """A request by the model to run a tool with JSON arguments."""
@@ -122,13 +138,15 @@ class ToolCall(_ItemBase):
     meta: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> str:
-        if self.name == "python" and "code" in self.arguments:
-            return f"python: {one_line(str(self.arguments['code']), 70)}"
+        code = code_of(self.name, self.arguments)
+        if code is not None:
+            return f"{self.name}: {one_line(code[1], 70)}"
         return f"{self.name}({one_line(json.dumps(self.arguments, ensure_ascii=False), 70)})"
 
     def text(self) -> str:
-        if self.name == "python" and "code" in self.arguments:
-            return str(self.arguments["code"])
+        code = code_of(self.name, self.arguments)
+        if code is not None:
+            return code[1]
         return f"{self.name}({json.dumps(self.arguments, indent=2, ensure_ascii=False)})"
 
     @property
@@ -140,8 +158,9 @@ class ToolCall(_ItemBase):
 
     def _repr_markdown_(self) -> str:
         head = f"**tool call** {inline_code(self.name)} ({markdown_literal(self.id)})"
-        if self.name == "python" and "code" in self.arguments:
-            return f"{head}\n\n{fence(str(self.arguments['code']), 'python')}"
+        code = code_of(self.name, self.arguments)
+        if code is not None:
+            return f"{head}\n\n{fence(code[1], code[0])}"
         args = json.dumps(self.arguments, indent=2, ensure_ascii=False)
         return f"{head}\n\n{fence(args, 'json')}"
 

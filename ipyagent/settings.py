@@ -141,6 +141,13 @@ class AgentSettings(LoggingConfigurable):
         "reply streamed (that part is discarded: nothing ran yet)."
     )).tag(config=True)
     python_tool = Bool(True, help="Offer the `python` tool (runs in the sibling kernel).").tag(config=True)
+    shell_tool = Enum(["auto", "on", "off"], default_value="auto", help=(
+        "Offer the `shell` tool: a command (bash -c) run by the sibling kernel in its "
+        "directory, so inside its sandbox, with its clean environment and limits; each call "
+        "is approved like any other (`allow` can name `shell`). 'auto': offered where the "
+        "sibling is sandboxed (bubblewrap) and the python tool is on, not where it is not; "
+        "'on': offered either way (it starts the sibling kernel); 'off': never."
+    )).tag(config=True)
     kernel_name = Unicode("python3", help="Kernelspec of the sibling kernel.").tag(config=True)
     cwd = Unicode("", help="Working directory of the sibling kernel; empty: the current directory.").tag(config=True)
     tool_timeout = Float(60.0, help=(

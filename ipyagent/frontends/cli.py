@@ -136,6 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         agent.approval_hook = TerminalOrDeny(
             lambda prompt: pump.call_and_wait(terminal_answer, prompt), _unattended,
             show_call=args.quiet)
+    if not args.quiet:  # which tools can reach the system, said before anything runs
+        print(f"ipyagent: {visible(agent.shell_status()[1])}", file=sys.stderr)
     with agent:
         try:
             display = None if args.quiet else TerminalDisplay(

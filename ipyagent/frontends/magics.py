@@ -134,7 +134,7 @@ class AgentMagics(Magics):
 
         def work() -> None:
             try:
-                if agent.python_tool:
+                if agent.python_tool or "shell" in agent.tools:
                     agent.kernel  # noqa: B018 - starts it in the background
                 if self.in_kernel:
                     import ipywidgets  # type: ignore[import-untyped]  # noqa: F401 - pre-import
@@ -169,8 +169,12 @@ class AgentMagics(Magics):
                 where = f"{agent.model} ({exc})"
         line = (f"ipyagent: model {where} · approval {agent.approval} · "
                 "%agent? for help")
-        note = self.sandbox_line()
-        return f"{line}\n{note}" if note else line
+        notes = [n for n in (self.sandbox_line(), self.shell_line()) if n]
+        return "\n".join([line, *notes])
+
+    def shell_line(self) -> str:
+        """One line: whether the ``shell`` tool is offered, and why."""
+        return f"ipyagent: {self.get_agent().shell_status()[1]}"
 
     def sandbox_line(self) -> str | None:
         """One line when the sibling kernel is not sandboxed though it could be asked to be."""

@@ -40,7 +40,7 @@ from ..events import (
     ToolOutput,
     compaction_line,
 )
-from ..items import ToolCall, ToolResult
+from ..items import ToolCall, ToolResult, code_of
 from ..kernel.outputs import collapse_carriage_returns, strip_ansi
 from ..models.base import ReasoningDelta, TextDelta, ToolCallDelta
 from .widgets import describe
@@ -90,8 +90,9 @@ def card_html(call: ToolCall, status: str, arguments: dict[str, Any] | None = No
 
 def _code_of(call: ToolCall, arguments: dict[str, Any] | None) -> tuple[str, str]:
     args = call.arguments if arguments is None else arguments
-    if "code" in args and call.name == "python":
-        return "python", str(args["code"])
+    code = code_of(call.name, args)
+    if code is not None:  # python, or a shell command (highlighted as bash)
+        return code
     return "json", json.dumps(args, indent=2, ensure_ascii=False)
 
 
@@ -111,14 +112,19 @@ def highlight(code: str, lang: str = "python") -> str:
     """HTML for ``code`` with theme-aware token colours (JupyterLab's editor variables)."""
     try:
         from pygments import lex  # type: ignore[import-untyped]
-        from pygments.lexers import DiffLexer, JsonLexer, PythonLexer  # type: ignore[import-untyped]
+        from pygments.lexers import (  # type: ignore[import-untyped]
+            BashLexer,
+            DiffLexer,
+            JsonLexer,
+            PythonLexer,
+        )
         from pygments.token import string_to_tokentype  # type: ignore[import-untyped]
     except ImportError:  # pygments comes with IPython; plain text if it is missing
         return html.escape(code)
     styles = [(string_to_tokentype(name), f"color:var(--jp-mirror-editor-{var}-color,{fallback})")
               for name, var, fallback in _TOKEN_VARS]
     parts = []
-    lexer = {"python": PythonLexer, "diff": DiffLexer}.get(lang, JsonLexer)()
+    lexer = {"python": PythonLexer, "diff": DiffLexer, "bash": BashLexer}.get(lang, JsonLexer)()
     for token, text in lex(code, lexer):
         style = next((css for kind, css in styles if token in kind), None)
         escaped = html.escape(text)

@@ -31,7 +31,7 @@ from ..events import (
     ToolOutput,
     compaction_line,
 )
-from ..items import ToolCall, ToolResult
+from ..items import ToolCall, ToolResult, code_of
 from ..kernel.outputs import model_text
 from ..models.base import ReasoningDelta, TextDelta
 
@@ -74,11 +74,11 @@ class TerminalDisplay:
         except (AttributeError, ValueError, OSError):
             return False
 
-    def _code(self, code: str) -> str:
+    def _code(self, code: str, lang: str = "python") -> str:
         """``code`` as the card's ``│`` lines: made visible, then highlighted (on a tty)."""
         lines = [visible(ln) for ln in _lines(code.rstrip())]
         if self.colour and lines:
-            lines = _highlight(lines, self.scheme)
+            lines = _highlight(lines, self.scheme, lang)
         return "\n".join("  │ " + ln for ln in lines)
 
     def _marked(self, mark: str, lines: list[str]) -> str:
@@ -161,10 +161,11 @@ class TerminalDisplay:
             self._reply_shown = False
         elif isinstance(event, ToolCallRequested):
             call = event.call
-            if call.name == "python" and "code" in call.arguments:
+            code = code_of(call.name, call.arguments)
+            if code is not None:  # python, or a shell command (highlighted as bash)
                 # Split at newlines only: the lines shown are the code's own, byte for byte.
-                self._raw_line(f"  ┌ python ({visible(call.id)})\n"
-                               f"{self._code(str(call.arguments['code']))}")
+                self._raw_line(f"  ┌ {visible(call.name)} ({visible(call.id)})\n"
+                               f"{self._code(code[1], code[0])}")
             else:
                 diff = self.preview(call)
                 # Without a preview the arguments are what will run: all of them, not a
@@ -187,9 +188,11 @@ class TerminalDisplay:
             elif d.action == "edit":
                 self._line("  ✎ edited before running; what runs:")
                 args = d.arguments if d.arguments is not None else event.call.arguments
-                ran = (str(args["code"]) if "code" in args
-                       else json.dumps(args, indent=2, ensure_ascii=False))
-                self._raw_line(self._code(ran))
+                code = code_of(event.call.name, args)
+                if code is None and "code" in args:
+                    code = ("python", str(args["code"]))
+                lang, ran = code or ("json", json.dumps(args, indent=2, ensure_ascii=False))
+                self._raw_line(self._code(ran, lang))
         elif isinstance(event, ToolOutput):
             self._live_output(event)
         elif isinstance(event, ToolCallFinished):
@@ -235,7 +238,11 @@ def _theme(scheme: str) -> Any:
         return theme_table["neutral"]
 
 
-def _lexer() -> Any:
+def _lexer(lang: str = "python") -> Any:
+    if lang != "python":
+        from pygments.lexers import get_lexer_by_name  # type: ignore[import-untyped]
+
+        return get_lexer_by_name(lang, ensurenl=False, stripnl=False)
     try:
         from ipython_pygments_lexers import IPython3Lexer as Lexer  # type: ignore[import-untyped]
     except ImportError:
@@ -243,10 +250,10 @@ def _lexer() -> Any:
     return Lexer(ensurenl=False, stripnl=False)
 
 
-def _code_tokens(code: str) -> list[tuple[Any, str]]:
+def _code_tokens(code: str, lang: str = "python") -> list[tuple[Any, str]]:
     from pygments import lex  # type: ignore[import-untyped]
 
-    return list(lex(code, _lexer()))
+    return list(lex(code, _lexer(lang)))
 
 
 def _paint(theme: Any, tokens: list[tuple[Any, str]]) -> str:
@@ -254,13 +261,14 @@ def _paint(theme: Any, tokens: list[tuple[Any, str]]) -> str:
     return str(theme.format(tokens)).rstrip("\n")
 
 
-def _highlight(lines: list[str], scheme: str = "") -> list[str]:
-    """Already-visible code lines in IPython's colours (its lexer and its current scheme)."""
+def _highlight(lines: list[str], scheme: str = "", lang: str = "python") -> list[str]:
+    """Already-visible code lines in IPython's colours (its lexer, or pygments' for
+    ``lang``, and its current scheme)."""
     try:
         theme = _theme(scheme)
         if theme is None:
             return lines
-        return [_paint(theme, _code_tokens(ln)) if ln.strip() else ln for ln in lines]
+        return [_paint(theme, _code_tokens(ln, lang)) if ln.strip() else ln for ln in lines]
     except ImportError:  # no pygments: plain
         return lines
 

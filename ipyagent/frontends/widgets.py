@@ -22,7 +22,7 @@ from .._text import visible
 from .._untrusted import html_text
 from ..approval import Decision
 from ..errors import ApprovalError
-from ..items import ToolCall
+from ..items import CODE_ARGUMENTS, ToolCall
 
 if TYPE_CHECKING:
     from ..offers import Offer, OfferAnswer
@@ -41,9 +41,16 @@ def unattended_reason(call: ToolCall, why: str) -> str:
             f"or allow this tool: `%config Agent.allow = [{call.name!r}]`")
 
 
+def _code_key(call: ToolCall) -> str | None:
+    """The argument that is the call's code (``code``; a shell command's ``command``), or None."""
+    key = CODE_ARGUMENTS.get(call.name, ("code", ""))[0]
+    return key if key in call.arguments else ("code" if "code" in call.arguments else None)
+
+
 def _editable_text(call: ToolCall) -> str:
-    if "code" in call.arguments:
-        return str(call.arguments["code"])
+    key = _code_key(call)
+    if key is not None:
+        return str(call.arguments[key])
     return json.dumps(call.arguments, indent=2, ensure_ascii=False)
 
 
@@ -151,8 +158,9 @@ class ApprovalPanel:
         if not self._editing:
             return  # the hidden button, clicked without opening the editor: not an edit
         text = self.editor.value
-        if "code" in self.call.arguments:
-            arguments = {**self.call.arguments, "code": text}
+        key = _code_key(self.call)
+        if key is not None:
+            arguments = {**self.call.arguments, key: text}
         else:
             try:
                 arguments = json.loads(text)
@@ -193,7 +201,8 @@ class ApprovalPanel:
         """A small diff of the edit against the model's version (escaped), or ''."""
         if decision.action != "edit" or decision.arguments is None:
             return ""
-        edited = (str(decision.arguments["code"]) if "code" in self._original_arguments
+        key = _code_key(self.call)
+        edited = (str(decision.arguments.get(key, "")) if key is not None
                   else json.dumps(decision.arguments, indent=2, ensure_ascii=False))
         lines = list(difflib.unified_diff(self._original.splitlines(), edited.splitlines(),
                                           "model", "ran", lineterm="", n=1))[2:]

@@ -7,6 +7,8 @@ drives the real loop, the real approval and the real sibling kernel:
   compute it → hit a real error (``len`` of an int) → recover using the kernel's kept
   state → answer from the tool's actual output;
 * with a ``python`` tool and no expression: count the task's words in Python, answer;
+* with a ``shell`` tool and a task that clearly asks for a command ("run `ls -l`",
+  "list the files"): run it, answer from its output;
 * with other tools: call every tool whose required arguments it can fill (in parallel),
   then report their results;
 * a denied call: acknowledge it and stop. Every reply is labelled ``[demo model]``.
@@ -94,6 +96,9 @@ class DemoModel:
             reason = denied[-1].meta.get("reason") or "no reason given"
             return (f"{LABEL} Understood: the call was not approved ({reason}), so I did "
                     "not run anything. Tell me how you would like to proceed."), []
+        command = shell_command(task) if "shell" in tools else None
+        if command is not None:
+            return self._plan_shell(command, task, results, n_calls)
         if "python" in tools:
             return self._plan_python(task, results, n_calls)
         if tools:
@@ -130,8 +135,16 @@ class DemoModel:
                     [self._call("python", {"code": code}, n)])
         return self._answer(task, last, f"I evaluated `{expr}`", results)
 
+    def _plan_shell(self, command: str, task: str, results: list[ToolResult],
+                    n: int) -> tuple[str, list[ToolCall]]:
+        if not results:
+            return (f"{LABEL} The task asks for a shell command, so I'll run `{command}` with "
+                    "the shell tool.", [self._call("shell", {"command": command}, n)])
+        return self._answer(task, results[-1], f"I ran `{command}`", where="in the shell")
+
     def _answer(self, task: str, last: ToolResult, what: str,
-                results: list[ToolResult] | None = None) -> tuple[str, list[ToolCall]]:
+                results: list[ToolResult] | None = None,
+                where: str = "in Python") -> tuple[str, list[ToolCall]]:
         outputs = [_printed_part(r) for r in (results or [last])]
         shown = "\n".join(o for o in outputs if o) or last.output.strip()
         status = "It failed:" if last.error else "The sibling kernel printed:"
@@ -145,7 +158,7 @@ class DemoModel:
                       + (f"the last {len(last_few)}:" if len(last_few) < len(lines)
                          else "in short:"))
             shown = "\n".join(ln if len(ln) <= 80 else ln[:79] + "…" for ln in last_few)
-        return (f"{LABEL} {what} in Python. {status}\n\n{fence(shown)}\n\n"
+        return (f"{LABEL} {what} {where}. {status}\n\n{fence(shown)}\n\n"
                 "(This answer was produced by the built-in demo model, not an LLM.)"), []
 
     def _plan_tools(self, task: str, tools: dict[str, dict[str, Any]],
@@ -176,7 +189,7 @@ class DemoModel:
 # Never called on a guess: the workspace tools change files, remember keeps a note; offer_result puts a question
 # to the person (and is for a value worth keeping, which a demo never has).
 _NOT_GUESSED = {"read_file", "write_file", "edit_file", "list_files", "offer_result",
-               "remember"}
+               "remember", "shell"}
 # An answer quotes an output this short; a longer one it points at (the user saw it).
 _QUOTED_LINES, _QUOTED_CHARS = 6, 400
 
@@ -206,6 +219,23 @@ def find_expression(task: str) -> str | None:
         if best is None or len(text) > len(best):
             best = text
     return best
+
+
+_RUN = re.compile(r"\b(?:run|execute)\s+(?:the\s+)?(?:shell\s+)?(?:command\s+)?`([^`\n]+)`",
+                  re.IGNORECASE)
+_IN_SHELL = re.compile(r"`([^`\n]+)`\s+in\s+(?:the|a)\s+(?:shell|terminal)", re.IGNORECASE)
+_LIST_FILES = re.compile(r"\blist\s+(?:all\s+)?(?:the\s+)?files\b", re.IGNORECASE)
+
+
+def shell_command(task: str) -> str | None:
+    """The command a task clearly asks to run in a shell ("run `ls -l`", "list the
+    files"), else None; a backticked Python expression ("run `2**100`") is not one."""
+    for pattern in (_RUN, _IN_SHELL):
+        m = pattern.search(task)
+        text = m.group(1).strip() if m else ""
+        if text and find_expression(text) != text:  # a whole Python expression is python's
+            return text
+    return "ls -la" if _LIST_FILES.search(task) else None
 
 
 def fill_arguments(schema: dict[str, Any], task: str,

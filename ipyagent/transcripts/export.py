@@ -26,7 +26,17 @@ from .._untrusted import fence as _fence
 from .._untrusted import inline_code, markdown_text, sibling_bundle
 from .._version import __version__
 from ..approval import PERSON
-from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict, unfold
+from ..items import (
+    Item,
+    Message,
+    Reasoning,
+    Summary,
+    ToolCall,
+    ToolResult,
+    code_of,
+    item_from_dict,
+    unfold,
+)
 from ..tools.files import recorded_file
 from .file_record import cell_source
 
@@ -234,10 +244,13 @@ def _not_run_reason(result: ToolResult | None) -> str:
 
 
 def _describe_call(call: ToolCall, result: ToolResult | None) -> str:
-    args = call.raw_arguments if call.raw_arguments is not None else json.dumps(
-        call.arguments, indent=2, ensure_ascii=False)
+    code = code_of(call.name, call.arguments) if call.raw_arguments is None else None
+    # A shell command is shown as the command (never a code cell: Run All, --rerun and
+    # replay do not run it again; replay answers it from the recording).
+    lang, args = code or ("json", call.raw_arguments if call.raw_arguments is not None
+                          else json.dumps(call.arguments, indent=2, ensure_ascii=False))
     lines = [f"**Tool call** {inline_code(call.name)} ({inline_code(call.id)})",
-             _fence(args, "json")]
+             _fence(args, lang)]
     if result is None:
         lines.append("*Not answered: the run stopped before it ran.*")
     elif result.meta.get("denied") or result.meta.get("skipped") or result.meta.get("interrupted"):

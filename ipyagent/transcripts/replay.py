@@ -359,8 +359,10 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
     # recorded turns already hold the run's own summaries.
     # No memory either: the recorded notes are in the items (fed as they were sent); a
     # replay neither looks for new ones nor writes any.
+    # No shell tool: a recorded shell call is answered from the recording, like any tool
+    # that may have side effects (a transcript someone sent never runs a command).
     kwargs.update(file_tools=False, mcp_servers={}, mcp_files=False, context_window=0,
-                  memory="off")
+                  memory="off", shell_tool="off")
     report = ReplayReport(source=transcript.path or "<transcript>", steps=len(turns))
     if ignored:
         report.notes.append(ignored)

@@ -53,7 +53,7 @@ SETTINGS = ("model", "provider", "api", "base_url", "approval", "allow", "max_st
             "max_tokens", "circuit_breaker", "temperature", "request_max_tokens", "tool_choice",
             "on_length", "context_window", "compact_threshold", "compact_keep_recent",
             "compact_target", "prompt_cache", "python_tool", "tool_output_limit", "kernel_name",
-            "tool_timeout", "memory_limit", "api_key_env", "tool_mode")
+            "tool_timeout", "memory_limit", "api_key_env", "tool_mode", "shell_tool")
 # Restored by ``from_transcript``. Trust decisions (approval, allow) and where requests
 # and the key go (base_url, api_key_env) stay with the person loading the file; a preset
 # (provider) fixes its own host and key, and a loopback base_url stays on this machine,
@@ -62,12 +62,12 @@ RESTORED = ("model", "provider", "api", "max_steps", "max_tokens", "circuit_brea
             "request_max_tokens", "tool_choice", "on_length", "context_window",
             "compact_threshold", "compact_keep_recent", "compact_target", "prompt_cache",
             "python_tool", "tool_output_limit", "kernel_name", "tool_timeout", "memory_limit",
-            "tool_mode")
+            "tool_mode", "shell_tool")
 # The restored settings that bound a run (its length, cost, time, memory, what the model
 # sees, whether python is offered). A file may only tighten them: a looser value (and
 # 0 / None / "" mean "no limit", the loosest) is ignored and named in one line.
 LIMITS = ("max_steps", "max_tokens", "circuit_breaker", "request_max_tokens", "context_window",
-          "tool_output_limit", "tool_timeout", "memory_limit", "python_tool")
+          "tool_output_limit", "tool_timeout", "memory_limit", "python_tool", "shell_tool")
 
 
 @dataclass
@@ -511,8 +511,15 @@ def _configured(cls: type[Agent], name: str, settings: dict[str, Any]) -> Any:
     return value
 
 
+_SHELL_ORDER = ("off", "auto", "on")
+
+
 def _limit(name: str, value: Any) -> float:
     """How loose a value of limit ``name`` is (larger: looser; inf: no limit)."""
+    if name == "shell_tool":  # off < auto (only where sandboxed) < on
+        if value not in _SHELL_ORDER:
+            raise ValueError(f"not one of {', '.join(_SHELL_ORDER)}: {value!r:.40}")
+        return float(_SHELL_ORDER.index(value))
     if name == "python_tool":
         if not isinstance(value, bool):
             raise ValueError(f"not True or False: {value!r:.40}")

@@ -215,3 +215,16 @@ def test_nothing_listening_at_a_local_base_url_says_to_start_the_server(tmp_path
     assert proc.returncode == 1
     assert "could not connect" in proc.stdout
     assert "is the model server running at that address?" in proc.stdout, proc.stdout
+
+
+def test_the_start_says_whether_the_shell_tool_is_on_and_why(tmp_path):
+    from ipyagent.kernel import sandbox
+
+    proc = run("run", "run `echo cli-shell-ok`", "--approve", "auto", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("ipyagent: shell tool: "))
+    if sandbox.probe()[0] is not None:
+        assert line.startswith("ipyagent: shell tool: on (") and "sandbox" in line
+        assert "┌ shell" in proc.stdout and "cli-shell-ok" in proc.stdout
+    else:
+        assert "not sandboxed" in line and "┌ shell" not in proc.stdout

@@ -592,3 +592,20 @@ def test_an_unknown_option_gets_a_did_you_mean() -> None:
     with pytest.raises(UsageError, match="unrecognized arguments: --maxsteps; did you mean --max-steps"):
         _did_you_mean(["--maxsteps=3"], known)
     _did_you_mean(["--appr", "auto", "--max-steps", "-1", "--new"], known)  # for argparse
+
+
+def test_the_banner_says_whether_the_shell_tool_is_on_and_why(ip: Any) -> None:
+    from ipyagent.kernel.sandbox import probe
+
+    out = io.StringIO()
+    ip.run_line_magic("config", "Agent.shell_tool = 'auto'")
+    try:
+        with redirect_stdout(out):
+            ip.run_line_magic("load_ext", "ipyagent")
+        lines = [ln for ln in out.getvalue().splitlines() if ln.startswith("ipyagent: shell tool: ")]
+        assert len(lines) == 1
+        assert lines[0].startswith("ipyagent: shell tool: on (") == (probe()[0] is not None)
+        assert ("shell" in ipyagent.current().tools) == (probe()[0] is not None)
+    finally:
+        ip.run_line_magic("unload_ext", "ipyagent")
+        ip.config.pop("Agent", None)

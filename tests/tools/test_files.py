@@ -44,7 +44,7 @@ def run(agent: Agent, name: str, **args) -> ToolResult:
 
 
 def test_the_four_tools_are_there_by_default_and_can_be_turned_off(ws: Path) -> None:
-    with Agent(workspace=str(ws)) as a:
+    with Agent(workspace=str(ws), shell_tool="off") as a:
         assert a.tools.names == ["python", "read_file", "write_file", "list_files", "edit_file"]
     with Agent(file_tools=False, python_tool=False) as a:
         assert a.tools.names == []

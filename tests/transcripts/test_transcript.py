@@ -19,6 +19,7 @@ from ipyagent import Agent, ToolCall, ToolResult, __version__
 from ipyagent.errors import TranscriptError
 from ipyagent.events import Notice, StepFinished
 from ipyagent.kernel.outputs import model_text
+from ipyagent.kernel.sandbox import probe
 from ipyagent.transcripts.replay import normalise
 from ipyagent.transcripts.transcript import endpoint_note, read
 from tests.helpers.scripted_model import ScriptedModel, calls, text
@@ -100,7 +101,9 @@ def test_metadata_is_lossless(rich):
     assert transcript.usage["requests"] == 5
     assert "(1 from the user, 5 tool calls), model `scripted`" in transcript._repr_markdown_()
     meta = nbformat.read(path, as_version=4).metadata["ipyagent"]
-    assert [t["name"] for t in meta["tools"]] == ["add", "python"]
+    # The shell tool is offered where the sibling is sandboxed (Agent.shell_tool = "auto").
+    shell = ["shell"] if probe()[0] is not None else []
+    assert [t["name"] for t in meta["tools"]] == ["add", "python", *shell]
 
 
 def test_run_all_with_nbclient_reproduces_the_recorded_outputs(rich):
