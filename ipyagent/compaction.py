@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from ._text import head_tail, one_line
-from .items import Item, Message, Summary, ToolCall, ToolResult, turn_spans, unfold_dicts
+from .items import Item, Message, Summary, ToolCall, ToolResult, code_of, turn_spans, unfold_dicts
 from .models.base import SUMMARY_PROMPT
 
 if TYPE_CHECKING:
@@ -200,8 +200,8 @@ def render_for_summary(items: list[Item], max_chars: int, per_item: int = 2000) 
         if isinstance(item, Summary):
             text = f"[earlier summary]\n{item.content}"
         elif isinstance(item, ToolCall):
-            args = item.arguments.get("code") if item.name == "python" else None
-            text = f"[tool call {item.name}]\n{args if args is not None else json.dumps(item.arguments)}"
+            code = code_of(item.name, item.arguments)  # python's code, shell's command
+            text = f"[tool call {item.name}]\n{code[1] if code else json.dumps(item.arguments)}"
         elif isinstance(item, ToolResult):
             text = f"[tool {'error' if item.error else 'result'}]\n{item.full_output}"
         elif isinstance(item, Message):
