@@ -137,7 +137,10 @@ def plan(context: Context, window: int = 0, threshold: float = 0.8, reserve: int
     groups = turn_groups(items)
     tok = [context.item_tokens(i) for i in range(len(items))]
     gtok = [sum(tok[i] for i in g) for g in groups]
-    first_user = next((gi for gi, g in enumerate(groups) if _is_user(items[g[0]])), None)
+    # The task: the first user message that is not a block ipyagent added before it
+    # (memory notes, the namespace picture, a copy: those carry meta), else the first one.
+    users = [gi for gi, g in enumerate(groups) if _is_user(items[g[0]])]
+    first_user = next((gi for gi in users if not items[groups[gi][0]].meta), users[0] if users else None)
     head_groups = [first_user] if first_user is not None else []
     head_tokens = sum(gtok[g] for g in head_groups)
     budget = _tail_budget(prompt - sum(tok), limit, reserve, keep_recent, head_tokens)

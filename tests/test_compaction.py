@@ -70,6 +70,14 @@ def test_plan_keeps_task_and_recent_turns():
     assert "summarise" in p._repr_html_() and "CompactionPlan needed" in repr(p)
 
 
+def test_the_task_is_kept_even_after_memory_notes_came_first():
+    ctx = conversation(20)
+    ctx.insert(0, Message("user", "notes from memory", meta={"memory": {"notes": 1}}))
+    p = plan(ctx, window=2000, threshold=0.8, reserve=200, force=True)
+    assert p.needed and p.head == [1] and ctx[1].content == "the task"
+    assert 0 in p.middle  # the notes may be summarised; the task never is
+
+
 def test_compaction_preview_changes_nothing():
     ctx = conversation(10)
     before = ctx.to_dicts()
