@@ -40,6 +40,7 @@ from .models.retry import safe_url
 from .personas import PersonaState
 from .resources import Resources
 from .settings import DEFAULT_SYSTEM_PROMPT, AgentSettings
+from .skills import TOOL_NAME, SkillTable, load_skill_tool, skills_of
 from .step import CircuitBreaker, emit, run_step
 from .tool_mode import ToolModeState, Wire
 from .tools.base import Tool, Toolbox
@@ -109,8 +110,13 @@ class Agent(AgentSettings):
         if self.file_tools:
             from .tools.files import file_tools
 
-            for t in file_tools(lambda: self.workspace_path, lambda: self.tool_timeout):
+            # read_file may also open the files beside a SKILL.md (read-only, by path).
+            for t in file_tools(lambda: self.workspace_path, lambda: self.tool_timeout,
+                                read_roots=lambda: skills_of(self).folders):
                 self.tools.add(t)
+        if TOOL_NAME not in self.tools:  # a tool of that name given by the caller wins (a replay's)
+            self.tools.add(load_skill_tool(self))
+        self.observe(self._skills_changed, names=["skills_enabled", "skills_paths"])
         # Long-term memory (off by default: then nothing is read or written).
         self.memories = Memory(self)
         self._memory_tool_changed(None)
@@ -203,12 +209,40 @@ class Agent(AgentSettings):
         except PersonaError as exc:  # its settings were rolled back; so is the name
             self.set_trait("persona", change["old"])
             raise TraitError(str(exc)) from None
+        self._skills_changed(None)  # its tools may offer load_skill, or not
 
     def _effective_system(self) -> str:
-        """The system prompt sent: ``system_prompt`` (a persona's, if one is active) + AGENTS.md."""
+        """The system prompt sent: ``system_prompt`` (a persona's, if one is active) + AGENTS.md
+        + the skills' names and descriptions (when ``load_skill`` is offered)."""
         from .agents_md import with_agents_md
+        from .skills import with_skills
 
-        return with_agents_md(self.system_prompt, self.agents_md_path)
+        return with_skills(with_agents_md(self.system_prompt, self.agents_md_path), self._listed_skills())
+
+    def _listed_skills(self) -> Any:
+        from .skills import Found
+
+        persona = self.persona_state.persona
+        if persona is not None and not persona.offers(TOOL_NAME):
+            return Found()  # the persona does not offer load_skill: no skills to list
+        return skills_of(self)
+
+    def _skills_changed(self, change: Any) -> None:
+        from .skills import with_skills, without_skills
+
+        self.context.system = with_skills(without_skills(self.context.system), self._listed_skills())
+
+    @property
+    def skills(self) -> SkillTable:
+        """The skills the model can load (a table: name, description, where from, what it hides)."""
+        return SkillTable(skills_of(self), enabled=self.skills_enabled)
+
+    def use_skill(self, name: str) -> Any:
+        """Load skill ``name`` up front: its instructions go into the conversation before the
+        next task; ``SkillError`` (naming the close matches) when there is none. -> the Skill."""
+        from .skills import preload
+
+        return preload(self, name)
 
     def offered_tools(self) -> list[Tool]:
         """The tools offered to the model: every tool, or those the active persona offers."""

@@ -19,6 +19,7 @@ from ipyagent.personas import (
     find_personas,
     parse_front_matter,
 )
+from ipyagent.skills import without_skills
 from tests.helpers.scripted_model import ScriptedModel, calls, text
 
 REVIEWER_MD = """---
@@ -124,7 +125,8 @@ def test_reviewer_changes_prompt_tools_and_approval_and_refuses_python(
         assert "status" not in refused.meta  # set only by the python tool's handler
         agent.persona = None  # leaving restores every setting it changed
         assert agent.system_prompt == DEFAULT_SYSTEM_PROMPT and agent.allow == []
-        assert agent.context.system == DEFAULT_SYSTEM_PROMPT
+        # The skills are listed again: without the persona, load_skill is on offer.
+        assert without_skills(agent.context.system) == DEFAULT_SYSTEM_PROMPT
         assert "python" in [t.name for t in agent.offered_tools()]
 
 

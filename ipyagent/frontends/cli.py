@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--approve", choices=["auto", "ask", "deny"], default=None,
                      help="tool-call approval (default: ask; with no terminal to ask in, calls are denied)")
     run.add_argument("--max-steps", type=int, default=20)
+    run.add_argument("-s", "--skill", action="append", default=[], metavar="NAME",
+                     help="load this skill's instructions before the task (repeatable)")
     run.add_argument("--save", metavar="PATH", help="save the transcript notebook here")
     run.add_argument("--quiet", action="store_true", help="print only the final answer")
     mcp = sub.add_parser("mcp", help="agree (or stop agreeing) to start an mcp.json's servers")
@@ -113,6 +115,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         agent = Agent(model=args.model, approval=approve, max_steps=args.max_steps, **settings)
     except TraitError as exc:
         print(f"ipyagent: {exc}", file=sys.stderr)
+        return 2
+    try:
+        for name in args.skill:  # -s NAME: its instructions before the task
+            agent.use_skill(name)
+    except IpyagentError as exc:
+        agent.close()
+        print(f"ipyagent: -s: {visible(str(exc))}", file=sys.stderr)
         return 2
     # The prompt runs on this (main) thread, where Ctrl-C lands; in a worker thread a
     # cancelled input() kept reading and the process could not exit.
