@@ -114,8 +114,8 @@ class Agent(AgentSettings):
             for t in file_tools(lambda: self.workspace_path, lambda: self.tool_timeout,
                                 read_roots=lambda: skills_of(self).folders):
                 self.tools.add(t)
-        if TOOL_NAME not in self.tools:  # a tool of that name given by the caller wins (a replay's)
-            self.tools.add(load_skill_tool(self))
+        self._skill_tool = load_skill_tool(self)
+        self._skills_changed(None)
         self.observe(self._skills_changed, names=["skills_enabled", "skills_paths"])
         # Long-term memory (off by default: then nothing is read or written).
         self.memories = Memory(self)
@@ -209,7 +209,7 @@ class Agent(AgentSettings):
         except PersonaError as exc:  # its settings were rolled back; so is the name
             self.set_trait("persona", change["old"])
             raise TraitError(str(exc)) from None
-        self._skills_changed(None)  # its tools may offer load_skill, or not
+        self._skills_changed({})  # its tools may offer load_skill, or not
 
     def _effective_system(self) -> str:
         """The system prompt sent: ``system_prompt`` (a persona's, if one is active) + AGENTS.md
@@ -230,7 +230,13 @@ class Agent(AgentSettings):
     def _skills_changed(self, change: Any) -> None:
         from .skills import with_skills, without_skills
 
-        self.context.system = with_skills(without_skills(self.context.system), self._listed_skills())
+        ours = TOOL_NAME in self.tools and self.tools[TOOL_NAME] is self._skill_tool
+        if self.skills_enabled and TOOL_NAME not in self.tools:
+            self.tools.add(self._skill_tool)  # a tool of that name the caller gave wins (a replay's)
+        elif not self.skills_enabled and ours:
+            self.tools.remove(TOOL_NAME)
+        if change is not None:
+            self.context.system = with_skills(without_skills(self.context.system), self._listed_skills())
 
     @property
     def skills(self) -> SkillTable:

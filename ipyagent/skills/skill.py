@@ -32,6 +32,7 @@ MAX_DESCRIPTION = 1024  # characters, as the SKILL.md convention says
 HEAD_BYTES = 64 * 1024  # the front matter must be in the file's first 64 KiB
 MAX_FILES = 50  # files listed per skill
 MAX_DEPTH = 4
+MAX_COUNTED = 1000  # files counted past MAX_FILES before the walk stops
 
 
 class SkillError(ConfigError):
@@ -86,6 +87,8 @@ class Skill:
                     found.append((rel, st.st_size))
                 else:
                     more += 1
+            if more >= MAX_COUNTED:
+                break  # a huge folder: say "at least", do not walk all of it
         return found, more
 
     def __repr__(self) -> str:

@@ -17,7 +17,7 @@ from .._text import one_line, visible
 from ..items import Message, ToolResult
 from ..tools.base import Tool, tool
 from .found import Found, skills_of
-from .skill import Skill, SkillError
+from .skill import MAX_COUNTED, Skill, SkillError
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -59,7 +59,7 @@ def skill_text(skill: Skill, limit: int, why: str = "") -> str:
     files, more = skill.files()
     listed = "\n".join(f"- {skill.folder / rel} ({_size(size)})" for rel, size in files)
     if more:
-        listed += f"\n- … and {more} more files"
+        listed += f"\n- … and {more}{'+' if more >= MAX_COUNTED else ''} more files"
     where = "built-in" if skill.source == "built-in" else f"{skill.where}/{skill.folder.name}"
     head = f"Skill `{skill.name}` ({where}){why}: follow these instructions for this task."
     tail = (f"Files in this skill (read-only; read_file opens them by these paths):\n{listed}"
@@ -89,9 +89,7 @@ def load_skill_tool(agent: Agent) -> Tool:
             return ToolResult(call_id="", output=f"Error: {one_line(exc)}", error=True)
         return ToolResult(call_id="", output=text, meta={"skill": _meta(skill, text)})
 
-    made = tool(load_skill)
-    made.available = lambda: bool(agent.skills_enabled)
-    return made
+    return tool(load_skill)
 
 
 def preload(agent: Agent, name: str) -> Skill:

@@ -66,7 +66,7 @@ def test_two_step_tool_loop_through_the_agent(scripted_server: ScriptedServer, m
     assert first.path == "/v1/messages"
     assert first.headers["x-api-key"] == KEY and "authorization" not in first.headers
     assert first.headers["anthropic-version"] == ANTHROPIC_VERSION
-    assert first.body["system"] == agent.system_prompt and first.body["max_tokens"] == DEFAULT_MAX_TOKENS
+    assert first.body["system"] == agent.context.system and first.body["max_tokens"] == DEFAULT_MAX_TOKENS
     assert first.body["tools"][0] == {"name": "add", "description": "Add two integers.",
                                       "input_schema": add.parameters}
     assert second.body["messages"] == [

@@ -48,7 +48,7 @@ def test_the_four_tools_are_there_by_default_and_can_be_turned_off(ws: Path) -> 
         assert a.tools.names == ["python", "read_file", "write_file", "list_files", "edit_file",
                                  "load_skill"]
     with Agent(file_tools=False, python_tool=False, skills_enabled=False) as a:
-        assert a.tools.names == ["load_skill"] and a.offered_tools() == []
+        assert a.tools.names == []
 
 
 def test_read_write_list_edit(agent: Agent, ws: Path) -> None:
