@@ -184,8 +184,12 @@ def test_names_and_descriptions_only_go_into_the_system_prompt(nb: Path) -> None
 def test_a_persona_without_load_skill_lists_no_skills(nb: Path) -> None:
     with Agent(python_tool=False, cwd=str(nb), persona="reviewer") as agent:
         assert MARKER not in agent.context.system
+        assert "load_skill" not in [t.name for t in agent.offered_tools()]
         agent.persona = None
         assert MARKER in agent.context.system
+        agent.persona = "data-analyst"  # it lists load_skill among its tools
+        assert MARKER in agent.context.system and agent.context.system.startswith("You are a data")
+        assert "load_skill" in [t.name for t in agent.offered_tools()]
 
 
 def test_load_skill_returns_the_body_and_lists_the_files_beside_it(nb: Path) -> None:
