@@ -115,6 +115,7 @@ class Agent(AgentSettings):
                                 read_roots=lambda: skills_of(self).folders):
                 self.tools.add(t)
         self._skill_tool = load_skill_tool(self)
+        self._skill_problems_said: set[str] = set()
         self._skills_changed(None)
         self.observe(self._skills_changed, names=["skills_enabled", "skills_paths"])
         # Long-term memory (off by default: then nothing is read or written).
@@ -263,7 +264,7 @@ class Agent(AgentSettings):
 
     def pending_notices(self) -> list[Notice]:
         """What to say before the next request, each once: a persona file's refused settings,
-        the AGENTS.md now in the system prompt."""
+        the AGENTS.md now in the system prompt, a SKILL.md that cannot be read."""
         from .agents_md import MARKER
         from .personas import take_notes
 
@@ -273,6 +274,11 @@ class Agent(AgentSettings):
         if path is not None and path != self._agents_md_noted and MARKER in self.context.system:
             self._agents_md_noted = path
             notices.append(Notice(f"AGENTS.md: {path} is in the system prompt", "info"))
+        if TOOL_NAME in self.tools and self.tools[TOOL_NAME] is self._skill_tool:
+            for problem in skills_of(self).problems:  # a SKILL.md that cannot be read, once each
+                if problem not in self._skill_problems_said:
+                    self._skill_problems_said.add(problem)
+                    notices.append(Notice(f"skills: {problem}", "warning"))
         # The demo model never calls an endpoint: a base_url set for it would silently do
         # nothing (and later read as "it goes on with demo at http://…").
         ignored = self.base_url or (self.provider or "")

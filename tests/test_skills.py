@@ -117,6 +117,8 @@ def test_nearest_wins_and_the_table_says_what_each_hides(tmp_path: Path) -> None
     plant(extra, "review", "description: the team's review")
     plant(home / ".ipyagent" / "skills", "review", "description: my review")
     plant(home / ".ipyagent" / "skills", "notes", "description: my notes")
+    missing = find_skills(nb, [str(tmp_path / "nowhere")], home=home)
+    assert missing.problems == [f"Agent.skills_paths: {tmp_path / 'nowhere'} is not a folder (a typo?)"]
     found = find_skills(nb, [str(extra)], home=home)
     assert {n: s.source for n, s in found.skills.items()} == {
         "plotting": "project", "review": "skills_paths", "notes": "home", "data-cleaning": "built-in"}
@@ -153,6 +155,17 @@ def test_a_malformed_skill_is_one_line_and_the_rest_still_load(tmp_path: Path) -
     assert any("latin1" in p and "not UTF-8" in p for p in found.problems)
     assert any("already called 'good'" in p for p in found.problems)
     assert "! " + found.problems[0] in repr(SkillTable(found))
+
+
+def test_a_run_says_once_which_skill_could_not_be_read(nb: Path) -> None:
+    broken = plant(nb / ".ipyagent" / "skills", "broken", "description: [x")
+    said: list[str] = []
+    with Agent(client=ScriptedModel([text("a"), text("b")]), python_tool=False, cwd=str(nb)) as agent:
+        for task in ("one", "two"):
+            agent.run(task, on_event=lambda e: hasattr(e, "level") and said.append(e.message))
+    assert [s for s in said if s.startswith("skills:")] == [
+        f"skills: {broken}: line 2: '[x' is not a plain string (lists, mappings and YAML tags "
+        "are not read here)"]
 
 
 def test_unknown_name_names_the_close_matches(nb: Path) -> None:

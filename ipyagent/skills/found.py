@@ -74,6 +74,9 @@ def find_skills(directory: str | Path, paths: list[str] | tuple[str, ...] = (),
         roots.append(("built-in", BUILTIN, "built-in"))
     found = Found()
     for source, root, label in roots:
+        if source == "skills_paths" and not root.is_dir():
+            found.problems.append(f"Agent.skills_paths: {root} is not a folder (a typo?)")
+            continue
         for skill in _read_root(source, root, label, found.problems):
             winner = found.skills.get(skill.name)
             if winner is None:
