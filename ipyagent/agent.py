@@ -116,6 +116,7 @@ class Agent(AgentSettings):
                 self.tools.add(t)
         self._skill_tool = load_skill_tool(self)
         self._skill_problems_said: set[str] = set()
+        self._skill_loads: list[str] = []  # what use_skill loaded, said at the next request
         self._skills_changed(None)
         self.observe(self._skills_changed, names=["skills_enabled", "skills_paths"])
         # Long-term memory (off by default: then nothing is read or written).
@@ -249,7 +250,10 @@ class Agent(AgentSettings):
         next task; ``SkillError`` (naming the close matches) when there is none. -> the Skill."""
         from .skills import preload
 
-        return preload(self, name)
+        skill = preload(self, name)
+        where = "built-in" if skill.source == "built-in" else str(skill.folder)
+        self._skill_loads.append(f"skill {skill.name} ({where}) is loaded for the next task")
+        return skill
 
     def offered_tools(self) -> list[Tool]:
         """The tools offered to the model: every tool, or those the active persona offers."""
@@ -279,6 +283,8 @@ class Agent(AgentSettings):
                 if problem not in self._skill_problems_said:
                     self._skill_problems_said.add(problem)
                     notices.append(Notice(f"skills: {problem}", "warning"))
+        notices += [Notice(line, "info") for line in self._skill_loads]
+        self._skill_loads.clear()
         # The demo model never calls an endpoint: a base_url set for it would silently do
         # nothing (and later read as "it goes on with demo at http://…").
         ignored = self.base_url or (self.provider or "")

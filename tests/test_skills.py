@@ -413,6 +413,24 @@ def test_a_run_with_a_skill_replays_from_the_recording(nb: Path, tmp_path: Path)
     assert len(loaded) == 1 and "Checked by the skill" in loaded[0].output
 
 
+def test_a_skill_loaded_up_front_is_said_and_replays(nb: Path, tmp_path: Path) -> None:
+    plant(nb / ".ipyagent" / "skills", "plotting", "description: our plots", body=PATTERN)
+    said: list[str] = []
+    with Agent(model="demo", approval="auto", cwd=str(nb)) as agent:
+        agent.use_skill("plotting")
+        agent.run("Plot tanh(x)", on_event=lambda e: hasattr(e, "level") and said.append(e.message))
+        path = agent.save(tmp_path / "run.ipynb")
+    folder = (nb / ".ipyagent" / "skills" / "plotting").resolve()
+    assert said.count(f"skill plotting ({folder}) is loaded for the next task") == 1
+    (folder / "SKILL.md").unlink()
+    with Agent(model="demo", approval="auto") as fresh:
+        report = fresh.replay(path, cwd=str(nb))
+    assert report.reproduced, report
+    first = report.context[0]  # fed to the replay as it was recorded
+    assert first.role == "user" and first.content.startswith("Skill `plotting` (.ipyagent/skills")
+    assert "Checked by the skill" in first.content
+
+
 def test_the_table_is_the_agents(nb: Path) -> None:
     with Agent(python_tool=False, cwd=str(nb)) as agent:
         assert "plotting" in repr(agent.skills)
