@@ -49,7 +49,7 @@ def with_skills(system: str, found: Found) -> str:
 
 def without_skills(system: str) -> str:
     """``system`` without its skills listing (it is always the last section)."""
-    at = system.find(f"\n\n{MARKER}\n")
+    at = system.rfind(f"\n\n{MARKER}\n")
     return system if at < 0 else system[:at]
 
 
