@@ -40,7 +40,7 @@ from .models.retry import safe_url
 from .personas import PersonaState
 from .resources import Resources
 from .settings import DEFAULT_SYSTEM_PROMPT, AgentSettings
-from .skills import TOOL_NAME, SkillTable, load_skill_tool, skills_of
+from .skills import TOOL_NAME, Found, Skill, SkillTable, load_skill_tool, skills_of
 from .step import CircuitBreaker, emit, run_step
 from .tool_mode import ToolModeState, Wire
 from .tools.base import Tool, Toolbox
@@ -221,9 +221,7 @@ class Agent(AgentSettings):
 
         return with_skills(with_agents_md(self.system_prompt, self.agents_md_path), self._listed_skills())
 
-    def _listed_skills(self) -> Any:
-        from .skills import Found
-
+    def _listed_skills(self) -> Found:
         persona = self.persona_state.persona
         if persona is not None and not persona.offers(TOOL_NAME):
             return Found()  # the persona does not offer load_skill: no skills to list
@@ -245,9 +243,9 @@ class Agent(AgentSettings):
         """The skills the model can load (a table: name, description, where from, what it hides)."""
         return SkillTable(skills_of(self), enabled=self.skills_enabled)
 
-    def use_skill(self, name: str) -> Any:
+    def use_skill(self, name: str) -> Skill:
         """Load skill ``name`` up front: its instructions go into the conversation before the
-        next task; ``SkillError`` (naming the close matches) when there is none. -> the Skill."""
+        next task; ``SkillError`` (naming the close matches) when there is none."""
         from .skills import preload
 
         skill = preload(self, name)
