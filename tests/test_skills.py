@@ -133,6 +133,13 @@ def test_nearest_wins_and_the_table_says_what_each_hides(tmp_path: Path) -> None
     assert "overrides the built-in one" in page and "<s>plotting</s>" in page
 
 
+def test_a_relative_skills_path_is_the_notebooks(tmp_path: Path) -> None:
+    plant(tmp_path / "nb" / "team-skills", "ours", "description: d")
+    found = find_skills(tmp_path / "nb", ["team-skills"], home=tmp_path / "home")
+    assert found.skills["ours"].source == "skills_paths" and not found.problems
+    assert found.skills["ours"].folder == (tmp_path / "nb" / "team-skills" / "ours").resolve()
+
+
 def test_a_notebook_in_home_reads_home_skills_once(tmp_path: Path) -> None:
     plant(tmp_path / ".ipyagent" / "skills", "mine", "description: d")
     found = find_skills(tmp_path, home=tmp_path)
