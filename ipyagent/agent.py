@@ -40,6 +40,7 @@ from .models.retry import safe_url
 from .personas import PersonaState
 from .resources import Resources
 from .settings import DEFAULT_SYSTEM_PROMPT, AgentSettings
+from .skills import TOOL_NAME, Found, Skill, SkillTable, load_skill_tool, skills_of
 from .step import CircuitBreaker, emit, run_step
 from .tool_mode import ToolModeState, Wire
 from .tools.base import Tool, Toolbox
@@ -114,12 +115,19 @@ class Agent(AgentSettings):
         if self.file_tools:
             from .tools.files import file_tools
 
-            for t in file_tools(lambda: self.workspace_path, lambda: self.tool_timeout):
+            # read_file may also open the files beside a SKILL.md (read-only, by path).
+            for t in file_tools(lambda: self.workspace_path, lambda: self.tool_timeout,
+                                read_roots=lambda: skills_of(self).folders):
                 self.tools.add(t)
         # Web search and fetch (off by default: nothing reaches the web unless set).
         self._web_made: list[Tool] = []  # the web tools made here (not a user's own)
         self._web_settings_changed(None)
         self.observe(self._web_settings_changed, names=["web_tools", "search_url"])
+        self._skill_tool = load_skill_tool(self)
+        self._skill_problems_said: set[str] = set()
+        self._skill_loads: list[str] = []  # what use_skill loaded, said at the next request
+        self._skills_changed(None)
+        self.observe(self._skills_changed, names=["skills_enabled", "skills_paths"])
         # Long-term memory (off by default: then nothing is read or written).
         self.memories = Memory(self)
         self._memory_tool_changed(None)
@@ -259,12 +267,47 @@ class Agent(AgentSettings):
         except PersonaError as exc:  # its settings were rolled back; so is the name
             self.set_trait("persona", change["old"])
             raise TraitError(str(exc)) from None
+        self._skills_changed({})  # its tools may offer load_skill, or not
 
     def _effective_system(self) -> str:
-        """The system prompt sent: ``system_prompt`` (a persona's, if one is active) + AGENTS.md."""
+        """The system prompt sent: ``system_prompt`` (a persona's, if one is active) + AGENTS.md
+        + the skills' names and descriptions (when ``load_skill`` is offered)."""
         from .agents_md import with_agents_md
+        from .skills import with_skills
 
-        return with_agents_md(self.system_prompt, self.agents_md_path)
+        return with_skills(with_agents_md(self.system_prompt, self.agents_md_path), self._listed_skills())
+
+    def _listed_skills(self) -> Found:
+        persona = self.persona_state.persona
+        if persona is not None and not persona.offers(TOOL_NAME):
+            return Found()  # the persona does not offer load_skill: no skills to list
+        return skills_of(self)
+
+    def _skills_changed(self, change: Any) -> None:
+        from .skills import with_skills, without_skills
+
+        ours = TOOL_NAME in self.tools and self.tools[TOOL_NAME] is self._skill_tool
+        if self.skills_enabled and TOOL_NAME not in self.tools:
+            self.tools.add(self._skill_tool)  # a tool of that name the caller gave wins (a replay's)
+        elif not self.skills_enabled and ours:
+            self.tools.remove(TOOL_NAME)
+        if change is not None:
+            self.context.system = with_skills(without_skills(self.context.system), self._listed_skills())
+
+    @property
+    def skills(self) -> SkillTable:
+        """The skills the model can load (a table: name, description, where from, what it hides)."""
+        return SkillTable(skills_of(self), enabled=self.skills_enabled)
+
+    def use_skill(self, name: str) -> Skill:
+        """Load skill ``name`` up front: its instructions go into the conversation before the
+        next task; ``SkillError`` (naming the close matches) when there is none."""
+        from .skills import preload
+
+        skill = preload(self, name)
+        where = "built-in" if skill.source == "built-in" else str(skill.folder)
+        self._skill_loads.append(f"skill {skill.name} ({where}) is loaded for the next task")
+        return skill
 
     def offered_tools(self) -> list[Tool]:
         """The tools offered to the model: every tool, or those the active persona offers."""
@@ -279,7 +322,7 @@ class Agent(AgentSettings):
 
     def pending_notices(self) -> list[Notice]:
         """What to say before the next request, each once: a persona file's refused settings,
-        the AGENTS.md now in the system prompt."""
+        the AGENTS.md now in the system prompt, a SKILL.md that cannot be read."""
         from .agents_md import MARKER
         from .personas import take_notes
 
@@ -289,6 +332,13 @@ class Agent(AgentSettings):
         if path is not None and path != self._agents_md_noted and MARKER in self.context.system:
             self._agents_md_noted = path
             notices.append(Notice(f"AGENTS.md: {path} is in the system prompt", "info"))
+        if TOOL_NAME in self.tools and self.tools[TOOL_NAME] is self._skill_tool:
+            for problem in skills_of(self).problems:  # a SKILL.md that cannot be read, once each
+                if problem not in self._skill_problems_said:
+                    self._skill_problems_said.add(problem)
+                    notices.append(Notice(f"skills: {problem}", "warning"))
+        notices += [Notice(line, "info") for line in self._skill_loads]
+        self._skill_loads.clear()
         # The demo model never calls an endpoint: a base_url set for it would silently do
         # nothing (and later read as "it goes on with demo at http://…").
         ignored = self.base_url or (self.provider or "")

@@ -63,7 +63,7 @@ _FILES = ("`list_files` and `read_file` show files of the workspace (paths relat
 BUILTIN_SPECS: dict[str, dict[str, Any]] = {
     "coder": {
         "description": "Writes and changes code: python plus all four file tools.",
-        "tools": ["python", "read_file", "list_files", "write_file", "edit_file"],
+        "tools": ["python", "read_file", "list_files", "write_file", "edit_file", "load_skill"],
         "system_prompt": (
             "You are a careful software engineer working in the user's project from a Jupyter "
             "notebook. " + _TOOLS + _FILES + "`write_file` creates or replaces a file and "
@@ -75,7 +75,7 @@ BUILTIN_SPECS: dict[str, dict[str, Any]] = {
     },
     "data-analyst": {
         "description": "pandas + matplotlib analysis; reads files but never changes them.",
-        "tools": ["python", "read_file", "list_files"],
+        "tools": ["python", "read_file", "list_files", "load_skill"],
         "system_prompt": (
             "You are a data analyst working in the user's Jupyter notebook. " + _TOOLS + _FILES
             + "You do not modify files. Use pandas for data and matplotlib for charts. Look at "

@@ -389,6 +389,22 @@ class AgentSettings(LoggingConfigurable):
         "Add the nearest AGENTS.md (in the notebook's directory, or a parent up to the "
         "repository root) to the system prompt."
     )).tag(config=True)
+    skills_enabled = Bool(True, help=(
+        "Offer skills: folders with a SKILL.md of instructions, found in .ipyagent/skills/ "
+        "beside the notebook, Agent.skills_paths, ~/.ipyagent/skills/ and the built-ins "
+        "(plotting, data-cleaning). Each one's name and description go into the system "
+        "prompt, and the load_skill tool returns its instructions. Skills add instructions "
+        "only: they cannot change any setting."
+    )).tag(config=True)
+    skills_paths = List(Unicode(), help=(
+        "More folders holding skills (each skill a folder with a SKILL.md), searched after "
+        ".ipyagent/skills/ beside the notebook and before ~/.ipyagent/skills/; a relative "
+        "path is relative to the notebook's directory."
+    )).tag(config=True)
+    skills_max_chars = Int(20_000, min=1000, help=(
+        "Characters of a SKILL.md's instructions given to the model when it is loaded; a "
+        "longer one is cut with a note saying so."
+    )).tag(config=True)
 
     @validate("sandbox_paths")
     def _check_sandbox_paths(self, proposal: Any) -> Any:

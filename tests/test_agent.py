@@ -24,6 +24,7 @@ def make(replies, **kw) -> tuple[Agent, ScriptedModel]:
     model = ScriptedModel(replies)
     kw.setdefault("python_tool", False)
     kw.setdefault("file_tools", False)
+    kw.setdefault("skills_enabled", False)
     agent = Agent(client=model, tools=[add, flaky], **kw)
     return agent, model
 

@@ -8,6 +8,8 @@ from ipyagent import Agent
 from ipyagent.agent import DEFAULT_SYSTEM_PROMPT
 from ipyagent.agents_md import MARKER, MAX_CHARS, find_agents_md, with_agents_md
 from ipyagent.events import Notice
+from ipyagent.skills import MARKER as SKILLS
+from ipyagent.skills import without_skills
 from tests.helpers.scripted_model import ScriptedModel, text
 
 
@@ -47,7 +49,9 @@ def test_text_joins_the_system_prompt_once_and_is_announced_once(tmp_path: Path)
         agent.reset()
         assert MARKER in agent.context.system
     system = model.requests[0].system
-    assert system.startswith(DEFAULT_SYSTEM_PROMPT) and system.endswith("Use uv. Run pytest -q.")
+    # AGENTS.md, then the skills' listing (always the last section).
+    assert system.startswith(DEFAULT_SYSTEM_PROMPT)
+    assert without_skills(system).endswith("Use uv. Run pytest -q.") and SKILLS in system
     assert system.count(MARKER) == 1 and str(repo / "AGENTS.md") in system
     assert notices == [f"AGENTS.md: {repo / 'AGENTS.md'} is in the system prompt"]
 
@@ -55,8 +59,9 @@ def test_text_joins_the_system_prompt_once_and_is_announced_once(tmp_path: Path)
 def test_turned_off_or_absent(tmp_path: Path) -> None:
     repo = tree(tmp_path)
     with Agent(python_tool=False, cwd=str(repo), agents_md=False) as agent:
-        assert agent.agents_md_path is None and agent.context.system == DEFAULT_SYSTEM_PROMPT
-    with Agent(python_tool=False, cwd=str(tmp_path)) as agent:
+        assert agent.agents_md_path is None
+        assert without_skills(agent.context.system) == DEFAULT_SYSTEM_PROMPT
+    with Agent(python_tool=False, cwd=str(tmp_path), skills_enabled=False) as agent:
         assert agent.context.system == DEFAULT_SYSTEM_PROMPT
 
 

@@ -448,7 +448,7 @@ def test_a_refused_over_long_request_is_compacted_and_asked_again():
     with ScriptedServer([http_error(400, LLAMA_TOO_LONG), reply_text("Summary of the notes."),
                          reply_text("Done.")]) as server:
         agent = Agent(model="m", base_url=server.base_url, python_tool=False, file_tools=False,
-                      context_window=3000)
+                      context_window=3000, skills_enabled=False)  # sized without them
         agent.context.counter = TokenCounter(use_tokenizer=False)
         _long_history(agent)
         events: list = []

@@ -20,7 +20,7 @@ DATA = {"errors", "items", "context", "context_table", "tokens", "events", "deci
 ENGINE = {"agent", "step", "settings", "approval", "compaction", "personas", "providers",
           "agents_md", "reply_checks", "resources", "redaction", "audit", "namespace", "copies",
           "written_calls", "lenient_json", "text_tools", "tool_mode",
-          "offers", "memory"}
+          "offers", "memory", "skills"}
 LAYERS = {"data": 0, "models": 1, "kernel": 1, "tools": 1, "engine": 2, "transcripts": 3,
           "frontends": 4}
 

@@ -137,8 +137,8 @@ def test_a_builtin_name_says_it_would_be_shadowed(tmp_path: Path) -> None:
 
 def test_offered_only_where_someone_can_take_it(tmp_path: Path) -> None:
     model = ScriptedModel([text("a"), text("b"), text("c")])
-    with Agent(client=model, approval="auto", file_tools=False, cwd=str(tmp_path),
-               shell_tool="off") as agent:
+    with Agent(client=model, approval="auto", file_tools=False, skills_enabled=False,
+               cwd=str(tmp_path), shell_tool="off") as agent:
         agent.tools.add(offer_tool(agent))
         agent.run("one")  # no copy_target, no approver that can offer
         agent.copy_target = {}

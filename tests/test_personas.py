@@ -19,6 +19,7 @@ from ipyagent.personas import (
     find_personas,
     parse_front_matter,
 )
+from ipyagent.skills import without_skills
 from tests.helpers.scripted_model import ScriptedModel, calls, text
 
 REVIEWER_MD = """---
@@ -91,9 +92,9 @@ def test_sources_in_order_configured_home_builtin_project(tmp_path: Path, home: 
 def test_builtins_are_what_the_docs_say() -> None:
     assert set(BUILTINS) == {"coder", "data-analyst", "reviewer"}
     assert BUILTINS["coder"].tools == ["python", "read_file", "list_files", "write_file",
-                                       "edit_file"]
+                                       "edit_file", "load_skill"]
     analyst = BUILTINS["data-analyst"]
-    assert analyst.tools == ["python", "read_file", "list_files"]
+    assert analyst.tools == ["python", "read_file", "list_files", "load_skill"]
     assert "pandas" in analyst.system_prompt and "plt.show()" in analyst.system_prompt
     reviewer = BUILTINS["reviewer"]
     assert reviewer.tools == ["read_file", "list_files"] and not reviewer.offers("python")
@@ -124,7 +125,8 @@ def test_reviewer_changes_prompt_tools_and_approval_and_refuses_python(
         assert "status" not in refused.meta  # set only by the python tool's handler
         agent.persona = None  # leaving restores every setting it changed
         assert agent.system_prompt == DEFAULT_SYSTEM_PROMPT and agent.allow == []
-        assert agent.context.system == DEFAULT_SYSTEM_PROMPT
+        # The skills are listed again: without the persona, load_skill is on offer.
+        assert without_skills(agent.context.system) == DEFAULT_SYSTEM_PROMPT
         assert "python" in [t.name for t in agent.offered_tools()]
 
 
@@ -132,7 +134,8 @@ def test_data_analyst_offers_python_and_read_only_files(tmp_path: Path, home: Pa
     model = ScriptedModel([text("ok")])
     with Agent(client=model, cwd=str(tmp_path), persona="data-analyst") as agent:
         agent.run("analyse")
-    assert [t["name"] for t in model.requests[0].tools] == ["python", "read_file", "list_files"]
+    assert [t["name"] for t in model.requests[0].tools] == ["python", "read_file", "list_files",
+                                                           "load_skill"]
     assert "matplotlib" in model.requests[0].system
 
 

@@ -91,6 +91,11 @@ class CellRunner:
             agent.reset()
         self.running = True
         try:
+            for name in getattr(cmd.options, "skill", None) or []:  # -s NAME: up front
+                try:
+                    agent.use_skill(name)
+                except IpyagentError as exc:
+                    raise UsageError(f"-s {error_line(name)}: {error_line(exc)}") from None
             from .aware import prepare_run
 
             prepare_run(self.m, agent, cmd)  # --with copies, --cells, the namespace picture

@@ -121,6 +121,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if made is None:
         return 2
     agent, scheme = made
+    try:
+        for name in args.skill:  # -s NAME: its instructions before the (first) task
+            agent.use_skill(name)
+    except IpyagentError as exc:
+        agent.close()
+        print(f"ipyagent: -s: {visible(str(exc))}", file=sys.stderr)
+        return 2
     # IPython's `c.InteractiveShell.colors = "NoColor"` turns ours off too, as in IPython.
     colours: dict[str, Any] = {"scheme": scheme, "colour": False if scheme == "nocolor" else None}
     if args.command == "repl":

@@ -54,6 +54,8 @@ def add_agent_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--approve", choices=["auto", "ask", "deny"], default=None,
                    help="tool-call approval (default: ask; with no terminal to ask in, calls are denied)")
     p.add_argument("--max-steps", type=int, default=None, help="stop after this many iterations (default 20)")
+    p.add_argument("-s", "--skill", action="append", default=[], metavar="NAME",
+                   help="load this skill's instructions before the (first) task (repeatable)")
     p.add_argument("--config", metavar="FILE", default=None,
                    help="a configuration file (.py or .json, as ipython_config), over IPython's")
     p.add_argument("--profile", metavar="NAME", default="default",

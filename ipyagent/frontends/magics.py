@@ -38,7 +38,7 @@ __all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension", 
 
 _MAGICS: AgentMagics | None = None
 AUTOSAVE_DIR = ".ipyagent/runs/"  # the magics' Agent.autosave unless configured
-_ALONE = {"step", "context", "audit", "mcp", "personas"}
+_ALONE = {"step", "context", "audit", "mcp", "personas", "skills"}
 _WITH_PATH = {"save", "load", "replay"}
 _ROWS = re.compile(r"-?\d*:-?\d*")  # %agent context 100:200 (a Python slice of the rows)
 _NO_TASK = ("give a task: `%agent TASK`, or `%%agent` with the task in the cell "
@@ -253,6 +253,8 @@ class AgentMagics(Magics):
               "(Agent.max_steps).")
     @argument("-p", "--persona", metavar="NAME", help="Persona for this run (Agent.persona): "
               "coder, data-analyst, reviewer, or your own; `%%agent personas` lists them.")
+    @argument("-s", "--skill", action="append", metavar="NAME", help="Load this skill's "
+              "instructions before the task (repeatable); `%%agent skills` lists them.")
     @argument("--new", action="store_true", help="Start a new conversation first.")
     @argument("--step", action="store_true", help="Add the task and run ONE iteration; "
               "`%%agent step` runs the next.")
@@ -289,6 +291,8 @@ class AgentMagics(Magics):
                                          a new empty temp dir unless --cwd DIR)
             %agent -p NAME TASK          run as a persona (coder, data-analyst, reviewer, …)
             %agent personas              the personas, as a table
+            %agent skills                the skills the model can load (SKILL.md folders)
+            %agent -s NAME TASK          load skill NAME up front, then run the task
             %agent mcp                   start the MCP servers (Agent.mcp_servers), list tools
             %agent mcp trust             agree to start the servers of the mcp.json here, as it is
             %agent mcp untrust           forget that agreement (its servers stop)
@@ -416,6 +420,8 @@ class AgentMagics(Magics):
             from ..personas import PersonaTable
 
             return PersonaTable.for_agent(agent)
+        if cmd.action == "skills":
+            return agent.skills
         if cmd.action in ("mcp", "mcp-trust", "mcp-untrust"):
             verb = {"mcp": "list", "mcp-trust": "trust", "mcp-untrust": "untrust"}[cmd.action]
             try:

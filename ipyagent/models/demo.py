@@ -9,6 +9,10 @@ drives the real loop, the real approval and the real sibling kernel:
 * with a ``python`` tool and no expression: count the task's words in Python, answer;
 * with a ``shell`` tool and a task that clearly asks for a command ("run `ls -l`",
   "list the files"): run it, answer from its output;
+* with ``python`` and ``load_skill`` tools, a plotting skill listed in the system prompt
+  and a task that asks for a plot: load the skill → run plot code that follows it (the
+  skill's first ```python block is its pattern, given ``x``, ``y``, ``label``, ``title``,
+  ``xlabel`` and ``ylabel`` from the task) → say what it drew;
 * with other tools: call every tool whose required arguments it can fill (in parallel),
   then report their results;
 * a denied call: acknowledge it and stop. Every reply is labelled ``[demo model]``.
@@ -99,6 +103,10 @@ class DemoModel:
         command = shell_command(task) if "shell" in tools else None
         if command is not None:
             return self._plan_shell(command, task, results, n_calls)
+        if "python" in tools and SKILL_TOOL in tools:
+            planned = self._plan_plot(task, request.system, items, results, n_calls)
+            if planned is not None:
+                return planned
         if "python" in tools:
             return self._plan_python(task, results, n_calls)
         if tools:
@@ -141,6 +149,36 @@ class DemoModel:
             return (f"{LABEL} The task asks for a shell command, so I'll run `{command}` with "
                     "the shell tool.", [self._call("shell", {"command": command}, n)])
         return self._answer(task, results[-1], f"I ran `{command}`", where="in the shell")
+
+    def _plan_plot(self, task: str, system: str, items: list[Any], results: list[ToolResult],
+                   n: int) -> tuple[str, list[ToolCall]] | None:
+        """A plot task with a plotting skill listed: load it, follow it, answer; None: not one."""
+        if not _PLOT.search(task):
+            return None
+        listed = _LISTED.findall(system.split(SKILLS_MARKER, 1)[1]) if SKILLS_MARKER in system else []
+        skill = next((s for s in listed if re.search(r"plot|chart|graph|visual", s)), None)
+        if skill is None:
+            return None
+        ran = [r for r in results if r.name == "python"]
+        if ran:
+            last = ran[-1]
+            printed = "\n".join(ln for ln in _printed_part(last).splitlines()
+                                 if not ln.startswith("[image/") and ln != "(no output)")
+            said = (f"It failed:\n\n{fence(last.output.strip())}" if last.error
+                    else "The figure is shown above, under the call."
+                    + (f" It printed:\n\n{fence(printed)}" if printed else ""))
+            return (f"{LABEL} I plotted the data following the skill `{skill}`. {said}\n\n"
+                    "(This answer was produced by the built-in demo model, not an LLM.)"), []
+        loaded = _loaded_skill(items, skill)
+        if loaded is None and not any(r.name == SKILL_TOOL for r in results):
+            return (f"{LABEL} The task asks for a plot and the skill `{skill}` is listed, so I'll "
+                    "load its instructions first.", [self._call(SKILL_TOOL, {"name": skill}, n)])
+        pattern = _python_block(loaded or "")
+        code = _plot_data(task) + "\n" + (pattern or _PLOT_CODE)
+        how = ("with the skill's pattern" if pattern else
+               "as the skill says" if loaded else "without the skill (it did not load)")
+        return (f"{LABEL} I'll make the data the task describes and plot it {how}.",
+                [self._call("python", {"code": code}, n)])
 
     def _answer(self, task: str, last: ToolResult, what: str,
                 results: list[ToolResult] | None = None,
@@ -187,9 +225,64 @@ class DemoModel:
 
 
 # Never called on a guess: the workspace tools change files, remember keeps a note; offer_result puts a question
-# to the person (and is for a value worth keeping, which a demo never has).
+# to the person (and is for a value worth keeping, which a demo never has); load_skill is
+# called only for a task a listed skill fits (the plot plan).
 _NOT_GUESSED = {"read_file", "write_file", "edit_file", "list_files", "offer_result",
-               "remember", "shell"}
+               "remember", "shell", "load_skill"}
+
+# The skills listing in the system prompt (ipyagent.skills.MARKER; a test keeps them equal:
+# a model may not import the engine).
+SKILLS_MARKER = "# Skills (load_skill)"
+SKILL_TOOL = "load_skill"
+_LISTED = re.compile(r"^- ([a-z0-9]+(?:-[a-z0-9]+)*): ", re.MULTILINE)
+_PLOT = re.compile(r"\b(plot|plots|plotting|chart|charts|graph|graphs|histogram|scatter|"
+                   r"visuali[sz]e)\b", re.IGNORECASE)
+_FENCED = re.compile(r"^(`{3,}|~{3,})[ \t]*(?:python|py)\b[^\n]*\n(.*?)^\1[ \t]*$",
+                     re.MULTILINE | re.DOTALL)
+_FUNCTIONS = ("sin", "cos", "tan", "tanh", "exp", "log", "sqrt")
+_PLOT_CODE = """\
+import matplotlib.pyplot as plt
+
+fig, ax = plt.subplots(figsize=(7, 4))
+ax.plot(x, y, label=label)
+ax.set_title(title)
+ax.set_xlabel(xlabel)
+ax.set_ylabel(ylabel)
+fig.tight_layout()
+plt.show()
+"""
+
+
+def _loaded_skill(items: list[Any], name: str) -> str | None:
+    """The text of skill ``name`` as loaded in the conversation (by load_skill or up front)."""
+    text = None
+    for item in items:
+        if isinstance(item, ToolResult) and item.name == SKILL_TOOL and not item.error \
+                and item.output.startswith(f"Skill `{name}` "):
+            text = item.output
+        elif isinstance(item, Message) and item.role == "user" \
+                and (item.meta.get("skill") or {}).get("name") == name:
+            text = item.content
+    return text
+
+
+def _python_block(text: str) -> str | None:
+    """The first fenced Python block of a skill's text (its pattern), or None."""
+    m = _FENCED.search(text)
+    return m.group(2).rstrip() + "\n" if m else None
+
+
+def _plot_data(task: str) -> str:
+    """Python that makes the data a plot task describes: ``fn(x)`` over a range (sin on 0–10)."""
+    words = set(re.findall(r"[a-z]+", task.lower()))
+    fn = next((f for f in _FUNCTIONS if f in words), "sin")
+    span = re.search(r"from\s+(-?\d+(?:\.\d+)?)\s+to\s+(-?\d+(?:\.\d+)?)", task)
+    lo, hi = (span.group(1), span.group(2)) if span else ("0", "10")
+    if fn in ("log", "sqrt") and float(lo) <= 0:
+        lo = "0.01"  # where the function is defined
+    return (f"import numpy as np\n\nx = np.linspace({lo}, {hi}, 200)\ny = np.{fn}(x)\n"
+            f"label = \"{fn}(x)\"\ntitle = \"{fn}(x) for x from {lo} to {hi}\"\n"
+            f"xlabel, ylabel = \"x\", \"{fn}(x)\"\n")
 # An answer quotes an output this short; a longer one it points at (the user saw it).
 _QUOTED_LINES, _QUOTED_CHARS = 6, 400
 

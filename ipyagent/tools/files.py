@@ -33,7 +33,7 @@ from ..items import ToolCall, ToolResult
 from .base import Tool, tool
 
 __all__ = ["FILE_TOOLS", "READ_ONLY", "RECORD_LIMIT", "record", "recorded_file", "Spot", "WorkspaceError", "diff_preview", "file_tools",
-           "locate", "read_existing", "write_text"]
+           "locate", "open_regular", "read_existing", "write_text"]
 
 FILE_TOOLS = ("read_file", "write_file", "list_files", "edit_file")
 READ_ONLY = ("read_file", "list_files")
@@ -218,7 +218,7 @@ def _open_dir(part: str, here: int, make_dirs: bool, path: str) -> int | None:
         raise
 
 
-def _open_regular(spot: Spot) -> int:
+def open_regular(spot: Spot) -> int:
     """The file at ``spot`` opened for reading; refuses anything but a regular file."""
     if spot.name == ".":
         raise IsADirectoryError(spot.path)
@@ -248,7 +248,7 @@ def _open_regular(spot: Spot) -> int:
 
 def _read_text(spot: Spot) -> str:
     """The whole file as text (for edits); refuses binary and over-large files."""
-    with open(_open_regular(spot), "rb") as f:
+    with open(open_regular(spot), "rb") as f:
         size = os.fstat(f.fileno()).st_size
         name = spot.rel.rsplit("/", 1)[-1]
         if size > EDIT_LIMIT:
@@ -269,7 +269,7 @@ def _read_text(spot: Spot) -> str:
 def read_existing(spot: Spot) -> str | None:
     """The file at ``spot`` as UTF-8 text (strict), or None when there is none."""
     try:
-        fd = _open_regular(spot)
+        fd = open_regular(spot)
     except FileNotFoundError:
         return None
     with open(fd, encoding="utf-8", newline="") as f:
@@ -338,9 +338,30 @@ def _line_endings(text: str, old: str, new: str) -> tuple[str, str]:
 
 
 def file_tools(root: Callable[[], Path],
-               timeout: Callable[[], float | None] | None = None) -> list[Tool]:
+               timeout: Callable[[], float | None] | None = None,
+               read_roots: Callable[[], list[Path]] | None = None) -> list[Tool]:
     """The four file tools, confined to ``root()`` and limited to ``timeout()`` seconds
-    (both read at each call, so they may change; a timeout of 0 or None: no limit)."""
+    (both read at each call, so they may change; a timeout of 0 or None: no limit).
+
+    ``read_roots()``: more folders that ``read_file`` alone may read from, by absolute path
+    (the skills' folders); each is walked as a workspace of its own, so no symlink or
+    ``..`` leads out of it. ``write_file``, ``edit_file`` and ``list_files`` never see them.
+    """
+
+    def read_root(path: str) -> tuple[Path, str]:
+        """Where ``read_file`` looks for ``path``: the workspace, or the read-only folder
+        an absolute path outside it names (with the path relative to that folder)."""
+        base = root()
+        if read_roots is None or not isinstance(path, str) or not os.path.isabs(path):
+            return base, path
+        lexical = Path(os.path.normpath(path))
+        if _inside(base.resolve(), lexical):
+            return base, path
+        for extra in read_roots():
+            extra = extra.resolve()
+            if _inside(extra, lexical):
+                return extra, lexical.relative_to(extra).as_posix() if lexical != extra else "."
+        return base, path
 
     def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         # WorkspaceError/OSError become error values with a clean message (no "raised").
@@ -365,8 +386,8 @@ def file_tools(root: Callable[[], Path],
             path: File path relative to the workspace.
             start_line: First line to return (1-based); use it to page through long files.
         """
-        with locate(root(), path) as spot:
-            fd = _open_regular(spot)
+        with locate(*read_root(path)) as spot:
+            fd = open_regular(spot)
         with open(fd, "rb") as raw:
             size = os.fstat(raw.fileno()).st_size
             if b"\x00" in raw.read(BINARY_PROBE):
@@ -488,6 +509,10 @@ def file_tools(root: Callable[[], Path],
             t.preview = lambda call: diff_preview(call, root())
         made.append(t)
     return made
+
+
+def _inside(root: Path, path: Path) -> bool:
+    return path == root or root in path.parents
 
 
 def _entry(base: Path, rel: str, entry: os.DirEntry[str]) -> str:

@@ -358,11 +358,12 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
     # No compaction either: a summary request would take the next recorded turn, and the
     # recorded turns already hold the run's own summaries.
     # No memory either: the recorded notes are in the items (fed as they were sent); a
-    # replay neither looks for new ones nor writes any.
+    # replay neither looks for new ones nor writes any. No skills: the recorded listing is
+    # in the system prompt, and the recorded load_skill results answer its calls.
     # No shell tool: a recorded shell call is answered from the recording, like any tool
     # that may have side effects (a transcript someone sent never runs a command).
     kwargs.update(file_tools=False, mcp_servers={}, mcp_files=False, context_window=0,
-                  memory="off", shell_tool="off")
+                  memory="off", shell_tool="off", skills_enabled=False)
     report = ReplayReport(source=transcript.path or "<transcript>", steps=len(turns))
     if ignored:
         report.notes.append(ignored)

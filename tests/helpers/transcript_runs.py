@@ -58,5 +58,6 @@ def rich_hook(call: ToolCall) -> Decision:
 
 def rich_agent(cwd: str, **kw: Any) -> Agent:
     """An agent that runs the rich script against a real sibling kernel."""
+    kw.setdefault("skills_enabled", False)  # the tools it records are add and python
     return Agent(client=ScriptedModel(rich_replies()), tools=[add], approval="ask", file_tools=False,
                  approval_hook=rich_hook, cwd=cwd, **kw)

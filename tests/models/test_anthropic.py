@@ -69,7 +69,7 @@ def test_two_step_tool_loop_through_the_agent(scripted_server: ScriptedServer, m
     # Agent.prompt_cache (on by default) marks the system prompt, the last tool and the
     # last message as cache breakpoints.
     ephemeral = {"type": "ephemeral"}
-    assert first.body["system"] == [{"type": "text", "text": agent.system_prompt,
+    assert first.body["system"] == [{"type": "text", "text": agent.context.system,
                                      "cache_control": ephemeral}]
     assert first.body["max_tokens"] == DEFAULT_MAX_TOKENS
     assert first.body["tools"][0] == {"name": "add", "description": "Add two integers.",

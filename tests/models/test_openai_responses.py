@@ -41,7 +41,7 @@ def test_two_step_tool_loop_through_the_agent(scripted_server: ScriptedServer, m
         responses_reply("The sum is 5."),
     ])
     agent = Agent(model="gpt-test", api="responses", base_url=scripted_server.base_url, file_tools=False,
-                  api_key_env="IPYAGENT_TEST_KEY", tools=[add], python_tool=False)
+                  api_key_env="IPYAGENT_TEST_KEY", tools=[add], python_tool=False, skills_enabled=False)
     result = agent.run("What is 2+3?")
 
     assert result.stop_reason == "done" and result.text == "The sum is 5."
@@ -54,7 +54,7 @@ def test_two_step_tool_loop_through_the_agent(scripted_server: ScriptedServer, m
     first, second = scripted_server.requests
     assert first.path == second.path == "/v1/responses"
     assert first.headers["authorization"] == f"Bearer {KEY}"
-    assert first.body["instructions"] == agent.system_prompt and first.body["store"] is False
+    assert first.body["instructions"] == agent.context.system and first.body["store"] is False
     assert first.body["tools"] == [{"type": "function", "name": "add", "description": "Add two integers.",
                                     "parameters": add.parameters, "strict": False}]
     assert second.body["input"] == [

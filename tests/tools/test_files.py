@@ -45,8 +45,9 @@ def run(agent: Agent, name: str, **args) -> ToolResult:
 
 def test_the_four_tools_are_there_by_default_and_can_be_turned_off(ws: Path) -> None:
     with Agent(workspace=str(ws), shell_tool="off") as a:
-        assert a.tools.names == ["python", "read_file", "write_file", "list_files", "edit_file"]
-    with Agent(file_tools=False, python_tool=False) as a:
+        assert a.tools.names == ["python", "read_file", "write_file", "list_files", "edit_file",
+                                 "load_skill"]
+    with Agent(file_tools=False, python_tool=False, skills_enabled=False) as a:
         assert a.tools.names == []
 
 
@@ -178,7 +179,7 @@ def test_each_call_is_approved_and_read_only_tools_can_be_allowed(ws: Path) -> N
                                  ("write_file", {"path": "out.txt", "content": "x"})),
                            text("done")])
     with Agent(client=model, python_tool=False, workspace=str(ws), approval="ask",
-               approval_hook=hook, allow=["read_file", "list_files"]) as agent:
+               approval_hook=hook, allow=["read_file", "list_files"], skills_enabled=False) as agent:
         agent.run("look around")
     assert asked == ["write_file"]  # the read-only ones were on the allow list
     out = [i for i in agent.context if isinstance(i, ToolResult)]

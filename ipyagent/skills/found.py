@@ -1,0 +1,198 @@
+"""Where skills are found, which one a name means, and the table ``%agent skills`` shows.
+
+Looked for, nearest first (the first skill of a name wins; the table names each one it
+hides): ``.ipyagent/skills/*/SKILL.md`` beside the notebook (the project's), each folder of
+``Agent.skills_paths`` in order, ``~/.ipyagent/skills/`` (yours), then ipyagent's built-ins.
+A project's skill folder that is a symlink leading out of its ``.ipyagent/skills`` is refused:
+a repository cannot point the agent at files elsewhere on your disk.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .._text import one_line, visible
+from .skill import FILENAME, Skill, SkillError, read_skill
+
+if TYPE_CHECKING:
+    from ..settings import AgentSettings
+
+__all__ = ["BUILTIN", "Found", "SkillTable", "find_skills", "skills_of"]
+
+BUILTIN = Path(__file__).resolve().parent / "builtin"
+MAX_PER_FOLDER = 200
+_LABELS = {"project": "this project (.ipyagent/skills)", "skills_paths": "Agent.skills_paths",
+           "home": "yours (~/.ipyagent/skills)", "built-in": "built-in"}
+
+
+@dataclass
+class Found:
+    """The skills by name (nearest first), those they hide, and the files that could not be read."""
+
+    skills: dict[str, Skill] = field(default_factory=dict)
+    hidden: list[tuple[Skill, Skill]] = field(default_factory=list)  # (hidden, the one that wins)
+    problems: list[str] = field(default_factory=list)
+
+    def get(self, name: str) -> Skill:
+        """The skill called ``name``; ``SkillError`` names the close matches."""
+        skill = self.skills.get(name) or self.skills.get(name.strip().lower())
+        if skill is not None:
+            return skill
+        near = difflib.get_close_matches(name.strip().lower(), list(self.skills), n=3, cutoff=0.5)
+        hint = f" (did you mean {', '.join(near)}?)" if near else ""
+        known = ", ".join(sorted(self.skills)) or "none"
+        unread = f" ({len(self.problems)} SKILL.md could not be read)" if self.problems else ""
+        raise SkillError(f"unknown skill {one_line(name, 80)!r}{hint}; the skills are: {known}"
+                         f"{unread}")
+
+    @property
+    def folders(self) -> list[Path]:
+        """The folders of the skills in use (what ``read_file`` may read beside a ``SKILL.md``)."""
+        return [s.folder for s in self.skills.values()]
+
+
+def find_skills(directory: str | Path, paths: list[str] | tuple[str, ...] = (),
+                home: Path | None = None, builtins: bool = True) -> Found:
+    """Every skill for a notebook in ``directory`` (see the module doc for the order)."""
+    directory = Path(directory)
+    home = Path.home() if home is None else home
+    yours = home / ".ipyagent" / "skills"
+    roots: list[tuple[str, Path, str]] = []
+    project = directory / ".ipyagent" / "skills"
+    if not _same(project, yours):  # the notebook is in $HOME: those skills are yours
+        roots.append(("project", project, ".ipyagent/skills"))
+    for p in paths:
+        folder = Path(os.path.expanduser(p))
+        roots.append(("skills_paths", folder if folder.is_absolute() else directory / folder, p))
+    roots.append(("home", yours, "~/.ipyagent/skills"))
+    if builtins:
+        roots.append(("built-in", BUILTIN, "built-in"))
+    found = Found()
+    for source, root, label in roots:
+        if source == "skills_paths" and not root.is_dir():
+            found.problems.append(f"Agent.skills_paths: {root} is not a folder (a typo?)")
+            continue
+        for skill in _read_root(source, root, label, found.problems):
+            winner = found.skills.get(skill.name)
+            if winner is None:
+                found.skills[skill.name] = skill
+            elif winner.folder != skill.folder:
+                found.hidden.append((skill, winner))
+                found.skills[skill.name] = replace(
+                    winner, overrides=(*winner.overrides, _place(skill)))
+    return found
+
+
+def _place(skill: Skill) -> str:
+    return "the built-in one" if skill.source == "built-in" else f"{skill.where}/{skill.folder.name}"
+
+
+def _read_root(source: str, root: Path, label: str, problems: list[str]) -> list[Skill]:
+    try:
+        entries = [e for e in os.scandir(root) if not e.name.startswith(".")] \
+            if root.is_dir() else []
+    except OSError as exc:
+        problems.append(f"{root}: not readable ({exc.strerror or exc})")
+        return []
+    skills: list[Skill] = []
+    names: set[str] = set()
+    real_root = root.resolve()
+    for entry in sorted(entries, key=lambda e: e.name):
+        folder = Path(entry.path)
+        if not folder.is_dir() or not (folder / FILENAME).exists() and not (folder / FILENAME).is_symlink():
+            continue
+        if source == "project" and real_root not in folder.resolve().parents:
+            problems.append(f"{folder}: a symlink that leads out of {label}; refused (a "
+                            "project's skill must live in its own folder)")
+            continue
+        if len(skills) >= MAX_PER_FOLDER:
+            problems.append(f"{root}: more than {MAX_PER_FOLDER} skills; the rest are not read")
+            break
+        try:
+            skill = read_skill(folder, source, label)
+        except SkillError as exc:
+            problems.append(str(exc))
+            continue
+        if skill.name in names:
+            problems.append(f"{skill.path}: another skill in {label} is already called "
+                            f"{skill.name!r}; this one is ignored")
+            continue
+        names.add(skill.name)
+        skills.append(skill)
+    return skills
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def skills_of(agent: AgentSettings) -> Found:
+    """The skills an agent's settings find (none when ``Agent.skills_enabled`` is off)."""
+    if not agent.skills_enabled:
+        return Found()
+    return find_skills(agent.cwd or os.getcwd(), list(agent.skills_paths))
+
+
+# -- the table ---------------------------------------------------------------------------
+class SkillTable:
+    """What ``%agent skills`` (and ``Agent.skills``) shows: each skill, where it is from,
+    what it hides, and the files that could not be read."""
+
+    def __init__(self, found: Found, enabled: bool = True) -> None:
+        self.found = found
+        self.enabled = enabled
+
+    def __repr__(self) -> str:
+        if not self.enabled:
+            return "skills: off (Agent.skills_enabled = False)"
+        lines = []
+        for skill, note in self._rows():
+            lines.append(f"  {skill.name:<20} {one_line(skill.description, 90)}  [{skill.where}]"
+                         + (f"\n  {'':<20} {note}" if note else ""))
+        for hidden, winner in self.found.hidden:
+            lines.append(f"  {hidden.name:<20} (hidden: {winner.where}/{winner.folder.name} "
+                         f"wins)  [{hidden.where}]")
+        lines += [f"! {p}" for p in self.found.problems]
+        head = "skills (load_skill NAME; %agent -s NAME TASK loads one up front):"
+        return visible(head + "\n" + ("\n".join(lines) or "  (none)"))
+
+    def _rows(self) -> list[tuple[Skill, str]]:
+        rows = []
+        for skill in self.found.skills.values():
+            notes = [f"overrides {where}" for where in skill.overrides]
+            if skill.ignored:
+                notes.append("ignored keys: " + ", ".join(skill.ignored))
+            rows.append((skill, "; ".join(notes)))
+        return rows
+
+    def _repr_html_(self) -> str:
+        # Names, descriptions and paths come from files we did not write.
+        esc = html.escape
+        if not self.enabled:
+            return "<div><b>ipyagent skills</b>: off (<code>Agent.skills_enabled = False</code>)</div>"
+        cell = "<td style='text-align:left'>{}</td>"
+        body = "".join(
+            "<tr>" + cell.format(f"<code>{esc(s.name)}</code>") + cell.format(esc(s.description))
+            + cell.format(esc(_LABELS.get(s.source, s.source)) + "<br><small>" + esc(str(s.folder))
+                          + "</small>") + cell.format(esc(note)) + "</tr>"
+            for s, note in self._rows())
+        body += "".join(
+            "<tr style='opacity:0.6'>" + cell.format(f"<s>{esc(h.name)}</s>")
+            + cell.format(esc(h.description)) + cell.format(esc(_LABELS.get(h.source, h.source)))
+            + cell.format(esc(f"hidden: {w.where}/{w.folder.name} wins")) + "</tr>"
+            for h, w in self.found.hidden)
+        head = "".join(f"<th style='text-align:left'>{h}</th>"
+                       for h in ("skill", "what it is for", "from", "note"))
+        problems = "".join(f"<div style='color:#b00020'>⚠ {esc(p)}</div>" for p in self.found.problems)
+        return (f"<div><b>ipyagent skills</b> — the model sees each name and description and "
+                f"loads one with <code>load_skill</code>; <code>%agent -s NAME TASK</code> loads "
+                f"one up front<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+                f"{problems}</div>")
