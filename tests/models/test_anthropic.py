@@ -74,7 +74,8 @@ def test_two_step_tool_loop_through_the_agent(scripted_server: ScriptedServer, m
     assert first.body["max_tokens"] == DEFAULT_MAX_TOKENS
     assert first.body["tools"][0] == {"name": "add", "description": "Add two integers.",
                                       "input_schema": add.parameters}
-    assert [t.get("cache_control") for t in first.body["tools"]] == [None] * 5 + [ephemeral]
+    marks = [t.get("cache_control") for t in first.body["tools"]]
+    assert marks == [None] * (len(marks) - 1) + [ephemeral]
     assert second.body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "Add 2 and 3, and explode 1."}]},
         {"role": "assistant", "content": [
