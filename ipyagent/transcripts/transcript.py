@@ -236,6 +236,7 @@ def _write_agent(agent: Agent, target: Path, cache: NotebookText) -> Path:
         write_atomic(target, text)
     except OSError as exc:
         raise TranscriptError(f"cannot write {target}: {exc.strerror or exc}") from None
+    cache.written(target)  # its long texts are read back from there, not kept in memory
     return target
 
 
