@@ -4,7 +4,10 @@ A zero-latency in-process model always asks for one call of an async no-op tool,
 what is timed is the loop itself: building the request, assembling the turn, approval,
 dispatch, appending items, events, the MCP and secret checks. Measured at context sizes
 10, 100 and 1000 items, interleaved step by step; it must stay flat (the ratio 1000/10 is
-printed). Run: ``python bench/loop_overhead.py``.
+printed). Then the same with each protocol's request made as its HTTP client makes it
+(``payload`` and its JSON encoding, no network), each item's wire form cached
+(``WireCache``) and, beside it, made again every step (the code before). Run:
+``python bench/loop_overhead.py``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,12 @@ from ipyagent import (  # noqa: E402
     _eventloop,  # noqa: E402
     tool,
 )
+from ipyagent.models.anthropic import AnthropicModel  # noqa: E402
 from ipyagent.models.base import ToolCallDelta, Turn, TurnComplete  # noqa: E402
+from ipyagent.models.http import encode_json  # noqa: E402
+from ipyagent.models.openai_chat import OpenAIChatModel  # noqa: E402
+from ipyagent.models.openai_responses import OpenAIResponsesModel  # noqa: E402
+from ipyagent.models.wire_cache import WireCache  # noqa: E402
 
 
 class ZeroLatencyModel:
@@ -41,6 +49,21 @@ class ZeroLatencyModel:
         yield ToolCallDelta(0, call.id, call.name, '{"x": 1}')
         yield TurnComplete(Turn(tool_calls=[call], finish_reason="tool_calls",
                                 usage={"prompt_tokens": 10, "completion_tokens": 1}))
+
+
+class WireModel(ZeroLatencyModel):
+    """The same answer, after making the request body a protocol's client would POST."""
+
+    def __init__(self, protocol: type) -> None:
+        self.http = protocol("m", base_url="http://127.0.0.1:9", api_key="k")
+        self.encode = True  # False: the body only (its JSON encoding not timed)
+
+    async def stream(self, request):  # type: ignore[no-untyped-def]
+        body = self.http.payload(request)
+        if self.encode:
+            encode_json(body)
+        async for event in super().stream(request):
+            yield event
 
 
 @tool
@@ -73,24 +96,49 @@ async def measure(agents: dict[int, Agent], rounds: int) -> dict[int, list[float
     return times
 
 
-def make_agent(size: int) -> Agent:
-    agent = Agent(client=ZeroLatencyModel(), tools=[noop], python_tool=False,
+def make_agent(size: int, model: ZeroLatencyModel | None = None) -> Agent:
+    agent = Agent(client=model or ZeroLatencyModel(), tools=[noop], python_tool=False,
                   circuit_breaker=0, max_steps=10**9)
     agent.listeners.append(lambda event: None)  # a listener, as a display would be
     agent.context.extend(filler(size))
     return agent
 
 
-def main() -> None:
-    agents = {size: make_agent(size) for size in (10, 100, 1000)}
-    _eventloop.run_sync(measure(agents, 50))  # warm-up
-    times = _eventloop.run_sync(measure(agents, 1000))
+def table(title: str, times: dict[int, list[float]]) -> None:
     rows = [(size, statistics.median(t) * 1e6, sorted(t)[int(len(t) * .9)] * 1e6)
             for size, t in times.items()]
+    print(title)
     print(f"{'context items':>14} {'median µs/step':>15} {'p90 µs/step':>12}")
     for size, med, p90 in rows:
         print(f"{size:>14} {med:>15.1f} {p90:>12.1f}")
     print(f"ratio 1000 vs 10 items (median): {rows[2][1] / rows[0][1]:.2f}x")
+
+
+SIZES = (10, 100, 1000)
+
+
+def main() -> None:
+    agents = {size: make_agent(size) for size in SIZES}
+    _eventloop.run_sync(measure(agents, 50))  # warm-up
+    table("the loop (a model that makes no request body)", _eventloop.run_sync(measure(agents, 1000)))
+    print()
+    print(f"{'with the request body (median µs/step)':40} {'10':>8} {'100':>8} {'1000':>8} "
+          f"{'1000/10':>8}")
+    for protocol in (OpenAIChatModel, OpenAIResponsesModel, AnthropicModel):
+        for encode in (False, True):
+            for cached in (True, False):
+                WireCache.enabled = cached
+                models = {size: WireModel(protocol) for size in SIZES}
+                for model in models.values():
+                    model.encode = encode
+                agents = {size: make_agent(size, models[size]) for size in SIZES}
+                _eventloop.run_sync(measure(agents, 20))
+                times = _eventloop.run_sync(measure(agents, 300))
+                med = [statistics.median(times[size]) * 1e6 for size in SIZES]
+                what = (f"{protocol.__name__.replace('Model', '')}, "
+                        f"{'body + JSON' if encode else 'body'}, {'cached' if cached else 'made again'}")
+                print(f"  {what:38} {med[0]:8.0f} {med[1]:8.0f} {med[2]:8.0f} {med[2] / med[0]:7.2f}x")
+    WireCache.enabled = True
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, new
 from .base import ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn
 from .http import HeaderAuth, ProviderError, StreamingHTTPModel
 from .openai_chat import parse_arguments
+from .wire_cache import WireCache
 
 __all__ = [
     "AnthropicModel",
@@ -28,6 +29,7 @@ __all__ = [
     "ANTHROPIC_VERSION",
     "DEFAULT_MAX_TOKENS",
     "to_anthropic_messages",
+    "anthropic_part",
     "to_anthropic_tools",
 ]
 
@@ -54,11 +56,49 @@ def _thinking_blocks(reasoning: Reasoning) -> list[dict[str, Any]]:
     return out
 
 
-def to_anthropic_messages(system: str, items: Sequence[Item]) -> tuple[str, list[dict[str, Any]]]:
+def anthropic_part(item: Item) -> tuple[str | None, list[dict[str, Any]], str | None]:
+    """What one item contributes: (its role, its content blocks, text for the top-level
+    system prompt); cached per item (``WireCache``)."""
+    if isinstance(item, Reasoning):
+        return "assistant", _thinking_blocks(item), None
+    if isinstance(item, ToolCall):
+        return "assistant", [{"type": "tool_use", "id": item.id, "name": item.name, "input": item.arguments}], None
+    if isinstance(item, ToolResult):
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": item.call_id}
+        images = item.meta.get("images") or []  # plots, when Agent.send_images is on
+        note = item.meta.get("note")  # ipyagent's note: a text block of its own
+        if images or note:  # a tool_result may hold image blocks next to its text
+            text = [{"type": "text", "text": item.output}] if item.output else []
+            if note:
+                text.insert(0, {"type": "text", "text": f"[ipyagent note, not tool output: {note}]"})
+            block["content"] = text + [
+                {"type": "image", "source": {"type": "base64", "media_type": im["mime"], "data": im["data"]}}
+                for im in images
+            ]
+        elif item.output:  # ``content`` is optional; an empty one is better left out
+            block["content"] = item.output
+        if item.error:
+            block["is_error"] = True
+        return "user", [block], None
+    if isinstance(item, Summary):
+        return "user", [{"type": "text", "text": f"Summary of earlier conversation: {item.content}"}], None
+    if isinstance(item, Message):
+        if item.role == "system":
+            return None, [], item.content
+        if item.content:  # the API rejects empty text blocks
+            return item.role, [{"type": "text", "text": item.content}], None
+        return None, [], None
+    raise TypeError(f"not an ipyagent item: {item!r}")
+
+
+def to_anthropic_messages(system: str, items: Sequence[Item],
+                          cache: WireCache[tuple[str | None, list[dict[str, Any]], str | None]] | None = None,
+                          ) -> tuple[str, list[dict[str, Any]]]:
     """``(system, messages)`` for the API: alternating roles, content as blocks.
 
     Consecutive items of one role are merged into one message (so parallel tool results
     share a user message); ``system`` messages in the middle join the top-level prompt.
+    ``cache``: each item's part is reused while the item is unchanged.
     """
     systems = [system] if system else []
     messages: list[dict[str, Any]] = []
@@ -69,38 +109,11 @@ def to_anthropic_messages(system: str, items: Sequence[Item]) -> tuple[str, list
         else:
             messages.append({"role": role, "content": [block]})
 
-    for item in items:
-        if isinstance(item, Reasoning):
-            for thinking in _thinking_blocks(item):
-                add("assistant", thinking)
-        elif isinstance(item, ToolCall):
-            add("assistant", {"type": "tool_use", "id": item.id, "name": item.name, "input": item.arguments})
-        elif isinstance(item, ToolResult):
-            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": item.call_id}
-            images = item.meta.get("images") or []  # plots, when Agent.send_images is on
-            note = item.meta.get("note")  # ipyagent's note: a text block of its own
-            if images or note:  # a tool_result may hold image blocks next to its text
-                text = [{"type": "text", "text": item.output}] if item.output else []
-                if note:
-                    text.insert(0, {"type": "text", "text": f"[ipyagent note, not tool output: {note}]"})
-                block["content"] = text + [
-                    {"type": "image", "source": {"type": "base64", "media_type": im["mime"], "data": im["data"]}}
-                    for im in images
-                ]
-            elif item.output:  # ``content`` is optional; an empty one is better left out
-                block["content"] = item.output
-            if item.error:
-                block["is_error"] = True
-            add("user", block)
-        elif isinstance(item, Summary):
-            add("user", {"type": "text", "text": f"Summary of earlier conversation: {item.content}"})
-        elif isinstance(item, Message):
-            if item.role == "system":
-                systems.append(item.content)
-            elif item.content:  # the API rejects empty text blocks
-                add(item.role, {"type": "text", "text": item.content})
-        else:
-            raise TypeError(f"not an ipyagent item: {item!r}")
+    for role, blocks, text in cache.parts(items) if cache is not None else map(anthropic_part, items):
+        if text is not None:
+            systems.append(text)
+        for block in blocks:
+            add(role or "user", dict(block))  # a copy: the parts are the cache's
     return "\n\n".join(systems), messages
 
 
@@ -300,7 +313,8 @@ class AnthropicModel(StreamingHTTPModel):
 
     def payload(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for ``request``."""
-        system, messages = to_anthropic_messages(request.system, request.items)
+        system, messages = to_anthropic_messages(request.system, request.items,
+                                                 self.wire_cache(anthropic_part))
         body: dict[str, Any] = {
             "model": self.name,
             "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,

@@ -19,12 +19,13 @@ import json
 import logging
 import os
 import re
-from typing import Any, AsyncIterator, Callable, Protocol
+from typing import Any, AsyncIterator, Callable, Protocol, TypeVar
 
 import httpx
 
 from .._text import one_line, repair_surrogates
 from ..errors import ModelError, ModelResponseError, ModelStreamError
+from ..items import Item
 from .base import ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn, TurnComplete
 from .retry import (
     MESSAGE_LIMIT,
@@ -38,12 +39,14 @@ from .retry import (
 )
 from .sse import aiter_events, is_event_stream, sse_response
 from .timeouts import ReplyClock, Timeouts
+from .wire_cache import WireCache
 
 __all__ = ["HeaderAuth", "EnvKey", "ProviderError", "Assembler", "StreamingHTTPModel", "encode_json"]
 
 log = logging.getLogger("ipyagent.models")
 
 _DELTAS = (TextDelta, ReasoningDelta, ToolCallDelta)  # the reply itself, not bookkeeping
+_P = TypeVar("_P")  # a protocol's part of a request for one item (WireCache)
 
 
 def encode_json(body: Any) -> bytes:
@@ -183,6 +186,13 @@ class StreamingHTTPModel:
     def new_assembler(self) -> Assembler:
         """A fresh assembler for one reply."""
         raise NotImplementedError
+
+    def wire_cache(self, build: Callable[[Item], _P]) -> WireCache[_P]:
+        """This client's cache of each item's part of a request (``build`` makes one)."""
+        cache = self.__dict__.get("_wire_cache")
+        if cache is None or cache.build is not build:
+            cache = self.__dict__["_wire_cache"] = WireCache(build)
+        return cache
 
     # -- shared machinery
 

@@ -26,11 +26,13 @@ from .base import ModelEvent, ModelRequest, ReasoningDelta, ToolCallDelta, Turn
 from .http import ProviderError, StreamingHTTPModel
 from .retry import _add_note
 from .think import ThinkSplitter, split_unopened_think
+from .wire_cache import WireCache
 
 __all__ = [
     "OpenAIChatModel",
     "ChatTurnAssembler",
     "to_chat_messages",
+    "chat_part",
     "to_chat_tools",
     "parse_arguments",
 ]
@@ -80,13 +82,33 @@ def _text_field(reasoning: Reasoning) -> dict[str, Any]:
     return {key: reasoning.content} if key in ("reasoning_content", "reasoning") and reasoning.content else {}
 
 
-def to_chat_messages(system: str, items: Sequence[Item]) -> list[dict[str, Any]]:
+def chat_part(item: Item) -> tuple[Any, ...]:
+    """What one item contributes to the chat ``messages`` (cached per item: ``WireCache``)."""
+    if isinstance(item, Reasoning):
+        return ("reasoning", _echo_fields(item), _text_field(item))
+    if isinstance(item, Message) and item.role == "assistant":
+        return ("text", item.content)
+    if isinstance(item, ToolCall):
+        return ("call", _wire_call(item))
+    if isinstance(item, ToolResult):
+        return ("result", {"role": "tool", "tool_call_id": item.call_id, "content": item.for_model()},
+                list(item.meta.get("images") or []))
+    if isinstance(item, Summary):
+        return ("message", {"role": "user", "content": f"Summary of earlier conversation: {item.content}"})
+    if isinstance(item, Message):
+        return ("message", {"role": item.role, "content": item.content})
+    raise TypeError(f"not an ipyagent item: {item!r}")
+
+
+def to_chat_messages(system: str, items: Sequence[Item],
+                     cache: WireCache[tuple[Any, ...]] | None = None) -> list[dict[str, Any]]:
     """Chat ``messages`` for a system prompt and items, one assistant message per turn.
 
     Items of one assistant turn come as Reasoning?, Message?, ToolCall*: they are merged
     into ONE assistant message (``content`` + ``tool_calls``). Reasoning text goes back only
     on a message with tool calls and only in the field the server sent it in (DeepSeek
     requires it there); opaque reasoning data a provider asked back is always sent.
+    ``cache``: each item's part is reused while the item is unchanged.
     """
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     turn: dict[str, Any] | None = None  # the assistant message being assembled
@@ -112,38 +134,32 @@ def to_chat_messages(system: str, items: Sequence[Item]) -> list[dict[str, Any]]
             messages.append({"role": "user", "content": parts})
             images.clear()
 
-    for item in items:
-        if isinstance(item, Reasoning):
+    # The parts are shared with the cache: what is placed in ``messages`` is a copy.
+    for part in cache.parts(items) if cache is not None else map(chat_part, items):
+        kind = part[0]
+        if kind == "reasoning":
             flush()  # reasoning opens a new assistant turn
-            echo = _echo_fields(item)
+            echo = part[1]
             turn = {"role": "assistant", "content": None, **echo} if echo else None
-            thought = _text_field(item)
-        elif isinstance(item, Message) and item.role == "assistant":
+            thought = dict(part[2])
+        elif kind == "text":
             if turn is None or turn.get("content") is not None or turn.get("tool_calls"):
                 kept = thought if turn is None else {}  # reasoning without opaque fields
                 flush()
                 turn, thought = {"role": "assistant", "content": None}, kept
-            turn["content"] = item.content
-        elif isinstance(item, ToolCall):
+            turn["content"] = part[1]
+        elif kind == "call":
             if turn is None:
                 turn = {"role": "assistant", "content": None}  # keeps a pending ``thought``
-            turn.setdefault("tool_calls", []).append(_wire_call(item))
-        elif isinstance(item, ToolResult):
+            turn.setdefault("tool_calls", []).append(dict(part[1]))
+        elif kind == "result":
             if turn is not None:
                 flush()
-            messages.append({"role": "tool", "tool_call_id": item.call_id,
-                             "content": item.for_model()})
-            images.extend(item.meta.get("images") or [])
-        elif isinstance(item, Summary):
-            flush()
-            messages.append(
-                {"role": "user", "content": f"Summary of earlier conversation: {item.content}"}
-            )
-        elif isinstance(item, Message):
-            flush()
-            messages.append({"role": item.role, "content": item.content})
+            messages.append(dict(part[1]))
+            images.extend(part[2])
         else:
-            raise TypeError(f"not an ipyagent item: {item!r}")
+            flush()
+            messages.append(dict(part[1]))
     flush()
     return messages
 
@@ -471,7 +487,7 @@ class OpenAIChatModel(StreamingHTTPModel):
         """The JSON body for ``request``."""
         body: dict[str, Any] = {
             "model": self.name,
-            "messages": to_chat_messages(request.system, request.items),
+            "messages": to_chat_messages(request.system, request.items, self.wire_cache(chat_part)),
             "stream": True,
         }
         if not self._stream_options_rejected:

@@ -1,0 +1,74 @@
+"""``WireCache``: each item's wire form, made once per protocol and reused while unchanged.
+
+A run sends its whole context at every step; re-making each item's part of the request
+(every call's arguments dumped to JSON again, every result joined with its note, its
+images turned into content parts) cost ~3.5 µs per item on the chat wire, 3.5 ms a
+request at 1,000 items. Each protocol splits its conversion in two: a pure function of
+one item (its part, cached here) and the assembly of the parts in order (roles merged,
+images placed), which stays per request and copies what it places, so a body may be
+changed without touching the cache.
+
+An item is unchanged when it is the same object with equal fields, compared against a
+deep copy of them taken when its part was made (the context is editable, in place too:
+``agent.context[3].content = …`` or ``.meta["note"] = …`` is seen by the next request).
+An item is cached from its second request on: items made afresh for every request (text
+mode renders its own) cost no copy.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult
+
+__all__ = ["WireCache"]
+
+_P = TypeVar("_P")
+_ITEM_TYPES = (Message, ToolCall, ToolResult, Reasoning, Summary)
+
+
+class _Entry:
+    __slots__ = ("item", "fields", "part")
+
+    def __init__(self, item: Item, fields: dict[str, Any] | None, part: Any) -> None:
+        self.item, self.fields, self.part = item, fields, part
+
+
+class WireCache(Generic[_P]):
+    """The parts ``build`` makes of items, kept for the items of the last request."""
+
+    enabled = True  # False: every part made again (the benchmarks' "before")
+
+    def __init__(self, build: Callable[[Item], _P]) -> None:
+        self.build = build
+        self._entries: dict[int, _Entry] = {}
+        self.made = 0  # parts made (not reused), over this cache's life
+
+    def __repr__(self) -> str:
+        return f"<WireCache {getattr(self.build, '__name__', 'parts')}: {len(self._entries)} items>"
+
+    def parts(self, items: Sequence[Item]) -> list[_P]:
+        """The part of each item, in order; items not in ``items`` are forgotten."""
+        if not self.enabled:
+            self.made += len(items)
+            return [self.build(item) for item in items]
+        old, new = self._entries, {}
+        out: list[_P] = []
+        for item in items:
+            if type(item) not in _ITEM_TYPES:
+                out.append(self.build(item))  # the protocol's own error for a non-item
+                continue
+            key = id(item)
+            entry = old.get(key)
+            if entry is None or entry.item is not item:
+                entry = _Entry(item, None, self.build(item))  # seen once: no copy yet
+                self.made += 1
+            elif entry.fields is None or entry.fields != vars(item):
+                entry = _Entry(item, copy.deepcopy(vars(item)), self.build(item))
+                self.made += 1
+            new[key] = entry
+            out.append(entry.part)
+        self._entries = new
+        return out
