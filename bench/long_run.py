@@ -235,7 +235,9 @@ def main() -> None:
         reading(path, step)
         t = time.perf_counter()
         to_notebook(agent)
-        print(f"to_notebook at {step} steps: {(time.perf_counter() - t) * 1e3:.0f} ms")
+        print(f"to_notebook at {step} steps: {(time.perf_counter() - t) * 1e3:.0f} ms warm, "
+              f"{fresh_to_notebook(path) * 1e3:.0f} ms the first time in a fresh process "
+              "(nbformat not imported)")
         t = time.perf_counter()
         table = agent.context._repr_html_()  # what %agent context displays
         print(f"context table at {step} steps: {(time.perf_counter() - t) * 1e3:.1f} ms, "
@@ -321,6 +323,24 @@ def fresh(setup: str, path: Path) -> float:
                          text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     return float(out.stdout.split()[-1])
+
+
+def fresh_to_notebook(path: Path) -> float:
+    """Seconds ``Context.to_notebook()`` takes the first time in a new process that imported
+    ipyagent and holds the run's items (median of 3); it must not import nbformat."""
+    code = ("import sys, time; import ipyagent; from ipyagent.context import Context; "
+            "from ipyagent.transcripts.transcript import read; c = Context(read(sys.argv[1]).items); "
+            "t = time.perf_counter(); c.to_notebook(); "
+            "print(time.perf_counter() - t, 'nbformat' in sys.modules)")
+    times = []
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                             text=True, check=True,
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+        seconds, imported = out.stdout.split()
+        assert imported == "False", "to_notebook imported nbformat"
+        times.append(float(seconds))
+    return statistics.median(times)
 
 
 def reading(path: Path, steps: int) -> None:

@@ -23,8 +23,7 @@ from __future__ import annotations
 import copy
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping
-from functools import partial
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Union
 
@@ -73,17 +72,10 @@ def _split(cell: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-class _Span:
-    """Where a cached text lies in the file last written (character offsets): a long
-    run's texts are read back from there instead of being kept in memory."""
-
-    __slots__ = ("start", "end")
-
-    def __init__(self, start: int, end: int) -> None:
-        self.start, self.end = start, end
-
-
-Text = Union[str, _Span]
+# Where a cached text lies in the file last written, (start, end) in bytes: a long run's
+# texts are read back from there instead of being kept in memory.
+Span = tuple[int, int]
+Text = Union[str, Span]
 
 
 class _Entry:
@@ -104,7 +96,7 @@ class _Written:
 
     def __init__(self, path: Path | None, stamp: Stamp | None, length: int) -> None:
         self.path, self.stamp, self.length = path, stamp, length
-        self._text: str | None = None
+        self._data: bytes | None = None
         self._read = False
 
     def get(self, text: Text) -> str | None:
@@ -114,16 +106,21 @@ class _Written:
             self._read = True
             if self.path is not None and self.stamp is not None and stamp(self.path) == self.stamp:
                 try:
-                    with open(self.path, encoding="utf-8", newline="") as f:
-                        read = f.read()
-                except (OSError, UnicodeDecodeError):
+                    with open(self.path, "rb") as f:
+                        read: bytes | None = f.read()
+                except OSError:
                     read = None
-                self._text = read if read is not None and len(read) == self.length else None
-        return None if self._text is None else self._text[text.start:text.end]
+                self._data = read if read is not None and len(read) == self.length else None
+        if self._data is None:
+            return None
+        try:
+            return self._data[text[0]:text[1]].decode("utf-8")
+        except UnicodeDecodeError:  # not what was written there: render it again
+            return None
 
     def forget(self) -> None:
         """Drop the text read (the next ``get`` of a span reads the file again)."""
-        self._text, self._read = None, False
+        self._data, self._read = None, False
 
 
 class NotebookText:
@@ -142,7 +139,7 @@ class NotebookText:
         self._groups: dict[tuple[int, ...], tuple[list[list[Text]], SecretScanner]] = {}
         self._written = _Written(None, None, 0)
         # the last text's long cached pieces: (where it starts, its length, where it is kept)
-        self._pending: list[tuple[int, int, Callable[[_Span], None]]] = []
+        self._pending: list[tuple[int, int, _Entry | list[Text], int]] = []
         self._length = 0
 
     def text(self, context: Any, *, header: Mapping[str, Any], kernel_name: str,
@@ -155,12 +152,9 @@ class NotebookText:
                   "it from the context (agent.context is editable) and save again")
         source = self._written
         pieces: list[str] = []
-        marks: list[tuple[int, Callable[[_Span], None]]] = []  # (piece index, where it is kept)
-
-        def add(text: str, keep: Callable[[_Span], None] | None = None) -> None:
-            if keep is not None and len(text) >= self.SPILL:
-                marks.append((len(pieces), keep))
-            pieces.append(text)
+        # (piece index, where it is kept: an entry's text (-1) or a cell's pair's 0 or 1)
+        marks: list[tuple[int, _Entry | list[Text], int]] = []
+        add, spill = pieces.append, self.SPILL
 
         items = list(context)
         fresh: set[int] = set()
@@ -218,9 +212,13 @@ class NotebookText:
                 add(",\n  ")
                 head_text, tail_text = pair  # strings here: spans were resolved above
                 assert isinstance(head_text, str) and isinstance(tail_text, str)
-                add(head_text, partial(_put, pair, 0))
+                if len(head_text) >= spill:
+                    marks.append((len(pieces), pair, 0))
+                add(head_text)
                 add(f'"ipyagent-{index}"')
-                add(tail_text, partial(_put, pair, 1))
+                if len(tail_text) >= spill:
+                    marks.append((len(pieces), pair, 1))
+                add(tail_text)
                 index += 1
         self._groups = used
         last = audit_cell(items)
@@ -240,25 +238,32 @@ class NotebookText:
         if item_texts:
             for n, (text, entry) in enumerate(item_texts):
                 add(",\n    " if n else "[\n    ")
-                add(text, partial(setattr, entry, "text"))
+                if len(text) >= spill:
+                    marks.append((len(pieces), entry, -1))
+                add(text)
             add("\n   ]")
         else:
             add("[]")
         add(end)
         source.forget()
         whole = "".join(pieces)
+        # Byte offsets in the file (write_atomic writes UTF-8; every piece was repaired, so
+        # it encodes): only a non-ASCII piece needs encoding to be measured.
         offsets = [0]
         for piece in pieces:
-            offsets.append(offsets[-1] + len(piece))
-        self._pending = [(offsets[i], len(pieces[i]), keep) for i, keep in marks]
-        self._length = len(whole)
+            offsets.append(offsets[-1] + (len(piece) if piece.isascii() else len(piece.encode("utf-8"))))
+        self._pending = [(offsets[i], offsets[i + 1], where, slot) for i, where, slot in marks]
+        self._length = offsets[-1]
         return whole
 
     def written(self, path: str | os.PathLike[str]) -> None:
         """The last ``text`` was saved to ``path``: keep its long pieces there, not here."""
         self._written = _Written(Path(path), stamp(path), self._length)
-        for start, length, keep in self._pending:
-            keep(_Span(start, start + length))
+        for start, end, where, slot in self._pending:
+            if isinstance(where, _Entry):
+                where.text = (start, end)
+            else:
+                where[slot] = (start, end)
         self._pending = []
 
 
@@ -271,10 +276,6 @@ def _resolve(source: _Written, texts: list[list[Text]]) -> list[list[Text]] | No
             return None
         out.append([t for t in got if t is not None])
     return out
-
-
-def _put(pair: list[Text], index: int, span: _Span) -> None:
-    pair[index] = span
 
 
 def _scan(found: SecretScanner, value: Any, refuse: str) -> None:
