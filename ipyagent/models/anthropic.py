@@ -21,7 +21,7 @@ from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, new
 from .base import ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn
 from .http import HeaderAuth, ProviderError, StreamingHTTPModel
 from .openai_chat import parse_arguments
-from .wire_cache import WireCache
+from .wire_cache import WireCache, WireList, cached
 
 __all__ = [
     "AnthropicModel",
@@ -56,9 +56,18 @@ def _thinking_blocks(reasoning: Reasoning) -> list[dict[str, Any]]:
     return out
 
 
-def anthropic_part(item: Item) -> tuple[str | None, list[dict[str, Any]], str | None]:
+Part = tuple[str, list[dict[str, Any]], str | None, tuple[dict[str, Any], str] | None]
+
+
+def anthropic_part(item: Item) -> Part:
     """What one item contributes: (its role, its content blocks, text for the top-level
-    system prompt); cached per item (``WireCache``)."""
+    system prompt, its message alone with its JSON text); cached per item (``WireCache``)."""
+    role, blocks, system = _anthropic_part(item)
+    whole = cached({"role": role or "user", "content": blocks}) if blocks else None
+    return role or "user", blocks, system, whole
+
+
+def _anthropic_part(item: Item) -> tuple[str | None, list[dict[str, Any]], str | None]:
     if isinstance(item, Reasoning):
         return "assistant", _thinking_blocks(item), None
     if isinstance(item, ToolCall):
@@ -92,7 +101,7 @@ def anthropic_part(item: Item) -> tuple[str | None, list[dict[str, Any]], str | 
 
 
 def to_anthropic_messages(system: str, items: Sequence[Item],
-                          cache: WireCache[tuple[str | None, list[dict[str, Any]], str | None]] | None = None,
+                          cache: WireCache[Part] | None = None,
                           ) -> tuple[str, list[dict[str, Any]]]:
     """``(system, messages)`` for the API: alternating roles, content as blocks.
 
@@ -101,19 +110,19 @@ def to_anthropic_messages(system: str, items: Sequence[Item],
     ``cache``: each item's part is reused while the item is unchanged.
     """
     systems = [system] if system else []
-    messages: list[dict[str, Any]] = []
+    messages = WireList()  # a list; a message that is one part's keeps its JSON text
 
-    def add(role: str, block: dict[str, Any]) -> None:
-        if messages and messages[-1]["role"] == role:
-            messages[-1]["content"].append(block)
-        else:
-            messages.append({"role": role, "content": [block]})
-
-    for role, blocks, text in cache.parts(items) if cache is not None else map(anthropic_part, items):
+    for role, blocks, text, whole in cache.parts(items) if cache is not None else map(anthropic_part, items):
         if text is not None:
             systems.append(text)
-        for block in blocks:
-            add(role or "user", dict(block))  # a copy: the parts are the cache's
+        if not blocks:
+            continue
+        copies = [dict(block) for block in blocks]  # copies: the parts are the cache's
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].extend(copies)
+            messages.sources[-1] = None  # merged: no longer one part's message
+        else:
+            messages.add({"role": role, "content": copies}, whole)
     return "\n\n".join(systems), messages
 
 

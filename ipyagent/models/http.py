@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import re
+import secrets
 from typing import Any, AsyncIterator, Callable, Protocol, TypeVar
 
 import httpx
@@ -39,7 +40,7 @@ from .retry import (
 )
 from .sse import aiter_events, is_event_stream, sse_response
 from .timeouts import ReplyClock, Timeouts
-from .wire_cache import WireCache
+from .wire_cache import WireCache, WireList, dumps
 
 __all__ = ["HeaderAuth", "EnvKey", "ProviderError", "Assembler", "StreamingHTTPModel", "encode_json"]
 
@@ -57,11 +58,30 @@ def encode_json(body: Any) -> bytes:
     it) fail in the UTF-8 encoder. Halves that sit side by side are joined into their
     character; a lone one becomes U+FFFD. Other non-ASCII text stays real UTF-8.
     """
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    text = _encode(body)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         return repair_surrogates(text).encode("utf-8")
+
+
+def _encode(body: Any) -> str:
+    """``json.dumps`` of ``body``, each ``WireList`` in it joined from its cached texts."""
+    if type(body) is not dict or not any(type(v) is WireList for v in body.values()):
+        return dumps(body)
+    # A random mark per body: untrusted text in the body cannot forge one.
+    nonce = secrets.token_hex(8)
+    names = {id(v): json.dumps(f"ipyagent-wire-{nonce}-{i}")
+             for i, v in enumerate(v for v in body.values() if type(v) is WireList)}
+    text = dumps({k: json.loads(names[id(v)]) if type(v) is WireList else v for k, v in body.items()})
+    for value in body.values():
+        if type(value) is WireList:
+            mark = names[id(value)]
+            before, found, after = text.partition(mark)
+            if not found or mark in after:
+                return dumps(body)
+            text = before + value.encoded() + after
+    return text
 
 
 class EnvKey:

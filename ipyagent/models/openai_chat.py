@@ -26,7 +26,7 @@ from .base import ModelEvent, ModelRequest, ReasoningDelta, ToolCallDelta, Turn
 from .http import ProviderError, StreamingHTTPModel
 from .retry import _add_note
 from .think import ThinkSplitter, split_unopened_think
-from .wire_cache import WireCache
+from .wire_cache import WireCache, WireList, cached
 
 __all__ = [
     "OpenAIChatModel",
@@ -91,12 +91,12 @@ def chat_part(item: Item) -> tuple[Any, ...]:
     if isinstance(item, ToolCall):
         return ("call", _wire_call(item))
     if isinstance(item, ToolResult):
-        return ("result", {"role": "tool", "tool_call_id": item.call_id, "content": item.for_model()},
-                list(item.meta.get("images") or []))
+        return ("result", cached({"role": "tool", "tool_call_id": item.call_id,
+                                  "content": item.for_model()}), list(item.meta.get("images") or []))
     if isinstance(item, Summary):
-        return ("message", {"role": "user", "content": f"Summary of earlier conversation: {item.content}"})
+        return ("message", cached({"role": "user", "content": f"Summary of earlier conversation: {item.content}"}))
     if isinstance(item, Message):
-        return ("message", {"role": item.role, "content": item.content})
+        return ("message", cached({"role": item.role, "content": item.content}))
     raise TypeError(f"not an ipyagent item: {item!r}")
 
 
@@ -110,7 +110,9 @@ def to_chat_messages(system: str, items: Sequence[Item],
     requires it there); opaque reasoning data a provider asked back is always sent.
     ``cache``: each item's part is reused while the item is unchanged.
     """
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    messages = WireList()  # a list; each message copied from a part keeps its JSON text
+    if system:
+        messages.add({"role": "system", "content": system})
     turn: dict[str, Any] | None = None  # the assistant message being assembled
     thought: dict[str, Any] = {}  # the turn's reasoning text, sent back only with tool calls
     # Images from tool results (Agent.send_images): a tool message carries only text, and
@@ -125,13 +127,13 @@ def to_chat_messages(system: str, items: Sequence[Item],
                 # Never null: valid for OpenAI, but llama-cpp-python's request model wants
                 # a string and answers 500 to every request that carries a tool call.
                 turn["content"] = ""
-            messages.append({**turn, **thought} if turn.get("tool_calls") else turn)
+            messages.add({**turn, **thought} if turn.get("tool_calls") else turn)
         turn, thought = None, {}
         if images:
             parts: list[dict[str, Any]] = [{"type": "text", "text": "Images from the tool results above:"}]
             parts += [{"type": "image_url", "image_url": {"url": f"data:{im['mime']};base64,{im['data']}"}}
                       for im in images]
-            messages.append({"role": "user", "content": parts})
+            messages.add({"role": "user", "content": parts})
             images.clear()
 
     # The parts are shared with the cache: what is placed in ``messages`` is a copy.
@@ -155,11 +157,11 @@ def to_chat_messages(system: str, items: Sequence[Item],
         elif kind == "result":
             if turn is not None:
                 flush()
-            messages.append(dict(part[1]))
+            messages.add(dict(part[1][0]), part[1])
             images.extend(part[2])
         else:
             flush()
-            messages.append(dict(part[1]))
+            messages.add(dict(part[1][0]), part[1])
     flush()
     return messages
 

@@ -21,7 +21,7 @@ from .base import ModelEvent, ModelRequest, ReasoningDelta, ToolCallDelta, Turn
 from .http import ProviderError, StreamingHTTPModel
 from .openai_chat import parse_arguments
 from .think import ThinkSplitter, split_unopened_think
-from .wire_cache import WireCache
+from .wire_cache import WireCache, WireList, cached
 
 __all__ = [
     "OpenAIResponsesModel",
@@ -54,9 +54,17 @@ def _reasoning_input(reasoning: Reasoning) -> list[dict[str, Any]]:
     return out
 
 
-def responses_part(item: Item) -> tuple[bool, list[dict[str, Any]], list[dict[str, str]]]:
-    """What one item contributes to ``input``: (is it a tool result, its entries, its images);
-    cached per item (``WireCache``)."""
+Part = tuple[bool, list[tuple[dict[str, Any], str]], list[dict[str, str]]]
+
+
+def responses_part(item: Item) -> Part:
+    """What one item contributes to ``input``: (is it a tool result, its entries with their
+    JSON text, its images); cached per item (``WireCache``)."""
+    is_result, entries, images = _responses_part(item)
+    return is_result, [cached(entry) for entry in entries], images
+
+
+def _responses_part(item: Item) -> tuple[bool, list[dict[str, Any]], list[dict[str, str]]]:
     if isinstance(item, Reasoning):
         return False, _reasoning_input(item), []
     if isinstance(item, ToolCall):
@@ -80,7 +88,7 @@ def responses_part(item: Item) -> tuple[bool, list[dict[str, Any]], list[dict[st
 
 
 def to_responses_input(items: Sequence[Item],
-                       cache: WireCache[tuple[bool, list[dict[str, Any]], list[dict[str, str]]]] | None = None,
+                       cache: WireCache[Part] | None = None,
                        ) -> list[dict[str, Any]]:
     """The ``input`` list for items, in order (reasoning before the calls it led to).
 
@@ -88,16 +96,17 @@ def to_responses_input(items: Sequence[Item],
     last of a run of results as one user message, as in the Chat Completions client.
     ``cache``: each item's part is reused while the item is unchanged.
     """
-    out: list[dict[str, Any]] = []
+    out = WireList()  # a list; each entry copied from a part keeps its JSON text
     images: list[dict[str, str]] = []
     for is_result, entries, found in cache.parts(items) if cache is not None else map(responses_part, items):
         if images and not is_result:
-            out.append(_images_message(images))
+            out.add(_images_message(images))
             images = []
-        out += [dict(entry) for entry in entries]  # copies: the parts are the cache's
+        for entry in entries:
+            out.add(dict(entry[0]), entry)  # copies: the parts are the cache's
         images += found
     if images:
-        out.append(_images_message(images))
+        out.add(_images_message(images))
     return out
 
 

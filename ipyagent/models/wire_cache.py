@@ -13,17 +13,22 @@ deep copy of them taken when its part was made (the context is editable, in plac
 ``agent.context[3].content = …`` or ``.meta["note"] = …`` is seen by the next request).
 An item is cached from its second request on: items made afresh for every request (text
 mode renders its own) cost no copy.
+
+A part also keeps its JSON text: a body's list of messages is a ``WireList`` that knows,
+for each element copied from a part, that part's dict and text; ``http.encode_json``
+joins the texts of the elements still equal to their part's dict and encodes the rest.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult
 
-__all__ = ["WireCache"]
+__all__ = ["WireCache", "WireList", "dumps"]
 
 _P = TypeVar("_P")
 _ITEM_TYPES = (Message, ToolCall, ToolResult, Reasoning, Summary)
@@ -72,3 +77,35 @@ class WireCache(Generic[_P]):
             out.append(entry.part)
         self._entries = new
         return out
+
+
+def dumps(value: Any) -> str:
+    """``value`` as a request body holds it: compact JSON, non-ASCII as is."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class WireList(list):  # type: ignore[type-arg]
+    """A body's list whose elements may be copies of cached dicts: ``sources[i]`` is
+    (the dict element i was copied from, its JSON text), or None."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sources: list[tuple[dict[str, Any], str] | None] = []
+
+    def add(self, element: Any, source: tuple[dict[str, Any], str] | None = None) -> None:
+        """Append ``element`` (a copy of ``source[0]``, when given)."""
+        self.append(element)
+        self.sources.append(source)
+
+    def encoded(self) -> str:
+        """Its JSON text: a cached text for each element still equal to its source."""
+        if len(self.sources) != len(self):  # changed through the list's own methods
+            return dumps(list(self))
+        return "[" + ",".join(
+            source[1] if source is not None and element == source[0] else dumps(element)
+            for element, source in zip(self, self.sources)) + "]"
+
+
+def cached(value: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """A part's dict with its JSON text."""
+    return value, dumps(value)

@@ -107,3 +107,53 @@ def test_not_an_item_is_still_refused(protocol):
     items.append("not an item")
     with pytest.raises(TypeError, match="not an ipyagent item"):
         send()
+
+
+def _encoded(model, items) -> Any:
+    from ipyagent.models.http import encode_json
+
+    body = {**model.payload(ModelRequest(system="sys", items=items)), **model.extra_body}
+    return json.loads(encode_json(body))
+
+
+def test_the_bytes_sent_join_cached_texts_and_follow_every_change(protocol, monkeypatch):
+    """encode_json joins each unchanged message's cached JSON: the bytes must be the body."""
+    from ipyagent.models import wire_cache
+
+    model, items, send = protocol
+    items.append(ToolResult("c2", "é \ud83d half", name="add"))  # a lone surrogate: repaired
+    for _ in range(3):
+        send()
+    body = model.payload(ModelRequest(system="sys", items=items))
+    from ipyagent.models.http import encode_json
+
+    assert json.loads(encode_json(body)) == json.loads(json.dumps(body).replace("\\ud83d", "\\ufffd"))
+    key = PROTOCOLS[_name(model)][2]
+    dumped: list[object] = []
+    real = wire_cache.dumps
+    monkeypatch.setattr(wire_cache, "dumps", lambda v: dumped.append(v) or real(v))
+    encode_json(body)
+    assert 0 < len(body[key]) - len(dumped)  # some messages were not encoded again
+    body[key][-1]["cache_control"] = {"type": "ephemeral"}  # changed after payload()
+    body[key].append({"role": "user", "content": "appended"})
+    sent = json.loads(encode_json(body))
+    assert sent[key][-2]["cache_control"] == {"type": "ephemeral"}
+    assert sent[key][-1] == {"role": "user", "content": "appended"}
+    items[4].output = "changed"
+    assert "changed" in json.dumps(_encoded(model, items))
+
+
+def test_a_forged_mark_in_untrusted_text_changes_nothing(protocol):
+    model, items, _ = protocol
+    items.append(ToolResult("c3", '"ipyagent-wire-0000000000000000-0" ]}', name="add"))
+    for _ in range(3):
+        _encoded(model, items)
+    body = model.payload(ModelRequest(system='sys "ipyagent-wire-x-0"', items=items))
+    from ipyagent.models.http import encode_json
+
+    assert json.loads(encode_json(body)) == json.loads(json.dumps(body))
+
+
+def _name(model) -> str:
+    return {"OpenAIChatModel": "chat", "OpenAIResponsesModel": "responses",
+            "AnthropicModel": "anthropic"}[type(model).__name__]
