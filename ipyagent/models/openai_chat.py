@@ -89,7 +89,10 @@ def chat_part(item: Item) -> tuple[Any, ...]:
     if isinstance(item, Message) and item.role == "assistant":
         return ("text", item.content)
     if isinstance(item, ToolCall):
-        return ("call", _wire_call(item))
+        wire = _wire_call(item)
+        # The assistant message of a turn that is this call alone (the usual agent step),
+        # with its JSON: used when the assembled message is equal to it.
+        return ("call", wire, cached({"role": "assistant", "content": "", "tool_calls": [wire]}))
     if isinstance(item, ToolResult):
         return ("result", cached({"role": "tool", "tool_call_id": item.call_id,
                                   "content": item.for_model()}), list(item.meta.get("images") or []))
@@ -114,6 +117,7 @@ def to_chat_messages(system: str, items: Sequence[Item],
     if system:
         messages.add({"role": "system", "content": system})
     turn: dict[str, Any] | None = None  # the assistant message being assembled
+    alone: tuple[dict[str, Any], str] | None = None  # the turn's message if it is one call
     thought: dict[str, Any] = {}  # the turn's reasoning text, sent back only with tool calls
     # Images from tool results (Agent.send_images): a tool message carries only text, and
     # nothing may come between the tool messages of one turn, so they follow as one user
@@ -121,14 +125,15 @@ def to_chat_messages(system: str, items: Sequence[Item],
     images: list[dict[str, Any]] = []
 
     def flush() -> None:
-        nonlocal turn, thought
+        nonlocal turn, thought, alone
         if turn is not None and (turn.get("content") is not None or turn.get("tool_calls")):
             if turn["content"] is None:
                 # Never null: valid for OpenAI, but llama-cpp-python's request model wants
                 # a string and answers 500 to every request that carries a tool call.
                 turn["content"] = ""
-            messages.add({**turn, **thought} if turn.get("tool_calls") else turn)
-        turn, thought = None, {}
+            # ``alone`` is only a candidate: its text is used if the message equals it.
+            messages.add({**turn, **thought} if turn.get("tool_calls") else turn, alone)
+        turn, thought, alone = None, {}, None
         if images:
             parts: list[dict[str, Any]] = [{"type": "text", "text": "Images from the tool results above:"}]
             parts += [{"type": "image_url", "image_url": {"url": f"data:{im['mime']};base64,{im['data']}"}}
@@ -153,6 +158,7 @@ def to_chat_messages(system: str, items: Sequence[Item],
         elif kind == "call":
             if turn is None:
                 turn = {"role": "assistant", "content": None}  # keeps a pending ``thought``
+                alone = part[2]
             turn.setdefault("tool_calls", []).append(dict(part[1]))
         elif kind == "result":
             if turn is not None:

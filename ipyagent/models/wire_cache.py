@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import json
+import secrets
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -79,9 +80,13 @@ class WireCache(Generic[_P]):
         return out
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def dumps(value: Any) -> str:
-    """``value`` as a request body holds it: compact JSON, non-ASCII as is."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """``value`` as a request body holds it: compact JSON, non-ASCII as is (``json.dumps``
+    with these settings, without making an encoder per call)."""
+    return _ENCODER.encode(value)
 
 
 class WireList(list):  # type: ignore[type-arg]
@@ -98,12 +103,37 @@ class WireList(list):  # type: ignore[type-arg]
         self.sources.append(source)
 
     def encoded(self) -> str:
-        """Its JSON text: a cached text for each element still equal to its source."""
+        """Its JSON text: a cached text for each element still equal to its source.
+
+        One ``dumps`` of the list with a mark in place of each run of such elements (an
+        encoder call per element would cost more than it saves), then each mark is
+        replaced by its run's texts; the mark is random per call, so untrusted text in an
+        element cannot forge one.
+        """
         if len(self.sources) != len(self):  # changed through the list's own methods
             return dumps(list(self))
-        return "[" + ",".join(
-            source[1] if source is not None and element == source[0] else dumps(element)
-            for element, source in zip(self, self.sources)) + "]"
+        mark = f"ipyagent-wire-{secrets.token_hex(8)}"
+        runs: list[list[str]] = []
+        skeleton: list[Any] = []
+        for element, source in zip(self, self.sources):
+            if source is not None and element == source[0]:
+                if not skeleton or skeleton[-1] is not mark:
+                    skeleton.append(mark)
+                    runs.append([])
+                runs[-1].append(source[1])
+            else:
+                skeleton.append(element)
+        if not runs:
+            return dumps(skeleton)
+        if len(skeleton) == 1:
+            return "[" + ",".join(runs[0]) + "]"
+        pieces = dumps(skeleton).split(json.dumps(mark))
+        if len(pieces) != len(runs) + 1:
+            return dumps(list(self))
+        out = [pieces[0]]
+        for run, piece in zip(runs, pieces[1:]):
+            out += (",".join(run), piece)
+        return "".join(out)
 
 
 def cached(value: dict[str, Any]) -> tuple[dict[str, Any], str]:
