@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import json
+import mmap
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -91,12 +92,13 @@ class _Entry:
 
 
 class _Written:
-    """The text of the file last written, read back (once per save) only if a cached text
-    lies there and the file is still the one written (same stamp and length)."""
+    """The file last written, mapped (once per save, not read into memory: a long run's
+    transcript is megabytes) only if a cached text lies there and the file is still the
+    one written (same stamp and length)."""
 
     def __init__(self, path: Path | None, stamp: Stamp | None, length: int) -> None:
         self.path, self.stamp, self.length = path, stamp, length
-        self._data: bytes | None = None
+        self._map: mmap.mmap | None = None
         self._read = False
 
     def get(self, text: Text) -> str | None:
@@ -104,23 +106,28 @@ class _Written:
             return text
         if not self._read:
             self._read = True
-            if self.path is not None and self.stamp is not None and stamp(self.path) == self.stamp:
+            if (self.path is not None and self.stamp is not None and self.length
+                    and stamp(self.path) == self.stamp):
                 try:
                     with open(self.path, "rb") as f:
-                        read: bytes | None = f.read()
-                except OSError:
-                    read = None
-                self._data = read if read is not None and len(read) == self.length else None
-        if self._data is None:
+                        self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                except (OSError, ValueError):
+                    self._map = None
+                if self._map is not None and len(self._map) != self.length:
+                    self.forget()
+                    self._read = True
+        if self._map is None:
             return None
         try:
-            return self._data[text[0]:text[1]].decode("utf-8")
+            return self._map[text[0]:text[1]].decode("utf-8")
         except UnicodeDecodeError:  # not what was written there: render it again
             return None
 
     def forget(self) -> None:
-        """Drop the text read (the next ``get`` of a span reads the file again)."""
-        self._data, self._read = None, False
+        """Unmap the file (the next ``get`` of a span maps it again)."""
+        if self._map is not None:
+            self._map.close()
+        self._map, self._read = None, False
 
 
 class NotebookText:
@@ -147,6 +154,15 @@ class NotebookText:
              target: object = "the transcript") -> str:
         """The notebook's JSON text; raises ``TranscriptError`` naming the secret when it
         would hold one (``secrets``: name → value pairs) — nothing is written then."""
+        try:
+            return self._render(context, header=header, kernel_name=kernel_name,
+                                metadata=metadata, secrets=secrets, target=target)
+        finally:
+            self._written.forget()  # the file is unmapped whatever happened
+
+    def _render(self, context: Any, *, header: Mapping[str, Any], kernel_name: str,
+                metadata: Mapping[str, Any], secrets: Mapping[str, str] | Iterable[tuple[str, str]],
+                target: object) -> str:
         found = scanner(secrets)
         refuse = (f"refusing to write {target}: it would contain the value of ${{}}; remove "
                   "it from the context (agent.context is editable) and save again")
@@ -245,7 +261,6 @@ class NotebookText:
         else:
             add("[]")
         add(end)
-        source.forget()
         whole = "".join(pieces)
         # Byte offsets in the file (write_atomic writes UTF-8; every piece was repaired, so
         # it encodes): only a non-ASCII piece needs encoding to be measured.
