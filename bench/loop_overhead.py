@@ -17,6 +17,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -84,19 +85,24 @@ def filler(n: int) -> list:
     return items[: n - 1] + [Message("user", "go")]
 
 
-async def measure(agents: dict[int, Agent], rounds: int) -> dict[int, list[float]]:
-    """One step per size per round, the sizes interleaved in a new order each round: the
-    machine's load drifts the same way for every size, so the ratios hold on a busy host."""
-    times: dict[int, list[float]] = {size: [] for size in agents}
+async def measure(agents: dict[Any, Agent], rounds: int) -> dict[Any, list[float]]:
+    """One step per agent per round, in a new order each round: the machine's load drifts
+    the same way for every size (and every mode), so the ratios hold on a busy host. A key
+    ``(size, cached)`` sets ``WireCache.enabled`` for that agent's step."""
+    times: dict[Any, list[float]] = {key: [] for key in agents}
     order = list(agents)
     for _ in range(rounds):
         random.shuffle(order)
-        for size in order:
-            agent = agents[size]
+        for key in order:
+            if isinstance(key, tuple) and WireCache is not None:
+                WireCache.enabled = key[1]
+            agent = agents[key]
             t0 = time.perf_counter()
             await agent._astep([], steps_so_far=0)
-            times[size].append(time.perf_counter() - t0)
+            times[key].append(time.perf_counter() - t0)
             del agent.context[-2:]  # keep the size constant; not timed
+    if WireCache is not None:
+        WireCache.enabled = True
     return times
 
 
@@ -128,24 +134,24 @@ def main() -> None:
     print()
     print(f"{'with the request body (median µs/step)':40} {'10':>8} {'100':>8} {'1000':>8} "
           f"{'1000/10':>8}")
+    modes = (True, False) if WireCache is not None else (False,)
     for protocol in (OpenAIChatModel, OpenAIResponsesModel, AnthropicModel):
         for encode in (False, True):
-            for cached in (True, False) if WireCache is not None else (False,):
-                if WireCache is not None:
-                    WireCache.enabled = cached
-                models = {size: WireModel(protocol) for size in SIZES}
-                for model in models.values():
+            # cached and made again, interleaved step by step like the sizes
+            agents = {}
+            for size in SIZES:
+                for cached in modes:
+                    model = WireModel(protocol)
                     model.encode = encode
-                agents = {size: make_agent(size, models[size]) for size in SIZES}
-                _eventloop.run_sync(measure(agents, 20))
-                times = _eventloop.run_sync(measure(agents, 300))
-                med = [statistics.median(times[size]) * 1e6 for size in SIZES]
+                    agents[size, cached] = make_agent(size, model)
+            _eventloop.run_sync(measure(agents, 20))
+            times = _eventloop.run_sync(measure(agents, 300))
+            for cached in modes:
+                med = [statistics.median(times[size, cached]) * 1e6 for size in SIZES]
                 what = (f"{protocol.__name__.replace('Model', '')}, "
                         f"{'body + JSON' if encode else 'body'}, "
                         f"{'cached' if cached else 'made again' if WireCache else 'code before'}")
                 print(f"  {what:38} {med[0]:8.0f} {med[1]:8.0f} {med[2]:8.0f} {med[2] / med[0]:7.2f}x")
-    if WireCache is not None:
-        WireCache.enabled = True
 
 
 if __name__ == "__main__":

@@ -67,7 +67,8 @@ def encode_json(body: Any) -> bytes:
 
 def _encode(body: Any) -> str:
     """``json.dumps`` of ``body``, each ``WireList`` in it joined from its cached texts."""
-    if type(body) is not dict or not any(type(v) is WireList for v in body.values()):
+    if (type(body) is not dict or not WireCache.enabled
+            or not any(type(v) is WireList for v in body.values())):
         return dumps(body)
     # A random mark per body: untrusted text in the body cannot forge one.
     nonce = secrets.token_hex(8)

@@ -45,7 +45,9 @@ class _Entry:
 class WireCache(Generic[_P]):
     """The parts ``build`` makes of items, kept for the items of the last request."""
 
-    enabled = True  # False: every part made again (the benchmarks' "before")
+    # False: every part made again and every body encoded whole, as before this cache
+    # (the benchmarks' side-by-side "before").
+    enabled = True
 
     def __init__(self, build: Callable[[Item], _P]) -> None:
         self.build = build
@@ -110,7 +112,7 @@ class WireList(list):  # type: ignore[type-arg]
         replaced by its run's texts; the mark is random per call, so untrusted text in an
         element cannot forge one.
         """
-        if len(self.sources) != len(self):  # changed through the list's own methods
+        if len(self.sources) != len(self) or not WireCache.enabled:  # changed by list methods
             return dumps(list(self))
         mark = f"ipyagent-wire-{secrets.token_hex(8)}"
         runs: list[list[str]] = []
@@ -138,4 +140,4 @@ class WireList(list):  # type: ignore[type-arg]
 
 def cached(value: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """A part's dict with its JSON text."""
-    return value, dumps(value)
+    return value, dumps(value) if WireCache.enabled else ""
