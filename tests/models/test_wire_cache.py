@@ -159,3 +159,35 @@ def test_a_forged_mark_in_untrusted_text_changes_nothing(protocol):
 def _name(model) -> str:
     return {"OpenAIChatModel": "chat", "OpenAIResponsesModel": "responses",
             "AnthropicModel": "anthropic"}[type(model).__name__]
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+def test_edits_to_the_context_reach_a_real_server(api, monkeypatch):
+    """End to end: an agent on a real 127.0.0.1 server; the context edited between runs,
+    in place and by replacing an item, once each item's part is cached."""
+    from ipyagent import Agent
+    from tests.helpers.scripted_apis import any_api_reply
+    from tests.helpers.scripted_server import ScriptedServer
+    from tests.helpers.tools import add
+
+    monkeypatch.setenv("IPYAGENT_TEST_KEY", "k")
+    script = [any_api_reply("", [("add", {"a": 1, "b": 2})]), any_api_reply("three"),
+              *(any_api_reply(f"reply {n}") for n in range(4))]
+    with ScriptedServer(script) as srv:
+        agent = Agent(model="m", api=api, base_url=srv.base_url, api_key_env="IPYAGENT_TEST_KEY",
+                      tools=[add], python_tool=False, file_tools=False)
+        agent.run("add 1 and 2")
+        agent.run("again")
+        agent.run("and again")  # every item has been sent twice or more: cached
+        result = next(i for i in agent.context if isinstance(i, ToolResult))
+        result.output = "THREE, EDITED IN PLACE"
+        agent.context[0] = Message("user", "REPLACED TASK")
+        agent.run("go on")
+        sent = json.dumps(srv.requests[-1].body)
+        assert "THREE, EDITED IN PLACE" in sent and "REPLACED TASK" in sent
+        assert "add 1 and 2" not in sent
+        call = next(i for i in agent.context if isinstance(i, ToolCall))
+        call.arguments["a"] = 1001  # inside a field
+        agent.run("once more")
+        assert "1001" in json.dumps(srv.requests[-1].body)
+        agent.close()
