@@ -16,6 +16,8 @@ Run: ``python bench/long_run.py``.
 
 from __future__ import annotations
 
+import base64
+import ctypes
 import json
 import os
 import resource
@@ -24,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -103,6 +106,91 @@ def first_save() -> tuple[float, float]:
     return first, later
 
 
+# -- display payloads: a plot per step, autosaved; what stays in the kernel's memory -------
+def plot_page(n: int) -> ToolResult:
+    """A tool result as a python call's plot gives it: ~40 KB of PNG and ~5 KB of HTML, new
+    each step (a run's payloads differ)."""
+    png = base64.b64encode(n.to_bytes(4, "big") + os.urandom(30_000)).decode()
+    return ToolResult("", f"<Figure {n}>", outputs=[{
+        "output_type": "display_data", "metadata": {},
+        "data": {"image/png": png, "text/html": f"<table>{'<tr><td>x</td></tr>' * 250}</table>",
+                 "text/plain": f"<Figure {n}>"}}])
+
+
+class PlotModel(StepModel):
+    async def stream(self, request):  # type: ignore[no-untyped-def]
+        call = ToolCall(f"call_{len(request.items)}", "plot", {})
+        yield TurnComplete(Turn(tool_calls=[call], finish_reason="tool_calls",
+                                usage={"prompt_tokens": 10, "completion_tokens": 1}))
+
+
+def trim() -> None:
+    """Give memory the allocator holds free back to the system (glibc), so RSS shows what
+    is live, not the peak of one save's transient text."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def current_rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def payload_run(steps: int, spill: bool) -> None:
+    """In this process: ``steps`` autosaved steps each adding a plot; prints the RSS growth
+    per step and the payload bytes the items hold."""
+    import gc
+
+    from ipyagent.transcripts.notebook_text import NotebookText
+
+    if not spill:
+        NotebookText.SPILL = 10**12  # the code before: every cached text kept in memory
+    count = iter(range(10**9))
+
+    @tool
+    async def plot() -> ToolResult:
+        """Draw the next plot."""
+        return plot_page(next(count))
+
+    with tempfile.TemporaryDirectory() as d:
+        agent = Agent(client=PlotModel(), tools=[plot], python_tool=False, file_tools=False,
+                      circuit_breaker=0, max_steps=10**9, autosave=os.path.join(d, "auto.ipynb"))
+        agent.context.append(Message("user", "go"))
+        listeners = agent._listeners(None)
+        for _ in range(10):
+            one_step(agent, listeners)
+        gc.collect()
+        trim()
+        rss0 = current_rss_mb()
+        tracemalloc.start()
+        for _ in range(steps):
+            one_step(agent, listeners)
+        gc.collect()
+        live = tracemalloc.get_traced_memory()[0] / 1024 / steps
+        tracemalloc.stop()
+        trim()
+        grown = (current_rss_mb() - rss0) * 1024 / steps
+        held = sum(len(v) for i in agent.context if isinstance(i, ToolResult)
+                   for o in i.outputs for v in o.get("data", {}).values()) / len(agent.context) * 2
+        print(f"{grown:.0f} {live:.0f} {held / 1024:.0f}")
+
+
+def payloads(steps: int = 300) -> None:
+    """RSS growth per step of an autosaved run with a plot per step, the autosave's cached
+    texts spilled to the file (now) and kept in memory (before), each in a fresh process."""
+    rows = {}
+    for spill in (True, False):
+        out = subprocess.run([sys.executable, __file__, "--payloads", str(steps), str(int(spill))],
+                             capture_output=True, text=True, check=True)
+        rows[spill] = tuple(map(float, out.stdout.split()))
+    print(f"{steps} autosaved steps, each a ~45 KB plot (PNG + HTML), per step: the autosave's "
+          f"written texts read back from the file: RSS +{rows[True][0]:.0f} KB, live Python "
+          f"objects +{rows[True][1]:.0f} KB; kept in memory (before): RSS +{rows[False][0]:.0f} KB, "
+          f"live +{rows[False][1]:.0f} KB; the items' own payloads {rows[True][2]:.0f} KB")
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         agent = Agent(client=StepModel(), tools=[fetch], python_tool=False, file_tools=False,
@@ -149,11 +237,14 @@ def main() -> None:
         reading(path, step)
         t = time.perf_counter()
         to_notebook(agent)
-        print(f"to_notebook at {step} steps: {(time.perf_counter() - t) * 1e3:.0f} ms")
+        print(f"to_notebook at {step} steps: {(time.perf_counter() - t) * 1e3:.0f} ms warm, "
+              f"{fresh_to_notebook(path) * 1e3:.0f} ms the first time in a fresh process "
+              "(nbformat not imported)")
         t = time.perf_counter()
         table = agent.context._repr_html_()  # what %agent context displays
         print(f"context table at {step} steps: {(time.perf_counter() - t) * 1e3:.1f} ms, "
               f"{len(table) / 1e3:.0f} KB of HTML")
+    payloads()
     compaction()
 
 
@@ -246,6 +337,24 @@ def fresh(setup: str, path: Path) -> float:
     return float(out.stdout.split()[-1])
 
 
+def fresh_to_notebook(path: Path) -> float:
+    """Seconds ``Context.to_notebook()`` takes the first time in a new process that imported
+    ipyagent and holds the run's items (median of 3); it must not import nbformat."""
+    code = ("import sys, time; import ipyagent; from ipyagent.context import Context; "
+            "from ipyagent.transcripts.transcript import read; c = Context(read(sys.argv[1]).items); "
+            "t = time.perf_counter(); c.to_notebook(); "
+            "print(time.perf_counter() - t, 'nbformat' in sys.modules)")
+    times = []
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                             text=True, check=True,
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+        seconds, imported = out.stdout.split()
+        assert imported == "False", "to_notebook imported nbformat"
+        times.append(float(seconds))
+    return statistics.median(times)
+
+
 def reading(path: Path, steps: int) -> None:
     """The transcript read, loaded and replayed, cold (a fresh process: nbformat's import is
     part of its read) and warm (median of 3), ipyagent's json read beside nbformat.read."""
@@ -274,4 +383,7 @@ def reading(path: Path, steps: int) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--payloads"]:
+        payload_run(int(sys.argv[2]), sys.argv[3] == "1")
+    else:
+        main()

@@ -21,6 +21,7 @@ from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, new
 from .base import ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn
 from .http import HeaderAuth, ProviderError, StreamingHTTPModel
 from .openai_chat import parse_arguments
+from .wire_cache import WireCache, WireList, cached
 
 __all__ = [
     "AnthropicModel",
@@ -28,6 +29,7 @@ __all__ = [
     "ANTHROPIC_VERSION",
     "DEFAULT_MAX_TOKENS",
     "to_anthropic_messages",
+    "anthropic_part",
     "to_anthropic_tools",
     "mark_cache_breakpoints",
 ]
@@ -55,53 +57,73 @@ def _thinking_blocks(reasoning: Reasoning) -> list[dict[str, Any]]:
     return out
 
 
-def to_anthropic_messages(system: str, items: Sequence[Item]) -> tuple[str, list[dict[str, Any]]]:
+Part = tuple[str, list[dict[str, Any]], str | None, tuple[dict[str, Any], str] | None]
+
+
+def anthropic_part(item: Item) -> Part:
+    """What one item contributes: (its role, its content blocks, text for the top-level
+    system prompt, its message alone with its JSON text); cached per item (``WireCache``)."""
+    role, blocks, system = _anthropic_part(item)
+    whole = cached({"role": role or "user", "content": blocks}) if blocks else None
+    return role or "user", blocks, system, whole
+
+
+def _anthropic_part(item: Item) -> tuple[str | None, list[dict[str, Any]], str | None]:
+    if isinstance(item, Reasoning):
+        return "assistant", _thinking_blocks(item), None
+    if isinstance(item, ToolCall):
+        return "assistant", [{"type": "tool_use", "id": item.id, "name": item.name, "input": item.arguments}], None
+    if isinstance(item, ToolResult):
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": item.call_id}
+        images = item.meta.get("images") or []  # plots, when Agent.send_images is on
+        note = item.meta.get("note")  # ipyagent's note: a text block of its own
+        if images or note:  # a tool_result may hold image blocks next to its text
+            text = [{"type": "text", "text": item.output}] if item.output else []
+            if note:
+                text.insert(0, {"type": "text", "text": f"[ipyagent note, not tool output: {note}]"})
+            block["content"] = text + [
+                {"type": "image", "source": {"type": "base64", "media_type": im["mime"], "data": im["data"]}}
+                for im in images
+            ]
+        elif item.output:  # ``content`` is optional; an empty one is better left out
+            block["content"] = item.output
+        if item.error:
+            block["is_error"] = True
+        return "user", [block], None
+    if isinstance(item, Summary):
+        return "user", [{"type": "text", "text": f"Summary of earlier conversation: {item.content}"}], None
+    if isinstance(item, Message):
+        if item.role == "system":
+            return None, [], item.content
+        if item.content:  # the API rejects empty text blocks
+            return item.role, [{"type": "text", "text": item.content}], None
+        return None, [], None
+    raise TypeError(f"not an ipyagent item: {item!r}")
+
+
+def to_anthropic_messages(system: str, items: Sequence[Item],
+                          cache: WireCache[Part] | None = None,
+                          ) -> tuple[str, list[dict[str, Any]]]:
     """``(system, messages)`` for the API: alternating roles, content as blocks.
 
     Consecutive items of one role are merged into one message (so parallel tool results
     share a user message); ``system`` messages in the middle join the top-level prompt.
+    ``cache``: each item's part is reused while the item is unchanged.
     """
     systems = [system] if system else []
-    messages: list[dict[str, Any]] = []
+    messages = WireList()  # a list; a message that is one part's keeps its JSON text
 
-    def add(role: str, block: dict[str, Any]) -> None:
+    for role, blocks, text, whole in cache.parts(items) if cache is not None else map(anthropic_part, items):
+        if text is not None:
+            systems.append(text)
+        if not blocks:
+            continue
+        copies = [dict(block) for block in blocks]  # copies: the parts are the cache's
         if messages and messages[-1]["role"] == role:
-            messages[-1]["content"].append(block)
+            messages[-1]["content"].extend(copies)
+            messages.sources[-1] = None  # merged: no longer one part's message
         else:
-            messages.append({"role": role, "content": [block]})
-
-    for item in items:
-        if isinstance(item, Reasoning):
-            for thinking in _thinking_blocks(item):
-                add("assistant", thinking)
-        elif isinstance(item, ToolCall):
-            add("assistant", {"type": "tool_use", "id": item.id, "name": item.name, "input": item.arguments})
-        elif isinstance(item, ToolResult):
-            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": item.call_id}
-            images = item.meta.get("images") or []  # plots, when Agent.send_images is on
-            note = item.meta.get("note")  # ipyagent's note: a text block of its own
-            if images or note:  # a tool_result may hold image blocks next to its text
-                text = [{"type": "text", "text": item.output}] if item.output else []
-                if note:
-                    text.insert(0, {"type": "text", "text": f"[ipyagent note, not tool output: {note}]"})
-                block["content"] = text + [
-                    {"type": "image", "source": {"type": "base64", "media_type": im["mime"], "data": im["data"]}}
-                    for im in images
-                ]
-            elif item.output:  # ``content`` is optional; an empty one is better left out
-                block["content"] = item.output
-            if item.error:
-                block["is_error"] = True
-            add("user", block)
-        elif isinstance(item, Summary):
-            add("user", {"type": "text", "text": f"Summary of earlier conversation: {item.content}"})
-        elif isinstance(item, Message):
-            if item.role == "system":
-                systems.append(item.content)
-            elif item.content:  # the API rejects empty text blocks
-                add(item.role, {"type": "text", "text": item.content})
-        else:
-            raise TypeError(f"not an ipyagent item: {item!r}")
+            messages.add({"role": role, "content": copies}, whole)
     return "\n\n".join(systems), messages
 
 
@@ -326,7 +348,8 @@ class AnthropicModel(StreamingHTTPModel):
 
     def payload(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for ``request``."""
-        system, messages = to_anthropic_messages(request.system, request.items)
+        system, messages = to_anthropic_messages(request.system, request.items,
+                                                 self.wire_cache(anthropic_part))
         body: dict[str, Any] = {
             "model": self.name,
             "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,

@@ -19,12 +19,14 @@ import json
 import logging
 import os
 import re
-from typing import Any, AsyncIterator, Callable, Protocol
+import secrets
+from typing import Any, AsyncIterator, Callable, Protocol, TypeVar
 
 import httpx
 
 from .._text import one_line, repair_surrogates
 from ..errors import ModelError, ModelResponseError, ModelStreamError
+from ..items import Item
 from .base import ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn, TurnComplete
 from .retry import (
     MESSAGE_LIMIT,
@@ -38,12 +40,14 @@ from .retry import (
 )
 from .sse import aiter_events, is_event_stream, sse_response
 from .timeouts import ReplyClock, Timeouts
+from .wire_cache import WireCache, WireList, dumps
 
 __all__ = ["HeaderAuth", "EnvKey", "ProviderError", "Assembler", "StreamingHTTPModel", "encode_json"]
 
 log = logging.getLogger("ipyagent.models")
 
 _DELTAS = (TextDelta, ReasoningDelta, ToolCallDelta)  # the reply itself, not bookkeeping
+_P = TypeVar("_P")  # a protocol's part of a request for one item (WireCache)
 
 
 def encode_json(body: Any) -> bytes:
@@ -54,11 +58,31 @@ def encode_json(body: Any) -> bytes:
     it) fail in the UTF-8 encoder. Halves that sit side by side are joined into their
     character; a lone one becomes U+FFFD. Other non-ASCII text stays real UTF-8.
     """
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    text = _encode(body)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         return repair_surrogates(text).encode("utf-8")
+
+
+def _encode(body: Any) -> str:
+    """``json.dumps`` of ``body``, each ``WireList`` in it joined from its cached texts."""
+    if (type(body) is not dict or not WireCache.enabled
+            or not any(type(v) is WireList for v in body.values())):
+        return dumps(body)
+    # A random mark per body: untrusted text in the body cannot forge one.
+    nonce = secrets.token_hex(8)
+    names = {id(v): json.dumps(f"ipyagent-wire-{nonce}-{i}")
+             for i, v in enumerate(v for v in body.values() if type(v) is WireList)}
+    text = dumps({k: json.loads(names[id(v)]) if type(v) is WireList else v for k, v in body.items()})
+    for value in body.values():
+        if type(value) is WireList:
+            mark = names[id(value)]
+            before, found, after = text.partition(mark)
+            if not found or mark in after:
+                return dumps(body)
+            text = before + value.encoded() + after
+    return text
 
 
 class EnvKey:
@@ -183,6 +207,13 @@ class StreamingHTTPModel:
     def new_assembler(self) -> Assembler:
         """A fresh assembler for one reply."""
         raise NotImplementedError
+
+    def wire_cache(self, build: Callable[[Item], _P]) -> WireCache[_P]:
+        """This client's cache of each item's part of a request (``build`` makes one)."""
+        cache = self.__dict__.get("_wire_cache")
+        if cache is None or cache.build is not build:
+            cache = self.__dict__["_wire_cache"] = WireCache(build)
+        return cache
 
     # -- shared machinery
 

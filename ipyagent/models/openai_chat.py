@@ -26,11 +26,13 @@ from .base import ModelEvent, ModelRequest, ReasoningDelta, ToolCallDelta, Turn
 from .http import ProviderError, StreamingHTTPModel
 from .retry import _add_note
 from .think import ThinkSplitter, split_unopened_think
+from .wire_cache import WireCache, WireList, cached
 
 __all__ = [
     "OpenAIChatModel",
     "ChatTurnAssembler",
     "to_chat_messages",
+    "chat_part",
     "to_chat_tools",
     "parse_arguments",
 ]
@@ -80,16 +82,42 @@ def _text_field(reasoning: Reasoning) -> dict[str, Any]:
     return {key: reasoning.content} if key in ("reasoning_content", "reasoning") and reasoning.content else {}
 
 
-def to_chat_messages(system: str, items: Sequence[Item]) -> list[dict[str, Any]]:
+def chat_part(item: Item) -> tuple[Any, ...]:
+    """What one item contributes to the chat ``messages`` (cached per item: ``WireCache``)."""
+    if isinstance(item, Reasoning):
+        return ("reasoning", _echo_fields(item), _text_field(item))
+    if isinstance(item, Message) and item.role == "assistant":
+        return ("text", item.content)
+    if isinstance(item, ToolCall):
+        wire = _wire_call(item)
+        # The assistant message of a turn that is this call alone (the usual agent step),
+        # with its JSON: used when the assembled message is equal to it.
+        return ("call", wire, cached({"role": "assistant", "content": "", "tool_calls": [wire]}))
+    if isinstance(item, ToolResult):
+        return ("result", cached({"role": "tool", "tool_call_id": item.call_id,
+                                  "content": item.for_model()}), list(item.meta.get("images") or []))
+    if isinstance(item, Summary):
+        return ("message", cached({"role": "user", "content": f"Summary of earlier conversation: {item.content}"}))
+    if isinstance(item, Message):
+        return ("message", cached({"role": item.role, "content": item.content}))
+    raise TypeError(f"not an ipyagent item: {item!r}")
+
+
+def to_chat_messages(system: str, items: Sequence[Item],
+                     cache: WireCache[tuple[Any, ...]] | None = None) -> list[dict[str, Any]]:
     """Chat ``messages`` for a system prompt and items, one assistant message per turn.
 
     Items of one assistant turn come as Reasoning?, Message?, ToolCall*: they are merged
     into ONE assistant message (``content`` + ``tool_calls``). Reasoning text goes back only
     on a message with tool calls and only in the field the server sent it in (DeepSeek
     requires it there); opaque reasoning data a provider asked back is always sent.
+    ``cache``: each item's part is reused while the item is unchanged.
     """
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    messages = WireList()  # a list; each message copied from a part keeps its JSON text
+    if system:
+        messages.add({"role": "system", "content": system})
     turn: dict[str, Any] | None = None  # the assistant message being assembled
+    alone: tuple[dict[str, Any], str] | None = None  # the turn's message if it is one call
     thought: dict[str, Any] = {}  # the turn's reasoning text, sent back only with tool calls
     # Images from tool results (Agent.send_images): a tool message carries only text, and
     # nothing may come between the tool messages of one turn, so they follow as one user
@@ -97,53 +125,49 @@ def to_chat_messages(system: str, items: Sequence[Item]) -> list[dict[str, Any]]
     images: list[dict[str, Any]] = []
 
     def flush() -> None:
-        nonlocal turn, thought
+        nonlocal turn, thought, alone
         if turn is not None and (turn.get("content") is not None or turn.get("tool_calls")):
             if turn["content"] is None:
                 # Never null: valid for OpenAI, but llama-cpp-python's request model wants
                 # a string and answers 500 to every request that carries a tool call.
                 turn["content"] = ""
-            messages.append({**turn, **thought} if turn.get("tool_calls") else turn)
-        turn, thought = None, {}
+            # ``alone`` is only a candidate: its text is used if the message equals it.
+            messages.add({**turn, **thought} if turn.get("tool_calls") else turn, alone)
+        turn, thought, alone = None, {}, None
         if images:
             parts: list[dict[str, Any]] = [{"type": "text", "text": "Images from the tool results above:"}]
             parts += [{"type": "image_url", "image_url": {"url": f"data:{im['mime']};base64,{im['data']}"}}
                       for im in images]
-            messages.append({"role": "user", "content": parts})
+            messages.add({"role": "user", "content": parts})
             images.clear()
 
-    for item in items:
-        if isinstance(item, Reasoning):
+    # The parts are shared with the cache: what is placed in ``messages`` is a copy.
+    for part in cache.parts(items) if cache is not None else map(chat_part, items):
+        kind = part[0]
+        if kind == "reasoning":
             flush()  # reasoning opens a new assistant turn
-            echo = _echo_fields(item)
+            echo = part[1]
             turn = {"role": "assistant", "content": None, **echo} if echo else None
-            thought = _text_field(item)
-        elif isinstance(item, Message) and item.role == "assistant":
+            thought = dict(part[2])
+        elif kind == "text":
             if turn is None or turn.get("content") is not None or turn.get("tool_calls"):
                 kept = thought if turn is None else {}  # reasoning without opaque fields
                 flush()
                 turn, thought = {"role": "assistant", "content": None}, kept
-            turn["content"] = item.content
-        elif isinstance(item, ToolCall):
+            turn["content"] = part[1]
+        elif kind == "call":
             if turn is None:
                 turn = {"role": "assistant", "content": None}  # keeps a pending ``thought``
-            turn.setdefault("tool_calls", []).append(_wire_call(item))
-        elif isinstance(item, ToolResult):
+                alone = part[2]
+            turn.setdefault("tool_calls", []).append(dict(part[1]))
+        elif kind == "result":
             if turn is not None:
                 flush()
-            messages.append({"role": "tool", "tool_call_id": item.call_id,
-                             "content": item.for_model()})
-            images.extend(item.meta.get("images") or [])
-        elif isinstance(item, Summary):
-            flush()
-            messages.append(
-                {"role": "user", "content": f"Summary of earlier conversation: {item.content}"}
-            )
-        elif isinstance(item, Message):
-            flush()
-            messages.append({"role": item.role, "content": item.content})
+            messages.add(dict(part[1][0]), part[1])
+            images.extend(part[2])
         else:
-            raise TypeError(f"not an ipyagent item: {item!r}")
+            flush()
+            messages.add(dict(part[1][0]), part[1])
     flush()
     return messages
 
@@ -471,7 +495,7 @@ class OpenAIChatModel(StreamingHTTPModel):
         """The JSON body for ``request``."""
         body: dict[str, Any] = {
             "model": self.name,
-            "messages": to_chat_messages(request.system, request.items),
+            "messages": to_chat_messages(request.system, request.items, self.wire_cache(chat_part)),
             "stream": True,
         }
         if not self._stream_options_rejected:

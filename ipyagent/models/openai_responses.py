@@ -21,11 +21,13 @@ from .base import ModelEvent, ModelRequest, ReasoningDelta, ToolCallDelta, Turn
 from .http import ProviderError, StreamingHTTPModel
 from .openai_chat import parse_arguments
 from .think import ThinkSplitter, split_unopened_think
+from .wire_cache import WireCache, WireList, cached
 
 __all__ = [
     "OpenAIResponsesModel",
     "ResponsesTurnAssembler",
     "to_responses_input",
+    "responses_part",
     "to_responses_tools",
 ]
 
@@ -52,41 +54,59 @@ def _reasoning_input(reasoning: Reasoning) -> list[dict[str, Any]]:
     return out
 
 
-def to_responses_input(items: Sequence[Item]) -> list[dict[str, Any]]:
+Part = tuple[bool, list[tuple[dict[str, Any], str]], list[dict[str, str]]]
+
+
+def responses_part(item: Item) -> Part:
+    """What one item contributes to ``input``: (is it a tool result, its entries with their
+    JSON text, its images); cached per item (``WireCache``)."""
+    is_result, entries, images = _responses_part(item)
+    return is_result, [cached(entry) for entry in entries], images
+
+
+def _responses_part(item: Item) -> tuple[bool, list[dict[str, Any]], list[dict[str, str]]]:
+    if isinstance(item, Reasoning):
+        return False, _reasoning_input(item), []
+    if isinstance(item, ToolCall):
+        arguments = (
+            item.raw_arguments
+            if item.raw_arguments is not None
+            else json.dumps(item.arguments, ensure_ascii=False)
+        )
+        return False, [{"type": "function_call", "call_id": item.id, "name": item.name,
+                        "arguments": arguments}], []
+    if isinstance(item, ToolResult):
+        return True, [{"type": "function_call_output", "call_id": item.call_id,
+                       "output": item.for_model()}], list(item.meta.get("images") or [])
+    if isinstance(item, Summary):
+        return False, [{"role": "user", "content": f"Summary of earlier conversation: {item.content}"}], []
+    if isinstance(item, Message):
+        if item.role == "assistant" and not item.content:
+            return False, [], []  # an empty assistant message says nothing and some servers reject it
+        return False, [{"role": item.role, "content": item.content}], []
+    raise TypeError(f"not an ipyagent item: {item!r}")
+
+
+def to_responses_input(items: Sequence[Item],
+                       cache: WireCache[Part] | None = None,
+                       ) -> list[dict[str, Any]]:
     """The ``input`` list for items, in order (reasoning before the calls it led to).
 
     Images of tool results (``ToolResult.meta["images"]``, Agent.send_images) follow the
     last of a run of results as one user message, as in the Chat Completions client.
+    ``cache``: each item's part is reused while the item is unchanged.
     """
-    out: list[dict[str, Any]] = []
+    out = WireList()  # a list; each entry copied from a part keeps its JSON text
     images: list[dict[str, str]] = []
-    for item in items:
-        if images and not isinstance(item, ToolResult):
-            out.append(_images_message(images))
+    for is_result, entries, found in cache.parts(items) if cache is not None else map(responses_part, items):
+        if images and not is_result:
+            out.add(_images_message(images))
             images = []
-        if isinstance(item, Reasoning):
-            out += _reasoning_input(item)
-        elif isinstance(item, ToolCall):
-            arguments = (
-                item.raw_arguments
-                if item.raw_arguments is not None
-                else json.dumps(item.arguments, ensure_ascii=False)
-            )
-            out.append({"type": "function_call", "call_id": item.id, "name": item.name, "arguments": arguments})
-        elif isinstance(item, ToolResult):
-            out.append({"type": "function_call_output", "call_id": item.call_id,
-                        "output": item.for_model()})
-            images += item.meta.get("images") or []
-        elif isinstance(item, Summary):
-            out.append({"role": "user", "content": f"Summary of earlier conversation: {item.content}"})
-        elif isinstance(item, Message):
-            if item.role == "assistant" and not item.content:
-                continue  # an empty assistant message says nothing and some servers reject it
-            out.append({"role": item.role, "content": item.content})
-        else:
-            raise TypeError(f"not an ipyagent item: {item!r}")
+        for entry in entries:
+            out.add(dict(entry[0]), entry)  # copies: the parts are the cache's
+        images += found
     if images:
-        out.append(_images_message(images))
+        out.add(_images_message(images))
     return out
 
 
@@ -341,7 +361,7 @@ class OpenAIResponsesModel(StreamingHTTPModel):
         """The JSON body for ``request``."""
         body: dict[str, Any] = {
             "model": self.name,
-            "input": to_responses_input(request.items),
+            "input": to_responses_input(request.items, self.wire_cache(responses_part)),
             "stream": True,
             # Stateless: ipyagent sends the whole context every time and keeps it itself.
             "store": False,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from .._text import one_line
 from .._untrusted import fence as _fence
@@ -39,9 +39,7 @@ from ..items import (
 )
 from ..tools.files import recorded_file
 from .file_record import cell_source
-
-if TYPE_CHECKING:
-    from nbformat import NotebookNode
+from .node import NotebookNode, from_dict
 
 __all__ = ["context_to_notebook", "notebook_dict", "groups", "header_cell", "audit_cell",
            "FORMAT", "MAX_CELL_TEXT", "NBFORMAT"]
@@ -65,10 +63,9 @@ def context_to_notebook(context: Any, header: Mapping[str, Any] | None = None, *
                         metadata: Mapping[str, Any] | None = None,
                         audit: bool = False) -> NotebookNode:
     """The notebook for ``context``; ``header`` (label → value) becomes the first cell;
-    ``audit`` adds an "Audit" cell at the end (how each tool call was decided)."""
-    import nbformat
-
-    return nbformat.from_dict(notebook_dict(context, header, kernel_name=kernel_name,
+    ``audit`` adds an "Audit" cell at the end (how each tool call was decided). nbformat
+    is not imported (see ``node``); the result is a valid v4 notebook."""
+    return from_dict(notebook_dict(context, header, kernel_name=kernel_name,
                                             metadata=metadata, audit=audit))
 
 

@@ -12,17 +12,25 @@ cell made step 400 sixteen times slower than step 10.
 
 An item is unchanged when it is the same object with equal fields (compared against a
 deep copy taken when it was rendered), so items edited in place are rendered again.
+
+Memory: once a text was written (``written``), its long pieces — the items' metadata and
+the cells, display payloads included — are not kept: the next call reads them back from
+the file (one read of the file per save), or renders them again if the file changed.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import mmap
+import os
 from collections.abc import Iterable, Mapping
-from typing import Any
+from pathlib import Path
+from typing import Any, Union
 
 from .._secrets import SecretScanner, scanner
 from .._secrets import _strings as strings
+from .._stamps import Stamp, stamp
 from .._text import repair_surrogates
 from ..errors import TranscriptError
 from ..items import Item
@@ -65,65 +73,147 @@ def _split(cell: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+# Where a cached text lies in the file last written, (start, end) in bytes: a long run's
+# texts are read back from there instead of being kept in memory.
+Span = tuple[int, int]
+Text = Union[str, Span]
+
+
 class _Entry:
     """One item as last rendered: the item, a copy of its fields, its metadata text."""
 
     __slots__ = ("item", "fields", "text", "scanned")
 
-    def __init__(self, item: Item, text: str, scanned: SecretScanner) -> None:
+    def __init__(self, item: Item, text: Text, scanned: SecretScanner) -> None:
         self.item = item
         self.fields = copy.deepcopy(vars(item))
         self.text = text
         self.scanned = scanned
 
 
+class _Written:
+    """The file last written, mapped (once per save, not read into memory: a long run's
+    transcript is megabytes) only if a cached text lies there and the file is still the
+    one written (same stamp and length)."""
+
+    def __init__(self, path: Path | None, stamp: Stamp | None, length: int) -> None:
+        self.path, self.stamp, self.length = path, stamp, length
+        self._map: mmap.mmap | None = None
+        self._read = False
+
+    def get(self, text: Text) -> str | None:
+        if isinstance(text, str):
+            return text
+        if not self._read:
+            self._read = True
+            if (self.path is not None and self.stamp is not None and self.length
+                    and stamp(self.path) == self.stamp):
+                try:
+                    with open(self.path, "rb") as f:
+                        self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                except (OSError, ValueError):
+                    self._map = None
+                if self._map is not None and len(self._map) != self.length:
+                    self.forget()
+                    self._read = True
+        if self._map is None:
+            return None
+        try:
+            return self._map[text[0]:text[1]].decode("utf-8")
+        except UnicodeDecodeError:  # not what was written there: render it again
+            return None
+
+    def forget(self) -> None:
+        """Unmap the file (the next ``get`` of a span maps it again)."""
+        if self._map is not None:
+            self._map.close()
+        self._map, self._read = None, False
+
+
 class NotebookText:
-    """The transcript text of a context, cells and items cached between calls."""
+    """The transcript text of a context, cells and items cached between calls.
+
+    After ``written(path)`` (the text was saved there), the long cached texts are dropped
+    from memory and read back from that file at the next call; if the file changed since
+    (another program wrote it), they are rendered again from the items.
+    """
+
+    SPILL = 512  # characters: shorter texts stay in memory (a span costs about as much)
 
     def __init__(self) -> None:
         self._items: dict[int, _Entry] = {}
         # group (item ids) → (its cells' texts, each split at its id; the scanner used)
-        self._groups: dict[tuple[int, ...], tuple[list[tuple[str, str]], SecretScanner]] = {}
+        self._groups: dict[tuple[int, ...], tuple[list[list[Text]], SecretScanner]] = {}
+        self._written = _Written(None, None, 0)
+        # the last text's long cached pieces: (where it starts, its length, where it is kept)
+        self._pending: list[tuple[int, int, _Entry | list[Text], int]] = []
+        self._length = 0
 
     def text(self, context: Any, *, header: Mapping[str, Any], kernel_name: str,
              metadata: Mapping[str, Any], secrets: Mapping[str, str] | Iterable[tuple[str, str]],
              target: object = "the transcript") -> str:
         """The notebook's JSON text; raises ``TranscriptError`` naming the secret when it
         would hold one (``secrets``: name → value pairs) — nothing is written then."""
+        try:
+            return self._render(context, header=header, kernel_name=kernel_name,
+                                metadata=metadata, secrets=secrets, target=target)
+        finally:
+            self._written.forget()  # the file is unmapped whatever happened
+
+    def _render(self, context: Any, *, header: Mapping[str, Any], kernel_name: str,
+                metadata: Mapping[str, Any], secrets: Mapping[str, str] | Iterable[tuple[str, str]],
+                target: object) -> str:
         found = scanner(secrets)
         refuse = (f"refusing to write {target}: it would contain the value of ${{}}; remove "
                   "it from the context (agent.context is editable) and save again")
+        source = self._written
+        pieces: list[str] = []
+        # (piece index, where it is kept: an entry's text (-1) or a cell's pair's 0 or 1)
+        marks: list[tuple[int, _Entry | list[Text], int]] = []
+        add, spill = pieces.append, self.SPILL
+
         items = list(context)
         fresh: set[int] = set()
         entries: dict[int, _Entry] = {}
-        item_texts = []
+        item_texts: list[tuple[str, _Entry]] = []
         for item in items:
             key = id(item)
             entry = self._items.get(key)
+            text = None
             if entry is None or entry.item is not item or entry.fields != vars(item):
-                data = item.to_dict()
-                _scan(found, data, refuse)
-                entry = _Entry(item, repair_surrogates(dumps(data, 4)), found)
-                fresh.add(key)
+                entry = None
             elif entry.scanned is not found:
                 _scan(found, item.to_dict(), refuse)
                 entry.scanned = found
+            if entry is not None:
+                text = source.get(entry.text)
+            if text is None:
+                data = item.to_dict()
+                _scan(found, data, refuse)
+                text = repair_surrogates(dumps(data, 4))
+                entry = _Entry(item, text, found)
+                fresh.add(key)
+            assert entry is not None
             entries[key] = entry
-            item_texts.append(entry.text)
+            item_texts.append((text, entry))
         self._items = entries
 
-        parts: list[str] = []
+        pieces.append("")  # the notebook's start: known at the end
         index = 0
         head = header_cell(header, context.system)
         _scan(found, head, refuse)
         head["id"] = f"ipyagent-{index}"
-        parts.append(repair_surrogates(dumps(_split(head), 2)))
+        add("[\n  ")
+        add(repair_surrogates(dumps(_split(head), 2)))
         index += 1
-        used: dict[tuple[int, ...], tuple[list[tuple[str, str]], SecretScanner]] = {}
+        used: dict[tuple[int, ...], tuple[list[list[Text]], SecretScanner]] = {}
         for group, render in groups(items):
             ids = tuple(id(i) for i in group if i is not None)
             cached = self._groups.get(ids)
-            if cached is None or any(k in fresh for k in ids) or cached[1] is not found:
+            texts: list[list[Text]] | None = None
+            if cached is not None and not any(k in fresh for k in ids) and cached[1] is found:
+                texts = _resolve(source, cached[0])
+            if texts is None:
                 cells = render()
                 _scan(found, cells, refuse)
                 texts = []
@@ -132,26 +222,75 @@ class NotebookText:
                     cell["id"] = _ID
                     before, _, after = repair_surrogates(dumps(cell, 2)).partition(
                         json.dumps(_ID))
-                    texts.append((before, after))
-                cached = (texts, found)
-            used[ids] = cached
-            for before, after in cached[0]:
-                parts.append(f'{before}"ipyagent-{index}"{after}')
+                    texts.append([before, after])
+            used[ids] = (texts, found)
+            for pair in texts:
+                add(",\n  ")
+                head_text, tail_text = pair  # strings here: spans were resolved above
+                assert isinstance(head_text, str) and isinstance(tail_text, str)
+                if len(head_text) >= spill:
+                    marks.append((len(pieces), pair, 0))
+                add(head_text)
+                add(f'"ipyagent-{index}"')
+                if len(tail_text) >= spill:
+                    marks.append((len(pieces), pair, 1))
+                add(tail_text)
                 index += 1
         self._groups = used
         last = audit_cell(items)
         if last is not None:
             _scan(found, last, refuse)
-            parts.append(repair_surrogates(dumps(_split(last), 2)))
+            add(",\n  ")
+            add(repair_surrogates(dumps(_split(last), 2)))
+        add("\n ]")
 
         nb = skeleton(context.system, _ITEMS, _CELLS, kernel_name, metadata)
         _scan(found, nb, refuse)
         outer = repair_surrogates(dumps(nb))
         start, _, rest = outer.partition(json.dumps(_CELLS))  # "cells" is the first key
         middle, _, end = rest.partition(json.dumps(_ITEMS))  # after "format", all fixed
-        cells_text = "[\n  " + ",\n  ".join(parts) + "\n ]"
-        items_text = "[\n    " + ",\n    ".join(item_texts) + "\n   ]" if item_texts else "[]"
-        return "".join((start, cells_text, middle, items_text, end))
+        pieces[0] = start
+        add(middle)
+        if item_texts:
+            for n, (text, entry) in enumerate(item_texts):
+                add(",\n    " if n else "[\n    ")
+                if len(text) >= spill:
+                    marks.append((len(pieces), entry, -1))
+                add(text)
+            add("\n   ]")
+        else:
+            add("[]")
+        add(end)
+        whole = "".join(pieces)
+        # Byte offsets in the file (write_atomic writes UTF-8; every piece was repaired, so
+        # it encodes): only a non-ASCII piece needs encoding to be measured.
+        offsets = [0]
+        for piece in pieces:
+            offsets.append(offsets[-1] + (len(piece) if piece.isascii() else len(piece.encode("utf-8"))))
+        self._pending = [(offsets[i], offsets[i + 1], where, slot) for i, where, slot in marks]
+        self._length = offsets[-1]
+        return whole
+
+    def written(self, path: str | os.PathLike[str]) -> None:
+        """The last ``text`` was saved to ``path``: keep its long pieces there, not here."""
+        self._written = _Written(Path(path), stamp(path), self._length)
+        for start, end, where, slot in self._pending:
+            if isinstance(where, _Entry):
+                where.text = (start, end)
+            else:
+                where[slot] = (start, end)
+        self._pending = []
+
+
+def _resolve(source: _Written, texts: list[list[Text]]) -> list[list[Text]] | None:
+    """The cells' texts with each span read back; None if one cannot be (file changed)."""
+    out: list[list[Text]] = []
+    for pair in texts:
+        got = [source.get(t) for t in pair]
+        if None in got:
+            return None
+        out.append([t for t in got if t is not None])
+    return out
 
 
 def _scan(found: SecretScanner, value: Any, refuse: str) -> None:

@@ -35,12 +35,11 @@ from ..errors import IpyagentError, TranscriptError
 from ..events import Notice
 from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict, unfold
 from .export import FORMAT, context_to_notebook
+from .node import NotebookNode
 from .notebook_file import read_notebook
 from .notebook_text import NotebookText
 
 if TYPE_CHECKING:
-    from nbformat import NotebookNode
-
     from ..agent import Agent
     from .rebuild import Rebuild
 
@@ -237,10 +236,11 @@ def _write_agent(agent: Agent, target: Path, cache: NotebookText) -> Path:
         write_atomic(target, text)
     except OSError as exc:
         raise TranscriptError(f"cannot write {target}: {exc.strerror or exc}") from None
+    cache.written(target)  # its long texts are read back from there, not kept in memory
     return target
 
 
-def write_notebook(nb: NotebookNode, path: str | os.PathLike[str], *,
+def write_notebook(nb: Mapping[str, Any], path: str | os.PathLike[str], *,
                    key_env: str | list[str] | None = None) -> Path:
     """Validate, scan for secrets, then write atomically (temp file + rename)."""
     import nbformat

@@ -120,3 +120,40 @@ def test_the_audit_cell_is_last_and_only_when_a_tool_was_called() -> None:
 def test_untrusted_text_never_becomes_live_html() -> None:
     nb = notebook(Message("assistant", "<img src=x onerror=alert(1)>"))
     assert "<img" not in nb.cells[0].source
+
+
+def test_to_notebook_does_not_import_nbformat_and_is_a_valid_notebook(tmp_path) -> None:
+    """nbformat's import costs ~1.5 s (its validator, jsonschema): to_notebook needs none of it."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from ipyagent import Agent, Message, ToolCall, ToolResult; "
+            "from ipyagent.transcripts.transcript import to_notebook; "
+            "a = Agent(model='demo', python_tool=False); "
+            "a.context.extend([Message('user', 'plot'), ToolCall('c1', 'python', {'code': '1'}), "
+            "ToolResult('c1', '1', name='python', execution_count=1, meta={'status': 'ok'}, "
+            "outputs=[{'output_type': 'execute_result', 'execution_count': 1, "
+            "'data': {'text/plain': '1'}, 'metadata': {}}])]); "
+            "nb = to_notebook(a); a.context.to_notebook(); "
+            "assert [c for c in nb.cells if c.cell_type == 'code'][0].outputs[0].data == "
+            "{'text/plain': '1'}, nb.cells; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('nbformat', 'jsonschema')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    from ipyagent import Agent
+    from ipyagent.transcripts.transcript import to_notebook
+
+    agent = Agent(model="demo", python_tool=False)
+    agent.context.extend([Message("user", "plot"), *ran("c1", "1", execution_count=1, outputs=[
+        {"output_type": "display_data", "data": {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"},
+         "metadata": {}}])])
+    nb = to_notebook(agent)
+    nbformat.validate(nb)
+    code_cell = next(c for c in nb.cells if c.cell_type == "code")
+    assert code_cell.outputs[0].data["image/png"] == "iVBORw0KGgo="
+    code_cell.metadata.tags = ["x"]  # attribute writes land in the dict, as nbformat's
+    assert code_cell["metadata"]["tags"] == ["x"]
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nb, path)
+    back = nbformat.read(path, as_version=4)
+    assert [c for c in back.cells if c.cell_type == "code"][0].outputs[0].data["image/png"] == "iVBORw0KGgo="

@@ -86,3 +86,92 @@ def test_saving_does_not_import_nbformat(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "t.ipynb")],
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# -- spilling: what was written is read back from the file, not kept in memory ----------------
+PAYLOAD = "iVBORw0KGgo" + "A" * 40_000  # a plot's base64 PNG, as a python call's output holds it
+
+
+def _plot_agent() -> Agent:
+    agent = _agent()
+    agent.context.extend([
+        ToolCall("c3", "python", {"code": "plot()"}),
+        ToolResult("c3", "<Figure>", name="python", execution_count=4, meta={"status": "ok"},
+                   outputs=[{"output_type": "display_data", "metadata": {},
+                             "data": {"image/png": PAYLOAD, "text/html": "<b>" + "x" * 5_000 + "</b>",
+                                      "text/plain": "<Figure>"}}])])
+    return agent
+
+
+def _kept(cache: NotebookText) -> list[str]:
+    """Every text the cache holds in memory."""
+    texts = [e.text for e in cache._items.values()]
+    texts += [t for cells, _ in cache._groups.values() for pair in cells for t in pair]
+    return [t for t in texts if isinstance(t, str)]
+
+
+def _write(cache: NotebookText, text: str, path) -> None:
+    from ipyagent._atomic import write_atomic
+
+    write_atomic(path, text)
+    cache.written(path)
+
+
+def test_written_payloads_are_read_back_from_the_file_not_kept(tmp_path):
+    agent, cache, path = _plot_agent(), NotebookText(), tmp_path / "auto.ipynb"
+    text = _text(agent, cache)
+    assert any(PAYLOAD in t for t in _kept(cache))  # until it is written
+    _write(cache, text, path)
+    assert not any(PAYLOAD in t or "x" * 5_000 in t for t in _kept(cache))
+    assert max(map(len, _kept(cache))) < NotebookText.SPILL
+    agent.context.append(Message("user", "more"))
+    again = _text(agent, cache)
+    assert again == _reference(agent) and PAYLOAD in again
+    _write(cache, again, path)
+    assert _text(agent, cache) == _reference(agent)  # read back from the second file too
+
+
+def test_a_file_changed_by_someone_else_is_not_read_back(tmp_path):
+    agent, cache, path = _plot_agent(), NotebookText(), tmp_path / "auto.ipynb"
+    _write(cache, _text(agent, cache), path)
+    nb = nbformat.reads(path.read_text(), as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell("my own note"))
+    path.write_text(nbformat.writes(nb))  # e.g. saved from Jupyter: every offset moves
+    assert _text(agent, cache) == _reference(agent)  # rendered again from the items
+    path.write_text("")  # or emptied
+    assert _text(agent, cache) == _reference(agent)
+
+
+def test_an_autosaved_run_spills_its_payloads_and_loses_nothing(tmp_path):
+    """A run with autosave, payloads spilled; then save(other), to_notebook and load."""
+    from ipyagent import tool
+    from ipyagent.transcripts.transcript import read
+    from tests.helpers.scripted_model import ScriptedModel, calls, text
+
+    @tool
+    async def plot(n: int) -> ToolResult:
+        """Draw plot n."""
+        return ToolResult("", f"<Figure {n}>", outputs=[
+            {"output_type": "display_data", "metadata": {},
+             "data": {"image/png": f"{n}" + PAYLOAD, "text/html": f"<p>{n}</p>" + "y" * 2_000,
+                      "text/plain": f"<Figure {n}>"}}])
+
+    auto = tmp_path / "auto.ipynb"
+    model = ScriptedModel([calls(("plot", {"n": n})) for n in range(3)] + [text("drawn")])
+    agent = Agent(client=model, tools=[plot], python_tool=False, file_tools=False, autosave=str(auto))
+    agent.run("draw")
+    cache = agent._autosaver.cache
+    assert not any(PAYLOAD in t for t in _kept(cache))  # the kernel keeps only the items' own
+    other = agent.save(tmp_path / "other.ipynb")
+    a, b = (nbformat.read(p, as_version=4) for p in (auto, other))
+    for nb in (a, b):
+        nb.cells[0].source = nb.cells[0].source.replace(nb.metadata.ipyagent.saved, "")
+        nb.metadata.ipyagent.saved = ""
+    assert a == b
+    kept = [o["data"]["image/png"] for i in read(other).items if isinstance(i, ToolResult)
+            for o in i.outputs]
+    assert kept == [f"{n}" + PAYLOAD for n in range(3)]
+    assert read(auto).items == list(agent.context)
+    nb = to_notebook(agent)
+    assert sum(PAYLOAD in json_text for json_text in map(str, nb.metadata.ipyagent["items"])) == 3
+    agent.close()
