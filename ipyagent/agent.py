@@ -48,7 +48,7 @@ from .tools.python import python_tool
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from .kernel.sibling import SiblingKernel
+    from .kernel.base import Kernel
     from .memory.store import Added
     from .tools.mcp.client import MCPManager
     from .transcripts.rebuild import Rebuild
@@ -101,6 +101,8 @@ class Agent(AgentSettings):
         # namespace (the magics set it); None: nothing can be offered.
         self.copy_target: MutableMapping[str, Any] | None = None
         self.observe(self._policy_changed, names=["approval", "allow"])
+        self.observe(lambda _: self.resources.kernel_place_changed(),
+                     names=["kernel_url", "kernel_token_env", "kernel_env"])
         self.observe(self._system_changed, names=["system_prompt"])
         self.observe(self._on_persona, names=["persona"])
         if self.python_tool:
@@ -128,12 +130,12 @@ class Agent(AgentSettings):
         return self.resources.client_is_injected
 
     @property
-    def kernel(self) -> SiblingKernel:
+    def kernel(self) -> Kernel:
         """The sibling kernel that runs the ``python`` tool (started in the background)."""
         return self.resources.kernel
 
     @property
-    def kernel_if_started(self) -> SiblingKernel | None:
+    def kernel_if_started(self) -> Kernel | None:
         """The sibling kernel if one was made, else None (never starts one)."""
         return self.resources.kernel_if_started
 

@@ -20,7 +20,7 @@ from .providers import check_key
 
 if TYPE_CHECKING:
     from .agent import Agent
-    from .kernel.sibling import SiblingKernel
+    from .kernel.base import Kernel
     from .tools.mcp.client import MCPManager
 
 __all__ = ["Resources"]
@@ -37,7 +37,7 @@ class Resources:
         self.client_is_injected = client is not None
         self._http_client = http_client
         self._cached: Model | None = None  # the response-cache wrapper around _client
-        self._kernel: SiblingKernel | None = None
+        self._kernel: Kernel | None = None
         self._kernel_lock = threading.Lock()
         self._mcp: MCPManager | None = None
         self._agents_md: tuple[str, Path | None] | None = None  # (directory, its AGENTS.md)
@@ -97,7 +97,7 @@ class Resources:
 
     # -- the sibling kernel ----------------------------------------------------------------
     @property
-    def kernel(self) -> SiblingKernel:
+    def kernel(self) -> Kernel:
         """The sibling kernel that runs the ``python`` tool (started in the background)."""
         with self._kernel_lock:  # one kernel, even when two threads ask at once
             if self._kernel is None:
@@ -105,7 +105,7 @@ class Resources:
             return self._kernel
 
     @property
-    def kernel_if_started(self) -> SiblingKernel | None:
+    def kernel_if_started(self) -> Kernel | None:
         """The sibling kernel, if one was made (never starts one)."""
         return self._kernel
 
@@ -135,18 +135,37 @@ class Resources:
         if old is not None:
             await old.shutdown_async()
 
-    def _make_kernel(self) -> SiblingKernel:
-        from .kernel.sibling import SiblingKernel
-
+    def _make_kernel(self) -> Kernel:
         agent = self._agent
-        kernel = SiblingKernel(
-            cwd=agent.cwd or os.getcwd(), timeout=agent.tool_timeout or None,  # 0: no limit
-            memory_limit=agent.memory_limit or None, kernel_name=agent.kernel_name,
-            secret_env_vars=[v for v in {agent.api_key_env, agent.endpoint.key_env} if v],
-            sandbox=agent.sandbox, sandbox_network=agent.sandbox_network,
-            sandbox_paths=agent.sandbox_paths, workspace=agent.workspace_path)
+        kernel: Kernel
+        if agent.kernel_url:
+            from .kernel.remote import RemoteKernel
+
+            # Only Agent.kernel_env goes to the remote kernel: none of this environment.
+            kernel = RemoteKernel(agent.kernel_url, timeout=agent.tool_timeout or None,
+                                  kernel_name=agent.kernel_name, token_env=agent.kernel_token_env,
+                                  env=agent.kernel_env)
+        else:
+            from .kernel.sibling import SiblingKernel
+
+            kernel = SiblingKernel(
+                cwd=agent.cwd or os.getcwd(), timeout=agent.tool_timeout or None,  # 0: no limit
+                memory_limit=agent.memory_limit or None, kernel_name=agent.kernel_name,
+                secret_env_vars=[v for v in {agent.api_key_env, agent.endpoint.key_env} if v],
+                sandbox=agent.sandbox, sandbox_network=agent.sandbox_network,
+                sandbox_paths=agent.sandbox_paths, workspace=agent.workspace_path)
         kernel.start_background()
         return kernel
+
+    def kernel_place_changed(self) -> None:
+        """Agent.kernel_url (or its token variable, env or kernelspec) changed: the kernel made
+        for the old place is shut down in the background, the next call starts one at the new one."""
+        with self._kernel_lock:
+            old, self._kernel = self._kernel, None
+        if old is not None:
+            self._agent.log.warning("ipyagent: the kernel moves to %s; the old kernel's variables are lost",
+                                    self._agent.kernel_url or "a local sibling")
+            _eventloop.submit(old.shutdown_async())
 
     # -- MCP servers and AGENTS.md ---------------------------------------------------------
     @property

@@ -143,6 +143,21 @@ class AgentSettings(LoggingConfigurable):
     python_tool = Bool(True, help="Offer the `python` tool (runs in the sibling kernel).").tag(config=True)
     kernel_name = Unicode("python3", help="Kernelspec of the sibling kernel.").tag(config=True)
     cwd = Unicode("", help="Working directory of the sibling kernel; empty: the current directory.").tag(config=True)
+    kernel_url = Unicode("", help=(
+        "Run the model's code on a Jupyter Server, Kernel Gateway or Enterprise Gateway at this "
+        "URL (e.g. 'http://127.0.0.1:8888'), over its REST + websocket kernel API; the loop, "
+        "approvals, display and transcript stay here, and file tools still act on this machine "
+        "(see Agent.workspace). Not sandboxed by ipyagent. Empty: a local sibling kernel."
+    )).tag(config=True)
+    kernel_token_env = Unicode("JUPYTER_TOKEN", help=(
+        "Environment variable holding the token for Agent.kernel_url; read at each request, "
+        "sent only to that server (never stored, shown or logged)."
+    )).tag(config=True)
+    kernel_env = Dict(value_trait=Unicode(), help=(
+        "Environment variables for a kernel that Agent.kernel_url's gateway launches, e.g. "
+        "{'KERNEL_USERNAME': 'ana', 'KERNEL_NAMESPACE': 'gpu'} (Enterprise Gateway's KERNEL_* "
+        "conventions). Nothing else of your environment is sent; a plain Jupyter Server ignores them."
+    )).tag(config=True)
     tool_timeout = Float(60.0, help=(
         "Seconds a tool call may run: a python call is then interrupted (state is kept); a "
         "file tool or MCP call is abandoned with an error value. 0: no limit."
@@ -320,6 +335,17 @@ class AgentSettings(LoggingConfigurable):
         "Add the nearest AGENTS.md (in the notebook's directory, or a parent up to the "
         "repository root) to the system prompt."
     )).tag(config=True)
+
+    @validate("kernel_url")
+    def _check_kernel_url(self, proposal: Any) -> str:
+        if not proposal["value"]:
+            return ""
+        from .kernel._rest import check_url
+
+        try:
+            return check_url(proposal["value"])
+        except ValueError as exc:
+            raise TraitError(f"Agent.kernel_url: {exc}") from None
 
     @validate("sandbox_paths")
     def _check_sandbox_paths(self, proposal: Any) -> Any:

@@ -173,10 +173,14 @@ class AgentMagics(Magics):
         return f"{line}\n{note}" if note else line
 
     def sandbox_line(self) -> str | None:
-        """One line when the sibling kernel is not sandboxed though it could be asked to be."""
+        """One line when the sibling kernel is not sandboxed though it could be asked to be,
+        or runs on a remote server (where: the URL, never the token)."""
         agent = self.get_agent()
         if not agent.python_tool:
             return None
+        if agent.kernel_url:
+            return (f"ipyagent: code runs on {agent.kernel_url} (remote kernel {agent.kernel_name}, "
+                    "not sandboxed by ipyagent); file tools act on this machine")
         from ..kernel.sandbox import unsandboxed_note
 
         note = unsandboxed_note(agent.sandbox)

@@ -9,7 +9,7 @@ from ..items import ToolCall, ToolResult
 from .base import Tool
 
 if TYPE_CHECKING:
-    from ..kernel.sibling import SiblingKernel
+    from ..kernel.base import Kernel
 
 __all__ = ["python_tool", "PythonHost"]
 
@@ -18,7 +18,7 @@ class PythonHost(Protocol):
     """What the python tool needs of its agent: the kernel and two settings, read per call."""
 
     @property
-    def kernel(self) -> SiblingKernel: ...
+    def kernel(self) -> Kernel: ...
     tool_timeout: float
     send_images: bool
 
