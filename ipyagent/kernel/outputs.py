@@ -404,4 +404,6 @@ def finish(collector: OutputCollector, status: Status, reply: Mapping[str, Any],
         status=status, outputs=outputs, text=text,
         execution_count=reply.get("execution_count", collector.execution_count),
         duration=time.monotonic() - started, restarted=restarted,
-        error_name=reply.get("ename") if status == "error" else None)
+        error_name=(reply.get("ename") or next((o.get("ename") for o in reversed(outputs)
+                                                if o.get("output_type") == "error"), None))
+        if status == "error" else None)

@@ -27,7 +27,7 @@ from typing import Any
 from .. import _eventloop
 from ..errors import KernelError
 from . import notes, transfer
-from ._channels import Channels, ChannelsClosed
+from ._channels import V1, Channels, ChannelsClosed
 from ._rest import KernelGone, RestClient, auth_header, check_url
 from .outputs import Execution, OutputCollector, Status, finish
 
@@ -45,6 +45,8 @@ class RemoteKernel:
     """The model's kernel on a Jupyter Server or gateway at ``url``, with faults returned as values."""
 
     sandboxed = False  # ipyagent does not sandbox a remote kernel: the server decides what it may do
+    # Websocket subprotocols offered, best first; none left: the legacy JSON form only.
+    _ws_protocols: tuple[str, ...] = (V1,)
 
     def __init__(
         self,
@@ -147,7 +149,7 @@ class RemoteKernel:
         assert self.kernel_id is not None
         try:
             self._channels = await Channels.open(self.url, self.kernel_id, self.token_env, self.session,
-                                                 self.request_timeout)
+                                                 self.request_timeout, self._ws_protocols)
         except ChannelsClosed as exc:
             raise KernelError(f"could not open the websocket of the remote kernel at {self.url}: {exc}") from None
 
@@ -304,6 +306,11 @@ class RemoteKernel:
         return self._state
 
     @property
+    def protocol(self) -> str | None:
+        """The websocket's message form: 'v1.kernel.websocket.jupyter.org' or 'json' (None: not open)."""
+        return self._channels.protocol if self._channels is not None else None
+
+    @property
     def where(self) -> str:
         """Where the code runs, for a banner line (the URL: never the token)."""
         return f"{self.url} (remote kernel {self.kernel_name}, not sandboxed by ipyagent)"
@@ -432,13 +439,14 @@ class RemoteKernel:
         self._state = "busy"
         try:
             deadline = None if timeout is None else started + timeout
-            outcome, why = await self._collect(msg_id, collector, reply, deadline, on_stream)
+            need_reply = silent or bool(user_expressions)
+            outcome, why = await self._collect(msg_id, collector, reply, deadline, on_stream, need_reply)
             status: Status = "died"
             if outcome == "timeout":
                 assert timeout is not None
                 await self._interrupt()
                 outcome, why = await self._collect(msg_id, collector, reply,
-                                                   time.monotonic() + self.interrupt_grace, on_stream)
+                                                   time.monotonic() + self.interrupt_grace, on_stream, need_reply)
                 if outcome == "idle":
                     status, note = "timeout", notes.interrupted(timeout)
                 elif outcome == "timeout":
@@ -486,7 +494,8 @@ class RemoteKernel:
         self._died = None
 
     async def _collect(self, msg_id: str, collector: OutputCollector, reply: dict[str, Any],
-                       deadline: float | None, on_stream: Callable[[str, str], None] | None) -> tuple[str, str]:
+                       deadline: float | None, on_stream: Callable[[str, str], None] | None,
+                       need_reply: bool) -> tuple[str, str]:
         """Feed messages of ``msg_id`` to ``collector`` and ``reply`` until the kernel is idle.
 
         -> ('idle' | 'timeout' | 'died' | 'dropped', why). 'idle' waits for the shell reply too.
@@ -497,7 +506,10 @@ class RemoteKernel:
         quiet_since = time.monotonic()
         while True:
             now = time.monotonic()
-            if idle_at is not None and (reply or now - idle_at > 5.0):
+            # The server forwards the shell reply and IOPub's idle on separate sockets, so the
+            # reply may trail by milliseconds: a plain call does not wait for it (the outputs
+            # carry the error and the execution count); a silent evaluation needs its content.
+            if idle_at is not None and (reply or not need_reply or now - idle_at > 5.0):
                 return "idle", ""
             wait = _POLL if deadline is None else max(0.0, min(_POLL, deadline - now))
             try:

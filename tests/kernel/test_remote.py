@@ -16,6 +16,7 @@ from ipyagent import Agent
 from ipyagent.errors import KernelError
 from ipyagent.items import ToolResult
 from ipyagent.kernel import notes, remote
+from ipyagent.kernel._channels import V1
 from ipyagent.kernel.remote import RemoteKernel
 from tests.helpers.kernel_servers import KernelServer, TcpProxy, free_port
 
@@ -79,6 +80,19 @@ def test_code_runs_on_the_server_with_nbformat_outputs(kernel: RemoteKernel, ser
     err = kernel.execute("1/0")
     assert err.status == "error" and err.error_name == "ZeroDivisionError"
     assert "ZeroDivisionError" in err.text and "\x1b[" not in err.text  # model text: no ANSI
+    assert kernel.protocol == V1  # both servers offer the binary form; it is taken
+
+
+def test_the_legacy_json_message_form_works_too(server: KernelServer, token: str):
+    k = _kernel(server.url)
+    k._ws_protocols = ()  # what a server that offers no subprotocol (Enterprise Gateway) gets
+    with k:
+        assert k.protocol == "json"
+        out = k.execute("print('a', flush=True); display({'x': 1}); 1/0")
+        k.push(v=[1, 2])
+        assert k.pull("v") == [1, 2]
+    assert [o["output_type"] for o in out.outputs] == ["stream", "display_data", "error"]
+    assert out.status == "error" and out.error_name == "ZeroDivisionError"
 
 
 def test_displays_are_bounded_as_local_ones(server: KernelServer, token: str):
@@ -235,6 +249,65 @@ def test_a_wrong_token_is_one_clear_line_without_the_token(server: KernelServer,
     monkeypatch.delenv(TOKEN_ENV)
     with pytest.raises(KernelError, match=f"needs a token: set \\${TOKEN_ENV}"):
         _kernel(server.url).start()
+
+
+def test_a_restart_is_not_taken_for_a_death(kernel: RemoteKernel):
+    kernel.execute("gone = 1")
+    kernel.restart()
+    after = kernel.execute("'gone' in globals()")
+    assert after.ok and after.text == "False" and not after.restarted  # asked for: no death note
+
+
+def test_a_cancelled_call_interrupts_the_remote_code(kernel: RemoteKernel):
+    from ipyagent import _eventloop
+
+    future = _eventloop.submit(kernel.execute_async("import time\nfor _ in range(600): time.sleep(0.1)"))
+    time.sleep(1.0)
+    future.cancel()  # Ctrl-C on a %agent cell, a stopped run
+    time.sleep(1.0)
+    quick = kernel.execute("'free'", timeout=10)
+    assert quick.ok and quick.text == "'free'"  # the loop was interrupted, not waited out
+
+
+def test_a_redirect_is_not_followed_and_the_token_not_sent_on(token: str, monkeypatch: pytest.MonkeyPatch):
+    """A server (or something in front of it) answering 302 to another host: no request follows."""
+    import http.server
+    import threading
+
+    seen: list[str] = []
+
+    class Catch(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            seen.append(self.headers.get("Authorization", ""))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Catch)
+
+    class Redirect(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.send_response(307)
+            self.send_header("Location", f"http://localhost:{other.server_port}/api/kernels")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    redirecting = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    for srv in (other, redirecting):
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(KernelError, match="redirects are not followed") as info:
+            _kernel(f"http://127.0.0.1:{redirecting.server_port}").start()
+    finally:
+        for srv in (other, redirecting):
+            srv.shutdown()
+            srv.server_close()
+    assert seen == [] and token not in str(info.value)
 
 
 def test_a_url_with_nothing_listening_is_one_line():
