@@ -83,19 +83,21 @@ class RestClient:
         return f"<RestClient {self.url} token from ${self.token_env}>"
 
     async def request(self, method: str, path: str, body: Any = None, *,
-                      missing_ok: bool = False) -> Any:
-        """``method`` on ``url + path``; the decoded JSON (None when empty). Raises KernelError."""
+                      missing_ok: bool = False, timeout: float | None = None) -> Any:
+        """``method`` on ``url + path``; the decoded JSON (None when empty). Raises KernelError.
+        ``timeout`` replaces the client's for this request (a gateway's POST waits for its pod)."""
         target = f"{self.url}{path}"
         content = None if body is None else json.dumps(body)
+        limit = self._client.timeout if timeout is None else httpx.Timeout(timeout)
         for attempt in range(_RETRIES):
             try:
-                response = await self._client.request(method, target, content=content)
+                response = await self._client.request(method, target, content=content, timeout=limit)
                 break
             except httpx.ConnectError as exc:
                 raise KernelError(f"nothing is listening at {self.url} ({_reason(exc)})") from None
             except httpx.TimeoutException:
                 raise KernelError(f"the Jupyter server at {self.url} did not answer {method} {path} "
-                                  f"within {self._client.timeout.read:g} s") from None
+                                  f"within {limit.read:g} s") from None
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
                 if method != "GET" or attempt == _RETRIES - 1:
                     raise KernelError(f"the connection to {self.url} dropped during {method} {path} "

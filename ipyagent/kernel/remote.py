@@ -130,7 +130,9 @@ class RemoteKernel:
             body: dict[str, Any] = {"name": self.kernel_name}
             if self.env:
                 body["env"] = dict(self.env)
-            model = await self._rest.request("POST", "/api/kernels", body)
+            # Enterprise Gateway answers once the kernel's pod runs: as long as a start may take.
+            model = await self._rest.request("POST", "/api/kernels", body,
+                                             timeout=max(self.startup_timeout, self.request_timeout))
             if not isinstance(model, dict) or not isinstance(model.get("id"), str):
                 raise KernelError(f"the Jupyter server at {self.url} started no kernel (no id in its answer)")
             self.kernel_id = model["id"]
@@ -277,7 +279,8 @@ class RemoteKernel:
         assert self._rest is not None
         self._state = "starting"
         try:
-            await self._rest.request("POST", f"/api/kernels/{self.kernel_id}/restart")
+            await self._rest.request("POST", f"/api/kernels/{self.kernel_id}/restart",
+                                     timeout=max(self.startup_timeout, self.request_timeout))
             self._channels_drain()
             await self._wait_ready()
         except KernelGone:
