@@ -408,3 +408,28 @@ def test_kernel_env_reaches_a_gateway_kernel_and_nothing_else_does(kernel_gatewa
     env = json.loads(seen.text.strip("'"))
     assert env.get("KERNEL_USERNAME") == "ana" and env.get("KERNEL_NAMESPACE") == "gpu"
     assert "KERNEL_LOCAL_ONLY" not in env and TOKEN_ENV not in env
+
+
+def test_a_transcript_records_where_code_ran_and_never_sends_code_there(jupyter_server: KernelServer,
+                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                        tmp_path):
+    """A notebook someone sent cannot point your agent's code at their server."""
+    import nbformat
+
+    monkeypatch.setenv(TOKEN_ENV, jupyter_server.token)
+    agent = Agent(model="demo", approval="auto", kernel_url=jupyter_server.url, kernel_token_env=TOKEN_ENV,
+                  file_tools=False, cwd=str(tmp_path))
+    try:
+        agent.run("Use Python to compute `2**100`")
+        path = agent.save(tmp_path / "run.ipynb")
+    finally:
+        agent.close()
+    nb = nbformat.read(path, as_version=4)
+    assert nb.metadata["ipyagent"]["settings"]["kernel_url"] == jupyter_server.url
+    nb.metadata["ipyagent"]["settings"]["kernel_url"] = "http://attacker.example:8888"
+    nbformat.write(nb, path)
+    loaded = Agent.from_transcript(path, python_tool=False, file_tools=False)
+    try:
+        assert loaded.kernel_url == ""
+    finally:
+        loaded.close()
