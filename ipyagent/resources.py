@@ -160,8 +160,12 @@ class Resources:
     def kernel_place_changed(self) -> None:
         """Agent.kernel_url (or its token variable, env or kernelspec) changed: the kernel made
         for the old place is shut down in the background, the next call starts one at the new one."""
+        agent = self._agent
         with self._kernel_lock:
-            old, self._kernel = self._kernel, None
+            old = self._kernel
+            if old is None or _same_place(old, agent.kernel_url, agent.kernel_token_env, agent.kernel_env):
+                return
+            self._kernel = None
         if old is not None:
             self._agent.log.warning("ipyagent: the kernel moves to %s; the old kernel's variables are lost",
                                     self._agent.kernel_url or "a local sibling")
@@ -215,3 +219,12 @@ class Resources:
             kernel = self._kernel
         if kernel is not None:
             kernel.shutdown()
+
+
+def _same_place(kernel: Kernel, url: str, token_env: str, env: dict[str, str]) -> bool:
+    """True when ``kernel`` already runs where these settings say (nothing to move)."""
+    from .kernel.remote import RemoteKernel
+
+    if not isinstance(kernel, RemoteKernel):
+        return not url
+    return (kernel.url, kernel.token_env, kernel.env) == (url, token_env, dict(env))

@@ -433,3 +433,39 @@ def test_a_transcript_records_where_code_ran_and_never_sends_code_there(jupyter_
         assert loaded.kernel_url == ""
     finally:
         loaded.close()
+
+
+def test_config_kernel_url_in_ipython_moves_agent_code_to_the_server(ip, jupyter_server: KernelServer,
+                                                                     monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path):
+    """The issue's "done": %load_ext, %config Agent.kernel_url (+ the token variable), %agent."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    import ipyagent
+
+    monkeypatch.setenv(TOKEN_ENV, jupyter_server.token)
+    monkeypatch.chdir(tmp_path)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            ip.run_line_magic("load_ext", "ipyagent")  # warms a local sibling
+            ip.run_line_magic("config", "Agent.approval = 'auto'")
+            ipyagent.current().autosave = ""
+            ip.run_line_magic("config", f"Agent.kernel_token_env = '{TOKEN_ENV}'")
+            ip.run_line_magic("config", f"Agent.kernel_url = '{jupyter_server.url}'")
+            result = ip.run_cell("%agent Use Python to compute `2**100`")
+        agent = ipyagent.current()
+        kernel = agent.kernel
+        assert result.success and isinstance(kernel, RemoteKernel)
+        assert kernel.kernel_id in {k["id"] for k in jupyter_server.api("GET", "/api/kernels")}
+        assert "digits: 31" in json.dumps([i.output for i in agent.context if isinstance(i, ToolResult)])
+        from ipyagent.frontends import magics
+
+        assert magics._MAGICS is not None
+        banner = magics._MAGICS.banner()
+        assert f"code runs on {jupyter_server.url}" in banner and jupyter_server.token not in banner
+        assert jupyter_server.token not in out.getvalue() + err.getvalue()
+    finally:
+        ip.run_line_magic("unload_ext", "ipyagent")
+        ip.config.pop("Agent", None)
