@@ -111,7 +111,8 @@ class Agent(AgentSettings):
         if self.file_tools:
             from .tools.files import file_tools
 
-            for t in file_tools(lambda: self.workspace_path, lambda: self.tool_timeout):
+            for t in file_tools(lambda: self.workspace_path, lambda: self.tool_timeout,
+                                self.resources.remote_files):
                 self.tools.add(t)
         # Long-term memory (off by default: then nothing is read or written).
         self.memories = Memory(self)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .agent import Agent
     from .kernel.base import Kernel
     from .tools.mcp.client import MCPManager
+    from .tools.remote_files import RemoteWorkspace, Unreachable
 
 __all__ = ["Resources"]
 
@@ -40,6 +41,7 @@ class Resources:
         self._kernel: Kernel | None = None
         self._kernel_lock = threading.Lock()
         self._mcp: MCPManager | None = None
+        self._remote_files: tuple[tuple[str, str], RemoteWorkspace | Unreachable] | None = None
         self._agents_md: tuple[str, Path | None] | None = None  # (directory, its AGENTS.md)
         self.closed = False
 
@@ -171,6 +173,23 @@ class Resources:
                                     self._agent.kernel_url or "a local sibling")
             _eventloop.submit(old.shutdown_async())
 
+    def remote_files(self) -> RemoteWorkspace | Unreachable | None:
+        """The remote server's files when ``Agent.workspace == "remote"`` (read at each file call)."""
+        agent = self._agent
+        if agent.workspace != "remote":
+            return None
+        from .tools.remote_files import RemoteWorkspace, Unreachable
+
+        key = (agent.kernel_url, agent.kernel_token_env)
+        if self._remote_files is None or self._remote_files[0] != key:
+            if self._remote_files is not None:
+                self._remote_files[1].close()
+            made: RemoteWorkspace | Unreachable = (
+                RemoteWorkspace(agent.kernel_url, agent.kernel_token_env) if agent.kernel_url
+                else Unreachable("Agent.workspace = 'remote' needs Agent.kernel_url (a Jupyter Server)"))
+            self._remote_files = (key, made)
+        return self._remote_files[1]
+
     # -- MCP servers and AGENTS.md ---------------------------------------------------------
     @property
     def mcp(self) -> MCPManager:
@@ -215,6 +234,8 @@ class Resources:
                 self._mcp.close()
             except Exception as exc:  # a stuck server must not stop the rest of the shutdown
                 self._agent.log.warning("ipyagent: MCP servers did not stop cleanly: %s", exc)
+        if self._remote_files is not None:
+            self._remote_files[1].close()
         with self._kernel_lock:  # waits for a kernel being created right now
             kernel = self._kernel
         if kernel is not None:

@@ -297,7 +297,8 @@ class AgentSettings(LoggingConfigurable):
     workspace = Unicode("", help=(
         "Directory the file tools (read_file, write_file, list_files, edit_file) are confined "
         "to; empty: Agent.cwd, else the current directory. Absolute paths outside it, '..' "
-        "and symlinks that lead out are refused."
+        "and symlinks that lead out are refused. 'remote': the root directory of the Jupyter "
+        "Server at Agent.kernel_url, through its contents API (not on a bare Kernel Gateway)."
     )).tag(config=True)
     file_tools = Bool(True, help=(
         "Offer the workspace file tools read_file, write_file, list_files and edit_file, each "
@@ -431,7 +432,8 @@ class AgentSettings(LoggingConfigurable):
     @property
     def workspace_path(self) -> Path:
         """The directory the file tools are confined to."""
-        return Path(self.workspace or self.cwd or os.getcwd()).resolve()
+        local = "" if self.workspace == "remote" else self.workspace  # "remote": the server's files
+        return Path(local or self.cwd or os.getcwd()).resolve()
 
 
 def base_url_problem(url: str) -> str | None:

@@ -179,8 +179,10 @@ class AgentMagics(Magics):
         if not agent.python_tool:
             return None
         if agent.kernel_url:
+            files = ("file tools act on its files" if agent.workspace == "remote"
+                     else "file tools act on this machine")
             return (f"ipyagent: code runs on {agent.kernel_url} (remote kernel {agent.kernel_name}, "
-                    "not sandboxed by ipyagent); file tools act on this machine")
+                    f"not sandboxed by ipyagent); {files}")
         from ..kernel.sandbox import unsandboxed_note
 
         note = unsandboxed_note(agent.sandbox)

@@ -20,7 +20,7 @@ import httpx
 from .._text import one_line, visible
 from ..errors import KernelError
 
-__all__ = ["RestClient", "KernelGone", "check_url", "origin"]
+__all__ = ["RestClient", "KernelGone", "TokenAuth", "auth_header", "check_url", "origin"]
 
 _RETRIES = 2  # a keep-alive connection the server (or a proxy) closed: one more try for reads
 
@@ -48,7 +48,7 @@ def origin(url: str | httpx.URL) -> tuple[str, str, int]:
     return scheme, (u.host or "").lower(), u.port or (443 if scheme == "https" else 80)
 
 
-class _TokenAuth(httpx.Auth):
+class TokenAuth(httpx.Auth):
     """Adds the token header to requests for one origin only, read from the environment each time."""
 
     def __init__(self, url: str, token_env: str) -> None:
@@ -76,7 +76,7 @@ class RestClient:
         self.url = check_url(url)
         self.token_env = token_env
         self._client = httpx.AsyncClient(
-            auth=_TokenAuth(self.url, token_env), timeout=timeout, follow_redirects=False,
+            auth=TokenAuth(self.url, token_env), timeout=timeout, follow_redirects=False,
             trust_env=False, transport=transport, headers={"Content-Type": "application/json"})
 
     def __repr__(self) -> str:

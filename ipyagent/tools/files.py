@@ -26,7 +26,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .._atomic import write_atomic
 from ..items import ToolCall, ToolResult
@@ -337,14 +337,26 @@ def _line_endings(text: str, old: str, new: str) -> tuple[str, str]:
     return old, new
 
 
+class RemoteFiles(Protocol):
+    """Where the file tools go instead when the workspace is a remote server's (remote_files.py)."""
+
+    def call(self, name: str, kwargs: dict[str, Any]) -> Any: ...
+    def preview(self, call: ToolCall) -> str | None: ...
+
+
 def file_tools(root: Callable[[], Path],
-               timeout: Callable[[], float | None] | None = None) -> list[Tool]:
+               timeout: Callable[[], float | None] | None = None,
+               remote: Callable[[], RemoteFiles | None] | None = None) -> list[Tool]:
     """The four file tools, confined to ``root()`` and limited to ``timeout()`` seconds
-    (both read at each call, so they may change; a timeout of 0 or None: no limit)."""
+    (both read at each call, so they may change; a timeout of 0 or None: no limit).
+    ``remote()``, also read at each call, sends them to a remote server's files instead."""
 
     def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         # WorkspaceError/OSError become error values with a clean message (no "raised").
         def run(**kwargs: Any) -> Any:
+            far = remote() if remote is not None else None
+            if far is not None:
+                return far.call(fn.__name__, kwargs)
             try:
                 return fn(**kwargs)
             except WorkspaceError as exc:
@@ -485,9 +497,14 @@ def file_tools(root: Callable[[], Path],
         t.fn = guarded(fn)
         t.timeout = timeout
         if fn in (write_file, edit_file):
-            t.preview = lambda call: diff_preview(call, root())
+            t.preview = lambda call: _preview(call, root(), remote)
         made.append(t)
     return made
+
+
+def _preview(call: ToolCall, root: Path, remote: Callable[[], RemoteFiles | None] | None) -> str | None:
+    far = remote() if remote is not None else None
+    return far.preview(call) if far is not None else diff_preview(call, root)
 
 
 def _entry(base: Path, rel: str, entry: os.DirEntry[str]) -> str:
