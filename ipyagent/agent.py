@@ -43,7 +43,7 @@ from .settings import DEFAULT_SYSTEM_PROMPT, AgentSettings
 from .step import CircuitBreaker, emit, run_step
 from .tool_mode import ToolModeState, Wire
 from .tools.base import Tool, Toolbox
-from .tools.python import python_tool
+from .tools.python import python_description, python_tool
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -108,6 +108,8 @@ class Agent(AgentSettings):
         if self.python_tool:
             self.tools.add(python_tool(self))
             self.resources.start_kernel_soon()
+        self._describe_python(None)
+        self.observe(self._describe_python, names=["kernel_url", "workspace"])
         if self.file_tools:
             from .tools.files import file_tools
 
@@ -152,6 +154,12 @@ class Agent(AgentSettings):
 
     def _settings_changed(self, change: Any) -> None:
         self.resources.settings_changed()
+
+    def _describe_python(self, change: Any) -> None:
+        """The python tool tells the model where its code runs (and where the file tools act)."""
+        if "python" in self.tools:
+            self.tools["python"].description = python_description(
+                bool(self.kernel_url), self.workspace == "remote")
 
     # -- configuration ---------------------------------------------------------------
     @property

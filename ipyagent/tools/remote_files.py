@@ -25,6 +25,7 @@ __all__ = ["RemoteWorkspace", "Unreachable"]
 
 READ_CHARS = 16_000  # as the local read_file
 LIST_ENTRIES = 500
+TEXT_LIMIT = 10 * 1024 * 1024  # as the local tools' EDIT_LIMIT: no 1 GB file pulled into this kernel
 
 
 class RemoteWorkspaceError(ValueError):
@@ -113,6 +114,13 @@ class RemoteWorkspace:
 
     def _text(self, rel: str, path: str) -> str | None:
         """The text of file ``rel`` (None: it does not exist); binary and directories refused."""
+        head = self._call("GET", rel, {"content": "0"}, missing_ok=True)
+        if head is None:
+            return None
+        size = head.get("size")
+        if head.get("type") == "file" and isinstance(size, int) and size > TEXT_LIMIT:
+            raise RemoteWorkspaceError(f"{path!r} is {_size(size)}, too large for the file tools "
+                                       f"(over {_size(TEXT_LIMIT)}); use the python tool")
         # No type or format asked: the server then says directory, or text vs base64 (binary).
         model = self._call("GET", rel, {"content": "1"}, missing_ok=True)
         if model is None:

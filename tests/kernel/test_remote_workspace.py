@@ -81,3 +81,22 @@ def test_remote_without_a_kernel_url_is_an_error_value(tmp_path: Path):
         result = run(a, "list_files")
         assert a.workspace_path == tmp_path.resolve()  # local uses keep the local directory
     assert result.error and "needs Agent.kernel_url" in result.output
+
+
+def test_a_huge_remote_file_is_not_pulled_in(agent: Agent, jupyter_server: KernelServer):
+    with open(jupyter_server.root / "huge.log", "wb") as f:
+        f.truncate(11 * 1024 * 1024)
+    result = run(agent, "read_file", path="huge.log")
+    assert result.error and "too large for the file tools" in result.output
+
+
+def test_the_model_is_told_where_code_and_files_are(tmp_path: Path):
+    with Agent(model="demo", file_tools=True, cwd=str(tmp_path)) as a:
+        local = a.tools["python"].spec()["description"]
+        a.kernel_url = "http://127.0.0.1:9"
+        remote = a.tools["python"].spec()["description"]
+        a.workspace = "remote"
+        both = a.tools["python"].spec()["description"]
+    assert "remote" not in local
+    assert "remote Jupyter server" in remote and "act on the user's machine" in remote
+    assert "act on that machine's files too" in both and "127.0.0.1" not in remote + both
