@@ -94,8 +94,8 @@ def _secret_values(chosen: frozenset[str], env: Mapping[str, str]) -> dict[str, 
 
 
 def key_envs(agent: object) -> list[str]:
-    """The environment variables an agent reads its key from (setting and provider's)."""
-    names = [getattr(agent, "api_key_env", "") or ""]
+    """The environment variables an agent reads its keys from (setting, provider's, remote kernel token)."""
+    names = [getattr(agent, "api_key_env", "") or "", getattr(agent, "kernel_token_env", "") or ""]
     with contextlib.suppress(Exception):  # an unresolvable endpoint has no extra key variable
         names.append(agent.endpoint.key_env or "")  # type: ignore[attr-defined]
     return [n for n in dict.fromkeys(names) if n]

@@ -44,13 +44,13 @@ from .skills import TOOL_NAME, Found, Skill, SkillTable, load_skill_tool, skills
 from .step import CircuitBreaker, emit, run_step
 from .tool_mode import ToolModeState, Wire
 from .tools.base import Tool, Toolbox
-from .tools.python import python_tool
+from .tools.python import python_description, python_tool
 from .tools.shell import shell_status, shell_tool
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from .kernel.sibling import SiblingKernel
+    from .kernel.base import Kernel
     from .memory.store import Added
     from .tools.mcp.client import MCPManager
     from .transcripts.rebuild import Rebuild
@@ -103,20 +103,25 @@ class Agent(AgentSettings):
         # namespace (the magics set it); None: nothing can be offered.
         self.copy_target: MutableMapping[str, Any] | None = None
         self.observe(self._policy_changed, names=["approval", "allow"])
+        self.observe(lambda _: self.resources.kernel_place_changed(),
+                     names=["kernel_url", "kernel_token_env", "kernel_env"])
         self.observe(self._system_changed, names=["system_prompt"])
         self.observe(self._on_persona, names=["persona"])
         if self.python_tool:
             self.tools.add(python_tool(self))
         self._shell: Tool | None = None  # our shell tool, while it is on offer
         self._shell_changed(None)
-        self.observe(self._shell_changed, names=["shell_tool", "sandbox", "python_tool"])
+        self.observe(self._shell_changed, names=["shell_tool", "sandbox", "python_tool", "kernel_url"])
         if self.python_tool or "shell" in self.tools:
             self.resources.start_kernel_soon()
+        self._describe_python(None)
+        self.observe(self._describe_python, names=["kernel_url", "workspace"])
         if self.file_tools:
             from .tools.files import file_tools
 
             # read_file may also open the files beside a SKILL.md (read-only, by path).
             for t in file_tools(lambda: self.workspace_path, lambda: self.tool_timeout,
+                                self.resources.remote_files,
                                 read_roots=lambda: skills_of(self).folders):
                 self.tools.add(t)
         # Web search and fetch (off by default: nothing reaches the web unless set).
@@ -145,12 +150,12 @@ class Agent(AgentSettings):
         return self.resources.client_is_injected
 
     @property
-    def kernel(self) -> SiblingKernel:
+    def kernel(self) -> Kernel:
         """The sibling kernel that runs the ``python`` tool (started in the background)."""
         return self.resources.kernel
 
     @property
-    def kernel_if_started(self) -> SiblingKernel | None:
+    def kernel_if_started(self) -> Kernel | None:
         """The sibling kernel if one was made, else None (never starts one)."""
         return self.resources.kernel_if_started
 
@@ -166,6 +171,12 @@ class Agent(AgentSettings):
 
     def _settings_changed(self, change: Any) -> None:
         self.resources.settings_changed()
+
+    def _describe_python(self, change: Any) -> None:
+        """The python tool tells the model where its code runs (and where the file tools act)."""
+        if "python" in self.tools:
+            self.tools["python"].description = python_description(
+                bool(self.kernel_url), self.workspace == "remote")
 
     # -- configuration ---------------------------------------------------------------
     @property
@@ -209,6 +220,9 @@ class Agent(AgentSettings):
 
         if self.shell_tool == "off":
             return shell_status("off", False)
+        if self.kernel_url:  # ipyagent's sandbox does not reach a remote kernel
+            return shell_status(self.shell_tool, False, "the kernel is remote (Agent.kernel_url): "
+                                "not sandboxed by ipyagent", remote=True)
         try:
             mode, why = resolve_mode(self.sandbox)
         except RuntimeError as exc:  # sandbox='bwrap' where it cannot run: no kernel either

@@ -20,8 +20,9 @@ from .providers import check_key
 
 if TYPE_CHECKING:
     from .agent import Agent
-    from .kernel.sibling import SiblingKernel
+    from .kernel.base import Kernel
     from .tools.mcp.client import MCPManager
+    from .tools.remote_files import RemoteWorkspace, Unreachable
 
 __all__ = ["Resources"]
 
@@ -37,9 +38,10 @@ class Resources:
         self.client_is_injected = client is not None
         self._http_client = http_client
         self._cached: Model | None = None  # the response-cache wrapper around _client
-        self._kernel: SiblingKernel | None = None
+        self._kernel: Kernel | None = None
         self._kernel_lock = threading.Lock()
         self._mcp: MCPManager | None = None
+        self._remote_files: tuple[tuple[str, str], RemoteWorkspace | Unreachable] | None = None
         self._agents_md: tuple[str, Path | None] | None = None  # (directory, its AGENTS.md)
         self.closed = False
 
@@ -97,7 +99,7 @@ class Resources:
 
     # -- the sibling kernel ----------------------------------------------------------------
     @property
-    def kernel(self) -> SiblingKernel:
+    def kernel(self) -> Kernel:
         """The sibling kernel that runs the ``python`` tool (started in the background)."""
         with self._kernel_lock:  # one kernel, even when two threads ask at once
             if self._kernel is None:
@@ -105,7 +107,7 @@ class Resources:
             return self._kernel
 
     @property
-    def kernel_if_started(self) -> SiblingKernel | None:
+    def kernel_if_started(self) -> Kernel | None:
         """The sibling kernel, if one was made (never starts one)."""
         return self._kernel
 
@@ -135,18 +137,58 @@ class Resources:
         if old is not None:
             await old.shutdown_async()
 
-    def _make_kernel(self) -> SiblingKernel:
-        from .kernel.sibling import SiblingKernel
-
+    def _make_kernel(self) -> Kernel:
         agent = self._agent
-        kernel = SiblingKernel(
-            cwd=agent.cwd or os.getcwd(), timeout=agent.tool_timeout or None,  # 0: no limit
-            memory_limit=agent.memory_limit or None, kernel_name=agent.kernel_name,
-            secret_env_vars=[v for v in {agent.api_key_env, agent.endpoint.key_env} if v],
-            sandbox=agent.sandbox, sandbox_network=agent.sandbox_network,
-            sandbox_paths=agent.sandbox_paths, workspace=agent.workspace_path)
+        kernel: Kernel
+        if agent.kernel_url:
+            from .kernel.remote import RemoteKernel
+
+            # Only Agent.kernel_env goes to the remote kernel: none of this environment.
+            kernel = RemoteKernel(agent.kernel_url, timeout=agent.tool_timeout or None,
+                                  kernel_name=agent.kernel_name, token_env=agent.kernel_token_env,
+                                  env=agent.kernel_env)
+        else:
+            from .kernel.sibling import SiblingKernel
+
+            kernel = SiblingKernel(
+                cwd=agent.cwd or os.getcwd(), timeout=agent.tool_timeout or None,  # 0: no limit
+                memory_limit=agent.memory_limit or None, kernel_name=agent.kernel_name,
+                secret_env_vars=[v for v in {agent.api_key_env, agent.endpoint.key_env} if v],
+                sandbox=agent.sandbox, sandbox_network=agent.sandbox_network,
+                sandbox_paths=agent.sandbox_paths, workspace=agent.workspace_path)
         kernel.start_background()
         return kernel
+
+    def kernel_place_changed(self) -> None:
+        """Agent.kernel_url (or its token variable, env or kernelspec) changed: the kernel made
+        for the old place is shut down in the background, the next call starts one at the new one."""
+        agent = self._agent
+        with self._kernel_lock:
+            old = self._kernel
+            if old is None or _same_place(old, agent.kernel_url, agent.kernel_token_env, agent.kernel_env):
+                return
+            self._kernel = None
+        if old is not None:
+            self._agent.log.warning("ipyagent: the kernel moves to %s; the old kernel's variables are lost",
+                                    self._agent.kernel_url or "a local sibling")
+            _eventloop.submit(old.shutdown_async())
+
+    def remote_files(self) -> RemoteWorkspace | Unreachable | None:
+        """The remote server's files when ``Agent.workspace == "remote"`` (read at each file call)."""
+        agent = self._agent
+        if agent.workspace != "remote":
+            return None
+        from .tools.remote_files import RemoteWorkspace, Unreachable
+
+        key = (agent.kernel_url, agent.kernel_token_env)
+        if self._remote_files is None or self._remote_files[0] != key:
+            if self._remote_files is not None:
+                self._remote_files[1].close()
+            made: RemoteWorkspace | Unreachable = (
+                RemoteWorkspace(agent.kernel_url, agent.kernel_token_env) if agent.kernel_url
+                else Unreachable("Agent.workspace = 'remote' needs Agent.kernel_url (a Jupyter Server)"))
+            self._remote_files = (key, made)
+        return self._remote_files[1]
 
     # -- MCP servers and AGENTS.md ---------------------------------------------------------
     @property
@@ -192,7 +234,18 @@ class Resources:
                 self._mcp.close()
             except Exception as exc:  # a stuck server must not stop the rest of the shutdown
                 self._agent.log.warning("ipyagent: MCP servers did not stop cleanly: %s", exc)
+        if self._remote_files is not None:
+            self._remote_files[1].close()
         with self._kernel_lock:  # waits for a kernel being created right now
             kernel = self._kernel
         if kernel is not None:
             kernel.shutdown()
+
+
+def _same_place(kernel: Kernel, url: str, token_env: str, env: dict[str, str]) -> bool:
+    """True when ``kernel`` already runs where these settings say (nothing to move)."""
+    from .kernel.remote import RemoteKernel
+
+    if not isinstance(kernel, RemoteKernel):
+        return not url
+    return (kernel.url, kernel.token_env, kernel.env) == (url, token_env, dict(env))

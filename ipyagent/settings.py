@@ -150,6 +150,21 @@ class AgentSettings(LoggingConfigurable):
     )).tag(config=True)
     kernel_name = Unicode("python3", help="Kernelspec of the sibling kernel.").tag(config=True)
     cwd = Unicode("", help="Working directory of the sibling kernel; empty: the current directory.").tag(config=True)
+    kernel_url = Unicode("", help=(
+        "Run the model's code on a Jupyter Server, Kernel Gateway or Enterprise Gateway at this "
+        "URL (e.g. 'http://127.0.0.1:8888'), over its REST + websocket kernel API; the loop, "
+        "approvals, display and transcript stay here, and file tools still act on this machine "
+        "(see Agent.workspace). Not sandboxed by ipyagent. Empty: a local sibling kernel."
+    )).tag(config=True)
+    kernel_token_env = Unicode("JUPYTER_TOKEN", help=(
+        "Environment variable holding the token for Agent.kernel_url; read at each request, "
+        "sent only to that server (never stored, shown or logged)."
+    )).tag(config=True)
+    kernel_env = Dict(value_trait=Unicode(), help=(
+        "Environment variables for a kernel that Agent.kernel_url's gateway launches, e.g. "
+        "{'KERNEL_USERNAME': 'ana', 'KERNEL_NAMESPACE': 'gpu'} (Enterprise Gateway's KERNEL_* "
+        "conventions). Nothing else of your environment is sent; a plain Jupyter Server ignores them."
+    )).tag(config=True)
     tool_timeout = Float(60.0, help=(
         "Seconds a tool call may run: a python call is then interrupted (state is kept); a "
         "file tool or MCP call is abandoned with an error value. 0: no limit."
@@ -303,7 +318,8 @@ class AgentSettings(LoggingConfigurable):
     workspace = Unicode("", help=(
         "Directory the file tools (read_file, write_file, list_files, edit_file) are confined "
         "to; empty: Agent.cwd, else the current directory. Absolute paths outside it, '..' "
-        "and symlinks that lead out are refused."
+        "and symlinks that lead out are refused. 'remote': the root directory of the Jupyter "
+        "Server at Agent.kernel_url, through its contents API (not on a bare Kernel Gateway)."
     )).tag(config=True)
     file_tools = Bool(True, help=(
         "Offer the workspace file tools read_file, write_file, list_files and edit_file, each "
@@ -406,6 +422,17 @@ class AgentSettings(LoggingConfigurable):
         "longer one is cut with a note saying so."
     )).tag(config=True)
 
+    @validate("kernel_url")
+    def _check_kernel_url(self, proposal: Any) -> str:
+        if not proposal["value"]:
+            return ""
+        from .kernel._rest import check_url
+
+        try:
+            return check_url(proposal["value"])
+        except ValueError as exc:
+            raise TraitError(f"Agent.kernel_url: {exc}") from None
+
     @validate("sandbox_paths")
     def _check_sandbox_paths(self, proposal: Any) -> Any:
         from .kernel.sandbox import check_paths
@@ -490,7 +517,8 @@ class AgentSettings(LoggingConfigurable):
     @property
     def workspace_path(self) -> Path:
         """The directory the file tools are confined to."""
-        return Path(self.workspace or self.cwd or os.getcwd()).resolve()
+        local = "" if self.workspace == "remote" else self.workspace  # "remote": the server's files
+        return Path(local or self.cwd or os.getcwd()).resolve()
 
 
 def base_url_problem(url: str) -> str | None:

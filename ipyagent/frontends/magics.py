@@ -177,10 +177,16 @@ class AgentMagics(Magics):
         return f"ipyagent: {self.get_agent().shell_status()[1]}"
 
     def sandbox_line(self) -> str | None:
-        """One line when the sibling kernel is not sandboxed though it could be asked to be."""
+        """One line when the sibling kernel is not sandboxed though it could be asked to be,
+        or runs on a remote server (where: the URL, never the token)."""
         agent = self.get_agent()
         if not agent.python_tool:
             return None
+        if agent.kernel_url:
+            files = ("file tools act on its files" if agent.workspace == "remote"
+                     else "file tools act on this machine")
+            return (f"ipyagent: code runs on {agent.kernel_url} (remote kernel {agent.kernel_name}, "
+                    f"not sandboxed by ipyagent); {files}")
         from ..kernel.sandbox import unsandboxed_note
 
         note = unsandboxed_note(agent.sandbox)

@@ -3,12 +3,14 @@
 ``sibling`` owns the kernel's life (start, execute, interrupt, restart, shutdown),
 ``process`` its environment, limits and private files, ``sandbox`` the bubblewrap
 command line around it, ``outputs`` the collection of what it prints and displays,
-``transfer`` moving values in and out of it.
+``transfer`` moving values in and out of it. ``remote`` is the same kernel on a Jupyter
+Server or gateway (``Agent.kernel_url``: ``_rest`` its REST calls, ``_channels`` its one
+websocket); ``base`` the interface both offer, ``notes`` the words both use for a fault.
 """
 
 from typing import Any
 
-__all__ = ["Execution", "SiblingKernel"]
+__all__ = ["Execution", "RemoteKernel", "SiblingKernel"]
 
 
 def __getattr__(name: str) -> Any:
@@ -17,6 +19,10 @@ def __getattr__(name: str) -> Any:
         from .sibling import SiblingKernel
 
         return SiblingKernel
+    if name == "RemoteKernel":
+        from .remote import RemoteKernel
+
+        return RemoteKernel
     if name == "Execution":
         from .outputs import Execution
 

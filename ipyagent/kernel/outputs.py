@@ -13,6 +13,7 @@ import base64
 import html
 import re
 import struct
+import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,9 +21,11 @@ from typing import Any, Literal
 
 from .._text import head_tail, omitted
 
-__all__ = ["Execution", "OutputCollector", "collapse_carriage_returns", "model_text", "strip_ansi"]
+__all__ = ["Execution", "OutputCollector", "Status", "collapse_carriage_returns", "finish", "model_text",
+           "strip_ansi"]
 
-Status = Literal["ok", "error", "timeout", "died"]
+# "unknown": a remote kernel's connection dropped mid-call (kernel/remote.py), never re-sent.
+Status = Literal["ok", "error", "timeout", "died", "unknown"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 _OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error")
@@ -372,10 +375,35 @@ class Execution:
         )
 
     def _repr_html_(self) -> str:
-        colour = {"ok": "#2a7", "error": "#c33", "timeout": "#c80", "died": "#c33"}[self.status]
+        colour = {"ok": "#2a7", "error": "#c33", "timeout": "#c80", "died": "#c33", "unknown": "#c80"}[self.status]
         note = " · kernel restarted" if self.restarted else ""
         return (
             f"<div><b style='color:{colour}'>{self.status}</b> "
             f"<small>[{self.execution_count}] {self.duration:.3f} s · {len(self.outputs)} outputs{note}</small>"
             f"<pre style='white-space:pre-wrap'>{html.escape(self.text)}</pre></div>"
         )
+
+
+def finish(collector: OutputCollector, status: Status, reply: Mapping[str, Any], *, note: str = "",
+           pre_note: str = "", started: float, restarted: bool, max_model_chars: int) -> Execution:
+    """The ``Execution`` of one call: its outputs, and the model's text with the notes around it
+    (one assembly for the local sibling and a remote kernel)."""
+    outputs = collector.outputs()
+    for_model = outputs
+    if status == "timeout":
+        for_model = [o for o in outputs if o.get("ename") != "KeyboardInterrupt"]
+    text = model_text(for_model, max_model_chars)
+    if collector.unreadable:
+        note = (f"[{collector.unreadable} output message(s) from the kernel could not be "
+                "read (bad signature) and were skipped.]" + (f" {note}" if note else ""))
+    if note:
+        text = f"{text}\n{note}" if text else note
+    if pre_note:
+        text = f"{pre_note}\n{text}"
+    return Execution(
+        status=status, outputs=outputs, text=text,
+        execution_count=reply.get("execution_count", collector.execution_count),
+        duration=time.monotonic() - started, restarted=restarted,
+        error_name=(reply.get("ename") or next((o.get("ename") for o in reversed(outputs)
+                                                if o.get("output_type") == "error"), None))
+        if status == "error" else None)

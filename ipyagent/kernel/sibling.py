@@ -29,8 +29,8 @@ from jupyter_client.kernelspec import KernelSpecManager
 
 from .. import _eventloop
 from ..errors import KernelError
-from . import transfer
-from .outputs import Execution, OutputCollector, model_text
+from . import notes, transfer
+from .outputs import Execution, OutputCollector, Status, finish
 from .process import (
     LimitedKernelManager,
     SandboxedKernelManager,
@@ -447,8 +447,7 @@ class SiblingKernel:
         pre_note = ""
         if km is None or kc is None or not await km.is_alive():
             # Died while idle (a background thread, the CPU limit): run in a fresh kernel, say so.
-            pre_note = (f"[The kernel had died ({handle.exit_cause()}) since the last call and was "
-                        "restarted: variables from earlier calls are lost.]")
+            pre_note = notes.died_idle(handle.exit_cause())
             await self._restart() if km is not None else await self._start()
             km, kc = handle.km, handle.kc
             assert km is not None and kc is not None
@@ -469,16 +468,17 @@ class SiblingKernel:
             reply: dict[str, Any] = {}
             note = ""
             restarted = bool(pre_note)
+            status: Status = "died"
             if outcome == "timeout":
+                assert timeout is not None  # no deadline, no timeout
                 await km.interrupt_kernel()
                 outcome = await self._collect(msg_id, collector, time.monotonic() + self.interrupt_grace)
                 if outcome == "idle":
                     reply = await self._reply(msg_id)
-                    status, note = "timeout", f"[Interrupted after {timeout:g} s (timeout). The kernel's variables are kept.]"
+                    status, note = "timeout", notes.interrupted(timeout)
                 elif outcome == "timeout":
                     status, restarted = "timeout", True
-                    note = (f"[Still running {timeout:g} s after the timeout and the interrupt did not stop it "
-                            "(a long call in C?); the kernel was restarted, so all variables were lost.]")
+                    note = notes.stuck_restarted(timeout)
                     await self._restart()
             elif outcome == "idle":
                 reply = await self._reply(msg_id)
@@ -487,12 +487,11 @@ class SiblingKernel:
             if outcome == "died":
                 status, restarted = "died", True
                 cause = handle.exit_cause()
-                note = (f"[The kernel died ({cause}) while running this code. All variables and imports "
-                        "were lost; a fresh kernel was started.]")
+                note = notes.died_running(cause)
                 try:
                     await self._restart()
                 except KernelError as exc:
-                    note += f" [Restart failed: {exc}]"
+                    note += notes.restart_failed(exc)
         except asyncio.CancelledError:
             # The caller gave up (Ctrl-C, a stopped run): do not leave the code running.
             if km.has_kernel:
@@ -501,31 +500,8 @@ class SiblingKernel:
             raise
         if self._state == "busy":
             self._state = "idle"
-        outputs = collector.outputs()
-        for_model = outputs
-        if status == "timeout":
-            for_model = [o for o in outputs if o.get("ename") != "KeyboardInterrupt"]
-        text = model_text(for_model, self.max_model_chars)
-        if collector.unreadable:
-            note = (f"[{collector.unreadable} output message(s) from the kernel could not be "
-                    "read (bad signature) and were skipped.]" + (f" {note}" if note else ""))
-        if note:
-            text = f"{text}\n{note}" if text else note
-        if pre_note:
-            text = f"{pre_note}\n{text}"
-        error_name = reply.get("ename") if status == "error" else None
-        return (
-            Execution(
-                status=status,  # type: ignore[arg-type]
-                outputs=outputs,
-                text=text,
-                execution_count=reply.get("execution_count", collector.execution_count),
-                duration=time.monotonic() - started,
-                restarted=restarted,
-                error_name=error_name,
-            ),
-            reply,
-        )
+        return finish(collector, status, reply, note=note, pre_note=pre_note, started=started,
+                      restarted=restarted, max_model_chars=self.max_model_chars), reply
 
     async def _collect(self, msg_id: str, collector: OutputCollector, deadline: float | None) -> str:
         """Feed IOPub messages of ``msg_id`` to ``collector``: 'idle', 'timeout' or 'died'."""

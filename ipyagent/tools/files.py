@@ -26,7 +26,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .._atomic import write_atomic
 from ..items import ToolCall, ToolResult
@@ -337,11 +337,20 @@ def _line_endings(text: str, old: str, new: str) -> tuple[str, str]:
     return old, new
 
 
+class RemoteFiles(Protocol):
+    """Where the file tools go instead when the workspace is a remote server's (remote_files.py)."""
+
+    def call(self, name: str, kwargs: dict[str, Any]) -> Any: ...
+    def preview(self, call: ToolCall) -> str | None: ...
+
+
 def file_tools(root: Callable[[], Path],
                timeout: Callable[[], float | None] | None = None,
+               remote: Callable[[], RemoteFiles | None] | None = None,
                read_roots: Callable[[], list[Path]] | None = None) -> list[Tool]:
     """The four file tools, confined to ``root()`` and limited to ``timeout()`` seconds
     (both read at each call, so they may change; a timeout of 0 or None: no limit).
+    ``remote()``, also read at each call, sends them to a remote server's files instead.
 
     ``read_roots()``: more folders that ``read_file`` alone may read from, by absolute path
     (the skills' folders); each is walked as a workspace of its own, so no symlink or
@@ -366,6 +375,11 @@ def file_tools(root: Callable[[], Path],
     def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         # WorkspaceError/OSError become error values with a clean message (no "raised").
         def run(**kwargs: Any) -> Any:
+            far = remote() if remote is not None else None
+            # A skill's own files stay on this machine, whatever workspace the tools act on.
+            beside_skill = fn.__name__ == "read_file" and read_root(kwargs.get("path", ""))[0] != root()
+            if far is not None and not beside_skill:
+                return far.call(fn.__name__, kwargs)
             try:
                 return fn(**kwargs)
             except WorkspaceError as exc:
@@ -506,13 +520,18 @@ def file_tools(root: Callable[[], Path],
         t.fn = guarded(fn)
         t.timeout = timeout
         if fn in (write_file, edit_file):
-            t.preview = lambda call: diff_preview(call, root())
+            t.preview = lambda call: _preview(call, root(), remote)
         made.append(t)
     return made
 
 
 def _inside(root: Path, path: Path) -> bool:
     return path == root or root in path.parents
+
+
+def _preview(call: ToolCall, root: Path, remote: Callable[[], RemoteFiles | None] | None) -> str | None:
+    far = remote() if remote is not None else None
+    return far.preview(call) if far is not None else diff_preview(call, root)
 
 
 def _entry(base: Path, rel: str, entry: os.DirEntry[str]) -> str:

@@ -9,21 +9,32 @@ from ..items import ToolCall, ToolResult
 from .base import Tool
 
 if TYPE_CHECKING:
-    from ..kernel.sibling import SiblingKernel
+    from ..kernel.base import Kernel
 
-__all__ = ["python_tool", "PythonHost"]
+__all__ = ["python_tool", "python_description", "PythonHost"]
 
 
 class PythonHost(Protocol):
     """What the python tool needs of its agent: the kernel and two settings, read per call."""
 
     @property
-    def kernel(self) -> SiblingKernel: ...
+    def kernel(self) -> Kernel: ...
     tool_timeout: float
     send_images: bool
 
 DESCRIPTION = ("Run Python code in a persistent, isolated IPython kernel and return what it "
                "prints, the value of the last expression, or the error.")
+
+
+def python_description(remote: bool, remote_files: bool) -> str:
+    """The tool's description; with a remote kernel it says where code and files are (not the URL:
+    an internal host name is no business of the model's provider)."""
+    if not remote:
+        return DESCRIPTION
+    files = ("the file tools act on that machine's files too" if remote_files else
+             "the file tools (read_file, write_file, list_files, edit_file) act on the user's "
+             "machine, not that one: a file one of them writes is not there")
+    return f"{DESCRIPTION} The kernel runs on a remote Jupyter server: {files}."
 
 
 def python_tool(agent: PythonHost) -> Tool:

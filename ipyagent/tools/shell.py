@@ -19,7 +19,7 @@ from ..items import ToolCall, ToolResult
 from .base import Tool
 
 if TYPE_CHECKING:
-    from ..kernel.sibling import SiblingKernel
+    from ..kernel.base import Kernel
 
 __all__ = ["shell_tool", "ShellHost", "shell_status", "RECORD_MIME"]
 
@@ -93,7 +93,7 @@ _main(json.loads(base64.b64decode(REQUEST)))
 '''
 
 
-def helper_code(command: str, cwd: str) -> str:
+def helper_code(command: str, cwd: str | None) -> str:
     """The one line of Python the sibling runs for ``command``: user text only as base64."""
     request = base64.b64encode(json.dumps({"command": command, "cwd": cwd}).encode()).decode()
     helper = base64.b64encode(_HELPER.encode()).decode()
@@ -105,15 +105,18 @@ class ShellHost(Protocol):
     """What the shell tool needs of its agent: the kernel and its settings, read per call."""
 
     @property
-    def kernel(self) -> SiblingKernel: ...
+    def kernel(self) -> Kernel: ...
     tool_timeout: float
     shell_tool: str
 
 
-def shell_status(setting: str, sandboxed: bool, why: str = "") -> tuple[bool, str]:
+def shell_status(setting: str, sandboxed: bool, why: str = "", remote: bool = False) -> tuple[bool, str]:
     """(offered, one line saying so and why) for ``Agent.shell_tool`` and the sandbox."""
     if setting == "off":
         return False, "shell tool: off (Agent.shell_tool = 'off')"
+    if remote and setting == "on":
+        return True, ("shell tool: on, run by the remote kernel (Agent.shell_tool = 'on'): "
+                      "commands run on the server, as its account, not sandboxed by ipyagent")
     if sandboxed:
         return True, (f"shell tool: on (Agent.shell_tool = {setting!r}; commands run in the "
                       "sibling's bubblewrap sandbox)")

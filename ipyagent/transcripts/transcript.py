@@ -52,9 +52,9 @@ SETTINGS = ("model", "provider", "api", "base_url", "approval", "allow", "max_st
             "max_tokens", "circuit_breaker", "temperature", "request_max_tokens", "tool_choice",
             "on_length", "context_window", "compact_threshold", "compact_keep_recent",
             "compact_target", "prompt_cache", "python_tool", "tool_output_limit", "kernel_name",
-            "tool_timeout", "memory_limit", "api_key_env", "tool_mode", "shell_tool")
-# Restored by ``from_transcript``. Trust decisions (approval, allow) and where requests
-# and the key go (base_url, api_key_env) stay with the person loading the file; a preset
+            "tool_timeout", "memory_limit", "api_key_env", "tool_mode", "shell_tool", "kernel_url")
+# Restored by ``from_transcript``. Trust decisions (approval, allow) and where requests,
+# the key and the code go (base_url, api_key_env, kernel_url) stay with the person loading the file; a preset
 # (provider) fixes its own host and key, and a loopback base_url stays on this machine,
 # so those two come back (``restored_endpoint``).
 RESTORED = ("model", "provider", "api", "max_steps", "max_tokens", "circuit_breaker", "temperature",
@@ -178,6 +178,8 @@ def recorded_settings(agent: Agent) -> dict[str, Any]:
         value = getattr(agent, name)
         out[name] = list(value) if isinstance(value, (list, tuple)) else value
     out["base_url"] = safe_url(agent.base_url) if agent.base_url else ""
+    if "kernel_url" in out:
+        out["kernel_url"] = safe_url(out["kernel_url"]) if out["kernel_url"] else ""
     client = agent.resources.client_if_made
     if agent.client_is_injected and client is not None:
         out["client"] = str(getattr(client, "name", type(client).__name__))

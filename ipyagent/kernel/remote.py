@@ -1,0 +1,599 @@
+"""A kernel on a Jupyter Server, Kernel Gateway or Enterprise Gateway, used like the local sibling.
+
+The loop, approvals, display and transcript stay in the user's kernel; only the model's
+code runs there. No protocol of our own: the kernel is started with ``POST /api/kernels``,
+talked to over ONE long-lived websocket (``/api/kernels/{id}/channels``: a websocket per
+call costs a handshake each time), interrupted with ``POST …/interrupt`` and shut down
+with ``DELETE`` — the REST + websocket API all three servers speak.
+
+It behaves as ``SiblingKernel`` does: outputs as nbformat outputs (``outputs.py``), a
+timeout interrupts, a kernel that died (culled, deleted, OOM-killed and restarted by the
+server) is reported to the model as a local death is and replaced, ``push``/``pull`` go
+over the same ``user_expressions`` path (``transfer.py``). What is new: a websocket that
+drops is reconnected (a bounded number of tries, each logged), and a call in flight when
+it dropped comes back as ``status="unknown"``: it is never sent again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .. import _eventloop
+from ..errors import KernelError
+from . import notes, transfer
+from ._channels import V1, Channels, ChannelsClosed
+from ._rest import KernelGone, RestClient, auth_header, check_url
+from .outputs import Execution, OutputCollector, Status, finish
+
+__all__ = ["RemoteKernel"]
+
+log = logging.getLogger("ipyagent.kernel.remote")
+
+_POLL = 0.25  # seconds between checks of the websocket while a call runs
+_CHECK = 2.0  # seconds of silence during a call before the server is asked whether the kernel lives
+_IDLE_CHECK = 1.0  # seconds without a call after which one GET checks the kernel before the next
+_RECONNECTS = 3  # tries to reconnect a dropped websocket (0.2 s, 0.6 s, 1.8 s apart)
+
+
+class RemoteKernel:
+    """The model's kernel on a Jupyter Server or gateway at ``url``, with faults returned as values."""
+
+    sandboxed = False  # ipyagent does not sandbox a remote kernel: the server decides what it may do
+    cwd: str | None = None  # the server's working directory for the kernel, not a path here
+    # Websocket subprotocols offered, best first; none left: the legacy JSON form only.
+    _ws_protocols: tuple[str, ...] = (V1,)
+
+    def __init__(
+        self,
+        url: str,
+        timeout: float | None = 60,
+        kernel_name: str = "python3",
+        *,
+        token_env: str = "JUPYTER_TOKEN",
+        env: Mapping[str, str] | None = None,
+        max_output_bytes: int = 2_000_000,
+        max_model_chars: int = 10_000,
+        max_transfer_bytes: int = 100 * 1024 * 1024,
+        startup_timeout: float = 60,
+        interrupt_grace: float = 3.0,
+        request_timeout: float = 30,
+    ) -> None:
+        self.url = check_url(url)
+        self.token_env = token_env
+        self.timeout = timeout
+        self.kernel_name = kernel_name
+        # Only these reach the remote kernel's environment (a gateway passes KERNEL_* ones):
+        # nothing of the local environment is sent, the token included.
+        self.env = dict(env or {})
+        self.max_output_bytes = max_output_bytes
+        self.max_model_chars = max_model_chars
+        self.max_transfer_bytes = max_transfer_bytes
+        self.startup_timeout = startup_timeout
+        self.interrupt_grace = interrupt_grace
+        self.request_timeout = request_timeout
+        self.kernel_id: str | None = None
+        self.session = uuid.uuid4().hex
+        self.reconnects = 0  # websocket reconnections so far (each one logged)
+        self._rest: RestClient | None = None  # made on the engine loop
+        self._channels: Channels | None = None
+        self._state = "not started"
+        self._last_seen = 0.0  # when the last call ended (monotonic)
+        self._died: str | None = None  # why the kernel died while no call ran (told at the next call)
+        self._start_task: asyncio.Future[None] | None = None
+        self._lock: asyncio.Lock | None = None
+        self._closed = False
+        self._ids: list[str] = []  # kernels this object started, for the exit-time DELETE
+        self._finalizer = weakref.finalize(self, _delete_at_exit, self.url, token_env, self._ids)
+
+    # ---- lifecycle -------------------------------------------------------------
+
+    def start(self, wait: bool = True) -> None:
+        """Start the remote kernel; with ``wait=False`` return at once (``execute`` waits for it)."""
+        if wait:
+            _eventloop.run_sync(self.start_async())
+        else:
+            self.start_background()
+
+    def start_background(self) -> None:
+        """Begin starting the kernel on the engine loop and return immediately."""
+        future = _eventloop.submit(self.start_async())
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+    async def start_async(self) -> None:
+        """Start the kernel (if needed) and wait until it answers."""
+        await _eventloop.run_async(self._ensure_ready())
+
+    async def _ensure_ready(self) -> None:
+        if self._closed:
+            raise KernelError("the remote kernel was shut down; create a new RemoteKernel")
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        if self._rest is None:
+            self._rest = RestClient(self.url, self.token_env, timeout=self.request_timeout)
+        if self._start_task is None:
+            if self.kernel_id is not None:
+                return
+            task = self._start_task = asyncio.ensure_future(self._start())
+            task.add_done_callback(lambda _: setattr(self, "_start_task", None))
+        await asyncio.shield(self._start_task)
+
+    async def _start(self) -> None:
+        """``POST /api/kernels``, then the websocket, then a kernel_info round trip."""
+        assert self._rest is not None
+        self._state = "starting"
+        try:
+            body: dict[str, Any] = {"name": self.kernel_name}
+            if self.env:
+                body["env"] = dict(self.env)
+            # Enterprise Gateway answers once the kernel's pod runs: as long as a start may take.
+            model = await self._rest.request("POST", "/api/kernels", body,
+                                             timeout=max(self.startup_timeout, self.request_timeout))
+            if not isinstance(model, dict) or not isinstance(model.get("id"), str):
+                raise KernelError(f"the Jupyter server at {self.url} started no kernel (no id in its answer)")
+            self.kernel_id = model["id"]
+            self._ids.append(model["id"])
+            await self._connect()
+            await self._wait_ready()
+        except BaseException:
+            self._state = "dead"
+            await self._forget_kernel()
+            raise
+        self._state = "idle"
+
+    async def _connect(self) -> None:
+        if self._channels is not None:
+            self._channels.close()
+        assert self.kernel_id is not None
+        try:
+            self._channels = await Channels.open(self.url, self.kernel_id, self.token_env, self.session,
+                                                 self.request_timeout, self._ws_protocols)
+        except ChannelsClosed as exc:
+            raise KernelError(f"could not open the websocket of the remote kernel at {self.url}: {exc}") from None
+
+    async def _wait_ready(self) -> None:
+        """kernel_info until the kernel answers (it may still be starting), within startup_timeout."""
+        give_up = time.monotonic() + self.startup_timeout
+        while True:
+            channels = self._channels
+            assert channels is not None
+            try:
+                msg_id = channels.send("shell", "kernel_info_request", {})
+                while time.monotonic() < give_up:
+                    msg = await channels.recv(1.0)
+                    if msg is None:
+                        break  # ask again: a request sent while the kernel started can be lost
+                    if (msg.get("parent_header") or {}).get("msg_id") == msg_id \
+                            and msg.get("msg_type") == "kernel_info_reply":
+                        return
+            except ChannelsClosed as exc:
+                await self._check_alive(f"its websocket closed while it started ({exc})")
+                await self._connect()
+            if time.monotonic() >= give_up:
+                raise KernelError(f"the remote kernel {self.kernel_name!r} at {self.url} did not answer "
+                                  f"within {self.startup_timeout:g} s")
+
+    async def _check_alive(self, what: str) -> dict[str, Any]:
+        """The kernel's model from the server; KernelGone when it is gone or dead."""
+        assert self._rest is not None and self.kernel_id is not None
+        model = await self._rest.request("GET", f"/api/kernels/{self.kernel_id}", missing_ok=True)
+        if model is None:
+            raise KernelGone(f"the server no longer has it: deleted or culled; {what}")
+        if isinstance(model, dict) and model.get("execution_state") == "dead":
+            raise KernelGone(f"the server reports it dead; {what}")
+        return model if isinstance(model, dict) else {}
+
+    async def _forget_kernel(self) -> None:
+        """Drop the websocket and DELETE the kernel (if the server still has it)."""
+        if self._channels is not None:
+            self._channels.close()
+            self._channels = None
+        kernel_id, self.kernel_id = self.kernel_id, None
+        if kernel_id is not None and self._rest is not None:
+            try:
+                await self._rest.request("DELETE", f"/api/kernels/{kernel_id}", missing_ok=True)
+            except KernelError as exc:
+                log.debug("could not delete remote kernel %s: %s", kernel_id, exc)
+            if kernel_id in self._ids:
+                self._ids.remove(kernel_id)
+
+    async def _replace(self) -> None:
+        """A fresh kernel in place of one that died (the old one deleted if the server kept it)."""
+        await self._forget_kernel()
+        await self._start()
+
+    def shutdown(self) -> None:
+        """DELETE the remote kernel and close the connection (idempotent)."""
+        if _eventloop.on_engine_loop():
+            self._closed = True
+            self._finalizer()  # cannot wait for the loop here: a plain blocking DELETE
+        elif self._finalizer.alive:
+            _eventloop.run_sync(self._close())
+        self._state = "shut down"
+
+    async def shutdown_async(self) -> None:
+        """Async form of ``shutdown``."""
+        if self._finalizer.alive:
+            await _eventloop.run_async(self._close())
+        self._state = "shut down"
+
+    async def _close(self) -> None:
+        self._closed = True
+        await self._forget_kernel()
+        if self._rest is not None:
+            await self._rest.aclose()
+        self._finalizer.detach()
+
+    def __enter__(self) -> RemoteKernel:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    async def __aenter__(self) -> RemoteKernel:
+        await self.start_async()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown_async()
+
+    def interrupt(self) -> None:
+        """Interrupt the running code (``POST …/interrupt``); a running execute returns with the error."""
+        _eventloop.run_sync(self.interrupt_async())
+
+    async def interrupt_async(self) -> None:
+        """Async form of ``interrupt``."""
+        async def go() -> None:
+            if self.kernel_id is not None and self._state == "busy":
+                await self._interrupt()
+
+        await _eventloop.run_async(go())
+
+    async def _interrupt(self) -> None:
+        assert self._rest is not None
+        try:
+            await self._rest.request("POST", f"/api/kernels/{self.kernel_id}/interrupt")
+        except KernelError as exc:
+            log.warning("ipyagent: could not interrupt the remote kernel: %s", exc)
+
+    def restart(self) -> None:
+        """Restart the kernel (``POST …/restart``): every variable is lost."""
+        _eventloop.run_sync(self.restart_async())
+
+    async def restart_async(self) -> None:
+        """Async form of ``restart``."""
+        async def go() -> None:
+            await self._ensure_ready()
+            assert self._lock is not None
+            async with self._lock:
+                await self._restart()
+
+        await _eventloop.run_async(go())
+
+    async def _restart(self) -> None:
+        assert self._rest is not None
+        self._state = "starting"
+        try:
+            await self._rest.request("POST", f"/api/kernels/{self.kernel_id}/restart",
+                                     timeout=max(self.startup_timeout, self.request_timeout))
+            self._channels_drain()
+            await self._wait_ready()
+        except KernelGone:
+            await self._replace()
+        except BaseException:
+            self._state = "dead"
+            raise
+        self._died = None
+        self._state = "idle"
+
+    def _channels_drain(self) -> None:
+        if self._channels is not None:
+            self._channels.drain()
+
+    def is_alive(self) -> bool:
+        """True while the kernel is started and its websocket open (as last seen: no request made)."""
+        channels = self._channels
+        return self.kernel_id is not None and channels is not None and not channels.closed \
+            and self._died is None
+
+    @property
+    def state(self) -> str:
+        """'not started', 'starting', 'idle', 'busy', 'dead' or 'shut down'."""
+        if self._state in ("idle", "busy") and not self.is_alive():
+            return "dead"
+        return self._state
+
+    @property
+    def protocol(self) -> str | None:
+        """The websocket's message form: 'v1.kernel.websocket.jupyter.org' or 'json' (None: not open)."""
+        return self._channels.protocol if self._channels is not None else None
+
+    @property
+    def where(self) -> str:
+        """Where the code runs, for a banner line (the URL: never the token)."""
+        return f"{self.url} (remote kernel {self.kernel_name}, not sandboxed by ipyagent)"
+
+    def __repr__(self) -> str:
+        return f"<RemoteKernel {self.kernel_name} {self.state} at {self.url} id={self.kernel_id}>"
+
+    # ---- execution -------------------------------------------------------------
+
+    def execute(self, code: str, timeout: float | None = None) -> Execution:
+        """Run ``code``; blocks (safe inside a running loop). ``timeout`` overrides the default."""
+        return _eventloop.run_sync(self._execute(code, timeout))
+
+    async def execute_async(self, code: str, timeout: float | None = None,
+                            on_stream: Callable[[str, str], None] | None = None) -> Execution:
+        """Run ``code`` without blocking the caller's loop (``on_stream`` as in SiblingKernel)."""
+        return await _eventloop.run_async(self._execute(code, timeout, on_stream))
+
+    async def _execute(self, code: str, timeout: float | None,
+                       on_stream: Callable[[str, str], None] | None = None) -> Execution:
+        execution, _ = await self._run(code, self.timeout if timeout is None else timeout, on_stream=on_stream)
+        return execution
+
+    # ---- values in and out (the same pickle over user_expressions as the sibling) ------
+
+    def push(self, **values: Any) -> None:
+        """Copy values into the remote kernel's namespace by name: ``k.push(df=df)``."""
+        _eventloop.run_sync(self.push_async(**values))
+
+    async def push_async(self, **values: Any) -> None:
+        """Async form of ``push``."""
+        await _eventloop.run_async(transfer.push(self._evaluate, values, self.max_transfer_bytes))
+
+    async def push_payload_async(self, payload: str, names: list[str]) -> None:
+        """Unpickle ``payload`` (``transfer.serialize``'s base64 of ``{name: value}``) there."""
+        await _eventloop.run_async(transfer.push_payload(self._evaluate, payload, names))
+
+    def pull(self, name: str) -> Any:
+        """A copy of the remote kernel's variable ``name``."""
+        return _eventloop.run_sync(self.pull_async(name))
+
+    async def pull_async(self, name: str) -> Any:
+        """Async form of ``pull``."""
+        return await _eventloop.run_async(transfer.pull(self._evaluate, name, self.max_transfer_bytes))
+
+    async def pull_payload_async(self, name: str) -> tuple[bytes, str]:
+        """The remote ``name`` pickled, not unpickled here, and its type as the kernel reports it."""
+        return await _eventloop.run_async(
+            transfer.pull_payload(self._evaluate, name, self.max_transfer_bytes))
+
+    async def _evaluate(self, expr: str, what: str) -> dict[str, Any]:
+        """One silent ``user_expressions`` evaluation (transfer's ``Evaluate``)."""
+        execution, reply = await self._run("", self.timeout, silent=True, user_expressions={"x": expr})
+        result = (reply.get("user_expressions") or {}).get("x")
+        if execution.status != "ok" or not isinstance(result, dict):
+            raise KernelError(f"{what} failed in the remote kernel: {execution.text or execution.status}")
+        return result
+
+    async def _run(self, code: str, timeout: float | None, *, silent: bool = False,
+                   user_expressions: dict[str, str] | None = None,
+                   on_stream: Callable[[str, str], None] | None = None) -> tuple[Execution, dict[str, Any]]:
+        await self._ensure_ready()
+        assert self._lock is not None
+        async with self._lock:  # one request at a time on the one websocket
+            return await self._run_locked(code, timeout, silent, user_expressions, on_stream)
+
+    async def _before_call(self) -> str:
+        """Make sure a kernel answers before a call; the note when it had died since the last one."""
+        channels = self._channels
+        if self._died is None and channels is not None:
+            self._died = next((why for why in map(_death, channels.drain()) if why), None)
+        cause = self._died
+        if cause is None:
+            try:
+                if channels is None or channels.closed:
+                    await self._check_alive("its websocket had closed")
+                    await self._reconnect("its websocket had closed since the last call")
+                elif time.monotonic() - self._last_seen > _IDLE_CHECK:
+                    # A server does not always close the websocket of a kernel it deleted or
+                    # culled: after a quiet spell, ask (one GET), so the death is told as one.
+                    await self._check_alive("found before this call")
+                return ""
+            except KernelGone as exc:
+                cause = str(exc)
+        await self._replace()
+        self._died = None
+        return notes.died_idle(cause)
+
+    async def _reconnect(self, why: str) -> None:
+        """Reopen the websocket to the same kernel: a bounded number of tries, each logged."""
+        delay = 0.2
+        for attempt in range(1, _RECONNECTS + 1):
+            log.warning("ipyagent: reconnecting to the remote kernel at %s (%s), try %d of %d",
+                        self.url, why, attempt, _RECONNECTS)
+            try:
+                await self._connect()
+                self.reconnects += 1
+                return
+            except KernelError as exc:
+                if attempt == _RECONNECTS:
+                    raise KernelError(f"lost the websocket of the remote kernel at {self.url} and could "
+                                      f"not reconnect after {_RECONNECTS} tries: {exc}") from None
+                await asyncio.sleep(delay)
+                delay *= 3
+
+    async def _run_locked(self, code: str, timeout: float | None, silent: bool,
+                          user_expressions: dict[str, str] | None,
+                          on_stream: Callable[[str, str], None] | None) -> tuple[Execution, dict[str, Any]]:
+        pre_note = await self._before_call()
+        channels = self._channels
+        assert channels is not None
+        started = time.monotonic()
+        collector = OutputCollector(self.max_output_bytes)
+        reply: dict[str, Any] = {}
+        note = ""
+        restarted = bool(pre_note)
+        try:
+            msg_id = channels.send("shell", "execute_request", {
+                "code": code, "silent": silent, "store_history": not silent,
+                "user_expressions": user_expressions or {}, "allow_stdin": False,
+                "stop_on_error": False})
+        except ChannelsClosed as exc:
+            # Nothing reached the kernel: reconnect and send once more is safe only before
+            # the write; a failed write is reported, not repeated.
+            return self._unknown(collector, started, pre_note, str(exc)), reply
+        self._state = "busy"
+        try:
+            deadline = None if timeout is None else started + timeout
+            need_reply = silent or bool(user_expressions)
+            outcome, why = await self._collect(msg_id, collector, reply, deadline, on_stream, need_reply)
+            status: Status = "died"
+            if outcome == "timeout":
+                assert timeout is not None
+                await self._interrupt()
+                outcome, why = await self._collect(msg_id, collector, reply,
+                                                   time.monotonic() + self.interrupt_grace, on_stream, need_reply)
+                if outcome == "idle":
+                    status, note = "timeout", notes.interrupted(timeout)
+                elif outcome == "timeout":
+                    status, restarted, note = "timeout", True, notes.stuck_restarted(timeout)
+                    await self._restart()
+            elif outcome == "idle":
+                failed = reply.get("status") in ("error", "aborted") if reply else collector.has_error
+                status = "error" if failed else "ok"
+            if outcome == "died":
+                status, restarted, note = "died", True, notes.died_running(why)
+                try:
+                    await self._after_death()
+                except KernelError as exc:
+                    note += notes.restart_failed(exc)
+            elif outcome == "dropped":
+                self._state = "idle"
+                return self._unknown(collector, started, pre_note, why), {}
+        except asyncio.CancelledError:
+            # The caller gave up (Ctrl-C, a stopped run): do not leave the code running.
+            if self.kernel_id is not None:
+                asyncio.ensure_future(self._interrupt())
+            self._state = "idle"
+            raise
+        if self._state == "busy":
+            self._state = "idle"
+        self._last_seen = time.monotonic()
+        return finish(collector, status, reply, note=note, pre_note=pre_note, started=started,
+                      restarted=restarted, max_model_chars=self.max_model_chars), reply
+
+    def _unknown(self, collector: OutputCollector, started: float, pre_note: str, why: str) -> Execution:
+        return finish(collector, "unknown", {}, note=notes.unknown_outcome(why), pre_note=pre_note,
+                      started=started, restarted=bool(pre_note), max_model_chars=self.max_model_chars)
+
+    async def _after_death(self) -> None:
+        """After a death seen during a call: the server's own restart, or a fresh kernel."""
+        try:
+            await self._check_alive("after its death")
+            if self._channels is None or self._channels.closed:
+                await self._connect()
+            self._state = "starting"
+            await self._wait_ready()
+            self._state = "idle"
+        except KernelGone:
+            await self._replace()
+        self._died = None
+
+    async def _collect(self, msg_id: str, collector: OutputCollector, reply: dict[str, Any],
+                       deadline: float | None, on_stream: Callable[[str, str], None] | None,
+                       need_reply: bool) -> tuple[str, str]:
+        """Feed messages of ``msg_id`` to ``collector`` and ``reply`` until the kernel is idle.
+
+        -> ('idle' | 'timeout' | 'died' | 'dropped', why). 'idle' waits for the shell reply too.
+        """
+        channels = self._channels
+        assert channels is not None
+        idle_at: float | None = None
+        quiet_since = time.monotonic()
+        while True:
+            now = time.monotonic()
+            # The server forwards the shell reply and IOPub's idle on separate sockets, so the
+            # reply may trail by milliseconds: a plain call does not wait for it (the outputs
+            # carry the error and the execution count); a silent evaluation needs its content.
+            if idle_at is not None and (reply or not need_reply or now - idle_at > 5.0):
+                return "idle", ""
+            wait = _POLL if deadline is None else max(0.0, min(_POLL, deadline - now))
+            try:
+                msg = await channels.recv(wait)
+            except ChannelsClosed as exc:
+                return await self._closed_during_call(str(exc))
+            now = time.monotonic()
+            if msg is None:
+                if deadline is not None and now >= deadline and idle_at is None:
+                    return "timeout", ""
+                if now - quiet_since > _CHECK:
+                    quiet_since = now
+                    try:
+                        await self._check_alive("seen while it ran this code")
+                    except KernelGone as exc:
+                        return "died", f"{exc}"
+                continue
+            quiet_since = now
+            kind = msg.get("msg_type") or (msg.get("header") or {}).get("msg_type")
+            channel = msg.get("channel")
+            death = _death(msg)
+            if death:
+                return "died", death
+            parent = (msg.get("parent_header") or {}).get("msg_id")
+            if parent != msg_id:
+                continue
+            if channel == "shell":
+                if kind == "execute_reply":
+                    reply.update(msg.get("content") or {})
+                continue
+            if channel != "iopub":
+                continue
+            if kind == "status":
+                if (msg.get("content") or {}).get("execution_state") == "idle":
+                    idle_at = now
+                continue
+            collector.add(msg)
+            if on_stream is not None and kind == "stream":
+                content = msg.get("content") or {}
+                try:
+                    on_stream(content.get("name", "stdout"), content.get("text", ""))
+                except Exception:  # a display problem must not lose the output
+                    log.debug("on_stream callback failed", exc_info=True)
+
+    async def _closed_during_call(self, why: str) -> tuple[str, str]:
+        """The websocket closed mid-call: the kernel died ('died'), or the connection dropped."""
+        try:
+            await self._check_alive("its websocket closed while it ran this code")
+        except KernelGone as exc:
+            return "died", str(exc)
+        except KernelError as exc:
+            return "dropped", f"{why}; {exc}"
+        try:
+            await self._reconnect(f"its websocket dropped: {why}")
+        except KernelError as exc:
+            return "dropped", f"{why}; {exc}"
+        return "dropped", f"{why}; reconnected"
+
+
+def _death(msg: dict[str, Any]) -> str | None:
+    """Why, when ``msg`` is the server's news that the kernel process died (else None)."""
+    if msg.get("channel") != "iopub" or (msg.get("header") or {}).get("msg_type") != "status":
+        return None
+    state = (msg.get("content") or {}).get("execution_state")
+    # The server saw the kernel process end and restarts it ('restarting') or could not ('dead').
+    if state == "restarting":
+        return "its process ended on the server, which restarted it"
+    if state == "dead":
+        return "the server reports it dead"
+    return None
+
+
+def _delete_at_exit(url: str, token_env: str, ids: list[str]) -> None:
+    """At exit or collection: DELETE the kernels still running (a blocking request, 2 s each)."""
+    import httpx
+
+    for kernel_id in list(ids):
+        try:
+            httpx.delete(f"{url}/api/kernels/{kernel_id}", headers=auth_header(token_env), timeout=2.0,
+                         follow_redirects=False, trust_env=False)
+        except httpx.HTTPError:
+            pass
+    ids.clear()

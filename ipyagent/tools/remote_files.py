@@ -1,0 +1,283 @@
+"""The file tools on a remote Jupyter Server's files (``Agent.workspace = "remote"``), through
+its contents API (``/api/contents``), so they act where the code of ``Agent.kernel_url`` runs.
+
+The server confines every path to its root directory (and hides dot-files unless told
+otherwise); paths are also checked here first: absolute paths and ``..`` are refused with
+the same error values the local tools give. A bare Kernel Gateway has no contents API:
+that is one line, not a crash. The token is sent as for the kernel (``kernel._rest``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import posixpath
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from .._text import one_line, visible
+from ..items import ToolCall, ToolResult
+from ..kernel._rest import TokenAuth, check_url
+from .files import record
+
+__all__ = ["RemoteWorkspace", "Unreachable"]
+
+READ_CHARS = 16_000  # as the local read_file
+LIST_ENTRIES = 500
+TEXT_LIMIT = 10 * 1024 * 1024  # as the local tools' EDIT_LIMIT: no 1 GB file pulled into this kernel
+
+
+class RemoteWorkspaceError(ValueError):
+    """A remote file call the model can act on (a missing file, a refused path, no contents API)."""
+
+
+def _size(n: int) -> str:
+    """As the local tools say it: '120 bytes', '1.5 KB', '2.0 MB'."""
+    if n < 1024:
+        return f"{n} bytes"
+    return f"{n / 1024:.1f} KB" if n < 1024 * 1024 else f"{n / 1024 / 1024:.1f} MB"
+
+
+def _lines(text: str) -> str:
+    n = len(text.splitlines())
+    return f"{n} line{'s' if n != 1 else ''}"
+
+
+class RemoteWorkspace:
+    """read/write/list/edit on the server at ``url`` (its root directory is the workspace)."""
+
+    def __init__(self, url: str, token_env: str, timeout: float = 30.0) -> None:
+        self.url = check_url(url)
+        self.token_env = token_env
+        self._client = httpx.Client(auth=TokenAuth(self.url, token_env), timeout=timeout,
+                                    follow_redirects=False, trust_env=False)
+
+    def __repr__(self) -> str:
+        return f"<RemoteWorkspace {self.url}/api/contents>"
+
+    def close(self) -> None:
+        """Close the HTTP connections."""
+        self._client.close()
+
+    # -- the wire ---------------------------------------------------------------------
+    def _rel(self, path: str) -> str:
+        raw = str(path).replace("\\", "/")
+        if raw.startswith("/") or (len(raw) > 1 and raw[1] == ":"):
+            raise RemoteWorkspaceError(f"{path!r} is absolute: give a path relative to the server's "
+                                       "root directory (the remote workspace)")
+        if ".." in raw.split("/"):
+            raise RemoteWorkspaceError(f"{path!r} leads outside the remote workspace ('..' is refused)")
+        rel = posixpath.normpath(raw) if raw.strip() else "."
+        return "" if rel == "." else rel
+
+    def _call(self, method: str, rel: str, params: dict[str, str] | None = None,
+              body: Any = None, missing_ok: bool = False) -> Any:
+        target = f"{self.url}/api/contents/{quote(rel)}" if rel else f"{self.url}/api/contents"
+        try:
+            response = self._client.request(method, target, params=params, json=body)
+        except httpx.ConnectError as exc:
+            raise RemoteWorkspaceError(f"nothing is listening at {self.url} "
+                                       f"({visible(one_line(exc, 120))})") from None
+        except httpx.HTTPError as exc:
+            raise RemoteWorkspaceError(f"the request to {self.url} failed: {visible(one_line(exc, 120))}") from None
+        status = response.status_code
+        if status == 404 and missing_ok:
+            return None
+        if status in (401, 403) and not self._has_contents():
+            raise RemoteWorkspaceError(
+                f"the server at {self.url} has no contents API (a Kernel Gateway?): "
+                "Agent.workspace = 'remote' needs a Jupyter Server; the file tools cannot reach its files")
+        if status in (401, 403):
+            raise RemoteWorkspaceError(f"the Jupyter server at {self.url} refused {method} {rel or '.'!r} "
+                                       f"(HTTP {status}): a hidden file, or check the token in ${self.token_env}")
+        if status == 404:
+            if not self._has_contents():
+                raise RemoteWorkspaceError(
+                    f"the server at {self.url} has no contents API (a Kernel Gateway?): "
+                    "Agent.workspace = 'remote' needs a Jupyter Server")
+            raise FileNotFoundError(rel)
+        if status >= 400:
+            try:
+                message = response.json().get("message", "")
+            except ValueError:
+                message = response.reason_phrase
+            raise RemoteWorkspaceError(f"{rel or '.'!r}: {visible(one_line(message, 200))} (HTTP {status})")
+        return response.json() if response.content else None
+
+    def _has_contents(self) -> bool:
+        try:
+            response = self._client.get(f"{self.url}/api/contents", params={"content": "0"})
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    def _text(self, rel: str, path: str) -> str | None:
+        """The text of file ``rel`` (None: it does not exist); binary and directories refused."""
+        head = self._call("GET", rel, {"content": "0"}, missing_ok=True)
+        if head is None:
+            return None
+        size = head.get("size")
+        if head.get("type") == "file" and isinstance(size, int) and size > TEXT_LIMIT:
+            raise RemoteWorkspaceError(f"{path!r} is {_size(size)}, too large for the file tools "
+                                       f"(over {_size(TEXT_LIMIT)}); use the python tool")
+        # No type or format asked: the server then says directory, or text vs base64 (binary).
+        model = self._call("GET", rel, {"content": "1"}, missing_ok=True)
+        if model is None:
+            return None
+        if model.get("type") == "directory":
+            raise IsADirectoryError(rel)
+        if model.get("format") != "text" or not isinstance(model.get("content"), str):
+            raise RemoteWorkspaceError(f"{path!r} looks binary; use the python tool to inspect it")
+        return str(model["content"])
+
+    def _ensure_dirs(self, rel: str) -> None:
+        parts = rel.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            sub = "/".join(parts[:i])
+            model = self._call("GET", sub, {"content": "0"}, missing_ok=True)
+            if model is None:
+                self._call("PUT", sub, body={"type": "directory"})
+            elif model.get("type") != "directory":
+                raise RemoteWorkspaceError(f"{sub!r} is a file, not a directory")
+
+    def _put(self, rel: str, text: str) -> None:
+        self._call("PUT", rel, body={"type": "file", "format": "text", "content": text})
+
+    # -- the four tools ----------------------------------------------------------------
+    def read_file(self, path: str, start_line: int = 1) -> Any:
+        rel = self._rel(path)
+        text = self._text(rel, path)
+        if text is None:
+            raise FileNotFoundError(rel)
+        lines = text.splitlines(keepends=True)
+        start = max(1, int(start_line))
+        if start > 1 and start > len(lines):
+            return _error(f"{path!r} has fewer than {start} lines")
+        taken: list[str] = []
+        used = 0
+        last = start - 1
+        for number, line in enumerate(lines[start - 1:], start):
+            if used + len(line) > READ_CHARS and taken:
+                break
+            taken.append(line[:READ_CHARS])
+            used += len(line)
+            last = number
+        shown = "".join(taken)
+        if last < len(lines) or start > 1:
+            more = last < len(lines)
+            note = (f"[showing lines {start}–{last} of {rel} ({_size(len(text.encode('utf-8')))})"
+                    + (f"; read_file(path, start_line={last + 1}) for more]" if more else "; end of file]"))
+            return shown + ("" if shown.endswith("\n") else "\n") + note
+        return shown if shown else "(empty file)"
+
+    def write_file(self, path: str, content: str) -> Any:
+        if str(path).endswith("/"):
+            raise RemoteWorkspaceError(f"{path!r} names a directory; give the file's name")
+        rel = self._rel(path)
+        if not rel:
+            raise RemoteWorkspaceError(f"{path!r} names the workspace itself; give a file's name")
+        existed = self._call("GET", rel, {"content": "0"}, missing_ok=True) is not None
+        self._ensure_dirs(rel)
+        self._put(rel, content)
+        return _written(rel, content, f"{'replaced' if existed else 'created'} {rel} on {self.url} "
+                        f"({_size(len(content.encode('utf-8')))}, {_lines(content)})")
+
+    def list_files(self, path: str = ".") -> Any:
+        rel = self._rel(path)
+        model = self._call("GET", rel, {"type": "directory", "content": "1"}, missing_ok=True)
+        if model is None:
+            raise RemoteWorkspaceError(f"{path!r} is not a directory (it does not exist)")
+        if model.get("type") != "directory":
+            raise RemoteWorkspaceError(f"{path!r} is not a directory")
+        entries = sorted(model.get("content") or [], key=lambda e: (e.get("type") != "directory",
+                                                                   str(e.get("name", "")).lower()))
+        lines = [f"{e.get('name')}/" if e.get("type") == "directory" else
+                 f"{e.get('name')}  ({_size(int(e.get('size') or 0))})" for e in entries[:LIST_ENTRIES]]
+        if len(entries) > LIST_ENTRIES:
+            lines.append(f"[… {len(entries) - LIST_ENTRIES} more entries not shown]")
+        header = f"{rel or '.'}/ ({len(entries)} entries, on {self.url})"
+        return "\n".join([header, *lines]) if lines else f"{header}: empty"
+
+    def edit_file(self, path: str, old: str, new: str) -> Any:
+        rel = self._rel(path)
+        if not old:
+            raise RemoteWorkspaceError("`old` is empty; give the exact text to replace "
+                                       "(write_file creates or overwrites whole files)")
+        text = self._text(rel, path)
+        if text is None:
+            raise FileNotFoundError(rel)
+        count = text.count(old)
+        if count == 0:
+            raise RemoteWorkspaceError(f"`old` was not found in {rel}; it must match the file exactly "
+                                       "(whitespace included) — read_file shows it")
+        if count > 1:
+            raise RemoteWorkspaceError(f"`old` occurs {count} times in {rel}; include more surrounding "
+                                       "text so it occurs exactly once")
+        edited = text.replace(old, new, 1)
+        self._put(rel, edited)
+        line = text[: text.index(old)].count("\n") + 1
+        return _written(rel, edited, f"edited {rel} on {self.url}: replaced {old.count(chr(10)) + 1} "
+                        f"line(s) at line {line} with {new.count(chr(10)) + 1} line(s)")
+
+    def call(self, name: str, kwargs: dict[str, Any]) -> Any:
+        """Run the file tool ``name``; the model's mistakes come back as error values."""
+        try:
+            return getattr(self, name)(**kwargs)
+        except RemoteWorkspaceError as exc:
+            return _error(str(exc))
+        except IsADirectoryError:
+            return _error(f"{kwargs.get('path')!r} is a directory; use list_files")
+        except FileNotFoundError:
+            return _error(f"{kwargs.get('path')!r} does not exist in the remote workspace; "
+                          "list_files shows what does")
+
+    def preview(self, call: ToolCall) -> str | None:
+        """The diff a write_file/edit_file call would make on the server, or None."""
+        if call.name not in ("write_file", "edit_file"):
+            return None
+        args = call.arguments
+        try:
+            rel = self._rel(str(args.get("path", "")))
+            before = self._text(rel, rel) or ""
+        except (RemoteWorkspaceError, OSError) as exc:
+            return f"(no preview: {exc})"
+        if call.name == "write_file":
+            after = str(args.get("content", ""))
+        else:
+            old = str(args.get("old", ""))
+            if not old or before.count(old) != 1:
+                return "(no preview: `old` does not occur exactly once)"
+            after = before.replace(old, str(args.get("new", "")), 1)
+        diff = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                    fromfile=f"a/{rel}" if before else "/dev/null", tofile=f"b/{rel}")
+        return "".join(line if line.endswith("\n") else line + "\n" for line in diff)
+
+
+class Unreachable:
+    """The remote workspace when it cannot be used: each file call is this one error value."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def __repr__(self) -> str:
+        return f"<Unreachable remote workspace: {self.why}>"
+
+    def call(self, name: str, kwargs: dict[str, Any]) -> Any:
+        return _error(self.why)
+
+    def preview(self, call: ToolCall) -> str | None:
+        return f"(no preview: {self.why})"
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+def _error(message: str) -> ToolResult:
+    # As the local tools' errors (Toolbox fills in call_id and name).
+    return ToolResult(call_id="", output=f"Error: {message}", error=True)
+
+
+def _written(rel: str, text: str, said: str) -> ToolResult:
+    """What the model reads, and the file as left (for transcripts), as the local tools do."""
+    return ToolResult(call_id="", output=said, meta={"file": record(rel, text)})

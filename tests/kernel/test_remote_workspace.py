@@ -1,0 +1,102 @@
+"""Agent.workspace = "remote": the file tools on a real Jupyter Server's files through its
+contents API, and a clear line on a real Kernel Gateway (which has none)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ipyagent import Agent, _eventloop
+from ipyagent.items import ToolCall, ToolResult
+from tests.helpers.kernel_servers import KernelServer
+
+TOKEN_ENV = "IPYAGENT_TEST_JUPYTER_TOKEN"
+
+
+def run(agent: Agent, name: str, **args: object) -> ToolResult:
+    return _eventloop.run_sync(agent.tools.execute(ToolCall("c1", name, dict(args))))
+
+
+@pytest.fixture
+def agent(jupyter_server: KernelServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Agent]:
+    monkeypatch.setenv(TOKEN_ENV, jupyter_server.token)
+    with Agent(python_tool=False, kernel_url=jupyter_server.url, kernel_token_env=TOKEN_ENV,
+               workspace="remote", cwd=str(tmp_path)) as a:
+        yield a
+
+
+def test_the_file_tools_act_on_the_servers_files(agent: Agent, jupyter_server: KernelServer, tmp_path: Path):
+    made = run(agent, "write_file", path="runs/out/report.md", content="# Report\nline two\n")
+    assert not made.error, made.output
+    on_server = jupyter_server.root / "runs" / "out" / "report.md"
+    assert on_server.read_text() == "# Report\nline two\n"
+    assert not (tmp_path / "runs").exists()  # nothing written on this machine
+    assert made.meta["file"] == {"path": "runs/out/report.md", "text": "# Report\nline two\n"}
+    assert run(agent, "read_file", path="runs/out/report.md").output == "# Report\nline two\n"
+    listing = run(agent, "list_files", path="runs").output
+    assert listing.splitlines()[1:] == ["out/"]
+    assert "report.md  (" in run(agent, "list_files", path="runs/out").output
+    edited = run(agent, "edit_file", path="runs/out/report.md", old="line two", new="line 2")
+    assert not edited.error and on_server.read_text() == "# Report\nline 2\n"
+    again = run(agent, "write_file", path="runs/out/report.md", content="x\n")
+    assert again.output.startswith("replaced runs/out/report.md")
+
+
+def test_the_preview_is_a_diff_against_the_remote_file(agent: Agent, jupyter_server: KernelServer):
+    (jupyter_server.root / "notes.txt").write_text("alpha\nbeta\n")
+    diff = agent.tools.preview(ToolCall("c1", "edit_file", {"path": "notes.txt", "old": "beta",
+                                                              "new": "gamma"}))
+    assert diff is not None and "-beta\n" in diff and "+gamma\n" in diff
+
+
+def test_paths_that_leave_the_remote_workspace_are_refused(agent: Agent, jupyter_server: KernelServer):
+    outside = jupyter_server.home / "outside.txt"
+    outside.write_text("TOP SECRET\n")
+    for path in ("../outside.txt", "/etc/passwd", "a/../../outside.txt", str(outside)):
+        result = run(agent, "read_file", path=path)
+        assert result.error and "TOP SECRET" not in result.output and "root:" not in result.output, path
+    (jupyter_server.root / "blob.bin").write_bytes(b"\x00\xff\xfe")
+    assert "looks binary" in run(agent, "read_file", path="blob.bin").output
+    assert "is a directory; use list_files" in run(agent, "read_file", path=".").output
+    missing = run(agent, "read_file", path="nope.txt")
+    assert missing.error and "does not exist in the remote workspace" in missing.output
+    assert jupyter_server.token not in missing.output
+
+
+def test_a_kernel_gateway_has_no_contents_api_in_one_line(kernel_gateway: KernelServer,
+                                                          monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setenv(TOKEN_ENV, kernel_gateway.token)
+    with Agent(python_tool=False, kernel_url=kernel_gateway.url, kernel_token_env=TOKEN_ENV,
+               workspace="remote", cwd=str(tmp_path)) as a:
+        result = run(a, "write_file", path="x.txt", content="x")
+    assert result.error and "\n" not in result.output
+    assert "has no contents API (a Kernel Gateway?)" in result.output
+    assert not (tmp_path / "x.txt").exists()
+
+
+def test_remote_without_a_kernel_url_is_an_error_value(tmp_path: Path):
+    with Agent(python_tool=False, workspace="remote", cwd=str(tmp_path)) as a:
+        result = run(a, "list_files")
+        assert a.workspace_path == tmp_path.resolve()  # local uses keep the local directory
+    assert result.error and "needs Agent.kernel_url" in result.output
+
+
+def test_a_huge_remote_file_is_not_pulled_in(agent: Agent, jupyter_server: KernelServer):
+    with open(jupyter_server.root / "huge.log", "wb") as f:
+        f.truncate(11 * 1024 * 1024)
+    result = run(agent, "read_file", path="huge.log")
+    assert result.error and "too large for the file tools" in result.output
+
+
+def test_the_model_is_told_where_code_and_files_are(tmp_path: Path):
+    with Agent(model="demo", file_tools=True, cwd=str(tmp_path)) as a:
+        local = a.tools["python"].spec()["description"]
+        a.kernel_url = "http://127.0.0.1:9"
+        remote = a.tools["python"].spec()["description"]
+        a.workspace = "remote"
+        both = a.tools["python"].spec()["description"]
+    assert "remote" not in local
+    assert "remote Jupyter server" in remote and "act on the user's machine" in remote
+    assert "act on that machine's files too" in both and "127.0.0.1" not in remote + both
