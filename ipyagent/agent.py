@@ -323,6 +323,27 @@ class Agent(AgentSettings):
         self._skill_loads.append(f"skill {skill.name} ({where}) is loaded for the next task")
         return skill
 
+    def text_mode_offer(self, tools: list[Tool], system: str) -> tuple[list[Tool], str, list[str]]:
+        """(tools, system prompt, names left out) of a request that carries its tools as text.
+
+        Text mode is the small models' path, and each tool in the prompt costs them: measured
+        on Qwen2.5-Coder-0.5B behind llama-cpp-python, ``2**100`` was solved with the shell
+        tool or with the built-in skills listed, and not with both (it answered by echoing the
+        number through ``shell``, then looped). So text mode leaves out what nobody asked for
+        by name: ``shell`` under ``shell_tool = 'auto'``, and ``load_skill`` with its listing
+        when the only skills found are the built-ins.
+        """
+        from .skills import MARKER, without_skills
+
+        dropped: list[str] = []
+        if self.shell_tool == "auto" and any(t is self._shell for t in tools):
+            dropped.append("shell")
+        if any(t is self._skill_tool for t in tools) and (MARKER not in system or all(
+                s.source == "built-in" for s in self._listed_skills().skills.values())):
+            dropped.append(TOOL_NAME)
+            system = without_skills(system)
+        return [t for t in tools if t.name not in dropped], system, dropped
+
     def offered_tools(self) -> list[Tool]:
         """The tools offered to the model: every tool, or those the active persona offers."""
         persona = self.persona_state.persona

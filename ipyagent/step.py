@@ -157,7 +157,17 @@ class StepRun:
         self.switched = why
         if resend:  # else this turn's request went native: the next one goes as text
             self.wire = "text"
-        self.emit(Notice(switch_notice(why, resend=resend), "warning"))
+        agent = self.agent
+        left_out = agent.text_mode_offer(agent.offered_tools(), agent.context.system)[2]
+        agent.tool_mode_state.lean_said = True
+        self.emit(Notice(switch_notice(why, resend=resend) + _leaves_out(left_out), "warning"))
+
+    def say_text_mode_leaves_out(self, left_out: list[str]) -> None:
+        """Once per conversation (tool_mode 'text' from the start): what text mode leaves out."""
+        state = self.agent.tool_mode_state
+        if left_out and not state.lean_said:
+            state.lean_said = True
+            self.emit(Notice(_leaves_out(left_out).strip(), "info"))
 
     def check_budget(self) -> None:
         """Stop when ``Agent.max_tokens`` is spent."""
@@ -194,6 +204,15 @@ async def prepare(run: StepRun) -> None:
         run.emit(Notice(f"MCP servers: {exc}", "warning"))
 
 
+def _leaves_out(left_out: list[str]) -> str:
+    """The sentence on the tools a text-mode request does not offer ('' when none)."""
+    if not left_out:
+        return ""
+    keep = {"shell": "Agent.shell_tool = 'on'", "load_skill": "a skill of your own, or -s NAME"}
+    return (f" Text mode offers fewer tools (small models do better with fewer): not "
+            f"{', '.join(left_out)} (to keep them: {'; '.join(keep[n] for n in left_out if n in keep)}).")
+
+
 # -- request -------------------------------------------------------------------------------
 async def request(run: StepRun) -> tuple[Turn, int]:
     """Fit the window, ask the model, stream its events -> the turn and the estimate sent.
@@ -210,9 +229,13 @@ async def request(run: StepRun) -> tuple[Turn, int]:
             problem = await fit_window(agent, run.emit)
             if problem:
                 raise Stop("error", problem)
+        tools, system = agent.offered_tools(), agent.context.system
+        if run.wire == "text":
+            tools, system, left_out = agent.text_mode_offer(tools, system)
+            run.say_text_mode_leaves_out(left_out)
         req = ModelRequest(
-            system=agent.context.system, items=list(agent.context),
-            tools=[t.spec() for t in agent.offered_tools()],
+            system=system, items=list(agent.context),
+            tools=[t.spec() for t in tools],
             temperature=agent.temperature, max_tokens=agent.request_max_tokens,
             tool_choice=agent.tool_choice, prompt_cache=agent.prompt_cache)
         tools_raw = agent.context.counter.specs(req.tools)
@@ -347,7 +370,10 @@ def _recover_written_calls(run: StepRun, turn: Turn) -> None:
     """Calls of offered tools the model wrote in its reply become the turn's calls (marked
     ``meta["from_text"]``; run like any other, after approval); the text around stays."""
     agent = run.agent
-    offered = [t.name for t in agent.offered_tools()]
+    tools = agent.offered_tools()
+    if run.wire == "text":  # what the text-mode request offered, not what it left out
+        tools = agent.text_mode_offer(tools, agent.context.system)[0]
+    offered = [t.name for t in tools]
     text_wire = run.wire == "text" and bool(offered)
     around, calls = recover_calls(turn.text, offered + ([FINAL_ANSWER] if text_wire else []))
     answers = [c for c in calls if c.name == FINAL_ANSWER and FINAL_ANSWER not in offered]

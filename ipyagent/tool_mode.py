@@ -46,6 +46,7 @@ class ToolModeState:
 
     def __init__(self, text_because: str | None = None) -> None:
         self.text_because = text_because
+        self.lean_said = False  # the line on the tools text mode leaves out was shown
 
     @classmethod
     def of(cls, items: Iterable[Item]) -> ToolModeState:

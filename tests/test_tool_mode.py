@@ -193,7 +193,36 @@ def test_text_mode_sends_no_tools_and_renders_the_history_as_text(counter):
     assert bodies[1]["messages"][2:] == [
         {"role": "assistant", "content": 'Adding.\n\n<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'},
         {"role": "user", "content": '<tool_response>\n5\n</tool_response>\n\n' + AFTER_RESULTS}]
-    assert notices(events) == []  # chosen, not switched to
+    assert not any(SWITCHED in n for n in notices(events))  # chosen, not switched to
+
+
+def test_text_mode_leaves_out_what_nobody_asked_for_and_says_so_once(counter, tmp_path):
+    """Small models are why text mode exists: measured on Qwen2.5-Coder-0.5B, 2**100 failed
+    with both the shell tool and the built-in skills listed. Left out: shell under 'auto',
+    load_skill (and its listing) when only the built-ins are found."""
+    events: list[Any] = []
+    with ScriptedServer([reply_text("one"), reply_text("two")]) as srv:
+        with light_agent(srv, counter, tool_mode="text", cwd=str(tmp_path)) as agent:
+            assert "load_skill" in agent.tools.names and "# Skills" in agent.context.system
+            agent.run("first", on_event=events.append)
+            agent.run("second", on_event=events.append)
+            bodies = srv.bodies
+    for body in bodies:
+        system = body["messages"][0]["content"]
+        assert '"name": "add"' in system and "load_skill" not in system and "# Skills" not in system
+    assert [n for n in notices(events) if "not load_skill" in n] == [notices(events)[0]]
+    assert len(notices(events)) == 1
+
+    # A skill of the project's own is listed, and load_skill offered, in text mode too.
+    skill = tmp_path / ".ipyagent" / "skills" / "tables"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: tables\ndescription: Make tables.\n---\nUse pandas.\n")
+    with ScriptedServer([reply_text("one")]) as srv:
+        with light_agent(srv, counter, tool_mode="text", cwd=str(tmp_path)) as agent:
+            agent.run("first")
+            (body,) = srv.bodies
+    system = body["messages"][0]["content"]
+    assert '"name": "load_skill"' in system and "- tables: Make tables." in system
 
 
 def test_native_mode_recovers_a_written_call_and_never_switches(counter):
