@@ -20,7 +20,7 @@ import httpx
 from .._text import one_line, visible
 from ..errors import KernelError
 
-__all__ = ["RestClient", "KernelGone", "TokenAuth", "auth_header", "check_url", "origin"]
+__all__ = ["RestClient", "KernelGone", "TokenAuth", "auth_header", "check_url", "origin", "said"]
 
 _RETRIES = 2  # a keep-alive connection the server (or a proxy) closed: one more try for reads
 
@@ -121,7 +121,7 @@ class RestClient:
                               f"(HTTP {status}); redirects are not followed: give the final URL")
         if status >= 400:
             raise KernelError(f"the Jupyter server at {self.url} answered {method} {path} with "
-                              f"HTTP {status}: {_server_message(response)}")
+                              f"HTTP {status}: {_server_message(response, self.token_env)}")
         if not response.content:
             return None
         try:
@@ -139,11 +139,21 @@ def _reason(exc: BaseException) -> str:
     return visible(one_line(exc, 120)) or type(exc).__name__
 
 
-def _server_message(response: httpx.Response) -> str:
-    """The server's own reason (untrusted text: one line, visible, short)."""
+def said(text: str, token_env: str, limit: int = 200) -> str:
+    """What a server said (untrusted) for one of our lines: the token's value (in any form
+    the secret scanner knows) replaced by ``[redacted $NAME]`` — a server, or a proxy in
+    front of it, may echo the request's headers — then one line, visible, short."""
+    from .._secrets import scanner, secret_values
+
+    text, _ = scanner(secret_values(token_env)).redact(str(text))
+    return visible(one_line(text, limit))
+
+
+def _server_message(response: httpx.Response, token_env: str) -> str:
+    """The server's own reason (untrusted text: the token out, one line, visible, short)."""
     try:
         body = response.json()
         text = body.get("message") or body.get("reason") or "" if isinstance(body, dict) else ""
     except ValueError:
         text = response.text
-    return visible(one_line(text or response.reason_phrase, 200))
+    return said(text or response.reason_phrase, token_env)
