@@ -137,3 +137,17 @@ def test_the_remote_file_tools_keep_a_token_the_server_echoes_out_of_their_error
     text = getattr(result, "output", str(result))
     assert "HTTP 500" in text and "[redacted $IPYAGENT_TEST_ATTACK_TOKEN]" in text, text
     assert TOKEN not in text, text
+
+
+@pytest.mark.parametrize("bad", ["ftp://u:SECRETPASS@127.0.0.1:8888", "http://u:SECRETPASS@/x",
+                                 "SECRETPASS@127.0.0.1:8888", "127.0.0.1:8888/?token=SECRETPASS",
+                                 "ws://127.0.0.1:8888/#SECRETPASS"])
+def test_a_kernel_url_refused_for_its_scheme_does_not_repeat_its_credentials(bad: str) -> None:
+    from traitlets import TraitError
+
+    from ipyagent import Agent
+
+    with pytest.raises((TraitError, ValueError)) as info:
+        Agent(kernel_url=bad, python_tool=False)
+    message = str(info.value)
+    assert "http:// or https://" in message and "SECRETPASS" not in message, message
