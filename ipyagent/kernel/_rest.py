@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Generator
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
-from .._text import one_line, visible
+from .._text import one_line, visible, without_credentials
 from ..errors import KernelError
 
 __all__ = ["RestClient", "KernelGone", "TokenAuth", "auth_header", "check_url", "origin", "said"]
@@ -35,19 +34,12 @@ def check_url(url: str) -> str:
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"kernel_url must be an http:// or https:// URL, not "
-                         f"{visible(one_line(_without_secrets(url), 80))!r}")
+                         f"{visible(one_line(without_credentials(url), 80))!r}")
     if parts.username or parts.password or parts.query or parts.fragment:
         # A token in the URL would end up in logs and banners: it goes in kernel_token_env.
         raise ValueError("kernel_url must not carry credentials, a query or a fragment: "
                          "put the token in the variable named by Agent.kernel_token_env")
     return url.strip().rstrip("/")
-
-
-def _without_secrets(text: str) -> str:
-    """``text`` (not a valid URL) shown without what may be a secret: a ``user:password@``
-    before the host, a query and a fragment."""
-    text = re.split(r"[?#]", text, maxsplit=1)[0]
-    return re.sub(r"^([^/]*//)?[^/]*@", r"\1", text)
 
 
 def origin(url: str | httpx.URL) -> tuple[str, str, int]:

@@ -65,3 +65,24 @@ def test_a_page_compressed_as_it_says_still_reads_whole() -> None:
         for path in ("/g.txt", "/d.txt"):
             page = asyncio.run(fetch(web.url + path, timeout=10, max_bytes=1_000_000, allow_private=True))
             assert page.text == text and not page.cut
+
+
+@pytest.mark.parametrize("setting", ["search_url", "base_url"])
+@pytest.mark.parametrize("bad", ["ftp://u:SECRETPASS@127.0.0.1:8888/", "u:SECRETPASS@127.0.0.1:8888",
+                                 "ftp://127.0.0.1:8888/?key=SECRETPASS", "http://u:SECRETPASS@/x"])
+def test_a_url_setting_refused_does_not_repeat_its_credentials(setting: str, bad: str) -> None:
+    from traitlets import TraitError
+
+    from ipyagent import Agent
+
+    with pytest.raises(TraitError) as info:
+        Agent(python_tool=False, **{setting: bad})
+    assert "SECRETPASS" not in str(info.value), str(info.value)
+
+
+def test_an_endpoint_with_a_password_in_its_url_does_not_show_it() -> None:
+    from ipyagent import Agent
+
+    with Agent(python_tool=False, model="x", base_url="http://u:SECRETPASS@127.0.0.1:1/v1?key=SECRETPASS") as agent:
+        assert "SECRETPASS" not in repr(agent.endpoint) and "SECRETPASS" not in repr(agent)
+        assert "127.0.0.1:1/v1" in repr(agent.endpoint)
