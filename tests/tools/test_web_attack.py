@@ -86,3 +86,26 @@ def test_an_endpoint_with_a_password_in_its_url_does_not_show_it() -> None:
     with Agent(python_tool=False, model="x", base_url="http://u:SECRETPASS@127.0.0.1:1/v1?key=SECRETPASS") as agent:
         assert "SECRETPASS" not in repr(agent.endpoint) and "SECRETPASS" not in repr(agent)
         assert "127.0.0.1:1/v1" in repr(agent.endpoint)
+
+
+@pytest.mark.parametrize("backend", ["searxng", "duckduckgo"])
+def test_a_search_answer_that_unpacks_huge_is_not_unpacked_whole(bomb: bytes, backend: str) -> None:
+    from ipyagent.tools.web.duckduckgo import DuckDuckGo
+    from ipyagent.tools.web.search import SearchUnavailable
+    from ipyagent.tools.web.searxng import SearXNG
+
+    with LocalWeb() as web:
+        for path in ("/search", "/html/"):
+            web.route(path, Page(gzip.decompress(bomb), headers={
+                "Content-Type": "application/json" if backend == "searxng" else "text/html",
+                "Content-Encoding": "gzip"}))
+        engine = SearXNG(web.url, timeout=10) if backend == "searxng" else DuckDuckGo(
+            timeout=10, endpoint=f"{web.url}/html/")
+        tracemalloc.start()
+        try:
+            asyncio.run(engine.search("q", 3))
+        except SearchUnavailable as exc:
+            assert "\n" not in str(exc)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peak < 64_000_000, f"{peak:,} bytes held at once"

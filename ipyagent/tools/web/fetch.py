@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import codecs
 import re
-import zlib
-from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import urljoin
 
@@ -22,6 +20,7 @@ import httpx
 from .guard import Refused, Unresolved, resolve_checked
 from .html_text import html_to_text
 from .search import http_client, transport_problem
+from .unpack import Undecodable, pieces
 
 __all__ = ["FetchFailed", "Fetched", "Refused", "fetch", "MAX_REDIRECTS", "kind_of"]
 
@@ -32,54 +31,7 @@ _TEXT_TYPES = {"application/json", "application/xml", "application/javascript",
                "application/x-ndjson", "application/ld+json", "application/yaml",
                "application/x-yaml", "application/toml", "application/rss+xml",
                "application/atom+xml", "application/x-javascript", "application/ecmascript"}
-_STEP = 256 * 1024  # bytes unpacked at a time: a compressed body never unpacks whole
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
-
-
-class _Unpacker:
-    """A ``Content-Encoding`` (gzip or deflate, one layer) undone a step at a time.
-
-    httpx unpacks each chunk it reads whole, and stacks as many layers as the header names:
-    ``gzip, gzip`` turned a few KB into hundreds of MB before ``max_bytes`` was looked at.
-    Here at most ``_STEP`` bytes come out at a time, so reading stops at ``max_bytes``.
-    """
-
-    def __init__(self, header: str, url: str) -> None:
-        layers = [e.strip().lower() for e in header.split(",") if e.strip().lower() not in ("", "identity")]
-        if len(layers) > 1:
-            raise FetchFailed(f"{url} is encoded {len(layers)} times over ({header[:60]}); fetch_url "
-                              "reads one layer of gzip or deflate")
-        self.kind = layers[0] if layers else ""
-        if self.kind in ("gzip", "x-gzip"):
-            self._z: zlib._Decompress | None = zlib.decompressobj(zlib.MAX_WBITS | 16)
-        elif self.kind == "deflate":
-            self._z = None  # zlib-wrapped or raw: decided by the first bytes, as httpx does
-        elif self.kind:
-            raise FetchFailed(f"{url} is encoded as {header[:60]!r}, which fetch_url does not read")
-        self._first = True
-
-    def feed(self, data: bytes) -> Iterator[bytes]:
-        """What ``data`` unpacks to, in pieces of at most ``_STEP`` bytes."""
-        if not self.kind:
-            if data:
-                yield data
-            return
-        if self._first and self.kind == "deflate":
-            self._z = zlib.decompressobj(zlib.MAX_WBITS if data[:1] and data[0] & 0x0F == 8
-                                         else -zlib.MAX_WBITS)
-        self._first = False
-        z = self._z
-        assert z is not None
-        try:
-            while data:
-                out = z.decompress(data, _STEP)
-                data = z.unconsumed_tail
-                if out:
-                    yield out
-                if z.eof:
-                    return
-        except zlib.error as exc:
-            raise FetchFailed(f"the page's {self.kind} data is damaged ({exc})") from None
 
 
 class FetchFailed(Exception):
@@ -200,10 +152,6 @@ def _checked_url(text: str) -> httpx.URL:
     return parsed
 
 
-async def _whole(body: bytes) -> AsyncIterator[bytes]:
-    yield body
-
-
 async def _read(response: httpx.Response, url: str, redirects: list[str],
                 max_bytes: int) -> Fetched:
     status = response.status_code
@@ -214,13 +162,8 @@ async def _read(response: httpx.Response, url: str, redirects: list[str],
     read = 0
     cut = False
     kind: str | None = "pending"
-    if response.is_stream_consumed:  # a response made whole (an injected transport's): decoded
-        unpack, source = _Unpacker("", url), _whole(response.content)
-    else:  # undone here, bounded (httpx would unpack each chunk whole)
-        unpack = _Unpacker(response.headers.get("content-encoding", ""), url)
-        source = response.aiter_raw()
-    async for raw in source:
-        for chunk in unpack.feed(raw):
+    try:
+        async for chunk in pieces(response):  # unpacked a step at a time: bounded
             if kind == "pending":
                 kind = kind_of(content_type, chunk)
                 if kind is None:
@@ -231,8 +174,8 @@ async def _read(response: httpx.Response, url: str, redirects: list[str],
             if len(take) < len(chunk):
                 cut = True
                 break
-        if cut or kind is None:
-            break
+    except Undecodable as exc:
+        raise FetchFailed(f"{url} is not read: {exc}") from None
     if kind == "pending":
         kind = kind_of(content_type, b"")
     if kind is None:
