@@ -316,3 +316,10 @@ def test_a_card_shows_every_hidden_character_of_the_code_that_runs(name: str, ke
         assert raw not in page and raw not in markdown, raw
         assert mark in code and mark in markdown, mark  # (the page's text, tags taken out)
     assert code == visible(TROJAN).rstrip("\n")  # the lines are the code's own, one for one
+
+
+def test_a_card_of_json_arguments_shows_their_hidden_characters() -> None:
+    # A URL whose end reads backwards: "https://docs.example/‮fdp.exe" shows as "exe.pdf".
+    call = ToolCall(id="c1", name="fetch_url", arguments={"url": "https://docs.example/\u202efdp.exe"})
+    for shown in (card_html(call, "● waiting"), card_markdown(call, "● waiting")):
+        assert "\u202e" not in shown and "U+202E" in shown
