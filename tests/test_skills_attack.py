@@ -40,3 +40,39 @@ def test_a_project_skills_folder_that_is_a_symlink_elsewhere_is_refused(
         read = _eventloop.run_sync(agent.tools.execute(ToolCall(
             "c1", "read_file", {"path": str(folder / "notes.txt")})))
     assert read.error and "OTHER-PROJECT-SECRET" not in read.output
+
+
+def test_a_skill_folder_swapped_for_a_symlink_after_it_was_found_is_not_followed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The sandboxed code can write the workspace, so it can swap a project skill's folder
+    # for a symlink between the moment read_file finds the skills and the moment it opens
+    # the file; the wrapper below makes that moment come every time.
+    import ipyagent.agent as agent_module
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    secret = tmp_path / "ssh"
+    secret.mkdir()
+    (secret / "notes.txt").write_text("PRIVATE-KEY\n")
+    repo = tmp_path / "repo"
+    folder = _plant(repo / ".ipyagent" / "skills", "tools")
+    found = agent_module.skills_of
+
+    away = folder.with_name("tools.away")
+
+    def found_then_swapped(agent: object) -> object:
+        if folder.is_symlink():  # the real folder back while the skills are looked for…
+            folder.unlink()
+            away.rename(folder)
+        result = found(agent)  # type: ignore[arg-type]
+        folder.rename(away)  # …and the symlink in its place when the file is opened
+        folder.symlink_to(secret)
+        return result
+
+    monkeypatch.setattr(agent_module, "skills_of", found_then_swapped)
+    with Agent(python_tool=False, cwd=str(repo)) as agent:
+        reads = [_eventloop.run_sync(agent.tools.execute(ToolCall("c1", "read_file", {"path": path})))
+                 for path in (str(secret / "notes.txt"), str(folder / "notes.txt"))]
+    for read in reads:
+        assert read.error and "PRIVATE-KEY" not in read.output, read.output
