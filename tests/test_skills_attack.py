@@ -76,3 +76,32 @@ def test_a_skill_folder_swapped_for_a_symlink_after_it_was_found_is_not_followed
                  for path in (str(secret / "notes.txt"), str(folder / "notes.txt"))]
     for read in reads:
         assert read.error and "PRIVATE-KEY" not in read.output, read.output
+
+
+def test_load_skill_after_the_folder_was_swapped_for_a_symlink_reads_nothing_of_the_target(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ipyagent.skills.use as use_module
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    secret = tmp_path / "ssh"
+    secret.mkdir()
+    (secret / "SKILL.md").write_text("---\nname: tools\ndescription: d\n---\nSECRET-BODY\n")
+    (secret / "id_ed25519").write_text("PRIVATE-KEY\n")
+    repo = tmp_path / "repo"
+    folder = _plant(repo / ".ipyagent" / "skills", "tools")
+    away = folder.with_name("tools.away")
+    found = use_module.skills_of
+
+    def found_then_swapped(agent: object) -> object:
+        result = found(agent)  # type: ignore[arg-type]
+        folder.rename(away)
+        folder.symlink_to(secret)
+        return result
+
+    monkeypatch.setattr(use_module, "skills_of", found_then_swapped)
+    with Agent(python_tool=False, cwd=str(repo)) as agent:
+        result = _eventloop.run_sync(agent.tools.execute(ToolCall("c1", "load_skill", {"name": "tools"})))
+    assert "SECRET-BODY" not in result.output and "id_ed25519" not in result.output, result.output
+    assert result.error

@@ -33,7 +33,7 @@ from ..items import ToolCall, ToolResult
 from .base import Tool, tool
 
 __all__ = ["FILE_TOOLS", "READ_ONLY", "RECORD_LIMIT", "record", "recorded_file", "Spot", "WorkspaceError", "diff_preview", "file_tools",
-           "locate", "open_regular", "read_existing", "write_text"]
+           "locate", "open_real_dir", "open_regular", "read_existing", "write_text"]
 
 FILE_TOOLS = ("read_file", "write_file", "list_files", "edit_file")
 READ_ONLY = ("read_file", "list_files")
@@ -120,7 +120,7 @@ def _within(root: Path, target: str) -> list[str] | None:
     return None
 
 
-def _open_real_dir(root: Path) -> int:
+def open_real_dir(root: Path) -> int:
     """``root`` (an absolute path already resolved) opened as a directory without following
     a symlink on the way: one that appeared since it was resolved (a folder swapped for a
     link to ``~/.ssh``) is refused, not followed."""
@@ -170,7 +170,7 @@ def locate(root: Path, path: str, *, make_dirs: bool = False, real: bool = False
         raise _outside(root, path)
     if make_dirs:
         root.mkdir(parents=True, exist_ok=True)
-    stack = [_open_real_dir(root) if real else os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)]
+    stack = [open_real_dir(root) if real else os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)]
     names: list[str] = []
     pending = list(reversed(lexical.relative_to(root).parts))  # next component last
     hops = 0
