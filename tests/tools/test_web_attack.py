@@ -109,3 +109,16 @@ def test_a_search_answer_that_unpacks_huge_is_not_unpacked_whole(bomb: bytes, ba
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
     assert peak < 64_000_000, f"{peak:,} bytes held at once"
+
+
+@pytest.mark.parametrize("charset", ["zlib", "base64", "rot13", "hex", "bz2"])
+def test_a_page_naming_a_codec_that_is_not_a_text_encoding_reads_as_utf8(charset: str) -> None:
+    with LocalWeb() as web:
+        web.route("/a.html", Page(b"<html><body><p>caf\xc3\xa9</p></body></html>",
+                                  headers={"Content-Type": f"text/html; charset={charset}"}))
+        web.route("/b.html", Page(f"<html><head><meta charset='{charset}'></head><body><p>caf\xc3\xa9"
+                                  "</p></body></html>".encode("latin-1"),
+                                  headers={"Content-Type": "text/html"}))
+        for path in ("/a.html", "/b.html"):
+            page = asyncio.run(fetch(web.url + path, timeout=10, max_bytes=100_000, allow_private=True))
+            assert "café" in page.text, (path, page.text)

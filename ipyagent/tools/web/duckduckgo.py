@@ -51,7 +51,10 @@ class DuckDuckGo:
                                                   "Referer": "https://html.duckduckgo.com/"},
                                          ) as response:
                     body = await read_capped(response, 3_000_000)  # unpacked only that far
-                page = body.decode(response.encoding or "utf-8", errors="replace")
+                try:
+                    page = body.decode(response.encoding or "utf-8", errors="replace")
+                except LookupError:  # a codec that is not a text encoding (zlib, base64)
+                    page = body.decode("utf-8", errors="replace")
         except (httpx.HTTPError, OSError) as exc:
             raise SearchUnavailable(f"DuckDuckGo: {transport_problem(exc, self.timeout)}") from None
         except Undecodable as exc:

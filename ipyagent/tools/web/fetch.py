@@ -78,7 +78,9 @@ def _encoding(response: httpx.Response, body: bytes, kind: str) -> str:
         m = _META_CHARSET.search(body[:4096])
         name = m.group(1).decode("ascii", "replace") if m else None
     try:
-        found = codecs.lookup(name or "utf-8").name
+        info = codecs.lookup(name or "utf-8")
+        # The page names it: zlib, base64, rot13 are codecs too, but not text encodings.
+        found = info.name if getattr(info, "_is_text_encoding", True) else "utf-8"
     except LookupError:
         found = "utf-8"
     return "utf-8-sig" if found == "utf-8" else found  # a byte-order mark is not text
