@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-__all__ = ["head_tail", "omitted", "one_line", "repair_surrogates", "visible"]
+__all__ = ["head_tail", "omitted", "one_line", "repair_surrogates", "visible", "without_credentials"]
 
 
 def one_line(text: object, limit: int | None = None) -> str:
@@ -27,6 +27,13 @@ def one_line(text: object, limit: int | None = None) -> str:
     if not line and isinstance(text, BaseException):
         line = type(text).__name__
     return line if limit is None or len(line) <= limit else line[: max(limit - 1, 0)] + "…"
+
+
+def without_credentials(url: str) -> str:
+    """``url`` (valid or not) for a message: no ``user:password@`` before its host, no query,
+    no fragment (any of them may carry a key)."""
+    url = re.split(r"[?#]", str(url), maxsplit=1)[0]
+    return re.sub(r"^([^/]*//)?[^/]*@", r"\1", url)
 
 
 def omitted(n: int) -> str:

@@ -117,9 +117,13 @@ CODE_ARGUMENTS: dict[str, tuple[str, str]] = {"python": ("code", "python"),
 
 
 def code_of(name: str, arguments: dict[str, Any]) -> tuple[str, str] | None:
-    """(language, code) of a call of ``name`` that is one piece of code, else None."""
+    """(language, code) of a call of ``name`` that is one piece of code, else None.
+
+    Only when the code is the call's one argument: a tool of the user's may take the name
+    and more parameters, and what the model set besides the code is part of what runs,
+    so such a call is shown whole (as JSON)."""
     key, lang = CODE_ARGUMENTS.get(name, ("", ""))
-    if key and isinstance(arguments, dict) and key in arguments:
+    if key and isinstance(arguments, dict) and key in arguments and len(arguments) == 1:
         return lang, str(arguments[key])
     return None
 

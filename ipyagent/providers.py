@@ -83,6 +83,13 @@ class Endpoint:
     key_required: bool
     label: str  # for messages: the provider's name, or the URL's host
 
+    def __repr__(self) -> str:
+        from ._text import without_credentials
+
+        # A base_url may carry user:password (basic auth) or a ?key=: never in a repr.
+        return (f"Endpoint(api={self.api!r}, base_url={without_credentials(self.base_url)!r}, "
+                f"key_env={self.key_env!r}, key_required={self.key_required!r}, label={self.label!r})")
+
 
 def resolve(
     provider: str | None = None,

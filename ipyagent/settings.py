@@ -525,16 +525,19 @@ def base_url_problem(url: str) -> str | None:
     """What is wrong with ``url`` as an endpoint, in words; None when it can be used."""
     from urllib.parse import urlsplit
 
+    from ._text import without_credentials
+
+    shown = without_credentials(url)  # a user:password or a ?key= is never repeated
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme not in ("http", "https"):
-        guess = url.split("://", 1)[-1]
-        return (f"must start with http:// or https://, not {url!r} "
+        guess = shown.split("://", 1)[-1]
+        return (f"must start with http:// or https://, not {shown!r} "
                 f"(did you mean 'http://{guess}'?)")
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises for a port that is not a number
     except ValueError as exc:
-        return f"is not a valid URL: {url!r} ({exc})"
+        return f"is not a valid URL: {shown!r} ({without_credentials(str(exc))})"
     if not parts.hostname or any(c.isspace() for c in url):
-        return f"is not a valid URL: {url!r} (no host, or a space in it)"
+        return f"is not a valid URL: {shown!r} (no host, or a space in it)"
     return None

@@ -21,7 +21,7 @@ import time
 from typing import Any, Callable, Iterable
 
 from .._mainthread import Dispatcher, LoopDispatcher
-from .._text import one_line
+from .._text import one_line, visible
 from .._untrusted import fence, markdown_literal, markdown_text, sibling_bundle
 from ..approval import Decision
 from ..events import (
@@ -58,6 +58,7 @@ def card_markdown(call: ToolCall, status: str, arguments: dict[str, Any] | None 
     """A tool call as Markdown: a header line with its status, then the code."""
     lang, code = ("diff", preview) if preview else _code_of(call, arguments)
     mark = f" · {markdown_text(one_line(badge[0]))}" if badge else ""
+    code = visible(code)  # what runs, with nothing hidden: bidi overrides reorder a page
     return (f"**{markdown_literal(call.name)}** <small>· {markdown_literal(call.id)} · "
             f"{markdown_text(one_line(status))}{mark}</small>\n\n{fence(code, lang)}")
 
@@ -68,6 +69,10 @@ def card_html(call: ToolCall, status: str, arguments: dict[str, Any] | None = No
     (or the tool's preview of the call — a diff for file edits). ``badge``: (label,
     tooltip) of a small marker in the header, e.g. a call that ran because of Always."""
     lang, code = ("diff", preview) if preview else _code_of(call, arguments)
+    # The page must show what runs: a bidi override or isolate reorders the text a browser
+    # shows, a zero-width character hides, and pygments turns a lone CR into a line break
+    # (bash does not break there). Each is shown as its visible stand-in, as in a terminal.
+    code = visible(code)
     pill = ("" if not badge else
             f"<span class='ipyagent-badge' title='{html.escape(badge[1])}' style='"
             "border:1px solid currentColor;border-radius:8px;padding:0 6px;"

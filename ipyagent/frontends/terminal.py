@@ -76,7 +76,9 @@ class TerminalDisplay:
 
     def _code(self, code: str, lang: str = "python") -> str:
         """``code`` as the card's ``│`` lines: made visible, then highlighted (on a tty)."""
-        lines = [visible(ln) for ln in _lines(code.rstrip())]
+        # Only the final newlines go: str.rstrip would also drop a trailing FS/US/FF/CR/NEL
+        # or U+2028 (Python counts them as whitespace), which bash keeps in the last word.
+        lines = [visible(ln) for ln in _lines(code.rstrip("\n"))]
         if self.colour and lines:
             lines = _highlight(lines, self.scheme, lang)
         return "\n".join("  │ " + ln for ln in lines)

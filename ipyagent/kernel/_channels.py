@@ -24,7 +24,7 @@ from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.websocket import WebSocketClientConnection, WebSocketClosedError, websocket_connect
 
 from ..errors import KernelError
-from ._rest import auth_header
+from ._rest import auth_header, said
 
 __all__ = ["Channels", "ChannelsClosed"]
 
@@ -40,9 +40,10 @@ class ChannelsClosed(Exception):
 class Channels:
     """A websocket to one kernel: ``send`` a request, ``recv`` every message of every channel."""
 
-    def __init__(self, conn: WebSocketClientConnection, session: str) -> None:
+    def __init__(self, conn: WebSocketClientConnection, session: str, token_env: str = "") -> None:
         self._conn = conn
         self.session = session
+        self.token_env = token_env  # its value is taken out of what the server says
         self.protocol = conn.selected_subprotocol or "json"  # V1, or the legacy JSON form
         self._inbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self.closed = False
@@ -71,7 +72,7 @@ class Channels:
             raise ChannelsClosed(f"HTTP {exc.code}") from None
         except (OSError, asyncio.TimeoutError) as exc:
             raise ChannelsClosed(str(exc) or type(exc).__name__) from None
-        return cls(conn, session)
+        return cls(conn, session, token_env)
 
     def _socket(self) -> socket.socket | None:
         stream = getattr(self._conn.protocol, "stream", None)
@@ -150,6 +151,7 @@ class Channels:
     def close_reason(self) -> str:
         """Why the websocket closed, as the server said (or 'connection closed')."""
         code, reason = self._conn.close_code, self._conn.close_reason
+        reason = said(reason, self.token_env) if reason else ""  # untrusted: may echo the token
         return f"closed with code {code}" + (f": {reason}" if reason else "") if code else "connection closed"
 
     def close(self) -> None:

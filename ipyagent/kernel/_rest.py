@@ -17,10 +17,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from .._text import one_line, visible
+from .._text import one_line, visible, without_credentials
 from ..errors import KernelError
 
-__all__ = ["RestClient", "KernelGone", "TokenAuth", "auth_header", "check_url", "origin"]
+__all__ = ["RestClient", "KernelGone", "TokenAuth", "auth_header", "check_url", "origin", "said"]
 
 _RETRIES = 2  # a keep-alive connection the server (or a proxy) closed: one more try for reads
 
@@ -33,7 +33,8 @@ def check_url(url: str) -> str:
     """``url`` without a trailing slash; ValueError for anything but a plain http(s) origin + path."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"kernel_url must be an http:// or https:// URL, not {visible(one_line(url, 80))!r}")
+        raise ValueError(f"kernel_url must be an http:// or https:// URL, not "
+                         f"{visible(one_line(without_credentials(url), 80))!r}")
     if parts.username or parts.password or parts.query or parts.fragment:
         # A token in the URL would end up in logs and banners: it goes in kernel_token_env.
         raise ValueError("kernel_url must not carry credentials, a query or a fragment: "
@@ -121,7 +122,7 @@ class RestClient:
                               f"(HTTP {status}); redirects are not followed: give the final URL")
         if status >= 400:
             raise KernelError(f"the Jupyter server at {self.url} answered {method} {path} with "
-                              f"HTTP {status}: {_server_message(response)}")
+                              f"HTTP {status}: {_server_message(response, self.token_env)}")
         if not response.content:
             return None
         try:
@@ -139,11 +140,21 @@ def _reason(exc: BaseException) -> str:
     return visible(one_line(exc, 120)) or type(exc).__name__
 
 
-def _server_message(response: httpx.Response) -> str:
-    """The server's own reason (untrusted text: one line, visible, short)."""
+def said(text: str, token_env: str, limit: int = 200) -> str:
+    """What a server said (untrusted) for one of our lines: the token's value (in any form
+    the secret scanner knows) replaced by ``[redacted $NAME]`` — a server, or a proxy in
+    front of it, may echo the request's headers — then one line, visible, short."""
+    from .._secrets import scanner, secret_values
+
+    text, _ = scanner(secret_values(token_env)).redact(str(text))
+    return visible(one_line(text, limit))
+
+
+def _server_message(response: httpx.Response, token_env: str) -> str:
+    """The server's own reason (untrusted text: the token out, one line, visible, short)."""
     try:
         body = response.json()
         text = body.get("message") or body.get("reason") or "" if isinstance(body, dict) else ""
     except ValueError:
         text = response.text
-    return visible(one_line(text or response.reason_phrase, 200))
+    return said(text or response.reason_phrase, token_env)

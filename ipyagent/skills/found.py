@@ -3,8 +3,9 @@
 Looked for, nearest first (the first skill of a name wins; the table names each one it
 hides): ``.ipyagent/skills/*/SKILL.md`` beside the notebook (the project's), each folder of
 ``Agent.skills_paths`` in order, ``~/.ipyagent/skills/`` (yours), then ipyagent's built-ins.
-A project's skill folder that is a symlink leading out of its ``.ipyagent/skills`` is refused:
-a repository cannot point the agent at files elsewhere on your disk.
+A project's skill folder that is a symlink leading out of its ``.ipyagent/skills`` is refused,
+and so is a ``.ipyagent/skills`` (or ``.ipyagent``) leading out of the project: a repository
+cannot point the agent at files elsewhere on your disk.
 """
 
 from __future__ import annotations
@@ -74,6 +75,11 @@ def find_skills(directory: str | Path, paths: list[str] | tuple[str, ...] = (),
         roots.append(("built-in", BUILTIN, "built-in"))
     found = Found()
     for source, root, label in roots:
+        if source == "project" and root.is_dir() and not _within(root, directory):
+            # .ipyagent/skills (or .ipyagent) is a symlink: the repository points elsewhere.
+            found.problems.append(f"{root}: a symlink that leads out of the project; refused (a "
+                                  "folder of skills of yours goes in Agent.skills_paths)")
+            continue
         if source == "skills_paths" and not root.is_dir():
             found.problems.append(f"Agent.skills_paths: {root} is not a folder (a typo?)")
             continue
@@ -125,6 +131,14 @@ def _read_root(source: str, root: Path, label: str, problems: list[str]) -> list
         names.add(skill.name)
         skills.append(skill)
     return skills
+
+
+def _within(path: Path, directory: Path) -> bool:
+    """Whether ``path``, its symlinks followed, is inside ``directory`` (followed too)."""
+    try:
+        return path.resolve().is_relative_to(directory.resolve())
+    except OSError:
+        return False
 
 
 def _same(a: Path, b: Path) -> bool:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..tools.files import WorkspaceError, locate, open_regular
+from ..tools.files import WorkspaceError, locate, open_real_dir, open_regular
 
 __all__ = ["FILENAME", "MAX_DESCRIPTION", "Skill", "SkillError", "parse_front_matter", "read_skill"]
 
@@ -59,7 +59,7 @@ class Skill:
     def body(self, limit: int) -> str:
         """The instructions (the text after the front matter), cut at ``limit`` characters
         with a note saying so; ``SkillError`` when the file can no longer be read."""
-        text, whole = _read(self.folder, FILENAME, max(limit * 4, HEAD_BYTES) + 4)
+        text, whole = _read(self.folder, FILENAME, max(limit * 4, HEAD_BYTES) + 4, real=True)
         _, _, body = parse_front_matter(text, str(self.path))
         if len(body) > limit or not whole:
             size = os.path.getsize(self.path) if not whole else len(body)
@@ -73,22 +73,29 @@ class Skill:
         how many more there are. Hidden names and symlinks are left out."""
         found: list[tuple[str, int]] = []
         more = 0
-        for top, dirs, names in os.walk(self.folder, followlinks=False):
-            depth = len(Path(top).relative_to(self.folder).parts)
-            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and depth < MAX_DEPTH)
-            for name in sorted(names):
-                rel = (Path(top) / name).relative_to(self.folder).as_posix()
-                if name.startswith(".") or rel == FILENAME:
-                    continue
-                st = os.lstat(Path(top) / name)
-                if not stat.S_ISREG(st.st_mode):
-                    continue  # a symlink may lead anywhere: read_file refuses those that leave
-                if len(found) < MAX_FILES:
-                    found.append((rel, st.st_size))
-                else:
-                    more += 1
-            if more >= MAX_COUNTED:
-                break  # a huge folder: say "at least", do not walk all of it
+        try:  # the folder as found: a symlink swapped in for it since is not followed
+            fd = open_real_dir(self.folder)
+        except (WorkspaceError, OSError):
+            return found, more
+        try:
+            for top, dirs, names, top_fd in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
+                depth = len(Path(top).parts) - 1
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and depth < MAX_DEPTH)
+                for name in sorted(names):
+                    rel = (Path(top) / name).as_posix()
+                    if name.startswith(".") or rel == FILENAME:
+                        continue
+                    st = os.stat(name, dir_fd=top_fd, follow_symlinks=False)
+                    if not stat.S_ISREG(st.st_mode):
+                        continue  # a symlink may lead anywhere: read_file refuses those that leave
+                    if len(found) < MAX_FILES:
+                        found.append((rel, st.st_size))
+                    else:
+                        more += 1
+                if more >= MAX_COUNTED:
+                    break  # a huge folder: say "at least", do not walk all of it
+        finally:
+            os.close(fd)
         return found, more
 
     def __repr__(self) -> str:
@@ -113,10 +120,11 @@ def read_skill(folder: Path, source: str, where: str) -> Skill:
     return Skill(name, description, folder.resolve(), source, where, tuple(ignored))
 
 
-def _read(folder: Path, name: str, max_bytes: int) -> tuple[str, bool]:
-    """``name`` in ``folder`` as text, at most ``max_bytes`` (and whether that was all)."""
+def _read(folder: Path, name: str, max_bytes: int, real: bool = False) -> tuple[str, bool]:
+    """``name`` in ``folder`` as text, at most ``max_bytes`` (and whether that was all).
+    ``real``: ``folder`` is as it was found (resolved); no symlink is followed to reach it."""
     try:
-        with locate(folder, name) as spot:
+        with locate(folder, name, real=real) as spot:
             fd = open_regular(spot)
         with open(fd, "rb") as f:
             data = f.read(max_bytes + 1)

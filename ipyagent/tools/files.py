@@ -33,7 +33,7 @@ from ..items import ToolCall, ToolResult
 from .base import Tool, tool
 
 __all__ = ["FILE_TOOLS", "READ_ONLY", "RECORD_LIMIT", "record", "recorded_file", "Spot", "WorkspaceError", "diff_preview", "file_tools",
-           "locate", "open_regular", "read_existing", "write_text"]
+           "locate", "open_real_dir", "open_regular", "read_existing", "write_text"]
 
 FILE_TOOLS = ("read_file", "write_file", "list_files", "edit_file")
 READ_ONLY = ("read_file", "list_files")
@@ -120,25 +120,57 @@ def _within(root: Path, target: str) -> list[str] | None:
     return None
 
 
-def locate(root: Path, path: str, *, make_dirs: bool = False) -> Spot:
+def open_real_dir(root: Path) -> int:
+    """``root`` (an absolute path already resolved) opened as a directory without following
+    a symlink on the way: one that appeared since it was resolved (a folder swapped for a
+    link to ``~/.ssh``) is refused, not followed."""
+    o_path = getattr(os, "O_PATH", 0)
+    if not o_path:  # not Linux: no descriptor walk without read permission on each parent
+        return os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+    fd = os.open("/", o_path | os.O_DIRECTORY | _CLOEXEC)
+    try:
+        parts = root.parts[1:]
+        for i, part in enumerate(parts):
+            flags = (os.O_RDONLY if i == len(parts) - 1 else o_path) | os.O_DIRECTORY
+            try:
+                nfd = os.open(part, flags | os.O_NOFOLLOW | _CLOEXEC, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise WorkspaceError(f"{root} changed: it (or a folder above it) is a "
+                                         "symlink now; not followed") from None
+                raise
+            os.close(fd)
+            fd = nfd
+        if not parts:
+            os.close(fd)
+            fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def locate(root: Path, path: str, *, make_dirs: bool = False, real: bool = False) -> Spot:
     """Walk ``path`` (relative to ``root``, or absolute inside it) on directory descriptors.
 
     Each directory is opened with ``O_DIRECTORY | O_NOFOLLOW`` relative to the one before;
     a symlink is followed only inside the workspace (``..`` never climbs above it). The
     last component is looked at, not opened. ``make_dirs`` creates missing directories.
+    ``real``: ``root`` was resolved (and checked) by the caller; it is not resolved again,
+    and no symlink is followed to reach it.
     """
     if not isinstance(path, str) or not path.strip():
         raise WorkspaceError("the path is empty; give a path relative to the workspace")
     if "\x00" in path:
         raise WorkspaceError("the path contains a NUL character")
-    root = root.resolve()
+    root = root if real else root.resolve()
     # Lexical check first, so '..' and absolute paths get the clearer message.
     lexical = Path(os.path.normpath(root / path))
     if not (lexical == root or root in lexical.parents):
         raise _outside(root, path)
     if make_dirs:
         root.mkdir(parents=True, exist_ok=True)
-    stack = [os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)]
+    stack = [open_real_dir(root) if real else os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)]
     names: list[str] = []
     pending = list(reversed(lexical.relative_to(root).parts))  # next component last
     hops = 0
@@ -367,7 +399,8 @@ def file_tools(root: Callable[[], Path],
         if _inside(base.resolve(), lexical):
             return base, path
         for extra in read_roots():
-            extra = extra.resolve()
+            # Resolved when the skill was found (and checked then): resolving it again here
+            # would follow a symlink swapped in since (the sandbox can write the workspace).
             if _inside(extra, lexical):
                 return extra, lexical.relative_to(extra).as_posix() if lexical != extra else "."
         return base, path
@@ -400,7 +433,8 @@ def file_tools(root: Callable[[], Path],
             path: File path relative to the workspace.
             start_line: First line to return (1-based); use it to page through long files.
         """
-        with locate(*read_root(path)) as spot:
+        where, rel = read_root(path)
+        with locate(where, rel, real=where != root()) as spot:  # a skill's folder: as found
             fd = open_regular(spot)
         with open(fd, "rb") as raw:
             size = os.fstat(raw.fileno()).st_size

@@ -18,7 +18,7 @@ import httpx
 
 from .._text import one_line, visible
 from ..items import ToolCall, ToolResult
-from ..kernel._rest import TokenAuth, check_url
+from ..kernel._rest import TokenAuth, check_url, said
 from .files import record
 
 __all__ = ["RemoteWorkspace", "Unreachable"]
@@ -99,10 +99,13 @@ class RemoteWorkspace:
             raise FileNotFoundError(rel)
         if status >= 400:
             try:
-                message = response.json().get("message", "")
+                body = response.json()
+                message = (body.get("message") if isinstance(body, dict) else "") or ""
             except ValueError:
-                message = response.reason_phrase
-            raise RemoteWorkspaceError(f"{rel or '.'!r}: {visible(one_line(message, 200))} (HTTP {status})")
+                message = ""
+            # Untrusted: a server may echo the request's headers, the token with them.
+            raise RemoteWorkspaceError(f"{rel or '.'!r}: {said(message or response.reason_phrase, self.token_env)}"
+                                       f" (HTTP {status})")
         return response.json() if response.content else None
 
     def _has_contents(self) -> bool:

@@ -405,7 +405,7 @@ async def test_urls_with_credentials_and_secrets_are_refused(web, monkeypatch):
 # ---------------------------------------------------------------- settings and the agent
 
 def test_off_by_default_and_turned_on_by_settings():
-    with Agent(python_tool=False, file_tools=False) as agent:
+    with Agent(python_tool=False, file_tools=False, skills_enabled=False) as agent:
         assert agent.tools.names == []
         agent.web_tools = True
         assert agent.tools.names == ["web_search", "fetch_url"]
@@ -428,7 +428,7 @@ def test_a_users_own_web_search_tool_is_kept():
         """Mine."""
         return "mine"
 
-    with Agent(python_tool=False, file_tools=False, tools=[web_search]) as agent:
+    with Agent(python_tool=False, file_tools=False, skills_enabled=False, tools=[web_search]) as agent:
         agent.web_tools = True
         assert agent.tools["web_search"].description == "Mine."
         agent.web_tools = False
@@ -436,7 +436,7 @@ def test_a_users_own_web_search_tool_is_kept():
 
 
 def test_the_agent_reads_its_settings_at_each_call(web):
-    with Agent(python_tool=False, file_tools=False, web_tools=True, web_timeout=2) as agent:
+    with Agent(python_tool=False, file_tools=False, skills_enabled=False, web_tools=True, web_timeout=2) as agent:
         call_ = ToolCall("c1", "fetch_url", {"url": f"{web.url}/plain.txt"})
         from ipyagent import _eventloop
 
@@ -457,7 +457,7 @@ def test_a_loop_searches_fetches_and_answers(web, tmp_path):
               reply_text("About 8.7 m/s² at the ISS.")]
     asked: list[ToolCall] = []
     with ScriptedServer(script) as srv, Agent(
-            model="test-model", base_url=srv.base_url, python_tool=False, file_tools=False,
+            model="test-model", base_url=srv.base_url, python_tool=False, file_tools=False, skills_enabled=False,
             search_url=web.url, web_allow_private=True, approval="ask", max_retries=0,
             approval_hook=lambda call: asked.append(call) or True) as agent:
         result = agent.run("How strong is gravity at the ISS? Search the web.")

@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 import httpx
 
 from .search import MAX_RESULTS, SearchResult, SearchUnavailable, http_client, transport_problem
+from .unpack import Undecodable, read_capped
 
 __all__ = ["DuckDuckGo", "parse_results", "unwrap"]
 
@@ -45,12 +46,19 @@ class DuckDuckGo:
         """Up to ``n`` results; ``SearchUnavailable`` with one line when it cannot."""
         try:
             async with http_client(self.timeout, self._transport) as client:
-                response = await client.post(self.endpoint, data={"q": query, "b": ""},
-                                             headers={"Accept": "text/html",
-                                                      "Referer": "https://html.duckduckgo.com/"})
-                page = response.text[:3_000_000]
+                async with client.stream("POST", self.endpoint, data={"q": query, "b": ""},
+                                         headers={"Accept": "text/html",
+                                                  "Referer": "https://html.duckduckgo.com/"},
+                                         ) as response:
+                    body = await read_capped(response, 3_000_000)  # unpacked only that far
+                try:
+                    page = body.decode(response.encoding or "utf-8", errors="replace")
+                except LookupError:  # a codec that is not a text encoding (zlib, base64)
+                    page = body.decode("utf-8", errors="replace")
         except (httpx.HTTPError, OSError) as exc:
             raise SearchUnavailable(f"DuckDuckGo: {transport_problem(exc, self.timeout)}") from None
+        except Undecodable as exc:
+            raise SearchUnavailable(f"DuckDuckGo: its answer is not read: {exc}") from None
         refused = SearchUnavailable(f"{_REFUSED}; try again later, or set Agent.search_url "
                                     "to a SearXNG instance")
         if response.status_code in (202, 403, 429):

@@ -20,6 +20,7 @@ import httpx
 from .guard import Refused, Unresolved, resolve_checked
 from .html_text import html_to_text
 from .search import http_client, transport_problem
+from .unpack import Undecodable, pieces
 
 __all__ = ["FetchFailed", "Fetched", "Refused", "fetch", "MAX_REDIRECTS", "kind_of"]
 
@@ -77,7 +78,9 @@ def _encoding(response: httpx.Response, body: bytes, kind: str) -> str:
         m = _META_CHARSET.search(body[:4096])
         name = m.group(1).decode("ascii", "replace") if m else None
     try:
-        found = codecs.lookup(name or "utf-8").name
+        info = codecs.lookup(name or "utf-8")
+        # The page names it: zlib, base64, rot13 are codecs too, but not text encodings.
+        found = info.name if getattr(info, "_is_text_encoding", True) else "utf-8"
     except LookupError:
         found = "utf-8"
     return "utf-8-sig" if found == "utf-8" else found  # a byte-order mark is not text
@@ -161,17 +164,20 @@ async def _read(response: httpx.Response, url: str, redirects: list[str],
     read = 0
     cut = False
     kind: str | None = "pending"
-    async for chunk in response.aiter_bytes():
-        if kind == "pending":
-            kind = kind_of(content_type, chunk)
-            if kind is None:
+    try:
+        async for chunk in pieces(response):  # unpacked a step at a time: bounded
+            if kind == "pending":
+                kind = kind_of(content_type, chunk)
+                if kind is None:
+                    break
+            take = chunk[: max(0, max_bytes - read)] if max_bytes > 0 else chunk
+            chunks.append(take)
+            read += len(take)
+            if len(take) < len(chunk):
+                cut = True
                 break
-        take = chunk[: max(0, max_bytes - read)] if max_bytes > 0 else chunk
-        chunks.append(take)
-        read += len(take)
-        if len(take) < len(chunk):
-            cut = True
-            break
+    except Undecodable as exc:
+        raise FetchFailed(f"{url} is not read: {exc}") from None
     if kind == "pending":
         kind = kind_of(content_type, b"")
     if kind is None:

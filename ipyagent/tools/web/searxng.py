@@ -15,6 +15,7 @@ import httpx
 
 from ..._text import one_line
 from .search import MAX_RESULTS, SearchResult, SearchUnavailable, http_client, transport_problem
+from .unpack import Undecodable, read_capped
 
 __all__ = ["SearXNG"]
 
@@ -41,14 +42,17 @@ class SearXNG:
         where = f"SearXNG at {self.base_url}"
         try:
             async with http_client(self.timeout, self._transport) as client:
-                response = await client.get(f"{self.base_url}/search",
-                                            params={"q": query, "format": "json"},
-                                            # text/html too: SearXNG's bot detection
-                                            # (limiter) refuses an Accept without it.
-                                            headers={"Accept": "application/json, text/html;q=0.5"})
-                body = response.content[:5_000_000]
+                async with client.stream("GET", f"{self.base_url}/search",
+                                         params={"q": query, "format": "json"},
+                                         # text/html too: SearXNG's bot detection
+                                         # (limiter) refuses an Accept without it.
+                                         headers={"Accept": "application/json, text/html;q=0.5"},
+                                         ) as response:
+                    body = await read_capped(response, 5_000_000)  # unpacked only that far
         except (httpx.HTTPError, OSError) as exc:
             raise SearchUnavailable(f"{where}: {transport_problem(exc, self.timeout)}") from None
+        except Undecodable as exc:
+            raise SearchUnavailable(f"{where}: its answer is not read: {exc}") from None
         if response.status_code == 403:
             raise SearchUnavailable(
                 f"{where} refused format=json (HTTP 403): add json to search.formats in its "
