@@ -142,6 +142,11 @@ def plan(context: Context, window: int = 0, threshold: float = 0.8, reserve: int
     users = [gi for gi, g in enumerate(groups) if _is_user(items[g[0]])]
     first_user = next((gi for gi in users if not items[groups[gi][0]].meta), users[0] if users else None)
     head_groups = [first_user] if first_user is not None else []
+    # The task being worked on (the newest such message) is kept verbatim too, however
+    # long its turn has grown: summarised away, the model would go on with an old task.
+    current = next((gi for gi in reversed(users) if not items[groups[gi][0]].meta), None)
+    if current is not None and current not in head_groups:
+        head_groups.append(current)
     head_tokens = sum(gtok[g] for g in head_groups)
     budget = _tail_budget(prompt - sum(tok), limit, reserve, keep_recent, head_tokens)
     if low < limit:

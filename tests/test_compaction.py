@@ -78,6 +78,19 @@ def test_the_task_is_kept_even_after_memory_notes_came_first():
     assert 0 in p.middle  # the notes may be summarised; the task never is
 
 
+def test_the_current_task_is_kept_however_long_its_turn_grew():
+    ctx = conversation(3)
+    ctx.append(Message("user", "the second task"))
+    current = len(ctx) - 1
+    more = conversation(20)
+    for item in list(more)[1:]:
+        ctx.append(item)
+    p = plan(ctx, window=2000, threshold=0.8, reserve=200, force=True)
+    assert p.needed and p.head == [0, current]  # the first task and the one being worked on
+    assert p.middle and max(p.middle) > current and p.tail[-1] == len(ctx) - 1
+    assert sorted(p.head + p.middle + p.tail) == list(range(len(ctx)))
+
+
 def test_compaction_preview_changes_nothing():
     ctx = conversation(10)
     before = ctx.to_dicts()

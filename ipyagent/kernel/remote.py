@@ -41,8 +41,10 @@ _IDLE_CHECK = 1.0  # seconds without a call after which one GET checks the kerne
 _RECONNECTS = 3  # tries to reconnect a dropped websocket (0.2 s, 0.6 s, 1.8 s apart)
 
 
-class RemoteKernel:
+class RemoteKernel(transfer.Transfers):
     """The model's kernel on a Jupyter Server or gateway at ``url``, with faults returned as values."""
+
+    _kernel_word = 'the remote kernel'
 
     sandboxed = False  # ipyagent does not sandbox a remote kernel: the server decides what it may do
     cwd: str | None = None  # the server's working directory for the kernel, not a path here
@@ -337,41 +339,6 @@ class RemoteKernel:
                        on_stream: Callable[[str, str], None] | None = None) -> Execution:
         execution, _ = await self._run(code, self.timeout if timeout is None else timeout, on_stream=on_stream)
         return execution
-
-    # ---- values in and out (the same pickle over user_expressions as the sibling) ------
-
-    def push(self, **values: Any) -> None:
-        """Copy values into the remote kernel's namespace by name: ``k.push(df=df)``."""
-        _eventloop.run_sync(self.push_async(**values))
-
-    async def push_async(self, **values: Any) -> None:
-        """Async form of ``push``."""
-        await _eventloop.run_async(transfer.push(self._evaluate, values, self.max_transfer_bytes))
-
-    async def push_payload_async(self, payload: str, names: list[str]) -> None:
-        """Unpickle ``payload`` (``transfer.serialize``'s base64 of ``{name: value}``) there."""
-        await _eventloop.run_async(transfer.push_payload(self._evaluate, payload, names))
-
-    def pull(self, name: str) -> Any:
-        """A copy of the remote kernel's variable ``name``."""
-        return _eventloop.run_sync(self.pull_async(name))
-
-    async def pull_async(self, name: str) -> Any:
-        """Async form of ``pull``."""
-        return await _eventloop.run_async(transfer.pull(self._evaluate, name, self.max_transfer_bytes))
-
-    async def pull_payload_async(self, name: str) -> tuple[bytes, str]:
-        """The remote ``name`` pickled, not unpickled here, and its type as the kernel reports it."""
-        return await _eventloop.run_async(
-            transfer.pull_payload(self._evaluate, name, self.max_transfer_bytes))
-
-    async def _evaluate(self, expr: str, what: str) -> dict[str, Any]:
-        """One silent ``user_expressions`` evaluation (transfer's ``Evaluate``)."""
-        execution, reply = await self._run("", self.timeout, silent=True, user_expressions={"x": expr})
-        result = (reply.get("user_expressions") or {}).get("x")
-        if execution.status != "ok" or not isinstance(result, dict):
-            raise KernelError(f"{what} failed in the remote kernel: {execution.text or execution.status}")
-        return result
 
     async def _run(self, code: str, timeout: float | None, *, silent: bool = False,
                    user_expressions: dict[str, str] | None = None,

@@ -51,8 +51,10 @@ log = logging.getLogger("ipyagent.kernel.sibling")
 _POLL = 0.15  # seconds between liveness checks: a dead kernel is noticed within a second
 
 
-class SiblingKernel:
+class SiblingKernel(transfer.Transfers):
     """A separate kernel process that runs the model's code, with faults returned as values."""
+
+    _kernel_word = 'the sibling kernel'
 
     # Channels of a sandboxed kernel: IPC sockets work with the network off too, and are
     # no slower than TCP with it on (bench/kernel_roundtrip.py measures both).
@@ -378,41 +380,6 @@ class SiblingKernel:
         progress); the returned ``Execution`` still holds all of it.
         """
         return await _eventloop.run_async(self._execute(code, timeout, on_stream))
-
-    # ---- values in and out (pickle over user_expressions: kernel/transfer.py) ----------
-
-    def push(self, **values: Any) -> None:
-        """Copy values into the sibling's namespace by name: ``k.push(df=df)``."""
-        _eventloop.run_sync(self.push_async(**values))
-
-    async def push_async(self, **values: Any) -> None:
-        """Async form of ``push``."""
-        await _eventloop.run_async(transfer.push(self._evaluate, values, self.max_transfer_bytes))
-
-    async def push_payload_async(self, payload: str, names: list[str]) -> None:
-        """Unpickle ``payload`` (``transfer.serialize``'s base64 of ``{name: value}``) there."""
-        await _eventloop.run_async(transfer.push_payload(self._evaluate, payload, names))
-
-    def pull(self, name: str) -> Any:
-        """A copy of the sibling's variable ``name``."""
-        return _eventloop.run_sync(self.pull_async(name))
-
-    async def pull_async(self, name: str) -> Any:
-        """Async form of ``pull``."""
-        return await _eventloop.run_async(transfer.pull(self._evaluate, name, self.max_transfer_bytes))
-
-    async def pull_payload_async(self, name: str) -> tuple[bytes, str]:
-        """The sibling's ``name`` pickled, not unpickled here, and its type as it reports it."""
-        return await _eventloop.run_async(
-            transfer.pull_payload(self._evaluate, name, self.max_transfer_bytes))
-
-    async def _evaluate(self, expr: str, what: str) -> dict[str, Any]:
-        """One silent ``user_expressions`` evaluation (transfer's ``Evaluate``)."""
-        execution, reply = await self._run("", self.timeout, silent=True, user_expressions={"x": expr})
-        result = (reply.get("user_expressions") or {}).get("x")
-        if execution.status != "ok" or not isinstance(result, dict):
-            raise KernelError(f"{what} failed in the sibling kernel: {execution.text or execution.status}")
-        return result
 
     async def _execute(self, code: str, timeout: float | None,
                        on_stream: Callable[[str, str], None] | None = None) -> Execution:

@@ -12,11 +12,15 @@ from __future__ import annotations
 import ast
 import base64
 import pickle
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from .. import _eventloop
 from ..errors import KernelError
 
-__all__ = ["Evaluate", "serialize", "push", "push_payload", "pull", "pull_payload"]
+if TYPE_CHECKING:
+    from .outputs import Execution
+
+__all__ = ["Evaluate", "serialize", "push", "push_payload", "pull", "pull_payload", "Transfers"]
 
 # Protocol 4 reads on every Python since 3.4, so a kernelspec on another Python still works.
 PROTOCOL = 4
@@ -144,3 +148,49 @@ async def pull_payload(evaluate: Evaluate, name: str, limit: int) -> tuple[bytes
     if status != "ok":
         raise _ERRORS.get(status, KernelError)(body)
     return base64.b64decode(body), str(rest[0]) if rest else ""
+
+
+class Transfers:
+    """``push``/``pull`` (and their async and payload forms) for a kernel class: one
+    implementation for the local sibling and the remote kernel, over their ``_run``."""
+
+    timeout: float | None
+    max_transfer_bytes: int
+    _kernel_word = "the kernel"  # for errors: "push failed in the sibling kernel: …"
+
+    async def _run(self, code: str, timeout: float | None, *, silent: bool = False,
+                   user_expressions: dict[str, str] | None = None,
+                   on_stream: Callable[[str, str], None] | None = None) -> tuple[Execution, dict[str, Any]]:
+        raise NotImplementedError
+
+    def push(self, **values: Any) -> None:
+        """Copy values into the kernel's namespace by name: ``k.push(df=df)``."""
+        _eventloop.run_sync(self.push_async(**values))
+
+    async def push_async(self, **values: Any) -> None:
+        """Async form of ``push``."""
+        await _eventloop.run_async(push(self._evaluate, values, self.max_transfer_bytes))
+
+    async def push_payload_async(self, payload: str, names: list[str]) -> None:
+        """Unpickle ``payload`` (``serialize``'s base64 of ``{name: value}``) there."""
+        await _eventloop.run_async(push_payload(self._evaluate, payload, names))
+
+    def pull(self, name: str) -> Any:
+        """A copy of the kernel's variable ``name``."""
+        return _eventloop.run_sync(self.pull_async(name))
+
+    async def pull_async(self, name: str) -> Any:
+        """Async form of ``pull``."""
+        return await _eventloop.run_async(pull(self._evaluate, name, self.max_transfer_bytes))
+
+    async def pull_payload_async(self, name: str) -> tuple[bytes, str]:
+        """The kernel's ``name`` pickled, not unpickled here, and its type as it reports it."""
+        return await _eventloop.run_async(pull_payload(self._evaluate, name, self.max_transfer_bytes))
+
+    async def _evaluate(self, expr: str, what: str) -> dict[str, Any]:
+        """One silent ``user_expressions`` evaluation (``Evaluate``)."""
+        execution, reply = await self._run("", self.timeout, silent=True, user_expressions={"x": expr})
+        result = (reply.get("user_expressions") or {}).get("x")
+        if execution.status != "ok" or not isinstance(result, dict):
+            raise KernelError(f"{what} failed in {self._kernel_word}: {execution.text or execution.status}")
+        return result
