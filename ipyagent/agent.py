@@ -320,7 +320,7 @@ class Agent(AgentSettings):
 
         skill = preload(self, name)
         where = "built-in" if skill.source == "built-in" else str(skill.folder)
-        self._skill_loads.append(f"skill {skill.name} ({where}) is loaded for the next task")
+        self._skill_loads.append(f"skill {skill.name} ({where}) loaded up front: its instructions come before this task")
         return skill
 
     def offered_tools(self) -> list[Tool]:

@@ -157,10 +157,12 @@ class AgentMagics(Magics):
             self._warmup = None
 
     def banner(self) -> str:
-        """One line: model, endpoint, approval."""
+        """What %load_ext says: model, endpoint and approval, then a line for each note."""
         agent = self.get_agent()
-        if agent.model == "demo" and not agent.client_is_injected:
-            where = "demo: the built-in offline model, not an LLM — set %config Agent.model"
+        demo = agent.model == "demo" and not agent.client_is_injected
+        if demo:
+            # Its own line: one long line wrapped mid-word in a notebook's 100 columns.
+            where = "demo"
         else:
             try:
                 endpoint = agent.endpoint
@@ -169,7 +171,9 @@ class AgentMagics(Magics):
                 where = f"{agent.model} ({exc})"
         line = (f"ipyagent: model {where} · approval {agent.approval} · "
                 "%agent? for help")
-        notes = [n for n in (self.sandbox_line(), self.shell_line()) if n]
+        about = ("ipyagent: demo is the built-in offline model, not an LLM: "
+                 "%config Agent.model picks yours") if demo else None
+        notes = [n for n in (about, self.sandbox_line(), self.shell_line()) if n]
         return "\n".join([line, *notes])
 
     def shell_line(self) -> str:
@@ -179,17 +183,9 @@ class AgentMagics(Magics):
     def sandbox_line(self) -> str | None:
         """One line when the sibling kernel is not sandboxed though it could be asked to be,
         or runs on a remote server (where: the URL, never the token)."""
-        agent = self.get_agent()
-        if not agent.python_tool:
-            return None
-        if agent.kernel_url:
-            files = ("file tools act on its files" if agent.workspace == "remote"
-                     else "file tools act on this machine")
-            return (f"ipyagent: code runs on {agent.kernel_url} (remote kernel {agent.kernel_name}, "
-                    f"not sandboxed by ipyagent); {files}")
-        from ..kernel.sandbox import unsandboxed_note
+        from .cliopts import where_code_runs
 
-        note = unsandboxed_note(agent.sandbox)
+        note = where_code_runs(self.get_agent())
         return f"ipyagent: {note}" if note else None
 
     # -- parsing ---------------------------------------------------------------------
