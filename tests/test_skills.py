@@ -114,7 +114,7 @@ def test_the_built_ins_table_reads_on_a_page_and_in_a_terminal(monkeypatch: pyte
     table = SkillTable(find_skills(BUILTIN / "nowhere", home=BUILTIN / "nowhere"))
     page = table._repr_html_()
     # A name does not break at its hyphen; nothing to note: no empty "note" column.
-    assert "white-space:nowrap'><code>data-cleaning</code>" in page and ">note<" not in page
+    assert "<code style='white-space:nowrap'>data-cleaning</code>" in page and ">note<" not in page
     monkeypatch.setenv("COLUMNS", "80")
     lines = repr(table).splitlines()
     assert len(lines) == 3 and all(len(line) <= 80 for line in lines[1:]), lines

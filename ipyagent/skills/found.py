@@ -189,12 +189,13 @@ class SkillTable:
         if not self.enabled:
             return "<div><b>ipyagent skills</b>: off (<code>Agent.skills_enabled = False</code>)</div>"
         cell = "<td style='text-align:left'>{}</td>"
-        # A name is one word to read: "data-cleaning" broken at its hyphen reads as two.
+        # A name is one word to read: "data-cleaning" broken at its hyphen reads as two
+        # (JupyterLab styles <code> pre-wrap: the cell's nowrap alone does not hold).
         name = "<td style='text-align:left;white-space:nowrap'>{}</td>"
         rows = self._rows()
         notes = any(note for _, note in rows) or bool(self.found.hidden)  # else no empty column
         body = "".join(
-            "<tr>" + name.format(f"<code>{esc(s.name)}</code>") + cell.format(esc(s.description))
+            "<tr>" + name.format(f"<code style='white-space:nowrap'>{esc(s.name)}</code>") + cell.format(esc(s.description))
             + cell.format(esc(_LABELS.get(s.source, s.source)) + "<br><small>" + esc(str(s.folder))
                           + "</small>") + (cell.format(esc(note)) if notes else "") + "</tr>"
             for s, note in rows)
