@@ -221,8 +221,8 @@ class Agent(AgentSettings):
         if self.shell_tool == "off":
             return shell_status("off", False)
         if self.kernel_url:  # ipyagent's sandbox does not reach a remote kernel
-            return shell_status(self.shell_tool, False, "the kernel is remote (Agent.kernel_url), "
-                                "where ipyagent's sandbox does not reach", remote=True)
+            return shell_status(self.shell_tool, False, "the kernel is remote: ipyagent's sandbox "
+                                "does not reach it", remote=True)
         try:
             mode, why = resolve_mode(self.sandbox)
         except RuntimeError as exc:  # sandbox='bwrap' where it cannot run: no kernel either
