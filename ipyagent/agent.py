@@ -221,8 +221,8 @@ class Agent(AgentSettings):
         if self.shell_tool == "off":
             return shell_status("off", False)
         if self.kernel_url:  # ipyagent's sandbox does not reach a remote kernel
-            return shell_status(self.shell_tool, False, "the kernel is remote (Agent.kernel_url): "
-                                "not sandboxed by ipyagent", remote=True)
+            return shell_status(self.shell_tool, False, "the kernel is remote: ipyagent's sandbox "
+                                "does not reach it", remote=True)
         try:
             mode, why = resolve_mode(self.sandbox)
         except RuntimeError as exc:  # sandbox='bwrap' where it cannot run: no kernel either
@@ -320,7 +320,7 @@ class Agent(AgentSettings):
 
         skill = preload(self, name)
         where = "built-in" if skill.source == "built-in" else str(skill.folder)
-        self._skill_loads.append(f"skill {skill.name} ({where}) is loaded for the next task")
+        self._skill_loads.append(f"skill {skill.name} ({where}) loaded up front: its instructions come before this task")
         return skill
 
     def text_mode_offer(self, tools: list[Tool], system: str) -> tuple[list[Tool], str, list[str]]:

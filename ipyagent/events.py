@@ -333,14 +333,19 @@ def compaction_line(event: ContextCompacted) -> str:
     summary = event.summary
     if event.cleared and summary is None:
         return (f"context compacted before the request: ~{event.before:,} → ~{event.after:,} "
-                f"tokens ({event.cleared} older tool results cleared, kept in the transcript; "
-                "`agent.context.compaction_preview()` shows what the next one would do)")
+                f"tokens ({_things(event.cleared, 'older tool result')} cleared, kept in the "
+                "transcript; `agent.context.compaction_preview()` shows what the next one would do)")
     replaced = len(getattr(summary, "replaced", []) or [])
     how = ("summarised" if getattr(summary, "meta", {}).get("method") == "summary"
            else "dropped")
     return (f"context compacted before the request: ~{event.before:,} → ~{event.after:,} "
-            f"tokens ({replaced} earlier items {how}; `agent.context.compaction_preview()` "
+            f"tokens ({_things(replaced, 'earlier item')} {how}; `agent.context.compaction_preview()` "
             "shows what the next one would do)")
+
+
+def _things(n: int, thing: str) -> str:
+    """``1 older tool result``, ``3 older tool results``."""
+    return f"{n} {thing}{'' if n == 1 else 's'}"
 
 
 Event = Union[

@@ -95,6 +95,10 @@ def test_compaction_line_says_what_was_summarised_or_dropped() -> None:
     assert line.startswith("context compacted before the request: ~12,000 → ~3,500 tokens "
                            "(3 earlier items summarised;")
     assert "0 earlier items dropped" in compaction_line(ContextCompacted(10, 5))
+    one = Summary("x", replaced=[{}], meta={"method": "summary"})
+    assert "(1 earlier item summarised;" in compaction_line(ContextCompacted(10, 5, one))
+    assert "(1 older tool result cleared," in compaction_line(ContextCompacted(10, 5, cleared=1))
+    assert "(2 older tool results cleared," in compaction_line(ContextCompacted(10, 5, cleared=2))
     assert "\n" not in line
 
 

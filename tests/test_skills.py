@@ -110,6 +110,18 @@ def test_the_built_ins_are_there() -> None:
         assert skill.source == "built-in" and len(skill.body(20_000)) > 500
 
 
+def test_the_built_ins_table_reads_on_a_page_and_in_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    table = SkillTable(find_skills(BUILTIN / "nowhere", home=BUILTIN / "nowhere"))
+    page = table._repr_html_()
+    # A name does not break at its hyphen; nothing to note: no empty "note" column.
+    assert "<code style='white-space:nowrap'>data-cleaning</code>" in page and ">note<" not in page
+    monkeypatch.setenv("COLUMNS", "80")
+    lines = repr(table).splitlines()
+    assert len(lines) == 3 and all(len(line) <= 80 for line in lines[1:]), lines
+    assert table.text("ipyagent repl -s NAME").startswith(
+        "skills (load_skill NAME; ipyagent repl -s NAME loads one up front):")
+
+
 def test_nearest_wins_and_the_table_says_what_each_hides(tmp_path: Path) -> None:
     nb, home, extra = tmp_path / "nb", tmp_path / "home", tmp_path / "team"
     plant(nb / ".ipyagent" / "skills", "plotting", "description: the project's plots")
@@ -130,7 +142,7 @@ def test_nearest_wins_and_the_table_says_what_each_hides(tmp_path: Path) -> None
     table = SkillTable(found)
     plain, page = repr(table), table._repr_html_()
     assert "overrides the built-in one" in plain and "hidden: .ipyagent/skills/plotting wins" in plain
-    assert "overrides the built-in one" in page and "<s>plotting</s>" in page
+    assert "overrides the built-in one" in page and "<s>plotting</s>" in page and ">note<" in page
 
 
 def test_a_relative_skills_path_is_the_notebooks(tmp_path: Path) -> None:
@@ -428,7 +440,7 @@ def test_a_skill_loaded_up_front_is_said_and_replays(nb: Path, tmp_path: Path) -
         agent.run("Plot tanh(x)", on_event=lambda e: hasattr(e, "level") and said.append(e.message))
         path = agent.save(tmp_path / "run.ipynb")
     folder = (nb / ".ipyagent" / "skills" / "plotting").resolve()
-    assert said.count(f"skill plotting ({folder}) is loaded for the next task") == 1
+    assert said.count(f"skill plotting ({folder}) loaded up front: its instructions come before this task") == 1
     (folder / "SKILL.md").unlink()
     with Agent(model="demo", approval="auto") as fresh:
         report = fresh.replay(path, cwd=str(nb))

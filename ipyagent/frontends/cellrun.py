@@ -29,12 +29,21 @@ from ..errors import IpyagentError
 if TYPE_CHECKING:
     from ..agent import Agent
 
-__all__ = ["CellRunner", "Command", "OVERRIDES", "error_line"]
+__all__ = ["CellRunner", "Command", "OVERRIDES", "error_line", "request_meter"]
 
 # Magic option -> Agent trait, for one run.
 # The persona comes first, so explicit options given with it win over its settings.
 OVERRIDES = {"persona": "persona", "provider": "provider", "api": "api", "model": "model",
              "base_url": "base_url", "approve": "approval", "max_steps": "max_steps"}
+
+
+def request_meter(agent: Agent) -> tuple[int, int]:
+    """(tokens the next request holds, Agent.context_window) for the footer's meter: the
+    context and the tool specs, as compaction counts them (on a small window the specs
+    are a large share: without them the meter read a quarter full when nothing fit)."""
+    from ..compaction import settings_for
+
+    return agent.context.tokens + int(settings_for(agent)["extra_tokens"]), agent.context_window
 
 
 @dataclass
@@ -131,7 +140,7 @@ class CellRunner:
 
         display = NotebookDisplay(dispatcher, asks=lambda call: agent.asks_first(call.name),
                                   step_mode=cmd.action == "step", preview=agent.tools.preview,
-                                  meter=lambda: (agent.context.tokens, agent.context_window),
+                                  meter=lambda: request_meter(agent),
                                   code_action=self._code_action(agent),
                                   output_lines=agent.output_lines)
         if self.m.approver is not None and hasattr(self.m.approver, "bind"):

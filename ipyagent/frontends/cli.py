@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from traitlets import TraitError
 
 from .._version import __version__
-from .cliopts import CONFIG_HELP, add_agent_options
+from .cliopts import CONFIG_HELP, add_agent_options, start_lines
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -143,8 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         agent.approval_hook = TerminalOrDeny(
             lambda prompt: pump.call_and_wait(terminal_answer, prompt), _unattended,
             show_call=args.quiet)
-    if not args.quiet:  # which tools can reach the system, said before anything runs
-        print(f"ipyagent: {visible(agent.shell_status()[1])}", file=sys.stderr)
+    if not args.quiet:  # where code runs and what can reach the system, before anything runs
+        for line in start_lines(agent):
+            print(line, file=sys.stderr)
     with agent:
         try:
             display = None if args.quiet else TerminalDisplay(

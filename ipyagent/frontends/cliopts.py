@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..agent import Agent
 
 __all__ = ["CONFIG_HELP", "ConfigFileError", "add_agent_options", "colour_scheme", "load_config",
-           "make_agent"]
+           "make_agent", "start_lines", "where_code_runs"]
 
 CONFIG_HELP = (
     "Settings come from IPython's configuration (c.Agent.* in ipython_config.py or "
@@ -133,3 +133,27 @@ def make_agent(args: argparse.Namespace, config: Config, **extra: Any) -> Agent:
         agent.close()  # its sibling kernel was already starting
         raise
     return agent
+
+
+def where_code_runs(agent: Agent) -> str | None:
+    """One line when the model's code runs on a remote server (the URL, never the token) or
+    in a sibling that is not sandboxed though it could be asked to be; None otherwise."""
+    if not agent.python_tool:
+        return None
+    if agent.kernel_url:
+        files = ("file tools act on its files" if agent.workspace == "remote"
+                 else "file tools act on this machine")
+        return (f"code runs on {agent.kernel_url} (remote kernel {agent.kernel_name}, "
+                f"not sandboxed by ipyagent); {files}")
+    from ..kernel.sandbox import unsandboxed_note
+
+    return unsandboxed_note(agent.sandbox)
+
+
+def start_lines(agent: Agent) -> list[str]:
+    """What ``run`` and ``repl`` say before anything runs: where the code runs (when that is
+    not this machine's sandbox) and whether the shell tool is on, and why."""
+    from .._text import visible
+
+    lines = [where_code_runs(agent), agent.shell_status()[1]]
+    return [f"ipyagent: {visible(line)}" for line in lines if line]

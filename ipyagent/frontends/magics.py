@@ -67,7 +67,11 @@ class AgentMagics(Magics):
         super().__init__(shell)
         self._agent: Agent | None = None
         self._warmup: threading.Thread | None = None
-        self._sandbox_told = False  # the unsandboxed line, once in the first %agent output
+        # Where the code runs, as last said in a %agent output (None: not yet): the first
+        # %agent says the banner's unsandboxed/remote line again, and a %config that moves
+        # the code (kernel_url, workspace) is said at the next %agent, shell tool included.
+        self._place_told: tuple[str, str, str] | None = None
+        self._place_banner: tuple[str, str, str] | None = None  # what the banner said
         self.runner = CellRunner(self)
         self.in_kernel = _kernel_of(shell) is not None
         self.awaits = can_await(shell)
@@ -157,10 +161,12 @@ class AgentMagics(Magics):
             self._warmup = None
 
     def banner(self) -> str:
-        """One line: model, endpoint, approval."""
+        """What %load_ext says: model, endpoint and approval, then a line for each note."""
         agent = self.get_agent()
-        if agent.model == "demo" and not agent.client_is_injected:
-            where = "demo: the built-in offline model, not an LLM — set %config Agent.model"
+        demo = agent.model == "demo" and not agent.client_is_injected
+        if demo:
+            # Its own line: one long line wrapped mid-word in a notebook's 100 columns.
+            where = "demo"
         else:
             try:
                 endpoint = agent.endpoint
@@ -169,8 +175,25 @@ class AgentMagics(Magics):
                 where = f"{agent.model} ({exc})"
         line = (f"ipyagent: model {where} · approval {agent.approval} · "
                 "%agent? for help")
-        notes = [n for n in (self.sandbox_line(), self.shell_line()) if n]
+        self._place_banner = (agent.kernel_url, agent.workspace, agent.shell_tool)
+        about = ("ipyagent: demo is the built-in offline model, not an LLM: "
+                 "%config Agent.model picks yours") if demo else None
+        notes = [n for n in (about, self.sandbox_line(), self.shell_line()) if n]
         return "\n".join([line, *notes])
+
+    def tell_place(self) -> None:
+        """Before a run: where the code runs, once, and again whenever that moved."""
+        agent = self.get_agent()
+        place = (agent.kernel_url, agent.workspace, agent.shell_tool)
+        if place == self._place_told:
+            return
+        said = self._place_told or self._place_banner
+        moved = said is not None and said != place
+        self._place_told = place
+        note = self.sandbox_line()
+        for line in (note, self.shell_line() if moved else None):
+            if line:
+                print(line, file=sys.stderr)
 
     def shell_line(self) -> str:
         """One line: whether the ``shell`` tool is offered, and why."""
@@ -179,17 +202,9 @@ class AgentMagics(Magics):
     def sandbox_line(self) -> str | None:
         """One line when the sibling kernel is not sandboxed though it could be asked to be,
         or runs on a remote server (where: the URL, never the token)."""
-        agent = self.get_agent()
-        if not agent.python_tool:
-            return None
-        if agent.kernel_url:
-            files = ("file tools act on its files" if agent.workspace == "remote"
-                     else "file tools act on this machine")
-            return (f"ipyagent: code runs on {agent.kernel_url} (remote kernel {agent.kernel_name}, "
-                    f"not sandboxed by ipyagent); {files}")
-        from ..kernel.sandbox import unsandboxed_note
+        from .cliopts import where_code_runs
 
-        note = unsandboxed_note(agent.sandbox)
+        note = where_code_runs(self.get_agent())
         return f"ipyagent: {note}" if note else None
 
     # -- parsing ---------------------------------------------------------------------
@@ -333,6 +348,7 @@ class AgentMagics(Magics):
         cmd = self.parse(line, _expand_cell(self.shell, cell))
         if cmd.action not in ("run", "step"):
             return self._command(cmd)
+        self.tell_place()
         if self.in_kernel and not self.awaits:
             return self.runner.detach(cmd)
         self.runner.run_blocking(cmd)
@@ -389,11 +405,7 @@ class AgentMagics(Magics):
         if cmd.action not in ("run", "step"):
             return self._command(cmd)
         await asyncio.to_thread(self.settle_warmup)
-        if not self._sandbox_told:
-            self._sandbox_told = True
-            note = self.sandbox_line()
-            if note:
-                print(note, file=sys.stderr)
+        self.tell_place()
         await self.runner.run_async(cmd, LoopDispatcher())
         self._after_fix(cmd)
         return None

@@ -163,7 +163,8 @@ def meter_html(tokens: int, window: int) -> str:
         return f"<span style='color:{_MUTED}'>context ~{tokens:,} tokens</span>"
     share = min(1.0, tokens / window)
     color = _COLORS["ok"] if share < 0.6 else _COLORS["warn"] if share < 0.8 else _COLORS["bad"]
-    return (f"<span title='context tokens / Agent.context_window' style='color:{_MUTED}'>"
+    return (f"<span title='tokens of the next request (context and tool specs) / "
+            f"Agent.context_window' style='color:{_MUTED}'>"
             "context <span style='display:inline-block;width:60px;height:7px;vertical-align:middle;"
             "border:1px solid var(--jp-border-color1,#ccc);border-radius:2px'>"
             f"<span style='display:block;height:100%;width:{share * 100:.0f}%;background:{color}'>"

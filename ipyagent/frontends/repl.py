@@ -36,6 +36,7 @@ COMMANDS = {
     "save": ("PATH", "save the conversation as a transcript notebook"),
     "load": ("PATH", "continue a saved transcript (its conversation replaces this one)"),
     "reset": ("[--kernel]", "start a new conversation (--kernel: restart the sibling too)"),
+    "skills": ("", "the skills the model can load (ipyagent repl -s NAME: one up front)"),
     "help": ("", "this list"),
     "exit": ("", "leave (as Ctrl-D does); /quit too"),
 }
@@ -77,6 +78,10 @@ class Repl:
             print(visible(f"ipyagent repl · {self.agent.model}{persona} · approval "
                           f"{self.agent.approval} · each line is a task of one conversation; "
                           "/help lists the commands, Ctrl-D leaves"))
+            from .cliopts import start_lines
+
+            for note in start_lines(self.agent):  # as `ipyagent run` says them
+                print(note, file=sys.stderr)
         while True:
             try:
                 line = self.read() if interactive else self.read_piped()
@@ -244,6 +249,9 @@ class Repl:
         self.agent.reset(kernel=bool(rest))
         self.tasks = 0
         _say("new conversation" + (" and a restarted sibling kernel" if rest else ""), sys.stdout)
+
+    def _cmd_skills(self, rest: str) -> None:
+        print(self.agent.skills.text("ipyagent repl -s NAME"))
 
     def _cmd_help(self, rest: str) -> None:
         lines = [f"  /{w} {a}".ljust(22) + h for w, (a, h) in COMMANDS.items()]

@@ -205,10 +205,13 @@ class TerminalDisplay:
             if live is None:
                 lines = self._clip(_lines(event.result.output.rstrip()))
                 self._raw_line(self._marked(mark, lines) or f"  {mark} (no output)")
-                return
-            rest = live.finish(self, event.result)
-            self._raw_line(self._marked(mark, rest)
-                           or f"  {mark} {'failed' if event.result.error else 'done'}")
+            else:
+                rest = live.finish(self, event.result)
+                self._raw_line(self._marked(mark, rest)
+                               or f"  {mark} {'failed' if event.result.error else 'done'}")
+            if _has_image(event.result):  # "[image/png …]" alone reads as if it were shown
+                note = "  (a terminal cannot show images: a saved transcript keeps them)"
+                self._raw_line(f"{_DIM}{note}{_RESET}" if self.colour else note)
         elif isinstance(event, ContextCompacted):
             self._line(f"[info] {compaction_line(event)}")
         elif isinstance(event, MemoryRecalled):  # collapsed: `%agent memory` shows the notes
@@ -225,6 +228,13 @@ class TerminalDisplay:
 
 
 _LIVE = "  ┆ "  # the prefix of what a call prints while it runs
+
+
+def _has_image(result: ToolResult) -> bool:
+    """True when one of ``result``'s rich outputs is an image (a plot)."""
+    datas = [out.get("data") for out in result.outputs]
+    return any(str(mime).startswith("image/") for data in datas if isinstance(data, dict)
+               for mime in data)
 _RED, _DIM, _RESET = "\x1b[31m", "\x1b[2m", "\x1b[0m"
 
 
@@ -255,7 +265,16 @@ def _lexer(lang: str = "python") -> Any:
 def _code_tokens(code: str, lang: str = "python") -> list[tuple[Any, str]]:
     from pygments import lex  # type: ignore[import-untyped]
 
-    return list(lex(code, _lexer(lang)))
+    tokens = list(lex(code, _lexer(lang)))
+    if lang == "python":
+        return tokens
+    from pygments.token import Name, Text  # type: ignore[import-untyped]
+
+    # IPython's themes extend pygments' default style, which paints a shell variable
+    # (`$HOME`) 256-colour 18, a dark blue a dark terminal all but hides, and spaces grey:
+    # the variable takes the theme's own blue (the terminal's palette), spaces stay plain.
+    return [(Name.Variable.Magic if kind in Name.Variable else Text if kind in Text.Whitespace
+             else kind, part) for kind, part in tokens]
 
 
 def _paint(theme: Any, tokens: list[tuple[Any, str]]) -> str:

@@ -165,17 +165,27 @@ class SkillTable:
         self.enabled = enabled
 
     def __repr__(self) -> str:
+        return self.text()
+
+    def text(self, up_front: str = "%agent -s NAME TASK") -> str:
+        """The table as plain lines, each as wide as the terminal at most; ``up_front``:
+        how to load a skill before a task where it is shown."""
         if not self.enabled:
             return "skills: off (Agent.skills_enabled = False)"
+        import shutil
+
+        columns = shutil.get_terminal_size((120, 24)).columns
         lines = []
         for skill, note in self._rows():
-            lines.append(f"  {skill.name:<20} {one_line(skill.description, 90)}  [{skill.where}]"
+            where = f"  [{skill.where}]"
+            room = max(20, min(90, columns - 23 - len(where)))  # a line wraps nowhere
+            lines.append(f"  {skill.name:<20} {one_line(skill.description, room)}{where}"
                          + (f"\n  {'':<20} {note}" if note else ""))
         for hidden, winner in self.found.hidden:
             lines.append(f"  {hidden.name:<20} (hidden: {winner.where}/{winner.folder.name} "
                          f"wins)  [{hidden.where}]")
         lines += [f"! {p}" for p in self.found.problems]
-        head = "skills (load_skill NAME; %agent -s NAME TASK loads one up front):"
+        head = f"skills (load_skill NAME; {up_front} loads one up front):"
         return visible(head + "\n" + ("\n".join(lines) or "  (none)"))
 
     def _rows(self) -> list[tuple[Skill, str]]:
@@ -193,18 +203,23 @@ class SkillTable:
         if not self.enabled:
             return "<div><b>ipyagent skills</b>: off (<code>Agent.skills_enabled = False</code>)</div>"
         cell = "<td style='text-align:left'>{}</td>"
+        # A name is one word to read: "data-cleaning" broken at its hyphen reads as two
+        # (JupyterLab styles <code> pre-wrap: the cell's nowrap alone does not hold).
+        name = "<td style='text-align:left;white-space:nowrap'>{}</td>"
+        rows = self._rows()
+        notes = any(note for _, note in rows) or bool(self.found.hidden)  # else no empty column
         body = "".join(
-            "<tr>" + cell.format(f"<code>{esc(s.name)}</code>") + cell.format(esc(s.description))
+            "<tr>" + name.format(f"<code style='white-space:nowrap'>{esc(s.name)}</code>") + cell.format(esc(s.description))
             + cell.format(esc(_LABELS.get(s.source, s.source)) + "<br><small>" + esc(str(s.folder))
-                          + "</small>") + cell.format(esc(note)) + "</tr>"
-            for s, note in self._rows())
+                          + "</small>") + (cell.format(esc(note)) if notes else "") + "</tr>"
+            for s, note in rows)
         body += "".join(
-            "<tr style='opacity:0.6'>" + cell.format(f"<s>{esc(h.name)}</s>")
+            "<tr style='opacity:0.6'>" + name.format(f"<s>{esc(h.name)}</s>")
             + cell.format(esc(h.description)) + cell.format(esc(_LABELS.get(h.source, h.source)))
             + cell.format(esc(f"hidden: {w.where}/{w.folder.name} wins")) + "</tr>"
             for h, w in self.found.hidden)
         head = "".join(f"<th style='text-align:left'>{h}</th>"
-                       for h in ("skill", "what it is for", "from", "note"))
+                       for h in ("skill", "what it is for", "from", "note")[:4 if notes else 3])
         problems = "".join(f"<div style='color:#b00020'>⚠ {esc(p)}</div>" for p in self.found.problems)
         return (f"<div><b>ipyagent skills</b> — the model sees each name and description and "
                 f"loads one with <code>load_skill</code>; <code>%agent -s NAME TASK</code> loads "

@@ -117,6 +117,8 @@ def shell_status(setting: str, sandboxed: bool, why: str = "", remote: bool = Fa
     if remote and setting == "on":
         return True, ("shell tool: on, run by the remote kernel (Agent.shell_tool = 'on'): "
                       "commands run on the server, as its account, not sandboxed by ipyagent")
+    if remote:
+        return False, f"shell tool: off ({why}); Agent.shell_tool = 'on' runs them on the server"
     if sandboxed:
         return True, (f"shell tool: on (Agent.shell_tool = {setting!r}; commands run in the "
                       "sibling's bubblewrap sandbox)")

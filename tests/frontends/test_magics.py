@@ -447,9 +447,22 @@ def test_compactions_and_the_token_meter_show_in_the_cell(published: list[dict[s
     agent.close()
     html = "\n".join(str(o["data"].get("text/html", "")) for o in published)
     assert "context compacted before the request" in html and "compaction_preview" in html
-    assert "title='context tokens / Agent.context_window'" in html and "/ 1,200" in html
+    assert "title='tokens of the next request (context and tool specs) / Agent.context_window'" \
+        in html and "/ 1,200" in html
     # A summary, or (compaction's first resort) older tool results cleared.
     assert any(type(i).__name__ == "Summary" or "cleared_output" in i.meta for i in agent.context)
+
+
+def test_the_meter_counts_what_compaction_counts() -> None:
+    from ipyagent.compaction import plan, settings_for
+    from ipyagent.frontends.cellrun import request_meter
+
+    with Agent(model="demo", context_window=4096, python_tool=False) as agent:
+        agent.context.add_user("hello")
+        tokens, window = request_meter(agent)
+        # The tool specs (file tools, load_skill) count: the request holds them.
+        assert window == 4096 and tokens > agent.context.tokens + 100
+        assert tokens == plan(agent.context, **settings_for(agent)).prompt_tokens
 
 
 def test_ctrl_c_in_a_pumped_prompt_cancels_the_run_and_the_engine_survives() -> None:

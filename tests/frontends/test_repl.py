@@ -197,6 +197,18 @@ def test_step_runs_one_iteration_and_unknown_commands_say_what_was_meant(tmp_pat
     assert "value = 27" not in proc.stdout  # /exit ended the session
 
 
+def test_skills_lists_them_and_the_banner_says_what_ipyagent_run_says(tmp_path):
+    proc = piped(tmp_path, ["/skills"])
+    assert proc.returncode == 0, proc.stderr
+    assert "ipyagent repl -s NAME loads one up front" in proc.stdout and "%agent" not in proc.stdout
+    assert re.search(r"^  plotting +Clear matplotlib", proc.stdout, re.M)
+    child = spawn(tmp_path, "-s", "plotting")
+    child.expect(r"ipyagent repl · demo")
+    child.expect(r"ipyagent: shell tool: ")  # before the first prompt, as `ipyagent run` starts
+    assert "ipyagent [1]>" not in child.logfile_read.getvalue()
+    leave(child)
+
+
 def test_persona_option_and_config_files_take_effect(tmp_path):
     profile = tmp_path / "home" / ".ipython" / "profile_default"
     profile.mkdir(parents=True)

@@ -218,3 +218,21 @@ def test_a_call_run_because_of_always_says_so_on_its_line(tmp_path) -> None:
     assert "Always" not in first  # the person answered this one
     assert ("  ✓ approved by Always (given at call_0_python), not asked again in this "
             "conversation\n") in second
+
+
+def test_an_image_result_says_the_terminal_cannot_show_it() -> None:
+    from ipyagent.items import ToolCall, ToolResult
+
+    def shown(outputs: list[dict[str, Any]]) -> str:
+        out = io.StringIO()
+        call = ToolCall("c1", "python", {"code": "plt.show()"})
+        TerminalDisplay(out, colour=False)(ToolCallFinished(call, ToolResult(
+            "c1", "[image/png 690x390, 31 KB]", name="python", outputs=outputs)))
+        return out.getvalue()
+
+    png = {"output_type": "display_data", "data": {"image/png": "iVBOR", "text/plain": "<Figure>"},
+           "metadata": {}}
+    assert shown([png]) == ("  └ [image/png 690x390, 31 KB]\n"
+                            "  (a terminal cannot show images: a saved transcript keeps them)\n")
+    text_only = {"output_type": "execute_result", "data": {"text/plain": "2"}, "metadata": {}}
+    assert "cannot show images" not in shown([text_only])

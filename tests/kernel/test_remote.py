@@ -465,6 +465,11 @@ def test_config_kernel_url_in_ipython_moves_agent_code_to_the_server(ip, jupyter
         assert magics._MAGICS is not None
         banner = magics._MAGICS.banner()
         assert f"code runs on {jupyter_server.url}" in banner and jupyter_server.token not in banner
+        # The %agent after the %config says where its code went, and that the shell tool
+        # the %load_ext banner offered is not offered there.
+        said = err.getvalue()
+        assert f"ipyagent: code runs on {jupyter_server.url} (remote kernel" in said, said
+        assert "ipyagent: shell tool: off (the kernel is remote" in said, said
         assert jupyter_server.token not in out.getvalue() + err.getvalue()
     finally:
         ip.run_line_magic("unload_ext", "ipyagent")

@@ -365,6 +365,15 @@ def test_the_terminal_card_highlights_as_bash() -> None:
     assert any("Keyword" in str(kind) and t == "for" for kind, t in tokens)
 
 
+def test_a_shell_variable_is_readable_on_a_dark_terminal() -> None:
+    from ipyagent.frontends import terminal
+
+    painted = terminal._highlight(['echo "hi $HOME"  |  wc -c'], "neutral", "bash")[0]
+    assert "\x1b[38;5;18m" not in painted  # pygments' dark blue: unreadable on black
+    assert "\x1b[34m$HOME" in painted  # the terminal's own blue, as IPython's variables
+    assert "\x1b[38;5;250m" not in painted  # spaces are not painted grey
+
+
 def test_the_terminal_prompt_shows_the_command() -> None:
     from ipyagent.approval import TerminalApprover
 
