@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Literal, Type, TypeVar, Union
 
+from ._spill import OutputsField
 from ._text import one_line
 from ._untrusted import fence, inline_code, markdown_literal, markdown_text
 
@@ -175,7 +176,8 @@ class ToolResult(_ItemBase):
     error: bool = False
     name: str = ""
     # Rich outputs (nbformat output dicts) for display and transcripts; the model
-    # sees only ``output``.
+    # sees only ``output``. Once saved, large values may be spilled from memory and are
+    # read back on access (``ipyagent._spill``): a spilled list read is a fresh copy.
     outputs: list[dict[str, Any]] = field(default_factory=list)
     execution_count: int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
@@ -250,6 +252,10 @@ class Summary(_ItemBase):
     def __repr__(self) -> str:
         return f"Summary({len(self.replaced)} items: {one_line(self.content, 50)!r})"
 
+
+# Read through a descriptor: a saved result's large display values may be spilled to a
+# private file (``ipyagent._spill``) and are read back here, so every reader gets them whole.
+ToolResult.outputs = OutputsField()
 
 Item = Union[Message, ToolCall, ToolResult, Reasoning, Summary]
 
