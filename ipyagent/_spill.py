@@ -119,7 +119,10 @@ class Spilled:
         return self  # immutable: a copy of an item's fields shares it
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_value, (self.load(),))  # a pickle holds the value, not a file offset
+        try:  # a pickle holds the value, not a file offset
+            return (_value, (self.load(),))
+        except SpillError as exc:
+            return (_value, (f"[ipyagent: lost: {exc}]",))
 
     def load(self) -> Any:
         """The value (``SpillError`` if it cannot be read back)."""

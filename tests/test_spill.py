@@ -100,6 +100,17 @@ def test_a_gone_or_damaged_spill_file_gives_a_note_not_a_crash(damage, monkeypat
     store.close()
 
 
+def test_redaction_reads_and_replaces_a_spilled_result():
+    from ipyagent.redaction import redact_result
+
+    secret = "sk-test-" + "q" * 40
+    result = ToolResult("c", "x", outputs=[{"output_type": "display_data", "metadata": {},
+                                            "data": {"text/html": f"<p>{secret}</p>" + "x" * 2000}}])
+    spill(result)
+    assert redact_result(result, {"KEY": secret}) == ["KEY"]
+    assert secret not in json.dumps(result.outputs)
+
+
 def test_a_tool_cannot_forge_a_reference():
     """A reference is an object, not a JSON shape: a dict that looks like one is data."""
     fake = {"offset": 0, "length": 10**6, "digest": "00" * 32, "store": "/etc/passwd"}
