@@ -201,6 +201,43 @@ def payloads(steps: int = 300) -> None:
         print(f"  {name:62}{grown:6.0f} {live:9.0f} {kept:10.0f}")
 
 
+def spill_cost(steps: int = 300, timed: int = 100) -> None:
+    """What spilling costs a step: two autosaved plot runs side by side in one process, the
+    items' payloads spilled and kept (``SpillStore.threshold = 0``), their steps interleaved
+    in alternating order; the median of the last ``timed`` steps."""
+    from ipyagent._spill import SpillStore
+
+    count = iter(range(10**9))
+    threshold = SpillStore.threshold
+
+    @tool
+    async def plot() -> ToolResult:
+        """Draw the next plot."""
+        return plot_page(next(count))
+
+    with tempfile.TemporaryDirectory() as d:
+        runs = {}
+        for spill in (True, False):
+            agent = Agent(client=PlotModel(), tools=[plot], python_tool=False, file_tools=False,
+                          circuit_breaker=0, max_steps=10**9,
+                          autosave=os.path.join(d, f"auto-{spill}.ipynb"))
+            agent.context.append(Message("user", "go"))
+            runs[spill] = (agent, agent._listeners(None), [])
+        for n in range(steps):
+            for spill in ((True, False) if n % 2 else (False, True)):
+                SpillStore.threshold = threshold if spill else 0
+                agent, listeners, times = runs[spill]
+                t = one_step(agent, listeners)
+                if n >= steps - timed:
+                    times.append(t)
+        SpillStore.threshold = threshold
+        on, off = (statistics.median(runs[s][2]) * 1e3 for s in (True, False))
+        for agent, _, _ in runs.values():
+            agent.close()
+    print(f"  an autosaved plot step at steps {steps - timed}-{steps}: {on:.0f} ms spilled, "
+          f"{off:.0f} ms kept ({on / off:.2f}x)")
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         agent = Agent(client=StepModel(), tools=[fetch], python_tool=False, file_tools=False,
@@ -255,6 +292,7 @@ def main() -> None:
         print(f"context table at {step} steps: {(time.perf_counter() - t) * 1e3:.1f} ms, "
               f"{len(table) / 1e3:.0f} KB of HTML")
     payloads()
+    spill_cost()
     compaction()
 
 

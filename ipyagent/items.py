@@ -255,7 +255,7 @@ class Summary(_ItemBase):
 
 # Read through a descriptor: a saved result's large display values may be spilled to a
 # private file (``ipyagent._spill``) and are read back here, so every reader gets them whole.
-ToolResult.outputs = OutputsField()
+ToolResult.outputs = OutputsField()  # type: ignore[assignment]
 
 Item = Union[Message, ToolCall, ToolResult, Reasoning, Summary]
 
