@@ -12,7 +12,8 @@ copies, redaction) still gets the full payload; what the model is sent never rea
 The raw form (``vars(result)["outputs"]``) holds the references: the caches that compare
 an item with a copy of its fields compare a few small objects, not the payloads.
 If the file is gone or damaged, the value is dropped and a one-line note stands in its
-place (said once, as a warning); nothing raises.
+place (said once, as a warning); if it cannot be written (a full disk), the payloads stay
+in memory (said once). Nothing raises. The file only grows, until the process exits.
 """
 
 from __future__ import annotations
@@ -57,7 +58,14 @@ class SpillStore:
         with self._lock:
             where = self._index.get(digest)
             if where is None:
-                os.write(self._fd, data)  # O_APPEND: always at the end
+                try:
+                    written = os.write(self._fd, data)  # O_APPEND: always at the end
+                except OSError:
+                    self._end = os.fstat(self._fd).st_size  # a partial write moved the end
+                    raise
+                if written != len(data):  # a full disk: what was written is never used
+                    self._end += written
+                    raise OSError(f"cannot write to {self.path}: the disk is full")
                 where = self._index[digest] = (self._end, len(data))
                 self._end += len(data)
         return Spilled(self, where[0], where[1], digest)
@@ -162,6 +170,18 @@ def spill(result: Any) -> bool:
     outputs = result.__dict__.get("outputs")
     if not threshold or type(outputs) is not list or not outputs:
         return False
+    try:
+        new, changed = _spilled(outputs, threshold)
+    except OSError as exc:  # a full disk, no temp directory: the payloads stay in memory
+        _say(f"ipyagent: display outputs stay in memory: cannot spill them ({exc})")
+        return False
+    if changed:
+        result.__dict__["outputs"] = _SpilledList(new)
+    return changed
+
+
+def _spilled(outputs: list[Any], threshold: int) -> tuple[list[Any], bool]:
+    """``outputs`` with each large display value stored (the outputs, whether any was)."""
     new: list[Any] = []
     changed = False
     for out in outputs:
@@ -178,12 +198,17 @@ def spill(result: Any) -> bool:
             bundle[mime] = value
         new.append({**out, "data": bundle})
         changed = True
-    if changed:
-        result.__dict__["outputs"] = _SpilledList(new)
-    return changed
+    return new, changed
 
 
 _said: set[str] = set()
+
+
+def _say(message: str) -> None:
+    """Warn ``message`` once per process."""
+    if message not in _said:
+        _said.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=4)
 
 
 def _resolve(outputs: _SpilledList) -> list[dict[str, Any]]:
@@ -202,10 +227,7 @@ def _resolve(outputs: _SpilledList) -> list[dict[str, Any]]:
                     value = value.load()
                 except SpillError as exc:
                     lost.append(mime)
-                    message = f"ipyagent: a display output could not be read back: {exc}"
-                    if message not in _said:
-                        _said.add(message)
-                        warnings.warn(message, RuntimeWarning, stacklevel=3)
+                    _say(f"ipyagent: a display output could not be read back: {exc}")
                     continue
             bundle[mime] = value
         if lost:

@@ -111,6 +111,32 @@ def test_redaction_reads_and_replaces_a_spilled_result():
     assert secret not in json.dumps(result.outputs)
 
 
+def test_a_full_disk_keeps_the_payloads_in_memory_and_says_so(monkeypatch):
+    import errno
+
+    store = SpillStore()
+    monkeypatch.setattr(_spill, "_store", store)
+    monkeypatch.setattr(_spill, "_said", set())
+    real = os.write
+
+    def full(fd: int, data: bytes) -> int:
+        if fd == store._fd and len(data) > 5000:
+            real(fd, data[:100])  # part of it, then the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data)
+
+    monkeypatch.setattr(_spill.os, "write", full)
+    result = _plot(3)
+    before = result.to_dict()
+    with pytest.warns(RuntimeWarning, match="stay in memory"):
+        assert not spill(result)
+    assert result.to_dict() == before and held(result) > 15_000
+    monkeypatch.setattr(_spill.os, "write", real)
+    assert spill(result)  # space again: the offsets follow the partial write
+    assert result.to_dict() == before
+    store.close()
+
+
 def test_a_tool_cannot_forge_a_reference():
     """A reference is an object, not a JSON shape: a dict that looks like one is data."""
     fake = {"offset": 0, "length": 10**6, "digest": "00" * 32, "store": "/etc/passwd"}
