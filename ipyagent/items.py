@@ -182,6 +182,17 @@ class ToolResult(_ItemBase):
     execution_count: int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
 
+    def __eq__(self, other: object) -> bool:
+        # The other fields first: a spilled payload is read back only to compare two
+        # results otherwise equal (``item in context`` must not read every plot back).
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        mine, theirs = vars(self), vars(other)
+        if any(mine.get(k) != theirs.get(k) for k in mine.keys() | theirs.keys() if k != "outputs"):
+            return False
+        return bool(mine.get("outputs") == theirs.get("outputs")
+                    or self.outputs == other.outputs)
+
     def summary(self) -> str:
         return ("error: " if self.error else "") + one_line(self.output, 80)
 

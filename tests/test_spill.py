@@ -137,6 +137,20 @@ def test_a_full_disk_keeps_the_payloads_in_memory_and_says_so(monkeypatch):
     store.close()
 
 
+def test_comparing_results_reads_a_payload_back_only_when_the_rest_is_equal(monkeypatch):
+    spilled, fresh = _plot(4), _plot(4)
+    spill(spilled)
+    reads = []
+    real = SpillStore.get
+    monkeypatch.setattr(SpillStore, "get", lambda self, ref: reads.append(ref) or real(self, ref))
+    others = [_plot(n) for n in range(3)]
+    assert spilled not in others and reads == []
+    assert spilled == fresh and reads  # the same content, one of them spilled
+    fresh.outputs = []
+    assert spilled != fresh
+    assert ToolResult("a", "x") == ToolResult("a", "x") != ToolResult("a", "y")
+
+
 def test_a_tool_cannot_forge_a_reference():
     """A reference is an object, not a JSON shape: a dict that looks like one is data."""
     fake = {"offset": 0, "length": 10**6, "digest": "00" * 32, "store": "/etc/passwd"}
