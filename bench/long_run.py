@@ -7,7 +7,8 @@ an atomic write of its bytes; the ratio must stay under 2; and a whole loop step
 zero-latency model, a tool returning the 4 KB) with autosave off and on. Then the first save in a fresh
 process against a later one (no stall), save and to_notebook of the 1,000-step run, and
 its transcript read (beside ``nbformat.read``, which validates), loaded and replayed, each
-cold in a fresh process and warm; the context table; the RSS growth; and an 80-step run in
+cold in a fresh process and warm; the context table; the RSS growth (and, with a plot per
+step, with the items' display payloads spilled to the spill file or kept); and an 80-step run in
 a 4,096-token window with ~3,000-character results: how many summary requests it makes
 and how much of each request differs from the previous one's prefix (prompt-cache churn),
 with the old shallow compaction (``compact_target`` at the threshold) beside the default.
@@ -138,15 +139,19 @@ def current_rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def payload_run(steps: int, spill: bool) -> None:
+def payload_run(steps: int, spill: bool, items: bool = True) -> None:
     """In this process: ``steps`` autosaved steps each adding a plot; prints the RSS growth
-    per step and the payload bytes the items hold."""
+    per step and the payload bytes the items hold (``items``: their large display values
+    spilled to the spill file once saved)."""
     import gc
 
+    from ipyagent._spill import SpillStore, held
     from ipyagent.transcripts.notebook_text import NotebookText
 
     if not spill:
         NotebookText.SPILL = 10**12  # the code before: every cached text kept in memory
+    if not items:
+        SpillStore.threshold = 0  # the code before: every payload stays on its item
     count = iter(range(10**9))
 
     @tool
@@ -172,23 +177,65 @@ def payload_run(steps: int, spill: bool) -> None:
         tracemalloc.stop()
         trim()
         grown = (current_rss_mb() - rss0) * 1024 / steps
-        held = sum(len(v) for i in agent.context if isinstance(i, ToolResult)
-                   for o in i.outputs for v in o.get("data", {}).values()) / len(agent.context) * 2
-        print(f"{grown:.0f} {live:.0f} {held / 1024:.0f}")
+        kept = sum(held(i) for i in agent.context if isinstance(i, ToolResult)) / len(agent.context) * 2
+        print(f"{grown:.0f} {live:.0f} {kept / 1024:.0f}")
+
+
+PAYLOAD_MODES = {  # (the autosave's texts spilled, the items' payloads spilled)
+    "now: items' payloads spilled too": (True, True),
+    "before: autosave texts read back, payloads on the items": (True, False),
+    "older: everything in memory": (False, False),
+}
 
 
 def payloads(steps: int = 300) -> None:
-    """RSS growth per step of an autosaved run with a plot per step, the autosave's cached
-    texts spilled to the file (now) and kept in memory (before), each in a fresh process."""
-    rows = {}
-    for spill in (True, False):
-        out = subprocess.run([sys.executable, __file__, "--payloads", str(steps), str(int(spill))],
-                             capture_output=True, text=True, check=True)
-        rows[spill] = tuple(map(float, out.stdout.split()))
-    print(f"{steps} autosaved steps, each a ~45 KB plot (PNG + HTML), per step: the autosave's "
-          f"written texts read back from the file: RSS +{rows[True][0]:.0f} KB, live Python "
-          f"objects +{rows[True][1]:.0f} KB; kept in memory (before): RSS +{rows[False][0]:.0f} KB, "
-          f"live +{rows[False][1]:.0f} KB; the items' own payloads {rows[True][2]:.0f} KB")
+    """RSS growth per step of an autosaved run with a plot per step, side by side: the
+    items' payloads spilled to the spill file (now), kept on the items (before), and the
+    autosave's cached texts kept in memory too (older), each in a fresh process."""
+    print(f"{steps} autosaved steps, each a ~45 KB plot (PNG + HTML), per step"
+          f"{'':14}RSS KB   live KB   payload KB held per step")
+    for name, (spill, items) in PAYLOAD_MODES.items():
+        out = subprocess.run([sys.executable, __file__, "--payloads", str(steps), str(int(spill)),
+                              str(int(items))], capture_output=True, text=True, check=True)
+        grown, live, kept = map(float, out.stdout.split())
+        print(f"  {name:62}{grown:6.0f} {live:9.0f} {kept:10.0f}")
+
+
+def spill_cost(steps: int = 300, timed: int = 100) -> None:
+    """What spilling costs a step: two autosaved plot runs side by side in one process, the
+    items' payloads spilled and kept (``SpillStore.threshold = 0``), their steps interleaved
+    in alternating order; the median of the last ``timed`` steps."""
+    from ipyagent._spill import SpillStore
+
+    count = iter(range(10**9))
+    threshold = SpillStore.threshold
+
+    @tool
+    async def plot() -> ToolResult:
+        """Draw the next plot."""
+        return plot_page(next(count))
+
+    with tempfile.TemporaryDirectory() as d:
+        runs = {}
+        for spill in (True, False):
+            agent = Agent(client=PlotModel(), tools=[plot], python_tool=False, file_tools=False,
+                          circuit_breaker=0, max_steps=10**9,
+                          autosave=os.path.join(d, f"auto-{spill}.ipynb"))
+            agent.context.append(Message("user", "go"))
+            runs[spill] = (agent, agent._listeners(None), [])
+        for n in range(steps):
+            for spill in ((True, False) if n % 2 else (False, True)):
+                SpillStore.threshold = threshold if spill else 0
+                agent, listeners, times = runs[spill]
+                t = one_step(agent, listeners)
+                if n >= steps - timed:
+                    times.append(t)
+        SpillStore.threshold = threshold
+        on, off = (statistics.median(runs[s][2]) * 1e3 for s in (True, False))
+        for agent, _, _ in runs.values():
+            agent.close()
+    print(f"  an autosaved plot step at steps {steps - timed}-{steps}: {on:.0f} ms spilled, "
+          f"{off:.0f} ms kept ({on / off:.2f}x)")
 
 
 def main() -> None:
@@ -245,6 +292,7 @@ def main() -> None:
         print(f"context table at {step} steps: {(time.perf_counter() - t) * 1e3:.1f} ms, "
               f"{len(table) / 1e3:.0f} KB of HTML")
     payloads()
+    spill_cost()
     compaction()
 
 
@@ -384,6 +432,6 @@ def reading(path: Path, steps: int) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--payloads"]:
-        payload_run(int(sys.argv[2]), sys.argv[3] == "1")
+        payload_run(int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4:5] != ["0"])
     else:
         main()

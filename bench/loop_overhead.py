@@ -6,8 +6,10 @@ dispatch, appending items, events, the MCP and secret checks. Measured at contex
 10, 100 and 1000 items, interleaved step by step; it must stay flat (the ratio 1000/10 is
 printed). Then the same with each protocol's request made as its HTTP client makes it
 (``payload`` and its JSON encoding, no network), each item's wire form cached
-(``WireCache``) and, beside it, made again every step (the code before). Run:
-``python bench/loop_overhead.py``.
+(``WireCache``) and, beside it, made again every step (the code before). Last, the body
+alone beside its floor: joining and encoding its bytes, each message's JSON text made
+beforehand (the whole body goes on the wire each request; the rest is per-item Python
+work). Run: ``python bench/loop_overhead.py``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from ipyagent import (  # noqa: E402
     tool,
 )
 from ipyagent.models.anthropic import AnthropicModel  # noqa: E402
-from ipyagent.models.base import ToolCallDelta, Turn, TurnComplete  # noqa: E402
+from ipyagent.models.base import ModelRequest, ToolCallDelta, Turn, TurnComplete  # noqa: E402
 from ipyagent.models.http import encode_json  # noqa: E402
 from ipyagent.models.openai_chat import OpenAIChatModel  # noqa: E402
 from ipyagent.models.openai_responses import OpenAIResponsesModel  # noqa: E402
@@ -125,6 +127,51 @@ def table(title: str, times: dict[int, list[float]]) -> None:
 
 
 SIZES = (10, 100, 1000)
+BODY_KEY = {OpenAIChatModel: "messages", OpenAIResponsesModel: "input", AnthropicModel: "messages"}
+
+
+def body_vs_floor(rounds: int = 300) -> None:
+    """Per step (two new items, the cache warm for the rest), each protocol's body made and
+    encoded (``payload`` + ``encode_json``) beside the floor: the same body's bytes joined
+    from each message's JSON text, made beforehand, and encoded. Sizes interleaved."""
+    import json
+
+    print(f"{'the request body alone vs its floor (median µs)':48} {'10':>14} {'100':>14} "
+          f"{'1000':>14}   body 1000/10")
+    for protocol in (OpenAIChatModel, OpenAIResponsesModel, AnthropicModel):
+        cases = {}
+        for size in SIZES:
+            model = protocol("m", base_url="http://127.0.0.1:9", api_key="k")
+            cases[size] = (model, filler(size))
+        built: dict[int, list[float]] = {size: [] for size in SIZES}
+        floors: dict[int, list[float]] = {size: [] for size in SIZES}
+        for n in range(rounds + 20):
+            order = list(SIZES)
+            random.shuffle(order)
+            for size in order:
+                model, items = cases[size]
+                items += [ToolCall(f"new{n}", "noop", {"x": n}), ToolResult(f"new{n}", "ok")]
+                request = ModelRequest(system="sys", items=items)
+                t0 = time.perf_counter()
+                body = model.payload(request)
+                encode_json(body)
+                t1 = time.perf_counter()
+                key = BODY_KEY[protocol]
+                texts = [json.dumps(m, ensure_ascii=False, separators=(",", ":")) for m in body[key]]
+                head, _, tail = json.dumps({**body, key: 0}, ensure_ascii=False,
+                                           separators=(",", ":")).partition(f'"{key}":0')
+                t2 = time.perf_counter()
+                "".join((head, f'"{key}":[', ",".join(texts), "]", tail)).encode("utf-8")
+                t3 = time.perf_counter()
+                if n >= 20:
+                    built[size].append(t1 - t0)
+                    floors[size].append(t3 - t2)
+                del items[-2:]
+        med = {size: (statistics.median(built[size]) * 1e6, statistics.median(floors[size]) * 1e6)
+               for size in SIZES}
+        cells = " ".join(f"{b:6.0f}/{f:<4.0f}{b / f:3.0f}x" for b, f in med.values())
+        print(f"  {protocol.__name__.replace('Model', '') + ': body / floor, ratio':46} {cells}"
+              f"   {med[1000][0] / med[10][0]:6.1f}x")
 
 
 def main() -> None:
@@ -152,6 +199,8 @@ def main() -> None:
                         f"{'body + JSON' if encode else 'body'}, "
                         f"{'cached' if cached else 'made again' if WireCache else 'code before'}")
                 print(f"  {what:38} {med[0]:8.0f} {med[1]:8.0f} {med[2]:8.0f} {med[2] / med[0]:7.2f}x")
+    print()
+    body_vs_floor()
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from ._spill import raw_outputs
 from ._text import head_tail, one_line
 from .items import Item, Message, Summary, ToolCall, ToolResult, code_of, turn_spans, unfold_dicts
 from .models.base import SUMMARY_PROMPT
@@ -293,7 +294,7 @@ def _stub(item: ToolResult) -> ToolResult:
     meta["cleared_output"] = item.output
     if item.meta.get("images"):
         meta["cleared_images"] = item.meta["images"]
-    return ToolResult(item.call_id, output, item.error, item.name, item.outputs,
+    return ToolResult(item.call_id, output, item.error, item.name, raw_outputs(item),
                       item.execution_count, meta)
 
 
@@ -351,7 +352,7 @@ def shrink_largest_result(context: Context, over: int, keep_last: bool = True) -
     cut = len(item.output) - keep
     output = head_tail(item.output, keep, lambda n: f"[… {n} characters cut to fit the context window …]")
     new = ToolResult(item.call_id, output, item.error,
-                     item.name, item.outputs, item.execution_count,
+                     item.name, raw_outputs(item), item.execution_count,
                      {**item.meta, "cut_chars": cut})
     context[i] = new
     return True

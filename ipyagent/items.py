@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Literal, Type, TypeVar, Union
 
+from ._spill import OutputsField
 from ._text import one_line
 from ._untrusted import fence, inline_code, markdown_literal, markdown_text
 
@@ -179,10 +180,22 @@ class ToolResult(_ItemBase):
     error: bool = False
     name: str = ""
     # Rich outputs (nbformat output dicts) for display and transcripts; the model
-    # sees only ``output``.
+    # sees only ``output``. Once saved, large values may be spilled from memory and are
+    # read back on access (``ipyagent._spill``): a spilled list read is a fresh copy.
     outputs: list[dict[str, Any]] = field(default_factory=list)
     execution_count: int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+
+    def __eq__(self, other: object) -> bool:
+        # The other fields first: a spilled payload is read back only to compare two
+        # results otherwise equal (``item in context`` must not read every plot back).
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        mine, theirs = vars(self), vars(other)
+        if any(mine.get(k) != theirs.get(k) for k in mine.keys() | theirs.keys() if k != "outputs"):
+            return False
+        return bool(mine.get("outputs") == theirs.get("outputs")
+                    or self.outputs == other.outputs)
 
     def summary(self) -> str:
         return ("error: " if self.error else "") + one_line(self.output, 80)
@@ -254,6 +267,10 @@ class Summary(_ItemBase):
     def __repr__(self) -> str:
         return f"Summary({len(self.replaced)} items: {one_line(self.content, 50)!r})"
 
+
+# Read through a descriptor: a saved result's large display values may be spilled to a
+# private file (``ipyagent._spill``) and are read back here, so every reader gets them whole.
+ToolResult.outputs = OutputsField()  # type: ignore[assignment]
 
 Item = Union[Message, ToolCall, ToolResult, Reasoning, Summary]
 

@@ -14,7 +14,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "ipyagent"
 
-DATA = {"errors", "items", "context", "context_table", "tokens", "events", "decisions", "_text", "_secrets",
+DATA = {"errors", "items", "_spill", "context", "context_table", "tokens", "events", "decisions", "_text", "_secrets",
         "_untrusted", "_normalise", "_eventloop", "_mainthread", "_atomic", "_version", "_stamps",
         "_sqlite"}
 ENGINE = {"agent", "step", "settings", "approval", "compaction", "personas", "providers",

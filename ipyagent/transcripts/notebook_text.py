@@ -15,7 +15,8 @@ deep copy taken when it was rendered), so items edited in place are rendered aga
 
 Memory: once a text was written (``written``), its long pieces — the items' metadata and
 the cells, display payloads included — are not kept: the next call reads them back from
-the file (one read of the file per save), or renders them again if the file changed.
+the file (one read of the file per save), or renders them again if the file changed. The
+new tool results' own large display values are spilled then too (``ipyagent._spill``).
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ from typing import Any, Union
 
 from .._secrets import SecretScanner, scanner
 from .._secrets import _strings as strings
+from .._spill import spill
 from .._stamps import Stamp, stamp
 from .._text import repair_surrogates
 from ..errors import TranscriptError
-from ..items import Item
+from ..items import Item, ToolResult
 from .export import audit_cell, groups, header_cell, skeleton
 
 __all__ = ["NotebookText", "dumps"]
@@ -148,6 +150,7 @@ class NotebookText:
         # the last text's long cached pieces: (where it starts, its length, where it is kept)
         self._pending: list[tuple[int, int, _Entry | list[Text], int]] = []
         self._length = 0
+        self._fresh: list[_Entry] = []  # the last text's items rendered anew
 
     def text(self, context: Any, *, header: Mapping[str, Any], kernel_name: str,
              metadata: Mapping[str, Any], secrets: Mapping[str, str] | Iterable[tuple[str, str]],
@@ -197,6 +200,7 @@ class NotebookText:
             entries[key] = entry
             item_texts.append((text, entry))
         self._items = entries
+        self._fresh = [entries[k] for k in fresh]
 
         pieces.append("")  # the notebook's start: known at the end
         index = 0
@@ -280,6 +284,12 @@ class NotebookText:
             else:
                 where[slot] = (start, end)
         self._pending = []
+        # Saved now: the new results' large display values leave memory for the spill file
+        # (read back on access); the copy of their fields follows, so they are not rendered again.
+        for entry in self._fresh:
+            if isinstance(entry.item, ToolResult) and spill(entry.item):
+                entry.fields = copy.deepcopy(vars(entry.item))
+        self._fresh = []
 
 
 def _resolve(source: _Written, texts: list[list[Text]]) -> list[list[Text]] | None:
