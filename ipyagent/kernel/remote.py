@@ -166,12 +166,20 @@ class RemoteKernel(transfer.Transfers):
             assert channels is not None
             try:
                 msg_id = channels.send("shell", "kernel_info_request", {})
+                # Ready means both answered: the reply (shell) and a status of ours (iopub).
+                # After a restart the server's iopub subscription can lag the shell socket;
+                # a call made then loses its output and its "idle" (seen: a call after a
+                # death on a Kernel Gateway timed out about one time in four).
+                replied = heard = False
                 while time.monotonic() < give_up:
                     msg = await channels.recv(1.0)
                     if msg is None:
                         break  # ask again: a request sent while the kernel started can be lost
-                    if (msg.get("parent_header") or {}).get("msg_id") == msg_id \
-                            and msg.get("msg_type") == "kernel_info_reply":
+                    if (msg.get("parent_header") or {}).get("msg_id") != msg_id:
+                        continue
+                    replied = replied or msg.get("msg_type") == "kernel_info_reply"
+                    heard = heard or msg.get("channel") == "iopub"
+                    if replied and heard:
                         return
             except ChannelsClosed as exc:
                 await self._check_alive(f"its websocket closed while it started ({exc})")
