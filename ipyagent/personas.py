@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._text import one_line
+from ._text import one_line, visible
 from ._untrusted import inline_code, markdown_literal, markdown_text
 from .errors import ConfigError
 
@@ -485,10 +485,11 @@ class PersonaTable:
         return rows
 
     def __repr__(self) -> str:
-        lines = [f"{'':2}{name:<16} tools: {tools}" + (f"; {settings}" if settings else "")
-                 + f"  [{source}]" + (f"\n{'':18}{desc}" if desc else "")
+        # Names, descriptions and problems come from files: control characters made visible.
+        lines = [visible(f"{'':2}{name:<16} tools: {tools}" + (f"; {settings}" if settings else "")
+                         + f"  [{source}]") + (f"\n{'':18}{visible(desc)}" if desc else "")
                  for name, desc, tools, settings, source in self._rows()]
-        lines += [f"! {p}" for p in self.problems]
+        lines += [f"! {visible(p)}" for p in self.problems]
         return "personas (%agent -p NAME TASK):\n" + "\n".join(lines)
 
     def _repr_html_(self) -> str:

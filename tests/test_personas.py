@@ -192,6 +192,15 @@ def test_listing_is_a_table(tmp_path: Path, home: Path) -> None:
     assert "reviewer" in repr(table) and "allow=" in repr(table)
 
 
+def test_the_plain_listing_shows_control_characters_of_a_project_file(tmp_path: Path, home: Path) -> None:
+    (tmp_path / ".ipyagent" / "agents").mkdir(parents=True)  # a repository's: untrusted
+    (tmp_path / ".ipyagent" / "agents" / "x.md").write_text(
+        '---\nname: sneaky\ndescription: "fine\x1b[2K\x1b[1Arewritten"\n---\nHi.\n')
+    with Agent(python_tool=False, cwd=str(tmp_path)) as agent:
+        text = repr(PersonaTable.for_agent(agent))
+    assert "sneaky" in text and "\x1b" not in text and "rewritten" in text
+
+
 # -- the magics ------------------------------------------------------------------------
 @pytest.fixture
 def shell(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch):
