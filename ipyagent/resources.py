@@ -7,6 +7,7 @@ An ``Agent`` *has* its ``Resources`` (``agent.resources``); ``agent.client``,
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
@@ -124,8 +125,11 @@ class Resources:
                 with resources._kernel_lock:  # close() takes the lock too: no kernel after close
                     if not resources.closed and resources._kernel is None:
                         resources._kernel = resources._make_kernel()
+            except ReferenceError:
+                return  # the agent was dropped while its kernel was being made: none is wanted
             except Exception as exc:  # the first python call reports it again, as a value
-                resources._agent.log.warning("ipyagent: the sibling kernel did not start: %s", exc)
+                with contextlib.suppress(ReferenceError):
+                    resources._agent.log.warning("ipyagent: the sibling kernel did not start: %s", exc)
 
         threading.Thread(target=start, name="ipyagent-kernel-start", daemon=True).start()
 
