@@ -24,7 +24,7 @@ from .._text import one_line
 from .._untrusted import fence, inline_code, markdown_text
 from ..items import ToolCall, ToolResult
 
-__all__ = ["Tool", "tool", "Toolbox", "Executor"]
+__all__ = ["Tool", "tool", "Toolbox", "Executor", "in_daemon_thread"]
 
 _JSON_TYPES: dict[Any, str] = {
     str: "string",
@@ -300,7 +300,7 @@ class Toolbox(Executor):
                 value = await _within(asyncio.ensure_future(t.fn(**call.arguments)), limit)
             else:
                 # Plain functions run in a worker thread so a slow tool never stalls the loop.
-                value = await _within(_in_thread(t.fn, call.arguments), limit)
+                value = await _within(in_daemon_thread(t.fn, call.arguments), limit)
         except _TimedOut:
             return _error(call, f"{call.name} did not finish within {limit:g} s "
                                 "(Agent.tool_timeout) and was abandoned; if it was a write, "
@@ -332,7 +332,7 @@ async def _within(work: asyncio.Future[Any], limit: float | None) -> Any:
     return work.result()
 
 
-def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
+def in_daemon_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
     """``fn(**kwargs)`` in a new daemon thread, as a future of the running loop.
 
     Not ``asyncio.to_thread``: the default executor's threads are joined at interpreter

@@ -13,11 +13,11 @@ spelling of an address counts as that address: ``2130706433``, ``0x7f.1`` and
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ipaddress
 import socket
-import threading
 from typing import Any
+
+from ..base import in_daemon_thread
 
 __all__ = ["Refused", "Unresolved", "address_problem", "resolve_checked"]
 
@@ -72,30 +72,8 @@ def address_problem(ip: IPAddress) -> str | None:
 
 
 def _lookup(host: str, port: int) -> asyncio.Future[Any]:
-    """``getaddrinfo`` in a daemon thread: not the loop's default executor, whose threads
-    are joined at exit, so a resolver that hangs can never keep Python from exiting."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-
-    def settle(value: Any, exc: BaseException | None) -> None:
-        if future.done():  # timed out meanwhile
-            return
-        if exc is not None:
-            future.set_exception(exc)
-        else:
-            future.set_result(value)
-
-    def work() -> None:
-        value, exc = None, None
-        try:
-            value = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except Exception as e:  # noqa: BLE001 - handed to the awaiting task
-            exc = e
-        with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
-            loop.call_soon_threadsafe(settle, value, exc)
-
-    threading.Thread(target=work, name="ipyagent-web-dns", daemon=True).start()
-    return future
+    """``getaddrinfo`` in a daemon thread (a resolver that hangs never keeps Python from exiting)."""
+    return in_daemon_thread(socket.getaddrinfo, {"host": host, "port": port, "type": socket.SOCK_STREAM})
 
 
 async def resolve_checked(host: str, port: int, *, allow_private: bool,
