@@ -534,16 +534,8 @@ def file_tools(root: Callable[[], Path],
                                      "(write_file creates or overwrites whole files)")
             text = _read_text(spot)
             old, new = _line_endings(text, old, new)
-            count = text.count(old)
-            if count == 0:
-                raise WorkspaceError(f"`old` was not found in {spot.rel}; it must match the "
-                                     "file exactly (whitespace included) — read_file shows it")
-            if count > 1:
-                raise WorkspaceError(f"`old` occurs {count} times in {spot.rel}; include more "
-                                     "surrounding text so it occurs exactly once")
-            edited = text.replace(old, new, 1)
+            edited, line = replace_once(text, old, new, spot.rel)
             write_text(spot, edited)  # the same directory descriptor the read went through
-        line = text[: text.index(old)].count("\n") + 1
         return _written(spot.rel, edited, f"edited {spot.rel}: replaced "
                         f"{old.count(chr(10)) + 1} line(s) at line {line} with "
                         f"{new.count(chr(10)) + 1} line(s)")
@@ -557,6 +549,20 @@ def file_tools(root: Callable[[], Path],
             t.preview = lambda call: _preview(call, root(), remote)
         made.append(t)
     return made
+
+
+def replace_once(text: str, old: str, new: str, rel: str,
+                 error: type[Exception] = WorkspaceError) -> tuple[str, int]:
+    """``text`` with its one ``old`` replaced by ``new``, and the line ``old`` began on;
+    ``error`` (a message the model can act on) unless ``old`` occurs exactly once."""
+    count = text.count(old)
+    if count == 0:
+        raise error(f"`old` was not found in {rel}; it must match the file exactly "
+                    "(whitespace included) — read_file shows it")
+    if count > 1:
+        raise error(f"`old` occurs {count} times in {rel}; include more surrounding "
+                    "text so it occurs exactly once")
+    return text.replace(old, new, 1), text[: text.index(old)].count("\n") + 1
 
 
 def _inside(root: Path, path: Path) -> bool:

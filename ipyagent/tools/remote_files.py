@@ -19,7 +19,7 @@ import httpx
 from .._text import one_line, visible
 from ..items import ToolCall, ToolResult
 from ..kernel._rest import TokenAuth, check_url, said
-from .files import record
+from .files import record, replace_once
 
 __all__ = ["RemoteWorkspace", "Unreachable"]
 
@@ -210,16 +210,8 @@ class RemoteWorkspace:
         text = self._text(rel, path)
         if text is None:
             raise FileNotFoundError(rel)
-        count = text.count(old)
-        if count == 0:
-            raise RemoteWorkspaceError(f"`old` was not found in {rel}; it must match the file exactly "
-                                       "(whitespace included) — read_file shows it")
-        if count > 1:
-            raise RemoteWorkspaceError(f"`old` occurs {count} times in {rel}; include more surrounding "
-                                       "text so it occurs exactly once")
-        edited = text.replace(old, new, 1)
+        edited, line = replace_once(text, old, new, rel, RemoteWorkspaceError)
         self._put(rel, edited)
-        line = text[: text.index(old)].count("\n") + 1
         return _written(rel, edited, f"edited {rel} on {self.url}: replaced {old.count(chr(10)) + 1} "
                         f"line(s) at line {line} with {new.count(chr(10)) + 1} line(s)")
 

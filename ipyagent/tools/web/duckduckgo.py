@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 
 import httpx
 
+from .html_text import feed_leniently
 from .search import MAX_RESULTS, SearchResult, SearchUnavailable, http_client, transport_problem
 from .unpack import Undecodable, read_capped
 
@@ -152,11 +153,7 @@ class _Results(HTMLParser):
 def parse_results(page: str) -> list[SearchResult]:
     """The organic results of a DuckDuckGo HTML results page, in order."""
     parser = _Results()
-    try:
-        parser.feed(page)
-        parser.close()
-    except Exception:  # noqa: BLE001 - html.parser is lenient; keep what was read
-        pass
+    feed_leniently(parser, page)
     results = []
     for hit in parser.found:
         url = unwrap(hit["href"]) if hit["href"] else ""

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
 
-__all__ = ["PageText", "html_to_text"]
+__all__ = ["PageText", "html_to_text", "feed_leniently"]
 
 _DROPPED = {"script", "style", "noscript", "template", "svg", "math", "head", "iframe",
             "object", "canvas", "select", "button"}
@@ -129,14 +129,19 @@ class _Reader(HTMLParser):
             self.parts.append(data if self.pre else _SPACES.sub(" ", data.replace("\n", " ")))
 
 
+def feed_leniently(parser: HTMLParser, markup: str) -> None:
+    """Feed ``markup`` to ``parser``; broken HTML keeps what was read (html.parser is lenient)."""
+    try:
+        parser.feed(markup)
+        parser.close()
+    except Exception:  # noqa: BLE001 - keep what was read
+        pass
+
+
 def html_to_text(markup: str) -> PageText:
     """``markup``'s title and readable text (never raises on broken HTML)."""
     reader = _Reader()
-    try:
-        reader.feed(markup)
-        reader.close()
-    except Exception:  # noqa: BLE001 - html.parser is lenient; keep what was read
-        pass
+    feed_leniently(reader, markup)
     keep_indent = reader.had_pre  # code in <pre> keeps its indentation
     lines = [line.rstrip() if keep_indent else line.strip()
              for line in "".join(reader.parts).split("\n")]
