@@ -38,8 +38,10 @@ _FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
           | getattr(os, "O_CLOEXEC", 0))
 
 
-def write_atomic(path: str | os.PathLike[str], text: str, *, dir_fd: int | None = None) -> None:
-    """Replace the file at ``path`` with ``text`` (UTF-8, line ends as given), all or nothing.
+def write_atomic(path: str | os.PathLike[str], text: str | bytes, *,
+                 dir_fd: int | None = None) -> None:
+    """Replace the file at ``path`` with ``text`` (UTF-8, line ends as given; bytes as they
+    are), all or nothing.
 
     ``dir_fd``: ``path`` is a name in that open directory. Raises ``OSError``; the temp file
     is removed then, and the target is as it was.
@@ -60,9 +62,11 @@ def write_atomic(path: str | os.PathLike[str], text: str, *, dir_fd: int | None 
         except FileExistsError:
             continue
     try:
-        with open(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
+        data = text if isinstance(text, bytes) else text.encode("utf-8")
+        with open(fd, "wb", buffering=0) as f:
+            view = memoryview(data)
+            while view:  # a raw write may write less than asked (a signal, a full pipe)
+                view = view[f.write(view) or 0:]
             if keep is not None:
                 if hasattr(os, "fchmod"):
                     os.fchmod(f.fileno(), keep)

@@ -10,6 +10,7 @@ it is rendered.
 from __future__ import annotations
 
 import difflib
+import functools
 import html
 import json
 import re
@@ -182,13 +183,19 @@ class Audit:
                  "replay); the full records are in each result's `meta.decision`.")
         lines = ["#### Audit", "", intro, "", "| " + " | ".join(COLUMNS) + " |",
                  "|" + "---|" * len(COLUMNS)]
-        lines += ["| " + " | ".join(_md(c) for c in self._cells(r)) + " |" for r in self.rows]
+        lines += [_md_row(tuple(self._cells(r))) for r in self.rows]
         return "\n".join(lines)
 
 
 # Markdown punctuation that could start emphasis, code, a link or a table cell; < > & are
 # HTML-escaped instead (a backslash before an entity would show the entity's text).
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+
+
+@functools.lru_cache(maxsize=16_384)  # a transcript's audit is rewritten at every autosave
+def _md_row(cells: tuple[str, ...]) -> str:
+    """One row of the Markdown table, each cell inert."""
+    return "| " + " | ".join(_md(c) for c in cells) + " |"
 
 
 def _md(text: str) -> str:

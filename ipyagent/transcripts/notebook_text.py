@@ -26,6 +26,7 @@ import json
 import mmap
 import os
 from collections.abc import Iterable, Mapping
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, Union
 
@@ -43,6 +44,7 @@ __all__ = ["NotebookText", "dumps"]
 _ID = "\x00ipyagent-cell-id\x00"  # where a cell's position id goes in its cached text
 _CELLS = "\x00ipyagent-cells\x00"
 _ITEMS = "\x00ipyagent-items\x00"
+_ID_JSON, _CELLS_JSON, _ITEMS_JSON = (json.dumps(m).encode() for m in (_ID, _CELLS, _ITEMS))
 # mime types nbformat splits into lines besides text/* (nbformat.v4.rwbase)
 _SPLIT_MIMES = {"application/javascript", "image/svg+xml"}
 
@@ -78,7 +80,7 @@ def _split(cell: Mapping[str, Any]) -> dict[str, Any]:
 # Where a cached text lies in the file last written, (start, end) in bytes: a long run's
 # texts are read back from there instead of being kept in memory.
 Span = tuple[int, int]
-Text = Union[str, Span]
+Text = Union[bytes, Span]
 
 
 class _Entry:
@@ -103,8 +105,8 @@ class _Written:
         self._map: mmap.mmap | None = None
         self._read = False
 
-    def get(self, text: Text) -> str | None:
-        if isinstance(text, str):
+    def get(self, text: Text) -> bytes | None:
+        if isinstance(text, bytes):
             return text
         if not self._read:
             self._read = True
@@ -120,10 +122,9 @@ class _Written:
                     self._read = True
         if self._map is None:
             return None
-        try:
-            return self._map[text[0]:text[1]].decode("utf-8")
-        except UnicodeDecodeError:  # not what was written there: render it again
-            return None
+        # Bytes as written: the stamp and the length say the file is the one written (a
+        # rename gives a new inode; a write in place changes the change time).
+        return self._map[text[0]:text[1]]
 
     def forget(self) -> None:
         """Unmap the file (the next ``get`` of a span maps it again)."""
@@ -157,6 +158,14 @@ class NotebookText:
              target: object = "the transcript") -> str:
         """The notebook's JSON text; raises ``TranscriptError`` naming the secret when it
         would hold one (``secrets``: name → value pairs) — nothing is written then."""
+        return self.encoded(context, header=header, kernel_name=kernel_name, metadata=metadata,
+                            secrets=secrets, target=target).decode("utf-8")
+
+    def encoded(self, context: Any, *, header: Mapping[str, Any], kernel_name: str,
+                metadata: Mapping[str, Any], secrets: Mapping[str, str] | Iterable[tuple[str, str]],
+                target: object = "the transcript") -> bytes:
+        """``text`` as the UTF-8 bytes a save writes (made as bytes: nothing is decoded or
+        encoded again on the way to the file)."""
         try:
             return self._render(context, header=header, kernel_name=kernel_name,
                                 metadata=metadata, secrets=secrets, target=target)
@@ -165,12 +174,12 @@ class NotebookText:
 
     def _render(self, context: Any, *, header: Mapping[str, Any], kernel_name: str,
                 metadata: Mapping[str, Any], secrets: Mapping[str, str] | Iterable[tuple[str, str]],
-                target: object) -> str:
+                target: object) -> bytes:
         found = scanner(secrets)
         refuse = (f"refusing to write {target}: it would contain the value of ${{}}; remove "
                   "it from the context (agent.context is editable) and save again")
         source = self._written
-        pieces: list[str] = []
+        pieces: list[bytes] = []
         # (piece index, where it is kept: an entry's text (-1) or a cell's pair's 0 or 1)
         marks: list[tuple[int, _Entry | list[Text], int]] = []
         add, spill = pieces.append, self.SPILL
@@ -178,7 +187,7 @@ class NotebookText:
         items = list(context)
         fresh: set[int] = set()
         entries: dict[int, _Entry] = {}
-        item_texts: list[tuple[str, _Entry]] = []
+        item_texts: list[tuple[bytes, _Entry]] = []
         for item in items:
             key = id(item)
             entry = self._items.get(key)
@@ -193,7 +202,7 @@ class NotebookText:
             if text is None:
                 data = item.to_dict()
                 _scan(found, data, refuse)
-                text = repair_surrogates(dumps(data, 4))
+                text = _encode(dumps(data, 4))
                 entry = _Entry(item, text, found)
                 fresh.add(key)
             assert entry is not None
@@ -202,13 +211,13 @@ class NotebookText:
         self._items = entries
         self._fresh = [entries[k] for k in fresh]
 
-        pieces.append("")  # the notebook's start: known at the end
+        pieces.append(b"")  # the notebook's start: known at the end
         index = 0
         head = header_cell(header, context.system)
         _scan(found, head, refuse)
         head["id"] = f"ipyagent-{index}"
-        add("[\n  ")
-        add(repair_surrogates(dumps(_split(head), 2)))
+        add(b"[\n  ")
+        add(_encode(dumps(_split(head), 2)))
         index += 1
         used: dict[tuple[int, ...], tuple[list[list[Text]], SecretScanner]] = {}
         for group, render in groups(items):
@@ -224,18 +233,17 @@ class NotebookText:
                 for cell in cells:
                     cell = _split(cell)
                     cell["id"] = _ID
-                    before, _, after = repair_surrogates(dumps(cell, 2)).partition(
-                        json.dumps(_ID))
+                    before, _, after = _encode(dumps(cell, 2)).partition(_ID_JSON)
                     texts.append([before, after])
             used[ids] = (texts, found)
             for pair in texts:
-                add(",\n  ")
-                head_text, tail_text = pair  # strings here: spans were resolved above
-                assert isinstance(head_text, str) and isinstance(tail_text, str)
+                add(b",\n  ")
+                head_text, tail_text = pair  # bytes here: spans were resolved above
+                assert isinstance(head_text, bytes) and isinstance(tail_text, bytes)
                 if len(head_text) >= spill:
                     marks.append((len(pieces), pair, 0))
                 add(head_text)
-                add(f'"ipyagent-{index}"')
+                add(b'"ipyagent-%d"' % index)
                 if len(tail_text) >= spill:
                     marks.append((len(pieces), pair, 1))
                 add(tail_text)
@@ -244,36 +252,31 @@ class NotebookText:
         last = audit_cell(items)
         if last is not None:
             _scan(found, last, refuse)
-            add(",\n  ")
-            add(repair_surrogates(dumps(_split(last), 2)))
-        add("\n ]")
+            add(b",\n  ")
+            add(_encode(dumps(_split(last), 2)))
+        add(b"\n ]")
 
         nb = skeleton(context.system, _ITEMS, _CELLS, kernel_name, metadata)
         _scan(found, nb, refuse)
-        outer = repair_surrogates(dumps(nb))
-        start, _, rest = outer.partition(json.dumps(_CELLS))  # "cells" is the first key
-        middle, _, end = rest.partition(json.dumps(_ITEMS))  # after "format", all fixed
+        outer = _encode(dumps(nb))
+        start, _, rest = outer.partition(_CELLS_JSON)  # "cells" is the first key
+        middle, _, end = rest.partition(_ITEMS_JSON)  # after "format", all fixed
         pieces[0] = start
         add(middle)
         if item_texts:
             for n, (text, entry) in enumerate(item_texts):
-                add(",\n    " if n else "[\n    ")
+                add(b",\n    " if n else b"[\n    ")
                 if len(text) >= spill:
                     marks.append((len(pieces), entry, -1))
                 add(text)
-            add("\n   ]")
+            add(b"\n   ]")
         else:
-            add("[]")
+            add(b"[]")
         add(end)
-        whole = "".join(pieces)
-        # Byte offsets in the file (write_atomic writes UTF-8; every piece was repaired, so
-        # it encodes): only a non-ASCII piece needs encoding to be measured.
-        offsets = [0]
-        for piece in pieces:
-            offsets.append(offsets[-1] + (len(piece) if piece.isascii() else len(piece.encode("utf-8"))))
+        offsets = list(accumulate(map(len, pieces), initial=0))  # byte offsets in the file
         self._pending = [(offsets[i], offsets[i + 1], where, slot) for i, where, slot in marks]
         self._length = offsets[-1]
-        return whole
+        return b"".join(pieces)
 
     def written(self, path: str | os.PathLike[str]) -> None:
         """The last ``text`` was saved to ``path``: keep its long pieces there, not here."""
@@ -290,6 +293,14 @@ class NotebookText:
             if isinstance(entry.item, ToolResult) and spill(entry.item):
                 entry.fields = copy.deepcopy(vars(entry.item))
         self._fresh = []
+
+
+def _encode(text: str) -> bytes:
+    """``text`` as UTF-8, its lone surrogates repaired first (a save must not fail on one)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return repair_surrogates(text).encode("utf-8")
 
 
 def _resolve(source: _Written, texts: list[list[Text]]) -> list[list[Text]] | None:

@@ -231,8 +231,8 @@ def _write_agent(agent: Agent, target: Path, cache: NotebookText) -> Path:
     cells and items ``cache`` holds reused (the text ``write_notebook(to_notebook(agent))``
     writes, without building or validating a NotebookNode)."""
     header, metadata = _parts(agent)
-    text = cache.text(agent.context, header=header, kernel_name=agent.kernel_name,
-                      metadata=metadata, secrets=secret_values(key_envs(agent)), target=target)
+    text = cache.encoded(agent.context, header=header, kernel_name=agent.kernel_name,
+                         metadata=metadata, secrets=secret_values(key_envs(agent)), target=target)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(target, text)

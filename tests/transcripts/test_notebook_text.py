@@ -107,7 +107,7 @@ def _kept(cache: NotebookText) -> list[str]:
     """Every text the cache holds in memory."""
     texts = [e.text for e in cache._items.values()]
     texts += [t for cells, _ in cache._groups.values() for pair in cells for t in pair]
-    return [t for t in texts if isinstance(t, str)]
+    return [t.decode() for t in texts if isinstance(t, bytes)]
 
 
 def _write(cache: NotebookText, text: str, path) -> None:
