@@ -108,3 +108,15 @@ def test_each_write_removes_its_targets_stale_temps_only(tmp_path: Path) -> None
     assert {p for p in tmp_path.iterdir() if p.name != "a.txt"} == keep
     assert not any(p.exists() for p in stale)
     assert remove_stale_temps(tmp_path / "nowhere" / "x") == []  # never fails
+
+
+def test_bytes_are_written_as_they_are_and_text_as_utf8(tmp_path: Path) -> None:
+    target = tmp_path / "t.ipynb"
+    data = b"\xff\x00raw\r\n" * 50_000  # not UTF-8, bigger than one write's buffer
+    write_atomic(target, data)
+    assert target.read_bytes() == data
+    write_atomic(target, "caf\u00e9\r\n")
+    assert target.read_bytes() == "caf\u00e9\r\n".encode()
+    with pytest.raises(UnicodeEncodeError):  # a lone surrogate: nothing written, no temp left
+        write_atomic(target, "half \ud83d")
+    assert target.read_bytes() == "caf\u00e9\r\n".encode() and os.listdir(tmp_path) == ["t.ipynb"]

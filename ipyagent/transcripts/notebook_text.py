@@ -13,10 +13,13 @@ cell made step 400 sixteen times slower than step 10.
 An item is unchanged when it is the same object with equal fields (compared against a
 deep copy taken when it was rendered), so items edited in place are rendered again.
 
-Memory: once a text was written (``written``), its long pieces — the items' metadata and
-the cells, display payloads included — are not kept: the next call reads them back from
-the file (one read of the file per save), or renders them again if the file changed. The
-new tool results' own large display values are spilled then too (``ipyagent._spill``).
+The text is made as UTF-8 bytes. Once a text was written (``written``), each item's
+metadata entry and each group's cells are known by where they lie in that file; the next
+call copies them from there (the file mapped, not read into memory), an unchanged run of
+neighbouring cells or items as one span, so a save at step 1,000 costs about what writing
+its bytes costs. If the file changed meanwhile (another program wrote it), what lies only
+there is rendered again from the items. Long pieces are not kept in memory; the new tool
+results' own large display values are spilled then too (``ipyagent._spill``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ import json
 import mmap
 import os
 from collections.abc import Iterable, Mapping
-from itertools import accumulate
 from pathlib import Path
 from typing import Any, Union
 
@@ -81,56 +83,107 @@ def _split(cell: Mapping[str, Any]) -> dict[str, Any]:
 # texts are read back from there instead of being kept in memory.
 Span = tuple[int, int]
 Text = Union[bytes, Span]
+_ITEM_SEP = b",\n    "  # before each item of metadata.ipyagent.items but the first
+_CELL_SEP = b",\n  "  # before each cell but the first
 
 
 class _Entry:
-    """One item as last rendered: the item, a copy of its fields, its metadata text."""
+    """One item as last rendered: the item, a copy of its fields, its metadata text — kept
+    in memory when short (``data``) — and where it lay in the file last written (``span``;
+    ``lead``: the span starts with the separator before it, so that the spans of
+    consecutive unchanged items join into one)."""
 
-    __slots__ = ("item", "fields", "text", "scanned")
+    __slots__ = ("item", "fields", "data", "span", "lead", "scanned")
 
-    def __init__(self, item: Item, text: Text, scanned: SecretScanner) -> None:
+    def __init__(self, item: Item, data: bytes, scanned: SecretScanner) -> None:
         self.item = item
         self.fields = copy.deepcopy(vars(item))
-        self.text = text
+        self.data: bytes | None = data
+        self.span: Span | None = None
+        self.lead = False
         self.scanned = scanned
+
+
+class _Group:
+    """A group's cells as last rendered: each cell's text split at its id (bytes, or a span
+    relative to the group's start), and where the whole group lay in the file last written
+    (separators and ids included), with the index of its first cell there."""
+
+    __slots__ = ("pairs", "scanned", "span", "index")
+
+    def __init__(self, pairs: list[list[Text]], scanned: SecretScanner) -> None:
+        self.pairs, self.scanned = pairs, scanned
+        self.span: Span | None = None
+        self.index = -1
 
 
 class _Written:
     """The file last written, mapped (once per save, not read into memory: a long run's
-    transcript is megabytes) only if a cached text lies there and the file is still the
-    one written (same stamp and length)."""
+    transcript is megabytes) when it is still the one written (same stamp and length)."""
 
     def __init__(self, path: Path | None, stamp: Stamp | None, length: int) -> None:
         self.path, self.stamp, self.length = path, stamp, length
-        self._map: mmap.mmap | None = None
-        self._read = False
+        self.map: mmap.mmap | None = None
 
-    def get(self, text: Text) -> bytes | None:
-        if isinstance(text, bytes):
-            return text
-        if not self._read:
-            self._read = True
-            if (self.path is not None and self.stamp is not None and self.length
-                    and stamp(self.path) == self.stamp):
-                try:
-                    with open(self.path, "rb") as f:
-                        self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-                except (OSError, ValueError):
-                    self._map = None
-                if self._map is not None and len(self._map) != self.length:
-                    self.forget()
-                    self._read = True
-        if self._map is None:
-            return None
-        # Bytes as written: the stamp and the length say the file is the one written (a
-        # rename gives a new inode; a write in place changes the change time).
-        return self._map[text[0]:text[1]]
+    def open(self) -> bool:
+        """Map the file; False when it is not the one written (its spans are not read then)."""
+        if self.path is None or self.stamp is None or not self.length:
+            return False
+        # The stamp and the length say the file is the one written: a rename gives a new
+        # inode, a write in place a new change time.
+        if stamp(self.path) != self.stamp:
+            return False
+        try:
+            with open(self.path, "rb") as f:
+                self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            return False
+        if len(self.map) != self.length:
+            self.forget()
+            return False
+        return True
 
     def forget(self) -> None:
-        """Unmap the file (the next ``get`` of a span maps it again)."""
-        if self._map is not None:
-            self._map.close()
-        self._map, self._read = None, False
+        """Unmap the file."""
+        if self.map is not None:
+            self.map.close()
+        self.map = None
+
+
+class _Out:
+    """The text being made: bytes, and spans of the file last written, neighbouring spans
+    joined (an unchanged run of cells or items is one copy); ``pos`` is where the next
+    piece lands in the new file."""
+
+    __slots__ = ("parts", "pos")
+
+    def __init__(self) -> None:
+        self.parts: list[Text] = []
+        self.pos = 0
+
+    def add(self, data: bytes) -> None:
+        self.parts.append(data)
+        self.pos += len(data)
+
+    def span(self, span: Span) -> None:
+        parts = self.parts
+        if parts and type(last := parts[-1]) is tuple and last[1] == span[0]:
+            parts[-1] = (last[0], span[1])
+        else:
+            parts.append(span)
+        self.pos += span[1] - span[0]
+
+    def piece(self, text: Text, base: int) -> None:
+        """Bytes, or a span relative to ``base`` in the file last written."""
+        if type(text) is bytes:
+            self.add(text)
+        else:
+            self.span((base + text[0], base + text[1]))
+
+    def join(self, source: _Written) -> bytes:
+        got = source.map
+        return b"".join(p if type(p) is bytes else got[p[0]:p[1]]  # type: ignore[index,misc]
+                        for p in self.parts)
 
 
 class NotebookText:
@@ -141,15 +194,16 @@ class NotebookText:
     (another program wrote it), they are rendered again from the items.
     """
 
-    SPILL = 512  # characters: shorter texts stay in memory (a span costs about as much)
+    SPILL = 512  # bytes: shorter texts stay in memory too (they cost about a span)
 
     def __init__(self) -> None:
         self._items: dict[int, _Entry] = {}
-        # group (item ids) → (its cells' texts, each split at its id; the scanner used)
-        self._groups: dict[tuple[int, ...], tuple[list[list[Text]], SecretScanner]] = {}
+        self._groups: dict[tuple[int, ...], _Group] = {}  # by the ids of its items
         self._written = _Written(None, None, 0)
-        # the last text's long cached pieces: (where it starts, its length, where it is kept)
-        self._pending: list[tuple[int, int, _Entry | list[Text], int]] = []
+        # what the last text puts where, applied once it is written: (entry, its span, lead)
+        # and (group, its span, its first cell's index, its pairs laid out anew or None)
+        self._placed: list[tuple[_Entry, Span, bool]] = []
+        self._laid: list[tuple[_Group, Span, int, list[list[Text]] | None]] = []
         self._length = 0
         self._fresh: list[_Entry] = []  # the last text's items rendered anew
 
@@ -179,114 +233,129 @@ class NotebookText:
         refuse = (f"refusing to write {target}: it would contain the value of ${{}}; remove "
                   "it from the context (agent.context is editable) and save again")
         source = self._written
-        pieces: list[bytes] = []
-        # (piece index, where it is kept: an entry's text (-1) or a cell's pair's 0 or 1)
-        marks: list[tuple[int, _Entry | list[Text], int]] = []
-        add, spill = pieces.append, self.SPILL
+        usable = source.open()  # False: no span is read; what lies only there is rendered again
+        limit = self.SPILL
+        out = _Out()
+        placed: list[tuple[_Entry, Span, bool]] = []
+        laid: list[tuple[_Group, Span, int, list[list[Text]] | None]] = []
 
         items = list(context)
         fresh: set[int] = set()
         entries: dict[int, _Entry] = {}
-        item_texts: list[tuple[bytes, _Entry]] = []
+        listed: list[_Entry] = []
         for item in items:
             key = id(item)
             entry = self._items.get(key)
-            text = None
-            if entry is None or entry.item is not item or entry.fields != vars(item):
-                entry = None
+            if (entry is None or entry.item is not item or entry.fields != vars(item)
+                    or (entry.data is None and not usable)):
+                data = item.to_dict()
+                _scan(found, data, refuse)
+                entry = _Entry(item, _encode(dumps(data, 4)), found)
+                fresh.add(key)
             elif entry.scanned is not found:
                 _scan(found, item.to_dict(), refuse)
                 entry.scanned = found
-            if entry is not None:
-                text = source.get(entry.text)
-            if text is None:
-                data = item.to_dict()
-                _scan(found, data, refuse)
-                text = _encode(dumps(data, 4))
-                entry = _Entry(item, text, found)
-                fresh.add(key)
-            assert entry is not None
             entries[key] = entry
-            item_texts.append((text, entry))
+            listed.append(entry)
         self._items = entries
         self._fresh = [entries[k] for k in fresh]
 
-        pieces.append(b"")  # the notebook's start: known at the end
-        index = 0
+        nb = skeleton(context.system, _ITEMS, _CELLS, kernel_name, metadata)
+        _scan(found, nb, refuse)
+        start, _, rest = _encode(dumps(nb)).partition(_CELLS_JSON)  # "cells" is the first key
+        middle, _, end = rest.partition(_ITEMS_JSON)  # after "format", all fixed
+        out.add(start)
         head = header_cell(header, context.system)
         _scan(found, head, refuse)
-        head["id"] = f"ipyagent-{index}"
-        add(b"[\n  ")
-        add(_encode(dumps(_split(head), 2)))
-        index += 1
-        used: dict[tuple[int, ...], tuple[list[list[Text]], SecretScanner]] = {}
+        head["id"] = "ipyagent-0"
+        out.add(b"[\n  ")
+        out.add(_encode(dumps(_split(head), 2)))
+        index = 1
+        used: dict[tuple[int, ...], _Group] = {}
         for group, render in groups(items):
             ids = tuple(id(i) for i in group if i is not None)
             cached = self._groups.get(ids)
-            texts: list[list[Text]] | None = None
-            if cached is not None and not any(k in fresh for k in ids) and cached[1] is found:
-                texts = _resolve(source, cached[0])
-            if texts is None:
+            if (cached is None or cached.scanned is not found or any(k in fresh for k in ids)
+                    or (not usable and cached.span is not None
+                        and any(type(t) is tuple for pair in cached.pairs for t in pair))):
                 cells = render()
                 _scan(found, cells, refuse)
-                texts = []
+                pairs: list[list[Text]] = []
                 for cell in cells:
                     cell = _split(cell)
                     cell["id"] = _ID
                     before, _, after = _encode(dumps(cell, 2)).partition(_ID_JSON)
-                    texts.append([before, after])
-            used[ids] = (texts, found)
-            for pair in texts:
-                add(b",\n  ")
-                head_text, tail_text = pair  # bytes here: spans were resolved above
-                assert isinstance(head_text, bytes) and isinstance(tail_text, bytes)
-                if len(head_text) >= spill:
-                    marks.append((len(pieces), pair, 0))
-                add(head_text)
-                add(b'"ipyagent-%d"' % index)
-                if len(tail_text) >= spill:
-                    marks.append((len(pieces), pair, 1))
-                add(tail_text)
+                    pairs.append([before, after])
+                cached = _Group(pairs, found)
+            used[ids] = cached
+            begin = out.pos
+            if usable and cached.span is not None and cached.index == index:
+                out.span(cached.span)  # as it lies in the file: its ids are the same
+                laid.append((cached, (begin, out.pos), index, None))
+                index += len(cached.pairs)
+                continue
+            base = cached.span[0] if cached.span is not None else 0
+            pairs = []
+            for head_text, tail_text in cached.pairs:
+                out.add(_CELL_SEP)
+                at = out.pos
+                out.piece(head_text, base)
+                head_at = (at - begin, out.pos - begin)
+                out.add(b'"ipyagent-%d"' % index)
+                at = out.pos
+                out.piece(tail_text, base)
+                tail_at = (at - begin, out.pos - begin)
+                pairs.append([_kept(head_text, head_at, limit), _kept(tail_text, tail_at, limit)])
                 index += 1
+            laid.append((cached, (begin, out.pos), index - len(pairs), pairs))
         self._groups = used
         last = audit_cell(items)
         if last is not None:
             _scan(found, last, refuse)
-            add(b",\n  ")
-            add(_encode(dumps(_split(last), 2)))
-        add(b"\n ]")
-
-        nb = skeleton(context.system, _ITEMS, _CELLS, kernel_name, metadata)
-        _scan(found, nb, refuse)
-        outer = _encode(dumps(nb))
-        start, _, rest = outer.partition(_CELLS_JSON)  # "cells" is the first key
-        middle, _, end = rest.partition(_ITEMS_JSON)  # after "format", all fixed
-        pieces[0] = start
-        add(middle)
-        if item_texts:
-            for n, (text, entry) in enumerate(item_texts):
-                add(b",\n    " if n else b"[\n    ")
-                if len(text) >= spill:
-                    marks.append((len(pieces), entry, -1))
-                add(text)
-            add(b"\n   ]")
+            out.add(_CELL_SEP)
+            out.add(_encode(dumps(_split(last), 2)))
+        out.add(b"\n ]")
+        out.add(middle)
+        if listed:
+            for n, entry in enumerate(listed):
+                span = entry.span if usable else None
+                if span is not None and entry.lead and n:
+                    at = out.pos
+                    out.span(span)  # its separator included: joins the span before it
+                else:
+                    if span is not None and entry.lead:  # now the first: no separator
+                        span = (span[0] + len(_ITEM_SEP), span[1])
+                    if n:
+                        at = out.pos
+                        out.add(_ITEM_SEP)
+                    else:
+                        out.add(b"[\n    ")
+                        at = out.pos
+                    if span is not None:
+                        out.span(span)
+                    else:
+                        assert entry.data is not None  # rendered again when only the file had it
+                        out.add(entry.data)
+                placed.append((entry, (at, out.pos), n > 0))
+            out.add(b"\n   ]")
         else:
-            add(b"[]")
-        add(end)
-        offsets = list(accumulate(map(len, pieces), initial=0))  # byte offsets in the file
-        self._pending = [(offsets[i], offsets[i + 1], where, slot) for i, where, slot in marks]
-        self._length = offsets[-1]
-        return b"".join(pieces)
+            out.add(b"[]")
+        out.add(end)
+        self._placed, self._laid, self._length = placed, laid, out.pos
+        return out.join(source)
 
     def written(self, path: str | os.PathLike[str]) -> None:
         """The last ``text`` was saved to ``path``: keep its long pieces there, not here."""
         self._written = _Written(Path(path), stamp(path), self._length)
-        for start, end, where, slot in self._pending:
-            if isinstance(where, _Entry):
-                where.text = (start, end)
-            else:
-                where[slot] = (start, end)
-        self._pending = []
+        for entry, span, lead in self._placed:
+            entry.span, entry.lead = span, lead
+            if entry.data is not None and len(entry.data) >= self.SPILL:
+                entry.data = None  # long: read back from the file
+        for group, span, index, pairs in self._laid:
+            group.span, group.index = span, index
+            if pairs is not None:
+                group.pairs = pairs
+        self._placed, self._laid = [], []
         # Saved now: the new results' large display values leave memory for the spill file
         # (read back on access); the copy of their fields follows, so they are not rendered again.
         for entry in self._fresh:
@@ -295,23 +364,18 @@ class NotebookText:
         self._fresh = []
 
 
+def _kept(text: Text, at: Span, limit: int) -> Text:
+    """What a cell's piece is kept as once written: short bytes stay, the rest is where it
+    lies (relative to its group's start)."""
+    return text if type(text) is bytes and len(text) < limit else at
+
+
 def _encode(text: str) -> bytes:
     """``text`` as UTF-8, its lone surrogates repaired first (a save must not fail on one)."""
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         return repair_surrogates(text).encode("utf-8")
-
-
-def _resolve(source: _Written, texts: list[list[Text]]) -> list[list[Text]] | None:
-    """The cells' texts with each span read back; None if one cannot be (file changed)."""
-    out: list[list[Text]] = []
-    for pair in texts:
-        got = [source.get(t) for t in pair]
-        if None in got:
-            return None
-        out.append([t for t in got if t is not None])
-    return out
 
 
 def _scan(found: SecretScanner, value: Any, refuse: str) -> None:

@@ -105,8 +105,8 @@ def _plot_agent() -> Agent:
 
 def _kept(cache: NotebookText) -> list[str]:
     """Every text the cache holds in memory."""
-    texts = [e.text for e in cache._items.values()]
-    texts += [t for cells, _ in cache._groups.values() for pair in cells for t in pair]
+    texts = [e.data for e in cache._items.values()]
+    texts += [t for group in cache._groups.values() for pair in group.pairs for t in pair]
     return [t.decode() for t in texts if isinstance(t, bytes)]
 
 
@@ -175,3 +175,58 @@ def test_an_autosaved_run_spills_its_payloads_and_loses_nothing(tmp_path):
     nb = to_notebook(agent)
     assert sum(PAYLOAD in json_text for json_text in map(str, nb.metadata.ipyagent["items"])) == 3
     agent.close()
+
+
+# -- a long run's saves: unchanged runs of cells and items are copied from the file whole ----
+def _long_agent(steps: int) -> Agent:
+    agent = Agent(model="demo", python_tool=False)
+    agent.context.append(Message("user", "go \u00e9"))  # non-ASCII: offsets are bytes
+    for n in range(steps):
+        agent.context.append(ToolCall(f"c{n}", "read_file", {"path": f"f{n}.txt"}))
+        agent.context.append(ToolResult(f"c{n}", f"page {n} \u2713\n" + "x" * 700, name="read_file"))
+    return agent
+
+
+def test_every_kind_of_edit_between_saves_gives_the_text_a_fresh_render_gives(tmp_path):
+    """Appends, inserts (every later cell's id moves), the first item removed (the next
+    one's separator changes), in-place edits, another program's write: after each, the
+    saved bytes are what a cache that never saw the run renders (itself checked against
+    nbformat above), and the file is a valid notebook."""
+    import random
+
+    agent, cache, path = _long_agent(30), NotebookText(), tmp_path / "auto.ipynb"
+    _write(cache, _text(agent, cache), path)
+    rng = random.Random(16)
+    edits = [
+        lambda: agent.context.append(Message("user", f"more {rng.random()}")),
+        lambda: agent.context.insert(rng.randrange(1, len(agent.context)), Message("user", "wedged")),
+        lambda: agent.context.pop(0),
+        lambda: agent.context.pop(rng.randrange(len(agent.context))),
+        lambda: setattr(agent.context[rng.randrange(len(agent.context))], "meta", {"note": "edited"}),
+        lambda: path.write_bytes(path.read_bytes().replace(b"page", b"PAGE")),  # same length
+        lambda: path.write_text("{}"),
+        lambda: None,
+    ]
+    for _ in range(60):
+        rng.choice(edits)()
+        text = _text(agent, cache)
+        assert text == _text(agent, NotebookText())
+        _write(cache, text, path)
+    nbformat.validate(nbformat.reads(path.read_text(), as_version=4))
+
+
+def test_an_unchanged_run_is_copied_in_a_few_pieces(tmp_path, monkeypatch):
+    """200 unchanged steps then one more: the save copies the old file's unchanged cells and
+    items as a few spans, not a piece per cell (what made an autosave at step 1,000 cost
+    three times writing its bytes)."""
+    agent, cache, path = _long_agent(200), NotebookText(), tmp_path / "auto.ipynb"
+    _write(cache, _text(agent, cache), path)
+    seen: list[int] = []
+    real = notebook_text._Out.join
+    monkeypatch.setattr(notebook_text._Out, "join",
+                        lambda self, source: seen.append(len(self.parts)) or real(self, source))
+    agent.context.append(ToolCall("new", "read_file", {"path": "g.txt"}))
+    agent.context.append(ToolResult("new", "y" * 900, name="read_file"))
+    text = _text(agent, cache)
+    assert text == _reference(agent)
+    assert seen and seen[-1] < 40  # 802 items and ~400 cells, unchanged: joined as spans
