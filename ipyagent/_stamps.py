@@ -22,8 +22,9 @@ SETTLE_NS = 2_000_000_000  # coarser than any filesystem's timestamp tick (FAT's
 Stamp = tuple[int, int, int, int, int, int]
 
 
-def stamp(path: str | os.PathLike[str]) -> Stamp | None:
-    """The stamp of ``path`` (following symlinks); None when there is nothing to read."""
+def stamp(path: str | os.PathLike[str] | int) -> Stamp | None:
+    """The stamp of ``path`` (following symlinks), or of an open descriptor; None when there
+    is nothing to read."""
     try:
         st = os.stat(path)
     except (OSError, ValueError):  # missing, unreadable, or a path with a NUL in it

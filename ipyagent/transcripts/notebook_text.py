@@ -15,7 +15,7 @@ deep copy taken when it was rendered), so items edited in place are rendered aga
 
 The text is made as UTF-8 bytes. Once a text was written (``written``), each item's
 metadata entry and each group's cells are known by where they lie in that file; the next
-call copies them from there (the file mapped, not read into memory), an unchanged run of
+call copies them from there (``pread``, not mapped), an unchanged run of
 neighbouring cells or items as one span, so a save at step 1,000 costs about what writing
 its bytes costs. If the file changed meanwhile (another program wrote it), what lies only
 there is rendered again from the items. Long pieces are not kept in memory; the new tool
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import copy
 import json
-import mmap
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -118,36 +117,49 @@ class _Group:
 
 
 class _Written:
-    """The file last written, mapped (once per save, not read into memory: a long run's
-    transcript is megabytes) when it is still the one written (same stamp and length)."""
+    """The file last written, read back with ``pread`` where its spans lie (not mapped: a
+    file truncated meanwhile would kill the kernel with SIGBUS) while it is the one written:
+    same stamp, checked on the descriptor read before and after reading."""
 
     def __init__(self, path: Path | None, stamp: Stamp | None, length: int) -> None:
         self.path, self.stamp, self.length = path, stamp, length
-        self.map: mmap.mmap | None = None
+        self.fd: int | None = None
 
     def open(self) -> bool:
-        """Map the file; False when it is not the one written (its spans are not read then)."""
+        """Open the file; False when it is not the one written (no span is read then)."""
         if self.path is None or self.stamp is None or not self.length:
             return False
-        # The stamp and the length say the file is the one written: a rename gives a new
-        # inode, a write in place a new change time.
-        if stamp(self.path) != self.stamp:
-            return False
         try:
-            with open(self.path, "rb") as f:
-                self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except (OSError, ValueError):
             return False
-        if len(self.map) != self.length:
+        # The stamp says the file is the one written: a rename gives a new inode, a write in
+        # place a new change time (which cannot be set back).
+        if stamp(self.fd) != self.stamp:
             self.forget()
             return False
         return True
 
+    def read(self, span: Span) -> bytes:
+        assert self.fd is not None
+        data = os.pread(self.fd, span[1] - span[0], span[0])
+        if len(data) != span[1] - span[0]:
+            raise _Changed
+        return data
+
+    def unchanged(self) -> bool:
+        """Still the file written (nobody wrote it while it was read)."""
+        return self.fd is not None and stamp(self.fd) == self.stamp
+
     def forget(self) -> None:
-        """Unmap the file."""
-        if self.map is not None:
-            self.map.close()
-        self.map = None
+        """Close the file."""
+        if self.fd is not None:
+            os.close(self.fd)
+        self.fd = None
+
+
+class _Changed(Exception):
+    """The file last written changed while its spans were read: render without it."""
 
 
 class _Out:
@@ -181,9 +193,12 @@ class _Out:
             self.span((base + text[0], base + text[1]))
 
     def join(self, source: _Written) -> bytes:
-        got = source.map
-        return b"".join(p if type(p) is bytes else got[p[0]:p[1]]  # type: ignore[index,misc]
+        read = source.read
+        text = b"".join(p if type(p) is bytes else read(p)  # type: ignore[arg-type]
                         for p in self.parts)
+        if source.fd is not None and not source.unchanged():
+            raise _Changed
+        return text
 
 
 class NotebookText:
@@ -223,8 +238,13 @@ class NotebookText:
         try:
             return self._render(context, header=header, kernel_name=kernel_name,
                                 metadata=metadata, secrets=secrets, target=target)
+        except _Changed:  # another program wrote the file as it was read: not from there
+            self._written.forget()
+            self._written = _Written(None, None, 0)
+            return self._render(context, header=header, kernel_name=kernel_name,
+                                metadata=metadata, secrets=secrets, target=target)
         finally:
-            self._written.forget()  # the file is unmapped whatever happened
+            self._written.forget()  # the file is closed whatever happened
 
     def _render(self, context: Any, *, header: Mapping[str, Any], kernel_name: str,
                 metadata: Mapping[str, Any], secrets: Mapping[str, str] | Iterable[tuple[str, str]],

@@ -230,3 +230,25 @@ def test_an_unchanged_run_is_copied_in_a_few_pieces(tmp_path, monkeypatch):
     text = _text(agent, cache)
     assert text == _reference(agent)
     assert seen and seen[-1] < 40  # 802 items and ~400 cells, unchanged: joined as spans
+
+
+@pytest.mark.parametrize("meddle", ["truncate", "append"])
+def test_a_file_written_by_another_program_while_it_is_read_back_is_not_used(tmp_path, monkeypatch, meddle):
+    """Read with pread, checked after: a truncation mid-read is a short read (a mapped file
+    would kill the kernel with SIGBUS), a write in place a new stamp; either way the text is
+    rendered from the items."""
+    agent, cache, path = _long_agent(50), NotebookText(), tmp_path / "auto.ipynb"
+    _write(cache, _text(agent, cache), path)
+    agent.context.append(Message("user", "more"))
+    real, calls = notebook_text._Written.read, []
+
+    def read(self, span):
+        if not calls:
+            with open(path, "r+b") as f:
+                f.truncate(100) if meddle == "truncate" else (f.seek(0, 2), f.write(b" "))
+        calls.append(span)
+        return real(self, span)
+
+    monkeypatch.setattr(notebook_text._Written, "read", read)
+    assert _text(agent, cache) == _reference(agent)
+    assert calls  # the spans were being read when the file changed
