@@ -29,6 +29,7 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from secrets import token_hex
 from typing import Any, Union
 
 from .._secrets import SecretScanner, scanner
@@ -39,22 +40,21 @@ from .._text import repair_surrogates
 from ..errors import TranscriptError
 from ..items import Item, ToolResult
 from .export import audit_cell, groups, header_cell, skeleton
+from .nbjson import dumps
 
 __all__ = ["NotebookText", "dumps"]
 
-_ID = "\x00ipyagent-cell-id\x00"  # where a cell's position id goes in its cached text
-_CELLS = "\x00ipyagent-cells\x00"
-_ITEMS = "\x00ipyagent-items\x00"
+# Where a cell's position id, the cells, the items and the steady metadata go in a text
+# being made; a token of this process's own, so that no text from outside can be one.
+_MARK = token_hex(8)
+_ID = f"\x00ipyagent-cell-id-{_MARK}\x00"
+_CELLS = f"\x00ipyagent-cells-{_MARK}\x00"
+_ITEMS = f"\x00ipyagent-items-{_MARK}\x00"
 _ID_JSON, _CELLS_JSON, _ITEMS_JSON = (json.dumps(m).encode() for m in (_ID, _CELLS, _ITEMS))
+_STEADY = {key: f"\x00ipyagent-{key}-{_MARK}\x00" for key in ("settings", "tools")}
+_STEADY_JSON = {key: json.dumps(mark).encode() for key, mark in _STEADY.items()}
 # mime types nbformat splits into lines besides text/* (nbformat.v4.rwbase)
 _SPLIT_MIMES = {"application/javascript", "image/svg+xml"}
-
-
-def dumps(value: Any, depth: int = 0) -> str:
-    """``value`` as nbformat writes it, for a place ``depth`` levels deep (each line but
-    the first indented by ``depth`` spaces: JSON strings hold no raw newline)."""
-    text = json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False, separators=(",", ": "))
-    return text.replace("\n", "\n" + " " * depth) if depth else text
 
 
 def _split(cell: Mapping[str, Any]) -> dict[str, Any]:
@@ -221,6 +221,7 @@ class NotebookText:
         self._laid: list[tuple[_Group, Span, int, list[list[Text]] | None]] = []
         self._length = 0
         self._fresh: list[_Entry] = []  # the last text's items rendered anew
+        self._kept: dict[str, tuple[str, bytes, SecretScanner]] = {}  # _steady's texts
 
     def text(self, context: Any, *, header: Mapping[str, Any], kernel_name: str,
              metadata: Mapping[str, Any], secrets: Mapping[str, str] | Iterable[tuple[str, str]],
@@ -280,9 +281,16 @@ class NotebookText:
         self._items = entries
         self._fresh = [entries[k] for k in fresh]
 
-        nb = skeleton(context.system, _ITEMS, _CELLS, kernel_name, metadata)
+        # The tool specs and the settings rarely change: laid out again only when they do.
+        metadata = dict(metadata)
+        steady = {name: metadata.pop(name) for name in _STEADY if name in metadata}
+        nb = skeleton(context.system, _ITEMS, _CELLS, kernel_name,
+                      {**metadata, **{name: _STEADY[name] for name in steady}})
         _scan(found, nb, refuse)
-        start, _, rest = _encode(dumps(nb)).partition(_CELLS_JSON)  # "cells" is the first key
+        outer = _encode(dumps(nb))
+        for name, value in steady.items():
+            outer = outer.replace(_STEADY_JSON[name], self._steady(name, value, found, refuse), 1)
+        start, _, rest = outer.partition(_CELLS_JSON)  # "cells" is the first key
         middle, _, end = rest.partition(_ITEMS_JSON)  # after "format", all fixed
         out.add(start)
         head = header_cell(header, context.system)
@@ -363,6 +371,18 @@ class NotebookText:
         out.add(end)
         self._placed, self._laid, self._length = placed, laid, out.pos
         return out.join(source)
+
+    def _steady(self, key: str, value: Any, found: SecretScanner, refuse: str) -> bytes:
+        """``metadata.ipyagent[key]``'s text, made again only when ``value`` changed (its
+        repr tells 1 from True and 1.0, as its text does) or the secrets did."""
+        shown = repr(value)
+        kept = self._kept.get(key)
+        if kept is not None and kept[0] == shown and kept[2] is found:
+            return kept[1]
+        _scan(found, value, refuse)
+        text = _encode(dumps(value, 3))  # notebook → metadata → ipyagent → key
+        self._kept[key] = (shown, text, found)
+        return text
 
     def written(self, path: str | os.PathLike[str]) -> None:
         """The last ``text`` was saved to ``path``: keep its long pieces there, not here."""

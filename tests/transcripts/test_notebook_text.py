@@ -252,3 +252,13 @@ def test_a_file_written_by_another_program_while_it_is_read_back_is_not_used(tmp
     monkeypatch.setattr(notebook_text._Written, "read", read)
     assert _text(agent, cache) == _reference(agent)
     assert calls  # the spans were being read when the file changed
+
+
+def test_text_that_looks_like_the_writers_own_marks_is_only_text():
+    marks = ["\x00ipyagent-items\x00", "\x00ipyagent-cells\x00", "\x00ipyagent-cell-id\x00",
+             "\x00ipyagent-tools\x00", "\x00ipyagent-settings\x00"]
+    agent = _agent()
+    agent.context.system = marks[0]  # what the markers were before they took a token
+    agent.context.extend(Message("user", m) for m in marks)
+    agent.context.append(ToolCall("c9", "python", {"code": marks[2], "id": marks[2]}))
+    assert _text(agent, NotebookText()) == _reference(agent)
