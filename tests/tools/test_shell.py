@@ -418,6 +418,8 @@ def test_the_demo_runs_a_command_the_task_asks_for(tmp_path: Path) -> None:
         ran = [i for i in agent.context if isinstance(i, ToolCall)]
         assert [(c.name, c.arguments) for c in ran] == [("shell", {"command": "ls"})]
         assert "listed.txt" in result.text and result.text.startswith("[demo model]")
+        # Where it ran, truly: bash, started by the sibling kernel (not "the sibling printed").
+        assert "I ran `ls` with bash, started by the sibling kernel. Bash printed:" in result.text
         agent.reset()
         agent.run("Use Python to compute 2**100")  # unchanged: python
         assert {i.name for i in agent.context if isinstance(i, ToolCall)} == {"python"}
