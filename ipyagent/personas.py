@@ -497,12 +497,16 @@ class PersonaTable:
         return rows
 
     def __repr__(self) -> str:
+        return self.text()
+
+    def text(self, use: str = "%agent -p NAME TASK") -> str:
+        """The table as plain lines; ``use``: how to run with one, said in the heading."""
         # Names, descriptions and problems come from files: control characters made visible.
         lines = [visible(f"{'':2}{name:<16} tools: {tools}" + (f"; {settings}" if settings else "")
                          + f"  [{source}]") + (f"\n{'':18}{visible(desc)}" if desc else "")
                  for name, desc, tools, settings, source in self._rows()]
         lines += [f"! {visible(p)}" for p in self.problems]
-        return "personas (%agent -p NAME TASK):\n" + "\n".join(lines)
+        return f"personas ({use}):\n" + "\n".join(lines)
 
     def _repr_html_(self) -> str:
         esc = html.escape

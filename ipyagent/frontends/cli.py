@@ -33,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
                               "An interactive session: each line is a task of the same "
                               "conversation, run and streamed as by 'ipyagent run'. Commands: "
                               "/step, /context, /save PATH, /load PATH, /reset, /skills, "
-                              "/audit, /memory, /help, /exit (or Ctrl-D). Ctrl-C stops a run "
+                              "/personas, /audit, /memory, /help, /exit (or Ctrl-D). Ctrl-C stops a run "
                               "and keeps the conversation. Piped stdin: one task per line."))
     add_agent_options(repl)
     repl.add_argument("--save", metavar="PATH",

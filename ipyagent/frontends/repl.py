@@ -37,6 +37,7 @@ COMMANDS = {
     "load": ("PATH", "continue a saved transcript (its conversation replaces this one)"),
     "reset": ("[--kernel]", "start a new conversation (--kernel: restart the sibling too)"),
     "skills": ("", "the skills the model can load (ipyagent repl -s NAME: one up front)"),
+    "personas": ("", "the personas (● the active one; ipyagent repl -p NAME: run as one)"),
     "audit": ("", "how each tool call was decided: who, when, edits"),
     "memory": ("[search WORDS]", "the notes kept for later sessions (read-only here)"),
     "help": ("", "this list"),
@@ -287,6 +288,11 @@ class Repl:
     def _cmd_skills(self, rest: str) -> None:
         print(self.agent.skills.text("ipyagent repl -s NAME"))
 
+    def _cmd_personas(self, rest: str) -> None:
+        from ..personas import PersonaTable
+
+        print(PersonaTable.for_agent(self.agent).text("ipyagent repl -p NAME"))
+
     def _cmd_audit(self, rest: str) -> None:
         from IPython.lib.pretty import pretty
 
@@ -312,9 +318,10 @@ class Repl:
         print(repr(table))  # MemoryTable's text: note texts made visible
 
     def _cmd_help(self, rest: str) -> None:
-        lines = [f"  /{w} {a}".ljust(22) + h for w, (a, h) in COMMANDS.items()]
+        width = max(len(f"  /{w} {a}") for w, (a, _) in COMMANDS.items()) + 2
+        lines = [f"  /{w} {a}".ljust(width) + h for w, (a, h) in COMMANDS.items()]
         print("\n".join(["Each line is a task of the same conversation. Commands:", *lines,
-                         "  //TEXT".ljust(22) + "send /TEXT as a task",
+                         "  //TEXT".ljust(width) + "send /TEXT as a task",
                          "Ctrl-C stops a run (the conversation is kept); Ctrl-D leaves."]))
 
 

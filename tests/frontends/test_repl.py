@@ -413,3 +413,16 @@ def test_memory_lists_and_searches_the_notes_read_only(tmp_path):
     assert proc.stderr.count("/memory takes nothing or search WORDS") == 2, proc.stderr
     with Agent(memory="on", python_tool=False, **paths) as agent:
         assert len(agent.memories.table()) == 2  # read-only: nothing was forgotten
+
+
+def test_personas_lists_them_with_the_active_one_and_a_files_text_made_visible(tmp_path):
+    agents = tmp_path / ".ipyagent" / "agents"  # came with the project: untrusted text
+    agents.mkdir(parents=True)
+    (agents / "odd.md").write_text("---\nname: odd\ndescription: looks\x1b[2J\x1b]0;x\x07 fine\n"
+                                   "tools: [read_file]\n---\nYou are odd.\n")
+    proc = piped(tmp_path, ["/personas"], "-p", "coder")
+    assert proc.returncode == 0, proc.stderr
+    assert "personas (ipyagent repl -p NAME):" in proc.stdout and "%agent" not in proc.stdout
+    assert re.search(r"^  ● coder +tools: python, shell, ", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^  reviewer +tools: read_file, list_files", proc.stdout, re.M)
+    assert "looks␛[2J␛]0;x␇ fine" in proc.stdout and "\x1b" not in proc.stdout
