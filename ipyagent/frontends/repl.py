@@ -128,8 +128,8 @@ class Repl:
     def read_piped(self) -> str:
         """One line of piped stdin (scripts, tests); EOFError at its end."""
         typed = _isatty(sys.stdin)  # a person types, but stdout goes elsewhere (| tee)
-        if typed:
-            print(self.prompt(), end="", flush=True)
+        if typed:  # quiet: stdout is the answers alone (> answers.txt), so not there
+            print(self.prompt(), end="", flush=True, file=sys.stderr if self.quiet else sys.stdout)
         line = sys.stdin.readline()
         if not line:
             raise EOFError

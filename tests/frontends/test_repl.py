@@ -426,3 +426,24 @@ def test_personas_lists_them_with_the_active_one_and_a_files_text_made_visible(t
     assert re.search(r"^  ● coder +tools: python, shell, ", proc.stdout, re.M), proc.stdout
     assert re.search(r"^  reviewer +tools: read_file, list_files", proc.stdout, re.M)
     assert "looks␛[2J␛]0;x␇ fine" in proc.stdout and "\x1b" not in proc.stdout
+
+
+def test_quiet_with_stdout_to_a_file_keeps_the_prompts_out_of_it(tmp_path):
+    """A person types, stdout goes to a file: the prompts go to the terminal (stderr), the
+    file gets the answers alone."""
+    import shlex
+
+    pexpect = pytest.importorskip("pexpect")
+    line = " ".join(shlex.quote(a) for a in _cmd("repl", "--quiet", "--approve", "auto"))
+    child = pexpect.spawn("bash", ["-c", f"{line} > answers.txt"], cwd=str(tmp_path),
+                          encoding="utf-8", timeout=60, env=_env(tmp_path))
+    try:
+        child.expect(r"ipyagent \[1\]> ")  # on the terminal
+        child.sendline("compute 2**10")
+        child.expect(r"ipyagent \[2\]> ")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)  # a failed expect must not leave the session (and its kernel)
+    answers = (tmp_path / "answers.txt").read_text()
+    assert "value = 1024" in answers and "ipyagent [" not in answers, answers
