@@ -45,7 +45,7 @@ from .step import CircuitBreaker, emit, run_step
 from .tool_mode import ToolModeState, Wire
 from .tools.base import Tool, Toolbox
 from .tools.python import python_description, python_tool
-from .tools.shell import shell_status, shell_tool
+from .tools.shell import shell_description, shell_status, shell_tool
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -237,6 +237,9 @@ class Agent(AgentSettings):
         if self.shell_status()[0]:
             if "shell" not in self.tools:
                 self._shell = self.tools.add(shell_tool(self))
+            if self._shell is not None and self.tools["shell"] is self._shell:
+                # It tells the model where commands run (the sibling, or the remote server).
+                self._shell.description = shell_description(bool(self.kernel_url))
         elif ours:
             self.tools.remove("shell")
 

@@ -91,10 +91,12 @@ def test_sources_in_order_configured_home_builtin_project(tmp_path: Path, home: 
 
 def test_builtins_are_what_the_docs_say() -> None:
     assert set(BUILTINS) == {"coder", "data-analyst", "reviewer"}
-    assert BUILTINS["coder"].tools == ["python", "read_file", "list_files", "write_file",
-                                       "edit_file", "load_skill"]
+    assert BUILTINS["coder"].tools == ["python", "shell", "read_file", "list_files",
+                                       "write_file", "edit_file", "web_search", "fetch_url",
+                                       "load_skill"]
     analyst = BUILTINS["data-analyst"]
-    assert analyst.tools == ["python", "read_file", "list_files", "load_skill"]
+    assert analyst.tools == ["python", "read_file", "list_files", "web_search", "fetch_url",
+                             "load_skill"]
     assert "pandas" in analyst.system_prompt and "plt.show()" in analyst.system_prompt
     reviewer = BUILTINS["reviewer"]
     assert reviewer.tools == ["read_file", "list_files"] and not reviewer.offers("python")
@@ -137,6 +139,32 @@ def test_data_analyst_offers_python_and_read_only_files(tmp_path: Path, home: Pa
     assert [t["name"] for t in model.requests[0].tools] == ["python", "read_file", "list_files",
                                                            "load_skill"]
     assert "matplotlib" in model.requests[0].system
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_personas_offer_shell_and_the_web_tools_only_where_the_settings_turn_them_on(
+        tmp_path: Path, home: Path, on: bool) -> None:
+    """The coder gets `shell` and the web tools, the data-analyst the web tools (it changes
+    no files), the reviewer neither; a persona's list is a filter, never a switch: with the
+    tools off, no persona turns them on."""
+    web = ["web_search", "fetch_url"]
+    shell = "on" if on else "off"
+    offered = {}
+    for persona in ("coder", "data-analyst", "reviewer"):
+        model = ScriptedModel([text("ok")])
+        with Agent(client=model, cwd=str(tmp_path), shell_tool=shell, web_tools=on,
+                   persona=persona) as agent:
+            agent.run("go")
+            assert agent.shell_tool == shell and agent.web_tools is on  # left as they were
+        offered[persona] = [t["name"] for t in model.requests[0].tools]
+        if on:
+            assert ("`web_search`" in model.requests[0].system) is (persona != "reviewer")
+    if on:
+        assert "shell" in offered["coder"] and set(web) <= set(offered["coder"])
+        assert "shell" not in offered["data-analyst"] and set(web) <= set(offered["data-analyst"])
+    for names in offered.values() if not on else [offered["reviewer"]]:
+        assert "shell" not in names and not set(web) & set(names), offered
+    assert offered["reviewer"] == ["read_file", "list_files"]
 
 
 def test_your_persona_file_sets_model_and_settings_and_switching_restores(

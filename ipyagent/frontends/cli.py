@@ -32,10 +32,13 @@ def _parser() -> argparse.ArgumentParser:
                           "conversation", epilog=CONFIG_HELP, description=(
                               "An interactive session: each line is a task of the same "
                               "conversation, run and streamed as by 'ipyagent run'. Commands: "
-                              "/step, /context, /save PATH, /load PATH, /reset, /help, /exit "
-                              "(or Ctrl-D). Ctrl-C stops a run and keeps the conversation. "
-                              "Piped stdin: one task per line."))
+                              "/step, /context, /save PATH, /load PATH, /reset, /skills, "
+                              "/personas, /audit, /memory, /help, /exit (or Ctrl-D). Ctrl-C stops a run "
+                              "and keeps the conversation. Piped stdin: one task per line."))
     add_agent_options(repl)
+    repl.add_argument("--save", metavar="PATH",
+                      help="rewrite the transcript notebook here after each task")
+    repl.add_argument("--quiet", action="store_true", help="print only each task's answer")
     mcp = sub.add_parser("mcp", help="agree (or stop agreeing) to start an mcp.json's servers")
     mcp.add_argument("action", choices=["trust", "untrust"])
     mcp.add_argument("path", nargs="?", default=None,
@@ -134,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .repl import Repl
 
         with agent:
-            return Repl(agent, colours=colours).loop()
+            return Repl(agent, colours=colours, quiet=args.quiet, save=args.save).loop()
     approve = agent.approval
     # The prompt runs on this (main) thread, where Ctrl-C lands; in a worker thread a
     # cancelled input() kept reading and the process could not exit.

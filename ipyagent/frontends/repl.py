@@ -37,6 +37,9 @@ COMMANDS = {
     "load": ("PATH", "continue a saved transcript (its conversation replaces this one)"),
     "reset": ("[--kernel]", "start a new conversation (--kernel: restart the sibling too)"),
     "skills": ("", "the skills the model can load (ipyagent repl -s NAME: one up front)"),
+    "personas": ("", "the personas (● the active one; ipyagent repl -p NAME: run as one)"),
+    "audit": ("", "how each tool call was decided: who, when, edits"),
+    "memory": ("[search WORDS]", "the notes kept for later sessions (read-only here)"),
     "help": ("", "this list"),
     "exit": ("", "leave (as Ctrl-D does); /quit too"),
 }
@@ -48,18 +51,26 @@ class Repl:
     """One interactive session around ``agent`` (the caller closes the agent)."""
 
     def __init__(self, agent: Agent, history: str | os.PathLike[str] | None = None,
-                 colours: Mapping[str, Any] | None = None) -> None:
-        """``colours``: TerminalDisplay's ``scheme``/``colour`` (IPython's configuration)."""
+                 colours: Mapping[str, Any] | None = None, quiet: bool = False,
+                 save: str | os.PathLike[str] | None = None) -> None:
+        """``colours``: TerminalDisplay's ``scheme``/``colour`` (IPython's configuration);
+        ``quiet``: print only each task's answer; ``save``: the transcript rewritten after
+        each task."""
         from ..approval import TerminalOrDeny, terminal_answer
 
         self.agent = agent
+        self.quiet = quiet
+        self.save_path = os.fspath(save) if save else None
+        self._save_said: str | None = None  # the last thing said about --save (said once)
         self.pump = PumpDispatcher()  # prompts and display run here, on the main thread
         self.tasks = 0  # tasks given in this conversation (the prompt shows the next one's number)
         self.history_path = Path(os.path.expanduser(os.fspath(history or HISTORY_PATH)))
         self._session: Any = None
         self.colours = dict(colours or {})
+        # Quiet: no display shows the call, so the prompt shows it before "Run it?".
         agent.approval_hook = TerminalOrDeny(
-            lambda prompt: self.pump.call_and_wait(terminal_answer, prompt), _unattended)
+            lambda prompt: self.pump.call_and_wait(terminal_answer, prompt), _unattended,
+            show_call=quiet)
 
     def __repr__(self) -> str:
         return f"<Repl: {self.tasks} task{'' if self.tasks == 1 else 's'}, {self.agent.model}>"
@@ -80,7 +91,7 @@ class Repl:
                           "/help lists the commands, Ctrl-D leaves"))
             from .cliopts import start_lines
 
-            for note in start_lines(self.agent):  # as `ipyagent run` says them
+            for note in [] if self.quiet else start_lines(self.agent):  # as `ipyagent run`
                 print(note, file=sys.stderr)
         while True:
             try:
@@ -117,13 +128,13 @@ class Repl:
     def read_piped(self) -> str:
         """One line of piped stdin (scripts, tests); EOFError at its end."""
         typed = _isatty(sys.stdin)  # a person types, but stdout goes elsewhere (| tee)
-        if typed:
-            print(self.prompt(), end="", flush=True)
+        if typed:  # quiet: stdout is the answers alone (> answers.txt), so not there
+            print(self.prompt(), end="", flush=True, file=sys.stderr if self.quiet else sys.stdout)
         line = sys.stdin.readline()
         if not line:
             raise EOFError
         line = line.rstrip("\n").rstrip("\r")
-        if line.strip() and not typed:
+        if line.strip() and not typed and not self.quiet:
             print(visible(self.prompt() + line))  # the log reads as the session would
         return line
 
@@ -165,25 +176,49 @@ class Repl:
         agent = self.agent
         if task is not None:
             self.tasks += 1
-        display = TerminalDisplay(preview=agent.tools.preview, max_output_lines=agent.output_lines,
-                                  step_mode=step, step_hint="/step runs the next one",
-                                  **self.colours)
+        display = None if self.quiet else TerminalDisplay(
+            preview=agent.tools.preview, max_output_lines=agent.output_lines, step_mode=step,
+            step_hint="/step runs the next one", **self.colours)
         coro = agent.astep(task, on_event=display) if step else agent.arun(task, on_event=display)
         future, finished = _eventloop.submit_tracked(coro)
         try:
             self.pump.pump(future)
-            future.result()
+            outcome = future.result()
         except KeyboardInterrupt:
             future.cancel()
             self._unwind(finished)
-            display.end_line()
+            if display is not None:
+                display.end_line()
             # A line of its own: the terminal echoed ^C where the cursor was (a prompt).
             print(f"\n{_INTERRUPTED}", file=sys.stderr)
         except IpyagentError as exc:
-            display.end_line()
+            if display is not None:
+                display.end_line()
             _say(one_line(exc))
+        else:
+            if self.quiet:
+                _answer(outcome)
         finally:
-            display.end_line()  # the next prompt starts at column 0, whatever was printed
+            if display is not None:
+                display.end_line()  # the next prompt starts at column 0, whatever was printed
+        self._save_after_task()
+
+    def _save_after_task(self) -> None:
+        """``--save FILE``: rewrite the transcript; where, the first time; a failure, once."""
+        if self.save_path is None or not len(self.agent.context):
+            return
+        try:
+            saved = self.agent.save(self.save_path)
+        except (OSError, IpyagentError, ValueError) as exc:
+            said = f"could not save the transcript: {one_line(exc)}"
+            if said != self._save_said:
+                self._save_said = said
+                _say(said)
+            return
+        said = f"saving this conversation to {saved} after each task (--save)"
+        if said != self._save_said:
+            self._save_said = said
+            _say(said)
 
     def _unwind(self, finished: Any) -> None:
         """After Ctrl-C: let the run answer its open calls (the context stays valid), showing
@@ -253,10 +288,40 @@ class Repl:
     def _cmd_skills(self, rest: str) -> None:
         print(self.agent.skills.text("ipyagent repl -s NAME"))
 
+    def _cmd_personas(self, rest: str) -> None:
+        from ..personas import PersonaTable
+
+        print(PersonaTable.for_agent(self.agent).text("ipyagent repl -p NAME"))
+
+    def _cmd_audit(self, rest: str) -> None:
+        from IPython.lib.pretty import pretty
+
+        print(pretty(self.agent.audit()))  # Audit._repr_pretty_: the table, made visible
+
+    def _cmd_memory(self, rest: str) -> None:
+        import dataclasses
+
+        verb, _, query = rest.partition(" ")
+        if verb not in ("", "search") or (verb == "search" and not query.strip()):
+            _say(f"/memory takes nothing or search WORDS, not {rest!r} (read-only here: "
+                 "%agent remember / forget in IPython change the notes)")
+            return
+        agent = self.agent
+        if agent.memory != "on":
+            _say("memory is off: c.Agent.memory = 'on' in a --config FILE (or ipython_config.py)"
+                 " turns it on", sys.stdout)
+            return
+        table = agent.memories.table(query.strip() or None)
+        if not query:
+            table = dataclasses.replace(table, empty="no notes yet: runs keep them "
+                                        "(%agent remember TEXT in IPython adds one)")
+        print(repr(table))  # MemoryTable's text: note texts made visible
+
     def _cmd_help(self, rest: str) -> None:
-        lines = [f"  /{w} {a}".ljust(22) + h for w, (a, h) in COMMANDS.items()]
+        width = max(len(f"  /{w} {a}") for w, (a, _) in COMMANDS.items()) + 2
+        lines = [f"  /{w} {a}".ljust(width) + h for w, (a, h) in COMMANDS.items()]
         print("\n".join(["Each line is a task of the same conversation. Commands:", *lines,
-                         "  //TEXT".ljust(22) + "send /TEXT as a task",
+                         "  //TEXT".ljust(width) + "send /TEXT as a task",
                          "Ctrl-C stops a run (the conversation is kept); Ctrl-D leaves."]))
 
 
@@ -265,6 +330,20 @@ def _isatty(stream: Any) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError, OSError):
         return False
+
+
+def _answer(outcome: Any) -> None:
+    """``--quiet``: the answer on stdout (kept as written when piped: it is data); how the
+    run ended on stderr when that was not ``done`` (a step: always, it may go on)."""
+    from ..events import Step
+
+    text = outcome.text
+    if text:
+        print(visible(text) if _isatty(sys.stdout) else text)
+    if isinstance(outcome, Step):
+        _say(outcome.footer("paused: /step runs the next one"))
+    elif outcome.stop_reason != "done":
+        _say(outcome.footer())
 
 
 def _say(text: str, stream: Any = None) -> None:

@@ -16,6 +16,10 @@ drives the real loop, the real approval and the real sibling kernel:
 * with other tools: call every tool whose required arguments it can fill (in parallel),
   then report their results;
 * a denied call: acknowledge it and stop. Every reply is labelled ``[demo model]``.
+
+It says where things ran as the tools' descriptions tell it (all a model can know): Python
+in the sibling kernel or in the kernel on a remote Jupyter server, a command with bash
+started by the sibling kernel or on that server.
 """
 
 from __future__ import annotations
@@ -100,15 +104,16 @@ class DemoModel:
             reason = denied[-1].meta.get("reason") or "no reason given"
             return (f"{LABEL} Understood: the call was not approved ({reason}), so I did "
                     "not run anything. Tell me how you would like to proceed."), []
+        remote = _remote(tools)
         command = shell_command(task) if "shell" in tools else None
         if command is not None:
-            return self._plan_shell(command, task, results, n_calls)
+            return self._plan_shell(command, task, results, n_calls, remote)
         if "python" in tools and SKILL_TOOL in tools:
             planned = self._plan_plot(task, request.system, items, results, n_calls)
             if planned is not None:
                 return planned
         if "python" in tools:
-            return self._plan_python(task, results, n_calls)
+            return self._plan_python(task, results, n_calls, remote)
         if tools:
             return self._plan_tools(task, tools, results, n_calls)
         return (f"{LABEL} I have no tools, so I cannot compute anything. "
@@ -118,8 +123,10 @@ class DemoModel:
         # Deterministic ids, so that runs (and their transcripts) are reproducible.
         return ToolCall(id=f"demo_call_{n}", name=name, arguments=arguments)
 
-    def _plan_python(self, task: str, results: list[ToolResult],
-                     n: int) -> tuple[str, list[ToolCall]]:
+    def _plan_python(self, task: str, results: list[ToolResult], n: int,
+                     remote: bool = False) -> tuple[str, list[ToolCall]]:
+        kernel = "the kernel on the remote Jupyter server" if remote else "the sibling kernel"
+        printer = "The remote kernel" if remote else "The sibling kernel"
         expr = find_expression(task)
         if expr is None:
             if not results:
@@ -127,12 +134,13 @@ class DemoModel:
                         "print(len(words), 'words;', 'longest:', max(words, key=len))")
                 return (f"{LABEL} I found no Python expression in the task, so I will "
                         "analyse its text in Python.", [self._call("python", {"code": code}, n)])
-            return self._answer(task, results[-1], "I analysed the task's text")
+            return self._answer(task, results[-1], "I analysed the task's text",
+                                printer=printer)
         if not results:
             imports = "import math\n" if re.search(r"\bmath\.", expr) else ""
             code = (f"{imports}value = {expr}\nprint(f'value = {{value!r}}')\n"
                     "print(f'digits: {len(value)}')")
-            return (f"{LABEL} I'll evaluate `{expr}` in the sibling kernel and count its "
+            return (f"{LABEL} I'll evaluate `{expr}` in {kernel} and count its "
                     "digits.", [self._call("python", {"code": code}, n)])
         last = results[-1]
         if last.error and len(results) == 1 and "TypeError" in last.output:
@@ -141,14 +149,19 @@ class DemoModel:
             return (f"{LABEL} `len()` does not work on a number, but the kernel kept "
                     "`value`, so I'll count the digits of its text form.",
                     [self._call("python", {"code": code}, n)])
-        return self._answer(task, last, f"I evaluated `{expr}`", results)
+        return self._answer(task, last, f"I evaluated `{expr}`", results, printer=printer)
 
-    def _plan_shell(self, command: str, task: str, results: list[ToolResult],
-                    n: int) -> tuple[str, list[ToolCall]]:
+    def _plan_shell(self, command: str, task: str, results: list[ToolResult], n: int,
+                    remote: bool = False) -> tuple[str, list[ToolCall]]:
+        # Where it runs, as the tool's description says: bash started by the sibling kernel
+        # (in its sandbox, when it has one), or by the kernel on the remote server.
+        where = ("with bash on the remote Jupyter server" if remote
+                 else "with bash, started by the sibling kernel")
         if not results:
-            return (f"{LABEL} The task asks for a shell command, so I'll run `{command}` with "
-                    "the shell tool.", [self._call("shell", {"command": command}, n)])
-        return self._answer(task, results[-1], f"I ran `{command}`", where="in the shell")
+            return (f"{LABEL} The task asks for a shell command, so I'll run `{command}` {where} "
+                    "(the shell tool).", [self._call("shell", {"command": command}, n)])
+        return self._answer(task, results[-1], f"I ran `{command}`", where=where,
+                            printer="Bash")
 
     def _plan_plot(self, task: str, system: str, items: list[Any], results: list[ToolResult],
                    n: int) -> tuple[str, list[ToolCall]] | None:
@@ -182,15 +195,16 @@ class DemoModel:
 
     def _answer(self, task: str, last: ToolResult, what: str,
                 results: list[ToolResult] | None = None,
-                where: str = "in Python") -> tuple[str, list[ToolCall]]:
+                where: str = "in Python",
+                printer: str = "The sibling kernel") -> tuple[str, list[ToolCall]]:
         outputs = [_printed_part(r) for r in (results or [last])]
         shown = "\n".join(o for o in outputs if o) or last.output.strip()
-        status = "It failed:" if last.error else "The sibling kernel printed:"
+        status = "It failed:" if last.error else f"{printer} printed:"
         lines = shown.splitlines()
         if len(lines) > _QUOTED_LINES or len(shown) > _QUOTED_CHARS:
             # The user saw the output under the call: point at it, do not repeat it.
             last_few = lines[-(_QUOTED_LINES // 2):]
-            status = (f"{'It failed; it' if last.error else 'The sibling kernel'} printed "
+            status = (f"{'It failed; it' if last.error else printer} printed "
                       f"{len(lines)} line{'s' if len(lines) != 1 else ''} ({len(shown):,} "
                       "characters, shown above under the call); "
                       + (f"the last {len(last_few)}:" if len(last_few) < len(lines)
@@ -222,6 +236,17 @@ class DemoModel:
                     "fill from the task, so I cannot help with it."), []
         names = ", ".join(f"`{c.name}`" for c in calls)
         return f"{LABEL} I'll call {names}.", calls
+
+
+# What the python tool's (and the shell tool's) description says when its kernel is on a
+# remote server (ipyagent.tools.python.python_description; a test keeps them equal).
+REMOTE_MARKER = "remote Jupyter server"
+
+
+def _remote(tools: dict[str, dict[str, Any]]) -> bool:
+    """Whether the code and commands run on a remote server, as the tools describe it."""
+    return any(REMOTE_MARKER in str(tools.get(name, {}).get("description", ""))
+               for name in ("python", "shell"))
 
 
 # Never called on a guess: the workspace tools change files, remember keeps a note; offer_result puts a question

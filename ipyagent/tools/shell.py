@@ -21,7 +21,7 @@ from .base import Tool
 if TYPE_CHECKING:
     from ..kernel.base import Kernel
 
-__all__ = ["shell_tool", "ShellHost", "shell_status", "RECORD_MIME"]
+__all__ = ["shell_tool", "shell_description", "ShellHost", "shell_status", "RECORD_MIME"]
 
 # The helper's record of how the command ended (its exit code): a display bundle of ours,
 # taken out of the outputs. The command cannot forge it: its bytes only reach the streams.
@@ -30,6 +30,11 @@ RECORD_MIME = "application/vnd.ipyagent.shell+json"
 DESCRIPTION = ("Run a shell command (bash -c) in the working directory, inside the same "
                "sandbox as the python tool, and return its output (stdout and stderr) and "
                "exit code. Nothing is read from stdin; each call is a fresh shell.")
+REMOTE_DESCRIPTION = ("Run a shell command (bash -c) on the remote Jupyter server the python "
+                      "tool's kernel runs on: started by that kernel, in its working directory, "
+                      "as the server's account (not sandboxed by ipyagent). Returns its output "
+                      "(stdout and stderr) and exit code. Nothing is read from stdin; each call "
+                      "is a fresh shell.")
 
 # Runs in the sibling kernel (standard library only: the sibling may not have ipyagent).
 _HELPER = r'''
@@ -99,6 +104,11 @@ def helper_code(command: str, cwd: str | None) -> str:
     helper = base64.b64encode(_HELPER.encode()).decode()
     return (f"exec(__import__('base64').b64decode('{helper}').decode(), "
             f"{{'__name__': '__ipyagent_shell__', 'MIME': '{RECORD_MIME}', 'REQUEST': '{request}'}})")
+
+
+def shell_description(remote: bool) -> str:
+    """The tool's description: where the command runs (the sibling's sandbox, or the server)."""
+    return REMOTE_DESCRIPTION if remote else DESCRIPTION
 
 
 class ShellHost(Protocol):

@@ -320,3 +320,130 @@ def test_ipythons_colour_scheme_from_its_config_reaches_the_display(tmp_path):
     assert "│ value = 2**10" not in card()  # a terminal: highlighted
     (tmp_path / "plain.py").write_text("c.InteractiveShell.colors = 'NoColor'\n")
     assert "│ value = 2**10" in card("--config", "plain.py")
+
+
+def test_quiet_prints_only_the_answers_and_save_rewrites_the_transcript_after_each_task(tmp_path):
+    """`--quiet --save FILE`, as `ipyagent run` has them: stdout is the answers (no cards,
+    no echoed prompts), FILE is the transcript `/save` writes, rewritten after every task."""
+    from ipyagent import Agent
+    from ipyagent.items import Message
+
+    proc = piped(tmp_path, ["compute 2**10", "compute 3**4"], "--approve", "auto", "--quiet",
+                 "--save", "conv.ipynb")
+    assert proc.returncode == 0, proc.stderr
+    assert "value = 1024" in proc.stdout and "value = 81" in proc.stdout
+    for noise in ("┌ python", "── done", "ipyagent [", "ipyagent:"):
+        assert noise not in proc.stdout, proc.stdout
+    assert proc.stdout.count("[demo model] I evaluated") == 2  # only the final answers
+    said = "ipyagent: saving this conversation to conv.ipynb after each task (--save)\n"
+    assert proc.stderr.count(said) == 1, proc.stderr  # said the first time only
+    with Agent.from_transcript(tmp_path / "conv.ipynb", python_tool=False) as loaded:
+        tasks = [i.content for i in loaded.context if isinstance(i, Message) and i.role == "user"]
+    assert tasks == ["compute 2**10", "compute 3**4"]
+
+
+def test_quiet_at_a_terminal_shows_each_call_before_asking_and_saves_after_each_task(tmp_path):
+    child = spawn(tmp_path, "--quiet", "--save", "runs/conv.ipynb")  # approval: ask
+    child.expect(PROMPT)
+    child.sendline("compute 2**10")
+    child.expect("── tool call: python ──")  # no card above it: the prompt shows the code
+    child.expect(r"value = 2\*\*10")
+    child.expect(r"Run it\? \[y\]es")
+    child.sendline("a")
+    child.expect("value = 1024")
+    child.expect(r"saving this conversation to runs/conv\.ipynb after each task")
+    child.expect(PROMPT)
+    first = (tmp_path / "runs" / "conv.ipynb").read_text()  # written before the next task
+    assert "compute 2**10" in first and "compute 3**3" not in first
+    child.sendline("compute 3**3")
+    child.expect("value = 27")
+    out = leave(child)
+    assert "┌ python" not in out and "── done" not in out
+    assert out.count("saving this conversation") == 1
+    assert "compute 3**3" in (tmp_path / "runs" / "conv.ipynb").read_text()
+
+
+def test_audit_lists_the_calls_with_untrusted_names_made_visible(tmp_path, scripted_server):
+    """The tool name comes from the model and is in the reason of the denial: both shown
+    with their controls made visible (no retitled terminal, no cleared screen)."""
+    evil = "evil\x1b]0;pwned\x07\x1b[2Jtool"
+    scripted_server.script([
+        reply_tool_calls([("python", {"code": "print(6 * 7)"})]),
+        reply_text("Ran it."),
+        reply_tool_calls([(evil, {"x": 1})]),
+        reply_text("Done."),
+    ])
+    base = ["--model", "m", "--base-url", scripted_server.base_url]
+    (tmp_path / "allow.py").write_text("c.Agent.allow = ['python']\n")  # python runs unasked
+    proc = piped(tmp_path, ["/audit", "go", "again", "/audit"], *base, "--config", "allow.py")
+    assert proc.returncode == 0, proc.stderr
+    empty, full = proc.stdout.split("ipyagent [3]> /audit")
+    assert "<Audit: 0 calls" in empty
+    assert "<Audit: 2 calls, 1 ran, 1 denied>" in full, full
+    assert re.search(r"^  1 +call_\w+ +python +approve +allow-list", full, re.M), full
+    shown = "evil␛]0;pwned␇␛[2Jtool"
+    assert re.search(rf"^  \d+ +call_\w+ +{re.escape(shown)} +deny: nobody could approve .*"
+                     rf"\({re.escape(shown)} was not run\) +headless", full, re.M), full
+    for raw in ("\x1b]0;", "\x07", "\x1b[2J"):
+        assert raw not in proc.stdout
+
+
+def test_memory_lists_and_searches_the_notes_read_only(tmp_path):
+    from ipyagent import Agent
+
+    off = piped(tmp_path, ["/memory"])
+    assert "ipyagent: memory is off: c.Agent.memory = 'on'" in off.stdout, off.stdout
+    paths = {"memory_path": str(tmp_path / "project.sqlite"),
+             "memory_global_path": str(tmp_path / "global.sqlite")}
+    (tmp_path / "mem.py").write_text("c.Agent.memory = 'on'\n" + "".join(
+        f"c.Agent.{k} = {v!r}\n" for k, v in paths.items()))
+    empty = piped(tmp_path, ["/memory"], "--config", "mem.py")
+    assert "memory: no notes yet: runs keep them" in empty.stdout, empty.stdout + empty.stderr
+    with Agent(memory="on", python_tool=False, **paths) as agent:
+        agent.memories.remember("the data lives in sales.csv")
+        agent.memories.remember("fake prompt\r\x1b[2Kipyagent [9]> rm -rf ~", scope="global")
+    proc = piped(tmp_path, ["/memory", "/memory search sales", "/memory forget 1",
+                            "/memory search"], "--config", "mem.py")
+    assert proc.returncode == 0, proc.stderr
+    listing, search = proc.stdout.split("/memory search sales")[:2]
+    assert "memory: 2 notes" in listing and "the data lives in sales.csv" in listing
+    assert "fake prompt ␛[2Kipyagent [9]> rm -rf ~" in listing and "you (global)" in listing
+    assert "\r\x1b[2K" not in proc.stdout
+    assert "memory search 'sales': 1 note" in search and "fake prompt" not in search
+    assert proc.stderr.count("/memory takes nothing or search WORDS") == 2, proc.stderr
+    with Agent(memory="on", python_tool=False, **paths) as agent:
+        assert len(agent.memories.table()) == 2  # read-only: nothing was forgotten
+
+
+def test_personas_lists_them_with_the_active_one_and_a_files_text_made_visible(tmp_path):
+    agents = tmp_path / ".ipyagent" / "agents"  # came with the project: untrusted text
+    agents.mkdir(parents=True)
+    (agents / "odd.md").write_text("---\nname: odd\ndescription: looks\x1b[2J\x1b]0;x\x07 fine\n"
+                                   "tools: [read_file]\n---\nYou are odd.\n")
+    proc = piped(tmp_path, ["/personas"], "-p", "coder")
+    assert proc.returncode == 0, proc.stderr
+    assert "personas (ipyagent repl -p NAME):" in proc.stdout and "%agent" not in proc.stdout
+    assert re.search(r"^  ● coder +tools: python, shell, ", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^  reviewer +tools: read_file, list_files", proc.stdout, re.M)
+    assert "looks␛[2J␛]0;x␇ fine" in proc.stdout and "\x1b" not in proc.stdout
+
+
+def test_quiet_with_stdout_to_a_file_keeps_the_prompts_out_of_it(tmp_path):
+    """A person types, stdout goes to a file: the prompts go to the terminal (stderr), the
+    file gets the answers alone."""
+    import shlex
+
+    pexpect = pytest.importorskip("pexpect")
+    line = " ".join(shlex.quote(a) for a in _cmd("repl", "--quiet", "--approve", "auto"))
+    child = pexpect.spawn("bash", ["-c", f"{line} > answers.txt"], cwd=str(tmp_path),
+                          encoding="utf-8", timeout=60, env=_env(tmp_path))
+    try:
+        child.expect(r"ipyagent \[1\]> ")  # on the terminal
+        child.sendline("compute 2**10")
+        child.expect(r"ipyagent \[2\]> ")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)  # a failed expect must not leave the session (and its kernel)
+    answers = (tmp_path / "answers.txt").read_text()
+    assert "value = 1024" in answers and "ipyagent [" not in answers, answers

@@ -139,6 +139,9 @@ def test_an_agent_with_kernel_url_runs_its_python_there(jupyter_server: KernelSe
         assert isinstance(kernel, RemoteKernel) and kernel.url == jupyter_server.url
         assert kernel.kernel_id not in before
         assert "digits: 31" in json.dumps([i.output for i in agent.context if isinstance(i, ToolResult)])
+        said = " ".join(str(getattr(i, "content", "")) for i in agent.context)  # the demo's words
+        assert "in the kernel on the remote Jupyter server" in said and "The remote kernel printed" in said
+        assert "sibling" not in said
         path = agent.save(tmp_path / "run.ipynb")
         assert result.stop_reason == "done"
     finally:
@@ -493,6 +496,8 @@ def test_the_shell_tool_follows_the_kernel_to_the_server(jupyter_server: KernelS
         result = agent.run("run `pwd; echo made-here > marker.txt`")
         outputs = [i for i in agent.context if isinstance(i, ToolResult) and i.name == "shell"]
         assert result.stop_reason == "done" and outputs and not outputs[0].error
+        assert "remote Jupyter server" in agent.tools["shell"].description  # the model is told
+        assert "with bash on the remote Jupyter server" in result.text and "sibling" not in result.text
         # It ran in the server's directory for the kernel, not in this machine's tmp_path.
         assert not (tmp_path / "marker.txt").exists()
         assert (jupyter_server.root / "marker.txt").read_text().strip() == "made-here"

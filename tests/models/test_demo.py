@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ipyagent import Agent, ToolResult, tool
-from ipyagent.models.demo import find_expression
+from ipyagent.models.demo import DemoModel, find_expression
 
 
 @pytest.fixture(scope="module")
@@ -105,3 +105,67 @@ def test_close_right_after_creation_leaves_no_kernel():
 
     time.sleep(1.0)
     assert agent.kernel_if_started is None or not agent.kernel_if_started.is_alive()
+
+
+# -- where it says the code ran ----------------------------------------------------------
+
+def _say(tools, task: str, results=()) -> str:
+    """What the demo model replies to ``task`` (and the ``results`` of its calls so far)."""
+    import asyncio
+
+    from ipyagent.items import Message, ToolCall
+    from ipyagent.models.base import ModelRequest, TurnComplete
+
+    items: list = [Message("user", task)]
+    for n, (name, output) in enumerate(results):
+        items += [ToolCall(f"c{n}", name, {}), ToolResult(f"c{n}", output, name=name)]
+
+    async def turn() -> str:
+        async for event in DemoModel().stream(ModelRequest("", items, [t.spec() for t in tools])):
+            if isinstance(event, TurnComplete):
+                return event.turn.text
+        raise AssertionError("no turn")
+
+    return asyncio.run(turn())
+
+
+def _tools(remote: bool):
+    from ipyagent.tools.python import python_description, python_tool
+    from ipyagent.tools.shell import shell_description, shell_tool
+
+    python, shell = python_tool(None), shell_tool(None)  # type: ignore[arg-type]
+    python.description = python_description(remote, False)
+    shell.description = shell_description(remote)
+    return [python, shell]
+
+
+def test_it_says_where_the_code_and_the_commands_ran():
+    """Python in the sibling kernel, or in the remote one; a command with bash, started by
+    the sibling, or on the server: as the tools' descriptions say, never "the sibling" for
+    what did not run there."""
+    local, remote = _tools(False), _tools(True)
+    assert "in the sibling kernel" in _say(local, "compute 2**10")
+    assert "The sibling kernel printed:" in _say(local, "compute 2**10", [("python", "value")])
+    said = _say(remote, "compute 2**10") + _say(remote, "compute 2**10", [("python", "value")])
+    assert "in the kernel on the remote Jupyter server" in said and "The remote kernel printed:" in said
+    assert "sibling" not in said
+    said = _say(local, "run `ls`") + _say(local, "run `ls`", [("shell", "a.txt")])
+    assert said.count("with bash, started by the sibling kernel") == 2 and "Bash printed:" in said
+    assert "sibling kernel printed" not in said
+    said = _say(remote, "run `ls`") + _say(remote, "run `ls`", [("shell", "a.txt")])
+    assert said.count("with bash on the remote Jupyter server") == 2 and "sibling" not in said
+    many = "\n".join(f"line {i}" for i in range(40))  # a long output: pointed at, same truth
+    assert "Bash printed 40 lines" in _say(local, "run `ls`", [("shell", many)])
+    assert "The remote kernel printed 40 lines" in _say(remote, "compute 2**10", [("python", many)])
+
+
+def test_the_remote_marker_is_what_the_tools_say():
+    """The demo may not import the engine: it keeps the phrase, and this keeps them equal."""
+    from ipyagent.models.demo import REMOTE_MARKER
+    from ipyagent.tools.python import python_description
+    from ipyagent.tools.shell import shell_description
+
+    for files in (True, False):
+        assert REMOTE_MARKER in python_description(True, files)
+        assert REMOTE_MARKER not in python_description(False, files)
+    assert REMOTE_MARKER in shell_description(True) and REMOTE_MARKER not in shell_description(False)

@@ -418,9 +418,24 @@ def test_the_demo_runs_a_command_the_task_asks_for(tmp_path: Path) -> None:
         ran = [i for i in agent.context if isinstance(i, ToolCall)]
         assert [(c.name, c.arguments) for c in ran] == [("shell", {"command": "ls"})]
         assert "listed.txt" in result.text and result.text.startswith("[demo model]")
+        # Where it ran, truly: bash, started by the sibling kernel (not "the sibling printed").
+        assert "I ran `ls` with bash, started by the sibling kernel. Bash printed:" in result.text
         agent.reset()
         agent.run("Use Python to compute 2**100")  # unchanged: python
         assert {i.name for i in agent.context if isinstance(i, ToolCall)} == {"python"}
+
+
+def test_the_shell_tool_tells_the_model_where_commands_run() -> None:
+    """A remote kernel runs the commands on its server, not in ipyagent's sandbox: the
+    description follows Agent.kernel_url both ways (set once, then cleared)."""
+    with Agent(file_tools=False, shell_tool="on") as agent:
+        local = agent.tools["shell"].description
+        assert "sandbox" in local and "remote" not in local
+        agent.kernel_url = "http://127.0.0.1:9/"  # nothing listens: no call is made here
+        remote = agent.tools["shell"].description
+        assert "on the remote Jupyter server" in remote and "not sandboxed by ipyagent" in remote
+        agent.kernel_url = ""
+        assert agent.tools["shell"].description == local
 
 
 def test_the_edit_box_edits_the_command_itself() -> None:
