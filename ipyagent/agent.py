@@ -214,19 +214,23 @@ class Agent(AgentSettings):
     def _system_changed(self, change: Any) -> None:
         self.context.system = self._effective_system()
 
-    def shell_status(self) -> tuple[bool, str]:
-        """(the ``shell`` tool is offered, one line saying so and why)."""
+    def _sandbox_mode(self) -> tuple[str, str]:
+        """(the local sibling's sandbox mode, why) as ``Agent.sandbox`` resolves here."""
         from .kernel.sandbox import resolve_mode
 
+        try:
+            return resolve_mode(self.sandbox)
+        except RuntimeError as exc:  # sandbox='bwrap' where it cannot run: no kernel either
+            return "none", str(exc)
+
+    def shell_status(self) -> tuple[bool, str]:
+        """(the ``shell`` tool is offered, one line saying so and why)."""
         if self.shell_tool == "off":
             return shell_status("off", False)
         if self.kernel_url:  # ipyagent's sandbox does not reach a remote kernel
             return shell_status(self.shell_tool, False, "the kernel is remote: ipyagent's sandbox "
                                 "does not reach it", remote=True)
-        try:
-            mode, why = resolve_mode(self.sandbox)
-        except RuntimeError as exc:  # sandbox='bwrap' where it cannot run: no kernel either
-            mode, why = "none", str(exc)
+        mode, why = self._sandbox_mode()
         if mode == "bwrap" and self.shell_tool == "auto" and not self.python_tool:
             return shell_status("auto", False, "no sibling kernel: Agent.python_tool is False")
         return shell_status(self.shell_tool, mode == "bwrap", why)
@@ -238,8 +242,10 @@ class Agent(AgentSettings):
             if "shell" not in self.tools:
                 self._shell = self.tools.add(shell_tool(self))
             if self._shell is not None and self.tools["shell"] is self._shell:
-                # It tells the model where commands run (the sibling, or the remote server).
-                self._shell.description = shell_description(bool(self.kernel_url))
+                # It tells the model where commands run (the sandbox, the sibling without
+                # one, or the remote server).
+                self._shell.description = shell_description(bool(self.kernel_url),
+                                                            self._sandbox_mode()[0] == "bwrap")
         elif ours:
             self.tools.remove("shell")
 

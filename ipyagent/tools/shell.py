@@ -106,9 +106,18 @@ def helper_code(command: str, cwd: str | None) -> str:
             f"{{'__name__': '__ipyagent_shell__', 'MIME': '{RECORD_MIME}', 'REQUEST': '{request}'}})")
 
 
-def shell_description(remote: bool) -> str:
-    """The tool's description: where the command runs (the sibling's sandbox, or the server)."""
-    return REMOTE_DESCRIPTION if remote else DESCRIPTION
+UNSANDBOXED_DESCRIPTION = ("Run a shell command (bash -c) in the working directory, started by "
+                           "the python tool's kernel (not sandboxed: as the user's account), "
+                           "and return its output (stdout and stderr) and exit code. Nothing is "
+                           "read from stdin; each call is a fresh shell.")
+
+
+def shell_description(remote: bool, sandboxed: bool = True) -> str:
+    """The tool's description: where the command runs (the sibling's sandbox, the sibling
+    without one, or the server): a model is never told of a sandbox that is not there."""
+    if remote:
+        return REMOTE_DESCRIPTION
+    return DESCRIPTION if sandboxed else UNSANDBOXED_DESCRIPTION
 
 
 class ShellHost(Protocol):

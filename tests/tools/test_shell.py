@@ -438,6 +438,20 @@ def test_the_shell_tool_tells_the_model_where_commands_run() -> None:
         assert agent.tools["shell"].description == local
 
 
+def test_an_unsandboxed_shell_is_never_described_as_sandboxed() -> None:
+    """shell_tool='on' without the sandbox: the model is told the commands run as the
+    user's account, and the description follows Agent.sandbox when it changes."""
+    with Agent(file_tools=False, python_tool=False, shell_tool="on", sandbox="none") as agent:
+        bare = agent.tools["shell"].description
+        assert "not sandboxed" in bare and "inside the same sandbox" not in bare
+        from ipyagent.kernel.sandbox import resolve_mode
+
+        if resolve_mode("auto")[0] != "bwrap":
+            return  # no bubblewrap here: the sandboxed half cannot be shown
+        agent.sandbox = "auto"
+        assert "inside the same sandbox" in agent.tools["shell"].description
+
+
 def test_the_edit_box_edits_the_command_itself() -> None:
     from ipyagent.frontends.widgets import ApprovalPanel
 
