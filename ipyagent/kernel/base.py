@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from .outputs import Execution
 
-__all__ = ["Kernel"]
+__all__ = ["Kernel", "confinement"]
 
 
 class Kernel(Protocol):
@@ -46,3 +46,12 @@ class Kernel(Protocol):
     def pull(self, name: str) -> Any: ...
     async def pull_async(self, name: str) -> Any: ...
     async def pull_payload_async(self, name: str) -> tuple[bytes, str]: ...
+
+
+def confinement(kernel: Kernel) -> str:
+    """Where a call's code ran, as its result records it: ``"bubblewrap"`` (the local
+    sibling, sandboxed), ``"none"`` (the local sibling, not sandboxed) or ``"remote"`` (a
+    kernel on a Jupyter server: not sandboxed by ipyagent; the server decides)."""
+    if getattr(kernel, "remote", False):
+        return "remote"
+    return "bubblewrap" if kernel.sandboxed else "none"

@@ -47,6 +47,7 @@ class RemoteKernel(transfer.Transfers):
     _kernel_word = 'the remote kernel'
 
     sandboxed = False  # ipyagent does not sandbox a remote kernel: the server decides what it may do
+    remote = True  # its code runs on the server, not on this machine
     cwd: str | None = None  # the server's working directory for the kernel, not a path here
     # Websocket subprotocols offered, best first; none left: the legacy JSON form only.
     _ws_protocols: tuple[str, ...] = (V1,)

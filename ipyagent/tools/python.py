@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..events import ToolOutput, live_emitter
 from ..items import ToolCall, ToolResult
+from ..kernel.base import confinement
 from .base import Tool
 
 if TYPE_CHECKING:
@@ -46,7 +47,8 @@ def python_tool(agent: PythonHost) -> Tool:
         kernel = agent.kernel
         kernel.timeout = agent.tool_timeout or None  # read per call: %config applies at once; 0: no limit
         execution = await kernel.execute_async(str(call.arguments["code"]), on_stream=on_stream)
-        meta: dict[str, Any] = {"status": execution.status}
+        # Where it ran, recorded with it: a transcript shows whether the code was sandboxed.
+        meta: dict[str, Any] = {"status": execution.status, "sandbox": confinement(kernel)}
         if agent.send_images:
             meta["images"] = _images(execution.outputs)
         return ToolResult(

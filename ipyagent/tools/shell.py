@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..events import ToolOutput, live_emitter
 from ..items import ToolCall, ToolResult
+from ..kernel.base import confinement
 from .base import Tool
 
 if TYPE_CHECKING:
@@ -165,7 +166,9 @@ def shell_tool(agent: ShellHost) -> Tool:
         limit = kernel.timeout = agent.tool_timeout or None  # read per call; 0: no limit
         execution = await kernel.execute_async(helper_code(command, kernel.cwd),
                                                on_stream=on_stream)
-        return shell_result(call, execution, limit, kernel.max_model_chars)
+        result = shell_result(call, execution, limit, kernel.max_model_chars)
+        result.meta["sandbox"] = confinement(kernel)  # where it ran, for the transcript
+        return result
 
     return Tool(
         name="shell", description=DESCRIPTION,

@@ -18,7 +18,7 @@ import os
 import pickle
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -207,7 +207,33 @@ def _header(agent: Agent, settings: dict[str, Any], saved: str) -> dict[str, Any
             "tool_choice": settings["tool_choice"],
             "context_window": settings.get("context_window") or None,
             "tools": ", ".join(agent.tools.names) or "none",
+            "code ran": ran_where(agent.context),
             "usage": f"{usage} tokens, {usage.requests} requests", "note": note}
+
+
+_WHERE = {"bubblewrap": "in the bubblewrap sandbox", "none": "NOT sandboxed (as your account)",
+          "remote": "on a remote kernel (not sandboxed by ipyagent)", "": "not recorded"}
+
+
+def ran_where(items: Iterable[Item]) -> str | None:
+    """Where the run's python and shell calls ran, as their results recorded it ("in the
+    bubblewrap sandbox (all 12 calls)", "3 in the bubblewrap sandbox, 1 NOT sandboxed (as
+    your account)"); None when no code ran."""
+    counts: dict[str, int] = {}
+    for item in unfold(items, keep_summaries=False):
+        if isinstance(item, ToolResult) and (item.name in ("python", "shell")
+                                             or "sandbox" in item.meta):
+            if item.execution_count is None and "sandbox" not in item.meta:
+                continue  # never ran (denied, skipped, not offered)
+            where = item.meta.get("sandbox")
+            key = where if isinstance(where, str) and where in _WHERE else ""
+            counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return None
+    if len(counts) == 1:
+        (key, n), = counts.items()
+        return f"{_WHERE[key]} ({'all ' if n > 1 else ''}{n} call{'s' if n > 1 else ''})"
+    return ", ".join(f"{counts[key]} {_WHERE[key]}" for key in _WHERE if key in counts)
 
 
 def _parts(agent: Agent) -> tuple[dict[str, Any], dict[str, Any]]:

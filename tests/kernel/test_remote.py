@@ -142,7 +142,10 @@ def test_an_agent_with_kernel_url_runs_its_python_there(jupyter_server: KernelSe
         said = " ".join(str(getattr(i, "content", "")) for i in agent.context)  # the demo's words
         assert "in the kernel on the remote Jupyter server" in said and "The remote kernel printed" in said
         assert "sibling" not in said
+        # Recorded as run on the server, not sandboxed by ipyagent; the header says so.
+        assert {i.meta.get("sandbox") for i in agent.context if isinstance(i, ToolResult)} == {"remote"}
         path = agent.save(tmp_path / "run.ipynb")
+        assert "| code ran | on a remote kernel (not sandboxed by ipyagent) (1 call) |" in path.read_text()
         assert result.stop_reason == "done"
     finally:
         agent.close()
@@ -496,6 +499,7 @@ def test_the_shell_tool_follows_the_kernel_to_the_server(jupyter_server: KernelS
         result = agent.run("run `pwd; echo made-here > marker.txt`")
         outputs = [i for i in agent.context if isinstance(i, ToolResult) and i.name == "shell"]
         assert result.stop_reason == "done" and outputs and not outputs[0].error
+        assert outputs[0].meta["sandbox"] == "remote"
         assert "remote Jupyter server" in agent.tools["shell"].description  # the model is told
         assert "with bash on the remote Jupyter server" in result.text and "sibling" not in result.text
         # It ran in the server's directory for the kernel, not in this machine's tmp_path.

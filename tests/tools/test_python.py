@@ -35,7 +35,9 @@ def test_the_schema_asks_for_code_only(agent: Agent) -> None:
 def test_output_count_and_status(agent: Agent) -> None:
     result = run(agent, "print('hi')\n6 * 7")
     assert "hi" in result.output and "42" in result.output and not result.error
-    assert result.meta == {"status": "ok"} and isinstance(result.execution_count, int)
+    where = "bubblewrap" if agent.kernel.sandboxed else "none"  # recorded for the transcript
+    assert result.meta == {"status": "ok", "sandbox": where}
+    assert isinstance(result.execution_count, int)
     assert [o["output_type"] for o in result.outputs] == ["stream", "execute_result"]
     assert run(agent, "x = 1").output == "(no output)"
 

@@ -60,7 +60,8 @@ def test_the_schema_asks_for_a_command_only(world: tuple[Agent, Path]) -> None:
 def test_output_exit_code_and_the_cwd(world: tuple[Agent, Path]) -> None:
     agent, _ = world
     result = run(agent, "echo out; echo err >&2; pwd")
-    assert not result.error and result.meta == {"status": "ok", "exit_code": 0}
+    where = "bubblewrap" if agent.kernel.sandboxed else "none"  # recorded for the transcript
+    assert not result.error and result.meta == {"status": "ok", "exit_code": 0, "sandbox": where}
     assert result.output == f"out\n{agent.kernel.cwd}\nerr"
     assert [o["name"] for o in result.outputs] == ["stdout", "stderr"]  # no record, no traceback
     assert run(agent, "true").output == "(no output; exit code 0)"

@@ -21,7 +21,7 @@ from ipyagent.events import Notice, StepFinished
 from ipyagent.kernel.outputs import model_text
 from ipyagent.kernel.sandbox import probe
 from ipyagent.transcripts.replay import normalise
-from ipyagent.transcripts.transcript import endpoint_note, read
+from ipyagent.transcripts.transcript import endpoint_note, read, to_notebook
 from tests.helpers.scripted_model import ScriptedModel, calls, text
 from tests.helpers.tools import add
 from tests.helpers.transcript_runs import DELETE, EDITED, PNG_B64, PROPOSED, rich_agent
@@ -623,3 +623,39 @@ def test_autosave_to_a_directory_says_so_once_and_keeps_the_newest(tmp_path):
     autosaved = [n for n in names if n != "mine.ipynb"]
     assert len(autosaved) == 3 and "run-20200104-000000.ipynb" in autosaved
     assert "run-20200103-000000.ipynb" not in autosaved
+
+
+# -- where the code ran: every python/shell result records it, the header sums it up ----------
+@pytest.mark.parametrize("sandbox", ["none", "auto"])
+def test_the_header_says_whether_the_code_ran_sandboxed(tmp_path: Path, sandbox: str) -> None:
+    from ipyagent.kernel.sandbox import resolve_mode
+
+    if sandbox == "auto" and resolve_mode("auto")[0] != "bwrap":
+        pytest.skip("no bubblewrap here")  # CI installs it: this runs there
+    model = ScriptedModel([calls(("python", {"code": "1 + 1"})), calls(("python", {"code": "2"})),
+                           text("done")])
+    with Agent(client=model, approval="auto", file_tools=False, sandbox=sandbox) as agent:
+        agent.run("add")
+        results = [i for i in agent.context if isinstance(i, ToolResult)]
+        want = "bubblewrap" if sandbox == "auto" else "none"
+        assert [r.meta["sandbox"] for r in results] == [want, want]
+        header = to_notebook(agent).cells[0].source
+        words = "in the bubblewrap sandbox" if want == "bubblewrap" else "NOT sandboxed (as your account)"
+        assert f"| code ran | {words} (all 2 calls) |" in header
+
+
+def test_mixed_unrecorded_and_compacted_calls_are_each_counted() -> None:
+    from ipyagent.items import Summary
+    from ipyagent.transcripts.transcript import ran_where
+
+    def result(n: int, where: object = None, ran: bool = True) -> ToolResult:
+        meta = {} if where is None else {"sandbox": where}
+        return ToolResult(f"c{n}", "x", name="python", meta=meta, execution_count=n if ran else None)
+
+    old = [result(1, "bubblewrap"), result(2, "remote")]
+    items = [Summary("earlier", replaced=[i.to_dict() for i in old]), result(3, "bubblewrap"),
+             result(4, "<b>claims</b>"), result(5), result(6, ran=False),  # 6: never ran
+             ToolResult("c7", "x", name="read_file")]
+    assert ran_where(items) == ("2 in the bubblewrap sandbox, 1 on a remote kernel (not sandboxed "
+                                "by ipyagent), 2 not recorded")
+    assert ran_where([ToolResult("c8", "x", name="read_file")]) is None
