@@ -9,7 +9,6 @@ that is one line, not a crash. The token is sent as for the kernel (``kernel._re
 
 from __future__ import annotations
 
-import difflib
 import posixpath
 from typing import Any
 from urllib.parse import quote
@@ -19,7 +18,7 @@ import httpx
 from .._text import one_line, visible
 from ..items import ToolCall, ToolResult
 from ..kernel._rest import TokenAuth, check_url, said
-from .files import record, replace_once
+from .files import edit_preview, record, replace_once, unified
 
 __all__ = ["RemoteWorkspace", "Unreachable"]
 
@@ -238,15 +237,12 @@ class RemoteWorkspace:
         except (RemoteWorkspaceError, OSError) as exc:
             return f"(no preview: {exc})"
         if call.name == "write_file":
-            after = str(args.get("content", ""))
+            after: str | None = str(args.get("content", ""))
         else:
-            old = str(args.get("old", ""))
-            if not old or before.count(old) != 1:
-                return "(no preview: `old` does not occur exactly once)"
-            after = before.replace(old, str(args.get("new", "")), 1)
-        diff = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                    fromfile=f"a/{rel}" if before else "/dev/null", tofile=f"b/{rel}")
-        return "".join(line if line.endswith("\n") else line + "\n" for line in diff)
+            after = edit_preview(before, str(args.get("old", "")), str(args.get("new", "")))
+        if after is None:
+            return "(no preview: `old` does not occur exactly once)"
+        return unified(before, after, rel)
 
 
 class Unreachable:

@@ -100,3 +100,17 @@ def test_the_model_is_told_where_code_and_files_are(tmp_path: Path):
     assert "remote" not in local
     assert "remote Jupyter server" in remote and "act on the user's machine" in remote
     assert "act on that machine's files too" in both and "127.0.0.1" not in remote + both
+
+
+def test_a_windows_file_edited_remotely_keeps_its_crlf_as_a_local_edit_does(agent: Agent,
+                                                                           jupyter_server: KernelServer):
+    crlf = jupyter_server.root / "win.py"
+    crlf.write_bytes(b"def f():\r\n    return 1\r\n\r\ndef g():\r\n    return 2\r\n")
+    preview = agent.tools.preview(ToolCall("c1", "edit_file", {"path": "win.py", "old": "return 2\n",
+                                                               "new": "return 20\n"}))
+    assert preview is not None and "+    return 20\r\n" in preview, preview
+    edit = run(agent, "edit_file", path="win.py", old="def f():\n    return 1\n",
+               new="def f():\n    return 10\n")
+    assert not edit.error, edit.output
+    assert crlf.read_bytes() == b"def f():\r\n    return 10\r\n\r\ndef g():\r\n    return 2\r\n"
+    assert edit.meta["file"]["text"] == crlf.read_bytes().decode()  # the record is the file as left
