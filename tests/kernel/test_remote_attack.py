@@ -139,6 +139,39 @@ def test_the_remote_file_tools_keep_a_token_the_server_echoes_out_of_their_error
     assert TOKEN not in text, text
 
 
+class WhereAmI(http.server.BaseHTTPRequestHandler):
+    """Answers every request with an error that says the server's own address and base path."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        body = json.dumps({"message": f"cannot serve http://{self.headers['Host']}{self.path} "
+                                      f"(host {self.headers['Host'].split(':')[0]})"}).encode()
+        self.send_response(500, f"Broken at {self.headers['Host']}")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_the_remote_file_tools_name_the_server_where_it_echoes_its_address() -> None:
+    from ipyagent.tools.remote_files import RemoteWorkspace
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), WhereAmI)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    ws = RemoteWorkspace(f"http://127.0.0.1:{srv.server_port}/user/alice-private", TOKEN_ENV)
+    try:
+        result = ws.call("read_file", {"path": "notes.txt"})
+    finally:
+        ws.close()
+        srv.shutdown()
+        srv.server_close()
+    text = getattr(result, "output", str(result))
+    assert "HTTP 500" in text and "cannot serve the remote kernel's server" in text, text
+    assert "127.0.0.1" not in text and "alice-private" not in text and str(srv.server_port) not in text, text
+
+
 @pytest.mark.parametrize("bad", ["ftp://u:SECRETPASS@127.0.0.1:8888", "http://u:SECRETPASS@/x",
                                  "SECRETPASS@127.0.0.1:8888", "127.0.0.1:8888/?token=SECRETPASS",
                                  "ws://127.0.0.1:8888/#SECRETPASS"])
