@@ -39,6 +39,15 @@ _POLL = 0.25  # seconds between checks of the websocket while a call runs
 _CHECK = 2.0  # seconds of silence during a call before the server is asked whether the kernel lives
 _IDLE_CHECK = 1.0  # seconds without a call after which one GET checks the kernel before the next
 _RECONNECTS = 3  # tries to reconnect a dropped websocket (0.2 s, 0.6 s, 1.8 s apart)
+# The largest websocket message read: room for a pull of max_transfer_bytes (base64 in a
+# reply), never under this floor; a larger one closes the websocket unread (_channels).
+_MIN_MESSAGE_BYTES = 64 * 1024 * 1024
+_MESSAGE_HEADROOM = 1024 * 1024
+
+
+def max_message_bytes(max_transfer_bytes: int) -> int:
+    """The websocket's message limit for a kernel that may pull ``max_transfer_bytes``."""
+    return max(_MIN_MESSAGE_BYTES, -(-max_transfer_bytes // 3) * 4 + _MESSAGE_HEADROOM)
 
 
 class RemoteKernel(SyncForms):
@@ -138,7 +147,8 @@ class RemoteKernel(SyncForms):
         assert self.kernel_id is not None
         try:
             self._channels = await Channels.open(self.url, self.kernel_id, self.token_env, self.session,
-                                                 self.request_timeout, self._ws_protocols)
+                                                 self.request_timeout, self._ws_protocols,
+                                                 max_message_bytes(self.max_transfer_bytes))
         except ChannelsClosed as exc:
             raise KernelError(f"could not open the websocket of the remote kernel at {self.url}: {exc}") from None
 
@@ -437,7 +447,13 @@ class RemoteKernel(SyncForms):
                 if (msg.get("content") or {}).get("execution_state") == "idle":
                     idle_at = now
                 continue
-            collector.add(msg)
+            try:
+                collector.add(msg)
+            except (KeyError, TypeError, AttributeError, ValueError) as exc:
+                # Fields of the wrong type (a hostile or broken server): skipped and counted.
+                collector.unreadable += 1
+                log.debug("skipped a malformed IOPub message: %r", exc)
+                continue
             if on_stream is not None and kind == "stream":
                 content = msg.get("content") or {}
                 try:

@@ -184,3 +184,145 @@ def test_a_kernel_url_refused_for_its_scheme_does_not_repeat_its_credentials(bad
         Agent(kernel_url=bad, python_tool=False)
     message = str(info.value)
     assert "http:// or https://" in message and "SECRETPASS" not in message, message
+
+
+# ---- a hostile kernel server: huge messages, malformed frames ---------------------------------
+
+def _fake_kernel_server(protocol: str, junk: list[str | bytes]):  # type: ignore[no-untyped-def]
+    """A tornado server speaking the kernel REST + websocket API: each request is answered as
+    a kernel would, after the ``junk`` frames (an execute_request); ``big:N`` prints N bytes."""
+    import tornado.web
+    import tornado.websocket
+
+    from ipyagent.kernel._channels import V1, _decode, _decode_v1, _encode_v1
+
+    model = {"id": "k1", "name": "python3", "execution_state": "idle"}
+
+    class Kernels(tornado.web.RequestHandler):
+        def post(self, *_: str) -> None:
+            self.write(model)
+
+        def get(self, *_: str) -> None:
+            self.write(model)
+
+        def delete(self, *_: str) -> None:
+            self.set_status(204)
+
+    class Ws(tornado.websocket.WebSocketHandler):
+        def select_subprotocol(self, subprotocols: list[str]) -> str | None:
+            return V1 if protocol == V1 and V1 in subprotocols else None
+
+        def emit(self, channel: str, kind: str, parent: dict, content: dict) -> None:  # type: ignore[type-arg]
+            header = {"msg_id": f"s{id(content)}", "msg_type": kind, "session": "srv", "version": "5.3"}
+            if protocol == V1:
+                self.write_message(_encode_v1(channel, [header, parent, {}, content]), binary=True)
+            else:
+                self.write_message(json.dumps({"header": header, "msg_type": kind, "parent_header": parent,
+                                               "metadata": {}, "content": content, "channel": channel}))
+
+        def on_message(self, message: str | bytes) -> None:
+            msg = _decode_v1(message) if protocol == V1 else _decode(message)
+            assert msg is not None
+            parent, kind = msg["header"], msg["header"]["msg_type"]
+            if kind == "kernel_info_request":
+                self.emit("shell", "kernel_info_reply", parent, {"status": "ok"})
+                self.emit("iopub", "status", parent, {"execution_state": "idle"})
+                return
+            code = msg["content"]["code"]
+            for frame in junk:
+                text = frame.replace("PARENT", parent["msg_id"]) if isinstance(frame, str) else frame
+                self.write_message(text, binary=isinstance(text, bytes))
+            self.emit("iopub", "status", parent, {"execution_state": "busy"})
+            text = "x" * int(code[4:]) if code.startswith("big:") else f"ran {code}\n"
+            self.emit("iopub", "stream", parent, {"name": "stdout", "text": text})
+            self.emit("iopub", "status", parent, {"execution_state": "idle"})
+            self.emit("shell", "execute_reply", parent, {"status": "ok", "execution_count": 1})
+
+    return _tornado_server([(r"/api/kernels", Kernels), (r"/api/kernels/([^/]+)/channels", Ws),
+                            (r"/api/kernels/([^/]+)(?:/interrupt|/restart)?", Kernels)])
+
+
+def _stop(loop: object, thread: threading.Thread) -> None:
+    loop.call_soon_threadsafe(loop.stop)  # type: ignore[attr-defined]
+    thread.join(10)
+
+
+@pytest.mark.parametrize("protocol", ["v1.kernel.websocket.jupyter.org", "json"])
+def test_a_message_over_the_websocket_limit_is_refused_in_one_line(protocol: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from ipyagent.kernel import remote
+
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    monkeypatch.setattr(remote, "_MIN_MESSAGE_BYTES", 256 * 1024)  # the floor, small enough to test
+    monkeypatch.setattr(remote, "_MESSAGE_HEADROOM", 0)
+    url, loop, thread = _fake_kernel_server(protocol, [])
+    k = RemoteKernel(url, token_env=TOKEN_ENV, timeout=20, max_transfer_bytes=1000)
+    try:
+        k.start()
+        fits = k.execute("big:200000")
+        assert fits.ok and len(fits.outputs[0]["text"]) == 200_000
+        huge = k.execute("big:2000000")
+        after = k.execute("1")
+    finally:
+        k.shutdown()
+        _stop(loop, thread)
+    assert huge.status == "unknown", huge.text
+    assert "the server sent a message over 262,144 bytes, the websocket's limit" in huge.text
+    assert "xxxx" not in huge.text
+    assert after.ok and after.outputs[0]["text"] == "ran 1\n" and k.reconnects == 1
+
+
+def test_the_message_limit_leaves_room_for_a_pull_of_max_transfer_bytes() -> None:
+    from ipyagent.kernel.remote import max_message_bytes
+
+    assert max_message_bytes(100 * 1024 * 1024) > 100 * 1024 * 1024 * 4 // 3  # base64 of the pickle
+    assert max_message_bytes(100 * 1024 * 1024) < 1024 * 1024 * 1024  # and no longer 1 GB
+    assert max_message_bytes(0) == 64 * 1024 * 1024
+
+
+def _v1_frame(count: int) -> bytes:
+    return count.to_bytes(8, "little") + b"\x00" * 8
+
+
+JUNK_V1: list[str | bytes] = [
+    _v1_frame(2 ** 62),  # a count of offsets that would loop for ever
+    _v1_frame(7),  # offsets past the frame's end
+    b"\x01",
+    "not json at all",
+    # Parts of the wrong type, addressed to the running request:
+    '{"header": 5, "parent_header": {"msg_id": "PARENT"}, "content": {}, "channel": "iopub"}',
+]
+JUNK_JSON: list[str | bytes] = [
+    b"\xff\xff\xff\xff\x00\x00\x00\x00",  # nbufs 2**32-1
+    b"\x00\x00\x00\x00",
+    "not json at all",
+    "[1, 2, 3]",
+    '{"header": {"msg_type": "stream"}, "parent_header": ["PARENT"], "content": {}, "channel": "iopub"}',
+    '{"header": {"msg_type": "stream"}, "parent_header": {"msg_id": "PARENT"}, "content": "x", "channel": "iopub"}',
+    '{"header": {"msg_type": "stream"}, "parent_header": {"msg_id": "PARENT"}, "channel": 7}',
+    # The right shape, fields of the wrong type: skipped by the collector and counted.
+    '{"header": {"msg_type": "stream"}, "parent_header": {"msg_id": "PARENT"}, '
+    '"content": {"name": "stdout", "text": 5}, "channel": "iopub"}',
+    '{"header": {"msg_type": "display_data"}, "parent_header": {"msg_id": "PARENT"}, '
+    '"content": {"data": [1], "metadata": 3}, "channel": "iopub"}',
+]
+
+
+@pytest.mark.parametrize("protocol, junk", [("v1.kernel.websocket.jupyter.org", JUNK_V1 + JUNK_JSON[2:]),
+                                            ("json", JUNK_JSON)])
+def test_malformed_frames_are_dropped_and_the_call_goes_on(protocol: str, junk: list[str | bytes],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    url, loop, thread = _fake_kernel_server(protocol, junk)
+    k = RemoteKernel(url, token_env=TOKEN_ENV, timeout=20)
+    try:
+        first = k.execute("a = 1")
+        second = k.execute("b = 2")
+    finally:
+        k.shutdown()
+        _stop(loop, thread)
+    for ex, code in ((first, "a = 1"), (second, "b = 2")):
+        assert ex.ok, ex.text
+        assert [o.get("text") for o in ex.outputs if o["output_type"] == "stream"] == [f"ran {code}\n"]
+    assert k.reconnects == 0
+
