@@ -14,7 +14,9 @@ the banner and in ``repr``.
 
 from __future__ import annotations
 
+import json
 import posixpath
+import time
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -32,6 +34,9 @@ SERVER = "the remote kernel's server"  # the words for it in what the model read
 READ_CHARS = 16_000  # as the local read_file
 LIST_ENTRIES = 500
 TEXT_LIMIT = 10 * 1024 * 1024  # as the local tools' EDIT_LIMIT: no 1 GB file pulled into this kernel
+# One answer's body: a file of TEXT_LIMIT as a JSON string (\u escapes: up to 6 bytes a byte),
+# whatever size the server claimed for it first; more is not read.
+ANSWER_LIMIT = 6 * TEXT_LIMIT + 1024 * 1024
 
 
 class RemoteWorkspaceError(ValueError):
@@ -55,6 +60,7 @@ class RemoteWorkspace:
 
     def __init__(self, url: str, token_env: str, timeout: float = 30.0) -> None:
         self.url = check_url(url)
+        self.timeout = timeout  # for each answer as a whole, not each read of it
         self.token_env = token_env
         parts = urlsplit(self.url)
         host = parts.netloc.rsplit(":", 1)[0] if parts.netloc.rsplit(":", 1)[-1].isdigit() else parts.netloc
@@ -93,14 +99,13 @@ class RemoteWorkspace:
               body: Any = None, missing_ok: bool = False) -> Any:
         target = f"{self.url}/api/contents/{quote(rel)}" if rel else f"{self.url}/api/contents"
         try:
-            response = self._client.request(method, target, params=params, json=body)
+            status, reason, content = self._exchange(method, target, params, body)
         except httpx.ConnectError as exc:
             raise RemoteWorkspaceError(f"nothing is listening at {SERVER} "
                                        f"({self._private(visible(one_line(exc, 120)))})") from None
         except httpx.HTTPError as exc:
             raise RemoteWorkspaceError(f"the request to {SERVER} failed: "
                                        f"{self._private(visible(one_line(exc, 120)))}") from None
-        status = response.status_code
         if status == 404 and missing_ok:
             return None
         if status in (401, 403) and not self._has_contents():
@@ -118,14 +123,39 @@ class RemoteWorkspace:
             raise FileNotFoundError(rel)
         if status >= 400:
             try:
-                body = response.json()
-                message = (body.get("message") if isinstance(body, dict) else "") or ""
+                answer = json.loads(content)
+                message = (answer.get("message") if isinstance(answer, dict) else "") or ""
             except ValueError:
                 message = ""
             # Untrusted: a server may echo the request's headers, the token and the host with them.
-            shown = self._private(said(message or response.reason_phrase, self.token_env))
+            shown = self._private(said(message or reason, self.token_env))
             raise RemoteWorkspaceError(f"{rel or '.'!r}: {shown} (HTTP {status})")
-        return response.json() if response.content else None
+        if not content:
+            return None
+        try:
+            answer = json.loads(content)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise RemoteWorkspaceError(f"{SERVER} answered {method} {rel or '.'!r} with something that is "
+                                       "not a contents model (is it a Jupyter Server?)")
+        return answer
+
+    def _exchange(self, method: str, target: str, params: dict[str, str] | None,
+                  body: Any) -> tuple[int, str, bytes]:
+        """(status, reason, body) of one request: at most ANSWER_LIMIT bytes, within ``timeout``."""
+        give_up = time.monotonic() + self.timeout
+        with self._client.stream(method, target, params=params, json=body) as response:
+            content = bytearray()
+            for chunk in response.iter_bytes():
+                content += chunk
+                if len(content) > ANSWER_LIMIT:
+                    raise RemoteWorkspaceError(f"{SERVER} answered {method} with more than "
+                                               f"{_size(ANSWER_LIMIT)}; it was not read")
+                if time.monotonic() > give_up:
+                    raise RemoteWorkspaceError(f"{SERVER} did not finish its answer to {method} "
+                                               f"within {self.timeout:g} s")
+            return response.status_code, response.reason_phrase, bytes(content)
 
     def _has_contents(self) -> bool:
         try:
@@ -212,10 +242,12 @@ class RemoteWorkspace:
             raise RemoteWorkspaceError(f"{path!r} is not a directory (it does not exist)")
         if model.get("type") != "directory":
             raise RemoteWorkspaceError(f"{path!r} is not a directory")
-        entries = sorted(model.get("content") or [], key=lambda e: (e.get("type") != "directory",
-                                                                   str(e.get("name", "")).lower()))
+        listed = model.get("content")
+        entries = sorted((e for e in (listed if isinstance(listed, list) else []) if isinstance(e, dict)),
+                         key=lambda e: (e.get("type") != "directory", str(e.get("name", "")).lower()))
         lines = [f"{e.get('name')}/" if e.get("type") == "directory" else
-                 f"{e.get('name')}  ({_size(int(e.get('size') or 0))})" for e in entries[:LIST_ENTRIES]]
+                 f"{e.get('name')}  ({_size(e['size'] if isinstance(e.get('size'), int) else 0)})"
+                 for e in entries[:LIST_ENTRIES]]
         if len(entries) > LIST_ENTRIES:
             lines.append(f"[… {len(entries) - LIST_ENTRIES} more entries not shown]")
         header = f"{rel or '.'}/ ({len(entries)} entries, on {SERVER})"

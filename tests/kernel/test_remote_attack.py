@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from ipyagent.errors import KernelError
+from ipyagent.items import ToolResult
 from ipyagent.kernel.remote import RemoteKernel
 
 TOKEN_ENV = "IPYAGENT_TEST_ATTACK_TOKEN"
@@ -326,3 +327,135 @@ def test_malformed_frames_are_dropped_and_the_call_goes_on(protocol: str, junk: 
         assert [o.get("text") for o in ex.outputs if o["output_type"] == "stream"] == [f"ran {code}\n"]
     assert k.reconnects == 0
 
+
+# ---- a hostile REST API: a huge answer, an answer that never ends ------------------------------
+
+class Flood(http.server.BaseHTTPRequestHandler):
+    """POST /api/kernels answers with a body of ``size`` bytes, sent at ``pace`` s a byte
+    (0: at once); ``stop`` ends a slow answer when the test is over."""
+
+    size = 0
+    pace = 0.0
+    stop = threading.Event()
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        self.send_response(201)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(self.size))
+        self.end_headers()
+        if not self.pace:
+            body = b'{"id": "k1", "pad": "' + b"x" * (self.size - 23) + b'"}'
+            self.wfile.write(body)
+            return
+        for _ in range(self.size):
+            if self.stop.wait(self.pace):
+                return
+            try:
+                self.wfile.write(b" ")
+                self.wfile.flush()
+            except OSError:
+                return
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def flood(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[Flood]]:
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    handler = type("Handler", (Flood,), {"stop": threading.Event()})
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    handler.url = f"http://127.0.0.1:{srv.server_port}"  # type: ignore[attr-defined]
+    try:
+        yield handler
+    finally:
+        handler.stop.set()
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_a_huge_rest_answer_is_refused_unread(flood: type[Flood]) -> None:
+    flood.size = 8 * 1024 * 1024
+    with pytest.raises(KernelError) as info:
+        RemoteKernel(flood.url, token_env=TOKEN_ENV, startup_timeout=10).start()  # type: ignore[attr-defined]
+    message = str(info.value)
+    assert "answered POST /api/kernels with more than 1 MiB" in message and "\n" not in message, message
+
+
+def test_a_rest_answer_that_trickles_for_ever_times_out(flood: type[Flood]) -> None:
+    flood.size, flood.pace = 10_000, 0.2  # a byte every 0.2 s: no single read waits 2 s
+    k = RemoteKernel(flood.url, token_env=TOKEN_ENV, startup_timeout=2, request_timeout=2)  # type: ignore[attr-defined]
+    with pytest.raises(KernelError) as info:
+        k.start()
+    assert "did not answer POST /api/kernels within 2 s" in str(info.value), info.value
+
+
+class Contents(http.server.BaseHTTPRequestHandler):
+    """A contents API that misbehaves by file name: huge, not JSON, a list, a trickle, junk entries."""
+
+    stop = threading.Event()
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        name = self.path.split("?")[0].rsplit("/", 1)[-1]
+        small = "content=0" in self.path
+        if name == "contents":  # the root: a listing with junk among its entries
+            body = json.dumps({"type": "directory", "content": [1, "x", None, {"name": "a.txt", "type": "file",
+                               "size": "big"}, {"name": "d", "type": "directory"}]}).encode()
+        elif small:  # every file claims to be small
+            body = json.dumps({"type": "file", "size": 10}).encode()
+        elif name == "huge.txt":
+            body = json.dumps({"type": "file", "format": "text", "content": "x" * 3_000_000}).encode()
+        elif name == "list.txt":
+            body = b"[1, 2]"
+        elif name == "slow.txt":
+            self.send_response(200)
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            for _ in range(100_000):
+                if self.stop.wait(0.1):
+                    return
+                try:
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                except OSError:
+                    return
+            return
+        else:
+            body = b"hello, not json"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_the_remote_file_tools_survive_a_hostile_contents_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ipyagent.tools import remote_files
+    from ipyagent.tools.remote_files import RemoteWorkspace
+
+    monkeypatch.setattr(remote_files, "ANSWER_LIMIT", 1024 * 1024)  # small enough to test
+    handler = type("Handler", (Contents,), {"stop": threading.Event()})
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    ws = RemoteWorkspace(f"http://127.0.0.1:{srv.server_port}", TOKEN_ENV, timeout=1.0)
+    try:
+        said = {name: ws.call("read_file", {"path": name}) for name in ("huge.txt", "list.txt", "text.txt",
+                                                                        "slow.txt")}
+        listing = ws.call("list_files", {"path": "."})
+    finally:
+        ws.close()
+        handler.stop.set()
+        srv.shutdown()
+        srv.server_close()
+    for name, result in said.items():
+        assert isinstance(result, ToolResult) and result.error and "\n" not in result.output, (name, result)
+    assert "answered GET with more than 1.0 MB; it was not read" in said["huge.txt"].output
+    assert "not a contents model" in said["list.txt"].output and "not a contents model" in said["text.txt"].output
+    assert "did not finish its answer to GET within 1 s" in said["slow.txt"].output
+    assert listing.splitlines()[1:] == ["d/", "a.txt  (0 bytes)"], listing
