@@ -189,9 +189,11 @@ def test_a_kernel_url_refused_for_its_scheme_does_not_repeat_its_credentials(bad
 
 # ---- a hostile kernel server: huge messages, malformed frames ---------------------------------
 
-def _fake_kernel_server(protocol: str, junk: list[str | bytes]):  # type: ignore[no-untyped-def]
+def _fake_kernel_server(protocol: str, junk: list[str | bytes],  # type: ignore[no-untyped-def]
+                        expressions: object = None):
     """A tornado server speaking the kernel REST + websocket API: each request is answered as
-    a kernel would, after the ``junk`` frames (an execute_request); ``big:N`` prints N bytes."""
+    a kernel would, after the ``junk`` frames (an execute_request); ``big:N`` prints N bytes;
+    a request with user_expressions gets ``expressions`` as their results."""
     import tornado.web
     import tornado.websocket
 
@@ -234,6 +236,10 @@ def _fake_kernel_server(protocol: str, junk: list[str | bytes]):  # type: ignore
                 text = frame.replace("PARENT", parent["msg_id"]) if isinstance(frame, str) else frame
                 self.write_message(text, binary=isinstance(text, bytes))
             self.emit("iopub", "status", parent, {"execution_state": "busy"})
+            if msg["content"].get("user_expressions"):
+                self.emit("iopub", "status", parent, {"execution_state": "idle"})
+                self.emit("shell", "execute_reply", parent, {"status": "ok", "user_expressions": expressions})
+                return
             text = "x" * int(code[4:]) if code.startswith("big:") else f"ran {code}\n"
             self.emit("iopub", "stream", parent, {"name": "stdout", "text": text})
             self.emit("iopub", "status", parent, {"execution_state": "idle"})
@@ -326,6 +332,54 @@ def test_malformed_frames_are_dropped_and_the_call_goes_on(protocol: str, junk: 
         assert ex.ok, ex.text
         assert [o.get("text") for o in ex.outputs if o["output_type"] == "stream"] == [f"ran {code}\n"]
     assert k.reconnects == 0
+
+
+
+def _pulled(text: object) -> dict[str, object]:
+    return {"x": {"status": "ok", "data": {"text/plain": text}}}
+
+
+@pytest.mark.parametrize("expressions", [
+    [1, 2],  # user_expressions not an object
+    {"x": {"status": "ok", "data": []}},
+    _pulled(5),
+    _pulled("[[[["),  # not a literal
+    _pulled("('ok', 5)"),
+    _pulled("('ok',)"),
+    _pulled("(['ok'], 'eA==')"),  # an unhashable status
+    _pulled("('ok', '!!not base64!!')"),
+], ids=["expressions-a-list", "data-a-list", "text-an-int", "not-a-literal", "body-an-int", "no-body",
+        "status-a-list", "not-base64"])
+def test_a_pull_answer_of_the_wrong_shape_is_one_kernel_error(expressions: object,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    url, loop, thread = _fake_kernel_server("json", [], expressions)
+    k = RemoteKernel(url, token_env=TOKEN_ENV, timeout=20)
+    try:
+        with pytest.raises(KernelError) as info:
+            k.pull("v")
+    finally:
+        k.shutdown()
+        _stop(loop, thread)
+    message = str(info.value)
+    assert message.startswith("pull('v') failed") and "\n" not in message, message
+    assert "the kernel's answer could not be read (" in message or "its answer held no result" in message, message
+
+
+def test_the_fake_kernel_server_answers_a_well_formed_pull(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The control for the test above: the same server with a right answer is a pull."""
+    import base64
+    import pickle
+
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    payload = base64.b64encode(pickle.dumps({"a": [1, 2]})).decode()
+    url, loop, thread = _fake_kernel_server("json", [], _pulled(repr(("ok", payload, "dict of 1"))))
+    k = RemoteKernel(url, token_env=TOKEN_ENV, timeout=20)
+    try:
+        assert k.pull("v") == {"a": [1, 2]}
+    finally:
+        k.shutdown()
+        _stop(loop, thread)
 
 
 # ---- a hostile REST API: a huge answer, an answer that never ends ------------------------------
