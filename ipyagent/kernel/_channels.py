@@ -63,7 +63,12 @@ class Channels:
 
             protocol.close = noting  # type: ignore[method-assign]
         self.protocol = conn.selected_subprotocol or "json"  # V1, or the legacy JSON form
-        self._inbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        # (frame size, message); None: closed. What waits here is bounded: a server that
+        # sends more than this while nobody reads (an idle kernel flooded) is cut off.
+        self._inbox: asyncio.Queue[tuple[int, dict[str, Any]] | None] = asyncio.Queue()
+        self._queued = 0  # bytes of the frames waiting in the inbox
+        self.max_queued_bytes = 2 * max_message_bytes
+        self._flooded = False
         self.closed = False
         self._reader = asyncio.ensure_future(self._read())
 
@@ -116,11 +121,18 @@ class Channels:
                 if raw is None:
                     break
                 msg = _decode_v1(raw) if self.protocol == V1 else _decode(raw)
-                if msg is not None:
-                    self._inbox.put_nowait(msg)
+                if msg is None:
+                    continue
+                if self.max_queued_bytes and self._queued + len(raw) > self.max_queued_bytes:
+                    self._flooded = True
+                    break
+                self._queued += len(raw)
+                self._inbox.put_nowait((len(raw), msg))
         finally:
             self.closed = True
             self._inbox.put_nowait(None)
+            if self._flooded:
+                self._conn.close(1008, "too many unread messages")
 
     def send(self, channel: str, msg_type: str, content: dict[str, Any]) -> str:
         """Send one request; its msg_id (replies and outputs carry it as their parent)."""
@@ -146,31 +158,36 @@ class Channels:
     async def recv(self, timeout: float | None) -> dict[str, Any] | None:
         """The next message (None after ``timeout`` seconds); ChannelsClosed once it closed."""
         if not self._inbox.empty():  # the common case during a call: no timer, no task
-            msg = self._inbox.get_nowait()
+            item = self._inbox.get_nowait()
         else:
             try:
-                msg = await asyncio.wait_for(self._inbox.get(), timeout)
+                item = await asyncio.wait_for(self._inbox.get(), timeout)
             except asyncio.TimeoutError:
                 return None
-        if msg is None:
+        if item is None:
             self._inbox.put_nowait(None)  # every later recv sees the close too
             raise ChannelsClosed(self.close_reason())
-        return msg
+        self._queued -= item[0]
+        return item[1]
 
     def drain(self) -> list[dict[str, Any]]:
         """Take the messages already received (stale ones of an earlier request, news of a death)."""
         taken: list[dict[str, Any]] = []
         while not self._inbox.empty():
-            msg = self._inbox.get_nowait()
-            if msg is None:
+            item = self._inbox.get_nowait()
+            if item is None:
                 self._inbox.put_nowait(None)
                 break
-            taken.append(msg)
+            self._queued -= item[0]
+            taken.append(item[1])
         return taken
 
     def close_reason(self) -> str:
         """Why the websocket closed, as the server said (or 'connection closed')."""
         code, reason = self._conn.close_code, self._conn.close_reason
+        if self._flooded:
+            return (f"the server sent over {self.max_queued_bytes:,} bytes of messages that were not "
+                    "read yet (a flood); the websocket was closed")
         if code is None and self._own_close == 1009:
             return (f"the server sent a message over {self.max_message_bytes:,} bytes, "
                     "the websocket's limit; it was not read and the websocket closed")

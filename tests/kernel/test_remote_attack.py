@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.server
 import json
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -91,16 +92,12 @@ def _tornado_server(handlers: list) -> tuple[str, object, threading.Thread]:  # 
     return f"http://127.0.0.1:{box['port']}", box["loop"], thread
 
 
-def test_a_websocket_closed_with_the_token_as_its_reason_does_not_put_it_in_ours(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def _kernels(model: dict[str, str]) -> type:
+    """/api/kernels[/{id}[/interrupt|/restart]] answering with the kernel ``model``; DELETE: 204."""
     import tornado.web
-    import tornado.websocket
-
-    monkeypatch.setenv(TOKEN_ENV, TOKEN)
-    model = {"id": "k1", "name": "python3", "execution_state": "dead"}
 
     class Kernels(tornado.web.RequestHandler):
-        def post(self) -> None:
+        def post(self, *_: str) -> None:
             self.write(model)
 
         def get(self, *_: str) -> None:
@@ -108,6 +105,16 @@ def test_a_websocket_closed_with_the_token_as_its_reason_does_not_put_it_in_ours
 
         def delete(self, *_: str) -> None:
             self.set_status(204)
+
+    return Kernels
+
+
+def test_a_websocket_closed_with_the_token_as_its_reason_does_not_put_it_in_ours(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import tornado.websocket
+
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    Kernels = _kernels({"id": "k1", "name": "python3", "execution_state": "dead"})  # noqa: N806
 
     class Ws(tornado.websocket.WebSocketHandler):
         def open(self, *_: str) -> None:  # type: ignore[override]
@@ -140,20 +147,41 @@ def test_the_remote_file_tools_keep_a_token_the_server_echoes_out_of_their_error
     assert TOKEN not in text, text
 
 
-class WhereAmI(http.server.BaseHTTPRequestHandler):
-    """Answers every request with an error that says the server's own address and base path."""
+class Quiet(http.server.BaseHTTPRequestHandler):
+    """A handler that logs nothing and answers with one JSON body."""
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        body = json.dumps({"message": f"cannot serve http://{self.headers['Host']}{self.path} "
-                                      f"(host {self.headers['Host'].split(':')[0]})"}).encode()
-        self.send_response(500, f"Broken at {self.headers['Host']}")
+    def answer(self, status: int, body: bytes, reason: str | None = None) -> None:
+        self.send_response(status, reason)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
+    def trickle(self, size: int, pace: float, stop: threading.Event) -> None:
+        """A 200 of ``size`` bytes, one each ``pace`` seconds, until ``stop`` is set."""
+        self.send_response(200)
+        self.send_header("Content-Length", str(size))
+        self.end_headers()
+        for _ in range(size):
+            if stop.wait(pace):
+                return
+            try:
+                self.wfile.write(b" ")
+                self.wfile.flush()
+            except OSError:
+                return
+
     def log_message(self, *args: object) -> None:
         pass
+
+
+class WhereAmI(Quiet):
+    """Answers every request with an error that says the server's own address and base path."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        body = json.dumps({"message": f"cannot serve http://{self.headers['Host']}{self.path} "
+                                      f"(host {self.headers['Host'].split(':')[0]})"}).encode()
+        self.answer(500, body, f"Broken at {self.headers['Host']}")
 
 
 def test_the_remote_file_tools_name_the_server_where_it_echoes_its_address() -> None:
@@ -199,17 +227,7 @@ def _fake_kernel_server(protocol: str, junk: list[str | bytes],  # type: ignore[
 
     from ipyagent.kernel._channels import V1, _decode, _decode_v1, _encode_v1
 
-    model = {"id": "k1", "name": "python3", "execution_state": "idle"}
-
-    class Kernels(tornado.web.RequestHandler):
-        def post(self, *_: str) -> None:
-            self.write(model)
-
-        def get(self, *_: str) -> None:
-            self.write(model)
-
-        def delete(self, *_: str) -> None:
-            self.set_status(204)
+    Kernels = _kernels({"id": "k1", "name": "python3", "execution_state": "idle"})  # noqa: N806
 
     class Ws(tornado.websocket.WebSocketHandler):
         def select_subprotocol(self, subprotocols: list[str]) -> str | None:
@@ -244,6 +262,10 @@ def _fake_kernel_server(protocol: str, junk: list[str | bytes],  # type: ignore[
             self.emit("iopub", "stream", parent, {"name": "stdout", "text": text})
             self.emit("iopub", "status", parent, {"execution_state": "idle"})
             self.emit("shell", "execute_reply", parent, {"status": "ok", "execution_count": 1})
+            if code.startswith("flood:"):  # then, the call over, messages nobody asked for
+                for _ in range(int(code[6:])):
+                    self.emit("iopub", "stream", {"msg_id": "someone-else"}, {"name": "stdout",
+                                                                             "text": "y" * 20_000})
 
     return _tornado_server([(r"/api/kernels", Kernels), (r"/api/kernels/([^/]+)/channels", Ws),
                             (r"/api/kernels/([^/]+)(?:/interrupt|/restart)?", Kernels)])
@@ -273,7 +295,7 @@ def test_a_message_over_the_websocket_limit_is_refused_in_one_line(protocol: str
     finally:
         k.shutdown()
         _stop(loop, thread)
-    assert huge.status == "unknown", huge.text
+    assert huge.status == "unknown", huge.text[:200]
     assert "the server sent a message over 262,144 bytes, the websocket's limit" in huge.text
     assert "xxxx" not in huge.text
     assert after.ok and after.outputs[0]["text"] == "ran 1\n" and k.reconnects == 1
@@ -285,6 +307,31 @@ def test_the_message_limit_leaves_room_for_a_pull_of_max_transfer_bytes() -> Non
     assert max_message_bytes(100 * 1024 * 1024) > 100 * 1024 * 1024 * 4 // 3  # base64 of the pickle
     assert max_message_bytes(100 * 1024 * 1024) < 1024 * 1024 * 1024  # and no longer 1 GB
     assert max_message_bytes(0) == 64 * 1024 * 1024
+
+
+
+def test_a_server_flooding_an_idle_kernel_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ipyagent.kernel import remote
+
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    monkeypatch.setattr(remote, "_MIN_MESSAGE_BYTES", 256 * 1024)  # so 512 KiB may wait unread
+    monkeypatch.setattr(remote, "_MESSAGE_HEADROOM", 0)
+    url, loop, thread = _fake_kernel_server("json", [])
+    k = RemoteKernel(url, token_env=TOKEN_ENV, timeout=20, max_transfer_bytes=1000)
+    try:
+        assert k.execute("flood:200").ok  # 4 MB of someone else's output follows it
+        flooded = k._channels
+        assert flooded is not None
+        give_up = time.monotonic() + 10
+        while not flooded.closed and time.monotonic() < give_up:
+            time.sleep(0.05)
+        assert flooded.closed and flooded._queued <= 512 * 1024
+        assert "bytes of messages that were not read yet (a flood)" in flooded.close_reason()
+        after = k.execute("1")
+    finally:
+        k.shutdown()
+        _stop(loop, thread)
+    assert after.ok and after.outputs[0]["text"] == "ran 1\n" and k.reconnects == 1, after.text
 
 
 def _v1_frame(count: int) -> bytes:
@@ -384,7 +431,7 @@ def test_the_fake_kernel_server_answers_a_well_formed_pull(monkeypatch: pytest.M
 
 # ---- a hostile REST API: a huge answer, an answer that never ends ------------------------------
 
-class Flood(http.server.BaseHTTPRequestHandler):
+class Flood(Quiet):
     """POST /api/kernels answers with a body of ``size`` bytes, sent at ``pace`` s a byte
     (0: at once); ``stop`` ends a slow answer when the test is over."""
 
@@ -393,25 +440,10 @@ class Flood(http.server.BaseHTTPRequestHandler):
     stop = threading.Event()
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
-        self.send_response(201)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(self.size))
-        self.end_headers()
-        if not self.pace:
-            body = b'{"id": "k1", "pad": "' + b"x" * (self.size - 23) + b'"}'
-            self.wfile.write(body)
-            return
-        for _ in range(self.size):
-            if self.stop.wait(self.pace):
-                return
-            try:
-                self.wfile.write(b" ")
-                self.wfile.flush()
-            except OSError:
-                return
-
-    def log_message(self, *args: object) -> None:
-        pass
+        if self.pace:
+            self.trickle(self.size, self.pace, self.stop)
+        else:
+            self.answer(201, b'{"id": "k1", "pad": "' + b"x" * (self.size - 23) + b'"}')
 
 
 @pytest.fixture
@@ -446,7 +478,7 @@ def test_a_rest_answer_that_trickles_for_ever_times_out(flood: type[Flood]) -> N
     assert "did not answer POST /api/kernels within 2 s" in str(info.value), info.value
 
 
-class Contents(http.server.BaseHTTPRequestHandler):
+class Contents(Quiet):
     """A contents API that misbehaves by file name: huge, not JSON, a list, a trickle, junk entries."""
 
     stop = threading.Event()
@@ -464,28 +496,11 @@ class Contents(http.server.BaseHTTPRequestHandler):
         elif name == "list.txt":
             body = b"[1, 2]"
         elif name == "slow.txt":
-            self.send_response(200)
-            self.send_header("Content-Length", "100000")
-            self.end_headers()
-            for _ in range(100_000):
-                if self.stop.wait(0.1):
-                    return
-                try:
-                    self.wfile.write(b" ")
-                    self.wfile.flush()
-                except OSError:
-                    return
+            self.trickle(100_000, 0.1, self.stop)
             return
         else:
             body = b"hello, not json"
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.answer(200, body)
 
 
 def test_the_remote_file_tools_survive_a_hostile_contents_api(monkeypatch: pytest.MonkeyPatch) -> None:
