@@ -5,7 +5,8 @@
 command line around it, ``outputs`` the collection of what it prints and displays,
 ``transfer`` moving values in and out of it. ``remote`` is the same kernel on a Jupyter
 Server or gateway (``Agent.kernel_url``: ``_rest`` its REST calls, ``_channels`` its one
-websocket); ``base`` the interface both offer, ``notes`` the words both use for a fault.
+websocket); ``base`` the interface both offer, ``_sync`` its blocking, async and ``with``
+forms written once for both, ``notes`` the words both use for a fault.
 """
 
 from typing import Any

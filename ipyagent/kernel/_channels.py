@@ -7,6 +7,10 @@ markedly cheaper). Otherwise the legacy JSON form every server speaks (Enterpris
 older ones): one JSON text frame per message naming its channel; binary frames there (ones
 with buffers: widgets) are decoded from their JSON part. tornado's websocket client is
 used: tornado comes with ipykernel and jupyter_client, so this adds no dependency.
+
+What the server sends is untrusted: a frame over ``max_message_bytes`` is refused before
+it is read (the websocket closes, with a reason that says so); a frame that does not
+decode, or a message whose parts are not the objects the protocol gives them, is dropped.
 """
 
 from __future__ import annotations
@@ -40,19 +44,40 @@ class ChannelsClosed(Exception):
 class Channels:
     """A websocket to one kernel: ``send`` a request, ``recv`` every message of every channel."""
 
-    def __init__(self, conn: WebSocketClientConnection, session: str, token_env: str = "") -> None:
+    def __init__(self, conn: WebSocketClientConnection, session: str, token_env: str = "",
+                 max_message_bytes: int = 0) -> None:
         self._conn = conn
         self.session = session
         self.token_env = token_env  # its value is taken out of what the server says
+        self.max_message_bytes = max_message_bytes  # as given to tornado (0: not known here)
+        self._own_close: int | None = None  # the code tornado closed with itself (1009: too big)
+        protocol = conn.protocol
+        if protocol is not None:
+            # tornado refuses an oversize frame by closing with 1009 and aborting: no close
+            # code comes back, so the one sign is its own close call, noted on the way.
+            close = protocol.close
+
+            def noting(code: int | None = None, reason: str | None = None) -> None:
+                self._own_close = self._own_close or code
+                close(code, reason)
+
+            protocol.close = noting  # type: ignore[method-assign]
         self.protocol = conn.selected_subprotocol or "json"  # V1, or the legacy JSON form
-        self._inbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        # (frame size, message); None: closed. What waits here is bounded: a server that
+        # sends more than this while nobody reads (an idle kernel flooded) is cut off.
+        self._inbox: asyncio.Queue[tuple[int, dict[str, Any]] | None] = asyncio.Queue()
+        self._queued = 0  # bytes of the frames waiting in the inbox
+        self.max_queued_bytes = 2 * max_message_bytes
+        self._flooded = False
         self.closed = False
         self._reader = asyncio.ensure_future(self._read())
 
     @classmethod
     async def open(cls, url: str, kernel_id: str, token_env: str, session: str,
-                   timeout: float, protocols: tuple[str, ...] = (V1,)) -> Channels:
-        """Connect to ``kernel_id``'s channels under ``url`` (http(s); ws(s) is derived)."""
+                   timeout: float, protocols: tuple[str, ...] = (V1,),
+                   max_message_bytes: int = 64 * 1024 * 1024) -> Channels:
+        """Connect to ``kernel_id``'s channels under ``url`` (http(s); ws(s) is derived);
+        a message over ``max_message_bytes`` closes the websocket unread."""
         ws = "ws" + url[len("http"):] if url.startswith("http") else url
         # The session id in the query string (not a secret) lets the server replay what it
         # buffered while we were away; the token goes in the header, never in the URL.
@@ -61,7 +86,7 @@ class Channels:
                               request_timeout=timeout, follow_redirects=False)
         try:
             conn = await websocket_connect(request, ping_interval=20, ping_timeout=20,
-                                           max_message_size=1024 * 1024 * 1024,
+                                           max_message_size=max_message_bytes,
                                            subprotocols=list(protocols) or None)
         except HTTPClientError as exc:
             if exc.code in (401, 403):
@@ -72,7 +97,7 @@ class Channels:
             raise ChannelsClosed(f"HTTP {exc.code}") from None
         except (OSError, asyncio.TimeoutError) as exc:
             raise ChannelsClosed(str(exc) or type(exc).__name__) from None
-        return cls(conn, session, token_env)
+        return cls(conn, session, token_env, max_message_bytes)
 
     def _socket(self) -> socket.socket | None:
         stream = getattr(self._conn.protocol, "stream", None)
@@ -96,11 +121,18 @@ class Channels:
                 if raw is None:
                     break
                 msg = _decode_v1(raw) if self.protocol == V1 else _decode(raw)
-                if msg is not None:
-                    self._inbox.put_nowait(msg)
+                if msg is None:
+                    continue
+                if self.max_queued_bytes and self._queued + len(raw) > self.max_queued_bytes:
+                    self._flooded = True
+                    break
+                self._queued += len(raw)
+                self._inbox.put_nowait((len(raw), msg))
         finally:
             self.closed = True
             self._inbox.put_nowait(None)
+            if self._flooded:
+                self._conn.close(1008, "too many unread messages")
 
     def send(self, channel: str, msg_type: str, content: dict[str, Any]) -> str:
         """Send one request; its msg_id (replies and outputs carry it as their parent)."""
@@ -126,31 +158,39 @@ class Channels:
     async def recv(self, timeout: float | None) -> dict[str, Any] | None:
         """The next message (None after ``timeout`` seconds); ChannelsClosed once it closed."""
         if not self._inbox.empty():  # the common case during a call: no timer, no task
-            msg = self._inbox.get_nowait()
+            item = self._inbox.get_nowait()
         else:
             try:
-                msg = await asyncio.wait_for(self._inbox.get(), timeout)
+                item = await asyncio.wait_for(self._inbox.get(), timeout)
             except asyncio.TimeoutError:
                 return None
-        if msg is None:
+        if item is None:
             self._inbox.put_nowait(None)  # every later recv sees the close too
             raise ChannelsClosed(self.close_reason())
-        return msg
+        self._queued -= item[0]
+        return item[1]
 
     def drain(self) -> list[dict[str, Any]]:
         """Take the messages already received (stale ones of an earlier request, news of a death)."""
         taken: list[dict[str, Any]] = []
         while not self._inbox.empty():
-            msg = self._inbox.get_nowait()
-            if msg is None:
+            item = self._inbox.get_nowait()
+            if item is None:
                 self._inbox.put_nowait(None)
                 break
-            taken.append(msg)
+            self._queued -= item[0]
+            taken.append(item[1])
         return taken
 
     def close_reason(self) -> str:
         """Why the websocket closed, as the server said (or 'connection closed')."""
         code, reason = self._conn.close_code, self._conn.close_reason
+        if self._flooded:
+            return (f"the server sent over {self.max_queued_bytes:,} bytes of messages that were not "
+                    "read yet (a flood); the websocket was closed")
+        if code is None and self._own_close == 1009:
+            return (f"the server sent a message over {self.max_message_bytes:,} bytes, "
+                    "the websocket's limit; it was not read and the websocket closed")
         reason = said(reason, self.token_env) if reason else ""  # untrusted: may echo the token
         return f"closed with code {code}" + (f": {reason}" if reason else "") if code else "connection closed"
 
@@ -177,16 +217,17 @@ def _decode_v1(raw: str | bytes) -> dict[str, Any] | None:
         return _decode(raw)
     try:
         count = int.from_bytes(raw[:8], "little")
+        if not 6 <= count <= len(raw) // 8:  # channel + 4 parts (+ buffers): a huge count would loop
+            return None
         offsets = [int.from_bytes(raw[8 * (i + 1): 8 * (i + 2)], "little") for i in range(count)]
         channel = raw[offsets[0]: offsets[1]].decode("utf-8")
         parts = [raw[offsets[i]: offsets[i + 1]] for i in range(1, count - 1)]
         header, parent, metadata, content = (json.loads(p) for p in parts[:4])
     except (ValueError, IndexError):
         return None
-    if not isinstance(header, dict):
-        return None
-    return {"header": header, "msg_type": header.get("msg_type"), "parent_header": parent or {},
-            "metadata": metadata or {}, "content": content or {}, "channel": channel}
+    kind = header.get("msg_type") if isinstance(header, dict) else None
+    return _shaped({"header": header, "msg_type": kind, "parent_header": parent, "metadata": metadata,
+                    "content": content, "channel": channel})
 
 
 def _decode(raw: str | bytes) -> dict[str, Any] | None:
@@ -194,10 +235,25 @@ def _decode(raw: str | bytes) -> dict[str, Any] | None:
     try:
         if isinstance(raw, bytes):
             (nbufs,) = struct.unpack("!I", raw[:4])
+            if not 1 <= nbufs <= len(raw) // 4:
+                return None
             offsets = struct.unpack(f"!{nbufs}I", raw[4 : 4 + 4 * nbufs])
             end = offsets[1] if nbufs > 1 else len(raw)
             raw = raw[offsets[0] : end].decode("utf-8")
         msg = json.loads(raw)
     except (ValueError, struct.error, IndexError):
         return None
-    return msg if isinstance(msg, dict) else None
+    return _shaped(msg)
+
+
+def _shaped(msg: Any) -> dict[str, Any] | None:
+    """``msg`` when its parts are what the protocol makes them (objects; a string channel),
+    missing ones as empty objects; None when not: such a message is dropped, not a crash."""
+    if not isinstance(msg, dict) or not isinstance(msg.get("channel"), str):
+        return None
+    for part in ("header", "parent_header", "metadata", "content"):
+        if msg.get(part) is None:
+            msg[part] = {}
+        elif not isinstance(msg[part], dict):
+            return None
+    return msg

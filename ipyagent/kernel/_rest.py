@@ -4,11 +4,14 @@ The token is read from the environment variable at each request and never kept: 
 as an ``Authorization: token …`` header, only to the kernel URL's own origin (never in a
 query string, never on a redirect: redirects are not followed), and no message, repr or
 log line holds it. The environment's proxy settings are not used, so the token cannot
-reach a proxy host either.
+reach a proxy host either. What a server answers is bounded: ``_MAX_ANSWER`` bytes (a
+kernel's model is a few hundred), read within the request's timeout as a whole (a server
+that trickles a byte at a time does not hold a call for ever).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Generator
@@ -23,6 +26,11 @@ from ..errors import KernelError
 __all__ = ["RestClient", "KernelGone", "TokenAuth", "auth_header", "check_url", "origin", "said"]
 
 _RETRIES = 2  # a keep-alive connection the server (or a proxy) closed: one more try for reads
+_MAX_ANSWER = 1024 * 1024  # bytes of one REST answer; more is not read
+
+
+class _TooLarge(Exception):
+    """The answer's body passed ``_MAX_ANSWER``."""
 
 
 class KernelGone(KernelError):
@@ -90,23 +98,37 @@ class RestClient:
         target = f"{self.url}{path}"
         content = None if body is None else json.dumps(body)
         limit = self._client.timeout if timeout is None else httpx.Timeout(timeout)
+        total = limit.read  # the whole answer, not each read of it
         for attempt in range(_RETRIES):
             try:
-                response = await self._client.request(method, target, content=content, timeout=limit)
+                answer = await asyncio.wait_for(self._exchange(method, target, content, limit), total)
                 break
             except httpx.ConnectError as exc:
                 raise KernelError(f"nothing is listening at {self.url} ({_reason(exc)})") from None
-            except httpx.TimeoutException:
+            except (httpx.TimeoutException, asyncio.TimeoutError):
                 raise KernelError(f"the Jupyter server at {self.url} did not answer {method} {path} "
-                                  f"within {limit.read:g} s") from None
+                                  f"within {total:g} s") from None
+            except _TooLarge:
+                raise KernelError(f"the Jupyter server at {self.url} answered {method} {path} with more "
+                                  f"than {_MAX_ANSWER // 1024 // 1024} MiB; it was not read") from None
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
                 if method != "GET" or attempt == _RETRIES - 1:
                     raise KernelError(f"the connection to {self.url} dropped during {method} {path} "
                                       f"({_reason(exc)})") from None
-        return self._decode(method, path, response, missing_ok)
+        return self._decode(method, path, *answer, missing_ok)
 
-    def _decode(self, method: str, path: str, response: httpx.Response, missing_ok: bool) -> Any:
-        status = response.status_code
+    async def _exchange(self, method: str, target: str, content: str | None,
+                        limit: httpx.Timeout) -> tuple[int, str, bytes]:
+        """(status, reason, body) of one request, the body read up to ``_MAX_ANSWER`` bytes."""
+        async with self._client.stream(method, target, content=content, timeout=limit) as response:
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > _MAX_ANSWER:
+                    raise _TooLarge
+            return response.status_code, response.reason_phrase, bytes(body)
+
+    def _decode(self, method: str, path: str, status: int, reason: str, body: bytes, missing_ok: bool) -> Any:
         if status in (401, 403):
             set_ = bool(os.environ.get(self.token_env)) if self.token_env else False
             why = (f"check the token in ${self.token_env}" if set_
@@ -122,11 +144,11 @@ class RestClient:
                               f"(HTTP {status}); redirects are not followed: give the final URL")
         if status >= 400:
             raise KernelError(f"the Jupyter server at {self.url} answered {method} {path} with "
-                              f"HTTP {status}: {_server_message(response, self.token_env)}")
-        if not response.content:
+                              f"HTTP {status}: {_server_message(body, reason, self.token_env)}")
+        if not body:
             return None
         try:
-            return response.json()
+            return json.loads(body)
         except ValueError:
             raise KernelError(f"the Jupyter server at {self.url} answered {method} {path} with "
                               "something that is not JSON (is it a Jupyter server?)") from None
@@ -150,11 +172,11 @@ def said(text: str, token_env: str, limit: int = 200) -> str:
     return visible(one_line(text, limit))
 
 
-def _server_message(response: httpx.Response, token_env: str) -> str:
+def _server_message(body: bytes, reason: str, token_env: str) -> str:
     """The server's own reason (untrusted text: the token out, one line, visible, short)."""
     try:
-        body = response.json()
-        text = body.get("message") or body.get("reason") or "" if isinstance(body, dict) else ""
+        answer = json.loads(body)
+        text = answer.get("message") or answer.get("reason") or "" if isinstance(answer, dict) else ""
     except ValueError:
-        text = response.text
-    return said(text or response.reason_phrase, token_env)
+        text = body.decode("utf-8", "replace")
+    return said(text or reason, token_env)

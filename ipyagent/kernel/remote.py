@@ -24,11 +24,11 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .. import _eventloop
 from ..errors import KernelError
-from . import notes, transfer
+from . import notes
 from ._channels import V1, Channels, ChannelsClosed
 from ._rest import KernelGone, RestClient, auth_header, check_url
+from ._sync import SyncForms
 from .outputs import Execution, OutputCollector, Status, finish
 
 __all__ = ["RemoteKernel"]
@@ -39,9 +39,18 @@ _POLL = 0.25  # seconds between checks of the websocket while a call runs
 _CHECK = 2.0  # seconds of silence during a call before the server is asked whether the kernel lives
 _IDLE_CHECK = 1.0  # seconds without a call after which one GET checks the kernel before the next
 _RECONNECTS = 3  # tries to reconnect a dropped websocket (0.2 s, 0.6 s, 1.8 s apart)
+# The largest websocket message read: room for a pull of max_transfer_bytes (base64 in a
+# reply), never under this floor; a larger one closes the websocket unread (_channels).
+_MIN_MESSAGE_BYTES = 64 * 1024 * 1024
+_MESSAGE_HEADROOM = 1024 * 1024
 
 
-class RemoteKernel(transfer.Transfers):
+def max_message_bytes(max_transfer_bytes: int) -> int:
+    """The websocket's message limit for a kernel that may pull ``max_transfer_bytes``."""
+    return max(_MIN_MESSAGE_BYTES, -(-max_transfer_bytes // 3) * 4 + _MESSAGE_HEADROOM)
+
+
+class RemoteKernel(SyncForms):
     """The model's kernel on a Jupyter Server or gateway at ``url``, with faults returned as values."""
 
     _kernel_word = 'the remote kernel'
@@ -96,22 +105,6 @@ class RemoteKernel(transfer.Transfers):
 
     # ---- lifecycle -------------------------------------------------------------
 
-    def start(self, wait: bool = True) -> None:
-        """Start the remote kernel; with ``wait=False`` return at once (``execute`` waits for it)."""
-        if wait:
-            _eventloop.run_sync(self.start_async())
-        else:
-            self.start_background()
-
-    def start_background(self) -> None:
-        """Begin starting the kernel on the engine loop and return immediately."""
-        future = _eventloop.submit(self.start_async())
-        future.add_done_callback(lambda f: f.cancelled() or f.exception())
-
-    async def start_async(self) -> None:
-        """Start the kernel (if needed) and wait until it answers."""
-        await _eventloop.run_async(self._ensure_ready())
-
     async def _ensure_ready(self) -> None:
         if self._closed:
             raise KernelError("the remote kernel was shut down; create a new RemoteKernel")
@@ -155,7 +148,8 @@ class RemoteKernel(transfer.Transfers):
         assert self.kernel_id is not None
         try:
             self._channels = await Channels.open(self.url, self.kernel_id, self.token_env, self.session,
-                                                 self.request_timeout, self._ws_protocols)
+                                                 self.request_timeout, self._ws_protocols,
+                                                 max_message_bytes(self.max_transfer_bytes))
         except ChannelsClosed as exc:
             raise KernelError(f"could not open the websocket of the remote kernel at {self.url}: {exc}") from None
 
@@ -218,21 +212,6 @@ class RemoteKernel(transfer.Transfers):
         await self._forget_kernel()
         await self._start()
 
-    def shutdown(self) -> None:
-        """DELETE the remote kernel and close the connection (idempotent)."""
-        if _eventloop.on_engine_loop():
-            self._closed = True
-            self._finalizer()  # cannot wait for the loop here: a plain blocking DELETE
-        elif self._finalizer.alive:
-            _eventloop.run_sync(self._close())
-        self._state = "shut down"
-
-    async def shutdown_async(self) -> None:
-        """Async form of ``shutdown``."""
-        if self._finalizer.alive:
-            await _eventloop.run_async(self._close())
-        self._state = "shut down"
-
     async def _close(self) -> None:
         self._closed = True
         await self._forget_kernel()
@@ -240,31 +219,9 @@ class RemoteKernel(transfer.Transfers):
             await self._rest.aclose()
         self._finalizer.detach()
 
-    def __enter__(self) -> RemoteKernel:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-
-    async def __aenter__(self) -> RemoteKernel:
-        await self.start_async()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.shutdown_async()
-
-    def interrupt(self) -> None:
-        """Interrupt the running code (``POST …/interrupt``); a running execute returns with the error."""
-        _eventloop.run_sync(self.interrupt_async())
-
-    async def interrupt_async(self) -> None:
-        """Async form of ``interrupt``."""
-        async def go() -> None:
-            if self.kernel_id is not None and self._state == "busy":
-                await self._interrupt()
-
-        await _eventloop.run_async(go())
+    async def _interrupt_busy(self) -> None:
+        if self.kernel_id is not None:
+            await self._interrupt()
 
     async def _interrupt(self) -> None:
         assert self._rest is not None
@@ -272,20 +229,6 @@ class RemoteKernel(transfer.Transfers):
             await self._rest.request("POST", f"/api/kernels/{self.kernel_id}/interrupt")
         except KernelError as exc:
             log.warning("ipyagent: could not interrupt the remote kernel: %s", exc)
-
-    def restart(self) -> None:
-        """Restart the kernel (``POST …/restart``): every variable is lost."""
-        _eventloop.run_sync(self.restart_async())
-
-    async def restart_async(self) -> None:
-        """Async form of ``restart``."""
-        async def go() -> None:
-            await self._ensure_ready()
-            assert self._lock is not None
-            async with self._lock:
-                await self._restart()
-
-        await _eventloop.run_async(go())
 
     async def _restart(self) -> None:
         assert self._rest is not None
@@ -314,13 +257,6 @@ class RemoteKernel(transfer.Transfers):
             and self._died is None
 
     @property
-    def state(self) -> str:
-        """'not started', 'starting', 'idle', 'busy', 'dead' or 'shut down'."""
-        if self._state in ("idle", "busy") and not self.is_alive():
-            return "dead"
-        return self._state
-
-    @property
     def protocol(self) -> str | None:
         """The websocket's message form: 'v1.kernel.websocket.jupyter.org' or 'json' (None: not open)."""
         return self._channels.protocol if self._channels is not None else None
@@ -334,20 +270,6 @@ class RemoteKernel(transfer.Transfers):
         return f"<RemoteKernel {self.kernel_name} {self.state} at {self.url} id={self.kernel_id}>"
 
     # ---- execution -------------------------------------------------------------
-
-    def execute(self, code: str, timeout: float | None = None) -> Execution:
-        """Run ``code``; blocks (safe inside a running loop). ``timeout`` overrides the default."""
-        return _eventloop.run_sync(self._execute(code, timeout))
-
-    async def execute_async(self, code: str, timeout: float | None = None,
-                            on_stream: Callable[[str, str], None] | None = None) -> Execution:
-        """Run ``code`` without blocking the caller's loop (``on_stream`` as in SiblingKernel)."""
-        return await _eventloop.run_async(self._execute(code, timeout, on_stream))
-
-    async def _execute(self, code: str, timeout: float | None,
-                       on_stream: Callable[[str, str], None] | None = None) -> Execution:
-        execution, _ = await self._run(code, self.timeout if timeout is None else timeout, on_stream=on_stream)
-        return execution
 
     async def _run(self, code: str, timeout: float | None, *, silent: bool = False,
                    user_expressions: dict[str, str] | None = None,
@@ -526,7 +448,13 @@ class RemoteKernel(transfer.Transfers):
                 if (msg.get("content") or {}).get("execution_state") == "idle":
                     idle_at = now
                 continue
-            collector.add(msg)
+            try:
+                collector.add(msg)
+            except (KeyError, TypeError, AttributeError, ValueError) as exc:
+                # Fields of the wrong type (a hostile or broken server): skipped and counted.
+                collector.unreadable += 1
+                log.debug("skipped a malformed IOPub message: %r", exc)
+                continue
             if on_stream is not None and kind == "stream":
                 content = msg.get("content") or {}
                 try:

@@ -27,9 +27,9 @@ from typing import Any
 import zmq
 from jupyter_client.kernelspec import KernelSpecManager
 
-from .. import _eventloop
 from ..errors import KernelError
-from . import notes, transfer
+from . import notes
+from ._sync import SyncForms
 from .outputs import Execution, OutputCollector, Status, finish
 from .process import (
     LimitedKernelManager,
@@ -51,7 +51,7 @@ log = logging.getLogger("ipyagent.kernel.sibling")
 _POLL = 0.15  # seconds between liveness checks: a dead kernel is noticed within a second
 
 
-class SiblingKernel(transfer.Transfers):
+class SiblingKernel(SyncForms):
     """A separate kernel process that runs the model's code, with faults returned as values."""
 
     _kernel_word = 'the sibling kernel'
@@ -109,23 +109,6 @@ class SiblingKernel(transfer.Transfers):
         self._finalizer = weakref.finalize(self, _finalize, self._handle)
 
     # ---- lifecycle -------------------------------------------------------------
-
-    def start(self, wait: bool = True) -> None:
-        """Start the kernel; with ``wait=False`` return at once (``execute`` waits for it)."""
-        if wait:
-            _eventloop.run_sync(self.start_async())
-        else:
-            self.start_background()
-
-    def start_background(self) -> None:
-        """Begin starting the kernel on the engine loop and return immediately."""
-        future = _eventloop.submit(self.start_async())
-        # A failed background start is reported by the next call that needs the kernel.
-        future.add_done_callback(lambda f: f.cancelled() or f.exception())
-
-    async def start_async(self) -> None:
-        """Start the kernel (if needed) and wait until it answers."""
-        await _eventloop.run_async(self._ensure_ready())
 
     async def _ensure_ready(self) -> None:
         if self._closed:
@@ -268,67 +251,14 @@ class SiblingKernel(transfer.Transfers):
         tail = handle.log_tail().replace("\n", " | ")
         return f"sibling kernel {self.kernel_name!r} {what}{hint}" + (f"; log: {tail}" if tail else "")
 
-    def shutdown(self) -> None:
-        """Stop the kernel process (idempotent): a short graceful attempt, then kill."""
-        if _eventloop.on_engine_loop():
-            self._closed = True
-            self._finalizer()  # cannot wait here: _finalize falls back to a hard kill
-        elif self._finalizer.alive:
-            _eventloop.run_sync(self._close())
-        self._state = "shut down"
-
-    async def shutdown_async(self) -> None:
-        """Async form of ``shutdown``."""
-        if self._finalizer.alive:
-            await _eventloop.run_async(self._close())
-        self._state = "shut down"
-
     async def _close(self) -> None:
         self._closed = True
         await self._handle.close_all()
         self._finalizer.detach()
 
-    def __enter__(self) -> SiblingKernel:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-
-    async def __aenter__(self) -> SiblingKernel:
-        await self.start_async()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.shutdown_async()
-
-    def interrupt(self) -> None:
-        """Send an interrupt (SIGINT) to the kernel; a running execute returns with the error."""
-        _eventloop.run_sync(self.interrupt_async())
-
-    async def interrupt_async(self) -> None:
-        """Async form of ``interrupt``."""
-        async def go() -> None:
-            # Only a kernel that is running code needs it; a SIGINT that lands while a
-            # kernel is still starting (before ipykernel installs its handler) kills it.
-            if self._handle.km is not None and self._state == "busy":
-                await self._handle.km.interrupt_kernel()
-
-        await _eventloop.run_async(go())
-
-    def restart(self) -> None:
-        """Restart the kernel: every variable is lost. Waits for a running execute first."""
-        _eventloop.run_sync(self.restart_async())
-
-    async def restart_async(self) -> None:
-        """Async form of ``restart``."""
-        async def go() -> None:
-            await self._ensure_ready()
-            assert self._lock is not None
-            async with self._lock:
-                await self._restart()
-
-        await _eventloop.run_async(go())
+    async def _interrupt_busy(self) -> None:
+        if self._handle.km is not None:
+            await self._handle.km.interrupt_kernel()
 
     async def _restart(self) -> None:
         km = self._handle.km
@@ -356,36 +286,10 @@ class SiblingKernel(transfer.Transfers):
         """Where the kernel's own stdout/stderr chatter goes."""
         return self._handle.log_path
 
-    @property
-    def state(self) -> str:
-        """'not started', 'starting', 'idle', 'busy', 'dead' or 'shut down'."""
-        if self._state in ("idle", "busy") and not self.is_alive():
-            return "dead"
-        return self._state
-
     def __repr__(self) -> str:
         return f"<SiblingKernel {self.kernel_name} {self.state} pid={self.pid} cwd={self.cwd!r}>"
 
     # ---- execution -------------------------------------------------------------
-
-    def execute(self, code: str, timeout: float | None = None) -> Execution:
-        """Run ``code``; blocks (safe inside a running loop). ``timeout`` overrides the default."""
-        return _eventloop.run_sync(self._execute(code, timeout))
-
-    async def execute_async(self, code: str, timeout: float | None = None,
-                            on_stream: Callable[[str, str], None] | None = None) -> Execution:
-        """Run ``code`` without blocking the caller's loop.
-
-        ``on_stream(name, text)`` is called with stdout/stderr text as it arrives (live
-        progress); the returned ``Execution`` still holds all of it.
-        """
-        return await _eventloop.run_async(self._execute(code, timeout, on_stream))
-
-    async def _execute(self, code: str, timeout: float | None,
-                       on_stream: Callable[[str, str], None] | None = None) -> Execution:
-        execution, _ = await self._run(code, self.timeout if timeout is None else timeout,
-                                       on_stream=on_stream)
-        return execution
 
     async def _run(
         self,

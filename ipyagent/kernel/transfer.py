@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import binascii
 import pickle
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
@@ -144,10 +145,19 @@ async def pull_payload(evaluate: Evaluate, name: str, limit: int) -> tuple[bytes
     result = await evaluate(expr, f"pull({name!r})")
     if result.get("status") != "ok":
         raise KernelError(f"pull({name!r}) failed: {result.get('ename')}: {result.get('evalue')}")
-    status, body, *rest = ast.literal_eval(result["data"]["text/plain"])
+    # The answer is the kernel's (a remote server's, or code that replaced _pull): read it
+    # as untrusted, so a malformed one is one KernelError, not whatever unpacking it raised.
+    try:
+        status, body, *rest = ast.literal_eval(result["data"]["text/plain"])
+        if not isinstance(status, str) or not isinstance(body, str):
+            raise TypeError(type(body).__name__)
+        data = base64.b64decode(body, validate=True) if status == "ok" else b""
+    except (KeyError, TypeError, ValueError, SyntaxError, MemoryError, RecursionError) as exc:
+        why = "not base64" if isinstance(exc, binascii.Error) else type(exc).__name__
+        raise KernelError(f"pull({name!r}) failed: the kernel's answer could not be read ({why})") from None
     if status != "ok":
         raise _ERRORS.get(status, KernelError)(body)
-    return base64.b64decode(body), str(rest[0]) if rest else ""
+    return data, str(rest[0]) if rest else ""
 
 
 class Transfers:
@@ -190,7 +200,9 @@ class Transfers:
     async def _evaluate(self, expr: str, what: str) -> dict[str, Any]:
         """One silent ``user_expressions`` evaluation (``Evaluate``)."""
         execution, reply = await self._run("", self.timeout, silent=True, user_expressions={"x": expr})
-        result = (reply.get("user_expressions") or {}).get("x")
+        expressions = reply.get("user_expressions")
+        result = expressions.get("x") if isinstance(expressions, dict) else None
         if execution.status != "ok" or not isinstance(result, dict):
-            raise KernelError(f"{what} failed in {self._kernel_word}: {execution.text or execution.status}")
+            why = execution.text or ("its answer held no result" if execution.status == "ok" else execution.status)
+            raise KernelError(f"{what} failed in {self._kernel_word}: {why}")
         return result

@@ -33,7 +33,8 @@ from ..items import ToolCall, ToolResult
 from .base import Tool, tool
 
 __all__ = ["FILE_TOOLS", "READ_ONLY", "RECORD_LIMIT", "record", "recorded_file", "Spot", "WorkspaceError", "diff_preview", "file_tools",
-           "locate", "open_real_dir", "open_regular", "read_existing", "write_text"]
+           "edit_preview", "locate", "open_real_dir", "open_regular", "read_existing", "replace_once", "unified",
+           "write_text"]
 
 FILE_TOOLS = ("read_file", "write_file", "list_files", "edit_file")
 READ_ONLY = ("read_file", "list_files")
@@ -533,7 +534,6 @@ def file_tools(root: Callable[[], Path],
                 raise WorkspaceError("`old` is empty; give the exact text to replace "
                                      "(write_file creates or overwrites whole files)")
             text = _read_text(spot)
-            old, new = _line_endings(text, old, new)
             edited, line = replace_once(text, old, new, spot.rel)
             write_text(spot, edited)  # the same directory descriptor the read went through
         return _written(spot.rel, edited, f"edited {spot.rel}: replaced "
@@ -553,8 +553,10 @@ def file_tools(root: Callable[[], Path],
 
 def replace_once(text: str, old: str, new: str, rel: str,
                  error: type[Exception] = WorkspaceError) -> tuple[str, int]:
-    """``text`` with its one ``old`` replaced by ``new``, and the line ``old`` began on;
-    ``error`` (a message the model can act on) unless ``old`` occurs exactly once."""
+    """``text`` with its one ``old`` replaced by ``new`` (line ends as the file's, ``_line_endings``),
+    and the line ``old`` began on; ``error`` (a message the model can act on) unless ``old``
+    occurs exactly once. The local and the remote edit_file both edit through it."""
+    old, new = _line_endings(text, old, new)
     count = text.count(old)
     if count == 0:
         raise error(f"`old` was not found in {rel}; it must match the file exactly "
@@ -563,6 +565,24 @@ def replace_once(text: str, old: str, new: str, rel: str,
         raise error(f"`old` occurs {count} times in {rel}; include more surrounding "
                     "text so it occurs exactly once")
     return text.replace(old, new, 1), text[: text.index(old)].count("\n") + 1
+
+
+def edit_preview(before: str, old: str, new: str) -> str | None:
+    """What ``edit_file`` would leave of ``before``; None when ``old`` is empty or not there once."""
+    if not old:
+        return None
+    try:
+        return replace_once(before, old, new, "")[0]
+    except WorkspaceError:
+        return None
+
+
+def unified(before: str, after: str, name: str, context: int = 3) -> str:
+    """The unified diff from ``before`` to ``after`` of file ``name`` (every line ends in a newline)."""
+    diff = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                fromfile=f"a/{name}" if before else "/dev/null",
+                                tofile=f"b/{name}", n=context)
+    return "".join(line if line.endswith("\n") else line + "\n" for line in diff)
 
 
 def _inside(root: Path, path: Path) -> bool:
@@ -607,16 +627,12 @@ def diff_preview(call: ToolCall, root: Path, context: int = 3) -> str | None:
     except (WorkspaceError, OSError) as exc:
         return f"(no preview: {exc})"
     if call.name == "write_file":
-        after = str(args.get("content", ""))
+        after: str | None = str(args.get("content", ""))
     else:
-        old, new = _line_endings(before, str(args.get("old", "")), str(args.get("new", "")))
-        if not old or before.count(old) != 1:
-            return "(no preview: `old` does not occur exactly once)"
-        after = before.replace(old, new, 1)
-    diff = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                fromfile=f"a/{name}" if before else "/dev/null",
-                                tofile=f"b/{name}", n=context)
-    return "".join(line if line.endswith("\n") else line + "\n" for line in diff)
+        after = edit_preview(before, str(args.get("old", "")), str(args.get("new", "")))
+    if after is None:
+        return "(no preview: `old` does not occur exactly once)"
+    return unified(before, after, name, context)
 
 
 def _lines(text: str) -> str:

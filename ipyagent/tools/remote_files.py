@@ -5,27 +5,38 @@ The server confines every path to its root directory (and hides dot-files unless
 otherwise); paths are also checked here first: absolute paths and ``..`` are refused with
 the same error values the local tools give. A bare Kernel Gateway has no contents API:
 that is one line, not a crash. The token is sent as for the kernel (``kernel._rest``).
+
+What the model reads names the place as ``SERVER``, never the URL: the model needs to know
+that the files live on the server, not where it is (the URL may carry a host name the user
+keeps private, and all the model reads goes to its provider). The user meets the URL in
+the banner and in ``repr``.
 """
 
 from __future__ import annotations
 
-import difflib
+import json
 import posixpath
+import time
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
 from .._text import one_line, visible
 from ..items import ToolCall, ToolResult
 from ..kernel._rest import TokenAuth, check_url, said
-from .files import record, replace_once
+from .files import edit_preview, record, replace_once, unified
 
-__all__ = ["RemoteWorkspace", "Unreachable"]
+__all__ = ["RemoteWorkspace", "SERVER", "Unreachable"]
+
+SERVER = "the remote kernel's server"  # the words for it in what the model reads
 
 READ_CHARS = 16_000  # as the local read_file
 LIST_ENTRIES = 500
 TEXT_LIMIT = 10 * 1024 * 1024  # as the local tools' EDIT_LIMIT: no 1 GB file pulled into this kernel
+# One answer's body: a file of TEXT_LIMIT as a JSON string (\u escapes: up to 6 bytes a byte),
+# whatever size the server claimed for it first; more is not read.
+ANSWER_LIMIT = 6 * TEXT_LIMIT + 1024 * 1024
 
 
 class RemoteWorkspaceError(ValueError):
@@ -49,7 +60,14 @@ class RemoteWorkspace:
 
     def __init__(self, url: str, token_env: str, timeout: float = 30.0) -> None:
         self.url = check_url(url)
+        self.timeout = timeout  # for each answer as a whole, not each read of it
         self.token_env = token_env
+        parts = urlsplit(self.url)
+        host = parts.netloc.rsplit(":", 1)[0] if parts.netloc.rsplit(":", 1)[-1].isdigit() else parts.netloc
+        # Longest first: the URL, host:port, the host, a base path (/user/alice); a name of
+        # under four characters would mangle words and is no secret worth it.
+        self._names = sorted({n for n in (self.url, parts.netloc, host, parts.path.rstrip("/")) if len(n) >= 4},
+                             key=len, reverse=True)
         self._client = httpx.Client(auth=TokenAuth(self.url, token_env), timeout=timeout,
                                     follow_redirects=False, trust_env=False)
 
@@ -59,6 +77,12 @@ class RemoteWorkspace:
     def close(self) -> None:
         """Close the HTTP connections."""
         self._client.close()
+
+    def _private(self, text: str) -> str:
+        """``text`` (an error, or a server's words) with the server's URL and host as ``SERVER``."""
+        for name in self._names:
+            text = text.replace(name, SERVER)
+        return text
 
     # -- the wire ---------------------------------------------------------------------
     def _rel(self, path: str) -> str:
@@ -75,38 +99,63 @@ class RemoteWorkspace:
               body: Any = None, missing_ok: bool = False) -> Any:
         target = f"{self.url}/api/contents/{quote(rel)}" if rel else f"{self.url}/api/contents"
         try:
-            response = self._client.request(method, target, params=params, json=body)
+            status, reason, content = self._exchange(method, target, params, body)
         except httpx.ConnectError as exc:
-            raise RemoteWorkspaceError(f"nothing is listening at {self.url} "
-                                       f"({visible(one_line(exc, 120))})") from None
+            raise RemoteWorkspaceError(f"nothing is listening at {SERVER} "
+                                       f"({self._private(visible(one_line(exc, 120)))})") from None
         except httpx.HTTPError as exc:
-            raise RemoteWorkspaceError(f"the request to {self.url} failed: {visible(one_line(exc, 120))}") from None
-        status = response.status_code
+            raise RemoteWorkspaceError(f"the request to {SERVER} failed: "
+                                       f"{self._private(visible(one_line(exc, 120)))}") from None
         if status == 404 and missing_ok:
             return None
         if status in (401, 403) and not self._has_contents():
             raise RemoteWorkspaceError(
-                f"the server at {self.url} has no contents API (a Kernel Gateway?): "
+                f"{SERVER} has no contents API (a Kernel Gateway?): "
                 "Agent.workspace = 'remote' needs a Jupyter Server; the file tools cannot reach its files")
         if status in (401, 403):
-            raise RemoteWorkspaceError(f"the Jupyter server at {self.url} refused {method} {rel or '.'!r} "
+            raise RemoteWorkspaceError(f"{SERVER} refused {method} {rel or '.'!r} "
                                        f"(HTTP {status}): a hidden file, or check the token in ${self.token_env}")
         if status == 404:
             if not self._has_contents():
                 raise RemoteWorkspaceError(
-                    f"the server at {self.url} has no contents API (a Kernel Gateway?): "
+                    f"{SERVER} has no contents API (a Kernel Gateway?): "
                     "Agent.workspace = 'remote' needs a Jupyter Server")
             raise FileNotFoundError(rel)
         if status >= 400:
             try:
-                body = response.json()
-                message = (body.get("message") if isinstance(body, dict) else "") or ""
+                answer = json.loads(content)
+                message = (answer.get("message") if isinstance(answer, dict) else "") or ""
             except ValueError:
                 message = ""
-            # Untrusted: a server may echo the request's headers, the token with them.
-            raise RemoteWorkspaceError(f"{rel or '.'!r}: {said(message or response.reason_phrase, self.token_env)}"
-                                       f" (HTTP {status})")
-        return response.json() if response.content else None
+            # Untrusted: a server may echo the request's headers, the token and the host with them.
+            shown = self._private(said(message or reason, self.token_env))
+            raise RemoteWorkspaceError(f"{rel or '.'!r}: {shown} (HTTP {status})")
+        if not content:
+            return None
+        try:
+            answer = json.loads(content)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise RemoteWorkspaceError(f"{SERVER} answered {method} {rel or '.'!r} with something that is "
+                                       "not a contents model (is it a Jupyter Server?)")
+        return answer
+
+    def _exchange(self, method: str, target: str, params: dict[str, str] | None,
+                  body: Any) -> tuple[int, str, bytes]:
+        """(status, reason, body) of one request: at most ANSWER_LIMIT bytes, within ``timeout``."""
+        give_up = time.monotonic() + self.timeout
+        with self._client.stream(method, target, params=params, json=body) as response:
+            content = bytearray()
+            for chunk in response.iter_bytes():
+                content += chunk
+                if len(content) > ANSWER_LIMIT:
+                    raise RemoteWorkspaceError(f"{SERVER} answered {method} with more than "
+                                               f"{_size(ANSWER_LIMIT)}; it was not read")
+                if time.monotonic() > give_up:
+                    raise RemoteWorkspaceError(f"{SERVER} did not finish its answer to {method} "
+                                               f"within {self.timeout:g} s")
+            return response.status_code, response.reason_phrase, bytes(content)
 
     def _has_contents(self) -> bool:
         try:
@@ -183,7 +232,7 @@ class RemoteWorkspace:
         existed = self._call("GET", rel, {"content": "0"}, missing_ok=True) is not None
         self._ensure_dirs(rel)
         self._put(rel, content)
-        return _written(rel, content, f"{'replaced' if existed else 'created'} {rel} on {self.url} "
+        return _written(rel, content, f"{'replaced' if existed else 'created'} {rel} on {SERVER} "
                         f"({_size(len(content.encode('utf-8')))}, {_lines(content)})")
 
     def list_files(self, path: str = ".") -> Any:
@@ -193,13 +242,15 @@ class RemoteWorkspace:
             raise RemoteWorkspaceError(f"{path!r} is not a directory (it does not exist)")
         if model.get("type") != "directory":
             raise RemoteWorkspaceError(f"{path!r} is not a directory")
-        entries = sorted(model.get("content") or [], key=lambda e: (e.get("type") != "directory",
-                                                                   str(e.get("name", "")).lower()))
+        listed = model.get("content")
+        entries = sorted((e for e in (listed if isinstance(listed, list) else []) if isinstance(e, dict)),
+                         key=lambda e: (e.get("type") != "directory", str(e.get("name", "")).lower()))
         lines = [f"{e.get('name')}/" if e.get("type") == "directory" else
-                 f"{e.get('name')}  ({_size(int(e.get('size') or 0))})" for e in entries[:LIST_ENTRIES]]
+                 f"{e.get('name')}  ({_size(e['size'] if isinstance(e.get('size'), int) else 0)})"
+                 for e in entries[:LIST_ENTRIES]]
         if len(entries) > LIST_ENTRIES:
             lines.append(f"[… {len(entries) - LIST_ENTRIES} more entries not shown]")
-        header = f"{rel or '.'}/ ({len(entries)} entries, on {self.url})"
+        header = f"{rel or '.'}/ ({len(entries)} entries, on {SERVER})"
         return "\n".join([header, *lines]) if lines else f"{header}: empty"
 
     def edit_file(self, path: str, old: str, new: str) -> Any:
@@ -212,7 +263,7 @@ class RemoteWorkspace:
             raise FileNotFoundError(rel)
         edited, line = replace_once(text, old, new, rel, RemoteWorkspaceError)
         self._put(rel, edited)
-        return _written(rel, edited, f"edited {rel} on {self.url}: replaced {old.count(chr(10)) + 1} "
+        return _written(rel, edited, f"edited {rel} on {SERVER}: replaced {old.count(chr(10)) + 1} "
                         f"line(s) at line {line} with {new.count(chr(10)) + 1} line(s)")
 
     def call(self, name: str, kwargs: dict[str, Any]) -> Any:
@@ -238,15 +289,12 @@ class RemoteWorkspace:
         except (RemoteWorkspaceError, OSError) as exc:
             return f"(no preview: {exc})"
         if call.name == "write_file":
-            after = str(args.get("content", ""))
+            after: str | None = str(args.get("content", ""))
         else:
-            old = str(args.get("old", ""))
-            if not old or before.count(old) != 1:
-                return "(no preview: `old` does not occur exactly once)"
-            after = before.replace(old, str(args.get("new", "")), 1)
-        diff = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                    fromfile=f"a/{rel}" if before else "/dev/null", tofile=f"b/{rel}")
-        return "".join(line if line.endswith("\n") else line + "\n" for line in diff)
+            after = edit_preview(before, str(args.get("old", "")), str(args.get("new", "")))
+        if after is None:
+            return "(no preview: `old` does not occur exactly once)"
+        return unified(before, after, rel)
 
 
 class Unreachable:

@@ -10,7 +10,8 @@ import pytest
 
 from ipyagent import Agent, _eventloop
 from ipyagent.items import ToolCall, ToolResult
-from tests.helpers.kernel_servers import KernelServer
+from ipyagent.tools.remote_files import RemoteWorkspace
+from tests.helpers.kernel_servers import KernelServer, free_port
 
 TOKEN_ENV = "IPYAGENT_TEST_JUPYTER_TOKEN"
 
@@ -100,3 +101,53 @@ def test_the_model_is_told_where_code_and_files_are(tmp_path: Path):
     assert "remote" not in local
     assert "remote Jupyter server" in remote and "act on the user's machine" in remote
     assert "act on that machine's files too" in both and "127.0.0.1" not in remote + both
+
+
+def test_a_windows_file_edited_remotely_keeps_its_crlf_as_a_local_edit_does(agent: Agent,
+                                                                           jupyter_server: KernelServer):
+    crlf = jupyter_server.root / "win.py"
+    crlf.write_bytes(b"def f():\r\n    return 1\r\n\r\ndef g():\r\n    return 2\r\n")
+    preview = agent.tools.preview(ToolCall("c1", "edit_file", {"path": "win.py", "old": "return 2\n",
+                                                               "new": "return 20\n"}))
+    assert preview is not None and "+    return 20\r\n" in preview, preview
+    edit = run(agent, "edit_file", path="win.py", old="def f():\n    return 1\n",
+               new="def f():\n    return 10\n")
+    assert not edit.error, edit.output
+    assert crlf.read_bytes() == b"def f():\r\n    return 10\r\n\r\ndef g():\r\n    return 2\r\n"
+    assert edit.meta["file"]["text"] == crlf.read_bytes().decode()  # the record is the file as left
+
+
+def test_what_the_model_reads_names_the_server_not_its_url(agent: Agent, jupyter_server: KernelServer):
+    (jupyter_server.root / ".hidden").write_text("x")
+    (jupyter_server.root / "blob.bin").write_bytes(b"\x00\xff\xfe")
+    said = [run(agent, "write_file", path="where/a.txt", content="one\n"),
+            run(agent, "edit_file", path="where/a.txt", old="one", new="two"),
+            run(agent, "list_files", path="where"),
+            run(agent, "read_file", path="where/missing.txt"),
+            run(agent, "read_file", path=".hidden"),
+            run(agent, "read_file", path="blob.bin"),
+            run(agent, "edit_file", path="where/a.txt", old="absent", new="x")]
+    for result in said:
+        assert jupyter_server.url not in result.output and "127.0.0.1" not in result.output, result.output
+    assert [r.error for r in said] == [False, False, False, True, True, True, True]
+    assert said[0].output.startswith("created where/a.txt on the remote kernel's server (")
+    assert said[1].output.startswith("edited where/a.txt on the remote kernel's server: replaced 1 line(s)")
+    assert said[2].output.splitlines()[0] == "where/ (1 entries, on the remote kernel's server)"
+    wrong = RemoteWorkspace(jupyter_server.url, "IPYAGENT_TEST_NO_TOKEN")
+    try:
+        refused = wrong.call("read_file", {"path": "where/a.txt"})
+    finally:
+        wrong.close()
+    assert refused.error and refused.output.startswith("Error: the remote kernel's server "), refused.output
+    assert "127.0.0.1" not in refused.output
+
+
+def test_a_server_with_nothing_listening_is_named_not_located():
+    ws = RemoteWorkspace(f"http://127.0.0.1:{free_port()}/user/alice-private", "IPYAGENT_TEST_NO_TOKEN")
+    try:
+        result = ws.call("list_files", {"path": "."})
+    finally:
+        ws.close()
+    assert result.error and "nothing is listening at the remote kernel's server" in result.output
+    assert "127.0.0.1" not in result.output and "alice-private" not in result.output, result.output
+    assert "127.0.0.1" in repr(ws) and "alice-private" in repr(ws)  # the user's own view keeps it
