@@ -23,7 +23,8 @@ import httpx
 from .._text import one_line, visible, without_credentials
 from ..errors import KernelError
 
-__all__ = ["RestClient", "KernelGone", "TokenAuth", "auth_header", "check_url", "origin", "said"]
+__all__ = ["RestClient", "KernelGone", "TokenAuth", "SERVER", "auth_header", "check_url", "masked",
+           "origin", "said"]
 
 _RETRIES = 2  # a keep-alive connection the server (or a proxy) closed: one more try for reads
 _MAX_ANSWER = 1024 * 1024  # bytes of one REST answer; more is not read
@@ -160,6 +161,22 @@ class RestClient:
 
 def _reason(exc: BaseException) -> str:
     return visible(one_line(exc, 120)) or type(exc).__name__
+
+
+SERVER = "the remote kernel's server"  # the words for it in what the model reads
+
+
+def masked(text: str, url: str) -> str:
+    """``text`` with the server's URL, host:port, host and base path (``/user/alice``) as
+    ``SERVER``: what the model reads (and its provider receives) never names an internal
+    host; the user sees the URL in the banner and reprs."""
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit(":", 1)[0] if parts.netloc.rsplit(":", 1)[-1].isdigit() else parts.netloc
+    # Longest first; a name of under four characters would mangle words and is no secret.
+    for name in sorted({n for n in (url.rstrip("/"), parts.netloc, host, parts.path.rstrip("/"))
+                        if len(n) >= 4}, key=len, reverse=True):
+        text = text.replace(name, SERVER)
+    return text
 
 
 def said(text: str, token_env: str, limit: int = 200) -> str:

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from .outputs import Execution
 
-__all__ = ["Kernel", "confinement"]
+__all__ = ["Kernel", "confinement", "for_the_model"]
 
 
 class Kernel(Protocol):
@@ -55,3 +55,14 @@ def confinement(kernel: Kernel) -> str:
     if getattr(kernel, "remote", False):
         return "remote"
     return "bubblewrap" if kernel.sandboxed else "none"
+
+
+def for_the_model(kernel: Kernel, text: str) -> str:
+    """``text`` (a kernel's error) as the model may read it: a remote kernel's server URL
+    and host name replaced by words (an internal host is no business of the provider's)."""
+    url = getattr(kernel, "url", None) if getattr(kernel, "remote", False) else None
+    if not isinstance(url, str) or not url:
+        return text
+    from ._rest import masked
+
+    return masked(text, url)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..errors import KernelError
 from ..events import ToolOutput, live_emitter
 from ..items import ToolCall, ToolResult
-from ..kernel.base import confinement
+from ..kernel.base import confinement, for_the_model
 from .base import Tool
 
 if TYPE_CHECKING:
@@ -46,7 +47,10 @@ def python_tool(agent: PythonHost) -> Tool:
         on_stream = (lambda name, text: emit(ToolOutput(call, name, text))) if emit else None
         kernel = agent.kernel
         kernel.timeout = agent.tool_timeout or None  # read per call: %config applies at once; 0: no limit
-        execution = await kernel.execute_async(str(call.arguments["code"]), on_stream=on_stream)
+        try:
+            execution = await kernel.execute_async(str(call.arguments["code"]), on_stream=on_stream)
+        except KernelError as exc:  # e.g. a remote server that went away: no URL for the model
+            raise KernelError(for_the_model(kernel, str(exc))) from None
         # Where it ran, recorded with it: a transcript shows whether the code was sandboxed.
         meta: dict[str, Any] = {"status": execution.status, "sandbox": confinement(kernel)}
         if agent.send_images:

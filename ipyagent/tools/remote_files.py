@@ -18,18 +18,17 @@ import json
 import posixpath
 import time
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import httpx
 
 from .._text import one_line, visible
 from ..items import ToolCall, ToolResult
-from ..kernel._rest import TokenAuth, check_url, said
+from ..kernel._rest import SERVER, TokenAuth, check_url, masked, said
 from .files import edit_preview, record, replace_once, unified
 
 __all__ = ["RemoteWorkspace", "SERVER", "Unreachable"]
 
-SERVER = "the remote kernel's server"  # the words for it in what the model reads
 
 READ_CHARS = 16_000  # as the local read_file
 LIST_ENTRIES = 500
@@ -62,12 +61,6 @@ class RemoteWorkspace:
         self.url = check_url(url)
         self.timeout = timeout  # for each answer as a whole, not each read of it
         self.token_env = token_env
-        parts = urlsplit(self.url)
-        host = parts.netloc.rsplit(":", 1)[0] if parts.netloc.rsplit(":", 1)[-1].isdigit() else parts.netloc
-        # Longest first: the URL, host:port, the host, a base path (/user/alice); a name of
-        # under four characters would mangle words and is no secret worth it.
-        self._names = sorted({n for n in (self.url, parts.netloc, host, parts.path.rstrip("/")) if len(n) >= 4},
-                             key=len, reverse=True)
         self._client = httpx.Client(auth=TokenAuth(self.url, token_env), timeout=timeout,
                                     follow_redirects=False, trust_env=False)
 
@@ -80,9 +73,7 @@ class RemoteWorkspace:
 
     def _private(self, text: str) -> str:
         """``text`` (an error, or a server's words) with the server's URL and host as ``SERVER``."""
-        for name in self._names:
-            text = text.replace(name, SERVER)
-        return text
+        return masked(text, self.url)
 
     # -- the wire ---------------------------------------------------------------------
     def _rel(self, path: str) -> str:

@@ -14,9 +14,10 @@ import base64
 import json
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..errors import KernelError
 from ..events import ToolOutput, live_emitter
 from ..items import ToolCall, ToolResult
-from ..kernel.base import confinement
+from ..kernel.base import confinement, for_the_model
 from .base import Tool
 
 if TYPE_CHECKING:
@@ -164,8 +165,11 @@ def shell_tool(agent: ShellHost) -> Tool:
         emit = live_emitter.get()
         on_stream = (lambda name, text: emit(ToolOutput(call, name, text))) if emit else None
         limit = kernel.timeout = agent.tool_timeout or None  # read per call; 0: no limit
-        execution = await kernel.execute_async(helper_code(command, kernel.cwd),
-                                               on_stream=on_stream)
+        try:
+            execution = await kernel.execute_async(helper_code(command, kernel.cwd),
+                                                   on_stream=on_stream)
+        except KernelError as exc:  # e.g. a remote server that went away: no URL for the model
+            raise KernelError(for_the_model(kernel, str(exc))) from None
         result = shell_result(call, execution, limit, kernel.max_model_chars)
         result.meta["sandbox"] = confinement(kernel)  # where it ran, for the transcript
         return result

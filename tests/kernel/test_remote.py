@@ -507,3 +507,23 @@ def test_the_shell_tool_follows_the_kernel_to_the_server(jupyter_server: KernelS
         assert (jupyter_server.root / "marker.txt").read_text().strip() == "made-here"
     finally:
         agent.close()
+
+
+def test_a_dead_server_is_told_to_the_model_without_its_host_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The python tool's error when the server is gone names "the remote kernel's server",
+    not its URL: a private host name is no business of the model's provider."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed when the block ends: nothing listens there
+    monkeypatch.setenv(TOKEN_ENV, "tok")
+    url = f"http://127.0.0.1:{port}/user/alice"
+    with Agent(model="demo", approval="auto", kernel_url=url, kernel_token_env=TOKEN_ENV,
+               file_tools=False, skills_enabled=False) as agent:
+        agent.run("Use Python to compute `2**100`")
+        results = [i for i in agent.context if isinstance(i, ToolResult)]
+        assert results and results[0].error
+        told = results[0].output
+        assert "the remote kernel's server" in told, told
+        assert "127.0.0.1" not in told and str(port) not in told and "alice" not in told
