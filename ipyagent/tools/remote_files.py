@@ -99,11 +99,15 @@ class RemoteWorkspace:
                                        f"{self._private(visible(one_line(exc, 120)))}") from None
         if status == 404 and missing_ok:
             return None
-        if status in (401, 403) and not self._has_contents():
-            raise RemoteWorkspaceError(
-                f"{SERVER} has no contents API (a Kernel Gateway?): "
-                "Agent.workspace = 'remote' needs a Jupyter Server; the file tools cannot reach its files")
         if status in (401, 403):
+            root = self._contents_status()
+            if root in (401, 403):  # the API is there and refuses us: the token, not the file
+                raise RemoteWorkspaceError(f"{SERVER} refused the token (HTTP {root}): check the "
+                                           f"token in ${self.token_env}")
+            if root != 200:
+                raise RemoteWorkspaceError(
+                    f"{SERVER} has no contents API (a Kernel Gateway?): Agent.workspace = "
+                    "'remote' needs a Jupyter Server; the file tools cannot reach its files")
             raise RemoteWorkspaceError(f"{SERVER} refused {method} {rel or '.'!r} "
                                        f"(HTTP {status}): a hidden file, or check the token in ${self.token_env}")
         if status == 404:
@@ -148,12 +152,15 @@ class RemoteWorkspace:
                                                f"within {self.timeout:g} s")
             return response.status_code, response.reason_phrase, bytes(content)
 
-    def _has_contents(self) -> bool:
+    def _contents_status(self) -> int | None:
+        """The HTTP status of the contents API's root (None: no answer)."""
         try:
-            response = self._client.get(f"{self.url}/api/contents", params={"content": "0"})
+            return self._client.get(f"{self.url}/api/contents", params={"content": "0"}).status_code
         except httpx.HTTPError:
-            return False
-        return response.status_code == 200
+            return None
+
+    def _has_contents(self) -> bool:
+        return self._contents_status() == 200
 
     def _text(self, rel: str, path: str) -> str | None:
         """The text of file ``rel`` (None: it does not exist); binary and directories refused."""

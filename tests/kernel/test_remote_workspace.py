@@ -151,3 +151,15 @@ def test_a_server_with_nothing_listening_is_named_not_located():
     assert result.error and "nothing is listening at the remote kernel's server" in result.output
     assert "127.0.0.1" not in result.output and "alice-private" not in result.output, result.output
     assert "127.0.0.1" in repr(ws) and "alice-private" in repr(ws)  # the user's own view keeps it
+
+
+def test_a_wrong_token_is_said_to_be_the_token(jupyter_server: KernelServer,
+                                               monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A Jupyter Server refusing the token is not taken for a server without a contents API."""
+    monkeypatch.setenv(TOKEN_ENV, "not-the-token")
+    with Agent(python_tool=False, kernel_url=jupyter_server.url, kernel_token_env=TOKEN_ENV,
+               workspace="remote", cwd=str(tmp_path)) as a:
+        result = run(a, "read_file", path="x.txt")
+    assert result.error and "\n" not in result.output
+    assert f"refused the token (HTTP 403): check the token in ${TOKEN_ENV}" in result.output
+    assert "contents API" not in result.output and "not-the-token" not in result.output
