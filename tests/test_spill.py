@@ -12,7 +12,7 @@ import warnings
 import pytest
 
 from ipyagent import Agent, Message, ToolCall, ToolResult, _spill, tool
-from ipyagent._spill import Spilled, SpillStore, held, raw_outputs, spill
+from ipyagent._spill import Spilled, SpillStore, held, outputs_of, raw_outputs, spill
 from ipyagent.models.http import encode_json as _ENCODE
 
 _THRESHOLD = SpillStore.threshold
@@ -38,11 +38,12 @@ def test_a_spilled_result_reads_back_whole_and_holds_only_references():
     assert bundle["text/plain"] == "<Figure 0>"  # small values stay
     assert raw_outputs(result)[0]["text"] == "drawing\n" * 400  # streams are not display payloads
     assert held(result) == len("<Figure 0>")
-    assert result.to_dict() == before and result.outputs == before["outputs"]
+    assert result.to_dict() == before and outputs_of(result) == before["outputs"]
     assert json.loads(result.to_json())["outputs"][1]["data"]["text/html"][1] == "\ud83d half</b>"
     assert result == ToolResult.from_dict(before)
     assert copy.deepcopy(result).outputs == before["outputs"]
     assert pickle.loads(pickle.dumps(result)).outputs == before["outputs"]
+    assert held(result) == len("<Figure 0>")  # none of those kept the values on it
     assert not spill(result)  # once
 
 
@@ -58,11 +59,20 @@ def test_the_same_payload_is_stored_once(monkeypatch):
     store.close()
 
 
-def test_a_spilled_list_read_is_a_copy_and_assigning_outputs_replaces_it():
+def test_an_edit_in_place_of_a_spilled_result_sticks_and_the_next_spill_takes_it():
+    """A notebook user appends to ``result.outputs`` or edits a bundle: it must not be lost."""
     result = _plot()
     spill(result)
-    result.outputs.append({"output_type": "stream", "name": "stdout", "text": "lost"})
-    assert len(result.outputs) == 2
+    extra = {"output_type": "stream", "name": "stdout", "text": "kept"}
+    result.outputs.append(extra)
+    result.outputs[1]["data"]["text/html"] = "<i>edited</i>" * 200
+    assert len(result.outputs) == 3 and result.outputs[2] == extra
+    assert result.outputs[1]["data"]["text/html"] == "<i>edited</i>" * 200
+    assert result.to_dict()["outputs"][2] == extra
+    assert held(result) > 15_000  # read back onto the item, until it is spilled again
+    assert spill(result) and held(result) < 100
+    assert outputs_of(result)[1]["data"]["text/html"] == "<i>edited</i>" * 200
+    assert outputs_of(result)[2] == extra
     result.outputs = [{"output_type": "stream", "name": "stdout", "text": "new"}]
     assert result.outputs == [{"output_type": "stream", "name": "stdout", "text": "new"}]
 
@@ -246,4 +256,148 @@ def test_a_saved_notebook_is_not_rendered_again_after_spilling(tmp_path):
     finally:
         ToolResult.to_dict = real  # type: ignore[method-assign]
     assert again == first and calls == []
+    agent.close()
+
+
+def test_an_edit_in_place_after_a_save_reaches_the_next_save_and_is_spilled_again(tmp_path):
+    from ipyagent.transcripts.notebook_text import NotebookText
+
+    agent = Agent(model="demo", python_tool=False, file_tools=False)
+    agent.context.extend([Message("user", "go"), ToolCall("c0", "plot", {"n": 0}), _plot()])
+    cache = NotebookText()
+    kw = dict(header={}, kernel_name="python3", metadata={}, secrets={})
+    path = tmp_path / "t.ipynb"
+
+    def save() -> str:
+        text = cache.text(agent.context, **kw)
+        path.write_text(text)
+        cache.written(path)
+        return text
+
+    save()
+    result = agent.context[-1]
+    assert held(result) < 100
+    result.outputs.append({"output_type": "stream", "name": "stdout", "text": "appended by hand\n"})
+    result.outputs[1]["data"]["application/json"]["rows"][0] = "edited by hand"
+    second = save()
+    assert "appended by hand" in second and "edited by hand" in second
+    assert held(result) < 100  # spilled again once saved
+    assert save() == second  # and not rendered again after that
+    agent.close()
+
+
+def test_steps_after_a_save_read_no_spilled_payload_back(tmp_path, monkeypatch):
+    """The hot paths (the autosave's change check, the requests, with images sent) leave
+    spilled values where they are: a long run does not read every plot back each step."""
+    reads: list[Spilled] = []
+    real = SpillStore.get
+    monkeypatch.setattr(SpillStore, "get", lambda self, ref: reads.append(ref) or real(self, ref))
+    on, _ = _run(tmp_path, True, monkeypatch)
+    assert reads == []
+    assert all(held(r) < 100 for r in on.context if isinstance(r, ToolResult))
+
+
+# -- the spill file is bounded: dead values (no item refers to them) are dropped by a rewrite
+@pytest.fixture
+def small_store(monkeypatch):
+    store = SpillStore()
+    monkeypatch.setattr(_spill, "_store", store)
+    monkeypatch.setattr(SpillStore, "compact_floor", 20_000)
+    yield store
+    store.close()
+
+
+def _bytes(*results: ToolResult) -> int:
+    """Bytes of the distinct values the results refer to."""
+    refs = {v for r in results for o in raw_outputs(r) for v in o.get("data", {}).values()
+            if isinstance(v, Spilled)}
+    return sum(ref.length for ref in refs)
+
+
+def test_dead_values_are_dropped_by_a_rewrite_and_the_live_ones_read_back(small_store):
+    import gc
+    import stat
+
+    results = [_plot(n) for n in range(6)]
+    wanted = [r.to_dict() for r in results]
+    for r in results:
+        spill(r)
+    assert small_store.live_bytes == small_store.size == _bytes(*results)
+    assert small_store.rewrites == 0
+    keep = results[4:]
+    del results
+    gc.collect()
+    assert small_store.live_bytes == _bytes(*keep) < small_store.size / 2  # four of six died
+    fresh = _plot(99)
+    spill(fresh)  # the next write finds dead bytes over the live ones and the floor
+    assert small_store.rewrites == 1
+    assert small_store.size == small_store.live_bytes == _bytes(*keep, fresh)
+    assert os.path.getsize(small_store.path) == small_store.size
+    assert [r.to_dict() for r in keep] == wanted[4:]
+    assert outputs_of(fresh)[1]["data"]["image/png"] == PNG + "99"
+    assert stat.S_IMODE(os.stat(small_store.path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.dirname(small_store.path)).st_mode) == 0o700
+    assert os.listdir(os.path.dirname(small_store.path)) == ["payloads.bin"]
+
+
+def test_a_value_read_again_after_its_result_died_reuses_its_bytes(small_store):
+    import gc
+
+    first = _plot(1)
+    spill(first)
+    size = small_store.size
+    del first
+    gc.collect()
+    assert small_store.live_bytes == 0
+    again = _plot(1)
+    spill(again)
+    assert small_store.size == size == small_store.live_bytes
+    assert outputs_of(again)[1]["data"]["image/png"] == PNG + "1"
+
+
+def test_a_rewrite_checks_each_value_and_a_damaged_one_reads_as_lost(small_store, monkeypatch):
+    import gc
+
+    monkeypatch.setattr(_spill, "_said", set())
+    results = [_plot(n) for n in range(4)]
+    for r in results:
+        spill(r)
+    damaged = raw_outputs(results[0])[1]["data"]["image/png"]
+    with open(small_store.path, "r+b") as f:
+        f.seek(damaged.offset)
+        f.write(b"X" * 32)
+    del results[1:]
+    gc.collect()
+    small_store.compact()
+    assert small_store.size == small_store.live_bytes  # the damaged value was left out
+    with pytest.warns(RuntimeWarning, match="could not be read back"):
+        bundle = outputs_of(results[0])[1]["data"]
+    assert "image/png" not in bundle and "is lost" in bundle["text/plain"]
+    assert bundle["application/json"] == {"rows": list(range(500))}
+
+
+def test_a_long_session_that_drops_items_keeps_the_spill_file_bounded(tmp_path, small_store):
+    """Saved, then dropped from the context (a reset, compaction, an edit): the file stays
+    within about twice its live bytes (plus the floor), whatever the number of steps."""
+    from ipyagent.transcripts.notebook_text import NotebookText
+
+    agent = Agent(model="demo", python_tool=False, file_tools=False)
+    cache = NotebookText()
+    kw = dict(header={}, kernel_name="python3", metadata={}, secrets={})
+    path = tmp_path / "t.ipynb"
+    agent.context.append(Message("user", "go"))
+    largest = 0
+    for n in range(40):
+        agent.context.extend([ToolCall(f"c{n}", "plot", {"n": n}), _plot(n)])
+        if len(agent.context) > 7:
+            del agent.context[1:3]  # the oldest call and result leave the context
+        path.write_text(cache.text(agent.context, **kw))
+        cache.written(path)
+        largest = max(largest, small_store.size)
+    live = small_store.live_bytes
+    assert live == _bytes(*(i for i in agent.context if isinstance(i, ToolResult)))  # three plots
+    assert small_store.rewrites > 3
+    assert largest <= 2 * max(live, SpillStore.compact_floor) + 16_000
+    assert [outputs_of(i) for i in agent.context if isinstance(i, ToolResult)] == \
+        [_plot(n).outputs for n in range(37, 40)]
     agent.close()

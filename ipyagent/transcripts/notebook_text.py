@@ -35,7 +35,7 @@ from .._spill import spill
 from .._stamps import Stamp, stamp
 from .._text import repair_surrogates
 from ..errors import TranscriptError
-from ..items import Item, ToolResult
+from ..items import Item
 from .export import audit_cell, groups, header_cell, skeleton
 
 __all__ = ["NotebookText", "dumps"]
@@ -284,10 +284,11 @@ class NotebookText:
             else:
                 where[slot] = (start, end)
         self._pending = []
-        # Saved now: the new results' large display values leave memory for the spill file
-        # (read back on access); the copy of their fields follows, so they are not rendered again.
+        # Saved now: the new results' large display values (and those of the results a new
+        # summary replaced) leave memory for the spill file (read back on access); the copy
+        # of their fields follows, so they are not rendered again.
         for entry in self._fresh:
-            if isinstance(entry.item, ToolResult) and spill(entry.item):
+            if spill(entry.item):
                 entry.fields = copy.deepcopy(vars(entry.item))
         self._fresh = []
 
