@@ -401,3 +401,47 @@ def test_a_long_session_that_drops_items_keeps_the_spill_file_bounded(tmp_path, 
     assert [outputs_of(i) for i in agent.context if isinstance(i, ToolResult)] == \
         [_plot(n).outputs for n in range(37, 40)]
     agent.close()
+
+
+# -- a compaction summary's replaced items: their payloads are spilled too, and come back whole
+def test_a_summary_spills_the_payloads_of_the_results_it_replaced(tmp_path):
+    from ipyagent import Summary
+    from ipyagent.compaction import replaced_items, truncation_summary
+    from ipyagent.items import unfold
+    from ipyagent.transcripts.notebook_text import NotebookText
+
+    summary = truncation_summary([ToolCall("c0", "plot", {"n": 0}), _plot(0),
+                                  ToolCall("c1", "plot", {"n": 1}), _plot(1)], "test")
+    twin = Summary.from_dict(copy.deepcopy(summary.to_dict()))  # never spilled
+    kw = dict(header={}, kernel_name="python3", metadata={}, secrets={})
+
+    def context(s: Summary) -> Agent:
+        agent = Agent(model="demo", python_tool=False, file_tools=False)
+        agent.context.extend([Message("user", "go"), s, Message("assistant", "done")])
+        return agent
+
+    agent, other = context(summary), context(twin)
+    cache = NotebookText()
+    path = tmp_path / "t.ipynb"
+    first = cache.text(agent.context, **kw)
+    path.write_text(first)
+    cache.written(path)
+    assert held(summary) < 100 and held(twin) > 30_000
+    assert PNG + "1" in first
+    assert NotebookText().text(agent.context, **kw) == first == NotebookText().text(other.context, **kw)
+    assert summary == twin and summary.to_dict() == twin.to_dict()
+    assert [outputs_of(r) for r in unfold([summary]) if isinstance(r, ToolResult)] == \
+        [_plot(0).outputs, _plot(1).outputs]
+    assert held(summary) < 100  # none of that kept the values on it
+    merged = replaced_items([summary, Message("user", "more")])  # a later compaction merges it
+    assert held({"replaced": merged}) < 100
+    assert Summary("s", merged).to_dict() == Summary("s", replaced_items([twin, Message("user", "more")])).to_dict()
+    # a read of ``replaced`` brings the values back onto it, and an edit in place sticks
+    summary.replaced[1]["outputs"].append({"output_type": "stream", "name": "stdout", "text": "by hand"})
+    assert held(summary) > 30_000
+    assert summary.to_dict()["replaced"][1]["outputs"][-1]["text"] == "by hand"
+    again = cache.text(agent.context, **kw)
+    cache.written(path)
+    assert "by hand" in again and held(summary) < 100
+    agent.close()
+    other.close()
