@@ -29,7 +29,7 @@ import threading
 import warnings
 import weakref
 from collections import deque
-from typing import Any
+from typing import Any, Callable
 
 __all__ = ["Spilled", "SpillStore", "OutputsField", "ReplacedField", "spill", "raw_outputs",
            "outputs_of", "raw_replaced", "replaced_of", "held"]
@@ -56,8 +56,10 @@ class SpillStore:
         # One reference per value: a value is live while its reference is (an item, a copy
         # of an item's fields, a pickle being made); each death is queued, the queue read
         # under the lock (a weakref callback may run in any thread, at any point).
-        self._refs: dict[bytes, weakref.ref[Spilled]] = {}
+        self._refs: dict[bytes, _Ref] = {}
         self._died: deque[bytes] = deque()
+        died = self._died  # not self: the callback must not keep the store alive
+        self._gone: Callable[[_Ref], None] = lambda ref: died.append(ref.digest)
         self._live = 0  # bytes of the values with a live reference
         self.rewrites = 0
         self._lock = threading.Lock()
@@ -114,12 +116,7 @@ class SpillStore:
 
     def _reference(self, digest: bytes, offset: int, length: int) -> Spilled:
         ref = Spilled(self, offset, length, digest)
-        died = self._died  # not self: the callback must not keep the store alive
-
-        def gone(_: weakref.ref[Spilled]) -> None:
-            died.append(digest)
-
-        self._refs[digest] = weakref.ref(ref, gone)
+        self._refs[digest] = _Ref(ref, self._gone, digest)
         self._live += length
         return ref
 
@@ -203,6 +200,23 @@ class SpillStore:
         except OSError:
             pass
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+class _Ref(weakref.ref):  # type: ignore[type-arg]
+    """A weak reference to a value's ``Spilled`` that knows the value's sha256 (one shared
+    callback, not a closure per value: a long run has thousands)."""
+
+    __slots__ = ("digest",)
+
+    def __new__(cls, ref: Spilled, callback: Callable[[_Ref], None], digest: bytes) -> _Ref:
+        return super().__new__(cls, ref, callback)  # type: ignore[call-arg]
+
+    def __init__(self, ref: Spilled, callback: Callable[[_Ref], None], digest: bytes) -> None:
+        super().__init__(ref, callback)  # type: ignore[call-arg]
+        self.digest = digest
+
+    def __call__(self) -> Spilled | None:
+        return super().__call__()  # type: ignore[no-any-return]
 
 
 _store: SpillStore | None = None
