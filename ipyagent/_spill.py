@@ -1,19 +1,25 @@
 """Display payloads spilled from memory to a private file and read back on demand.
 
 A long run's plots and HTML (``ToolResult.outputs``, ~44 KB per step of a plotting run)
-would stay in the user's kernel for the whole session. Once a result is saved (the
-autosave wrote it), each large value of its display bundles is appended to one private,
-append-only file (a 0700 temp directory, removed at exit), content-addressed by sha256,
-and the item keeps a ``Spilled`` reference in its place. ``ToolResult.outputs`` reads the
-values back, checked against their hash, so every reader (display, export, save, replay,
-copies, redaction) still gets the full payload; what the model is sent never reads
-``outputs`` (images go in ``meta["images"]``), so it does not change.
+would stay in the user's kernel for the whole session. Once an item is saved (the autosave
+wrote it), each large value of its display bundles (a result's, or those of the results a
+compaction summary replaced, ``Summary.replaced``) is written to one private file (a 0700
+temp directory, removed at exit), content-addressed by sha256, and the item keeps a
+``Spilled`` reference in its place. ipyagent's own readers (display, export, save, replay,
+compare) read the values back through ``outputs_of`` / ``replaced_of``, checked against their
+hash, without keeping them; what the model is sent never reads ``outputs`` (images go in
+``meta["images"]``), so it does not change, and a step reads no value back.
+
+A read of the field itself (``result.outputs``, ``summary.replaced``: the user's) brings the
+values back onto the item, so an edit in place sticks; the item then differs from the
+autosave's copy of its fields, is rendered again, and the next save spills it again.
 
 The raw form (``vars(result)["outputs"]``) holds the references: the caches that compare
 an item with a copy of its fields compare a few small objects, not the payloads.
 If the file is gone or damaged, the value is dropped and a one-line note stands in its
 place (said once, as a warning); if it cannot be written (a full disk), the payloads stay
-in memory (said once). Nothing raises. The file only grows, until the process exits.
+in memory (said once). Nothing raises. A value no reference points to is dead; when the
+dead bytes pass the live ones and a floor, the file is rewritten with the live values only.
 """
 
 from __future__ import annotations
