@@ -102,7 +102,7 @@ class SpillStore:
                 return ref
             where = self._index.get(digest)  # a dead value's bytes are still there
             if where is None:
-                if self._end - self._live >= max(self._live, self.compact_floor):
+                if self._end - self._live > max(self._live, self.compact_floor):
                     self._rewrite()
                 where = self._append(data, digest)
             return self._reference(digest, *where)

@@ -12,7 +12,8 @@ import warnings
 import pytest
 
 from ipyagent import Agent, Message, ToolCall, ToolResult, _spill, tool
-from ipyagent._spill import Spilled, SpillStore, held, outputs_of, raw_outputs, spill
+from ipyagent._spill import Spilled, SpillStore, held, outputs_of, raw_outputs, raw_replaced, spill
+from ipyagent.items import unfold
 from ipyagent.models.http import encode_json as _ENCODE
 
 _THRESHOLD = SpillStore.threshold
@@ -307,6 +308,12 @@ def small_store(monkeypatch):
     store.close()
 
 
+def _kept(item) -> int:
+    """Characters the item's fields hold, each reference counted as one short word (not
+    ``held``: this counts whatever is there, however it is nested)."""
+    return len(json.dumps(vars(item), default=lambda ref: "ref", ensure_ascii=False))
+
+
 def _bytes(*results: ToolResult) -> int:
     """Bytes of the distinct values the results refer to."""
     refs = {v for r in results for o in raw_outputs(r) for v in o.get("data", {}).values()
@@ -393,11 +400,11 @@ def test_a_long_session_that_drops_items_keeps_the_spill_file_bounded(tmp_path, 
             del agent.context[1:3]  # the oldest call and result leave the context
         path.write_text(cache.text(agent.context, **kw))
         cache.written(path)
-        largest = max(largest, small_store.size)
-    live = small_store.live_bytes
-    assert live == _bytes(*(i for i in agent.context if isinstance(i, ToolResult)))  # three plots
-    assert small_store.rewrites > 3
+        largest = max(largest, os.path.getsize(small_store.path))
+    live = _bytes(*(i for i in agent.context if isinstance(i, ToolResult)))  # three plots
     assert largest <= 2 * max(live, SpillStore.compact_floor) + 16_000
+    assert small_store.live_bytes == live
+    assert small_store.rewrites > 3
     assert [outputs_of(i) for i in agent.context if isinstance(i, ToolResult)] == \
         [_plot(n).outputs for n in range(37, 40)]
     agent.close()
@@ -407,7 +414,6 @@ def test_a_long_session_that_drops_items_keeps_the_spill_file_bounded(tmp_path, 
 def test_a_summary_spills_the_payloads_of_the_results_it_replaced(tmp_path):
     from ipyagent import Summary
     from ipyagent.compaction import replaced_items, truncation_summary
-    from ipyagent.items import unfold
     from ipyagent.transcripts.notebook_text import NotebookText
 
     summary = truncation_summary([ToolCall("c0", "plot", {"n": 0}), _plot(0),
@@ -427,6 +433,7 @@ def test_a_summary_spills_the_payloads_of_the_results_it_replaced(tmp_path):
     path.write_text(first)
     cache.written(path)
     assert held(summary) < 100 and held(twin) > 30_000
+    assert _kept(twin) - _kept(summary) > 2 * 15_000  # two plots' display values (meta images stay)
     assert PNG + "1" in first
     assert NotebookText().text(agent.context, **kw) == first == NotebookText().text(other.context, **kw)
     assert summary == twin and summary.to_dict() == twin.to_dict()
@@ -445,3 +452,52 @@ def test_a_summary_spills_the_payloads_of_the_results_it_replaced(tmp_path):
     assert "by hand" in again and held(summary) < 100
     agent.close()
     other.close()
+
+
+def test_an_autosaved_run_that_compacts_spills_its_summary_and_the_file_keeps_every_plot(tmp_path):
+    """A real run against a local server: compaction summarises the oldest plots; once the
+    autosave wrote the summary, its replaced results hold references, and the transcript
+    still holds every plot."""
+    from ipyagent import Summary
+    from ipyagent.models.base import SUMMARY_PROMPT
+    from ipyagent.tokens import TokenCounter
+    from ipyagent.transcripts.transcript import read
+    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
+
+    @tool
+    async def big_plot(i: int) -> ToolResult:
+        """Draw plot i."""
+        result = _plot(i)
+        result.output = f"plot {i}: " + "lorem ipsum " * 120
+        result.meta = {}  # send_images is off: no images for the model
+        return result
+
+    count = iter(range(100))
+
+    def reply(body):
+        usage = {"prompt_tokens": 10, "completion_tokens": 5}
+        if body["messages"][0]["content"] == SUMMARY_PROMPT:
+            return reply_text("- drew the earlier plots", usage=usage)
+        return reply_tool_calls([("big_plot", {"i": next(count)})], usage=usage)
+
+    path = tmp_path / "auto.ipynb"
+    with ScriptedServer(fallback=reply) as srv:
+        agent = Agent(model="m", base_url=srv.base_url, tools=[big_plot], python_tool=False,
+                      file_tools=False, context_window=2048, request_max_tokens=256,
+                      compact_target=0.8, max_steps=10, max_retries=0, autosave=str(path))
+        agent.context.counter = TokenCounter(use_tokenizer=False)
+        agent.run("plot ten times")
+        agent.close()
+    summaries = [i for i in agent.context if isinstance(i, Summary)]
+    assert summaries and any(d["type"] == "tool_result" for d in raw_replaced(summaries[0]))
+    def results(item) -> int:
+        return sum(d["type"] == "tool_result" for d in raw_replaced(item)) if isinstance(item, Summary) else 1
+
+    # a plot's display values are ~30 KB; its text and stream output ~5 KB stay
+    assert all(_kept(i) < 8_000 * results(i) for i in agent.context)
+    text = path.read_text()
+    assert all(PNG + str(i) in text for i in range(10))
+    plots = [_plot(i).outputs for i in range(10)]
+    assert [outputs_of(r) for r in unfold(agent.context) if isinstance(r, ToolResult)] == plots
+    saved = [r for r in unfold(read(path).items) if isinstance(r, ToolResult)]
+    assert [r.outputs[1]["data"]["image/png"] for r in saved] == [PNG + str(i) for i in range(10)]
