@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import copy
 import hashlib
 import json
 import os
@@ -38,7 +39,7 @@ from collections import deque
 from typing import Any, Callable
 
 __all__ = ["Spilled", "SpillStore", "OutputsField", "ReplacedField", "spill", "raw_outputs",
-           "outputs_of", "raw_replaced", "replaced_of", "held"]
+           "outputs_of", "raw_replaced", "replaced_of", "held_dict", "held"]
 
 _SPILLABLE = ("execute_result", "display_data")
 
@@ -382,13 +383,16 @@ def _say(message: str) -> None:
 
 
 def _resolve(outputs: _SpilledList) -> list[dict[str, Any]]:
-    """The outputs with each spilled value read back (a note for one that cannot be)."""
+    """The outputs with each spilled value read back (a note for one that cannot be): new
+    objects throughout, so an edit of the read never reaches the references' list (a
+    compaction stub or a copy may share it)."""
     out: list[dict[str, Any]] = []
     for output in outputs:
         data = output.get("data") if isinstance(output, dict) else None
         if not isinstance(data, dict) or not any(isinstance(v, Spilled) for v in data.values()):
-            out.append(output)
+            out.append(copy.deepcopy(output))
             continue
+        output = copy.deepcopy({k: v for k, v in output.items() if k != "data"})
         bundle: dict[str, Any] = {}
         lost: list[str] = []
         for mime, value in data.items():
@@ -472,6 +476,19 @@ def outputs_of(result: Any) -> Any:
     of its spilled values (for ipyagent's own readers: display, export, compare)."""
     outputs = result.__dict__["outputs"]
     return _resolve(outputs) if type(outputs) is _SpilledList else outputs
+
+
+def held_dict(item: Any) -> dict[str, Any]:
+    """``item.to_dict()``, but a spilled result's values stay references (not read back):
+    the record a compaction summary keeps of an item it replaces."""
+    outputs = item.__dict__.get("outputs")
+    if type(outputs) is not _SpilledList:
+        return item.to_dict()  # type: ignore[no-any-return]
+    shallow = copy.copy(item)
+    shallow.__dict__["outputs"] = []
+    data: dict[str, Any] = shallow.to_dict()
+    data["outputs"] = outputs  # shared: a spilled list is never changed in place
+    return data
 
 
 def raw_replaced(summary: Any) -> Any:

@@ -40,7 +40,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from ._spill import raw_outputs, raw_replaced
+from ._spill import held_dict, raw_outputs, raw_replaced
 from ._text import head_tail, one_line
 from .items import Item, Message, Summary, ToolCall, ToolResult, code_of, turn_spans, unfold_dicts
 from .models.base import SUMMARY_PROMPT
@@ -237,7 +237,7 @@ def replaced_items(items: list[Item]) -> list[dict[str, Any]]:
         if isinstance(item, Summary):
             out.extend(unfold_dicts(raw_replaced(item)))
         else:
-            out.append(item.to_dict())
+            out.append(held_dict(item))  # a spilled result's plots are not read back
     return out
 
 

@@ -501,3 +501,31 @@ def test_an_autosaved_run_that_compacts_spills_its_summary_and_the_file_keeps_ev
     assert [outputs_of(r) for r in unfold(agent.context) if isinstance(r, ToolResult)] == plots
     saved = [r for r in unfold(read(path).items) if isinstance(r, ToolResult)]
     assert [r.outputs[1]["data"]["image/png"] for r in saved] == [PNG + str(i) for i in range(10)]
+
+
+def test_compacting_spilled_results_reads_none_of_their_values_back(monkeypatch):
+    from ipyagent.compaction import truncation_summary
+
+    results = [_plot(n) for n in range(3)]
+    for r in results:
+        spill(r)
+    reads: list[Spilled] = []
+    real = SpillStore.get
+    monkeypatch.setattr(SpillStore, "get", lambda self, ref: reads.append(ref) or real(self, ref))
+    summary = truncation_summary([x for n, r in enumerate(results)
+                                  for x in (ToolCall(f"c{n}", "plot", {"n": n}), r)], "test")
+    assert reads == [] and held(summary) < 100  # the summary holds the references
+    assert [d["outputs"] for d in summary.to_dict()["replaced"] if d["type"] == "tool_result"] == \
+        [_plot(n).outputs for n in range(3)]
+
+
+def test_an_edit_of_a_read_never_reaches_what_a_stub_shares():
+    """Compaction's stub of a result shares its references; a read of one is the reader's own."""
+    from ipyagent.compaction import _stub
+
+    result = _plot()
+    spill(result)
+    stub = _stub(result)
+    result.outputs[0]["text"] = "edited"
+    result.outputs[1]["metadata"]["image/png"]["width"] = 99
+    assert stub.outputs == _plot().outputs
