@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import warnings
@@ -302,14 +303,20 @@ def _size(value: Any) -> int:
         return 0  # not JSON: it stays
 
 
-def spill(item: Any) -> bool:
+def spill(item: Any) -> bool | None:
     """Spill a saved item's large display values to the store: a tool result's, or those of
-    the results a compaction summary replaced (its ``replaced`` dicts); True if any was."""
+    the results a compaction summary replaced (its ``replaced`` dicts); True if any was.
+
+    None: not now, someone holds a list or dict of the item's that spilling would replace
+    (``outs = result.outputs``): their later edits would be lost; try again later."""
     threshold = SpillStore.threshold
     kind = getattr(type(item), "type", None)
     fields = item.__dict__
     if not threshold:
         return False
+    key = "outputs" if kind == "tool_result" else "replaced" if kind == "summary" else ""
+    if key and type(fields.get(key)) is list and _handed_out(fields, key, kind == "summary"):
+        return None
     try:
         if kind == "tool_result" and type(fields.get("outputs")) is list and fields["outputs"]:
             new, changed = _spilled(fields["outputs"], threshold)
@@ -323,6 +330,66 @@ def spill(item: Any) -> bool:
         _say(f"ipyagent: display outputs stay in memory: cannot spill them ({exc})")
         return False
     return changed
+
+
+def _refs(parent: Any, key: Any) -> int:
+    """References to ``parent[key]`` (the same call always: see ``_ALONE``)."""
+    return sys.getrefcount(parent[key])
+
+
+# What ``_refs`` counts for a list or dict only its container holds (its slot there, and
+# the call's own references): measured, not assumed, as interpreters differ.
+_ALONE = max(_refs({"k": []}, "k"), _refs([{}], 0)) if hasattr(sys, "getrefcount") else 0
+
+
+def _handed_out(fields: Any, key: str, summary: bool, depth: int = 0) -> bool:
+    """True if something besides its container holds a list or dict that spilling
+    ``fields[key]`` would replace (the outputs list, each output with a large value and its
+    bundle; a summary's list, such a result's dict and its outputs): a read handed it out,
+    and an edit through it must reach the item."""
+    if not _ALONE:
+        return False  # no reference counts here: spill (a later edit through a kept list is lost)
+    return _replaced(fields, key, summary, depth) == "held"
+
+
+def _replaced(fields: Any, key: str, summary: bool, depth: int) -> str:
+    """'held', 'yes' (spilling replaces ``fields[key]``, nobody else holds what it
+    replaces) or 'no' (it replaces nothing there)."""
+    items = fields[key]
+    would = False
+    for i in range(len(items)):  # by index: a loop variable would be one more reference
+        inner = items[i]
+        if not isinstance(inner, dict):
+            continue
+        if summary:
+            kind = inner.get("type")
+            if kind == "tool_result" and type(inner.get("outputs")) is list:
+                below = _replaced(inner, "outputs", False, depth)
+            elif kind == "summary" and depth < _DEPTH and type(inner.get("replaced")) is list:
+                below = _replaced(inner, "replaced", True, depth + 1)
+            else:
+                continue
+            if below == "no":
+                continue
+            del inner  # counted from its list only
+            if below == "held" or _refs(items, i) > _ALONE:
+                return "held"
+        else:
+            data = inner.get("data")
+            if (inner.get("output_type") not in _SPILLABLE or not isinstance(data, dict)
+                    or not any(_size(v) >= SpillStore.threshold for v in data.values())):
+                continue
+            del data
+            if _refs(inner, "data") > _ALONE:
+                return "held"
+            del inner
+            if _refs(items, i) > _ALONE:
+                return "held"
+        would = True
+    del items
+    if would and _refs(fields, key) > _ALONE:
+        return "held"
+    return "yes" if would else "no"
 
 
 # How deep in summaries that hold summaries (older transcripts nest them) payloads are

@@ -66,14 +66,19 @@ def test_an_edit_in_place_of_a_spilled_result_sticks_and_the_next_spill_takes_it
     spill(result)
     extra = {"output_type": "stream", "name": "stdout", "text": "kept"}
     result.outputs.append(extra)
-    result.outputs[1]["data"]["text/html"] = "<i>edited</i>" * 200
+    result.outputs[1]["data"]["text/html"] = "<b>edited</b>" * 200
     assert len(result.outputs) == 3 and result.outputs[2] == extra
-    assert result.outputs[1]["data"]["text/html"] == "<i>edited</i>" * 200
+    assert result.outputs[1]["data"]["text/html"] == "<b>edited</b>" * 200
     assert result.to_dict()["outputs"][2] == extra
     assert held(result) > 15_000  # read back onto the item, until it is spilled again
+    bundle = result.outputs[1]["data"]
+    assert spill(result) is None  # not while the bundle is held here: an edit of it must stick
+    bundle["text/html"] = "<i>edited</i>" * 200
+    del bundle
     assert spill(result) and held(result) < 100
+    extra["text"] = "kept, then edited"  # a spill keeps this output as it is: still the item's
     assert outputs_of(result)[1]["data"]["text/html"] == "<i>edited</i>" * 200
-    assert outputs_of(result)[2] == extra
+    assert outputs_of(result)[2]["text"] == "kept, then edited"
     result.outputs = [{"output_type": "stream", "name": "stdout", "text": "new"}]
     assert result.outputs == [{"output_type": "stream", "name": "stdout", "text": "new"}]
 
@@ -284,6 +289,15 @@ def test_an_edit_in_place_after_a_save_reaches_the_next_save_and_is_spilled_agai
     assert "appended by hand" in second and "edited by hand" in second
     assert held(result) < 100  # spilled again once saved
     assert save() == second  # and not rendered again after that
+    # a list kept across a save stays the item's: an edit through it reaches the next save
+    kept = result.outputs
+    assert save() == second and held(result) > 15_000  # not spilled while it is held
+    kept.append({"output_type": "stream", "name": "stdout", "text": "after the save\n"})
+    third = save()
+    assert "after the save" in third and held(result) > 15_000
+    del kept
+    assert save() == third and held(result) < 100  # tried again at the next save, unchanged
+    assert save() == third and "after the save" in json.dumps(result.to_dict())
     agent.close()
 
 
@@ -529,3 +543,24 @@ def test_an_edit_of_a_read_never_reaches_what_a_stub_shares():
     result.outputs[0]["text"] = "edited"
     result.outputs[1]["metadata"]["image/png"]["width"] = 99
     assert stub.outputs == _plot().outputs
+
+
+def test_a_real_python_call_s_displays_are_spilled_once_autosaved(tmp_path, monkeypatch):
+    """Through a real sibling kernel: nothing of the kernel's keeps the output dicts, so
+    they are not taken for lists a user holds (which are left in memory until released)."""
+    from tests.helpers.scripted_apis import any_api_reply
+    from tests.helpers.scripted_server import ScriptedServer
+
+    monkeypatch.setenv("IPYAGENT_TEST_KEY", "k")
+    code = ("from IPython.display import HTML, display\n"
+            "for i in range(2): display(HTML('<b>x</b>' * 500 + str(i)))\nprint('hi')")
+    script = [any_api_reply("", [("python", {"code": code})]) for _ in range(2)] + [any_api_reply("done")]
+    with ScriptedServer(script) as srv:
+        agent = Agent(model="m", base_url=srv.base_url, api_key_env="IPYAGENT_TEST_KEY",
+                      approval="auto", file_tools=False, autosave=str(tmp_path / "a.ipynb"))
+        agent.run("go")
+        agent.close()
+    results = [i for i in agent.context if isinstance(i, ToolResult)]
+    assert len(results) == 2 and all(held(r) < 100 for r in results)
+    assert [o["data"]["text/html"] for o in outputs_of(results[1]) if "data" in o] == \
+        ["<b>x</b>" * 500 + "0", "<b>x</b>" * 500 + "1"]

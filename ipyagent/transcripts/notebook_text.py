@@ -151,6 +151,7 @@ class NotebookText:
         self._pending: list[tuple[int, int, _Entry | list[Text], int]] = []
         self._length = 0
         self._fresh: list[_Entry] = []  # the last text's items rendered anew
+        self._retry: list[_Entry] = []  # items not spilled yet: someone held their lists
 
     def text(self, context: Any, *, header: Mapping[str, Any], kernel_name: str,
              metadata: Mapping[str, Any], secrets: Mapping[str, str] | Iterable[tuple[str, str]],
@@ -287,10 +288,17 @@ class NotebookText:
         # Saved now: the new results' large display values (and those of the results a new
         # summary replaced) leave memory for the spill file (read back on access); the copy
         # of their fields follows, so they are not rendered again.
-        for entry in self._fresh:
-            if spill(entry.item):
+        # One whose lists someone holds (``outs = result.outputs``) is tried again at the next
+        # save while it is unchanged: spilling it now would lose their later edits.
+        retry = []
+        for entry in self._fresh + [e for e in self._retry if self._items.get(id(e.item)) is e
+                                    and e.fields == vars(e.item)]:
+            done = spill(entry.item)
+            if done:
                 entry.fields = copy.deepcopy(vars(entry.item))
-        self._fresh = []
+            elif done is None:
+                retry.append(entry)
+        self._fresh, self._retry = [], retry
 
 
 def _resolve(source: _Written, texts: list[list[Text]]) -> list[list[Text]] | None:
