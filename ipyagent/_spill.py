@@ -12,7 +12,9 @@ hash, without keeping them; what the model is sent never reads ``outputs`` (imag
 
 A read of the field itself (``result.outputs``, ``summary.replaced``: the user's) brings the
 values back onto the item, so an edit in place sticks; the item then differs from the
-autosave's copy of its fields, is rendered again, and the next save spills it again.
+autosave's copy of its fields, is rendered again, and the next save spills it again,
+unless someone still holds a list or bundle the spill would replace (reference counts):
+then it waits (``spill`` returns None) so that an edit through it sticks too.
 
 The raw form (``vars(result)["outputs"]``) holds the references: the caches that compare
 an item with a copy of its fields compare a few small objects, not the payloads.
