@@ -40,7 +40,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from ._spill import raw_outputs
+from ._spill import held_dict, raw_outputs, raw_replaced
 from ._text import head_tail, one_line
 from .items import Item, Message, Summary, ToolCall, ToolResult, code_of, turn_spans, unfold_dicts
 from .models.base import SUMMARY_PROMPT
@@ -235,9 +235,9 @@ def replaced_items(items: list[Item]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for item in items:
         if isinstance(item, Summary):
-            out.extend(unfold_dicts(item.replaced))
+            out.extend(unfold_dicts(raw_replaced(item)))
         else:
-            out.append(item.to_dict())
+            out.append(held_dict(item))  # a spilled result's plots are not read back
     return out
 
 

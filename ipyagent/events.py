@@ -12,6 +12,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, Union
 
+from ._spill import raw_replaced
 from ._text import one_line
 from ._untrusted import markdown_literal, markdown_text
 from .decisions import Decision
@@ -335,7 +336,7 @@ def compaction_line(event: ContextCompacted) -> str:
         return (f"context compacted before the request: ~{event.before:,} → ~{event.after:,} "
                 f"tokens ({_things(event.cleared, 'older tool result')} cleared, kept in the "
                 "transcript; `agent.context.compaction_preview()` shows what the next one would do)")
-    replaced = len(getattr(summary, "replaced", []) or [])
+    replaced = len(raw_replaced(summary) or []) if isinstance(summary, Summary) else 0
     how = ("summarised" if getattr(summary, "meta", {}).get("method") == "summary"
            else "dropped")
     return (f"context compacted before the request: ~{event.before:,} → ~{event.after:,} "

@@ -7,13 +7,14 @@ rebuild it; unknown keys in a dict are kept in ``meta`` so nothing is lost.
 
 from __future__ import annotations
 
+import copy
 import json
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Literal, Type, TypeVar, Union
 
-from ._spill import OutputsField
+from ._spill import OutputsField, ReplacedField, outputs_of, raw_replaced, replaced_of
 from ._text import one_line
 from ._untrusted import fence, inline_code, markdown_literal, markdown_text
 
@@ -50,8 +51,13 @@ class _ItemBase:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict with a ``type`` tag."""
-        data = asdict(self)  # type: ignore[call-overload]
+        data = asdict(self._whole())  # type: ignore[call-overload]
         return {"type": self.type, **data}
+
+    def _whole(self) -> Any:
+        """The item to serialise: itself, or a shallow copy holding its spilled values read
+        back (a read of the field itself would keep them on the item)."""
+        return self
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False)
@@ -180,8 +186,8 @@ class ToolResult(_ItemBase):
     error: bool = False
     name: str = ""
     # Rich outputs (nbformat output dicts) for display and transcripts; the model
-    # sees only ``output``. Once saved, large values may be spilled from memory and are
-    # read back on access (``ipyagent._spill``): a spilled list read is a fresh copy.
+    # sees only ``output``. Once saved, large values may be spilled from memory; a read
+    # brings them back onto the item (``ipyagent._spill``) until the next save.
     outputs: list[dict[str, Any]] = field(default_factory=list)
     execution_count: int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
@@ -195,7 +201,15 @@ class ToolResult(_ItemBase):
         if any(mine.get(k) != theirs.get(k) for k in mine.keys() | theirs.keys() if k != "outputs"):
             return False
         return bool(mine.get("outputs") == theirs.get("outputs")
-                    or self.outputs == other.outputs)
+                    or outputs_of(self) == outputs_of(other))
+
+    def _whole(self) -> ToolResult:
+        outputs = outputs_of(self)
+        if outputs is vars(self)["outputs"]:
+            return self
+        whole = copy.copy(self)
+        whole.__dict__["outputs"] = outputs
+        return whole
 
     def summary(self) -> str:
         return ("error: " if self.error else "") + one_line(self.output, 80)
@@ -258,19 +272,39 @@ class Summary(_ItemBase):
     replaced: list[dict[str, Any]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
+    def __eq__(self, other: object) -> bool:
+        # As ToolResult's: a spilled payload is read back only if all else is equal.
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        mine, theirs = vars(self), vars(other)
+        if any(mine.get(k) != theirs.get(k) for k in mine.keys() | theirs.keys() if k != "replaced"):
+            return False
+        return bool(mine.get("replaced") == theirs.get("replaced")
+                    or replaced_of(self) == replaced_of(other))
+
+    def _whole(self) -> Summary:
+        replaced = replaced_of(self)
+        if replaced is vars(self)["replaced"]:
+            return self
+        whole = copy.copy(self)
+        whole.__dict__["replaced"] = replaced
+        return whole
+
     def summary(self) -> str:
-        return f"[{len(self.replaced)} items] " + one_line(self.content, 80)
+        return f"[{len(raw_replaced(self))} items] " + one_line(self.content, 80)
 
     def text(self) -> str:
         return self.content
 
     def __repr__(self) -> str:
-        return f"Summary({len(self.replaced)} items: {one_line(self.content, 50)!r})"
+        return f"Summary({len(raw_replaced(self))} items: {one_line(self.content, 50)!r})"
 
 
-# Read through a descriptor: a saved result's large display values may be spilled to a
-# private file (``ipyagent._spill``) and are read back here, so every reader gets them whole.
+# Read through descriptors: a saved result's large display values (and those of the results
+# a summary replaced) may be spilled to a private file (``ipyagent._spill``) and are read back
+# here, so every reader gets them whole.
 ToolResult.outputs = OutputsField()  # type: ignore[assignment]
+Summary.replaced = ReplacedField()  # type: ignore[assignment]
 
 Item = Union[Message, ToolCall, ToolResult, Reasoning, Summary]
 
@@ -294,7 +328,8 @@ def unfold(items: Iterable[Item], *, keep_summaries: bool = False) -> Iterator[I
     (and so on, however deep they nest); ``keep_summaries``: each Summary also comes, after
     its items."""
     def inner(item: Item) -> Iterator[Item] | None:
-        return (item_from_dict(d) for d in item.replaced) if isinstance(item, Summary) else None
+        # the dicts as held: a spilled result's payloads are read when someone reads them
+        return (item_from_dict(d) for d in raw_replaced(item)) if isinstance(item, Summary) else None
 
     return _unfold(items, inner, keep_summaries)
 

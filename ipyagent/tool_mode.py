@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Iterable, Literal
 
+from ._spill import raw_replaced
 from ._text import one_line
 from .items import Item, Summary, unfold_dicts
 
@@ -76,7 +77,7 @@ class ToolModeState:
 def _turn_metas(items: Iterable[Item]) -> Iterable[dict[str, Any]]:
     for item in items:
         if isinstance(item, Summary):
-            for d in unfold_dicts(item.replaced):
+            for d in unfold_dicts(raw_replaced(item)):
                 turn = (d.get("meta") or {}).get("turn")
                 if isinstance(turn, dict):
                     yield turn

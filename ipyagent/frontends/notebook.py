@@ -21,6 +21,7 @@ import time
 from typing import Any, Callable, Iterable
 
 from .._mainthread import Dispatcher, LoopDispatcher
+from .._spill import outputs_of
 from .._text import one_line, visible
 from .._untrusted import fence, markdown_literal, markdown_text, sibling_bundle
 from ..approval import Decision
@@ -540,7 +541,7 @@ class NotebookDisplay:
             mark = "✗ error" if result.error else "✓ done"
             count = f" · [{result.execution_count}]" if result.execution_count else ""
             card.status(f"{edited}{mark} in {took:.1f}s{count}", final=True)
-        outputs = [b for out in result.outputs for b in _bundles_for(out, self.output_lines)]
+        outputs = [b for out in outputs_of(result) for b in _bundles_for(out, self.output_lines)]
         if not outputs and result.output:
             outputs = [(folded_bundle(result.output, self.output_lines)
                         or {"text/plain": result.output}, {})]

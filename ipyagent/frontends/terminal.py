@@ -16,6 +16,7 @@ import re
 import sys
 from typing import IO, Any, Callable
 
+from .._spill import outputs_of
 from .._text import visible
 from ..events import (
     ContextCompacted,
@@ -232,7 +233,7 @@ _LIVE = "  ┆ "  # the prefix of what a call prints while it runs
 
 def _has_image(result: ToolResult) -> bool:
     """True when one of ``result``'s rich outputs is an image (a plot)."""
-    datas = [out.get("data") for out in result.outputs]
+    datas = [out.get("data") for out in outputs_of(result)]
     return any(str(mime).startswith("image/") for data in datas if isinstance(data, dict)
                for mime in data)
 _RED, _DIM, _RESET = "\x1b[31m", "\x1b[2m", "\x1b[0m"
@@ -369,7 +370,7 @@ class _Live:
             display._write("\n")
         full = result.output.rstrip()
         half = display.max_output_lines // 2
-        streamed = model_text([o for o in result.outputs if o.get("output_type") == "stream"],
+        streamed = model_text([o for o in outputs_of(result) if o.get("output_type") == "stream"],
                               max_chars=len(full) + 1)
         if not streamed or streamed not in full:
             # The kernel cut the output (or streams and results interleave): end with the

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any, Iterable, Mapping
 
+from .._spill import outputs_of, raw_replaced
 from .._text import one_line
 from .._untrusted import fence as _fence
 from .._untrusted import inline_code, markdown_text, sibling_bundle
@@ -164,7 +165,7 @@ def _cells(items: list[Item], compacted: bool = False) -> Iterable[dict[str, Any
             # An older transcript's summary may hold summaries: their items come unfolded,
             # each inner summary after its items, as one run of cells.
             inner = [] if compacted else list(
-                unfold((item_from_dict(d) for d in item.replaced), keep_summaries=True))
+                unfold((item_from_dict(d) for d in raw_replaced(item)), keep_summaries=True))
             if inner:
                 ran = sum(not isinstance(i, Summary) for i in inner)
                 yield _md(f"*The next {ran} items were later compacted into a summary; "
@@ -209,7 +210,7 @@ def _call_cells(call: ToolCall, result: ToolResult | None) -> Iterable[dict[str,
                   f"{_fence(str(proposed), 'python')}\n\nThe next cell is the code that ran.",
                   kind="note", call_id=call.id)
     assert result is not None
-    cell = _code(code, _count(result.execution_count), [_output(o) for o in result.outputs])
+    cell = _code(code, _count(result.execution_count), [_output(o) for o in outputs_of(result)])
     cell["metadata"]["ipyagent"] = {"call_id": call.id, "status": meta.get("status", "ok")}
     if result.error:
         # The agent carried on after the error; so must Run All (nbclient and Jupyter honour this tag).
@@ -235,7 +236,7 @@ def _not_run_reason(result: ToolResult | None) -> str:
         return "timed out (not re-run by Run All)"
     if meta.get("status") == "died":
         return "killed the kernel (not re-run by Run All)"
-    if "status" not in meta and result.execution_count is None and not result.outputs:
+    if "status" not in meta and result.execution_count is None and not outputs_of(result):
         return f"did not run: {one_line(result.output, 200)}"  # e.g. no python tool on offer
     return ""
 

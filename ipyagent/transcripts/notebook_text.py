@@ -38,7 +38,7 @@ from .._spill import spill
 from .._stamps import Stamp, stamp
 from .._text import repair_surrogates
 from ..errors import TranscriptError
-from ..items import Item, ToolResult
+from ..items import Item
 from .export import audit_cell, groups, header_cell, skeleton
 from .nbjson import dumps
 
@@ -222,6 +222,7 @@ class NotebookText:
         self._length = 0
         self._fresh: list[_Entry] = []  # the last text's items rendered anew
         self._kept: dict[str, tuple[str, bytes, SecretScanner]] = {}  # _steady's texts
+        self._retry: list[_Entry] = []  # items not spilled yet: someone held their lists
 
     def text(self, context: Any, *, header: Mapping[str, Any], kernel_name: str,
              metadata: Mapping[str, Any], secrets: Mapping[str, str] | Iterable[tuple[str, str]],
@@ -396,12 +397,20 @@ class NotebookText:
             if pairs is not None:
                 group.pairs = pairs
         self._placed, self._laid = [], []
-        # Saved now: the new results' large display values leave memory for the spill file
-        # (read back on access); the copy of their fields follows, so they are not rendered again.
-        for entry in self._fresh:
-            if isinstance(entry.item, ToolResult) and spill(entry.item):
+        # Saved now: the new results' large display values (and those of the results a new
+        # summary replaced) leave memory for the spill file (read back on access); the copy
+        # of their fields follows, so they are not rendered again.
+        # One whose lists someone holds (``outs = result.outputs``) is tried again at the next
+        # save while it is unchanged: spilling it now would lose their later edits.
+        retry = []
+        for entry in self._fresh + [e for e in self._retry if self._items.get(id(e.item)) is e
+                                    and e.fields == vars(e.item)]:
+            done = spill(entry.item)
+            if done:
                 entry.fields = copy.deepcopy(vars(entry.item))
-        self._fresh = []
+            elif done is None:
+                retry.append(entry)
+        self._fresh, self._retry = [], retry
 
 
 def _kept(text: Text, at: Span, limit: int) -> Text:

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping
 
 from .._normalise import NORMALISATIONS, normalise
+from .._spill import outputs_of
 from ..approval import ApprovalPolicy, Approver, Decision, Mode
 from ..items import Message, Summary, ToolCall, ToolResult, unfold
 from ..models.recorded import RecordedTurn, ReplayModel, turns_from_items
@@ -303,7 +304,7 @@ def _playback_tool(name: str, answers: dict[str, list[ToolResult]], root: str,
         # A result compaction cleared is answered with the text the tool gave.
         meta = {k: v for k, v in recorded.meta.items() if k != "cleared_output"}
         return ToolResult(call.id, recorded.full_output, recorded.error, name,
-                          list(recorded.outputs), recorded.execution_count,
+                          list(outputs_of(recorded)), recorded.execution_count,
                           {**meta, "replayed": True})
 
     return Tool(name=name, description=f"{name} (answered from the recording)",
@@ -482,8 +483,9 @@ def _compare(number: int, recorded_calls: list[ToolCall], new_results: list[Tool
 def _observed(result: ToolResult) -> str:
     """What the kernel produced: the full outputs' text (the model's copy may have been cut
     to fit the context window or to ``tool_output_limit``), else the result's text."""
-    if result.outputs:
+    outputs = outputs_of(result)
+    if outputs:
         from ..kernel.outputs import model_text
 
-        return model_text(result.outputs, 0)
+        return model_text(outputs, 0)
     return result.output

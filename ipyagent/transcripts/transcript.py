@@ -27,6 +27,7 @@ from traitlets import TraitError
 
 from .._atomic import write_atomic
 from .._secrets import find_secret, key_envs, secret_values
+from .._spill import outputs_of, raw_replaced
 from .._text import repair_surrogates, visible
 from .._untrusted import inline_code, markdown_literal
 from .._version import __version__
@@ -452,7 +453,7 @@ def _checked(item: Item) -> Item:
     types the engine relies on (compaction and replay unfold those)."""
     _check(item)
     if isinstance(item, Summary):
-        for inner in unfold((item_from_dict(d) for d in item.replaced), keep_summaries=True):
+        for inner in unfold((item_from_dict(d) for d in raw_replaced(item)), keep_summaries=True):
             _check(inner)
     return item
 
@@ -469,7 +470,8 @@ def _check(item: Item) -> None:
     if isinstance(item, ToolCall) and not isinstance(item.arguments, dict):
         raise TypeError(f"tool call {item.id}: arguments are not a mapping")
     if isinstance(item, ToolResult):
-        if not isinstance(item.outputs, list) or not all(isinstance(o, dict) for o in item.outputs):
+        outputs = outputs_of(item)
+        if not isinstance(outputs, list) or not all(isinstance(o, dict) for o in outputs):
             raise TypeError(f"tool result {item.call_id}: outputs are not a list of outputs")
         if not isinstance(item.meta, dict):
             raise TypeError(f"tool result {item.call_id}: meta is not a mapping")
