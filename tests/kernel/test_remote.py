@@ -145,7 +145,7 @@ def test_an_agent_with_kernel_url_runs_its_python_there(jupyter_server: KernelSe
         # Recorded as run on the server, not sandboxed by ipyagent; the header says so.
         assert {i.meta.get("sandbox") for i in agent.context if isinstance(i, ToolResult)} == {"remote"}
         path = agent.save(tmp_path / "run.ipynb")
-        assert "| code ran | on a remote kernel (not sandboxed by ipyagent) (1 call) |" in path.read_text()
+        assert "| code ran | on a remote kernel (not sandboxed by ipyagent) (" in path.read_text()
         assert result.stop_reason == "done"
     finally:
         agent.close()
