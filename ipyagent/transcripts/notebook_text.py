@@ -11,7 +11,8 @@ Why: autosave rewrites the transcript after every step; rebuilding and validatin
 cell made step 400 sixteen times slower than step 10.
 
 An item is unchanged when it is the same object with equal fields (compared against a
-deep copy taken when it was rendered), so items edited in place are rendered again.
+deep copy taken when it was rendered, its numbers compared with their type: ``1 == True
+== 1.0`` but their JSON differs), so items edited in place are rendered again.
 
 The text is made as UTF-8 bytes. Once a text was written (``written``), each item's
 metadata entry and each group's cells are known by where they lie in that file; the next
@@ -96,7 +97,7 @@ class _Entry:
 
     def __init__(self, item: Item, data: bytes, scanned: SecretScanner) -> None:
         self.item = item
-        self.fields = copy.deepcopy(vars(item))
+        self.fields = exact_copy(vars(item))
         self.data: bytes | None = data
         self.span: Span | None = None
         self.lead = False
@@ -407,10 +408,54 @@ class NotebookText:
                                     and e.fields == vars(e.item)]:
             done = spill(entry.item)
             if done:
-                entry.fields = copy.deepcopy(vars(entry.item))
+                entry.fields = exact_copy(vars(entry.item))
             elif done is None:
                 retry.append(entry)
         self._fresh, self._retry = [], retry
+
+
+class _Exact:
+    """A number in a copy of an item's fields, equal only to a number of its own type and
+    text (``True``, ``1`` and ``1.0`` are equal in Python, not in JSON; nor are 0.0 and -0.0)."""
+
+    __slots__ = ("value", "kind")
+
+    def __init__(self, value: Any) -> None:
+        self.value, self.kind = value, type(value)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not self.kind:
+            return False
+        if self.kind is float:
+            return float.hex(other) == float.hex(self.value)  # type: ignore[arg-type]
+        return bool(other == self.value)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:  # a dict key: found where its number is
+        return hash(self.value)
+
+    def __repr__(self) -> str:
+        return f"_Exact({self.value!r})"
+
+
+def exact_copy(value: Any) -> Any:
+    """A deep copy of ``value`` to compare it with later (``copy == value``): its numbers
+    are ``_Exact``, so a number edited to an equal one of another JSON text is a change."""
+    kind = type(value)
+    if kind is dict:
+        return {k if type(k) is str else _Exact(k) if isinstance(k, (int, float)) else k:
+                exact_copy(v) for k, v in value.items()}
+    if kind is list:
+        return [exact_copy(v) for v in value]
+    if kind is tuple:
+        return tuple(exact_copy(v) for v in value)
+    if kind is str or value is None:
+        return value
+    if isinstance(value, (int, float)):  # bool too
+        return _Exact(value)
+    return copy.deepcopy(value)
 
 
 def _kept(text: Text, at: Span, limit: int) -> Text:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import sys
 
@@ -262,3 +263,19 @@ def test_text_that_looks_like_the_writers_own_marks_is_only_text():
     agent.context.extend(Message("user", m) for m in marks)
     agent.context.append(ToolCall("c9", "python", {"code": marks[2], "id": marks[2]}))
     assert _text(agent, NotebookText()) == _reference(agent)
+
+
+@pytest.mark.parametrize("before, after", [(1, True), (0, False), (1, 1.0), (-0.0, 0.0),
+                                           ({1: "k"}, {True: "k"}), ([2], [2.0])])
+def test_a_value_edited_in_place_to_an_equal_one_of_other_json_is_rendered_again(before, after):
+    """``1 == True == 1.0`` (and ``0.0 == -0.0``) in Python, not in JSON: an item whose meta
+    or outputs changed so is a changed item (it was copied from the cache: ``1``, not ``true``)."""
+    agent, cache = _agent(), NotebookText()
+    result = agent.context[2]
+    result.meta["n"] = copy.deepcopy(before)
+    result.outputs[0]["n"] = copy.deepcopy(before)
+    _text(agent, cache)
+    result.meta["n"] = copy.deepcopy(after)
+    assert _text(agent, cache) == _text(agent, NotebookText())
+    result.outputs[0]["n"] = copy.deepcopy(after)
+    assert _text(agent, cache) == _text(agent, NotebookText()) == _reference(agent)
