@@ -28,14 +28,14 @@ from __future__ import annotations
 import copy
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from secrets import token_hex
 from typing import Any, Union
 
 from .._secrets import SecretScanner, scanner
 from .._secrets import _strings as strings
-from .._spill import spill
+from .._spill import spill, swapping
 from .._stamps import Stamp, stamp
 from .._text import repair_surrogates
 from ..errors import TranscriptError
@@ -403,13 +403,17 @@ class NotebookText:
         # of their fields follows, so they are not rendered again.
         # One whose lists someone holds (``outs = result.outputs``) is tried again at the next
         # save while it is unchanged: spilling it now would lose their later edits.
+        # One edited since it was rendered (another thread, while this text was written) is
+        # not: its copy must keep saying so, so that the next save renders it again. The
+        # check, the spill and the copy hold ``swapping``: no read of its lists comes between.
         retry = []
         for entry in self._fresh + [e for e in self._retry if self._items.get(id(e.item)) is e
                                     and e.fields == vars(e.item)]:
-            done = spill(entry.item)
-            if done:
-                entry.fields = exact_copy(vars(entry.item))
-            elif done is None:
+            with swapping:
+                done = spill(entry.item, _unchanged(entry))
+                if done:
+                    entry.fields = exact_copy(vars(entry.item))
+            if done is None:
                 retry.append(entry)
         self._fresh, self._retry = [], retry
 
@@ -456,6 +460,11 @@ def exact_copy(value: Any) -> Any:
     if isinstance(value, (int, float)):  # bool too
         return _Exact(value)
     return copy.deepcopy(value)
+
+
+def _unchanged(entry: _Entry) -> Callable[[], bool]:
+    """Whether ``entry``'s item is still as it was rendered."""
+    return lambda: bool(entry.fields == vars(entry.item))
 
 
 def _kept(text: Text, at: Span, limit: int) -> Text:
