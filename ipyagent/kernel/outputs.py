@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import re
 import struct
 import time
@@ -130,12 +131,43 @@ def output_from_msg(kind: str, content: dict[str, Any]) -> dict[str, Any]:
         }
     out: dict[str, Any] = {
         "output_type": kind,
-        "data": dict(content.get("data", {})),
-        "metadata": dict(content.get("metadata", {})),
+        "data": _bounded(content.get("data", {})),
+        "metadata": _bounded(content.get("metadata", {})),
     }
     if kind == "execute_result":
         out["execution_count"] = content.get("execution_count")
     return out
+
+
+# Levels of nesting a display value may have as it is (plotly and Vega specs have ~15):
+# the transcript's writers, nbformat's included, recurse per level, so one displayed value
+# nested 500 deep (the wire takes ~1,000) made every later save of the run fail.
+MAX_NESTING = 100
+
+
+def _bounded(bundle: Any) -> dict[str, Any]:
+    """A copy of a mime bundle (or its metadata) whose values nested past ``MAX_NESTING``
+    levels are their compact JSON text instead (the same data, one string)."""
+    out = dict(bundle)  # a bundle of the wrong type raises, as before: the message is skipped
+    for key, value in out.items():
+        if isinstance(value, (dict, list)) and _deeper(value, MAX_NESTING):
+            try:
+                out[key] = json.dumps(value, ensure_ascii=False)
+            except (RecursionError, TypeError, ValueError):
+                out[key] = f"[ipyagent: a value nested over {MAX_NESTING} levels, not kept]"
+    return out
+
+
+def _deeper(value: Any, limit: int) -> bool:
+    """True when ``value`` nests lists and dicts more than ``limit`` levels (no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
 
 
 class _Stream:
@@ -253,8 +285,8 @@ class OutputCollector:
         display_id = (content.get("transient") or {}).get("display_id")
         for item in self._items:
             if isinstance(item, dict) and item.get("_display_id") == display_id:
-                item["data"] = content.get("data", {})
-                item["metadata"] = content.get("metadata", {})
+                item["data"] = _bounded(content.get("data", {}))
+                item["metadata"] = _bounded(content.get("metadata", {}))
 
     def _stream_for(self, name: str) -> _Stream:
         last = self._items[-1] if self._items else None

@@ -73,3 +73,28 @@ def test_collector_caps_displays_by_count_and_size_and_says_so() -> None:
         big.add(_msg("display_data", data={"image/png": "A" * 6000}, metadata={}))
     assert sum(o["output_type"] == "display_data" for o in big.outputs()) == 1
     assert "[2 more displayed outputs (12 KB) were not kept" in model_text(big.outputs())
+
+
+def test_a_display_nested_past_the_bound_is_kept_as_its_json_text() -> None:
+    """Nested 500 deep (the wire carries ~1,000): kept as one JSON string, so the writers
+    that recurse per level (ours, nbformat's) do not fail at every later save."""
+    import json
+
+    from ipyagent.kernel.outputs import MAX_NESTING
+
+    deep: Any = "leaf"
+    for _ in range(500):
+        deep = [deep]
+    shallow = {"a": [{"b": list(range(3))}]}
+    c = OutputCollector()
+    c.add(_msg("display_data", data={"application/json": deep, "application/vnd.x+json": shallow,
+                                     "text/plain": "x"}, metadata={"m": deep}))
+    out = c.outputs()[0]
+    assert json.loads(out["data"]["application/json"]) == deep  # the same data, as text
+    assert out["data"]["application/vnd.x+json"] == shallow and out["data"]["text/plain"] == "x"
+    assert json.loads(out["metadata"]["m"]) == deep
+    edge: Any = 1
+    for _ in range(MAX_NESTING):
+        edge = [edge]
+    c.add(_msg("display_data", data={"application/json": edge}, metadata={}))
+    assert c.outputs()[1]["data"]["application/json"] == edge  # at the bound: as it is
