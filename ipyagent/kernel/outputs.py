@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import re
 import struct
 import time
@@ -20,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .._nesting import bounded
 from .._text import head_tail, omitted
 
 __all__ = ["Execution", "OutputCollector", "Status", "collapse_carriage_returns", "finish", "model_text",
@@ -139,35 +139,10 @@ def output_from_msg(kind: str, content: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# Levels of nesting a display value may have as it is (plotly and Vega specs have ~15):
-# the transcript's writers, nbformat's included, recurse per level, so one displayed value
-# nested 500 deep (the wire takes ~1,000) made every later save of the run fail.
-MAX_NESTING = 100
-
-
 def _bounded(bundle: Any) -> dict[str, Any]:
-    """A copy of a mime bundle (or its metadata) whose values nested past ``MAX_NESTING``
-    levels are their compact JSON text instead (the same data, one string)."""
-    out = dict(bundle)  # a bundle of the wrong type raises, as before: the message is skipped
-    for key, value in out.items():
-        if isinstance(value, (dict, list)) and _deeper(value, MAX_NESTING):
-            try:
-                out[key] = json.dumps(value, ensure_ascii=False)
-            except (RecursionError, TypeError, ValueError):
-                out[key] = f"[ipyagent: a value nested over {MAX_NESTING} levels, not kept]"
-    return out
-
-
-def _deeper(value: Any, limit: int) -> bool:
-    """True when ``value`` nests lists and dicts more than ``limit`` levels (no recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = node.values() if isinstance(node, dict) else node
-        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
-    return False
+    """A copy of a mime bundle (or its metadata), each value nested past ``MAX_NESTING``
+    levels as its JSON text (``_nesting``: it would make every later save fail)."""
+    return {key: bounded(value) for key, value in dict(bundle).items()}
 
 
 class _Stream:

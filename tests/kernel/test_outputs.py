@@ -80,7 +80,7 @@ def test_a_display_nested_past_the_bound_is_kept_as_its_json_text() -> None:
     that recurse per level (ours, nbformat's) do not fail at every later save."""
     import json
 
-    from ipyagent.kernel.outputs import MAX_NESTING
+    from ipyagent._nesting import MAX_NESTING
 
     deep: Any = "leaf"
     for _ in range(500):
