@@ -257,11 +257,21 @@ class OutputCollector:
         self._head_left = self.max_output_bytes // 2
 
     def _update_display(self, content: dict[str, Any]) -> None:
+        """Replace the displays of that id; each counts against the caps with its new size
+        (an update past them is dropped and counted: displays updated to ever larger
+        bundles grew the user's kernel without bound)."""
         display_id = (content.get("transient") or {}).get("display_id")
+        data, metadata = _bounded(content.get("data", {})), _bounded(content.get("metadata", {}))
+        size = _data_size(data)
         for item in self._items:
             if isinstance(item, dict) and item.get("_display_id") == display_id:
-                item["data"] = _bounded(content.get("data", {}))
-                item["metadata"] = _bounded(content.get("metadata", {}))
+                old = _data_size(item.get("data") or {}) if item.get("output_type") == "display_data" else 0
+                if self._rich_bytes - old + size > self.max_rich_bytes:
+                    self._rich_dropped += 1
+                    self._rich_dropped_bytes += size
+                    continue
+                self._rich_bytes += size - old
+                item["data"], item["metadata"] = data, metadata
 
     def _stream_for(self, name: str) -> _Stream:
         last = self._items[-1] if self._items else None

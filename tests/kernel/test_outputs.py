@@ -98,3 +98,20 @@ def test_a_display_nested_past_the_bound_is_kept_as_its_json_text() -> None:
         edge = [edge]
     c.add(_msg("display_data", data={"application/json": edge}, metadata={}))
     assert c.outputs()[1]["data"]["application/json"] == edge  # at the bound: as it is
+
+
+def test_updated_displays_count_against_the_cap_with_their_new_size() -> None:
+    """50 small displays each updated to 100 KB under a 10 KB cap: the updates past it are
+    dropped and said (they were applied uncounted: 5 MB kept, without bound)."""
+    c = OutputCollector(max_rich_bytes=10_000)
+    for i in range(50):
+        c.add(_msg("display_data", data={"text/plain": "x"}, metadata={}, transient={"display_id": f"d{i}"}))
+    c.add(_msg("update_display_data", data={"text/plain": "small"}, metadata={},
+               transient={"display_id": "d0"}))
+    for i in range(50):
+        c.add(_msg("update_display_data", data={"text/html": "y" * 100_000}, metadata={},
+                   transient={"display_id": f"d{i}"}))
+    outputs = c.outputs()
+    assert sum(len(str(o.get("data", {}))) for o in outputs) < 20_000
+    assert outputs[0]["data"] == {"text/plain": "small"}  # an update within the cap is applied
+    assert "50 more displayed outputs" in outputs[-1]["text"], outputs[-1]
