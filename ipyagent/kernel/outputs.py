@@ -135,7 +135,7 @@ def output_from_msg(kind: str, content: dict[str, Any]) -> dict[str, Any]:
         "metadata": _bounded(content.get("metadata", {})),
     }
     if kind == "execute_result":
-        out["execution_count"] = content.get("execution_count")
+        out["execution_count"] = _count(content.get("execution_count"))
     return out
 
 
@@ -212,7 +212,7 @@ class OutputCollector:
                 self._clear()
             return
         if kind == "execute_input":
-            self.execution_count = content.get("execution_count")
+            self.execution_count = _count(content.get("execution_count"))
             return
         if kind == "update_display_data":
             self._update_display(content)
@@ -231,7 +231,7 @@ class OutputCollector:
             # Kept outside nbformat's schema fields so update_display_data can find it.
             out["_display_id"] = display_id
         if kind == "execute_result":
-            self.execution_count = content.get("execution_count", self.execution_count)
+            self.execution_count = _count(content.get("execution_count")) or self.execution_count
         elif kind == "display_data" and not self._keep_rich(out):
             return
         self._items.append(out)
@@ -419,8 +419,19 @@ def finish(collector: OutputCollector, status: Status, reply: Mapping[str, Any],
         text = f"{pre_note}\n{text}"
     return Execution(
         status=status, outputs=outputs, text=text,
-        execution_count=reply.get("execution_count", collector.execution_count),
+        execution_count=_count(reply.get("execution_count")) or collector.execution_count,
         duration=time.monotonic() - started, restarted=restarted,
-        error_name=(reply.get("ename") or next((o.get("ename") for o in reversed(outputs)
-                                                if o.get("output_type") == "error"), None))
+        error_name=_name(reply.get("ename") or next((o.get("ename") for o in reversed(outputs)
+                                                     if o.get("output_type") == "error"), None))
         if status == "error" else None)
+
+
+def _count(value: Any) -> int | None:
+    """An execution count as the protocol has it (a positive int), else None: a server's
+    reply of another type (a string, a list nested 500 deep) must not reach the items."""
+    return value if type(value) is int and value > 0 else None
+
+
+def _name(value: Any) -> str | None:
+    """An exception's name as a short string, or None."""
+    return value[:200] if isinstance(value, str) and value else None

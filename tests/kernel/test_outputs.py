@@ -115,3 +115,44 @@ def test_updated_displays_count_against_the_cap_with_their_new_size() -> None:
     assert sum(len(str(o.get("data", {}))) for o in outputs) < 20_000
     assert outputs[0]["data"] == {"text/plain": "small"}  # an update within the cap is applied
     assert "50 more displayed outputs" in outputs[-1]["text"], outputs[-1]
+
+
+def test_an_execution_count_of_another_type_does_not_reach_the_execution() -> None:
+    """A hostile server's counts (a string, a list nested deep, a bool) are None, not kept:
+    nested 500 deep in a result's metadata, it made every later save fail."""
+    import time
+
+    from ipyagent.kernel.outputs import finish
+
+    deep: Any = 1
+    for _ in range(500):
+        deep = [deep]
+    for bad in ("7", deep, True, -3, 2.0, {"n": 1}):
+        c = OutputCollector()
+        c.add(_msg("execute_input", execution_count=bad, code="x"))
+        c.add(_msg("execute_result", execution_count=bad, data={"text/plain": "1"}, metadata={}))
+        done = finish(c, "error", {"execution_count": bad, "ename": deep}, started=time.monotonic(), restarted=False, max_model_chars=1000)
+        assert done.execution_count is None and done.error_name is None, bad
+        assert done.outputs[0]["execution_count"] is None
+    c = OutputCollector()
+    c.add(_msg("execute_input", execution_count=4, code="x"))
+    assert finish(c, "ok", {"execution_count": "junk"}, started=time.monotonic(), restarted=False, max_model_chars=1000).execution_count == 4
+
+
+def test_a_frame_nested_past_the_decoder_s_depth_is_dropped_not_raised() -> None:
+    """JSON nested 200,000 deep raised RecursionError out of the websocket's reader task."""
+    import json
+
+    from ipyagent.kernel._channels import _decode, _decode_v1, _encode_v1
+
+    deep = '{"channel": "iopub", "header": {}, "content": {"x": ' + "[" * 200_000 + "]" * 200_000 + "}}"
+    assert _decode(deep) is None
+    frame = _encode_v1("iopub", [{}, {}, {}, {}])
+    assert _decode_v1(frame) is not None
+    parts = [b"iopub", b"{}", b"{}", b"{}", ("[" * 200_000 + "]" * 200_000).encode()]
+    offsets = [8 * (len(parts) + 2)]
+    for part in parts:
+        offsets.append(offsets[-1] + len(part))
+    raw = b"".join([len(offsets).to_bytes(8, "little")] + [o.to_bytes(8, "little") for o in offsets] + parts)
+    assert _decode_v1(raw) is None
+    assert json.loads(json.dumps({"ok": 1}))  # the decoders still decode a plain frame
