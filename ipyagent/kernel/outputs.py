@@ -121,13 +121,17 @@ def output_from_msg(kind: str, content: dict[str, Any]) -> dict[str, Any]:
     sibling kernel's client does not need.
     """
     if kind == "stream":
-        return {"output_type": "stream", "name": content.get("name", "stdout"), "text": content.get("text", "")}
+        return {"output_type": "stream", "name": _str(content.get("name"), "stdout"),
+                "text": _str(content.get("text"))}
     if kind == "error":
+        traceback = content.get("traceback")
+        if traceback is not None and not isinstance(traceback, list):
+            raise TypeError(f"a traceback is {type(traceback).__name__}, not a list")
         return {
             "output_type": "error",
-            "ename": content.get("ename", ""),
-            "evalue": content.get("evalue", ""),
-            "traceback": list(content.get("traceback", [])),
+            "ename": _str(content.get("ename")),
+            "evalue": _str(content.get("evalue")),
+            "traceback": [_str(line) for line in traceback] if traceback is not None else [],
         }
     out: dict[str, Any] = {
         "output_type": kind,
@@ -137,6 +141,17 @@ def output_from_msg(kind: str, content: dict[str, Any]) -> dict[str, Any]:
     if kind == "execute_result":
         out["execution_count"] = _count(content.get("execution_count"))
     return out
+
+
+def _str(value: Any, default: str = "") -> str:
+    """A text field as the protocol has it (missing: ``default``); TypeError for another
+    type (a server's list, a number): the message is dropped and counted, not kept for a
+    later join or save to fail on."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return default
+    raise TypeError(f"a text field is {type(value).__name__}, not str")
 
 
 def _bounded(bundle: Any) -> dict[str, Any]:
@@ -223,7 +238,7 @@ class OutputCollector:
             self._clear_pending = False
             self._clear()
         if kind == "stream":
-            self._add_stream(content.get("name", "stdout"), content.get("text", ""))
+            self._add_stream(_str(content.get("name"), "stdout"), _str(content.get("text")))
             return
         out = output_from_msg(kind, content)
         display_id = (content.get("transient") or {}).get("display_id")

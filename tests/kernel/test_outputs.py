@@ -156,3 +156,25 @@ def test_a_frame_nested_past_the_decoder_s_depth_is_dropped_not_raised() -> None
     raw = b"".join([len(offsets).to_bytes(8, "little")] + [o.to_bytes(8, "little") for o in offsets] + parts)
     assert _decode_v1(raw) is None
     assert json.loads(json.dumps({"ok": 1}))  # the decoders still decode a plain frame
+
+
+def test_text_fields_of_another_type_are_refused() -> None:
+    """A hostile server's stream text as a list made ``outputs()`` raise TypeError (the call's
+    outputs lost); an error's fields nested deep reached the items (every save failing).
+    Such a message raises at ``add`` now: the kernels skip it and count it."""
+    import pytest
+
+    deep: Any = 1
+    for _ in range(500):
+        deep = [deep]
+    c = OutputCollector()
+    for bad in [_msg("stream", name="stdout", text=["a", ["b"]]), _msg("stream", name=deep, text="x"),
+                _msg("error", ename=deep, evalue="v", traceback=[]),
+                _msg("error", ename="E", evalue="v", traceback=[deep, "line"]),
+                _msg("error", ename="E", evalue="v", traceback="not a list")]:
+        with pytest.raises(TypeError):
+            c.add(bad)
+    c.add(_msg("stream", name="stdout", text="kept"))
+    c.add(_msg("error", ename="E", evalue=None, traceback=None))
+    assert c.outputs() == [{"output_type": "stream", "name": "stdout", "text": "kept"},
+                           {"output_type": "error", "ename": "E", "evalue": "", "traceback": []}]
