@@ -131,7 +131,10 @@ class _Written:
         if self.path is None or self.stamp is None or not self.length:
             return False
         try:
-            self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            # O_NONBLOCK: a FIFO put in its place (another program) must not block the
+            # user's kernel until someone writes to it; its stamp then says it is not ours.
+            self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+                              | getattr(os, "O_NONBLOCK", 0))
         except (OSError, ValueError):
             return False
         # The stamp says the file is the one written: a rename gives a new inode, a write in

@@ -279,3 +279,27 @@ def test_a_value_edited_in_place_to_an_equal_one_of_other_json_is_rendered_again
     assert _text(agent, cache) == _text(agent, NotebookText())
     result.outputs[0]["n"] = copy.deepcopy(after)
     assert _text(agent, cache) == _text(agent, NotebookText()) == _reference(agent)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_put_where_the_file_was_does_not_block_the_next_save(tmp_path):
+    """Another program replaces the autosave file by a named pipe: opening it to read the old
+    spans blocked the user's kernel until someone wrote to the pipe."""
+    import os
+    import threading
+
+    agent, cache, path = _long_agent(3), NotebookText(), tmp_path / "auto.ipynb"
+    _write(cache, _text(agent, cache), path)
+    path.unlink()
+    os.mkfifo(path)
+    agent.context.append(Message("user", "more"))
+    done: list[str] = []
+    worker = threading.Thread(target=lambda: done.append(_text(agent, cache)), daemon=True)
+    worker.start()
+    worker.join(10)
+    blocked = worker.is_alive()
+    if blocked:  # unblock it so the test process can end
+        with open(path, "wb"):
+            pass
+        worker.join(5)
+    assert not blocked and done and done[0] == _reference(agent)
