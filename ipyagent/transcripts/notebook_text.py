@@ -391,7 +391,10 @@ class NotebookText:
 
     def written(self, path: str | os.PathLike[str]) -> None:
         """The last ``text`` was saved to ``path``: keep its long pieces there, not here."""
-        self._written = _Written(Path(path), stamp(path), self._length)
+        now = stamp(path)
+        if now is not None and now[3] != self._length:  # replaced already (another program)
+            now = None  # not ours: nothing is read back from it
+        self._written = _Written(Path(path), now, self._length)
         for entry, span, lead in self._placed:
             entry.span, entry.lead = span, lead
             if entry.data is not None and len(entry.data) >= self.SPILL:

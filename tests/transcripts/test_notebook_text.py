@@ -303,3 +303,17 @@ def test_a_fifo_put_where_the_file_was_does_not_block_the_next_save(tmp_path):
             pass
         worker.join(5)
     assert not blocked and done and done[0] == _reference(agent)
+
+
+def test_a_file_replaced_before_it_was_stamped_is_not_read_back(tmp_path):
+    """Another program replaces the file between the save's rename and ``written``: its size
+    is not the text's, so its bytes are never taken for the spans of ours."""
+    from ipyagent._atomic import write_atomic
+
+    agent, cache, path = _long_agent(20), NotebookText(), tmp_path / "auto.ipynb"
+    ours = _text(agent, cache)
+    write_atomic(path, ours)
+    write_atomic(path, ours.replace("page", "PAGE") + " " * 100)  # theirs, just after ours
+    cache.written(path)
+    agent.context.append(Message("user", "more"))
+    assert _text(agent, cache) == _reference(agent)
