@@ -348,9 +348,11 @@ def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
     agent, step = run.agent, run.step
     if not turn.tool_calls and turn.text:
         _recover_written_calls(run, turn)
-    step.text, step.tool_calls, step.finish_reason = turn.text, turn.tool_calls, turn.finish_reason
     if deeper(turn.usage):  # kept in the items' meta: it would make every later save fail
         turn.usage = None
+    if not isinstance(turn.finish_reason, str):  # a server's list or number: unusable, unhashable
+        turn.finish_reason = None
+    step.text, step.tool_calls, step.finish_reason = turn.text, turn.tool_calls, turn.finish_reason
     reply = Usage.from_server(turn.usage) or Usage(
         agent.context.tokens, len(turn.text) // 4 + 1, 1, estimated=True)
     agent.usage.add(reply)

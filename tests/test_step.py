@@ -124,3 +124,28 @@ def test_tool_arguments_nested_past_the_bound_are_an_error_and_the_run_still_sav
     assert len(results) == 1 and results[0].error and "nested over 100 levels" in results[0].output
     saved = read(auto)
     assert saved.items == list(agent.context) and "all saved" in saved.items[-1].text()
+
+
+def test_a_finish_reason_nested_deep_does_not_stop_the_run_s_saves(tmp_path, monkeypatch):
+    """A broken or hostile endpoint's finish_reason that is not a string (here a list nested
+    500 deep) raised TypeError out of the run (unhashable, in the final-reply check), and in
+    the turn's meta would have made every later save fail."""
+    import json
+
+    from ipyagent.transcripts.transcript import read
+    from tests.helpers.scripted_server import RawSSE, ScriptedServer
+
+    monkeypatch.setenv("IPYAGENT_TEST_KEY", "k")
+    deep: Any = "stop"
+    for _ in range(500):
+        deep = [deep]
+    chunk = {"id": "x", "object": "chat.completion.chunk", "model": "m",
+             "choices": [{"index": 0, "delta": {"role": "assistant", "content": "the answer"},
+                          "finish_reason": deep}]}
+    auto = tmp_path / "a.ipynb"
+    with ScriptedServer([RawSSE(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n")]) as srv:
+        agent = Agent(model="m", base_url=srv.base_url, api_key_env="IPYAGENT_TEST_KEY",
+                      approval="auto", file_tools=False, python_tool=False, autosave=str(auto))
+        agent.run("go")
+        agent.close()
+    assert "the answer" in read(auto).items[-1].text()
