@@ -41,10 +41,15 @@ import weakref
 from collections import deque
 from typing import Any, Callable
 
-__all__ = ["Spilled", "SpillStore", "OutputsField", "ReplacedField", "spill", "raw_outputs",
-           "outputs_of", "raw_replaced", "replaced_of", "held_dict", "held"]
+__all__ = ["Spilled", "SpillStore", "OutputsField", "ReplacedField", "spill", "swapping",
+           "raw_outputs", "outputs_of", "raw_replaced", "replaced_of", "held_dict", "held"]
 
 _SPILLABLE = ("execute_result", "display_data")
+
+# Held while a spill decides and swaps an item's lists, and by each read of ``outputs`` /
+# ``replaced``: a read in another thread (the user's, while the engine loop saves) gets the
+# list before the check (so the check sees it held) or after the swap, never in between.
+swapping = threading.RLock()
 
 
 class SpillStore:
@@ -305,12 +310,19 @@ def _size(value: Any) -> int:
         return 0  # not JSON: it stays
 
 
-def spill(item: Any) -> bool | None:
+def spill(item: Any, unchanged: Callable[[], bool] | None = None) -> bool | None:
     """Spill a saved item's large display values to the store: a tool result's, or those of
     the results a compaction summary replaced (its ``replaced`` dicts); True if any was.
 
     None: not now, someone holds a list or dict of the item's that spilling would replace
-    (``outs = result.outputs``): their later edits would be lost; try again later."""
+    (``outs = result.outputs``): their later edits would be lost; try again later.
+    ``unchanged``: asked once nobody holds them (nothing can change the item then); False
+    means it changed since it was saved: not spilled (False)."""
+    with swapping:
+        return _spill(item, unchanged)
+
+
+def _spill(item: Any, unchanged: Callable[[], bool] | None) -> bool | None:
     threshold = SpillStore.threshold
     kind = getattr(type(item), "type", None)
     fields = item.__dict__
@@ -319,6 +331,8 @@ def spill(item: Any) -> bool | None:
     key = "outputs" if kind == "tool_result" else "replaced" if kind == "summary" else ""
     if key and type(fields.get(key)) is list and _handed_out(fields, key, kind == "summary"):
         return None
+    if unchanged is not None and not unchanged():
+        return False
     try:
         if kind == "tool_result" and type(fields.get("outputs")) is list and fields["outputs"]:
             new, changed = _spilled(fields["outputs"], threshold)
@@ -507,10 +521,11 @@ class OutputsField:
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         if obj is None:
             return self
-        outputs = obj.__dict__["outputs"]
-        if type(outputs) is _SpilledList:
-            outputs = obj.__dict__["outputs"] = _resolve(outputs)
-        return outputs
+        with swapping:
+            outputs = obj.__dict__["outputs"]
+            if type(outputs) is _SpilledList:
+                outputs = obj.__dict__["outputs"] = _resolve(outputs)
+            return outputs
 
     def __set__(self, obj: Any, value: Any) -> None:
         obj.__dict__["outputs"] = value
@@ -523,12 +538,13 @@ class ReplacedField:
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         if obj is None:
             return self
-        replaced = obj.__dict__["replaced"]
-        if isinstance(replaced, list):
-            resolved, spilled = _resolved_dicts(replaced)
-            if spilled:
-                replaced = obj.__dict__["replaced"] = resolved
-        return replaced
+        with swapping:
+            replaced = obj.__dict__["replaced"]
+            if isinstance(replaced, list):
+                resolved, spilled = _resolved_dicts(replaced)
+                if spilled:
+                    replaced = obj.__dict__["replaced"] = resolved
+            return replaced
 
     def __set__(self, obj: Any, value: Any) -> None:
         obj.__dict__["replaced"] = value

@@ -9,6 +9,7 @@ composition idempotent (a transcript's saved system prompt already holds it).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 __all__ = ["FILENAME", "MARKER", "find_agents_md", "with_agents_md"]
@@ -24,16 +25,23 @@ def find_agents_md(start: str | Path) -> Path | None:
     chain = [start, *start.parents]
     root = next((d for d in chain if (d / ".git").exists()), None)
     candidates = chain[: chain.index(root) + 1] if root is not None else [start]
+    top = candidates[-1]
     for directory in candidates:
         path = directory / FILENAME
-        if path.is_file():
+        # A symlink that leads out of the repository (to ~/.ssh/id_rsa, /proc/self/environ:
+        # a cloned repo may hold one) is not read: its text would go to the provider.
+        if path.is_file() and path.resolve().is_relative_to(top):
             return path
     return None
 
 
 def read_agents_md(path: Path) -> str:
-    """The file's text, capped at ``MAX_CHARS`` (with a note when cut)."""
-    text = path.read_text(encoding="utf-8", errors="replace").strip()
+    """The file's text, capped at ``MAX_CHARS`` (with a note when cut); no more bytes are
+    read than its size says (a file that says 0, as /proc's do, reads as empty)."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        data = f.read(min(size, 4 * MAX_CHARS + 4))  # UTF-8: at most 4 bytes a character
+    text = data.decode("utf-8", errors="replace").strip()
     if len(text) > MAX_CHARS:
         text = text[:MAX_CHARS] + f"\n\n[… AGENTS.md cut at {MAX_CHARS} characters]"
     return text

@@ -334,6 +334,11 @@ def find_personas(configured: dict[str, Any], directory: str | Path,
 def _read_folder(folder: Path, problems: list[str], restricted: bool = False) -> list[Persona]:
     personas = []
     for path in sorted(folder.glob("*.md")) if folder.is_dir() else []:
+        # A symlink out of the project, whose files we did not write (a cloned repo's, to
+        # ~/.ssh/id_rsa or /proc/self/environ): its text would become a prompt, sent on.
+        if restricted and not path.resolve().is_relative_to(folder.parent.parent.resolve()):
+            problems.append(f"{path}: not read: a symlink that leads out of the project")
+            continue
         try:
             persona = load_file(path, restricted)
         except PersonaError as exc:

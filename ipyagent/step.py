@@ -13,6 +13,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from ._nesting import MAX_NESTING, bounded, deeper
 from ._secrets import key_envs, secret_values
 from ._text import head_tail
 from .audit import decision_record
@@ -330,11 +331,27 @@ def _bill(run: StepRun, spent: Usage | None) -> None:
 
 
 # -- record --------------------------------------------------------------------------------
+def _bounded_call(call: ToolCall) -> ToolCall:
+    """``call``, its arguments not run if they nest past ``MAX_NESTING`` levels (kept as
+    their text, which the call's error quotes), its meta's values bounded so too: such a
+    value in the context made every later save of the run fail (``_nesting``)."""
+    if deeper(call.arguments):
+        call.raw_arguments = f"(nested over {MAX_NESTING} levels) {bounded(call.arguments)}"
+        call.arguments = {}
+    if isinstance(call.meta, dict) and deeper(call.meta):
+        call.meta = {key: bounded(value) for key, value in call.meta.items()}
+    return call
+
+
 def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
     """Bill and calibrate, append the turn's items; True when the reply was cut at the limit."""
     agent, step = run.agent, run.step
     if not turn.tool_calls and turn.text:
         _recover_written_calls(run, turn)
+    if deeper(turn.usage):  # kept in the items' meta: it would make every later save fail
+        turn.usage = None
+    if not isinstance(turn.finish_reason, str):  # a server's list or number: unusable, unhashable
+        turn.finish_reason = None
     step.text, step.tool_calls, step.finish_reason = turn.text, turn.tool_calls, turn.finish_reason
     reply = Usage.from_server(turn.usage) or Usage(
         agent.context.tokens, len(turn.text) // 4 + 1, 1, estimated=True)
@@ -348,7 +365,7 @@ def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
     if turn.text or not turn.tool_calls:
         agent.context.append(Message("assistant", turn.text))
     for call in turn.tool_calls:
-        agent.context.append(call)
+        agent.context.append(_bounded_call(call))
     # What a replay needs beyond the items: the turn's usage and finish reason.
     # And the mode its request went in, and why "auto" switched at this turn (tool_mode).
     agent.context[first].meta["turn"] = {"step": step.index, "finish_reason": turn.finish_reason,

@@ -83,3 +83,38 @@ def test_a_transcript_continued_beside_it_does_not_repeat_it(tmp_path: Path) -> 
                                   cwd=str(repo))
     with again:
         assert again.context.system.count(MARKER) == 1
+
+
+def test_a_symlink_out_of_the_repository_is_not_read(tmp_path: Path, monkeypatch) -> None:
+    """A cloned repository's AGENTS.md may be a symlink to ~/.ssh/id_rsa or /proc/self/environ
+    (the user's kernel's environment, its tokens): its text would go into the system prompt,
+    to the provider. Only files that lie inside the repository are read."""
+    import os
+
+    monkeypatch.setenv("IPYAGENT_TEST_ENV_SECRET", "hunter2-in-the-environment")
+    repo, outside = tmp_path / "repo", tmp_path / "private"
+    (repo / ".git").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "id_rsa").write_text("-----BEGIN PRIVATE KEY----- not for the provider")
+    for target in (outside / "id_rsa", Path("/proc/self/environ")):
+        (repo / "AGENTS.md").unlink(missing_ok=True)
+        os.symlink(target, repo / "AGENTS.md")
+        found = find_agents_md(repo)
+        system = with_agents_md("sys", found)
+        assert "PRIVATE KEY" not in system and "hunter2" not in system, target
+    (repo / "AGENTS.md").unlink()
+    (repo / "docs").mkdir()
+    (repo / "docs" / "agents.md").write_text("Use tabs.")
+    os.symlink("docs/agents.md", repo / "AGENTS.md")  # inside the repository: read
+    assert "Use tabs." in with_agents_md("sys", find_agents_md(repo))
+
+
+def test_a_file_that_says_it_is_empty_reads_as_empty(tmp_path: Path) -> None:
+    """No more bytes are read than the file's size (procfs files say 0 and stream on)."""
+    from ipyagent.agents_md import read_agents_md
+
+    path = tmp_path / "AGENTS.md"
+    path.write_text("x" * (5 * MAX_CHARS))
+    assert len(read_agents_md(path)) < MAX_CHARS + 100
+    if Path("/proc/self/environ").exists():
+        assert read_agents_md(Path("/proc/self/environ")) == ""

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "ipyagent"
 
 DATA = {"errors", "items", "_spill", "context", "context_table", "tokens", "events", "decisions", "_text", "_secrets",
         "_untrusted", "_normalise", "_eventloop", "_mainthread", "_atomic", "_version", "_stamps",
-        "_sqlite"}
+        "_sqlite", "_nesting"}
 ENGINE = {"agent", "step", "settings", "approval", "compaction", "personas", "providers",
           "agents_md", "reply_checks", "resources", "redaction", "audit", "namespace", "copies",
           "written_calls", "lenient_json", "text_tools", "tool_mode",

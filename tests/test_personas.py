@@ -389,3 +389,25 @@ def test_the_magic_runs_the_builtin_coder_and_says_why(
     ran = [i for i in agent.context if isinstance(i, ToolResult)]
     assert ran and all(r.error for r in ran) and "1024" not in ran[0].output  # denied
     assert agent.approval == "deny"
+
+
+def test_a_project_persona_that_is_a_symlink_out_of_the_project_is_not_read(tmp_path: Path,
+                                                                            home: Path) -> None:
+    """A cloned repo's .ipyagent/agents/x.md -> ~/.ssh/id_rsa (or /proc/self/environ) became a
+    persona whose prompt, the key, went to the provider once chosen; inside the project, a
+    symlink is read as before."""
+    import os
+
+    project, private = tmp_path / "nb", tmp_path / "private"
+    agents = project / ".ipyagent" / "agents"
+    agents.mkdir(parents=True)
+    private.mkdir()
+    (private / "id_rsa").write_text("-----BEGIN PRIVATE KEY----- not for the provider")
+    os.symlink(private / "id_rsa", agents / "evil.md")
+    (project / "docs").mkdir()
+    (project / "docs" / "helper.md").write_text("Help kindly.")
+    os.symlink(project / "docs" / "helper.md", agents / "helper.md")
+    found, problems = find_personas({}, project)
+    assert "evil" not in found and not any("PRIVATE KEY" in p.system_prompt for p in found.values())
+    assert any("evil.md" in p and "leads out of the project" in p for p in problems), problems
+    assert found["helper"].system_prompt == "Help kindly."

@@ -564,3 +564,58 @@ def test_a_real_python_call_s_displays_are_spilled_once_autosaved(tmp_path, monk
     assert len(results) == 2 and all(held(r) < 100 for r in results)
     assert [o["data"]["text/html"] for o in outputs_of(results[1]) if "data" in o] == \
         ["<b>x</b>" * 500 + "0", "<b>x</b>" * 500 + "1"]
+
+
+def _saved_run(tmp_path):
+    from ipyagent.transcripts.notebook_text import NotebookText
+
+    agent = Agent(model="demo", python_tool=False, file_tools=False)
+    agent.context.extend([Message("user", "go"), ToolCall("c0", "plot", {"n": 0}), _plot()])
+    cache, path = NotebookText(), tmp_path / "t.ipynb"
+    kw = dict(header={}, kernel_name="python3", metadata={}, secrets={})
+    return agent, cache, path, (lambda: cache.text(agent.context, **kw))
+
+
+def test_an_edit_between_a_render_and_its_write_reaches_the_next_save(tmp_path):
+    """The user's thread edits a result while the engine's save writes the text made before:
+    the spill after the write must not take the edited item for the saved one (its copy of
+    the fields was renewed, so the next save reused the old text and lost the edit)."""
+    agent, cache, path, render = _saved_run(tmp_path)
+    text = render()
+    agent.context[-1].outputs[1]["data"]["text/html"] = ["edited while it was written"]
+    path.write_text(text)
+    cache.written(path)
+    assert "edited while it was written" in render()
+    agent.close()
+
+
+def test_a_read_in_another_thread_during_a_spill_gets_the_list_before_or_after_the_swap(
+        tmp_path, monkeypatch):
+    """The user's main thread reads and edits ``result.outputs`` while the engine loop's save
+    spills it (its payload being written to the spill file): the read waits for the swap,
+    so the edit lands on the item's list and reaches the next save."""
+    import threading
+
+    agent, cache, path, render = _saved_run(tmp_path)
+    result = agent.context[-1]
+    path.write_text(render())
+    real, started, user = _spill.SpillStore.put, threading.Event(), []
+
+    def edit() -> None:
+        started.set()
+        result.outputs[1]["data"]["text/html"] = ["edited by the user's thread"]
+
+    def put(self, data):
+        if not user:
+            user.append(threading.Thread(target=edit))
+            user[0].start()
+            started.wait(5)
+            user[0].join(0.3)  # the edit happens now unless the read waits for the swap
+        return real(self, data)
+
+    monkeypatch.setattr(_spill.SpillStore, "put", put)
+    cache.written(path)
+    user[0].join(5)
+    assert "edited by the user's thread" in render()
+    assert "edited by the user's thread" in json.dumps(result.to_dict())
+    agent.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from ipyagent import Agent, Toolbox, ToolCall, ToolResult, tool
 from ipyagent.events import Notice, StepFinished, StepStarted, ToolCallFinished
@@ -92,3 +93,59 @@ def test_a_run_ends_each_step_with_one_step_finished_after_its_results() -> None
              if isinstance(e, (StepStarted, StepFinished, ToolCallFinished))]
     assert kinds == ["StepStarted", "ToolCallFinished", "StepFinished", "StepStarted", "StepFinished"]
     agent.close()
+
+
+def test_tool_arguments_nested_past_the_bound_are_an_error_and_the_run_still_saves(tmp_path, monkeypatch):
+    """A model whose call's arguments nest 500 deep (the wire's JSON allows ~1,000): the call
+    is not run (an error value the model can act on) and every later autosave still works
+    (the writers recurse per level: each save of the run failed from then on)."""
+    from ipyagent.transcripts.transcript import read
+    from tests.helpers.scripted_apis import any_api_reply
+    from tests.helpers.scripted_server import ScriptedServer
+
+    monkeypatch.setenv("IPYAGENT_TEST_KEY", "k")
+    @tool
+    def python(code: str) -> str:
+        """Never called: the arguments are refused."""
+        raise AssertionError(code)
+
+    deep: Any = "leaf"
+    for _ in range(500):
+        deep = [deep]
+    script = [any_api_reply("", [("python", {"code": deep})]), any_api_reply("all saved")]
+    auto = tmp_path / "a.ipynb"
+    with ScriptedServer(script) as srv:
+        agent = Agent(model="m", base_url=srv.base_url, api_key_env="IPYAGENT_TEST_KEY",
+                      approval="auto", file_tools=False, python_tool=False, autosave=str(auto),
+                      tools=[python])
+        agent.run("go")
+        agent.close()
+    results = [i for i in agent.context if isinstance(i, ToolResult)]
+    assert len(results) == 1 and results[0].error and "nested over 100 levels" in results[0].output
+    saved = read(auto)
+    assert saved.items == list(agent.context) and "all saved" in saved.items[-1].text()
+
+
+def test_a_finish_reason_nested_deep_does_not_stop_the_run_s_saves(tmp_path, monkeypatch):
+    """A broken or hostile endpoint's finish_reason that is not a string (here a list nested
+    500 deep) raised TypeError out of the run (unhashable, in the final-reply check), and in
+    the turn's meta would have made every later save fail."""
+    import json
+
+    from ipyagent.transcripts.transcript import read
+    from tests.helpers.scripted_server import RawSSE, ScriptedServer
+
+    monkeypatch.setenv("IPYAGENT_TEST_KEY", "k")
+    deep: Any = "stop"
+    for _ in range(500):
+        deep = [deep]
+    chunk = {"id": "x", "object": "chat.completion.chunk", "model": "m",
+             "choices": [{"index": 0, "delta": {"role": "assistant", "content": "the answer"},
+                          "finish_reason": deep}]}
+    auto = tmp_path / "a.ipynb"
+    with ScriptedServer([RawSSE(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n")]) as srv:
+        agent = Agent(model="m", base_url=srv.base_url, api_key_env="IPYAGENT_TEST_KEY",
+                      approval="auto", file_tools=False, python_tool=False, autosave=str(auto))
+        agent.run("go")
+        agent.close()
+    assert "the answer" in read(auto).items[-1].text()

@@ -223,7 +223,7 @@ def _decode_v1(raw: str | bytes) -> dict[str, Any] | None:
         channel = raw[offsets[0]: offsets[1]].decode("utf-8")
         parts = [raw[offsets[i]: offsets[i + 1]] for i in range(1, count - 1)]
         header, parent, metadata, content = (json.loads(p) for p in parts[:4])
-    except (ValueError, IndexError):
+    except (ValueError, IndexError, RecursionError):  # RecursionError: JSON nested ~1,000 deep
         return None
     kind = header.get("msg_type") if isinstance(header, dict) else None
     return _shaped({"header": header, "msg_type": kind, "parent_header": parent, "metadata": metadata,
@@ -241,7 +241,7 @@ def _decode(raw: str | bytes) -> dict[str, Any] | None:
             end = offsets[1] if nbufs > 1 else len(raw)
             raw = raw[offsets[0] : end].decode("utf-8")
         msg = json.loads(raw)
-    except (ValueError, struct.error, IndexError):
+    except (ValueError, struct.error, IndexError, RecursionError):  # nested ~1,000 deep
         return None
     return _shaped(msg)
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 from collections.abc import Generator
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import httpx
 
@@ -169,14 +170,25 @@ SERVER = "the remote kernel's server"  # the words for it in what the model read
 def masked(text: str, url: str) -> str:
     """``text`` with the server's URL, host:port, host and base path (``/user/alice``) as
     ``SERVER``: what the model reads (and its provider receives) never names an internal
-    host; the user sees the URL in the banner and reprs."""
+    host; the user sees the URL in the banner and reprs. Each in any case (a host name is
+    case-blind: libraries and servers say it lower-cased) and as it goes on the wire (the
+    host's IDNA form, the path percent-encoded)."""
     parts = urlsplit(url)
     host = parts.netloc.rsplit(":", 1)[0] if parts.netloc.rsplit(":", 1)[-1].isdigit() else parts.netloc
+    path = parts.path.rstrip("/")
+    names = {url.rstrip("/"), parts.netloc, host, path, quote(path, safe="/"), unquote(path)}
+    try:
+        wire = httpx.URL(url)  # as sent: the IDNA host, the percent-encoded path
+        raw = wire.raw_host.decode("ascii")
+        names |= {str(wire).rstrip("/"), raw, f"{raw}:{wire.port}" if wire.port else raw,
+                  wire.raw_path.decode("ascii").rstrip("/")}
+    except (httpx.InvalidURL, UnicodeError, ValueError):
+        pass
     # Longest first; a name of under four characters would mangle words and is no secret.
-    for name in sorted({n for n in (url.rstrip("/"), parts.netloc, host, parts.path.rstrip("/"))
-                        if len(n) >= 4}, key=len, reverse=True):
-        text = text.replace(name, SERVER)
-    return text
+    found = sorted({n for n in names if len(n) >= 4}, key=len, reverse=True)
+    if not found:
+        return text
+    return re.sub("|".join(map(re.escape, found)), lambda _: SERVER, text, flags=re.IGNORECASE)
 
 
 def said(text: str, token_env: str, limit: int = 200) -> str:

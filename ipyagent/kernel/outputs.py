@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .._nesting import bounded
 from .._text import head_tail, omitted
 
 __all__ = ["Execution", "OutputCollector", "Status", "collapse_carriage_returns", "finish", "model_text",
@@ -120,22 +121,43 @@ def output_from_msg(kind: str, content: dict[str, Any]) -> dict[str, Any]:
     sibling kernel's client does not need.
     """
     if kind == "stream":
-        return {"output_type": "stream", "name": content.get("name", "stdout"), "text": content.get("text", "")}
+        return {"output_type": "stream", "name": _str(content.get("name"), "stdout"),
+                "text": _str(content.get("text"))}
     if kind == "error":
+        traceback = content.get("traceback")
+        if traceback is not None and not isinstance(traceback, list):
+            raise TypeError(f"a traceback is {type(traceback).__name__}, not a list")
         return {
             "output_type": "error",
-            "ename": content.get("ename", ""),
-            "evalue": content.get("evalue", ""),
-            "traceback": list(content.get("traceback", [])),
+            "ename": _str(content.get("ename")),
+            "evalue": _str(content.get("evalue")),
+            "traceback": [_str(line) for line in traceback] if traceback is not None else [],
         }
     out: dict[str, Any] = {
         "output_type": kind,
-        "data": dict(content.get("data", {})),
-        "metadata": dict(content.get("metadata", {})),
+        "data": _bounded(content.get("data", {})),
+        "metadata": _bounded(content.get("metadata", {})),
     }
     if kind == "execute_result":
-        out["execution_count"] = content.get("execution_count")
+        out["execution_count"] = _count(content.get("execution_count"))
     return out
+
+
+def _str(value: Any, default: str = "") -> str:
+    """A text field as the protocol has it (missing: ``default``); TypeError for another
+    type (a server's list, a number): the message is dropped and counted, not kept for a
+    later join or save to fail on."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return default
+    raise TypeError(f"a text field is {type(value).__name__}, not str")
+
+
+def _bounded(bundle: Any) -> dict[str, Any]:
+    """A copy of a mime bundle (or its metadata), each value nested past ``MAX_NESTING``
+    levels as its JSON text (``_nesting``: it would make every later save fail)."""
+    return {key: bounded(value) for key, value in dict(bundle).items()}
 
 
 class _Stream:
@@ -205,7 +227,7 @@ class OutputCollector:
                 self._clear()
             return
         if kind == "execute_input":
-            self.execution_count = content.get("execution_count")
+            self.execution_count = _count(content.get("execution_count"))
             return
         if kind == "update_display_data":
             self._update_display(content)
@@ -216,7 +238,7 @@ class OutputCollector:
             self._clear_pending = False
             self._clear()
         if kind == "stream":
-            self._add_stream(content.get("name", "stdout"), content.get("text", ""))
+            self._add_stream(_str(content.get("name"), "stdout"), _str(content.get("text")))
             return
         out = output_from_msg(kind, content)
         display_id = (content.get("transient") or {}).get("display_id")
@@ -224,7 +246,7 @@ class OutputCollector:
             # Kept outside nbformat's schema fields so update_display_data can find it.
             out["_display_id"] = display_id
         if kind == "execute_result":
-            self.execution_count = content.get("execution_count", self.execution_count)
+            self.execution_count = _count(content.get("execution_count")) or self.execution_count
         elif kind == "display_data" and not self._keep_rich(out):
             return
         self._items.append(out)
@@ -250,11 +272,21 @@ class OutputCollector:
         self._head_left = self.max_output_bytes // 2
 
     def _update_display(self, content: dict[str, Any]) -> None:
+        """Replace the displays of that id; each counts against the caps with its new size
+        (an update past them is dropped and counted: displays updated to ever larger
+        bundles grew the user's kernel without bound)."""
         display_id = (content.get("transient") or {}).get("display_id")
+        data, metadata = _bounded(content.get("data", {})), _bounded(content.get("metadata", {}))
+        size = _data_size(data)
         for item in self._items:
             if isinstance(item, dict) and item.get("_display_id") == display_id:
-                item["data"] = content.get("data", {})
-                item["metadata"] = content.get("metadata", {})
+                old = _data_size(item.get("data") or {}) if item.get("output_type") == "display_data" else 0
+                if self._rich_bytes - old + size > self.max_rich_bytes:
+                    self._rich_dropped += 1
+                    self._rich_dropped_bytes += size
+                    continue
+                self._rich_bytes += size - old
+                item["data"], item["metadata"] = data, metadata
 
     def _stream_for(self, name: str) -> _Stream:
         last = self._items[-1] if self._items else None
@@ -402,8 +434,19 @@ def finish(collector: OutputCollector, status: Status, reply: Mapping[str, Any],
         text = f"{pre_note}\n{text}"
     return Execution(
         status=status, outputs=outputs, text=text,
-        execution_count=reply.get("execution_count", collector.execution_count),
+        execution_count=_count(reply.get("execution_count")) or collector.execution_count,
         duration=time.monotonic() - started, restarted=restarted,
-        error_name=(reply.get("ename") or next((o.get("ename") for o in reversed(outputs)
-                                                if o.get("output_type") == "error"), None))
+        error_name=_name(reply.get("ename") or next((o.get("ename") for o in reversed(outputs)
+                                                     if o.get("output_type") == "error"), None))
         if status == "error" else None)
+
+
+def _count(value: Any) -> int | None:
+    """An execution count as the protocol has it (a positive int), else None: a server's
+    reply of another type (a string, a list nested 500 deep) must not reach the items."""
+    return value if type(value) is int and value > 0 else None
+
+
+def _name(value: Any) -> str | None:
+    """An exception's name as a short string, or None."""
+    return value[:200] if isinstance(value, str) and value else None

@@ -27,7 +27,7 @@ from typing import Any
 from ..errors import KernelError
 from . import notes
 from ._channels import V1, Channels, ChannelsClosed
-from ._rest import KernelGone, RestClient, auth_header, check_url
+from ._rest import KernelGone, RestClient, auth_header, check_url, masked
 from ._sync import SyncForms
 from .outputs import Execution, OutputCollector, Status, finish
 
@@ -375,12 +375,18 @@ class RemoteKernel(SyncForms):
         if self._state == "busy":
             self._state = "idle"
         self._last_seen = time.monotonic()
-        return finish(collector, status, reply, note=note, pre_note=pre_note, started=started,
-                      restarted=restarted, max_model_chars=self.max_model_chars), reply
+        return finish(collector, status, reply, note=self._told(note), pre_note=self._told(pre_note),
+                      started=started, restarted=restarted, max_model_chars=self.max_model_chars), reply
 
     def _unknown(self, collector: OutputCollector, started: float, pre_note: str, why: str) -> Execution:
-        return finish(collector, "unknown", {}, note=notes.unknown_outcome(why), pre_note=pre_note,
-                      started=started, restarted=bool(pre_note), max_model_chars=self.max_model_chars)
+        return finish(collector, "unknown", {}, note=self._told(notes.unknown_outcome(why)),
+                      pre_note=self._told(pre_note), started=started, restarted=bool(pre_note),
+                      max_model_chars=self.max_model_chars)
+
+    def _told(self, note: str) -> str:
+        """A call's note (the model reads it with the outputs) without the server's URL or
+        host: the errors it quotes name them (``kernel.base.for_the_model`` masks raised ones)."""
+        return masked(note, self.url) if note else note
 
     async def _after_death(self) -> None:
         """After a death seen during a call: the server's own restart, or a fresh kernel."""

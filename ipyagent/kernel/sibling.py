@@ -406,7 +406,13 @@ class SiblingKernel(SyncForms):
                 if msg["content"].get("execution_state") == "idle":
                     return "idle"
                 continue
-            collector.add(msg)
+            try:
+                collector.add(msg)
+            except (KeyError, TypeError, AttributeError, ValueError):
+                # Fields of the wrong type (the model's code can send its own messages):
+                # skipped and counted, as a remote kernel's are.
+                collector.unreadable += 1
+                continue
             if self._on_stream is not None and msg["msg_type"] == "stream":
                 try:
                     self._on_stream(msg["content"].get("name", "stdout"), msg["content"].get("text", ""))

@@ -11,7 +11,8 @@ Why: autosave rewrites the transcript after every step; rebuilding and validatin
 cell made step 400 sixteen times slower than step 10.
 
 An item is unchanged when it is the same object with equal fields (compared against a
-deep copy taken when it was rendered), so items edited in place are rendered again.
+deep copy taken when it was rendered, its numbers compared with their type: ``1 == True
+== 1.0`` but their JSON differs), so items edited in place are rendered again.
 
 The text is made as UTF-8 bytes. Once a text was written (``written``), each item's
 metadata entry and each group's cells are known by where they lie in that file; the next
@@ -27,14 +28,14 @@ from __future__ import annotations
 import copy
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from secrets import token_hex
 from typing import Any, Union
 
 from .._secrets import SecretScanner, scanner
 from .._secrets import _strings as strings
-from .._spill import spill
+from .._spill import spill, swapping
 from .._stamps import Stamp, stamp
 from .._text import repair_surrogates
 from ..errors import TranscriptError
@@ -96,7 +97,7 @@ class _Entry:
 
     def __init__(self, item: Item, data: bytes, scanned: SecretScanner) -> None:
         self.item = item
-        self.fields = copy.deepcopy(vars(item))
+        self.fields = exact_copy(vars(item))
         self.data: bytes | None = data
         self.span: Span | None = None
         self.lead = False
@@ -130,7 +131,10 @@ class _Written:
         if self.path is None or self.stamp is None or not self.length:
             return False
         try:
-            self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            # O_NONBLOCK: a FIFO put in its place (another program) must not block the
+            # user's kernel until someone writes to it; its stamp then says it is not ours.
+            self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+                              | getattr(os, "O_NONBLOCK", 0))
         except (OSError, ValueError):
             return False
         # The stamp says the file is the one written: a rename gives a new inode, a write in
@@ -387,7 +391,10 @@ class NotebookText:
 
     def written(self, path: str | os.PathLike[str]) -> None:
         """The last ``text`` was saved to ``path``: keep its long pieces there, not here."""
-        self._written = _Written(Path(path), stamp(path), self._length)
+        now = stamp(path)
+        if now is not None and now[3] != self._length:  # replaced already (another program)
+            now = None  # not ours: nothing is read back from it
+        self._written = _Written(Path(path), now, self._length)
         for entry, span, lead in self._placed:
             entry.span, entry.lead = span, lead
             if entry.data is not None and len(entry.data) >= self.SPILL:
@@ -402,15 +409,68 @@ class NotebookText:
         # of their fields follows, so they are not rendered again.
         # One whose lists someone holds (``outs = result.outputs``) is tried again at the next
         # save while it is unchanged: spilling it now would lose their later edits.
+        # One edited since it was rendered (another thread, while this text was written) is
+        # not: its copy must keep saying so, so that the next save renders it again. The
+        # check, the spill and the copy hold ``swapping``: no read of its lists comes between.
         retry = []
         for entry in self._fresh + [e for e in self._retry if self._items.get(id(e.item)) is e
                                     and e.fields == vars(e.item)]:
-            done = spill(entry.item)
-            if done:
-                entry.fields = copy.deepcopy(vars(entry.item))
-            elif done is None:
+            with swapping:
+                done = spill(entry.item, _unchanged(entry))
+                if done:
+                    entry.fields = exact_copy(vars(entry.item))
+            if done is None:
                 retry.append(entry)
         self._fresh, self._retry = [], retry
+
+
+class _Exact:
+    """A number in a copy of an item's fields, equal only to a number of its own type and
+    text (``True``, ``1`` and ``1.0`` are equal in Python, not in JSON; nor are 0.0 and -0.0)."""
+
+    __slots__ = ("value", "kind")
+
+    def __init__(self, value: Any) -> None:
+        self.value, self.kind = value, type(value)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not self.kind:
+            return False
+        if self.kind is float:
+            return float.hex(other) == float.hex(self.value)  # type: ignore[arg-type]
+        return bool(other == self.value)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:  # a dict key: found where its number is
+        return hash(self.value)
+
+    def __repr__(self) -> str:
+        return f"_Exact({self.value!r})"
+
+
+def exact_copy(value: Any) -> Any:
+    """A deep copy of ``value`` to compare it with later (``copy == value``): its numbers
+    are ``_Exact``, so a number edited to an equal one of another JSON text is a change."""
+    kind = type(value)
+    if kind is dict:
+        return {k if type(k) is str else _Exact(k) if isinstance(k, (int, float)) else k:
+                exact_copy(v) for k, v in value.items()}
+    if kind is list:
+        return [exact_copy(v) for v in value]
+    if kind is tuple:
+        return tuple(exact_copy(v) for v in value)
+    if kind is str or value is None:
+        return value
+    if isinstance(value, (int, float)):  # bool too
+        return _Exact(value)
+    return copy.deepcopy(value)
+
+
+def _unchanged(entry: _Entry) -> Callable[[], bool]:
+    """Whether ``entry``'s item is still as it was rendered."""
+    return lambda: bool(entry.fields == vars(entry.item))
 
 
 def _kept(text: Text, at: Span, limit: int) -> Text:

@@ -332,10 +332,9 @@ def test_the_python_tool_reports_an_unreachable_server_as_a_value(tmp_path):
         outputs = [i.output for i in agent.context if isinstance(i, ToolResult)]
     finally:
         agent.close()
-    # one line, as a value; the server named in words, not by its URL (the model's provider
-    # reads this)
-    assert any("nothing is listening at the remote kernel's server" in o for o in outputs)
-    assert not any(url.split("//")[1] in o for o in outputs)
+    # As a value, and without the URL (the model's provider needs no internal host name)
+    assert any("nothing is listening at the remote kernel's server" in o for o in outputs), outputs
+    assert not any(url.split("//")[1] in o for o in outputs), outputs
 
 
 def test_the_token_goes_only_in_the_header_and_local_secrets_stay_here(
@@ -530,3 +529,29 @@ def test_a_dead_server_is_told_to_the_model_without_its_host_name(monkeypatch: p
         told = results[0].output
         assert "the remote kernel's server" in told, told
         assert "127.0.0.1" not in told and str(port) not in told and "alice" not in told
+
+
+def test_a_server_gone_mid_call_is_told_without_its_address(jupyter_server: KernelServer,
+                                                            monkeypatch: pytest.MonkeyPatch):
+    """The server goes away while code runs: the call's note (the text the python tool hands
+    the model) says why without the server's URL (it said 'nothing is listening at http://…')."""
+    from ipyagent import _eventloop
+
+    monkeypatch.setenv(TOKEN_ENV, jupyter_server.token)
+    proxy = TcpProxy(jupyter_server.port)
+    k = _kernel(proxy.url)
+    try:
+        k.execute("x = 1")
+        future = _eventloop.submit(k.execute_async("import time; time.sleep(1.5)\n'done'"))
+        time.sleep(0.6)
+        proxy.close()  # nothing listens there any more: the check after the drop fails too
+        lost = future.result(30)
+        assert lost.status == "unknown", lost.text
+        assert "the remote kernel's server" in lost.text, lost.text
+        assert "127.0.0.1" not in lost.text and str(proxy.port) not in lost.text, lost.text
+    finally:
+        proxy.close()
+        kernel_id = k.kernel_id
+        k.shutdown()  # its DELETE finds nothing listening: delete it directly
+        if kernel_id and not _gone(jupyter_server, kernel_id):
+            jupyter_server.api("DELETE", f"/api/kernels/{kernel_id}")

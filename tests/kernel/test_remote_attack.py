@@ -201,6 +201,42 @@ def test_the_remote_file_tools_name_the_server_where_it_echoes_its_address() -> 
     assert "127.0.0.1" not in text and "alice-private" not in text and str(srv.server_port) not in text, text
 
 
+@pytest.mark.parametrize("spelling", ["http://LOCALHOST:{port}/user/alice-private",
+                                      "http://127.0.0.1:{port}/user/Alice Private"])
+def test_the_server_is_named_where_it_says_its_address_as_the_wire_has_it(spelling: str) -> None:
+    """A host name is case-blind and a path goes percent-encoded: a server that echoes its
+    Host header (lower-cased by the client) or its path (``%20``) is masked too."""
+    from ipyagent.tools.remote_files import RemoteWorkspace
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), WhereAmI)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    ws = RemoteWorkspace(spelling.format(port=srv.server_port), TOKEN_ENV)
+    try:
+        result = ws.call("read_file", {"path": "notes.txt"})
+    finally:
+        ws.close()
+        srv.shutdown()
+        srv.server_close()
+    text = getattr(result, "output", str(result))
+    if "HTTP 500" not in text:  # LOCALHOST found no IPv4 listener here: nothing to check
+        pytest.skip(text)
+    assert "cannot serve the remote kernel's server/api/" in text, text
+    assert str(srv.server_port) not in text and "localhost" not in text.lower(), text
+    assert "alice" not in text.lower(), text
+
+
+@pytest.mark.parametrize("text, url", [
+    ("certificate is not valid for 'jupyter.corp'.", "https://Jupyter.Corp:8443"),  # ssl's words
+    ("cannot connect to xn--bcher-kva.corp:8443", "https://bücher.corp:8443/"),
+    ("no /user/al%C3%AFce here", "https://h.corp/user/alïce")])
+def test_masked_knows_the_forms_a_library_says_the_server_in(text: str, url: str) -> None:
+    from ipyagent.kernel._rest import SERVER, masked
+
+    assert SERVER in masked(text, url)
+    for word in ("jupyter.corp", "xn--bcher", "al%c3%afce"):
+        assert word not in masked(text, url).lower()
+
+
 @pytest.mark.parametrize("bad", ["ftp://u:SECRETPASS@127.0.0.1:8888", "http://u:SECRETPASS@/x",
                                  "SECRETPASS@127.0.0.1:8888", "127.0.0.1:8888/?token=SECRETPASS",
                                  "ws://127.0.0.1:8888/#SECRETPASS"])

@@ -87,3 +87,20 @@ def test_images_are_read_from_lists_and_capped() -> None:
     outputs += [{"data": {"image/jpeg": "j"}}] * 5
     found = _images(outputs)
     assert found[0] == {"mime": "image/png", "data": "abcd"} and len(found) == 4
+
+
+def test_a_display_nested_deep_does_not_stop_the_run_s_saves(agent: Agent, tmp_path) -> None:
+    """The model's code displays JSON nested 500 levels deep: the result still saves (it
+    made every later save of the run fail with a RecursionError, nbformat's too)."""
+    from ipyagent.transcripts.transcript import read
+
+    result = run(agent, "from IPython.display import display\nv = 'leaf'\n"
+                        "for _ in range(500): v = [v]\n"
+                        "display({'application/json': v, 'text/plain': 'deep'}, raw=True)")
+    assert not result.error, result.output
+    agent.context.extend([ToolCall("c1", "python", {"code": "..."}), result])
+    try:
+        saved = agent.save(tmp_path / "deep.ipynb")
+        assert read(saved).items[-1] == result
+    finally:
+        agent.context.clear()

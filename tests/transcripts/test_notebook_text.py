@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import sys
 
@@ -262,3 +263,57 @@ def test_text_that_looks_like_the_writers_own_marks_is_only_text():
     agent.context.extend(Message("user", m) for m in marks)
     agent.context.append(ToolCall("c9", "python", {"code": marks[2], "id": marks[2]}))
     assert _text(agent, NotebookText()) == _reference(agent)
+
+
+@pytest.mark.parametrize("before, after", [(1, True), (0, False), (1, 1.0), (-0.0, 0.0),
+                                           ({1: "k"}, {True: "k"}), ([2], [2.0])])
+def test_a_value_edited_in_place_to_an_equal_one_of_other_json_is_rendered_again(before, after):
+    """``1 == True == 1.0`` (and ``0.0 == -0.0``) in Python, not in JSON: an item whose meta
+    or outputs changed so is a changed item (it was copied from the cache: ``1``, not ``true``)."""
+    agent, cache = _agent(), NotebookText()
+    result = agent.context[2]
+    result.meta["n"] = copy.deepcopy(before)
+    result.outputs[0]["n"] = copy.deepcopy(before)
+    _text(agent, cache)
+    result.meta["n"] = copy.deepcopy(after)
+    assert _text(agent, cache) == _text(agent, NotebookText())
+    result.outputs[0]["n"] = copy.deepcopy(after)
+    assert _text(agent, cache) == _text(agent, NotebookText()) == _reference(agent)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_put_where_the_file_was_does_not_block_the_next_save(tmp_path):
+    """Another program replaces the autosave file by a named pipe: opening it to read the old
+    spans blocked the user's kernel until someone wrote to the pipe."""
+    import os
+    import threading
+
+    agent, cache, path = _long_agent(3), NotebookText(), tmp_path / "auto.ipynb"
+    _write(cache, _text(agent, cache), path)
+    path.unlink()
+    os.mkfifo(path)
+    agent.context.append(Message("user", "more"))
+    done: list[str] = []
+    worker = threading.Thread(target=lambda: done.append(_text(agent, cache)), daemon=True)
+    worker.start()
+    worker.join(10)
+    blocked = worker.is_alive()
+    if blocked:  # unblock it so the test process can end
+        with open(path, "wb"):
+            pass
+        worker.join(5)
+    assert not blocked and done and done[0] == _reference(agent)
+
+
+def test_a_file_replaced_before_it_was_stamped_is_not_read_back(tmp_path):
+    """Another program replaces the file between the save's rename and ``written``: its size
+    is not the text's, so its bytes are never taken for the spans of ours."""
+    from ipyagent._atomic import write_atomic
+
+    agent, cache, path = _long_agent(20), NotebookText(), tmp_path / "auto.ipynb"
+    ours = _text(agent, cache)
+    write_atomic(path, ours)
+    write_atomic(path, ours.replace("page", "PAGE") + " " * 100)  # theirs, just after ours
+    cache.written(path)
+    agent.context.append(Message("user", "more"))
+    assert _text(agent, cache) == _reference(agent)
