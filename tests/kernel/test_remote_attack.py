@@ -184,21 +184,27 @@ class WhereAmI(Quiet):
         self.answer(500, body, f"Broken at {self.headers['Host']}")
 
 
-def test_the_remote_file_tools_name_the_server_where_it_echoes_its_address() -> None:
+def _read_through_where_am_i(url: str) -> tuple[str, int]:
+    """What the model reads of a remote read_file from a server at ``url`` (``{port}`` filled
+    in) that echoes its address in its error, and that server's port."""
     from ipyagent.tools.remote_files import RemoteWorkspace
 
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), WhereAmI)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    ws = RemoteWorkspace(f"http://127.0.0.1:{srv.server_port}/user/alice-private", TOKEN_ENV)
+    ws = RemoteWorkspace(url.format(port=srv.server_port), TOKEN_ENV)
     try:
         result = ws.call("read_file", {"path": "notes.txt"})
     finally:
         ws.close()
         srv.shutdown()
         srv.server_close()
-    text = getattr(result, "output", str(result))
+    return getattr(result, "output", str(result)), srv.server_port
+
+
+def test_the_remote_file_tools_name_the_server_where_it_echoes_its_address() -> None:
+    text, port = _read_through_where_am_i("http://127.0.0.1:{port}/user/alice-private")
     assert "HTTP 500" in text and "cannot serve the remote kernel's server" in text, text
-    assert "127.0.0.1" not in text and "alice-private" not in text and str(srv.server_port) not in text, text
+    assert "127.0.0.1" not in text and "alice-private" not in text and str(port) not in text, text
 
 
 @pytest.mark.parametrize("spelling", ["http://LOCALHOST:{port}/user/alice-private",
@@ -206,22 +212,11 @@ def test_the_remote_file_tools_name_the_server_where_it_echoes_its_address() -> 
 def test_the_server_is_named_where_it_says_its_address_as_the_wire_has_it(spelling: str) -> None:
     """A host name is case-blind and a path goes percent-encoded: a server that echoes its
     Host header (lower-cased by the client) or its path (``%20``) is masked too."""
-    from ipyagent.tools.remote_files import RemoteWorkspace
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), WhereAmI)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    ws = RemoteWorkspace(spelling.format(port=srv.server_port), TOKEN_ENV)
-    try:
-        result = ws.call("read_file", {"path": "notes.txt"})
-    finally:
-        ws.close()
-        srv.shutdown()
-        srv.server_close()
-    text = getattr(result, "output", str(result))
+    text, port = _read_through_where_am_i(spelling)
     if "HTTP 500" not in text:  # LOCALHOST found no IPv4 listener here: nothing to check
         pytest.skip(text)
     assert "cannot serve the remote kernel's server/api/" in text, text
-    assert str(srv.server_port) not in text and "localhost" not in text.lower(), text
+    assert str(port) not in text and "localhost" not in text.lower(), text
     assert "alice" not in text.lower(), text
 
 
