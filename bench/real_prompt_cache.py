@@ -12,7 +12,9 @@ model's own chat template, verbose so that it logs ``Llama.generate: N prefix-ma
 remaining M prompt tokens to eval``). The server's reported ``prompt_tokens`` go back to
 ipyagent as the usage (so its token counter calibrates on the real tokenizer), and summary
 requests go to the same server in their place in the sequence, as in a real run: the
-server keeps ONE cached prompt, so a summary request evicts the conversation's.
+server keeps ONE cached prompt, so a summary request evicts the conversation's. Each run
+has its own fresh server; their requests take turns (one at a time: old, default, old, …)
+so that both meet the same load on a shared machine.
 
 Per request: prompt tokens (usage), tokens the server evaluated (its log line; a request
 with no prefix-match line evaluated its whole prompt) and wall time. Printed side by side
@@ -133,11 +135,38 @@ class LlamaServer:
             self.process.wait()
 
 
+class Turns:
+    """Lets the runs' requests take turns, one at a time, so that both meet the same load
+    on a shared machine (each run has its own server, so its cache is its own)."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.done: set[str] = set()
+        self.current = 0
+        self.cond = threading.Condition()
+
+    def wait(self, name: str) -> None:
+        with self.cond:
+            self.cond.wait_for(lambda: self.names[self.current] == name)
+
+    def passed(self, name: str, finished: bool = False) -> None:
+        """``name`` sent its request (or ended): the next run that has not ended goes."""
+        with self.cond:
+            if finished:
+                self.done.add(name)
+            if self.names[self.current] == name and len(self.done) < len(self.names):
+                self.current = (self.current + 1) % len(self.names)
+                while self.names[self.current] in self.done:
+                    self.current = (self.current + 1) % len(self.names)
+            self.cond.notify_all()
+
+
 class Proxy:
     """Plays the model for ipyagent on 127.0.0.1; forwards every body it gets to the server."""
 
-    def __init__(self, server: LlamaServer) -> None:
+    def __init__(self, server: LlamaServer, turns: Turns, name: str) -> None:
         self.server = server
+        self.turns, self.name = turns, name
         self.sent: list[Sent] = []
         proxy = self
 
@@ -164,7 +193,11 @@ class Proxy:
         """The server's usage, with a scripted reply: a summary, or text and a call of ``page``."""
         messages = body["messages"]
         summary = messages[0]["role"] == "system" and messages[0]["content"] == SUMMARY_PROMPT
-        sent = self.server.complete(body, summary)
+        self.turns.wait(self.name)
+        try:
+            sent = self.server.complete(body, summary)
+        finally:
+            self.turns.passed(self.name)
         self.sent.append(sent)
         turns = sum(not s.summary for s in self.sent)
         if summary:
@@ -185,24 +218,53 @@ class Proxy:
         self.http.server_close()
 
 
-def run(server: LlamaServer, steps: int, **settings: float) -> list[Sent]:
+def run(server: LlamaServer, turns: Turns, name: str, steps: int, out: dict[str, list[Sent]],
+        **settings: Any) -> None:
     """The requests of one ``steps``-step run with these Agent settings, as the server saw them."""
-    # Both runs start from the same cache state: a prompt that shares nothing with theirs.
-    server.complete({"model": "bench", "messages": [{"role": "user", "content": "0"}]}, summary=True)
-    proxy = Proxy(server)
-    with tempfile.TemporaryDirectory() as cwd:  # no repository .ipyagent/ or AGENTS.md in the prompt
-        agent = Agent(model="bench", base_url=proxy.url, tools=[page], python_tool=False,
-                      file_tools=False, approval="auto", temperature=0, cwd=cwd,
-                      context_window=WINDOW, request_max_tokens=256, max_steps=steps,
-                      circuit_breaker=0, **settings)
-        try:
-            result = agent.run("read the pages")
-        finally:
-            agent.close()
-            proxy.stop()
+    try:
+        proxy = Proxy(server, turns, name)
+        with tempfile.TemporaryDirectory() as cwd:  # no repository .ipyagent/ or AGENTS.md in the prompt
+            agent = Agent(model="bench", base_url=proxy.url, tools=[page], python_tool=False,
+                          file_tools=False, approval="auto", temperature=0, cwd=cwd,
+                          context_window=WINDOW, request_max_tokens=256, max_steps=steps,
+                          circuit_breaker=0, **settings)
+            try:
+                result = agent.run("read the pages")
+            finally:
+                agent.close()
+                proxy.stop()
+    finally:
+        turns.passed(name, finished=True)  # the other run goes on alone
     if result.stop_reason != "max_steps":
-        raise SystemExit(f"the run stopped early ({result.stop_reason}): {result.steps[-1].error}")
-    return proxy.sent
+        print(f"the {name} run stopped early ({result.stop_reason}): {result.steps[-1].error}",
+              file=sys.stderr)
+        return
+    out[name] = proxy.sent
+
+
+def both(python: Path, model: Path, steps: int) -> dict[str, list[Sent]]:
+    """The old shallow and the default run, each on its own fresh server, their requests
+    taking turns (old, default, old, ...)."""
+    runs = {"old": {"compact_target": Agent.compact_threshold.default_value}, "default": {}}
+    out: dict[str, list[Sent]] = {}
+    with tempfile.TemporaryDirectory() as d:
+        servers: dict[str, LlamaServer] = {}
+        try:
+            for name in runs:
+                servers[name] = LlamaServer(python, model, Path(d) / f"llama-{name}.log", n_ctx=2 * WINDOW)
+            turns = Turns(list(runs))
+            threads = [threading.Thread(target=run, args=(servers[name], turns, name, steps, out),
+                                        kwargs=settings) for name, settings in runs.items()]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:
+            for server in servers.values():
+                server.stop()
+    if set(out) != set(runs):
+        raise SystemExit("a run failed (see above)")
+    return out
 
 
 def totals(sent: list[Sent]) -> dict[str, float]:
@@ -218,6 +280,8 @@ def totals(sent: list[Sent]) -> dict[str, float]:
         "  by the first turn after a summary": sum(s.evaluated for s in after),
         "share of prompt tokens reused from the cache": 1 - evaluated / prompt,
         "server seconds": sum(s.seconds for s in sent),
+        # a token evaluated after a long cached prefix attends to all of it: dearer on CPU
+        "server seconds per 1,000 tokens evaluated": sum(s.seconds for s in sent) / evaluated * 1000,
     }
 
 
@@ -230,8 +294,8 @@ def report(steps: int, model: str, old: list[Sent], new: list[Sent]) -> None:
         ratio = f"{b / a:10.2f}" if a else f"{'':10}"
         if name.startswith("share"):
             print(f"  {name:96}{a:10.0%} {b:9.0%}")
-        elif name.endswith("seconds"):
-            print(f"  {name:96}{a:10.0f} {b:9.0f} {ratio}")
+        elif "seconds" in name:
+            print(f"  {name:96}{a:10.1f} {b:9.1f} {ratio}")
         else:
             print(f"  {name:96}{a:10.0f} {b:9.0f} {ratio}")
 
@@ -259,13 +323,8 @@ def main() -> None:
         print(f"skipped: no {missing} ({python if not python.exists() else model}); "
               "set IPYAGENT_LLAMA_PYTHON and IPYAGENT_LLAMA_MODELS (.ci/run installs them)")
         return
-    with tempfile.TemporaryDirectory() as d:
-        server = LlamaServer(python, model, Path(d) / "llama.log", n_ctx=2 * WINDOW)
-        try:
-            old = run(server, args.steps, compact_target=Agent.compact_threshold.default_value)
-            new = run(server, args.steps)
-        finally:
-            server.stop()
+    runs = both(python, model, args.steps)
+    old, new = runs["old"], runs["default"]
     report(args.steps, args.model, old, new)
     if args.per_request:
         per_request("old shallow", old)
