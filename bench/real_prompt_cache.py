@@ -5,9 +5,9 @@ prefix against a scripted model; this sends the same kind of run to a real serve
 reads what its prompt cache actually reused. A real ipyagent ``Agent`` (``model=…,
 base_url=…``, its own ``OpenAIChat`` client) talks to a small recording proxy on 127.0.0.1.
 The proxy plays the model — every turn calls ``page`` (a ~3,000-character result), a
-summary request gets a short summary, as ``CompactingModel`` does — and forwards each body
-ipyagent posted, byte for byte but for ``stream: false``, ``max_tokens: 1`` and
-``temperature: 0``, to a real ``python -m llama_cpp.server`` it started (one thread, the
+summary request gets a short summary, as ``CompactingModel`` does — and forwards each JSON
+body ipyagent posted, unchanged but for ``stream: false`` (no ``stream_options``),
+``max_tokens: 1`` and ``temperature: 0``, to a real ``python -m llama_cpp.server`` it started (one thread, the
 model's own chat template, verbose so that it logs ``Llama.generate: N prefix-match hit,
 remaining M prompt tokens to eval``). The server's reported ``prompt_tokens`` go back to
 ipyagent as the usage (so its token counter calibrates on the real tokenizer), and summary
