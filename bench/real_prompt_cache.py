@@ -319,9 +319,9 @@ def main() -> None:
         Path(__file__).resolve().parents[2] / ".venv-llama" / "bin" / "python")
     model = Path(args.models) / MODELS[args.model]
     if not python.exists() or not model.exists():
-        missing = "llama-cpp-python's python" if not python.exists() else "the model file"
-        print(f"skipped: no {missing} ({python if not python.exists() else model}); "
-              "set IPYAGENT_LLAMA_PYTHON and IPYAGENT_LLAMA_MODELS (.ci/run installs them)")
+        missing = f"llama-cpp-python's python {python}" if not python.exists() else f"model file {model}"
+        print(f"skipped: no {missing}; set IPYAGENT_LLAMA_PYTHON and IPYAGENT_LLAMA_MODELS "
+              "(.ci/run installs them)")
         return
     runs = both(python, model, args.steps)
     old, new = runs["old"], runs["default"]
