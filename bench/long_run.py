@@ -42,6 +42,7 @@ from ipyagent.transcripts.export import notebook_dict  # noqa: E402
 from ipyagent.transcripts.transcript import Autosave, _parts, read, save, to_notebook  # noqa: E402
 
 CHECKPOINTS = (10, 100, 1000)
+REPEATS = 7  # saves timed per checkpoint (the median is shown): fsync of megabytes is noisy
 RESULT = ("line of tool output " * 4 + "\n") * 50  # ~4 KB
 
 
@@ -257,7 +258,7 @@ def main() -> None:
             one_step(agent, with_autosave)  # the cache warm: what a run autosaved already
             step += 1
             saves, floors, off, on = [], [], [], []
-            for _ in range(3):
+            for _ in range(REPEATS):
                 step += 1
                 add_step(agent, step)
                 t = time.perf_counter()
