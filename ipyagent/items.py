@@ -193,23 +193,10 @@ class ToolResult(_ItemBase):
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __eq__(self, other: object) -> bool:
-        # The other fields first: a spilled payload is read back only to compare two
-        # results otherwise equal (``item in context`` must not read every plot back).
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        mine, theirs = vars(self), vars(other)
-        if any(mine.get(k) != theirs.get(k) for k in mine.keys() | theirs.keys() if k != "outputs"):
-            return False
-        return bool(mine.get("outputs") == theirs.get("outputs")
-                    or outputs_of(self) == outputs_of(other))
+        return _equal(self, other, "outputs", outputs_of)
 
     def _whole(self) -> ToolResult:
-        outputs = outputs_of(self)
-        if outputs is vars(self)["outputs"]:
-            return self
-        whole = copy.copy(self)
-        whole.__dict__["outputs"] = outputs
-        return whole
+        return _read_back(self, "outputs", outputs_of)
 
     def summary(self) -> str:
         return ("error: " if self.error else "") + one_line(self.output, 80)
@@ -273,22 +260,10 @@ class Summary(_ItemBase):
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __eq__(self, other: object) -> bool:
-        # As ToolResult's: a spilled payload is read back only if all else is equal.
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        mine, theirs = vars(self), vars(other)
-        if any(mine.get(k) != theirs.get(k) for k in mine.keys() | theirs.keys() if k != "replaced"):
-            return False
-        return bool(mine.get("replaced") == theirs.get("replaced")
-                    or replaced_of(self) == replaced_of(other))
+        return _equal(self, other, "replaced", replaced_of)
 
     def _whole(self) -> Summary:
-        replaced = replaced_of(self)
-        if replaced is vars(self)["replaced"]:
-            return self
-        whole = copy.copy(self)
-        whole.__dict__["replaced"] = replaced
-        return whole
+        return _read_back(self, "replaced", replaced_of)
 
     def summary(self) -> str:
         return f"[{len(raw_replaced(self))} items] " + one_line(self.content, 80)
@@ -298,6 +273,29 @@ class Summary(_ItemBase):
 
     def __repr__(self) -> str:
         return f"Summary({len(raw_replaced(self))} items: {one_line(self.content, 50)!r})"
+
+
+def _equal(item: Any, other: object, name: str, read: Callable[[Any], Any]) -> bool:
+    """``item == other`` for an item whose field ``name`` may be spilled: the other fields
+    first, the spilled values read back (``read``) only to compare items otherwise equal
+    (``item in context`` must not read every plot back)."""
+    if other.__class__ is not item.__class__:
+        return NotImplemented
+    mine, theirs = vars(item), vars(other)
+    if any(mine.get(k) != theirs.get(k) for k in mine.keys() | theirs.keys() if k != name):
+        return False
+    return bool(mine.get(name) == theirs.get(name) or read(item) == read(other))
+
+
+def _read_back(item: _I, name: str, read: Callable[[Any], Any]) -> _I:
+    """``item``, or a shallow copy holding field ``name`` read back whole (reading the field
+    itself would keep the values on the item)."""
+    value = read(item)
+    if value is vars(item)[name]:
+        return item
+    whole = copy.copy(item)
+    whole.__dict__[name] = value
+    return whole
 
 
 # Read through descriptors: a saved result's large display values (and those of the results
