@@ -70,10 +70,10 @@ _WEB = ("When `web_search` and `fetch_url` are offered, use them for what the wo
 
 BUILTIN_SPECS: dict[str, dict[str, Any]] = {
     "coder": {
-        "description": ("Writes and changes code: python plus all four file tools (and shell "
-                        "and the web tools where they are on)."),
+        "description": ("Writes and changes code: python plus all four file tools (and shell, "
+                        "the web tools, remember and offer_result where they are on)."),
         "tools": ["python", "shell", "read_file", "list_files", "write_file", "edit_file",
-                  "web_search", "fetch_url", "load_skill"],
+                  "web_search", "fetch_url", "load_skill", "remember", "offer_result"],
         "system_prompt": (
             "You are a careful software engineer working in the user's project from a Jupyter "
             "notebook. " + _TOOLS + _FILES + "`write_file` creates or replaces a file and "
@@ -87,7 +87,8 @@ BUILTIN_SPECS: dict[str, dict[str, Any]] = {
     "data-analyst": {
         "description": ("pandas + matplotlib analysis; reads files (and the web where the web "
                         "tools are on) but never changes them."),
-        "tools": ["python", "read_file", "list_files", "web_search", "fetch_url", "load_skill"],
+        "tools": ["python", "read_file", "list_files", "web_search", "fetch_url", "load_skill",
+                  "remember", "offer_result"],
         "system_prompt": (
             "You are a data analyst working in the user's Jupyter notebook. " + _TOOLS + _FILES
             + _WEB + "You do not modify files. Use pandas for data and matplotlib for charts. Look at "

@@ -93,10 +93,10 @@ def test_builtins_are_what_the_docs_say() -> None:
     assert set(BUILTINS) == {"coder", "data-analyst", "reviewer"}
     assert BUILTINS["coder"].tools == ["python", "shell", "read_file", "list_files",
                                        "write_file", "edit_file", "web_search", "fetch_url",
-                                       "load_skill"]
+                                       "load_skill", "remember", "offer_result"]
     analyst = BUILTINS["data-analyst"]
     assert analyst.tools == ["python", "read_file", "list_files", "web_search", "fetch_url",
-                             "load_skill"]
+                             "load_skill", "remember", "offer_result"]
     assert "pandas" in analyst.system_prompt and "plt.show()" in analyst.system_prompt
     reviewer = BUILTINS["reviewer"]
     assert reviewer.tools == ["read_file", "list_files"] and not reviewer.offers("python")
@@ -411,3 +411,20 @@ def test_a_project_persona_that_is_a_symlink_out_of_the_project_is_not_read(tmp_
     assert "evil" not in found and not any("PRIVATE KEY" in p.system_prompt for p in found.values())
     assert any("evil.md" in p and "leads out of the project" in p for p in problems), problems
     assert found["helper"].system_prompt == "Help kindly."
+
+
+def test_a_persona_keeps_remember_where_memory_is_on(tmp_path: Path, home: Path) -> None:
+    """The coder and the data-analyst keep the memory tool the user turned on (it was lost
+    while a persona was active); the reviewer, read-only, does not get it; with memory
+    off, no persona turns it on."""
+    offered = {}
+    for memory in ("on", "off"):
+        for persona in ("coder", "data-analyst", "reviewer"):
+            model = ScriptedModel([text("ok")])
+            with Agent(client=model, cwd=str(tmp_path), memory=memory, persona=persona) as agent:
+                agent.run("go")
+                assert agent.memory == memory
+            offered[memory, persona] = [t["name"] for t in model.requests[0].tools]
+    assert "remember" in offered["on", "coder"] and "remember" in offered["on", "data-analyst"]
+    assert "remember" not in offered["on", "reviewer"]
+    assert not any("remember" in offered["off", p] for p in ("coder", "data-analyst", "reviewer"))
