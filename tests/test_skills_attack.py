@@ -19,6 +19,19 @@ def _plant(root: Path, name: str) -> Path:
     return root / name
 
 
+def _swap_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, Path, Path]:
+    """(the repo, its project skill's folder, where that folder is moved aside, a private
+    folder elsewhere that a symlink can point to), with an empty home."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    secret = tmp_path / "ssh"
+    secret.mkdir()
+    repo = tmp_path / "repo"
+    folder = _plant(repo / ".ipyagent" / "skills", "tools")
+    return repo, folder, folder.with_name("tools.away"), secret
+
+
 @pytest.mark.parametrize("linked", [".ipyagent/skills", ".ipyagent"])
 def test_a_project_skills_folder_that_is_a_symlink_elsewhere_is_refused(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, linked: str) -> None:
@@ -49,17 +62,9 @@ def test_a_skill_folder_swapped_for_a_symlink_after_it_was_found_is_not_followed
     # the file; the wrapper below makes that moment come every time.
     import ipyagent.agent as agent_module
 
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    secret = tmp_path / "ssh"
-    secret.mkdir()
+    repo, folder, away, secret = _swap_world(tmp_path, monkeypatch)
     (secret / "notes.txt").write_text("PRIVATE-KEY\n")
-    repo = tmp_path / "repo"
-    folder = _plant(repo / ".ipyagent" / "skills", "tools")
     found = agent_module.skills_of
-
-    away = folder.with_name("tools.away")
 
     def found_then_swapped(agent: object) -> object:
         if folder.is_symlink():  # the real folder back while the skills are looked for…
@@ -82,16 +87,9 @@ def test_load_skill_after_the_folder_was_swapped_for_a_symlink_reads_nothing_of_
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import ipyagent.skills.use as use_module
 
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    secret = tmp_path / "ssh"
-    secret.mkdir()
+    repo, folder, away, secret = _swap_world(tmp_path, monkeypatch)
     (secret / "SKILL.md").write_text("---\nname: tools\ndescription: d\n---\nSECRET-BODY\n")
     (secret / "id_ed25519").write_text("PRIVATE-KEY\n")
-    repo = tmp_path / "repo"
-    folder = _plant(repo / ".ipyagent" / "skills", "tools")
-    away = folder.with_name("tools.away")
     found = use_module.skills_of
 
     def found_then_swapped(agent: object) -> object:
