@@ -421,7 +421,9 @@ def test_a_persona_keeps_remember_where_memory_is_on(tmp_path: Path, home: Path)
     for memory in ("on", "off"):
         for persona in ("coder", "data-analyst", "reviewer"):
             model = ScriptedModel([text("ok")])
-            with Agent(client=model, cwd=str(tmp_path), memory=memory, persona=persona) as agent:
+            # no sibling kernels: six of them for a tool list would only cost file descriptors
+            with Agent(client=model, cwd=str(tmp_path), memory=memory, persona=persona,
+                       python_tool=False) as agent:
                 agent.run("go")
                 assert agent.memory == memory
             offered[memory, persona] = [t["name"] for t in model.requests[0].tools]
