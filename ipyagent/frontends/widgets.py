@@ -126,7 +126,9 @@ class ApprovalPanel:
             Decision("deny", reason=self.reason.value.strip(), by="click", detail="Deny")))
         self.edit.on_click(lambda _: self._open_editor())
         self.cancel_edit.on_click(lambda _: self._show_editor(False))
-        self.run_edited.on_click(lambda _: self._submit_edit())
+        # The button asks the box for its text, which comes back with a run message
+        # (``_submit_edit``): what runs is what the box shows, not the last synced state.
+        self.run_edited.on_click(lambda _: self._editing and self.editor.submit())
         self.controls = w.HBox([self.approve, self.deny, self.reason, self.edit, self.always],
                                layout=w.Layout(align_items="center", flex_flow="row wrap"))
         self.widget = _Box([self.controls, self.editor, w.HBox([self.run_edited, self.cancel_edit]),

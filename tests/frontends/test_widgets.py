@@ -149,8 +149,13 @@ def test_run_edited_counts_only_after_edit_opened_the_editor() -> None:
     panel.run_edited.click()
     assert proposed == [] and panel.decision is None
     panel.edit.click()
-    panel.editor.value = "print(2)"
+    sent: list[Any] = []
+    panel.editor.send = sent.append  # what goes to the box in the page
+    panel.editor.value = "print(2"  # the synced state lags behind the box
     panel.run_edited.click()
+    assert sent == [{"event": "submit"}] and proposed == []  # asks the box for its text
+    # The box answers with its text in the run message: that text runs, not the lagging state.
+    panel.editor._message(panel.editor, {"event": "run", "value": "print(2)"}, [])
     assert [(d.action, d.by, d.detail, d.arguments) for d in proposed] == [
         ("edit", "click", "Edit", {"code": "print(2)"})]
 
@@ -171,8 +176,8 @@ def test_the_editor_keys_run_and_cancel_and_the_card_shows_the_edit() -> None:
     editor._message(editor, {"event": "cancel"}, [])
     assert editor.layout.display == "none" and proposed == []
     panel.edit.click()
-    editor.value = "for i in range(3):\n    print(i)"
-    editor._message(editor, {"event": "run"}, [])
+    editor.value = "for i in range(3):"  # the state synced so far: a prefix of the box
+    editor._message(editor, {"event": "run", "value": "for i in range(3):\n    print(i)"}, [])
     assert [(d.action, d.arguments) for d in proposed] == [
         ("edit", {"code": "for i in range(3):\n    print(i)"})]
     assert editor.disabled
