@@ -532,8 +532,8 @@ class Agent(AgentSettings):
                 in_run = True
             elif isinstance(event, RunFinished):
                 in_run = False
-                for notice in held:
-                    self._emit(others, notice)
+                for kept in held:
+                    self._emit(others, kept)
                 held.clear()
             if not (isinstance(event, StepFinished) and self.autosave):
                 return
