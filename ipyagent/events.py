@@ -40,6 +40,9 @@ __all__ = [
     "ToolOutput",
     "live_emitter",
     "compaction_line",
+    "usage_line",
+    "time_line",
+    "cost_line",
     "Event",
 ]
 
@@ -179,6 +182,11 @@ class Step:
     duration: float = 0.0
     stop_reason: StopReason | None = None  # set when this step ends the run
     error: str | None = None
+    # Where the step's time went: the model's reply, the tools' runs, a person's answers
+    # (approval, offers); the rest is ipyagent's own (compaction, bookkeeping).
+    model_time: float = 0.0
+    tool_time: float = 0.0
+    wait_time: float = 0.0
 
     @property
     def done(self) -> bool:
@@ -192,8 +200,8 @@ class Step:
     def footer(self, paused: str = "paused") -> str:
         """One line: calls, tokens, time, and how the step ended (``paused`` when the run goes on)."""
         calls = len(self.tool_calls)
-        line = (f"step {self.index} · {calls} tool call{'s' * (calls != 1)} · {self.usage} tokens"
-                f" · {self.duration:.1f}s")
+        line = (f"step {self.index} · {calls} tool call{'s' * (calls != 1)} · {usage_line(self.usage)}"
+                f" · {time_line(self.duration, self.model_time, self.tool_time, self.wait_time)}")
         if self.stop_reason:
             return f"{line} · stopped: {self.stop_reason}" + (f" · {self.error}" if self.error else "")
         return f"{line} · {paused}"
@@ -221,10 +229,27 @@ class RunResult:
     usage: Usage = field(default_factory=Usage)
     duration: float = 0.0
     error: str | None = None  # one line, for stop_reason "error" (and denials' reasons)
+    cost: float | None = None  # US dollars at a known price (models/prices.py); None: unknown
+    cost_basis: str = ""  # whose prices, of when (said with the cost)
 
     @property
     def ok(self) -> bool:
         return self.stop_reason == "done"
+
+    @property
+    def model_time(self) -> float:
+        """Seconds spent waiting for the model's replies."""
+        return sum(s.model_time for s in self.steps)
+
+    @property
+    def tool_time(self) -> float:
+        """Seconds the tools ran."""
+        return sum(s.tool_time for s in self.steps)
+
+    @property
+    def wait_time(self) -> float:
+        """Seconds spent waiting for a person (approval clicks, offers): not the model's."""
+        return sum(s.wait_time for s in self.steps)
 
     def __repr__(self) -> str:
         text = one_line(self.text, 60)
@@ -232,9 +257,12 @@ class RunResult:
                 f"usage={self.usage}, text={text!r})")
 
     def footer(self, *, shown: Iterable[str] = ()) -> str:
-        """One line: stop reason, steps, tokens, time, and the error unless it is in ``shown``."""
+        """One line: stop reason, steps, tokens (and their cost, when known), time split
+        into model, tools and waiting for you, and the error unless it is in ``shown``."""
+        cost = f" · {cost_line(self.cost, self.usage, self.cost_basis)}" if self.cost is not None else ""
         line = (f"{self.stop_reason} · {len(self.steps)} step{'s' * (len(self.steps) != 1)} · "
-                f"{self.usage} tokens · {self.duration:.1f}s")
+                f"{usage_line(self.usage)}{cost} · "
+                f"{time_line(self.duration, self.model_time, self.tool_time, self.wait_time)}")
         if self.error and self.error in set(shown):
             return line + " · the error above"
         return line + (f" · {self.error}" if self.error else "")
@@ -243,6 +271,32 @@ class RunResult:
         color = "#1a7f37" if self.ok else "#b35900"
         return (f"<div><div>{html.escape(self.text)}</div>"
                 f"<div style='color:{color};font-size:90%'>{html.escape(self.footer())}</div></div>")
+
+
+def usage_line(usage: Usage) -> str:
+    """Tokens as the footers say them: '~1115 in / ~98 out tokens in 3 requests, estimated'.
+
+    A sum over the requests (each sends the whole context again), so it grows faster
+    than the context; 'estimated' when a server reported none (the demo model, some
+    local servers) and ipyagent counted instead.
+    """
+    requests = f" in {usage.requests} requests" if usage.requests > 1 else ""
+    return f"{usage} tokens{requests}" + (", estimated" if usage.estimated else "")
+
+
+def time_line(total: float, model: float, tools: float, waiting: float) -> str:
+    """'5.9s (model 0.4s · tools 0.3s · waiting for you 5.2s)': a person's time is not the model's."""
+    parts = [f"model {model:.1f}s", f"tools {tools:.1f}s"]
+    if waiting >= 0.05:
+        parts.append(f"waiting for you {waiting:.1f}s")
+    return f"{total:.1f}s ({' · '.join(parts)})" if model or tools or waiting else f"{total:.1f}s"
+
+
+def cost_line(cost: float, usage: Usage, basis: str) -> str:
+    """'≈ $0.0123 (basis)': what the run's tokens cost at a known price."""
+    shown = f"${cost:.4f}" if cost < 1 else f"${cost:,.2f}"
+    approx = "≈ ~" if usage.estimated else "≈ "
+    return f"{approx}{shown}" + (f" ({basis})" if basis else "")
 
 
 @dataclass

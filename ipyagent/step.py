@@ -185,7 +185,11 @@ async def run_step(agent: Agent, index: int, listeners: list[Listener], *, steps
     try:
         run.check_budget()
         await prepare(run)
-        turn, estimated_raw = await request(run)
+        asked = time.perf_counter()
+        try:
+            turn, estimated_raw = await request(run)
+        finally:
+            run.step.model_time += time.perf_counter() - asked
         cut = record(run, turn, estimated_raw)
         await run_calls(run, breaker)
         decide_stop(run, turn, cut, steps_so_far)
@@ -471,14 +475,24 @@ async def run_one(run: StepRun, call: ToolCall) -> ToolResult:
         # Its run is the question to the person (offer_result): nothing to approve first.
         decision = Decision("approve", by="policy", detail="asks the user itself", at=utc_now())
     else:
+        asked = time.perf_counter()
         decision = await agent.policy.decide(call)
+        step.wait_time += time.perf_counter() - asked  # a click, a keypress, a hook's answer
     step.decisions.append(decision)
     run.emit(ToolCallDecided(call, decision))
     if not decision.approved:
         return _denied(call, decision, step.index)
     result = await execute(run, call, decision)
     for _ in range(MAX_COPIES_PER_CALL):  # a NameError for the user's variable: offer a copy
-        if call.name != "python" or not await copy_missing(agent, call, result, run.emit):
+        asked = time.perf_counter()
+        copied_now = call.name == "python" and await copy_missing(agent, call, result, run.emit)
+        # Under 'ask' a copy asks the person first; else it is a tool's work.
+        spent = time.perf_counter() - asked
+        if agent.policy.mode == "ask":
+            step.wait_time += spent
+        else:
+            step.tool_time += spent
+        if not copied_now:
             break
         copied = result.meta["copies"]
         result = await execute(run, call, decision)  # again, now that the value is there
@@ -529,10 +543,18 @@ async def execute(run: StepRun, call: ToolCall, decision: Decision) -> ToolResul
             show(redacted)
 
     token = live_emitter.set(live)
+    started = time.perf_counter()
     try:
         result = await run.executor.execute(call)
     finally:
         live_emitter.reset(token)
+        # A tool whose run is a question to the person (offer_result) waits for them.
+        tool = agent.tools[call.name] if call.name in agent.tools else None
+        spent = time.perf_counter() - started
+        if tool is not None and tool.asks_user:
+            run.step.wait_time += spent
+        else:
+            run.step.tool_time += spent
         for held in redactor.flush():
             show(held)
     run.printed.pop(call.id, None)

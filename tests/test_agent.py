@@ -412,3 +412,31 @@ def test_the_model_is_told_not_to_repeat_a_long_output_and_nothing_of_a_short_on
     assert long.output.count("\n") == 199  # the output itself is untouched
     assert short.for_model() == short.output == "line 0\nline 1\nline 2"
     assert "repeat" not in agent.context.system  # not in the prompt: it silenced small models
+
+
+def test_the_time_a_person_takes_to_answer_is_not_the_models() -> None:
+    """Issue 30: 'done in 16.9 s' counted the time the person took to click. The run's
+    time is split: model (its replies), tools (their runs), waiting for you (approval)."""
+    import time
+
+    answering: list[float] = []
+
+    async def person(call: ToolCall) -> bool:
+        began = time.perf_counter()
+        await asyncio.sleep(0.2)  # a person reading the card
+        answering.append(time.perf_counter() - began)
+        return True
+
+    agent = Agent(client=ScriptedModel([calls(("add", {"a": 2, "b": 3})), text("5")]),
+                  tools=[add], python_tool=False, approval="ask", approval_hook=person)
+    result = agent.run("add")
+    agent.close()
+    first = result.steps[0]
+    # Containment, not speed: the hook's own time is inside the step's waiting time, and
+    # the three parts never overlap (their sum is within the run's time).
+    assert first.wait_time >= answering[0] > 0
+    assert first.model_time > 0 and first.tool_time > 0 and result.steps[1].wait_time == 0
+    assert result.model_time + result.tool_time + result.wait_time <= result.duration
+    line = result.footer()
+    assert (f"(model {result.model_time:.1f}s · tools {result.tool_time:.1f}s · waiting for you "
+            f"{result.wait_time:.1f}s)") in line, line

@@ -119,3 +119,21 @@ def test_live_emitter_is_per_context_so_concurrent_runs_never_mix() -> None:
 
     assert asyncio.run(main()) == {"a": ["from a"], "b": ["from b"]}
     assert contextvars.copy_context().get(live_emitter) is None  # nothing leaked out
+
+
+def test_footers_split_the_time_and_say_estimates_and_cost() -> None:
+    from ipyagent.events import cost_line, time_line, usage_line
+
+    assert time_line(5.94, 0.42, 0.31, 5.2) == "5.9s (model 0.4s · tools 0.3s · waiting for you 5.2s)"
+    assert time_line(1.0, 0.6, 0.2, 0.0) == "1.0s (model 0.6s · tools 0.2s)"  # nobody was asked
+    assert time_line(1.0, 0, 0, 0) == "1.0s"  # no split known (an old record)
+    assert usage_line(Usage(1115, 98, 3, estimated=True)) == "~1115 in / ~98 out tokens in 3 requests, estimated"
+    assert usage_line(Usage(10, 2, 1)) == "10 in / 2 out tokens"
+    assert cost_line(0.01234, Usage(1, 1, 1), "x") == "≈ $0.0123 (x)"
+    assert cost_line(12.5, Usage(1, 1, 1, estimated=True), "") == "≈ ~$12.50"
+    steps = [Step(1, model_time=0.5, tool_time=0.25, wait_time=4.0), Step(2, model_time=0.25)]
+    result = RunResult("done", "ok", steps=steps, usage=Usage(900, 60, 2), duration=5.1,
+                       cost=0.0005, cost_basis="gpt-4o-mini at OpenAI's list prices of 2025-10")
+    assert result.footer() == ("done · 2 steps · 900 in / 60 out tokens in 2 requests · ≈ $0.0005 "
+                               "(gpt-4o-mini at OpenAI's list prices of 2025-10) · "
+                               "5.1s (model 0.8s · tools 0.2s · waiting for you 4.0s)")
