@@ -478,12 +478,24 @@ class Agent(AgentSettings):
         result = RunResult(
             stop_reason=step.stop_reason or "done", text=_final_text(steps), steps=steps,
             usage=usage, duration=time.perf_counter() - started, error=step.error)
+        self._price(result)
         said = await write_outcome(self, task, first, result)
         self._say(listeners, [*said, *(Notice(n, "warning") for n in self.memories.take_notices())],
                   on_event)
         result.duration = time.perf_counter() - started
         self._emit(listeners, RunFinished(result))
         return result
+
+    def _price(self, result: RunResult) -> None:
+        """The run's cost at this model's known price (none for unknown or local models)."""
+        from .models.prices import cost_of
+
+        price = self.price
+        if price is None or not result.usage.requests:
+            return
+        u = result.usage
+        result.cost = cost_of(price, u.input, u.output, u.cache_read, u.cache_write)
+        result.cost_basis = f"{self.model} at {price.source}"
 
     async def _astep_public(self, task: str | None, on_event: Listener | None) -> Step:
         said = self._begin(task)

@@ -250,6 +250,14 @@ class AgentSettings(LoggingConfigurable):
         "When Agent.autosave is a directory: keep only the newest this many run-<date>.ipynb "
         "files there (older ones are deleted when a new conversation starts). 0: keep all."
     )).tag(config=True)
+    prices = Dict(help=(
+        "Model prices for the footer's cost line, US dollars per million tokens: "
+        "{'my-model': {'input': 0.5, 'output': 1.5, 'cached_input': 0.05, 'cache_write': 0.6}} "
+        "(the last two optional); None for a model turns its cost line off. Merged over a "
+        "built-in table of OpenAI's and Anthropic's list prices, dated (ipyagent.models.prices"
+        ".PRICES_AS_OF): prices change, check yours. No cost line for an unknown model or a "
+        "server on this machine or the local network."
+    )).tag(config=True)
     cache = Enum(["off", "on", "replay-only"], default_value="off", help=(
         "Response cache: 'on' answers a request seen before from disk (no model request); "
         "'replay-only' also never calls the model and fails on a miss."
@@ -483,6 +491,25 @@ class AgentSettings(LoggingConfigurable):
             raise TraitError(f"Agent.{proposal['trait'].name} must be in (0, 1], "
                              f"not {proposal['value']}")
         return proposal["value"]
+
+    @validate("prices")
+    def _check_prices(self, proposal: Any) -> dict[str, Any]:
+        from .models.prices import parse_prices
+
+        try:
+            parse_prices(proposal["value"])
+        except ValueError as exc:
+            raise TraitError(str(exc)) from None
+        return dict(proposal["value"])
+
+    @property
+    def price(self) -> Any:
+        """The ``Price`` of this model at this endpoint, or None (unknown, or local: free)."""
+        from .models.prices import parse_prices, price_for
+
+        if self.model == "demo" or is_local_host(urlsplit(self.endpoint.base_url).hostname or ""):
+            return None
+        return price_for(self.model, parse_prices(self.prices))
 
     @validate("temperature")
     def _check_temperature(self, proposal: Any) -> float | None:
