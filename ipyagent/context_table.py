@@ -54,7 +54,28 @@ class ContextTable:
     def _title(self) -> str:
         ctx = self.context
         shown = "" if self.whole else f", rows {self.start}–{self.stop - 1}"
-        return f"Context — {_items(len(ctx))}, ~{ctx.tokens:,} tokens{shown}"
+        return f"Context — {_items(len(ctx))}{shown} · {self.sizes()}"
+
+    def sizes(self) -> str:
+        """The tokens the next request carries, as the run's footer counts them, and of what:
+        'next request ~1,280 tokens: items ~279 · system prompt ~287 · tool specs ~714
+        (estimated: chars/4)'. Without an agent (no tools known): the context's own."""
+        ctx, counter = self.context, self.context.counter
+        system = counter.scaled(counter.raw(ctx.system) + 4)
+        items = max(0, ctx.tokens - system)
+        specs = None
+        if ctx.settings_source is not None:  # bound to an agent: its tools go in every request
+            try:
+                specs = int(ctx.settings_source().get("extra_tokens") or 0)
+            except Exception:  # a title is decoration: never break the table
+                specs = None
+        parts = [f"items ~{items:,}", f"system prompt ~{system:,}"]
+        if specs is not None:
+            parts.append(f"tool specs ~{specs:,}")
+        scale = f" ×{counter.scale:.2f}, calibrated by the server's counts" if counter.scale != 1.0 else ""
+        total = ctx.tokens + (specs or 0)
+        head = f"next request ~{total:,} tokens" if specs is not None else f"~{total:,} tokens"
+        return f"{head}: {' · '.join(parts)} (estimated: {counter.method}{scale})"
 
     def _repr_html_(self) -> str:
         ctx = self.context

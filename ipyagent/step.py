@@ -357,8 +357,13 @@ def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
     if not isinstance(turn.finish_reason, str):  # a server's list or number: unusable, unhashable
         turn.finish_reason = None
     step.text, step.tool_calls, step.finish_reason = turn.text, turn.tool_calls, turn.finish_reason
+    # No count from the server: the request's own estimate (context and tool specs, as the
+    # footer's meter and the context table count it), and the reply's.
+    counter = agent.context.counter
     reply = Usage.from_server(turn.usage) or Usage(
-        agent.context.tokens, len(turn.text) // 4 + 1, 1, estimated=True)
+        counter.scaled(estimated_raw),
+        counter.scaled(counter.raw(turn.text) + sum(counter.item(c) for c in turn.tool_calls)) or 1,
+        1, estimated=True)
     agent.usage.add(reply)
     step.usage.add(reply)  # on top of the tokens of any reply discarded before it
     if not reply.estimated and reply.input:

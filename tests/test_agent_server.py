@@ -247,3 +247,19 @@ def test_a_server_that_only_sends_keepalives_ends_the_run_with_the_setting_to_ra
     assert result.stop_reason == "error" and "\n" not in result.error
     assert result.error.startswith("no reply within Agent.first_token_timeout=0.5 s")
     assert [i.type for i in agent.context] == ["message"]
+
+
+def test_a_server_that_counts_nothing_is_billed_as_the_meter_counts_the_request():
+    """No usage in the reply (some local servers): the request's own estimate, the same
+    figure the footer's meter and the context table give, marked estimated."""
+    from ipyagent.events import StepStarted
+    from ipyagent.frontends.cellrun import request_meter
+
+    with ScriptedServer([reply_tool_calls([("python", {"code": "print(7)"})], usage=False),
+                         reply_text("7", usage=False)]) as srv, \
+            Agent(model="m", base_url=srv.base_url, approval="auto", shell_tool="off") as agent:
+        before: list[int] = []
+        result = agent.run("print 7", on_event=lambda e: isinstance(e, StepStarted)
+                           and before.append(request_meter(agent)[0]))
+    assert result.ok and [s.usage.input for s in result.steps] == before
+    assert all(s.usage.estimated for s in result.steps) and "estimated" in result.footer()

@@ -162,7 +162,7 @@ def memory_bundle(event: MemoryRecalled) -> dict[str, str]:
 def footer_html(text: str, kind: str = "info", meter: tuple[int, int] | None = None) -> dict[str, str]:
     """A small status line as a display bundle (with a token meter, when given)."""
     right = (f"<span style='float:right'>{meter_html(*meter)}</span>" if meter else "")
-    plain = text + (f" · context ~{meter[0]:,}" + (f"/{meter[1]:,}" if meter[1] else "")
+    plain = text + (f" · next request ~{meter[0]:,}" + (f"/{meter[1]:,}" if meter[1] else "")
                     + " tokens" if meter else "")
     return {"text/html": (f"<div style='font-size:85%;color:{_COLORS[kind]};"
                           "border-top:1px solid var(--jp-border-color2,#e0e0e0);"
@@ -170,15 +170,20 @@ def footer_html(text: str, kind: str = "info", meter: tuple[int, int] | None = N
             "text/plain": plain}
 
 
+_METER_TIP = ("estimated tokens of the next request: the context, the system prompt and the "
+              "tool specs (agent.context shows them item by item)")
+
+
 def meter_html(tokens: int, window: int) -> str:
-    """A small token meter: the context's size against the model's window (if known)."""
+    """A small token meter: the next request's size against the model's window (if known);
+    the same figure the context table's title gives."""
     if not window:
-        return f"<span style='color:{_MUTED}'>context ~{tokens:,} tokens</span>"
+        return (f"<span title='{_METER_TIP}' style='color:{_MUTED}'>next request ~{tokens:,} "
+                "tokens</span>")
     share = min(1.0, tokens / window)
     color = _COLORS["ok"] if share < 0.6 else _COLORS["warn"] if share < 0.8 else _COLORS["bad"]
-    return (f"<span title='tokens of the next request (context and tool specs) / "
-            f"Agent.context_window' style='color:{_MUTED}'>"
-            "context <span style='display:inline-block;width:60px;height:7px;vertical-align:middle;"
+    return (f"<span title='{_METER_TIP} / Agent.context_window' style='color:{_MUTED}'>"
+            "next request <span style='display:inline-block;width:60px;height:7px;vertical-align:middle;"
             "border:1px solid var(--jp-border-color1,#ccc);border-radius:2px'>"
             f"<span style='display:block;height:100%;width:{share * 100:.0f}%;background:{color}'>"
             f"</span></span> ~{tokens:,} / {window:,}</span>")

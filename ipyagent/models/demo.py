@@ -32,6 +32,7 @@ from typing import Any, AsyncIterator
 
 from .._untrusted import fence
 from ..items import Message, ToolCall, ToolResult
+from ..tokens import TokenCounter
 from .base import (
     OUTCOME_PROMPT,
     SUMMARY_PROMPT,
@@ -46,6 +47,7 @@ from .base import (
 __all__ = ["DemoModel"]
 
 LABEL = "[demo model]"
+_COUNT = TokenCounter()  # its tool-spec counts are kept: every step sends the same tools
 
 
 class DemoModel:
@@ -74,10 +76,12 @@ class DemoModel:
         for index, call in enumerate(calls):
             yield ToolCallDelta(index, id=call.id, name=call.name,
                                 arguments=json.dumps(call.arguments))
-        prompt = sum(len(getattr(i, "content", "") or getattr(i, "output", "") or "")
-                      for i in request.items) // 4 + len(request.system) // 4
-        usage = {"prompt_tokens": prompt, "completion_tokens": max(1, len(text) // 4),
-                 "estimated": True}
+        # Counted as ipyagent estimates a request (the context table, the footer's meter):
+        # a demo has no tokenizer of its own, and its numbers must agree with those.
+        prompt = (_COUNT.raw(request.system) + 4 + sum(_COUNT.item(i) for i in request.items)
+                  + (_COUNT.specs(request.tools) if request.tools else 0))
+        written = _COUNT.raw(text) + sum(_COUNT.item(c) for c in calls)
+        usage = {"prompt_tokens": prompt, "completion_tokens": max(1, written), "estimated": True}
         yield TurnComplete(Turn(text=text, tool_calls=calls, usage=usage, model="demo",
                                 finish_reason="tool_calls" if calls else "stop"))
 

@@ -169,3 +169,27 @@ def test_the_remote_marker_is_what_the_tools_say():
         assert REMOTE_MARKER in python_description(True, files)
         assert REMOTE_MARKER not in python_description(False, files)
     assert REMOTE_MARKER in shell_description(True) and REMOTE_MARKER not in shell_description(False)
+
+
+def test_the_table_the_meter_and_each_requests_tokens_are_one_count(demo_agent):
+    """Issue 30: the context table said ~838 tokens, the footer ~1,713. Now the demo
+    model counts a request as ipyagent estimates it, so each request's reported prompt
+    tokens are the meter's figure just before it, and the table's title says that figure
+    and what it is made of (the run's 'in' is their sum over requests)."""
+    from ipyagent.events import StepStarted
+    from ipyagent.frontends.cellrun import request_meter
+
+    demo_agent.reset()
+    before: list[int] = []
+    result = demo_agent.run("Use Python to compute 2**100", on_event=lambda e: isinstance(
+        e, StepStarted) and before.append(request_meter(demo_agent)[0]))
+    assert [s.usage.input for s in result.steps] == before
+    assert result.usage.input == sum(before) and result.usage.estimated
+    after = request_meter(demo_agent)[0]
+    title = demo_agent.context.table()._title()
+    assert f"next request ~{after:,} tokens" in title and "(estimated:" in title
+    system = demo_agent.context.counter.scaled(demo_agent.context.counter.raw(demo_agent.context.system) + 4)
+    specs = after - demo_agent.context.tokens
+    assert (f"items ~{demo_agent.context.tokens - system:,} · system prompt ~{system:,} · "
+            f"tool specs ~{specs:,}") in title
+    assert "tokens in 3 requests, estimated" in result.footer()
