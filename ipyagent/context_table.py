@@ -109,7 +109,7 @@ class ContextTable:
         # The notebook table's columns, tokens before the summary so that a long summary
         # cannot push them out of sight; one line a row, as wide as the terminal.
         room = max(20, shutil.get_terminal_size((110, 24)).columns - 30)
-        lines = [repr(ctx) if self.whole else f"<{self._title()}>",
+        lines = [self._title(),  # the sizes as the notebook's title and the footer say them
                  f"  {'#':>3}  {'kind':<12} {'tokens':>6}  summary"]
         for block in self._blocks():
             if isinstance(block, int):

@@ -107,7 +107,10 @@ def test_a_long_context_shows_its_ends_and_says_how_to_see_the_rest():
     assert "… 1,960 more items (20–1979): agent.context.table(20, 1980) or %agent context 20:1980" in html
     assert "2000 items" in html and "system: be brief" in html
     lines = ctx.table().text().splitlines()
-    assert lines[0] == repr(ctx) and lines[1].split() == ["#", "kind", "tokens", "summary"]
+    assert lines[0] == f"Context — 2000 items · ~{ctx.tokens:,} tokens: items ~" \
+        f"{ctx.tokens - ctx.counter.raw(ctx.system) - 4:,} · system prompt ~{ctx.counter.raw(ctx.system) + 4} " \
+        f"(estimated: {ctx.counter.method})"
+    assert lines[1].split() == ["#", "kind", "tokens", "summary"]
     assert len(lines) == 2 + 20 + 1 + 20 and "1,960 more" in lines[22]
     page = ctx.table(100, 200)  # a range is shown whole, with the context's own numbers
     rows = page.text().splitlines()[2:]

@@ -83,7 +83,7 @@ def test_a_three_task_conversation_in_one_session(tmp_path):
     task(child, "compute 5**2", 3, "value = 25")
     child.expect(PROMPT)
     child.sendline("/context")
-    child.expect(r"<Context: 24 items")
+    child.expect(r"Context — 24 items · next request ~")
     child.expect(PROMPT)
     shown = child.before
     for n, text in enumerate(["compute 2**10", "compute 3**4", "compute 5**2"]):
@@ -97,13 +97,13 @@ def test_a_three_task_conversation_in_one_session(tmp_path):
     child.expect(PROMPT)
     assert child.match.group(1) == "1"  # the prompt counts this conversation's tasks
     child.sendline("/context")
-    child.expect("<Context: 0 items")
+    child.expect("Context — 0 items · next request ~")
     child.sendline("/load conv.ipynb")
     child.expect("loaded 24 items from conv.ipynb")
     child.expect(PROMPT)
     assert child.match.group(1) == "4"  # its three tasks, and the next one's number
     child.sendline("/context")
-    child.expect("<Context: 24 items")
+    child.expect("Context — 24 items · next request ~")
     leave(child)
     with Agent.from_transcript(tmp_path / "conv.ipynb", python_tool=False) as loaded:
         tasks = [i.content for i in loaded.context if isinstance(i, Message) and i.role == "user"]
@@ -225,7 +225,7 @@ def test_persona_option_and_config_files_take_effect(tmp_path):
     # A persona: the reviewer is offered no python, so the demo model calls none.
     reviewer = piped(tmp_path, ["compute 2**10", "/context"], "-p", "reviewer")
     assert "┌ python" not in reviewer.stdout and "value = 1024" not in reviewer.stdout
-    assert "<Context: 2 items" in reviewer.stdout and "tool call" not in reviewer.stdout
+    assert "Context — 2 items · " in reviewer.stdout and "tool call" not in reviewer.stdout
     (tmp_path / "persona.json").write_text(json.dumps({"Agent": {"persona": "reviewer"}}))
     by_file = piped(tmp_path, ["compute 2**10"], "--config", "persona.json")
     assert "┌ python" not in by_file.stdout and "[demo model]" in by_file.stdout
