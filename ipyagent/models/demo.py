@@ -13,9 +13,20 @@ drives the real loop, the real approval and the real sibling kernel:
   and a task that asks for a plot: load the skill → run plot code that follows it (the
   skill's first ```python block is its pattern, given ``x``, ``y``, ``label``, ``title``,
   ``xlabel`` and ``ylabel`` from the task) → say what it drew;
+* with a ``python`` tool and a task that names one of the user's variables from the
+  namespace picture ("summarise sales"): code that uses it — the sibling meets a
+  ``NameError``, ipyagent offers the copy and runs the call again — then answer;
+* ``%agent fix`` (the failing cell and its traceback): a fix by a few honest rules
+  (``demo_fix``), checked in the sibling when there is a ``python`` tool, answered with the
+  fixed cell as the python block ``%agent fix`` puts in a new cell;
+* "remember that …" with the ``remember`` tool (memory on): keep the note; without it,
+  say how to turn memory on;
+* after a Python result, a file the task asks for ("save the result to result.txt") with
+  ``write_file``, and a value it asks to keep ("…and offer it to me") with ``offer_result``;
 * with other tools: call every tool whose required arguments it can fill (in parallel),
   then report their results;
-* a denied call: acknowledge it and stop. Every reply is labelled ``[demo model]``.
+* a denied call: acknowledge it and stop. Every reply is labelled ``[demo model]``, and
+  what a tool printed is quoted in a ``text`` fence (never a python block).
 
 It says where things ran as the tools' descriptions tell it (all a model can know): Python
 in the sibling kernel or in the kernel on a remote Jupyter server, a command with bash
@@ -43,10 +54,24 @@ from .base import (
     Turn,
     TurnComplete,
 )
+from .demo_fix import fix_request, propose_fix
+from .demo_flows import (
+    MEMORY_TOOL,
+    OFFER_TOOL,
+    PLOT_WORDS,
+    fact_to_remember,
+    file_to_write,
+    follow_up,
+    mentioned,
+    pictured,
+    variable_code,
+    wants_offer,
+)
 
 __all__ = ["DemoModel"]
 
 LABEL = "[demo model]"
+DEMO_NOTE = "(This answer was produced by the built-in demo model, not an LLM.)"
 _COUNT = TokenCounter()  # its tool-spec counts are kept: every step sends the same tools
 
 
@@ -109,6 +134,13 @@ class DemoModel:
             return (f"{LABEL} Understood: the call was not approved ({reason}), so I did "
                     "not run anything. Tell me how you would like to proceed."), []
         remote = _remote(tools)
+        shown = pictured(items[:start + 1])  # the user's variables, as the picture says them
+        fix = fix_request(task)
+        if fix is not None:
+            return self._plan_fix(*fix, tools, results, n_calls, shown, remote)
+        fact = fact_to_remember(task)
+        if fact is not None:
+            return self._plan_remember(fact, tools, results, n_calls)
         command = shell_command(task) if "shell" in tools else None
         if command is not None:
             return self._plan_shell(command, task, results, n_calls, remote)
@@ -117,7 +149,15 @@ class DemoModel:
             if planned is not None:
                 return planned
         if "python" in tools:
-            return self._plan_python(task, results, n_calls, remote)
+            ran = [r for r in results if r.name == "python"]
+            name = mentioned(task, shown) if find_expression(task) is None else None
+            if name is not None:
+                planned = self._plan_variable(task, name, shown[name], ran, n_calls, remote)
+                offered = None  # the user's own variable: nothing new to offer back
+            else:
+                planned = self._plan_python(task, ran, n_calls, remote)
+                offered = "value" if find_expression(task) is not None else None
+            return self._then(planned, task, tools, results, n_calls, offered)
         if tools:
             return self._plan_tools(task, tools, results, n_calls)
         return (f"{LABEL} I have no tools, so I cannot compute anything. "
@@ -126,6 +166,109 @@ class DemoModel:
     def _call(self, name: str, arguments: dict[str, Any], n: int) -> ToolCall:
         # Deterministic ids, so that runs (and their transcripts) are reproducible.
         return ToolCall(id=f"demo_call_{n}", name=name, arguments=arguments)
+
+    def _plan_fix(self, source: str, traceback: str, tools: dict[str, dict[str, Any]],
+                  results: list[ToolResult], n: int, shown: dict[str, str],
+                  remote: bool = False) -> tuple[str, list[ToolCall]]:
+        """``%agent fix``: find the rule for the error, check the fixed cell in the python
+        tool's kernel when there is one, answer with the cell as the last python block."""
+        fix = propose_fix(source, traceback, list(shown))
+        if fix is None:
+            return (f"{LABEL} The traceback came without the cell's source, so I have no code "
+                    "to fix: run the failing cell again, then `%agent fix`.\n\n" + DEMO_NOTE), []
+        kernel = "the remote kernel" if remote else "the sibling kernel"
+        ran = [r for r in results if r.name == "python"]
+        if "python" in tools and fix.checkable and not ran:
+            return (f"{LABEL} {_sentence(fix.why)}. I'll check the fixed cell in {kernel} first "
+                    "(not in yours).", [self._call("python", {"code": fix.source}, n)])
+        if ran:
+            last = ran[-1]
+            printed = _printed_part(last) or ""
+            if last.error:
+                check = (f"Checked in {kernel}, it still fails (maybe for a reason of its own "
+                         f"there):\n\n{fence(last.output.strip(), 'text')}\n\n")
+            elif printed and printed != "(no output)":
+                check = f"Checked in {kernel}, it runs and prints:\n\n{fence(printed, 'text')}\n\n"
+            else:
+                check = f"Checked in {kernel}, it runs without an error.\n\n"
+        else:
+            check = ""
+        # The cell first, what the check printed after it: a reader of the answer (and
+        # ``%agent fix``, which takes its python block) finds the fix before any output.
+        return (f"{LABEL} {_sentence(fix.why)}. The fixed cell, for you to read and run "
+                f"(`%agent fix` puts it in a new cell below; nothing ran in your kernel):"
+                f"\n\n{fence(fix.source, 'python')}\n\n{check}{DEMO_NOTE}"), []
+
+    def _plan_remember(self, fact: str, tools: dict[str, dict[str, Any]],
+                       results: list[ToolResult], n: int) -> tuple[str, list[ToolCall]]:
+        """'remember that …': keep it with the remember tool (memory on), or say how."""
+        if MEMORY_TOOL not in tools:
+            return (f"{LABEL} I have no memory tool here, so I cannot keep that for later "
+                    "sessions: `%config Agent.memory = 'on'` offers it to me, and "
+                    f"`%agent remember TEXT` keeps a note yourself.\n\n{DEMO_NOTE}"), []
+        kept = [r for r in results if r.name == MEMORY_TOOL]
+        if not kept:
+            return (f"{LABEL} I'll keep that as a note for later sessions (the remember tool).",
+                    [self._call(MEMORY_TOOL, {"text": fact}, n)])
+        last = kept[-1]
+        if last.error:
+            return f"{LABEL} The note was not kept: {last.output.strip()}\n\n{DEMO_NOTE}", []
+        return (f"{LABEL} Noted ({last.output.strip()}): {fact} It comes back to me in later "
+                f"sessions when a task is about it (`%agent memory` lists the notes).\n\n"
+                f"{DEMO_NOTE}"), []
+
+    def _plan_variable(self, task: str, name: str, description: str, results: list[ToolResult],
+                       n: int, remote: bool = False) -> tuple[str, list[ToolCall]]:
+        """A task about one of the user's variables (named in the namespace picture): code
+        that uses it; in the python tool's kernel it meets a NameError, and ipyagent offers
+        to copy the variable and runs the call again."""
+        kernel = "the remote kernel" if remote else "the sibling kernel"
+        if not results:
+            code = variable_code(task, name, description)
+            return (f"{LABEL} Your notebook has `{name}` ({description}); I'll look at it in "
+                    f"Python. It is not in {kernel} yet: my code will ask for a copy.",
+                    [self._call("python", {"code": code}, n)])
+        last = results[-1]
+        copies = [c for r in results for c in (r.meta.get("copies") or [])
+                  if c.get("name") == name and c.get("direction") == "push"]
+        if copies and not copies[-1].get("copied", True):
+            why = copies[-1].get("reason") or "it was not copied"
+            return (f"{LABEL} `{name}` stayed in your kernel ({why}), so I could not look at it "
+                    "and did not guess. `%agent push " + name + "` copies it, if you want me to."
+                    f"\n\n{DEMO_NOTE}"), []
+        if last.error and f"name '{name}' is not defined" in last.output and not copies:
+            return (f"{LABEL} `{name}` is in your kernel, not in {kernel}, and nothing offered to "
+                    "copy it here (in a notebook or IPython the magics do); `%agent push "
+                    f"{name}` or `agent.push({name}=...)` copies it.\n\n{DEMO_NOTE}"), []
+        copied = " (copied from your kernel when my code needed it)" if copies else ""
+        return self._answer(task, last, f"I used your `{name}`{copied}",
+                            printer="The sibling kernel" if not remote else "The remote kernel")
+
+    def _then(self, planned: tuple[str, list[ToolCall]], task: str,
+              tools: dict[str, dict[str, Any]], results: list[ToolResult], n: int,
+              offered: str | None) -> tuple[str, list[ToolCall]]:
+        """After the python work: a file the task asks for (write_file), a value it asks to
+        keep (offer_result); then the answer says what became of each."""
+        text, calls = planned
+        ran = [r for r in results if r.name == "python"]
+        if calls or not ran or ran[-1].error:
+            return planned
+        path = file_to_write(task)
+        if path is not None and "write_file" in tools and not _called(results, "write_file"):
+            content = "\n".join(p for p in (_printed_part(r) for r in ran) if p) + "\n"
+            return (f"{LABEL} The task asks for the result in `{path}`: I'll write it there "
+                    "(write_file; you see the change first).",
+                    [self._call("write_file", {"path": path, "content": content}, n)])
+        if offered and wants_offer(task) and OFFER_TOOL in tools and not _called(results, OFFER_TOOL):
+            expr = find_expression(task) or offered
+            return (f"{LABEL} You asked to keep the result: I'll offer `{offered}` to you "
+                    "(offer_result; nothing enters your kernel unless you take it).",
+                    [self._call(OFFER_TOOL, {"name": offered, "description":
+                                             f"the value of {expr}, computed in my python kernel"}, n)])
+        said = [follow_up(r) for r in results if r.name in ("write_file", OFFER_TOOL)]
+        if not said:
+            return planned
+        return text.replace(DEMO_NOTE, " ".join(said) + "\n\n" + DEMO_NOTE), []
 
     def _plan_python(self, task: str, results: list[ToolResult], n: int,
                      remote: bool = False) -> tuple[str, list[ToolCall]]:
@@ -170,7 +313,7 @@ class DemoModel:
     def _plan_plot(self, task: str, system: str, items: list[Any], results: list[ToolResult],
                    n: int) -> tuple[str, list[ToolCall]] | None:
         """A plot task with a plotting skill listed: load it, follow it, answer; None: not one."""
-        if not _PLOT.search(task):
+        if not PLOT_WORDS.search(task):
             return None
         listed = _LISTED.findall(system.split(SKILLS_MARKER, 1)[1]) if SKILLS_MARKER in system else []
         skill = next((s for s in listed if re.search(r"plot|chart|graph|visual", s)), None)
@@ -181,11 +324,11 @@ class DemoModel:
             last = ran[-1]
             printed = "\n".join(ln for ln in _printed_part(last).splitlines()
                                  if not ln.startswith("[image/") and ln != "(no output)")
-            said = (f"It failed:\n\n{fence(last.output.strip())}" if last.error
+            said = (f"It failed:\n\n{fence(last.output.strip(), 'text')}" if last.error
                     else "The figure is shown above, under the call."
-                    + (f" It printed:\n\n{fence(printed)}" if printed else ""))
+                    + (f" It printed:\n\n{fence(printed, 'text')}" if printed else ""))
             return (f"{LABEL} I plotted the data following the skill `{skill}`. {said}\n\n"
-                    "(This answer was produced by the built-in demo model, not an LLM.)"), []
+                    + DEMO_NOTE), []
         loaded = _loaded_skill(items, skill)
         if loaded is None and not any(r.name == SKILL_TOOL for r in results):
             return (f"{LABEL} The task asks for a plot and the skill `{skill}` is listed, so I'll "
@@ -214,8 +357,9 @@ class DemoModel:
                       + (f"the last {len(last_few)}:" if len(last_few) < len(lines)
                          else "in short:"))
             shown = "\n".join(ln if len(ln) <= 80 else ln[:79] + "…" for ln in last_few)
-        return (f"{LABEL} {what} {where}. {status}\n\n{fence(shown)}\n\n"
-                "(This answer was produced by the built-in demo model, not an LLM.)"), []
+        # Output in a ``text`` fence: it is what ran printed, never code to run (``%agent
+        # fix`` takes an answer's last python block as the fix).
+        return (f"{LABEL} {what} {where}. {status}\n\n{fence(shown, 'text')}\n\n{DEMO_NOTE}"), []
 
     def _plan_tools(self, task: str, tools: dict[str, dict[str, Any]],
                     results: list[ToolResult], n: int) -> tuple[str, list[ToolCall]]:
@@ -253,6 +397,14 @@ def _remote(tools: dict[str, dict[str, Any]]) -> bool:
                for name in ("python", "shell"))
 
 
+def _called(results: list[ToolResult], name: str) -> bool:
+    return any(r.name == name for r in results)
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] if text else text
+
+
 # Never called on a guess: the workspace tools change files, remember keeps a note; offer_result puts a question
 # to the person (and is for a value worth keeping, which a demo never has); load_skill is
 # called only for a task a listed skill fits (the plot plan).
@@ -264,8 +416,6 @@ _NOT_GUESSED = {"read_file", "write_file", "edit_file", "list_files", "offer_res
 SKILLS_MARKER = "# Skills (load_skill)"
 SKILL_TOOL = "load_skill"
 _LISTED = re.compile(r"^- ([a-z0-9]+(?:-[a-z0-9]+)*): ", re.MULTILINE)
-_PLOT = re.compile(r"\b(plot|plots|plotting|chart|charts|graph|graphs|histogram|scatter|"
-                   r"visuali[sz]e)\b", re.IGNORECASE)
 _FENCED = re.compile(r"^(`{3,}|~{3,})[ \t]*(?:python|py)\b[^\n]*\n(.*?)^\1[ \t]*$",
                      re.MULTILINE | re.DOTALL)
 _FUNCTIONS = ("sin", "cos", "tan", "tanh", "exp", "log", "sqrt")

@@ -41,7 +41,7 @@ def test_printed_backticks_cannot_close_the_answers_fence(demo_agent):
     demo_agent.reset()
     result = demo_agent.run("compute '`' * 4")
     assert result.stop_reason == "done"
-    assert "\n`````\nvalue = '````'\n" in result.text  # a fence longer than what it holds
+    assert "\n`````text\nvalue = '````'\n" in result.text  # a fence longer than what it holds
 
 
 def test_a_long_output_is_pointed_at_not_repeated(demo_agent):
