@@ -161,12 +161,17 @@ def memory_bundle(event: MemoryRecalled) -> dict[str, str]:
 
 def footer_html(text: str, kind: str = "info", meter: tuple[int, int] | None = None) -> dict[str, str]:
     """A small status line as a display bundle (with a token meter, when given)."""
-    right = (f"<span style='float:right'>{meter_html(*meter)}</span>" if meter else "")
+    # The meter keeps to the right of the line, whole: a long line wraps on its own side
+    # (a float let the wrapped words run around it).
+    right = (f"<span style='flex:none;margin-left:auto;white-space:nowrap'>{meter_html(*meter)}"
+             "</span>" if meter else "")
     plain = text + (f" · next request ~{meter[0]:,}" + (f"/{meter[1]:,}" if meter[1] else "")
                     + " tokens" if meter else "")
-    return {"text/html": (f"<div style='font-size:85%;color:{_COLORS[kind]};"
+    return {"text/html": (f"<div style='display:flex;gap:1em;align-items:baseline;"
+                          f"font-size:85%;color:{_COLORS[kind]};"
                           "border-top:1px solid var(--jp-border-color2,#e0e0e0);"
-                          f"padding-top:2px;margin-top:4px'>{right}{_inline_code(text)}</div>"),
+                          f"padding-top:2px;margin-top:4px'><span>{_inline_code(text)}</span>"
+                          f"{right}</div>"),
             "text/plain": plain}
 
 
