@@ -105,9 +105,14 @@ def test_the_remember_tool_is_offered_and_approval_gated(tmp_path: Path) -> None
 
 def test_the_demo_model_never_calls_remember_uninvited(tmp_path: Path) -> None:
     with Agent(model="demo", **settings(tmp_path)) as agent:
-        result = agent.run("remember that the answer is 42")
+        result = agent.run("the answer is 42: count the words of this")
         assert result.stop_reason == "done"
         assert not any(getattr(i, "name", "") == "remember" for i in agent.context)
+        # Asked to, it keeps the note (issue 30: the demo shows the memory flow).
+        agent.run("remember that the answer is 42")
+        kept = [i.arguments for i in agent.context if getattr(i, "name", "") == "remember"
+                and hasattr(i, "arguments")]
+        assert kept == [{"text": "The answer is 42."}]
 
 
 def test_secrets_are_refused_with_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
