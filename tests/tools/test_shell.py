@@ -460,6 +460,6 @@ def test_the_edit_box_edits_the_command_itself() -> None:
     panel = ApprovalPanel(ToolCall("c1", "shell", {"command": "ls -l"}), proposed.append)
     assert panel.editor.value == "ls -l"  # the command, not its JSON
     panel.edit.click()
-    panel.editor.value = "ls -la\necho 'two lines'"
-    panel.run_edited.click()
+    # Ctrl-Enter in the box: its text comes with the run message (frontends/static/editor.js).
+    panel.editor._message(panel.editor, {"event": "run", "value": "ls -la\necho 'two lines'"}, [])
     assert [d.arguments for d in proposed] == [{"command": "ls -la\necho 'two lines'"}]
