@@ -450,8 +450,9 @@ def test_compactions_and_the_token_meter_show_in_the_cell(published: list[dict[s
     agent.close()
     html = "\n".join(str(o["data"].get("text/html", "")) for o in published)
     assert "context compacted before the request" in html and "compaction_preview" in html
-    assert "title='tokens of the next request (context and tool specs) / Agent.context_window'" \
-        in html and "/ 1,200" in html
+    assert "title='estimated tokens of the next request: the context, the system prompt and the " \
+        "tool specs (agent.context shows them item by item) / Agent.context_window'" in html
+    assert "next request <span" in html and "/ 1,200" in html
     # A summary, or (compaction's first resort) older tool results cleared.
     assert any(type(i).__name__ == "Summary" or "cleared_output" in i.meta for i in agent.context)
 
