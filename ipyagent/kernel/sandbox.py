@@ -151,8 +151,9 @@ def _python_paths(argv0: str) -> list[str]:
 class SandboxPlan:
     """The bubblewrap command line for one sibling kernel (rebuilt at each (re)start)."""
 
-    writable: list[str]  # the workspace and the kernel's cwd
-    network: bool = True
+    writable: list[str]  # the workspace and the kernel's cwd (staged: the overlay's view)
+    network: bool = False
+    readonly: bool = False  # no stage could be made: the workspace is bound read-only
     paths: Mapping[str, str] = field(default_factory=dict)  # from check_paths
     private: Iterable[tuple[str, str]] = ()  # (path, "ro" | "rw"): the kernel's own files
     hidden: list[str] = field(default_factory=list)  # filled by argv: secrets masked
@@ -177,7 +178,7 @@ class SandboxPlan:
         home_is_bound = False
         for path in self.writable:
             real = os.path.realpath(path)
-            binds[real] = "rw"
+            binds[real] = "ro" if self.readonly else "rw"
             home_is_bound = home_is_bound or _inside(home, real)
         for path, mode in self.paths.items():
             binds[path] = mode
@@ -186,7 +187,9 @@ class SandboxPlan:
             binds.setdefault(home, "tmpfs")
         self.hidden = []
         candidates = {os.path.realpath(p) for p in
-                      [os.path.join(home, s) for s in _HOME_SECRETS] + _runtime_dirs(env)}
+                      [os.path.join(home, s) for s in _HOME_SECRETS] + _runtime_dirs(env)
+                      # ipyagent's own state beside the notebook (memory, cache, autosaves)
+                      + [os.path.join(w, ".ipyagent") for w in self.writable]}
         for secret in sorted(candidates, key=len):  # a parent first: its children go with it
             if os.path.lexists(secret) and secret not in binds and any(
                     _inside(secret, p) and m in ("ro", "rw") for p, m in binds.items()) \
