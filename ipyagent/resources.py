@@ -159,7 +159,8 @@ class Resources:
                 memory_limit=agent.memory_limit or None, kernel_name=agent.kernel_name,
                 secret_env_vars=[v for v in {agent.api_key_env, agent.endpoint.key_env} if v],
                 sandbox=agent.sandbox, sandbox_network=agent.sandbox_network,
-                sandbox_paths=agent.sandbox_paths, workspace=agent.workspace_path)
+                sandbox_paths=agent.sandbox_paths, workspace=agent.workspace_path,
+                sandbox_env=list(agent.sandbox_env))
         kernel.start_background()
         return kernel
 
