@@ -192,11 +192,18 @@ class CellRunner:
             finally:
                 display.close()
 
-    def run_blocking(self, cmd: Command) -> None:
+    def waits_for_clicks(self, cmd: Command) -> bool:
+        """True when this run's calls wait for buttons someone can click (a live notebook)."""
         agent = self.check_runnable(cmd)
         needs_click = getattr(self.m.approver, "needs_event_loop", False) and (
             (cmd.options.approve or agent.approval) == "ask")
-        if self.m.in_kernel and needs_click:
+        # Headless (nbclient, papermill) nobody clicks: calls are denied (or time out) as
+        # they would be in an awaiting cell, so a blocking run is as good there.
+        return bool(self.m.in_kernel and needs_click and not self.headless())
+
+    def run_blocking(self, cmd: Command) -> None:
+        agent = self.check_runnable(cmd)
+        if self.waits_for_clicks(cmd):
             raise UsageError("this %agent cannot wait for approval clicks here (only an "
                              "unindented %agent line or %%agent cell can); move it to the "
                              "start of a line, or use --approve auto")
@@ -227,12 +234,13 @@ class CellRunner:
                 if hasattr(listener, "close"):
                     listener.close()
 
-    def detach(self, cmd: Command) -> None:
+    def detach(self, cmd: Command, why: str = "") -> None:
+        """Run on the kernel's loop after this cell ends, so that clicks can arrive."""
         import ipykernel
 
-        print(f"ipyagent: ipykernel {ipykernel.__version__} cannot take clicks while a cell "
-              "waits (7.4+ can): this run continues in the background, and Run All will not "
-              "wait for it", file=sys.stderr)
+        print(why or f"ipyagent: ipykernel {ipykernel.__version__} cannot take clicks while a "
+              "cell waits (7.4+ can): this run continues in the background, and Run All will "
+              "not wait for it", file=sys.stderr)
         self.check_runnable(cmd)
         task = asyncio.ensure_future(self.run_async(cmd, LoopDispatcher()))
         task.add_done_callback(lambda t: t.cancelled() or t.exception())

@@ -41,6 +41,12 @@ AUTOSAVE_DIR = ".ipyagent/runs/"  # the magics' Agent.autosave unless configured
 _ALONE = {"step", "context", "audit", "mcp", "personas", "skills"}
 _WITH_PATH = {"save", "load", "replay"}
 _ROWS = re.compile(r"-?\d*:-?\d*")  # %agent context 100:200 (a Python slice of the rows)
+# A trailing comment on the magic's line, as PEP 8 writes one: two spaces or more, then "#"
+# and a space (or the line's end); "issue #12" or "a # b" in a task stay the task's.
+_COMMENT = re.compile(r"\s{2,}#(\s.*)?$")
+_LOADED_HERE = ("ipyagent: this cell loaded ipyagent, so it cannot wait for the run: the run "
+                "goes on below, and Run All does not wait for it (an %agent in a cell of its "
+                "own does)")
 _NO_TASK = ("give a task: `%agent TASK`, or `%%agent` with the task in the cell "
             "(`%agent?` for help)")
 
@@ -74,6 +80,9 @@ class AgentMagics(Magics):
         self._place_banner: tuple[str, str, str] | None = None  # what the banner said
         self.runner = CellRunner(self)
         self.in_kernel = _kernel_of(shell) is not None
+        # The cell that runs %load_ext was read before the awaiting rewrite existed: an
+        # %agent later in that same cell is a blocking call (see agent()).
+        self.loaded_in = getattr(shell, "execution_count", None)
         self.awaits = can_await(shell)
         self.approver: Any = None
         from .aware import ErrorWatch
@@ -210,6 +219,9 @@ class AgentMagics(Magics):
     # -- parsing ---------------------------------------------------------------------
     def parse(self, line: str, cell: str | None) -> Command:
         """Options first, then the task or a subcommand; ``UsageError`` on mistakes."""
+        # Here, not in an input transformer: the cell that runs %load_ext was read before
+        # any transformer of ours existed, and its %agent lines must read the same.
+        line = _COMMENT.sub("", line)
         tokens, rest, forced = _split_options(line, self.agent.parser)
         _did_you_mean(tokens, self.agent.parser)
         # The parser itself, not parse_argstring: values were already unquoted above.
@@ -343,7 +355,9 @@ class AgentMagics(Magics):
         Every setting is a traitlet: %config Agent lists them, %config Agent.model =
         "qwen2.5:7b" sets one (or c.Agent.model in ipython_config.py); the options
         below override one for a single run. ipyagent.current() is the agent itself.
-        To send a task that starts with a subcommand word, put -- before it.
+        To send a task that starts with a subcommand word, put -- before it. A trailing
+        "  # note" (two spaces, then #) on an %agent line is a comment; a %%agent cell's
+        body is the task word for word.
         """
         cmd = self.parse(line, _expand_cell(self.shell, cell))
         if cmd.action not in ("run", "step"):
@@ -351,6 +365,9 @@ class AgentMagics(Magics):
         self.tell_place()
         if self.in_kernel and not self.awaits:
             return self.runner.detach(cmd)
+        if getattr(self.shell, "execution_count", None) == self.loaded_in and \
+                self.runner.waits_for_clicks(cmd):
+            return self.runner.detach(cmd, why=_LOADED_HERE)
         self.runner.run_blocking(cmd)
         self._after_fix(cmd)
         return None
