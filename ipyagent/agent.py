@@ -668,6 +668,31 @@ class Agent(AgentSettings):
                 "limits": {k: getattr(self, k) for k in LIMITS}, **settings}
 
     # -- copies between the user's kernel and the sibling -------------------------------
+    # -- the staged workspace: what the model's code changed in its copy of the folder -----
+    def changes(self, everything: bool = False) -> Any:
+        """The sandbox's pending file changes (``everything``: every change, with its status)."""
+        from .tools.changes import list_changes
+
+        return list_changes(self, everything)
+
+    def apply(self, *paths: str) -> Any:
+        """Apply pending changes (all, or those at ``paths``) to your folder."""
+        from .tools.changes import apply_pending
+
+        return apply_pending(self, paths)
+
+    def discard(self, *paths: str) -> Any:
+        """Keep pending changes in the sandbox's view only."""
+        from .tools.changes import discard_pending
+
+        return discard_pending(self, paths)
+
+    def undo(self) -> Any:
+        """Undo the last applied change set; files you edited since are left (and listed)."""
+        from .tools.changes import undo_last
+
+        return undo_last(self)
+
     def push(self, **values: Any) -> list[dict[str, Any]]:
         """Copy values into the sibling kernel (``agent.push(df=df)``), each recorded."""
         return _eventloop.run_sync(self.apush(**values))

@@ -38,7 +38,8 @@ __all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension", 
 
 _MAGICS: AgentMagics | None = None
 AUTOSAVE_DIR = ".ipyagent/runs/"  # the magics' Agent.autosave unless configured
-_ALONE = {"step", "context", "audit", "mcp", "personas", "skills"}
+_ALONE = {"step", "context", "audit", "mcp", "personas", "skills", "changes", "apply", "discard",
+          "undo"}
 _WITH_PATH = {"save", "load", "replay"}
 _ROWS = re.compile(r"-?\d*:-?\d*")  # %agent context 100:200 (a Python slice of the rows)
 # A trailing comment on the magic's line, as PEP 8 writes one: two spaces or more, then "#"
@@ -240,6 +241,10 @@ class AgentMagics(Magics):
             return aware
         if words and words[0] in _ALONE and len(words) == 1:
             return Command(words[0], None, opts)
+        if words[:2] == ["changes", "--all"] and len(words) == 2:
+            return Command("changes", None, opts, args=("--all",))
+        if words and words[0] in ("apply", "discard") and _pending_paths(self.get_agent(), words[1:]):
+            return Command(words[0], None, opts, args=tuple(words[1:]))
         if len(words) == 2 and words[0] == "context" and _ROWS.fullmatch(words[1]):
             return Command("context", None, opts, args=tuple(words[1].split(":")))
         if words[:1] == ["mcp"] and len(words) == 2 and words[1] in ("trust", "untrust"):
@@ -451,6 +456,15 @@ class AgentMagics(Magics):
             return agent.context.table(start, stop)
         if cmd.action == "audit":
             return agent.audit()
+        if cmd.action in ("changes", "apply", "discard", "undo"):
+            try:  # the staged workspace: the sandbox's file changes and your decisions on them
+                if cmd.action == "changes":
+                    return agent.changes(everything=bool(cmd.args))
+                if cmd.action == "undo":
+                    return agent.undo()
+                return getattr(agent, cmd.action)(*cmd.args)
+            except (ValueError, OSError) as exc:
+                raise UsageError(f"%agent {cmd.action}: {exc}") from None
         if cmd.action == "personas":
             from ..personas import PersonaTable
 
@@ -633,6 +647,14 @@ def _aware_command(words: list[str], rest: str, opts: Any, magics: AgentMagics) 
 
 
 _MEMORY = {"remember", "memory", "memory-search", "memory-clear", "forget"}
+
+
+def _pending_paths(agent: Any, words: list[str]) -> bool:
+    """``%agent apply a.py b.csv``: every word a pending change's path (else it is a task)."""
+    if not words:
+        return False
+    pending = {c.path for c in agent.changes()}
+    return all(w.strip("/") in pending for w in words)
 
 
 def _short(text: str) -> str:

@@ -177,6 +177,12 @@ def _inline_code(text: str) -> str:
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
 
 
+def model_note_of(result: ToolResult) -> str:
+    """The changes note the model got (the last line of the result's text)."""
+    last = result.output.rsplit("\n", 1)[-1]
+    return last if last.startswith("[ipyagent note") else "files changed"
+
+
 def _run_footer(result: RunResult, shown: Iterable[str] = ()) -> tuple[str, str]:
     mark = {"done": "✓", "denied": "✗", "error": "⚠"}.get(result.stop_reason, "■")
     kind = "ok" if result.ok else ("bad" if result.stop_reason in ("error", "denied") else "warn")
@@ -552,6 +558,14 @@ class NotebookDisplay:
             self.update(live, data, metadata)
         for data, metadata in outputs:
             self.publish(data, metadata)
+        changes = result.meta.get("changes")
+        if isinstance(changes, list) and changes:  # the staged workspace: what reached your folder
+            from .changes_panel import changes_html
+
+            plain = model_note_of(result)
+            self.publish({"text/html": "<div class='ipyagent-card-changes'><b>files changed</b>"
+                          + changes_html([c for c in changes if isinstance(c, dict)]) + "</div>",
+                          "text/plain": plain}, {})
 
     def _discard(self, line: str) -> None:
         """The reply streamed so far is void: grey and strike it where it was shown, say so."""

@@ -442,6 +442,14 @@ class WidgetApprover:
         return await ask_in_notebook(self.dispatcher, self.headless, self._timeout(), request,
                                      self.show)
 
+    async def confirm_changes(self, request: Any) -> bool | str:
+        """Ask, with buttons in the running cell, whether the sandbox's code-like file
+        changes reach the user's folder; True, False (kept in the sandbox), or why not asked."""
+        from .changes_panel import ask_changes_in_notebook
+
+        return await ask_changes_in_notebook(self.dispatcher, self.headless, self._timeout(),
+                                             request, self.show)
+
     async def offer_result(self, offer: Offer) -> OfferAnswer:
         """Show the offer with a take button in the running cell; wait for the answer.
 

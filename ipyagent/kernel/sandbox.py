@@ -196,6 +196,13 @@ class SandboxPlan:
                     and not any(_inside(secret, h) for h in self.hidden):
                 binds[secret] = "mask"
                 self.hidden.append(secret)
+        if not self.readonly:
+            # ipyagent's own state beside the notebook, now or later (autosaves, memory,
+            # cache, settings): an empty tmpfs inside, made in the staged copy if missing.
+            for root in self.writable:
+                state = os.path.join(os.path.realpath(root), ".ipyagent")
+                if state not in binds and not os.path.islink(state):
+                    binds[state] = "mask-dir"
         for path, mode in self.private:
             binds[path] = mode
         out = [bwrap, *flags, *_COMMON]
@@ -209,6 +216,8 @@ class SandboxPlan:
         for path in sorted(binds, key=lambda p: (p.rstrip("/").count("/"), p)):
             mode = binds[path]
             if mode == "tmpfs":
+                out += ["--perms", "0700", "--tmpfs", path]
+            elif mode == "mask-dir":
                 out += ["--perms", "0700", "--tmpfs", path]
             elif mode == "mask":
                 out += (["--perms", "0700", "--tmpfs", path] if os.path.isdir(path)

@@ -92,3 +92,88 @@ async def settle_changes(host: Any, result: ToolResult) -> None:
     result.meta["changes"] = [c.as_dict() for c in shown]
     note = model_note(shown)
     result.output = f"{result.output}\n{note}" if result.output else note
+
+
+class ChangeList(list):  # type: ignore[type-arg]
+    """Changes with a readable table (``%agent changes``, ``agent.changes()``)."""
+
+    def __init__(self, changes: Sequence[Change], note: str = "") -> None:
+        super().__init__(changes)
+        self.note = note
+
+    def __repr__(self) -> str:
+        if not self:
+            return self.note or "no changes from the sandbox"
+        return "\n".join(f"[{c.status}] {visible(c.line())}" for c in self)
+
+    def _repr_html_(self) -> str:
+        import html
+
+        if not self:
+            return f"<p>{html.escape(self.note or 'no changes from the sandbox')}</p>"
+        rows = "".join(
+            f"<tr><td>{html.escape(c.status)}</td><td><code>{html.escape(visible(c.path))}</code></td>"
+            f"<td>{html.escape(c.kind)}</td><td>{'' if c.size is None else c.size}</td>"
+            f"<td>{html.escape(visible(c.risk or ''))}</td></tr>" for c in self)
+        return ("<table><thead><tr><th>status</th><th>file</th><th>change</th><th>bytes</th>"
+                f"<th>can run code</th></tr></thead><tbody>{rows}</tbody></table>")
+
+
+def _stage(agent: Any) -> Stage | None:
+    kernel = agent.kernel_if_started
+    return getattr(kernel, "stage", None) if kernel is not None else None
+
+
+def _pick(changes: Sequence[Change], paths: Sequence[str]) -> list[Change]:
+    if not paths:
+        return list(changes)
+    wanted = {p.strip("/") for p in paths}
+    picked = [c for c in changes if c.path in wanted]
+    missing = wanted - {c.path for c in picked}
+    if missing:
+        raise ValueError(f"no pending change for {', '.join(sorted(missing))}; %agent changes lists them")
+    return picked
+
+
+def list_changes(agent: Any, everything: bool = False) -> ChangeList:
+    """The sandbox's pending changes (``everything``: with applied, discarded and undone)."""
+    stage = _stage(agent)
+    if stage is None:
+        return ChangeList([], _why_none(agent))
+    return ChangeList(stage.changes() if everything else stage.pending())
+
+
+def apply_pending(agent: Any, paths: Sequence[str] = ()) -> ChangeList:
+    """Apply pending changes (all, or those at ``paths``) to the folder: a person's decision."""
+    stage = _stage(agent)
+    if stage is None:
+        return ChangeList([], _why_none(agent))
+    chosen = [c for c in _pick(stage.pending(), paths) if not never_applied(c)]
+    return ChangeList(stage.apply(chosen, by="person").changes, "nothing to apply")
+
+
+def discard_pending(agent: Any, paths: Sequence[str] = ()) -> ChangeList:
+    """Keep pending changes in the sandbox only."""
+    stage = _stage(agent)
+    if stage is None:
+        return ChangeList([], _why_none(agent))
+    return ChangeList(stage.discard(_pick(stage.pending(), paths)), "nothing to discard")
+
+
+def undo_last(agent: Any) -> Any:
+    """Undo the last applied change set (an ``UndoReport``)."""
+    from ..kernel.staging import UndoReport
+
+    stage = _stage(agent)
+    if stage is None:
+        report = UndoReport()
+        return report
+    return stage.undo()
+
+
+def _why_none(agent: Any) -> str:
+    kernel = agent.kernel_if_started
+    if kernel is None:
+        return "no sibling kernel yet: nothing has run"
+    note = getattr(kernel, "stage_note", "")
+    return note or "the sibling is not staged (not sandboxed, or remote): its writes reach the folder directly"
