@@ -114,16 +114,31 @@ def resolve_mode(mode: str) -> tuple[str, str]:
     return "none", why
 
 
+MISSING = ("no staged workspace (its writes land in your folder at once, code files too), "
+           "no sealed network (it can reach your kernel's ports, Jupyter Server and local "
+           "servers on 127.0.0.1), your environment minus secret-looking names (not an "
+           "allow-list), your files and ~/.ssh readable")
+
+
 def unsandboxed_note(mode: str) -> str | None:
-    """The one line for ``%load_ext`` and ``%agent`` when the sibling is not sandboxed."""
+    """The one line for ``%load_ext`` and ``%agent`` when the sibling is not sandboxed (it
+    names the protections that are missing), or is sandboxed without a staged workspace."""
     try:
         resolved, why = resolve_mode(mode)
     except (RuntimeError, ValueError) as exc:
         return f"the sibling kernel will not start: {exc}"
-    if resolved == "bwrap" or mode == "none":
+    if resolved == "bwrap":
+        from .staging import probe_overlay
+
+        stage_why = probe_overlay()
+        if stage_why:
+            return (f"the sandbox has no staged workspace ({stage_why}): your folder is "
+                    "read-only to the model's code")
         return None
-    return (f"the sibling kernel is NOT sandboxed ({why}): the model's code can do what your "
-            f"account can; to get a sandbox, {INSTALL_HINT}")
+    if mode == "none":
+        return f"the sibling kernel is NOT sandboxed (Agent.sandbox = 'none'): {MISSING}"
+    return (f"the sibling kernel is NOT sandboxed ({why}): {MISSING}; the model's code can do "
+            f"what your account can; to get a sandbox, {INSTALL_HINT}")
 
 
 def _inside(path: str, root: str) -> bool:

@@ -379,7 +379,8 @@ def test_without_bubblewrap_auto_runs_unsandboxed_and_says_so(no_bwrap: None, tm
     assert sandbox.resolve_mode("auto") == ("none", "bubblewrap (bwrap) is not installed")
     note = sandbox.unsandboxed_note("auto")
     assert note is not None and "NOT sandboxed" in note and "apt install bubblewrap" in note
-    assert sandbox.unsandboxed_note("none") is None  # asked for: nothing to say
+    none = sandbox.unsandboxed_note("none")  # asked for, but the missing protections are said
+    assert none is not None and "no staged workspace" in none and "no sealed network" in none
     with SiblingKernel(cwd=tmp_path, sandbox="auto") as k:
         assert not k._handle.sandboxed
         still_works(k)
