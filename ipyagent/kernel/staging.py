@@ -464,6 +464,26 @@ class Stage:
         self.scan()
         return list(self._state.values())
 
+    def view_sha(self, path: str) -> str | None:
+        """sha256 of ``path`` (relative to the first folder) as the sandbox sees it; None: absent.
+        For replay: a recorded change is verified by what the sandbox's view holds."""
+        layer = self.layers[0]
+        staged = os.path.join(layer.upper, path)
+        try:
+            st = os.lstat(staged)
+        except OSError:
+            st = None
+        if st is not None:
+            if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
+                return None
+            if stat.S_ISLNK(st.st_mode):
+                return hashlib.sha256(os.readlink(staged).encode(errors="surrogateescape")).hexdigest()
+            return _sha(staged)
+        real = os.path.join(layer.root, path)
+        if os.path.islink(real):
+            return hashlib.sha256(os.readlink(real).encode(errors="surrogateescape")).hexdigest()
+        return _sha(real)
+
     def _layer(self, root: str) -> _Layer:
         return next(layer for layer in self.layers if layer.root == root)
 

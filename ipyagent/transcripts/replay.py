@@ -401,6 +401,8 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
             step = await agent.astep(on_event=on_event)
             recorded_calls = [i for i in items[rt.start:rt.end] if isinstance(i, ToolCall)]
             _compare(number, recorded_calls, step.results, results, report)
+            _compare_changes(number, recorded_calls, step.results, results, report,
+                             getattr(agent.kernel_if_started, "stage", None))
             position = _skip_results(items, position)
     finally:
         kernel = agent.kernel_if_started  # None when the transcript ran no python: none was started
@@ -480,6 +482,33 @@ def _compare(number: int, recorded_calls: list[ToolCall], new_results: list[Tool
                     old.error, new.error))
 
 
+def _compare_changes(number: int, recorded_calls: list[ToolCall], new_results: list[ToolResult],
+                     recorded_results: dict[int, ToolResult | None], report: ReplayReport,
+                     stage: Any) -> None:
+    """The files a recorded python call changed must be, in the replay's sandbox view, what
+    they were then (by sha256; a deleted one absent): the change sets are verified too."""
+    if stage is None:
+        return
+    for call, new in zip(recorded_calls, new_results):
+        old = recorded_results.get(id(call))
+        if old is None or call.name != "python" or not isinstance(old.meta.get("changes"), list):
+            continue
+        wrong = []
+        for change in old.meta["changes"]:
+            if not isinstance(change, dict) or not isinstance(change.get("path"), str):
+                continue
+            expected = None if change.get("kind") == "deleted" else change.get("sha256")
+            if change.get("link") is not None:
+                continue  # a symlink's target is compared as text by its own sha256 below
+            if stage.view_sha(change["path"]) != expected:
+                wrong.append(f"{change['path']} ({change.get('kind')})")
+        if wrong:
+            report.differences.append(Difference(
+                number, call.id, str(call.arguments.get("code", "")),
+                "files as recorded: " + ", ".join(wrong),
+                "files differ in the replay: " + ", ".join(wrong), old.error, new.error))
+
+
 def _observed(result: ToolResult) -> str:
     """What the kernel produced: the full outputs' text (the model's copy may have been cut
     to fit the context window or to ``tool_output_limit``), else the result's text."""
@@ -488,4 +517,11 @@ def _observed(result: ToolResult) -> str:
         from ..kernel.outputs import model_text
 
         return model_text(outputs, 0)
-    return result.output
+    # The changes note depends on the folder (a file already there is no change): compared
+    # by _compare_changes instead.
+    text = result.output
+    if "\n[ipyagent note, not tool output: files changed:" in text or text.startswith(
+            "[ipyagent note, not tool output: files changed:"):
+        text = text.rsplit("[ipyagent note, not tool output: files changed:", 1)[0].rstrip("\n")
+        text = text or "(no output)"
+    return text
