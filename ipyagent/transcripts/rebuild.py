@@ -42,6 +42,7 @@ class Rebuild:
     stopped: str = ""  # why the rebuild stopped before the end (a step was not approved)
     cwd: str = ""  # the sibling's working directory
     fresh: bool = False  # cwd is a new empty temporary directory made for this rebuild
+    pending_changes: int = 0  # files the re-run wrote that wait in the stage (%agent changes)
     items: list[Any] = field(default_factory=list, repr=False)  # each step's call and result
 
     @property
@@ -66,6 +67,10 @@ class Rebuild:
                      f"{first}{more}")
         if self.stopped:
             text += f"; {self.stopped}"
+        if self.pending_changes:
+            n = self.pending_changes
+            text += (f"; {n} file change{'s' if n != 1 else ''} the re-run made wait"
+                     f"{'s' if n == 1 else ''} in the sandbox (%agent changes)")
         if self.fresh:
             text += (f"; it runs in a fresh empty directory, {self.cwd}, for the rest of this "
                      "conversation (`--cwd DIR` to choose one)")
@@ -178,6 +183,23 @@ async def recopy(agent: Agent, policy: ApprovalPolicy, record: dict[str, Any],
     return None
 
 
+def _reapply(agent: Agent, report: Any) -> None:
+    """The staged workspace: what a re-run call wrote is applied as a live call's is
+    (``Agent.apply_changes``: data files at once); code-like files never come back unasked,
+    whatever the transcript says was applied: they wait for %agent apply, and the line says so."""
+    stage = getattr(agent.kernel_if_started, "stage", None)
+    if stage is None:
+        return
+    from ..tools.changes import never_applied
+
+    fresh = stage.scan()
+    again = [c for c in fresh if c.risk is None and not never_applied(c)] \
+        if agent.apply_changes == "data" else []
+    if again:
+        stage.apply(again, by="rerun")
+    report.pending_changes += len(fresh) - len(again)
+
+
 def python_calls_that_ran(items: Iterable[Any]) -> list[ToolCall]:
     """The ``python`` calls, in order, that the transcript shows as code cells."""
     return [call for call, written in rerun_steps(items) if written is None]
@@ -275,6 +297,7 @@ async def arebuild(agent: Agent, *, approval: Mode | None = None,
         else:
             execution = await agent.kernel.execute_async(str(call.arguments["code"]))
             report.ran += 1
+            _reapply(agent, report)
             again = False
             if execution.status != "ok":
                 lines = execution.text.strip().splitlines()
