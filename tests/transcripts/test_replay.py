@@ -297,8 +297,8 @@ def test_percent_agent_replay_in_a_headless_notebook_shows_each_call_and_denies(
 
 
 def test_replay_verifies_the_files_a_call_changed(tmp_path):
-    from ipyagent.kernel.staging import probe_overlay
     from ipyagent.kernel.sandbox import probe
+    from ipyagent.kernel.staging import probe_overlay
 
     if probe()[0] is None or probe_overlay():
         import pytest
