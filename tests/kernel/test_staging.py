@@ -255,3 +255,22 @@ def test_the_scan_walks_only_the_changes(tmp_path: Path) -> None:
 def test_code_risk(rel: str, expected: str | None, tmp_path: Path) -> None:
     risk = code_risk(rel, str(tmp_path))
     assert (risk is None) if expected is None else (risk is not None and expected in risk), risk
+
+
+@needs_stage
+@pytest.mark.parametrize(("answer", "status"), [("y", "applied"), ("n", "discarded")])
+def test_the_terminal_asks_for_code_like_changes(tmp_path: Path, answer: str, status: str) -> None:
+    import io
+
+    from ipyagent.approval import TerminalApprover
+
+    shown = io.StringIO()
+    asked: list[str] = []
+    with Agent(file_tools=False, cwd=str(tmp_path), sandbox="bwrap") as agent:
+        agent.policy.ui = TerminalApprover(input_fn=lambda p: asked.append(p) or answer, output=shown)
+        result = call(agent, "open('tool\u202e.py', 'w').write('X = 1\\n')")
+    assert changes(result)["tool\u202e.py"]["status"] == status
+    assert (tmp_path / "tool\u202e.py").exists() == (status == "applied")
+    assert asked and "Apply them to your folder?" in asked[0]
+    text = shown.getvalue()
+    assert "tool⟨U+202E⟩.py" in text and "\u202e" not in text and "+X = 1" in text
