@@ -1,7 +1,8 @@
 """Copies between the user's kernel and the sibling: explicit, one value at a time, recorded.
 
-Nothing is shared: ``push`` pickles a value of the user's kernel into the sibling, ``pull``
-brings a copy of a sibling value back, and each copy becomes a user message in the context
+Nothing is shared: ``push`` pickles a value of the user's kernel into the sibling (where a
+pickle can do nothing the model's code could not), ``pull`` brings a copy of a sibling value
+back as data, never as a pickle (``trust``), and each copy becomes a user message in the context
 (``meta["copy"]``: name, type, size, sha256, and the payload when small) — so the model
 knows the name now exists where its code runs, and the transcript can recreate it.
 """
@@ -9,13 +10,12 @@ knows the name now exists where its code runs, and the transcript can recreate i
 from __future__ import annotations
 
 import base64
-import pickle
 import re
 from typing import TYPE_CHECKING, Any, Callable
 
 from ._text import one_line
 from .items import Message, ToolCall, ToolResult
-from .kernel.transfer import PROTOCOL, serialize
+from .kernel.transfer import serialize
 from .namespace import copy_record, describe
 
 if TYPE_CHECKING:
@@ -136,12 +136,17 @@ async def copy_missing(agent: Agent, call: ToolCall, result: ToolResult,
 
 
 async def pull(agent: Agent, name: str, local: str | None = None) -> Any:
-    """A copy of the sibling's ``name`` (recorded; the caller puts it in the user's kernel)."""
-    value = await agent.kernel.pull_async(name)
+    """A copy of the sibling's ``name``, decoded here as data (never unpickled), recorded
+    with the sha256 of the bytes that crossed; the caller puts it in the user's kernel."""
+    from .trust.values import Undecodable, arrive
+
+    data = await agent.kernel.pull_payload_async(name)
     try:
-        data = pickle.dumps(value, protocol=PROTOCOL)
-    except Exception:  # it came pickled; cloudpickle may be needed to pickle it again
-        data = b""
+        arrived = arrive(data)
+    except Undecodable as exc:
+        raise TypeError(f"cannot copy {name!r}: what the agent's kernel sent is not a value "
+                        f"this side reads ({exc})") from None
+    value = arrived.value
     record = copy_record(name, value, data, keep_below=0)
     record.update(direction="pull", local=local or name)
     record.pop("note", None)
