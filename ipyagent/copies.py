@@ -38,7 +38,14 @@ def human_size(n: int) -> str:
 
 
 def _record(agent: Agent, text: str, record: dict[str, Any]) -> None:
-    agent.context.append(Message("user", text, meta={"copy": record}))
+    """The copy as a user message (the model learns of it) and a row of the audit."""
+    from .audit import person_decided
+
+    message = Message("user", text, meta={"copy": record})
+    agent.context.append(message)
+    verb = str(record["direction"])
+    person_decided(message, verb, str(record.get("local") or record["name"]), by="user",
+                   sha256=record.get("sha256"), detail=f"%agent {verb} or agent.{verb}()")
 
 
 async def _push_one(agent: Agent, name: str, value: Any, payload: str) -> dict[str, Any]:
@@ -99,9 +106,16 @@ async def copy_missing(agent: Agent, call: ToolCall, result: ToolResult,
         return False
     value = available[name]
     copies = result.meta.setdefault("copies", [])
+    asked: str | None = None  # how the copy was answered, when someone was asked
+    by = "policy"  # auto, under copy_limit: nobody was asked
 
     def refused(why: str) -> bool:
         copies.append({"name": name, "direction": "push", "copied": False, "reason": why})
+        if asked is not None:  # a person (or a hook) said no: a row of the audit
+            from .audit import person_decided
+
+            person_decided(result, "decline", name, by=asked, reason=why, call_id=call.id,
+                           detail="copy offered after a NameError")
         result.output += (f"\n[ipyagent: `{name}` exists in the user's kernel but was not copied "
                           f"into yours: {why}. Do not assume it; ask the user, or work without it.]")
         return False
@@ -125,12 +139,18 @@ async def copy_missing(agent: Agent, call: ToolCall, result: ToolResult,
             decision = await ui.decide(question) if ui is not None else None
         else:
             decision = await agent.policy.decide(question)
+        asked = (decision.by or "hook") if decision is not None else None
         if decision is None or not decision.approved:
             reason = (decision.reason if decision is not None else "") or "the user did not approve the copy"
             return refused(one_line(reason, 300))
+        by = asked or by
     record = await _push_one(agent, name, value, payload)
     record["copied"] = True
     copies.append(record)
+    from .audit import person_decided
+
+    person_decided(result, "push", name, by=by, sha256=record["sha256"], call_id=call.id,
+                   detail="copy offered after a NameError")
     emit(Notice(f"copied {what} from your kernel into the agent's kernel", "info"))
     return True
 

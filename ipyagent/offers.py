@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ._text import one_line
+from .audit import person_decided
 from .copies import human_size
 from .items import ToolCall, ToolResult
 from .namespace import describe
@@ -180,4 +181,8 @@ async def _offer(agent: Agent, call: ToolCall) -> ToolResult:
         text = (f"The user did not take `{name}`"
                 + (f" ({one_line(answer.reason, 200)})" if answer.reason else "")
                 + ". Nothing was copied into their kernel; do not assume they have it.")
-    return ToolResult(call.id, text, name=call.name, meta={"copies": [record]})
+    result = ToolResult(call.id, text, name=call.name, meta={"copies": [record]})
+    person_decided(result, "take" if answer.taken else "decline", name, by=answer.by,
+                   sha256=arrived.sha256 if answer.taken else None, reason=answer.reason,
+                   call_id=call.id, detail="offer_result")
+    return result
