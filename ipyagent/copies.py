@@ -55,19 +55,41 @@ async def _push_one(agent: Agent, name: str, value: Any, payload: str) -> dict[s
     return record
 
 
+def secret_problem(agent: Agent, name: str, value: Any, payload: str | None = None) -> str | None:
+    """Why ``value`` may not go into the sibling unasked (it holds a secret: by its name, its
+    text, anywhere inside, or in its pickled bytes; or it is ipyagent's own), or None."""
+    from ._secrets import find_secret, key_envs, secret_values
+    from .trust.secrets_in import own_object, secret_inside, secret_name
+
+    secrets = secret_values(key_envs(agent))
+    if own_object(value):
+        return f"{name} is ipyagent's own {type(value).__name__}"
+    if secret_name(name):
+        return f"its name ({name}) looks secret"
+    found = secret_inside(value, secrets, name)
+    if found:
+        return found
+    if payload is not None and secrets:  # an object's attributes that no walk reached
+        leaked = find_secret(base64.b64decode(payload).decode("latin-1"), secrets)
+        if leaked:
+            return f"{name} holds the value of ${leaked} somewhere inside"
+    return None
+
+
 async def push(agent: Agent, values: dict[str, Any]) -> list[dict[str, Any]]:
     """Copy each of ``values`` into the sibling; the records (also appended to the context)."""
-    from ._secrets import secret_values
-    from .namespace import secret_like
-
-    secrets = secret_values()
+    payloads: dict[str, str] = {}
     for name, value in values.items():  # all or none: check every one before copying any
-        if secret_like(name, value, secrets):
-            raise ValueError(f"cannot push {name!r}: its name or value looks secret (the rule "
-                             "that keeps keys out of the sibling kernel); it stays in your kernel")
+        why = secret_problem(agent, name, value)  # before pickling: the agent itself cannot be
+        if not why:
+            payloads[name] = serialize({name: value}, agent.kernel.max_transfer_bytes)
+            why = secret_problem(agent, name, value, payloads[name])
+        if why:
+            raise ValueError(f"cannot push {name!r}: {why}; nothing was copied (the sandbox has a "
+                             "network: secrets stay in your kernel). Push a copy without it")
     records = []
     for name, value in values.items():
-        payload = serialize({name: value}, agent.kernel.max_transfer_bytes)
+        payload = payloads[name]
         record = await _push_one(agent, name, value, payload)
         _record(agent, f"[ipyagent: the user copied `{name}` ({one_line(describe(value), 200)}, "
                        f"{human_size(record['bytes'])} pickled) from the user's kernel into your "
@@ -129,13 +151,18 @@ async def copy_missing(agent: Agent, call: ToolCall, result: ToolResult,
     size = len(payload) * 3 // 4
     what = f"`{name}` ({one_line(describe(value), 200)}, ~{human_size(size)})"
     limit = parse_memory(agent.copy_limit) or 0
-    if not (agent.approval == "auto" and size <= limit):
+    # A value holding a secret is put to a person under every mode (the sandbox has a
+    # network): no auto, allow-list or earlier "always" copies it unasked.
+    secret = secret_problem(agent, name, value, payload)
+    if secret or not (agent.approval == "auto" and size <= limit):
         question = ToolCall(new_call_id(), "copy_variable", {
             "name": name, "value": one_line(describe(value), 200), "size": human_size(size),
-            "from": "your kernel", "into": "the agent's kernel"})
-        emit(Notice(f"copy {what} from your kernel into the agent's kernel?", "info"))
+            "from": "your kernel", "into": "the agent's kernel",
+            **({"warning": f"{secret} — the agent's kernel has a network"} if secret else {})})
+        emit(Notice(f"copy {what} from your kernel into the agent's kernel?"
+                    + (f" Careful: {secret}" if secret else ""), "warning" if secret else "info"))
         ui = agent.policy.ui
-        if agent.approval == "auto":  # over copy_limit: ask even so
+        if agent.approval == "auto" or secret:  # over copy_limit, or a secret: a person is asked
             decision = await ui.decide(question) if ui is not None else None
         else:
             decision = await agent.policy.decide(question)
