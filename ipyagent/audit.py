@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._text import one_line
-from .approval import Decision
-from .decisions import utc_now
+from .decisions import Decision, utc_now
 from .items import Item, Message, ToolCall, ToolResult, unfold
 
 __all__ = ["Audit", "AuditRow", "audit_rows", "decision_record", "person_decided"]
