@@ -332,11 +332,14 @@ class AgentMagics(Magics):
             %agent memory search WORDS   the notes that match
             %agent forget ID             delete note ID (g3: a global note)
             %agent memory clear [--global]   delete every note of this project (or global)
+            %agent memory trust [--global]   read a memory file ipyagent did not make here
+                                         (one that came with the folder is not read until then)
 
         The model is told your variables' names, types and shapes (Agent.share_namespace),
-        never their contents unless you copy them; secret-looking ones are left out.
-        The model may offer a value it made (its offer_result tool): it enters your
-        kernel only when you click Take (a y/N prompt in a terminal). Each python card's
+        never their contents unless you copy them; secret-looking ones show their name and
+        type only. The model may offer a value it made (its offer_result tool): it enters
+        your kernel only when you click Take (a y/N prompt in a terminal), decoded as data
+        (never unpickled). Each python card's
         "code → new cell" button puts that call's code in a new cell below, unrun.
         {name} in a task is replaced by the value of name ({{ for a brace).
 
@@ -503,6 +506,11 @@ class AgentMagics(Magics):
                 return memories.table()
             if cmd.action == "memory-search":
                 return memories.table(cmd.args[0])
+            if cmd.action == "memory-trust":  # typed by the person: the asking
+                n = memories.trust(cmd.args[0])
+                print(f"ipyagent: the {cmd.args[0]} memory file is read from now on ({n} "
+                      f"note{'s' * (n != 1)}: `%agent memory` lists them)")
+                return None
             if cmd.action == "memory-clear":
                 n = memories.clear(cmd.args[0])
                 print(f"ipyagent: deleted {n} note{'s' * (n != 1)} ({cmd.args[0]})")
@@ -615,7 +623,7 @@ def _aware_command(words: list[str], rest: str, opts: Any, magics: AgentMagics) 
     return None
 
 
-_MEMORY = {"remember", "memory", "memory-search", "memory-clear", "forget"}
+_MEMORY = {"remember", "memory", "memory-search", "memory-clear", "memory-trust", "forget"}
 
 
 def _short(text: str) -> str:
@@ -651,6 +659,8 @@ def _memory_command(words: list[str], rest: str, opts: Any) -> Command | None:
             if not query:
                 raise UsageError("%agent memory search needs words to look for")
             return Command("memory-search", None, opts, args=(query,))
+        if tail[0] == "trust" and len(tail) <= 2 and set(tail[1:]) <= {"--global"}:
+            return Command("memory-trust", None, opts, args=("global" if len(tail) == 2 else "project",))
         if tail[0] == "clear" and len(tail) <= 2 and set(tail[1:]) <= {"--global", "--all"}:
             scope = {"--global": "global", "--all": "all"}.get(tail[1] if len(tail) == 2 else "", "project")
             return Command("memory-clear", None, opts, args=(scope,))
