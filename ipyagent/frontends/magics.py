@@ -414,18 +414,17 @@ class AgentMagics(Magics):
         return None
 
     def _after_fix(self, cmd: Command) -> None:
-        """``%agent fix``: the answer's last python block, offered as a new cell."""
+        """``%agent fix``: the answer's python block (else the python the agent ran),
+        offered as a new cell; never an output or text block, and said when there is none."""
         if not cmd.fix:
             return
-        from ..items import Message
-        from .aware import last_code_block, offer_cell
+        from .aware import fix_code, offer_cell
 
-        for item in reversed(self.get_agent().context):
-            if isinstance(item, Message) and item.role == "assistant":
-                code = last_code_block(item.content)
-                if code:
-                    offer_cell(self, code, "the proposed fix")
-                return
+        code, what = fix_code(self.get_agent().context, cmd.task)
+        if code is None:
+            print(f"ipyagent: {what}", file=sys.stderr)
+            return
+        offer_cell(self, code, what)
 
     # -- subcommands -----------------------------------------------------------------
     def _command(self, cmd: Command) -> Any:
