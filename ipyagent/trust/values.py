@@ -52,29 +52,29 @@ class Arrived:
 
 
 def accepted() -> tuple[str, ...]:
-    """What this side can make, for the encoder: ``numpy``, ``pandas``, ``arrow``, ``png``."""
+    """What this side can make, for the encoder: ``numpy``, ``pandas``, ``arrow``, ``png``.
+
+    Found without importing them (a pull of a dict must not import pandas here)."""
+    from importlib.util import find_spec
+
     found = ["png"]
-    try:
-        import numpy  # noqa: F401
-
+    if find_spec("numpy") is not None:
         found.append("numpy")
-        import pandas  # type: ignore[import-untyped,import-not-found,unused-ignore]  # noqa: F401
-
-        found.append("pandas")
-        if _arrow_is_safe():
-            found.append("arrow")
-    except ImportError:
-        pass
+        if find_spec("pandas") is not None:
+            found.append("pandas")
+            if _arrow_is_safe():
+                found.append("arrow")
     return tuple(found)
 
 
 def _arrow_is_safe() -> bool:
     """pyarrow is here and new enough never to unpickle an extension type (CVE-2023-47248)."""
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
-        import pyarrow as pa  # type: ignore[import-not-found,import-untyped,unused-ignore]
-    except ImportError:
+        parts = re.findall(r"\d+", version("pyarrow"))[:3]
+    except PackageNotFoundError:
         return False
-    parts = re.findall(r"\d+", pa.__version__)[:3]
     return tuple(int(p) for p in parts) >= (14, 0, 1)
 
 
@@ -316,7 +316,7 @@ def _arrow_frame(data: bytes) -> Any:
     if not _arrow_is_safe():
         raise Undecodable("it holds a DataFrame in Arrow form and your kernel has no pyarrow "
                           "14.0.1 or newer")
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
     try:
         table = pa.ipc.open_stream(pa.BufferReader(data)).read_all()
