@@ -259,3 +259,34 @@ def test_data_crosses_back_with_its_values_intact(kernel: SiblingKernel) -> None
                                                                    index=["r", "s"]))
     assert kernel.pull("d") == {"k": (1, 2.5), "when": datetime.date(2024, 1, 2), "b": b"\x00"}
     assert kernel.pull("fig").data.startswith(b"\x89PNG")
+
+
+def test_an_arrow_extension_type_is_refused() -> None:
+    """An Arrow column of an extension type: a registered one could carry its own code
+    (pyarrow's PyExtensionType unpickled); no extension type is read here."""
+    import pyarrow as pa
+
+    class Tagged(pa.ExtensionType):
+        def __init__(self) -> None:
+            super().__init__(pa.int64(), "ipyagent.test.tagged")
+
+        def __arrow_ext_serialize__(self) -> bytes:
+            return b""
+
+        @classmethod
+        def __arrow_ext_deserialize__(cls, storage_type: Any, serialized: bytes) -> Any:
+            return cls()
+
+    pa.register_extension_type(Tagged())
+    try:
+        column = pa.ExtensionArray.from_storage(Tagged(), pa.array([1, 2]))
+        table = pa.table({"x": column})
+        out = pa.BufferOutputStream()
+        with pa.ipc.new_stream(out, table.schema) as writer:
+            writer.write_table(table)
+        data = out.getvalue().to_pybytes()
+        header = json.dumps({"v": {"$": "dataframe", "arrow": 0}, "buffers": [len(data)]}).encode()
+        with pytest.raises(Undecodable, match="extension type"):
+            decode(MAGIC + len(header).to_bytes(8, "big") + header + data)
+    finally:
+        pa.unregister_extension_type("ipyagent.test.tagged")
