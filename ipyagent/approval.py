@@ -139,8 +139,11 @@ class TerminalApprover:
         from .offers import OfferAnswer
 
         out = self.output or sys.stdout
-        print(visible(f"\n{offer.question()}\n(taking it unpickles it in your kernel, as "
-                      "%agent pull does)"), file=out, flush=True)
+        shown = f"\n{offer.question()}"
+        if offer.preview:
+            shown += "\n" + "\n".join(f"  | {line}" for line in offer.preview.splitlines())
+        print(visible(shown + "\n(taking it puts this decoded copy in your kernel: data only, "
+                      "nothing of the agent's runs)"), file=out, flush=True)
         answer = (await self._ask(visible(f"Take it into your kernel as {offer.name}? "
                                           "[y]es / [N]o: "))).strip().lower()
         if answer not in ("y", "yes"):

@@ -21,7 +21,7 @@ ENGINE = {"agent", "step", "settings", "approval", "compaction", "personas", "pr
           "agents_md", "reply_checks", "resources", "redaction", "audit", "namespace", "copies",
           "written_calls", "lenient_json", "text_tools", "tool_mode",
           "offers", "memory", "skills"}
-LAYERS = {"data": 0, "models": 1, "kernel": 1, "tools": 1, "engine": 2, "transcripts": 3,
+LAYERS = {"data": 0, "models": 1, "kernel": 1, "tools": 1, "trust": 1, "engine": 2, "transcripts": 3,
           "frontends": 4}
 
 # (importer, imported): the lazy delegators the contract asks for, each inside a function.

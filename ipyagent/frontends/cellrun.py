@@ -150,6 +150,7 @@ class CellRunner:
     def _code_action(self, agent: Agent) -> Any:
         """The "code → new cell" action under each python card of this cell's run."""
         from ..items import ToolCall
+        from ..trust.cellcode import UnsafeCode, cell_text
         from .cellcode import code_button, current_cell_id, fallback_line
         from .notebook import footer_html
 
@@ -160,6 +161,10 @@ class CellRunner:
             # The call itself; a re-run's stand-in by its recorded id; else the newest.
             number = next((n for n, i in enumerate(calls, 1) if i is call),
                           next((n for n, i in enumerate(calls, 1) if i.id == call.id), len(calls)))
+            try:  # the cell gets exactly what the card shows (trust.cellcode)
+                code = cell_text(code)
+            except UnsafeCode as exc:
+                return footer_html(f"code → new cell: not offered — {exc}")
             button = code_button(code, number, cell_id)
             return button if button is not None else footer_html(fallback_line(number))
 

@@ -349,11 +349,14 @@ class AgentMagics(Magics):
             %agent memory search WORDS   the notes that match
             %agent forget ID             delete note ID (g3: a global note)
             %agent memory clear [--global]   delete every note of this project (or global)
+            %agent memory trust [--global]   read a memory file ipyagent did not make here
+                                         (one that came with the folder is not read until then)
 
         The model is told your variables' names, types and shapes (Agent.share_namespace),
-        never their contents unless you copy them; secret-looking ones are left out.
-        The model may offer a value it made (its offer_result tool): it enters your
-        kernel only when you click Take (a y/N prompt in a terminal). Each python card's
+        never their contents unless you copy them; secret-looking ones show their name and
+        type only. The model may offer a value it made (its offer_result tool): it enters
+        your kernel only when you click Take (a y/N prompt in a terminal), decoded as data
+        (never unpickled). Each python card's
         "code → new cell" button puts that call's code in a new cell below, unrun.
         {name} in a task is replaced by the value of name ({{ for a brace).
 
@@ -433,18 +436,17 @@ class AgentMagics(Magics):
         return None
 
     def _after_fix(self, cmd: Command) -> None:
-        """``%agent fix``: the answer's last python block, offered as a new cell."""
+        """``%agent fix``: the answer's python block (else the python the agent ran),
+        offered as a new cell; never an output or text block, and said when there is none."""
         if not cmd.fix:
             return
-        from ..items import Message
-        from .aware import last_code_block, offer_cell
+        from .aware import fix_code, offer_cell
 
-        for item in reversed(self.get_agent().context):
-            if isinstance(item, Message) and item.role == "assistant":
-                code = last_code_block(item.content)
-                if code:
-                    offer_cell(self, code, "the proposed fix")
-                return
+        code, what = fix_code(self.get_agent().context, cmd.task)
+        if code is None:
+            print(f"ipyagent: {what}", file=sys.stderr)
+            return
+        offer_cell(self, code, what)
 
     # -- subcommands -----------------------------------------------------------------
     def _command(self, cmd: Command) -> Any:
@@ -534,6 +536,11 @@ class AgentMagics(Magics):
                 return memories.table()
             if cmd.action == "memory-search":
                 return memories.table(cmd.args[0])
+            if cmd.action == "memory-trust":  # typed by the person: the asking
+                n = memories.trust(cmd.args[0])
+                print(f"ipyagent: the {cmd.args[0]} memory file is read from now on ({n} "
+                      f"note{'s' * (n != 1)}: `%agent memory` lists them)")
+                return None
             if cmd.action == "memory-clear":
                 n = memories.clear(cmd.args[0])
                 print(f"ipyagent: deleted {n} note{'s' * (n != 1)} ({cmd.args[0]})")
@@ -646,7 +653,7 @@ def _aware_command(words: list[str], rest: str, opts: Any, magics: AgentMagics) 
     return None
 
 
-_MEMORY = {"remember", "memory", "memory-search", "memory-clear", "forget"}
+_MEMORY = {"remember", "memory", "memory-search", "memory-clear", "memory-trust", "forget"}
 
 
 def _pending_paths(agent: Any, words: list[str]) -> bool:
@@ -690,6 +697,8 @@ def _memory_command(words: list[str], rest: str, opts: Any) -> Command | None:
             if not query:
                 raise UsageError("%agent memory search needs words to look for")
             return Command("memory-search", None, opts, args=(query,))
+        if tail[0] == "trust" and len(tail) <= 2 and set(tail[1:]) <= {"--global"}:
+            return Command("memory-trust", None, opts, args=("global" if len(tail) == 2 else "project",))
         if tail[0] == "clear" and len(tail) <= 2 and set(tail[1:]) <= {"--global", "--all"}:
             scope = {"--global": "global", "--all": "all"}.get(tail[1] if len(tail) == 2 else "", "project")
             return Command("memory-clear", None, opts, args=(scope,))

@@ -59,7 +59,7 @@ def card_markdown(call: ToolCall, status: str, arguments: dict[str, Any] | None 
     """A tool call as Markdown: a header line with its status, then the code."""
     lang, code = ("diff", preview) if preview else _code_of(call, arguments)
     mark = f" · {markdown_text(one_line(badge[0]))}" if badge else ""
-    code = visible(code)  # what runs, with nothing hidden: bidi overrides reorder a page
+    code = shown_code(code, lang)  # what runs, with nothing hidden: bidi overrides reorder a page
     return (f"**{markdown_literal(call.name)}** <small>· {markdown_literal(call.id)} · "
             f"{markdown_text(one_line(status))}{mark}</small>\n\n{fence(code, lang)}")
 
@@ -72,8 +72,8 @@ def card_html(call: ToolCall, status: str, arguments: dict[str, Any] | None = No
     lang, code = ("diff", preview) if preview else _code_of(call, arguments)
     # The page must show what runs: a bidi override or isolate reorders the text a browser
     # shows, a zero-width character hides, and pygments turns a lone CR into a line break
-    # (bash does not break there). Each is shown as its visible stand-in, as in a terminal.
-    code = visible(code)
+    # (bash does not break there). See shown_code.
+    code = shown_code(code, lang)
     pill = ("" if not badge else
             f"<span class='ipyagent-badge' title='{html.escape(badge[1])}' style='"
             "border:1px solid currentColor;border-radius:8px;padding:0 6px;"
@@ -92,6 +92,21 @@ def card_html(call: ToolCall, status: str, arguments: dict[str, Any] | None = No
         "font-family:var(--jp-code-font-family,monospace);"
         "font-size:var(--jp-code-font-size,13px);line-height:var(--jp-code-line-height,1.4)'>"
         f"{highlight(code, lang)}</pre></div>")
+
+
+def shown_code(code: str, lang: str) -> str:
+    """Code as a card shows it. Python whose hidden characters all sit in string literals
+    is shown with them written as escapes: exactly the text "code → new cell" inserts
+    (``trust.cellcode``), character for character. Anything else keeps every hidden
+    character as its visible stand-in (``⟨U+202E⟩``), as in a terminal."""
+    if lang == "python":
+        from ..trust.cellcode import UnsafeCode, cell_text
+
+        try:
+            return cell_text(code)
+        except UnsafeCode:
+            pass
+    return visible(code)
 
 
 def _code_of(call: ToolCall, arguments: dict[str, Any] | None) -> tuple[str, str]:

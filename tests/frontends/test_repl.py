@@ -388,8 +388,12 @@ def test_audit_lists_the_calls_with_untrusted_names_made_visible(tmp_path, scrip
         assert raw not in proc.stdout
 
 
-def test_memory_lists_and_searches_the_notes_read_only(tmp_path):
+def test_memory_lists_and_searches_the_notes_read_only(tmp_path, monkeypatch):
     from ipyagent import Agent
+    from ipyagent.memory.made import KEY_ENV
+
+    # One user here and in the repl's process (whose HOME is another): one stamp key.
+    monkeypatch.setenv(KEY_ENV, str(tmp_path / "memory-key"))
 
     off = piped(tmp_path, ["/memory"])
     assert "ipyagent: memory is off: c.Agent.memory = 'on'" in off.stdout, off.stdout
