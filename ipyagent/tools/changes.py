@@ -79,19 +79,49 @@ async def settle_changes(host: Any, result: ToolResult) -> None:
         for c in stage.apply(now, by="policy").changes:
             final[c.path + "\0" + c.root] = c
     if ask:
-        confirm = getattr(getattr(getattr(host, "policy", None), "ui", None), "confirm_changes", None)
+        ui = getattr(getattr(host, "policy", None), "ui", None)
+        confirm = getattr(ui, "confirm_changes", None)
         if callable(confirm):
             answer = await confirm(ChangeRequest(ask, result.call_id))
+            by = "terminal" if type(ui).__name__.startswith("Terminal") else "click"
             if answer is True:
-                for c in stage.apply(ask, by="person").changes:
+                done = stage.apply(ask, by="person").changes
+                for c in done:
                     final[c.path + "\0" + c.root] = c
+                _audit(result, "apply", done, by, call_id=result.call_id)
             elif answer is False:
-                for c in stage.discard(ask):
+                kept = stage.discard(ask)
+                for c in kept:
                     final[c.path + "\0" + c.root] = c
+                _audit(result, "discard", kept, by, call_id=result.call_id)
     shown = list(final.values())
     result.meta["changes"] = [c.as_dict() for c in shown]
     note = model_note(shown)
     result.output = f"{result.output}\n{note}" if result.output else note
+
+
+def _subject(changes: Sequence[Change]) -> str:
+    n = len(changes)
+    return f"{n} file change{'s' if n != 1 else ''}: " + ", ".join(c.path for c in changes)
+
+
+def _digest(changes: Sequence[Change]) -> str:
+    """One sha256 for a set of changes: over each path and its staged content's sha256."""
+    import hashlib
+
+    lines = "".join(f"{c.path}\0{c.sha256 or '-'}\n" for c in sorted(changes, key=lambda c: c.path))
+    return hashlib.sha256(lines.encode(errors="surrogateescape")).hexdigest()
+
+
+def _audit(target: Any, action: str, changes: Sequence[Change], by: str, *, call_id: str = "",
+           tell: str | None = None) -> None:
+    """A row of the audit for a person's decision on file changes (with what moved)."""
+    if not changes:
+        return
+    from ..audit import person_decided
+
+    person_decided(target, action, _subject(changes), by=by, sha256=_digest(changes),
+                   call_id=call_id, tell=tell)
 
 
 class ChangeList(list):  # type: ignore[type-arg]
@@ -149,7 +179,10 @@ def apply_pending(agent: Any, paths: Sequence[str] = ()) -> ChangeList:
     if stage is None:
         return ChangeList([], _why_none(agent))
     chosen = [c for c in _pick(stage.pending(), paths) if not never_applied(c)]
-    return ChangeList(stage.apply(chosen, by="person").changes, "nothing to apply")
+    done = stage.apply(chosen, by="person").changes
+    _audit(agent.context, "apply", done, "user", tell=(
+        f"[ipyagent: the user applied to their folder: {', '.join(c.path for c in done)}]"))
+    return ChangeList(done, "nothing to apply")
 
 
 def discard_pending(agent: Any, paths: Sequence[str] = ()) -> ChangeList:
@@ -157,7 +190,9 @@ def discard_pending(agent: Any, paths: Sequence[str] = ()) -> ChangeList:
     stage = _stage(agent)
     if stage is None:
         return ChangeList([], _why_none(agent))
-    return ChangeList(stage.discard(_pick(stage.pending(), paths)), "nothing to discard")
+    kept = stage.discard(_pick(stage.pending(), paths))
+    _audit(agent.context, "discard", kept, "user")
+    return ChangeList(kept, "nothing to discard")
 
 
 def undo_last(agent: Any) -> Any:
@@ -166,9 +201,15 @@ def undo_last(agent: Any) -> Any:
 
     stage = _stage(agent)
     if stage is None:
-        report = UndoReport()
-        return report
-    return stage.undo()
+        return UndoReport()
+    last = stage.applied[-1] if stage.applied else None
+    report = stage.undo()
+    if last is not None and report.restored:
+        undone = [c for c in last.changes if c.path in report.restored]
+        _audit(agent.context, "undo", undone, "user", tell=(
+            f"[ipyagent: the user undid these changes in their folder: {', '.join(report.restored)}"
+            + (f"; left as they edited them: {', '.join(report.kept)}" if report.kept else "") + "]"))
+    return report
 
 
 def _why_none(agent: Any) -> str:

@@ -118,6 +118,12 @@ def test_a_pending_change_applies_when_the_person_says_so(world: tuple[Agent, Pa
     applied = agent.apply("helper.py")
     assert [c.path for c in applied] == ["helper.py"] and (ws / "helper.py").exists()
     assert agent.undo().restored == ["helper.py"] and not (ws / "helper.py").exists()
+    # Both decisions are rows of the audit, with a sha256 of what moved; the model is told.
+    rows = [r for item in agent.context for r in item.meta.get("decided", [])]
+    assert [(r["action"], r["subject"]) for r in rows[-2:]] == [
+        ("apply", "1 file change: helper.py"), ("undo", "1 file change: helper.py")]
+    assert all(len(r["sha256"]) == 64 for r in rows[-2:])
+    assert "the user undid these changes in their folder: helper.py" in agent.context[-1].content
 
 
 @needs_stage
@@ -270,6 +276,8 @@ def test_the_terminal_asks_for_code_like_changes(tmp_path: Path, answer: str, st
         agent.policy.ui = TerminalApprover(input_fn=lambda p: asked.append(p) or answer, output=shown)
         result = call(agent, "open('tool\u202e.py', 'w').write('X = 1\\n')")
     assert changes(result)["tool\u202e.py"]["status"] == status
+    [row] = result.meta["decided"]
+    assert row["action"] == ("apply" if answer == "y" else "discard") and row["by"] == "terminal"
     assert (tmp_path / "tool\u202e.py").exists() == (status == "applied")
     assert asked and "Apply them to your folder?" in asked[0]
     text = shown.getvalue()
