@@ -118,7 +118,7 @@ def _audit(target: Any, action: str, changes: Sequence[Change], by: str, *, call
     """A row of the audit for a person's decision on file changes (with what moved)."""
     if not changes:
         return
-    from ..audit import person_decided
+    from ..decisions import person_decided
 
     person_decided(target, action, _subject(changes), by=by, sha256=_digest(changes),
                    call_id=call_id, tell=tell)
