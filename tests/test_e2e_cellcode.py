@@ -82,7 +82,13 @@ def saved_sources(path: Path, count: int, timeout: float = 60) -> list[str]:
     """The cells' sources once the saved file has ``count`` cells."""
     deadline = time.monotonic() + timeout
     while True:
-        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        try:
+            cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        except json.JSONDecodeError:  # read while the server was writing it: read again
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+            continue
         if len(cells) >= count or time.monotonic() > deadline:
             return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in cells]
         time.sleep(0.5)
