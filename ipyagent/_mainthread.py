@@ -19,16 +19,17 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import os
 import queue
 import select
 import signal
 import socket
 import sys
 import threading
-from typing import Any, Callable, Coroutine, Iterator, TypeVar
+from typing import Any, Callable, Coroutine, Iterable, Iterator, TypeVar
 
 __all__ = ["Dispatcher", "LoopDispatcher", "PumpDispatcher", "wake_on_signals",
-           "interruptible_input", "run_pumped"]
+           "interruptible_input", "interruptible_key", "run_pumped"]
 
 T = TypeVar("T")
 
@@ -198,6 +199,54 @@ def interruptible_input(prompt: str, poll: float = 0.1,
     if not line:
         raise EOFError
     return line.rstrip("\n").rstrip("\r")
+
+
+def interruptible_key(prompt: str, answers: Iterable[str], poll: float = 0.1,
+                      stop: threading.Event | None = None) -> str:
+    """One answer from ``answers`` at a single keypress (no Enter), echoed after ``prompt``.
+
+    For a terminal stdin only: it is put in non-canonical, no-echo mode while waiting and
+    restored after (Ctrl-C still interrupts: signals stay on). Keys typed before the
+    question was shown are dropped (they answered something else), and so is what follows
+    the answer's key in the same burst (the rest of a habitual "yes⏎"), so nothing left
+    over answers the next question. A whole word typed at once ("yes⏎") counts too. Not a
+    terminal (or no termios): ``interruptible_input``, one line.
+    """
+    accepted = {a.lower() for a in answers}
+    try:
+        import termios
+
+        fd = sys.stdin.fileno()
+        saved = termios.tcgetattr(fd) if sys.stdin.isatty() else None
+    except (ImportError, AttributeError, OSError, ValueError):
+        saved = None
+    if saved is None:
+        return interruptible_input(prompt, poll, stop)
+    raw = list(saved)
+    raw[3] &= ~(termios.ICANON | termios.ECHO)  # lflags: byte by byte, nothing echoed
+    raw[6] = list(saved[6])
+    raw[6][termios.VMIN], raw[6][termios.VTIME] = 1, 0
+    termios.tcflush(fd, termios.TCIFLUSH)
+    termios.tcsetattr(fd, termios.TCSANOW, raw)
+    try:
+        sys.stdout.write(prompt)
+        sys.stdout.flush()
+        while True:
+            if stop is not None and stop.is_set():
+                raise EOFError
+            if not select.select([fd], [], [], poll)[0]:
+                continue
+            chunk = os.read(fd, 64)
+            if not chunk or chunk[:1] == b"\x04":  # end of input (Ctrl-D)
+                raise EOFError
+            text = chunk.decode("utf-8", "replace").strip().lower()
+            if text in accepted:
+                termios.tcflush(fd, termios.TCIFLUSH)
+                sys.stdout.write(text + "\n")
+                sys.stdout.flush()
+                return text
+    finally:
+        termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 def run_pumped(pump: PumpDispatcher, coro: Coroutine[Any, Any, T], grace: float = 10.0) -> T:

@@ -517,9 +517,24 @@ class Agent(AgentSettings):
                               breaker=self._breaker)
 
     def _autosave_listener(self, others: list[Listener]) -> Listener:
-        """Autosave as a ``StepFinished`` listener; what it says goes to ``others``."""
+        """Autosave as a ``StepFinished`` listener; what it says goes to ``others``.
+
+        Where it saves is said at the end of a run (before its footer), not after the
+        first step, where it landed between the model's words and its next call; a
+        failure is said at once. A single step (``agent.step``) is its own end.
+        """
+        held: list[Notice] = []
+        in_run = False
 
         def autosave(event: Event) -> None:
+            nonlocal in_run
+            if isinstance(event, RunStarted):
+                in_run = True
+            elif isinstance(event, RunFinished):
+                in_run = False
+                for kept in held:
+                    self._emit(others, kept)
+                held.clear()
             if not (isinstance(event, StepFinished) and self.autosave):
                 return
             if self._autosaver is None:
@@ -527,7 +542,9 @@ class Agent(AgentSettings):
 
                 self._autosaver = Autosave(self)
             notice = self._autosaver.save()
-            if notice is not None:
+            if notice is not None and in_run and notice.level == "info":
+                held.append(notice)
+            elif notice is not None:
                 self._emit(others, notice)
                 if not others and notice.level == "warning":
                     # A plain script shows no notices: lost steps must not be silent.

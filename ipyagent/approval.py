@@ -62,17 +62,44 @@ class CallbackApprover:
                         detail=str(value))
 
 
-def terminal_answer(prompt: str, stop: threading.Event | None = None) -> str:
+def terminal_answer(prompt: str, stop: threading.Event | None = None,
+                    keys: tuple[str, ...] = ()) -> str:
     """One answer typed at the terminal; Ctrl-C interrupts it; end of input means 'no'.
 
-    ``stop`` set (the question was withdrawn) ends the wait without consuming a line.
+    ``keys``: the answers of a question answered with one keypress (no Enter) when stdin
+    is a terminal. ``stop`` set (the question was withdrawn) ends the wait without
+    consuming a line.
     """
-    from ._mainthread import interruptible_input
+    from ._mainthread import interruptible_input, interruptible_key
 
     try:
+        if keys:
+            return interruptible_key(prompt, keys, stop=stop)
         return interruptible_input(prompt, stop=stop)
     except EOFError:  # Ctrl-D or a closed stdin: deny, end an edit, give no reason
-        return "n" if prompt.startswith("Run it") else ("." if not prompt else "")
+        return "n" if prompt.startswith("Run it") or keys else ("." if not prompt else "")
+
+
+def pumped_answer(pump: Any) -> Callable[..., str]:
+    """``terminal_answer`` run on the thread ``pump`` serves (the main one, where Ctrl-C
+    lands), keys and all: a ``TerminalApprover``'s ``input_fn``."""
+    def answer(prompt: str, keys: tuple[str, ...] = ()) -> str:
+        return pump.call_and_wait(terminal_answer, prompt, None, keys)  # type: ignore[no-any-return]
+
+    return answer
+
+
+def _takes_keys(fn: Callable[..., str]) -> bool:
+    """Whether an input function can read a one-keypress answer (a ``keys`` argument)."""
+    try:
+        return "keys" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+# The answers of each question, by key and in full (the prompt names them).
+_RUN_KEYS = ("y", "yes", "n", "no", "e", "edit", "a", "always")
+_YES_NO = ("y", "yes", "n", "no")
 
 
 # "always" is this tool for the rest of this conversation, said where it is chosen.
@@ -103,7 +130,7 @@ class TerminalApprover:
         if self.show_call:
             self._show(call)
         while True:
-            answer = (await self._ask(_PROMPT)).strip().lower()
+            answer = (await self._ask(_PROMPT, _RUN_KEYS)).strip().lower()
             if answer in ("y", "yes"):
                 return Decision("approve", by="terminal", detail=answer)
             if answer in ("a", "always"):
@@ -117,7 +144,7 @@ class TerminalApprover:
     async def confirm_mcp(self, request: Any) -> bool | str:
         """Ask y/N whether a directory file's MCP servers start (``tools.mcp.trust.TrustRequest``)."""
         print(f"\n{request.question()}", file=self.output or sys.stdout, flush=True)
-        answer = (await self._ask("Start them? [y]es / [N]o: ")).strip().lower()
+        answer = (await self._ask("Start them? [y]es / [N]o: ", _YES_NO)).strip().lower()
         return True if answer in ("y", "yes") else "you answered no"
 
     async def confirm_changes(self, request: Any) -> bool | str:
@@ -145,7 +172,7 @@ class TerminalApprover:
         print(visible(shown + "\n(taking it puts this decoded copy in your kernel: data only, "
                       "nothing of the agent's runs)"), file=out, flush=True)
         answer = (await self._ask(visible(f"Take it into your kernel as {offer.name}? "
-                                          "[y]es / [N]o: "))).strip().lower()
+                                          "[y]es / [N]o: "), _YES_NO)).strip().lower()
         if answer not in ("y", "yes"):
             return OfferAnswer(False, "terminal", reason="the user answered no")
         try:
@@ -157,8 +184,9 @@ class TerminalApprover:
               file=out, flush=True)
         return OfferAnswer(True, "terminal", arrived)
 
-    async def _ask(self, prompt: str) -> str:
-        """``input_fn(prompt)`` in a daemon thread, so the engine loop stays live.
+    async def _ask(self, prompt: str, keys: tuple[str, ...] = ()) -> str:
+        """``input_fn(prompt)`` in a daemon thread, so the engine loop stays live; with
+        ``keys``, the terminal's answer is one keypress (``terminal_answer``).
 
         Why not ``asyncio.to_thread``: a cancelled read (Ctrl-C) keeps its thread blocked
         on stdin, and the executor's threads are joined at exit — the process would
@@ -181,8 +209,13 @@ class TerminalApprover:
 
         def read() -> None:
             try:
-                value, exc = (terminal_answer(prompt, stop) if self.input_fn is terminal_answer
-                              else self.input_fn(prompt)), None
+                if self.input_fn is terminal_answer:
+                    value = terminal_answer(prompt, stop, keys)
+                elif keys and _takes_keys(self.input_fn):
+                    value = self.input_fn(prompt, keys=keys)  # type: ignore[call-arg]
+                else:
+                    value = self.input_fn(prompt)
+                exc = None
             except BaseException as error:  # handed to the awaiting coroutine
                 value, exc = None, error
             if not loop.is_closed():

@@ -73,6 +73,9 @@ def test_step_through(tmp_path: Path) -> None:
     assert len(steps) == 3
     assert "3**5" in steps[0]  # the step after the edit used the edited context
     assert "243" in steps[-1] and "stopped: done" in steps[-1]
+    shown = next(c for c in nb.cells if c.cell_type == "code" and "to_notebook()" in c.source)
+    html = shown.outputs[0]["data"]["text/html"]  # issue 30: not a bare tuple
+    assert "<b>Notebook</b>" in html and "User: Use Python to compute 2**100" in html
 
 
 def test_local_models_runs_without_a_server(tmp_path: Path) -> None:

@@ -176,8 +176,10 @@ class CellRunner:
         return _eventloop.submit(guard(run(cmd.task, on_event=listener), on_done))
 
     async def run_async(self, cmd: Command, dispatcher: LoopDispatcher) -> None:
+        from .busy import busy_while_running
+
         loop = asyncio.get_running_loop()
-        with self.session(cmd) as agent:
+        with self.session(cmd) as agent, busy_while_running(getattr(self.m.shell, "kernel", None)):
             display = self.listener(dispatcher, cmd, agent)
             done = loop.create_future()
             future = self.start(agent, cmd, display,

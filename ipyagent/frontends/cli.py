@@ -116,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _mcp(args.action, args.path)
     from .._mainthread import PumpDispatcher, run_pumped
     from .._text import visible
-    from ..approval import TerminalOrDeny, terminal_answer
+    from ..approval import TerminalOrDeny, pumped_answer
     from ..errors import IpyagentError
     from .terminal import TerminalDisplay
 
@@ -144,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     pump = PumpDispatcher()
     if approve == "ask":
         agent.approval_hook = TerminalOrDeny(
-            lambda prompt: pump.call_and_wait(terminal_answer, prompt), _unattended,
+            pumped_answer(pump), _unattended,
             show_call=args.quiet)
     if not args.quiet:  # where code runs and what can reach the system, before anything runs
         for line in start_lines(agent):

@@ -45,12 +45,22 @@ def _editor_class() -> type | None:
                 if self.disabled:
                     return
                 if event == "run":
+                    # The box's text comes with the run: a state update sent before it
+                    # may still be on its way (ipywidgets buffers them), so the synced
+                    # ``value`` can be a prefix of what the person sees.
+                    text = content.get("value")
+                    if isinstance(text, str):
+                        self.value = text
                     self.on_run()
                 elif event == "cancel":
                     self.on_cancel()
 
             def focus(self) -> None:
                 self.send({"event": "focus"})
+
+            def submit(self) -> None:
+                """Ask the box for its text; it answers with a run message carrying it."""
+                self.send({"event": "submit"})
 
         _CLASS = CodeEditor
     return _CLASS
@@ -67,5 +77,6 @@ def code_editor(text: str, layout: Any) -> Any:
     layout.height = f"{min(24, lines) * 1.5}em"
     editor = w.Textarea(value=text, layout=layout)
     editor.on_run = editor.on_cancel = lambda: None
+    editor.submit = lambda: editor.on_run()  # a Textarea's value is all there is
     editor.focus = editor.focus if hasattr(editor, "focus") else (lambda: None)
     return editor

@@ -134,13 +134,14 @@ class AgentMagics(Magics):
         return TerminalOrDeny(self._terminal_input, lambda call: unattended_reason(
             call, "nobody could approve this call: stdin is not a terminal"))
 
-    def _terminal_input(self, prompt: str) -> str:
-        """The answer is read on the main thread, where Ctrl-C lands."""
+    def _terminal_input(self, prompt: str, keys: tuple[str, ...] = ()) -> str:
+        """The answer is read on the main thread, where Ctrl-C lands (``keys``: at one
+        keypress, ``terminal_answer``)."""
         from ..approval import terminal_answer
 
         pump = self.runner.pump
-        return pump.call_and_wait(terminal_answer, prompt) if pump is not None \
-            else terminal_answer(prompt)
+        return pump.call_and_wait(terminal_answer, prompt, None, keys) if pump is not None \
+            else terminal_answer(prompt, None, keys)
 
     def warm_up(self) -> None:
         """Start the sibling kernel (and pre-import widgets) without blocking the caller."""

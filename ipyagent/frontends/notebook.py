@@ -44,7 +44,7 @@ from ..events import (
 from ..items import ToolCall, ToolResult, code_of
 from ..kernel.outputs import collapse_carriage_returns, strip_ansi
 from ..models.base import ReasoningDelta, TextDelta, ToolCallDelta
-from .widgets import describe
+from .widgets import card_says, describe
 
 __all__ = ["NotebookDisplay", "card_html", "card_markdown", "folded_bundle", "footer_html",
            "highlight"]
@@ -55,20 +55,24 @@ _COLORS = {"ok": "var(--jp-success-color1, #1a7f37)", "warn": "var(--jp-warn-col
 
 
 def card_markdown(call: ToolCall, status: str, arguments: dict[str, Any] | None = None,
-                  preview: str | None = None, badge: tuple[str, str] | None = None) -> str:
-    """A tool call as Markdown: a header line with its status, then the code."""
+                  preview: str | None = None, badge: tuple[str, str] | None = None,
+                  output: str = "") -> str:
+    """A tool call as Markdown: a header line with its status, the code, what it printed."""
     lang, code = ("diff", preview) if preview else _code_of(call, arguments)
     mark = f" · {markdown_text(one_line(badge[0]))}" if badge else ""
     code = shown_code(code, lang)  # what runs, with nothing hidden: bidi overrides reorder a page
+    printed = f"\n\n{fence(strip_ansi(output))}" if output else ""
     return (f"**{markdown_literal(call.name)}** <small>· {markdown_literal(call.id)} · "
-            f"{markdown_text(one_line(status))}{mark}</small>\n\n{fence(code, lang)}")
+            f"{markdown_text(one_line(status))}{mark}</small>\n\n{fence(code, lang)}{printed}")
 
 
 def card_html(call: ToolCall, status: str, arguments: dict[str, Any] | None = None,
-              preview: str | None = None, badge: tuple[str, str] | None = None) -> str:
+              preview: str | None = None, badge: tuple[str, str] | None = None,
+              output: str = "") -> str:
     """A tool call as a bordered card: name, id and status in a header, highlighted code
     (or the tool's preview of the call — a diff for file edits). ``badge``: (label,
-    tooltip) of a small marker in the header, e.g. a call that ran because of Always."""
+    tooltip) of a small marker in the header, e.g. a call that ran because of Always.
+    ``output``: the HTML of what the call printed (escaped text), inside the frame."""
     lang, code = ("diff", preview) if preview else _code_of(call, arguments)
     # The page must show what runs: a bidi override or isolate reorders the text a browser
     # shows, a zero-width character hides, and pygments turns a lone CR into a line break
@@ -91,7 +95,15 @@ def card_html(call: ToolCall, status: str, arguments: dict[str, Any] | None = No
         "background:var(--jp-cell-editor-background,#f7f7f7);"
         "font-family:var(--jp-code-font-family,monospace);"
         "font-size:var(--jp-code-font-size,13px);line-height:var(--jp-code-line-height,1.4)'>"
-        f"{highlight(code, lang)}</pre></div>")
+        f"{highlight(code, lang)}</pre>{_output_section(output)}</div>")
+
+
+def _output_section(output: str) -> str:
+    """What the call printed, under its code and inside the card's frame ('' for nothing)."""
+    if not output:
+        return ""
+    return ("<div class='ipyagent-card-output' style='border-top:1px solid "
+            "var(--jp-border-color2,#e0e0e0);padding:4px 4px'>" + output + "</div>")
 
 
 def shown_code(code: str, lang: str) -> str:
@@ -256,6 +268,52 @@ def _plain_bundle_for(output: dict[str, Any], lines: int = 0
     return None
 
 
+def split_outputs(outputs: Iterable[dict[str, Any]], lines: int = 0
+                  ) -> tuple[list[tuple[str, str]], list[tuple[dict[str, Any], dict[str, Any]]]]:
+    """``(printed, rich)``: each text output as (escaped HTML, plain text), to show inside
+    the card; every other output as display bundles made safe (``_bundles_for``)."""
+    printed: list[tuple[str, str]] = []
+    rich: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    for output in outputs:
+        kind = output.get("output_type")
+        if kind == "stream":
+            text = _joined(output.get("text", ""))
+            stderr = output.get("name") == "stderr"
+            printed.append((text_html(text, lines, _ERROR_BG if stderr else ""), text))
+        elif kind == "error":
+            text = ("\n".join(output.get("traceback", []))
+                    or f"{output.get('ename')}: {output.get('evalue')}")
+            printed.append((text_html(text, lines, _ERROR_BG), text))
+        elif kind in ("display_data", "execute_result"):
+            data, metadata, note = sibling_bundle(dict(output.get("data", {})),
+                                                  dict(output.get("metadata", {})))
+            if set(data) == {"text/plain"}:  # a repr: text like the rest
+                text = _joined(data["text/plain"])
+                printed.append((text_html(text, lines), text))
+            elif data:
+                rich.append((data, metadata))
+            if note:  # ours, about what was kept out: an output of its own, where it was
+                rich.append(({"text/plain": note}, {}))
+    return printed, rich
+
+
+def text_html(text: str, lines: int = 0, background: str = "") -> str:
+    """Printed text as escaped HTML: folded when longer than ``lines`` (``folded_bundle``),
+    colours dropped and a progress bar's carriage returns applied, as a terminal shows it."""
+    folded = folded_bundle(text, lines, background)
+    if folded is not None:
+        return folded["text/html"]
+    shown = collapse_carriage_returns(strip_ansi(text)).rstrip("\n")
+    return _pre(background) + html.escape(shown) + "</pre>"
+
+
+def _pre(background: str = "") -> str:
+    bg = f"background:{background};" if background else "background:transparent;"
+    return (f"<pre style='margin:0;padding:0 4px;border:0;{bg}white-space:pre-wrap;"
+            "word-break:break-word;font-family:var(--jp-code-font-family,monospace);"
+            "font-size:var(--jp-code-font-size,13px);line-height:var(--jp-code-line-height,1.4)'>")
+
+
 def folded_bundle(text: str, lines: int, background: str = "") -> dict[str, str] | None:
     """``text`` with more than ``lines`` lines as its head and tail, the middle in a
     ``<details>`` toggle; None when it is short enough (or ``lines`` is 0).
@@ -275,10 +333,7 @@ def folded_bundle(text: str, lines: int, background: str = "") -> dict[str, str]
         return None
     head, tail = lines // 2, lines - lines // 2
     hidden = len(rows) - head - tail
-    bg = f"background:{background};" if background else "background:transparent;"
-    pre = (f"<pre style='margin:0;padding:0 4px;border:0;{bg}white-space:pre-wrap;"
-           "word-break:break-word;font-family:var(--jp-code-font-family,monospace);"
-           "font-size:var(--jp-code-font-size,13px);line-height:var(--jp-code-line-height,1.4)'>")
+    pre = _pre(background)
 
     def block(part: list[str]) -> str:
         return pre + html.escape("\n".join(part)) + "</pre>"
@@ -340,13 +395,17 @@ class _Stream:
 
 
 class _Card:
-    """One tool call's card; its status line is updated in place."""
+    """One tool call's card; its status line and what the call prints (inside its frame)
+    are updated in place."""
 
     def __init__(self, display: NotebookDisplay, call: ToolCall, handle: Any = None) -> None:
         self.d, self.call, self.arguments = display, call, dict(call.arguments)
         self.badge: tuple[str, str] | None = None  # (label, tooltip): ran because of Always
         self.preview = display.preview(call)
-        bundle = self.bundle("● waiting for approval" if display.asks(call) else "▶ running…")
+        self.state = "● waiting for approval" if display.asks(call) else "▶ running…"
+        self.printed: tuple[str, str] = ("", "")  # (HTML, plain text) of its text outputs
+        self.approved = ""  # " · approved by you" when the approval panel gave way to the card
+        bundle = self.bundle(self.state)
         if handle is None:
             self.handle = display.publish(bundle, new=True)
         else:
@@ -357,14 +416,28 @@ class _Card:
         self.live: _Stream | None = None  # what the running call has printed so far
 
     def bundle(self, status: str) -> dict[str, str]:
-        md = card_markdown(self.call, status, self.arguments, self.preview, self.badge)
+        html_part, plain = self.printed
+        md = card_markdown(self.call, status, self.arguments, self.preview, self.badge, plain)
         return {"text/html": card_html(self.call, status, self.arguments, self.preview,
-                                       self.badge),
+                                       self.badge, html_part),
                 "text/markdown": md, "text/plain": md}
 
     def status(self, status: str, final: bool = False) -> None:
         self.open = not final
+        self.state = status
         self.d.update(self.handle, self.bundle(status))
+
+    def print_live(self, text: str) -> None:
+        """Add what the running call printed; the card is redrawn at most every interval."""
+        if self.live is None:
+            self.live = _Stream(self.d, self._live_bundle)
+            self.live.handle = self.handle  # the card itself is redrawn, no output of its own
+        self.live.add(text)
+
+    def _live_bundle(self, text: str) -> dict[str, str]:
+        shown = _live_bundle(text, lines=self.d.output_lines)["text/plain"]
+        self.printed = (text_html(shown, 0), shown)
+        return self.bundle(self.state)
 
 
 class NotebookDisplay:
@@ -484,10 +557,7 @@ class NotebookDisplay:
         elif isinstance(event, ToolOutput):
             card = self.cards.get(event.call.id)
             if card is not None:
-                if card.live is None:
-                    card.live = _Stream(self, lambda text: _live_bundle(
-                        text, lines=self.output_lines))
-                card.live.add(event.text)
+                card.print_live(event.text)
         elif isinstance(event, ToolCallDecided):
             self._decided(event.call, event.decision)
         elif isinstance(event, ToolCallFinished):
@@ -528,6 +598,8 @@ class NotebookDisplay:
         if decision.by == "always":  # nobody was asked: the card says why it ran
             card.badge = always_badge(decision)
         if decision.approved:
+            if card_says(decision):
+                card.approved = " · approved by you"
             card.started = time.monotonic()  # time the run, not the wait for a click
             card.status(("✎ edited by you · " if decision.action == "edit" else "") + "▶ running…")
             if call.name == "python" and self.code_action is not None and "code" in card.arguments:
@@ -552,26 +624,25 @@ class NotebookDisplay:
             if card is not None and result.meta.get("skipped"):
                 card.status("✗ not run (an earlier call was denied)", final=True)
             return
-        live = None
-        if card is not None and card.live is not None:
-            card.live.flush()
-            live, card.live = card.live.handle, None
-        if card is not None:
+        # What it printed goes inside its card's frame; what it displayed (a figure, a
+        # table) follows the card, as outputs of their own.
+        printed, rich = split_outputs(outputs_of(result), self.output_lines)
+        if not printed and not rich and result.output:
+            printed = [(text_html(result.output, self.output_lines), result.output)]
+        if card is None:
+            rich = [({"text/html": html_part, "text/plain": plain}, {}) for html_part, plain in printed] + rich
+        else:
+            if card.live is not None:
+                card.live.flush()
+                card.live = None  # the real outputs hold all of it
+            card.printed = ("".join(h for h, _ in printed),
+                            "".join(p if p.endswith("\n") else p + "\n" for _, p in printed))
             took = time.monotonic() - card.started
             edited = "✎ edited · " if result.meta.get("edited") else ""
             mark = "✗ error" if result.error else "✓ done"
             count = f" · [{result.execution_count}]" if result.execution_count else ""
-            card.status(f"{edited}{mark} in {took:.1f}s{count}", final=True)
-        outputs = [b for out in outputs_of(result) for b in _bundles_for(out, self.output_lines)]
-        if not outputs and result.output:
-            outputs = [(folded_bundle(result.output, self.output_lines)
-                        or {"text/plain": result.output}, {})]
-        if live is not None:
-            # The live text gives way to the real outputs (which hold all of it): the first
-            # takes its place, so no empty output is left behind in the saved notebook.
-            data, metadata = outputs.pop(0) if outputs else ({"text/plain": ""}, {})
-            self.update(live, data, metadata)
-        for data, metadata in outputs:
+            card.status(f"{edited}{mark} in {took:.1f}s{count}{card.approved}", final=True)
+        for data, metadata in rich:
             self.publish(data, metadata)
         changes = result.meta.get("changes")
         if isinstance(changes, list) and changes:  # the staged workspace: what reached your folder

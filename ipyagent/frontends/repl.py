@@ -56,7 +56,7 @@ class Repl:
         """``colours``: TerminalDisplay's ``scheme``/``colour`` (IPython's configuration);
         ``quiet``: print only each task's answer; ``save``: the transcript rewritten after
         each task."""
-        from ..approval import TerminalOrDeny, terminal_answer
+        from ..approval import TerminalOrDeny, pumped_answer
 
         self.agent = agent
         self.quiet = quiet
@@ -69,7 +69,7 @@ class Repl:
         self.colours = dict(colours or {})
         # Quiet: no display shows the call, so the prompt shows it before "Run it?".
         agent.approval_hook = TerminalOrDeny(
-            lambda prompt: self.pump.call_and_wait(terminal_answer, prompt), _unattended,
+            pumped_answer(self.pump), _unattended,
             show_call=quiet)
 
     def __repr__(self) -> str:

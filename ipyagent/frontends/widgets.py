@@ -27,7 +27,8 @@ from ..items import CODE_ARGUMENTS, ToolCall
 if TYPE_CHECKING:
     from ..offers import Offer, OfferAnswer
 
-__all__ = ["WidgetApprover", "ApprovalPanel", "OfferPanel", "offer_html", "unattended_reason"]
+__all__ = ["WidgetApprover", "ApprovalPanel", "OfferPanel", "offer_html", "unattended_reason",
+           "card_says"]
 
 # The frontend's theme colours (light fallbacks), as on the cards: readable in dark themes.
 _WAIT, _OK, _BAD = ("var(--jp-warn-color1, #9a6700)", "var(--jp-success-color1, #1a7f37)",
@@ -74,6 +75,13 @@ def describe(decision: Decision, tool: str, brief: bool = False) -> str:
     return f"✗ denied {who}" + (f": {decision.reason}" if decision.reason else "")
 
 
+def card_says(decision: Decision) -> bool:
+    """True when the card's header says this decision and the panel gives way to it: a
+    denial, or a plain Approve (an edit keeps its diff, Always what it covers)."""
+    return not decision.approved or (decision.action == "approve" and decision.scope != "always"
+                                     and decision.by_person)
+
+
 class ApprovalPanel:
     """The buttons for one tool call; main thread only.
 
@@ -116,8 +124,10 @@ class ApprovalPanel:
                                    icon="play", layout=w.Layout(width="auto", display="none"))
         self.cancel_edit = w.Button(description="Cancel", layout=w.Layout(
             width="auto", display="none"))
-        self.status = w.HTML(f"<span style='color:{_WAIT}'>● waiting for your approval"
-                             f"{html.escape(note)}</span>")
+        # The card's header already says "waiting for approval": the line under the
+        # buttons says only what the header cannot (a timeout; later, the decision).
+        self.status = w.HTML(f"<span style='color:{_MUTED}'>{html.escape(note)}</span>",
+                             layout=w.Layout(display="" if note else "none"))
         self.approve.on_click(lambda _: self._decide(
             Decision("approve", by="click", detail="Approve")))
         self.always.on_click(lambda _: self._decide(
@@ -126,11 +136,15 @@ class ApprovalPanel:
             Decision("deny", reason=self.reason.value.strip(), by="click", detail="Deny")))
         self.edit.on_click(lambda _: self._open_editor())
         self.cancel_edit.on_click(lambda _: self._show_editor(False))
-        self.run_edited.on_click(lambda _: self._submit_edit())
+        # The button asks the box for its text, which comes back with a run message
+        # (``_submit_edit``): what runs is what the box shows, not the last synced state.
+        self.run_edited.on_click(lambda _: self._editing and self.editor.submit())
         self.controls = w.HBox([self.approve, self.deny, self.reason, self.edit, self.always],
                                layout=w.Layout(align_items="center", flex_flow="row wrap"))
+        # JupyterLab (and Notebook 7) pad an HTML output 20px on the right, a widget not: the
+        # same padding keeps the Edit box inside the card's width above it.
         self.widget = _Box([self.controls, self.editor, w.HBox([self.run_edited, self.cancel_edit]),
-                            self.status])
+                            self.status], layout=w.Layout(padding="0 20px 0 0"))
         self.widget.add_class("ipyagent-approval")
         self.widget.panel = self
 
@@ -148,6 +162,11 @@ class ApprovalPanel:
         if self.pressed is None and self.decision is None:  # a press after the answer: no-op
             self._editing = show
             self._layout_editor(show)
+            # While the box is open, Approve (and Always, and Edit again) would run the
+            # model's version, not what the box shows: only the box's own Run, Cancel and
+            # Deny stay live.
+            for button in (self.approve, self.always, self.edit):
+                button.disabled = show
 
     def _layout_editor(self, show: bool) -> None:
         shown = "" if show else "none"
@@ -165,6 +184,7 @@ class ApprovalPanel:
             try:
                 arguments = json.loads(text)
             except json.JSONDecodeError as exc:
+                self.status.layout.display = ""
                 self.status.value = (f"<span style='color:{_BAD}'>not valid JSON: "
                                      f"{html.escape(str(exc))}</span>")
                 return
@@ -173,6 +193,8 @@ class ApprovalPanel:
     def _decide(self, decision: Decision) -> None:
         if self.pressed is not None or self.decision is not None:
             return  # a double click, or a click after a timeout, an interrupt or a decision
+        if self._editing and decision.action == "approve":
+            return  # the box is open: what runs must be what it shows (Run edited, or Cancel)
         self.pressed = decision
         for widget in [*self.buttons, self.reason, self.editor]:
             widget.disabled = True  # one press per panel; the engine's answer settles it
@@ -190,9 +212,10 @@ class ApprovalPanel:
         self._layout_editor(False)
         # Decided: the line saying what was decided replaces the buttons (less to scroll past).
         self.controls.layout.display = "none"
-        if not decision.approved:  # the card's header says it (once, not twice)
+        if card_says(decision):  # the card's header says it (once, not twice)
             self.widget.layout.display = "none"
         color = _OK if decision.approved else _BAD
+        self.status.layout.display = ""
         self.status.value = (f"<span style='color:{color}'>"
                              f"{html.escape(describe(decision, self.call.name))}</span>"
                              + self._edit_diff(decision))
@@ -350,11 +373,11 @@ def _box_class() -> type:
     return ApprovalBox
 
 
-def _Box(children: list[Any]) -> Any:  # noqa: N802 - a class made lazily (ipywidgets is heavy)
+def _Box(children: list[Any], **kwargs: Any) -> Any:  # noqa: N802 - a class made lazily (ipywidgets is heavy)
     global _BOX
     if _BOX is None:
         _BOX = _box_class()
-    return _BOX(children)
+    return _BOX(children, **kwargs)
 
 
 _BOX: type | None = None
@@ -419,7 +442,8 @@ class WidgetApprover:
             dispatcher.call(_each, holder, lambda panel: panel.settle(decision))
             return decision
 
-        note = f" (denied after {timeout:g} s without an answer)" if timeout else ""
+        note = (f"denied after {timeout:g} s without an answer (Agent.approval_timeout)"
+                if timeout else "")
         # Each call has its own future, reachable only from its own panel: a press on
         # another call's panel (an older one, another cell's) can never answer this one.
         dispatcher.call(self._open, call, resolve, note, holder)

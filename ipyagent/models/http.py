@@ -8,7 +8,9 @@ client), retries transient ones — also a stream that breaks mid-reply, whose d
 then ``Discarded`` — frames the reply with ``sse.py`` and feeds each JSON event to the
 assembler. A JSON body where a stream was asked for
 (a server that ignored ``stream: true``) goes to the assembler whole; an HTML page (a
-``base_url`` that points at a web UI) is one error line that says so. A stream that ends
+``base_url`` that points at a web UI) is one error line that says so. A reply that says
+there is no API at this URL (404/405/501, an error page) ends at once, without retries,
+with the fix to try (``endpoint_hint.py``). A stream that ends
 without a finish reason after some output yields a warning ``Notice`` before its turn.
 """
 
@@ -25,12 +27,14 @@ from typing import Any, AsyncIterator, Callable, Protocol, TypeVar
 import httpx
 
 from .._text import one_line, repair_surrogates
-from ..errors import ModelError, ModelResponseError, ModelStreamError
+from ..errors import ModelError, ModelHTTPError, ModelResponseError, ModelStreamError
 from ..items import Item
 from .base import ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn, TurnComplete
+from .endpoint_hint import endpoint_hint, says_no_api_here
 from .retry import (
     MESSAGE_LIMIT,
     RetryPolicy,
+    _add_note,
     http_error,
     provider_message,
     redact,
@@ -279,7 +283,7 @@ class StreamingHTTPModel:
             try:
                 if not response.is_success:
                     await clock.wait(response.aread())
-                    raise http_error(response, url=url, secrets=[key])
+                    raise self._status_error(response, url, key)
                 async for event in self._events(response, url, key, assembler, clock):
                     yield event
             finally:
@@ -304,7 +308,7 @@ class StreamingHTTPModel:
                         yield event
                     return
                 if _is_html(response, sniffed):
-                    raise _html_error(sniffed, url, key)
+                    raise _html_error(sniffed, url, key, self._hint(200, html=True))
                 response = sse_response(sniffed)  # SSE under another content type: sniffed
             async for event in self._stream_events(response, assembler, url, clock):
                 yield event
@@ -374,11 +378,30 @@ class StreamingHTTPModel:
             raise ModelResponseError(f"unexpected response: {one_line(exc, 120)}", url=url) from None
         return [*events, TurnComplete(assembler.turn())]
 
+    def _hint(self, status: int, *, html: bool) -> str:
+        """The fix to try when this client's endpoint is not there (``endpoint_hint``)."""
+        return endpoint_hint(safe_url(self.base_url), self.path, status=status, html=html)
+
+    def _status_error(self, response: httpx.Response, url: str, key: str | None) -> ModelHTTPError:
+        """The error for a non-2xx reply; one that says "no API here" ends at once, with its fix.
+
+        A 404/405/501 or an error page is the same at every attempt (a wrong base_url, API
+        or server), so retrying it would only make the user wait for the same line.
+        """
+        error = http_error(response, url=url, secrets=[key])
+        html = _is_html(response, response.content)
+        if says_no_api_here(error.status_code, provider_message(error.body), html=html):
+            _add_note(error, self._hint(error.status_code, html=html))
+            error.retryable = False  # type: ignore[attr-defined]
+        return error
+
     def _stream_error(self, error: Any, turn: Turn, url: str, key: str | None = None) -> ModelStreamError:
         """A ``ModelStreamError`` with the provider's message, ``.body`` and the ``.turn`` so far."""
         message = provider_message({"error": error}) or "error"
         code = (error.get("code") or error.get("type")) if isinstance(error, dict) else None
         text = one_line(redact(message, [key]), MESSAGE_LIMIT)
+        if says_no_api_here(200, text, html=False):  # LM Studio's "Unexpected endpoint" (HTTP 200)
+            text = f"{text}; {self._hint(200, html=False)}"
         exc = ModelStreamError(f"{text} [{code}]" if code not in (None, "", "error") else text, url=url)
         exc.body = error  # type: ignore[attr-defined]
         # Usage and partial output of the failed turn still count (budgets, display).
@@ -393,14 +416,12 @@ def _is_html(response: httpx.Response, content: bytes) -> bool:
     return content.lstrip()[:15].lower().startswith((b"<!doctype html", b"<html"))
 
 
-def _html_error(content: bytes, url: str, key: str | None) -> ModelResponseError:
-    """One line that says a page came back and what to check, with the page's title."""
+def _html_error(content: bytes, url: str, key: str | None, hint: str) -> ModelResponseError:
+    """One line that says a page came back and what to try (``hint``), with the page's title."""
     found = re.search(rb"<title[^>]*>(.*?)</title>", content[:4096], re.I | re.S)
     title = one_line(redact(found.group(1).decode("utf-8", "replace"), [key]), 60) if found else ""
     page = f"an HTML page ({title!r})" if title else "an HTML page"
-    error = ModelResponseError(
-        f"got {page} from {url}, not an API response — check base_url (it usually ends in /v1)"
-    )
+    error = ModelResponseError(f"got {page} from {url}, not an API response — {hint}")
     error.url = url  # already in the message, where it reads best
     return error
 

@@ -46,7 +46,59 @@ class NotebookNode(dict):  # type: ignore[type-arg]
         return [*super().__dir__(), *(k for k in self if isinstance(k, str))]
 
     def __repr__(self) -> str:
+        if _is_notebook(self):  # a page of nested dicts says nothing: say what it holds
+            return f"<NotebookNode: a notebook of {_cell_count(self)}>"
         return f"NotebookNode({dict.__repr__(self)})"
+
+    def _repr_html_(self) -> str | None:
+        """A notebook as a short table of its cells (kind and first line, as text)."""
+        if not _is_notebook(self):
+            return None  # a cell or an output: the plain repr
+        import html
+
+        from .._text import one_line, visible
+
+        rows = []
+        for n, cell in enumerate(self["cells"]):
+            source = cell.get("source", "") if isinstance(cell, Mapping) else ""
+            source = "".join(source) if isinstance(source, list) else str(source)
+            first = _gist(source)
+            outputs = len(cell.get("outputs", [])) if isinstance(cell, Mapping) else 0
+            kind = cell.get("cell_type", "?") if isinstance(cell, Mapping) else "?"
+            more = f" · {outputs} output{'s' * (outputs != 1)}" if outputs else ""
+            # Cell text is the model's and the tools': escaped, hidden characters shown.
+            rows.append(f"<tr><td>{n}</td><td>{html.escape(str(kind))}{more}</td>"
+                        f"<td style='text-align:left'><code>{html.escape(visible(one_line(first, 100)))}"
+                        "</code></td></tr>")
+        return (f"<div><b>Notebook</b> · {html.escape(_cell_count(self))} · nbformat "
+                f"{self.get('nbformat', '?')}.{self.get('nbformat_minor', '?')} "
+                "<span style='opacity:.7'>(nbformat.write(nb, path) saves it; agent.save(path) "
+                "saves the run)</span><table><tr><th>#</th><th>cell</th>"
+                "<th style='text-align:left'>first line</th></tr>" + "".join(rows) + "</table></div>")
+
+
+def _is_notebook(node: Mapping[str, Any]) -> bool:
+    return "nbformat" in node and isinstance(node.get("cells"), list)
+
+
+def _gist(source: str) -> str:
+    """A cell's first line worth reading: 'User: hi' for a '#### User' heading and its text."""
+    lines = [line.strip() for line in source.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if lines[0].startswith("#") and len(lines) > 1:
+        return f"{lines[0].lstrip('#').strip()}: {lines[1]}"
+    return lines[0]
+
+
+def _cell_count(node: Mapping[str, Any]) -> str:
+    cells = node["cells"]
+    kinds: dict[str, int] = {}
+    for cell in cells:
+        kind = str(cell.get("cell_type", "?")) if isinstance(cell, Mapping) else "?"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    parts = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
+    return f"{len(cells)} cell{'s' * (len(cells) != 1)}" + (f" ({parts})" if parts else "")
 
 
 def from_dict(value: Any) -> Any:

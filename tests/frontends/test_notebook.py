@@ -264,7 +264,9 @@ def test_a_long_output_folds_to_its_head_and_tail_with_a_scriptless_toggle(
     assert "line 9</pre>" in shown and "line 10" not in shown
     assert "⋯ 180 more lines (200 in all)" in toggle and "line 10\n" in toggle
     assert "line 189</pre>" in toggle and "line 190" in after and "line 199</pre>" in after
-    assert folded[0]["text/plain"].count("\n") == 200  # the plain text (and the transcript) keep it all
+    assert "ipyagent-card" in page  # inside the card's frame (issue 30)
+    plain = folded[0]["text/plain"]  # the plain text (and the transcript) keep it all
+    assert all(f"line {i}\n" in plain for i in range(200))
     assert "line 100" in agent.context[-2].output
     assert live(published) == []
 

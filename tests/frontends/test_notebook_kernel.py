@@ -322,10 +322,10 @@ def test_each_call_of_a_turn_shows_its_card_buttons_and_output_together(fresh: F
     codes = at(widget("AnyModel"))  # "code → new cell" (anywidget, a dependency)
     card_a, card_b = at(shows("print('out' + '-a')")), at(shows("print('out' + '-b')"))
     out_a, out_b = at(shows("out-a\n")), at(shows("out-b\n"))
-    # Read top to bottom: card a, its buttons, its output; then card b, its buttons, its output.
+    # Read top to bottom: card a with its output inside its frame, its buttons; then card b.
     assert len(panels) == len(codes) == 2 and len(card_a) == len(card_b) == 1, cell.outputs
-    assert card_a[0] < panels[0] < codes[0] < out_a[0] < card_b[0] < panels[1] < codes[1] \
-        < out_b[0], cell.outputs
+    assert card_a == out_a and card_b == out_b, cell.outputs  # issue 30: inside the card
+    assert card_a[0] < panels[0] < codes[0] < card_b[0] < panels[1] < codes[1], cell.outputs
     assert "writing" not in cell.text()  # no placeholder left behind
 
 
@@ -335,7 +335,7 @@ def test_the_panel_status_uses_the_theme_colours(fresh: Frontend) -> None:
     fe = fresh
     cell = fe.execute("%agent Use Python to compute 3**3")
     fe.wait_for_panel()
-    assert "var(--jp-warn-color1" in statuses(fe)[-1]  # waiting
+    assert "waiting" not in statuses(fe)[-1]  # the card's header says it (issue 30)
     fe.click(fe.buttons("Deny")[-1])
     finish(fe, cell)
     assert "var(--jp-error-color1" in statuses(fe)[-1] and "denied by you" in statuses(fe)[-1]
@@ -372,3 +372,34 @@ def test_load_ext_and_agent_in_one_cell(tmp_path: Path, allow_stdin: bool) -> No
         assert "value = 128" in later.text() and "this cell loaded" not in later.text()
     finally:
         fe.close()
+
+
+def test_the_kernel_says_busy_while_the_agent_cell_runs(fresh: Frontend) -> None:
+    """Issue 30: a control request during the run (JupyterLab's widget manager asks for a
+    subshell when the first widget appears) ended with 'idle', and the status bar said
+    Idle while the cell was still running. The cell says busy again, until it ends."""
+    fe = fresh
+    cell = fe.execute("%agent Use Python to compute 2**100")
+    fe.wait_for_panel()
+    request = fe.kc.session.msg("kernel_info_request")
+    fe.kc.control_channel.send(request)
+    control = request["header"]["msg_id"]
+
+    def busy_again() -> bool:
+        said = fe.statuses
+        idle = [i for i, s in enumerate(said) if s == ("idle", control)]
+        return bool(idle) and ("busy", cell.msg_id) in said[idle[0] + 1:]
+
+    fe.pump_until(busy_again, 15)
+    assert fe.statuses[-1] == ("busy", cell.msg_id), fe.statuses[-4:]
+    first = fe.buttons("Approve")[-1]
+    fe.click(first)
+    fe.pump_until(lambda: fe.buttons("Approve") != [] and fe.buttons("Approve")[-1] != first)
+    fe.click(fe.buttons("Approve")[-1])  # the demo model's fix
+    finish(fe, cell)
+    assert fe.statuses[-1] == ("idle", cell.msg_id)
+    after = fe.kc.session.msg("kernel_info_request")  # once the cell is done: no extra busy
+    fe.kc.control_channel.send(after)
+    fe.pump_until(lambda: ("idle", after["header"]["msg_id"]) in fe.statuses, 15)
+    fe.pump_for(0.5)
+    assert fe.statuses[-1] == ("idle", after["header"]["msg_id"]), fe.statuses[-4:]

@@ -62,6 +62,29 @@ def test_y_runs_and_n_denies(term: pexpect.spawn, tmp_path: Path) -> None:
     assert int(term.match.group(1)) == 12
 
 
+def test_one_keypress_answers_without_enter(term: pexpect.spawn) -> None:
+    """Issue 30: the y/n needed Enter. A single key answers now, is echoed, and a key
+    typed after it (the rest of a habitual "yes") answers nothing else."""
+    enter(term, "%load_ext ipyagent")
+    term.expect(r"In \[2\]:")
+    enter(term, "%agent Use Python to compute 2**100")
+    term.expect(PROMPT)
+    term.send("y")  # no Enter
+    term.expect("y\r\n")  # the answer, echoed after the question
+    term.expect("value = 1267650600228229401496703205376")
+    term.expect(PROMPT)
+    term.send("n")
+    term.expect("Reason for the model")
+    enter(term, "not now")  # a reason is a line: Enter ends it
+    term.expect("not approved \\(not now\\)")
+    term.expect(r"In \[3\]:")
+    enter(term, "%agent Use Python to compute 3**3")
+    term.expect(PROMPT)
+    term.send("a")
+    term.expect("value = 27")
+    term.expect(r"In \[4\]:")
+
+
 def test_ctrl_c_at_the_prompt_stops_the_run_cleanly(term: pexpect.spawn) -> None:
     enter(term, "%load_ext ipyagent")
     term.expect(r"In \[2\]:")

@@ -149,8 +149,13 @@ def test_run_edited_counts_only_after_edit_opened_the_editor() -> None:
     panel.run_edited.click()
     assert proposed == [] and panel.decision is None
     panel.edit.click()
-    panel.editor.value = "print(2)"
+    sent: list[Any] = []
+    panel.editor.send = sent.append  # what goes to the box in the page
+    panel.editor.value = "print(2"  # the synced state lags behind the box
     panel.run_edited.click()
+    assert sent == [{"event": "submit"}] and proposed == []  # asks the box for its text
+    # The box answers with its text in the run message: that text runs, not the lagging state.
+    panel.editor._message(panel.editor, {"event": "run", "value": "print(2)"}, [])
     assert [(d.action, d.by, d.detail, d.arguments) for d in proposed] == [
         ("edit", "click", "Edit", {"code": "print(2)"})]
 
@@ -171,8 +176,8 @@ def test_the_editor_keys_run_and_cancel_and_the_card_shows_the_edit() -> None:
     editor._message(editor, {"event": "cancel"}, [])
     assert editor.layout.display == "none" and proposed == []
     panel.edit.click()
-    editor.value = "for i in range(3):\n    print(i)"
-    editor._message(editor, {"event": "run"}, [])
+    editor.value = "for i in range(3):"  # the state synced so far: a prefix of the box
+    editor._message(editor, {"event": "run", "value": "for i in range(3):\n    print(i)"}, [])
     assert [(d.action, d.arguments) for d in proposed] == [
         ("edit", {"code": "for i in range(3):\n    print(i)"})]
     assert editor.disabled
@@ -276,3 +281,30 @@ def test_the_offer_renders_untrusted_text_inert() -> None:
     assert "<script" not in markup and "<img" not in markup and "<b>old" not in markup
     assert "&lt;script&gt;" in markup and "\x1b" not in markup and "␛[2K" in markup
     assert "⚠ Taking it replaces your `fit`" in markup
+
+
+def test_the_panel_does_not_repeat_the_cards_waiting_line() -> None:
+    """Issue 30: the card's header and the panel both said 'waiting for approval'."""
+    panel = ApprovalPanel(ToolCall("call_a", "python", {"code": "print(1)"}), lambda d: None)
+    assert panel.status.layout.display == "none" and "waiting" not in panel.status.value
+    timed = ApprovalPanel(ToolCall("call_b", "python", {"code": "print(1)"}), lambda d: None,
+                          note="denied after 12 s without an answer (Agent.approval_timeout)")
+    assert timed.status.layout.display == "" and "denied after 12 s" in timed.status.value
+    panel.settle(Decision("approve", by="click"))
+    assert panel.status.layout.display == "" and "approved by you" in panel.status.value
+
+
+def test_approve_and_always_wait_while_the_edit_box_is_open() -> None:
+    """Approve while editing would run the model's version, not what the box shows."""
+    proposed: list[Decision] = []
+    panel = ApprovalPanel(ToolCall("call_a", "python", {"code": "print(1)"}), proposed.append)
+    panel.edit.click()
+    assert panel.approve.disabled and panel.always.disabled and panel.edit.disabled
+    assert not panel.deny.disabled and not panel.run_edited.disabled
+    panel.approve.click()  # a script's click on the disabled button changes nothing either
+    panel.always.click()
+    assert proposed == [] and panel.pressed is None
+    panel.cancel_edit.click()
+    assert not (panel.approve.disabled or panel.always.disabled or panel.edit.disabled)
+    panel.approve.click()
+    assert [d.action for d in proposed] == ["approve"]

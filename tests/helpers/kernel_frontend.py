@@ -4,7 +4,8 @@ It speaks to a real ipykernel exactly as JupyterLab does: ``execute_request`` on
 outputs collected from iopub by their parent ``msg_id`` (so an output sent with the wrong
 parent header is *not* shown, as in a real frontend); display-id updates applied in place;
 widget models built from ``comm_open``/``comm_msg`` and clicked with the ``custom``
-``{"event": "click"}`` message the ipywidgets frontend sends, values set with ``update``.
+``{"event": "click"}`` message the ipywidgets frontend sends, values set with ``update``;
+the Edit box answers ``submit`` with its text, as ``editor.js`` does.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class Frontend:
         self.widgets: dict[str, dict[str, Any]] = {}  # comm_id -> state
         self.stray: list[dict[str, Any]] = []  # outputs whose parent is no cell of ours
         self.sent: set[str] = set()  # msg_ids of comm messages we sent
+        self.statuses: list[tuple[str, str | None]] = []  # (state, parent msg_id), as said
 
     # -- cells ---------------------------------------------------------------------
     def execute(self, code: str, allow_stdin: bool = True) -> Cell:
@@ -119,7 +121,15 @@ class Frontend:
             data = content["data"]
             if data.get("method") in ("update", "echo_update"):
                 self.widgets[content["comm_id"]].update(data.get("state", {}))
+            elif data.get("method") == "custom" and (data.get("content") or {}).get("event") == "submit":
+                # The Edit box in the page (frontends/static/editor.js) answers "submit" with
+                # a run message that carries its text.
+                value = self.widgets[content["comm_id"]].get("value", "")
+                self._comm(content["comm_id"], {"method": "custom",
+                                                "content": {"event": "run", "value": value}})
             return
+        if kind == "status":  # what a frontend's kernel indicator shows: the last one
+            self.statuses.append((content["execution_state"], parent))
         if kind == "status" and cell is not None and content["execution_state"] == "idle":
             cell.idle = True
             return

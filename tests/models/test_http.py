@@ -97,7 +97,7 @@ async def test_html_page_with_200_says_to_check_base_url(scripted_server, make_m
         await collect(make_model().stream(ask()))
     text = str(info.value)
     assert text.startswith("got an HTML page ('Open WebUI') from http://127.0.0.1:")
-    assert "check base_url (it usually ends in /v1)" in text and "\n" not in text and KEY not in text
+    assert "check Agent.base_url and Agent.provider" in text and "\n" not in text and KEY not in text
     assert info.value.url == f"{scripted_server.base_url}/chat/completions"
 
 

@@ -326,7 +326,10 @@ async def test_other_4xx_are_not_retried(scripted_server, make_model, status) ->
     with pytest.raises(RequestRejected) as info:
         await collect(make_model().stream(ask()))
     assert info.value.status_code == status and len(scripted_server.requests) == 1
-    assert str(info.value) == f"HTTP {status}: nope {status} ({scripted_server.base_url}/chat/completions)"
+    text, url = str(info.value), f"({scripted_server.base_url}/chat/completions)"
+    # A 404 also names the fix to try (models/endpoint_hint.py): no chat API at that URL.
+    hint = "; the server at 127.0.0.1" if status == 404 else ""
+    assert text.startswith(f"HTTP {status}: nope {status}{hint}") and text.endswith(url)
 
 
 async def test_max_retries_exhausted(scripted_server, make_model) -> None:

@@ -157,3 +157,22 @@ def test_to_notebook_does_not_import_nbformat_and_is_a_valid_notebook(tmp_path) 
     nbformat.write(nb, path)
     back = nbformat.read(path, as_version=4)
     assert [c for c in back.cells if c.cell_type == "code"][0].outputs[0].data["image/png"] == "iVBORw0KGgo="
+
+
+def test_a_notebook_shows_as_a_table_of_its_cells_with_their_text_inert() -> None:
+    """Issue 30: ``to_notebook()`` in a cell showed a page of nested dicts (and the
+    step-through notebook a bare tuple); a notebook now says what it holds."""
+    ctx = Context()
+    ctx.add_user("plot <img src=x onerror=alert(1)> \u202egnp.exe")
+    ctx.append(ToolCall("c1", "python", {"code": "print(1)"}))
+    ctx.append(ToolResult("c1", "1", name="python", outputs=[
+        {"output_type": "stream", "name": "stdout", "text": "1\n"}], execution_count=1,
+        meta={"status": "ok"}))
+    nb = context_to_notebook(ctx)
+    assert repr(nb) == "<NotebookNode: a notebook of 2 cells (1 markdown, 1 code)>"
+    html = nb._repr_html_()
+    assert "2 cells (1 markdown, 1 code)" in html and "nbformat 4." in html
+    assert "User: plot &amp;lt;img src=x" in html and "<img" not in html  # the source, as text
+    assert "\u202e" not in html  # a bidi override is shown, not obeyed
+    assert "code · 1 output" in html and "<code>print(1)</code>" in html
+    assert nb.cells[0]._repr_html_() is None and repr(nb.cells[0]).startswith("NotebookNode({")

@@ -427,6 +427,35 @@ def test_failing_autosave_is_a_notice_and_the_run_goes_on(tmp_path):
     agent.close()
 
 
+def test_where_autosave_writes_is_said_at_the_end_of_the_run_not_mid_stream(tmp_path):
+    """Issue 30: the line came after the first step, between the model's words and its
+    next call; now it comes after the last step, just before the run's footer. A single
+    step says it at that step's end."""
+    from ipyagent.events import RunFinished, StepFinished, StepStarted
+
+    seen: list[str] = []
+
+    def hear(event):
+        if isinstance(event, Notice):
+            seen.append("autosave" if "autosaving" in event.message else event.message)
+        elif isinstance(event, (StepStarted, StepFinished, RunFinished)):
+            seen.append(type(event).__name__)
+
+    agent = Agent(client=ScriptedModel([calls(("add", {"a": 1, "b": 1})), text("2"), text("3")]),
+                  tools=[add], python_tool=False, autosave=str(tmp_path / "runs") + "/")
+    agent.run("go", on_event=hear)
+    assert seen == ["StepStarted", "StepFinished", "StepStarted", "StepFinished", "autosave",
+                    "RunFinished"], seen
+    assert (tmp_path / "runs").is_dir() and len(list((tmp_path / "runs").glob("run-*.ipynb"))) == 1
+    agent.close()
+    seen.clear()  # a directory is announced once a session: a new agent for the step
+    agent = Agent(client=ScriptedModel([text("3")]), python_tool=False,
+                  autosave=str(tmp_path / "runs") + "/")
+    agent.step("again", on_event=hear)
+    assert seen == ["StepStarted", "autosave", "StepFinished"], seen
+    agent.close()
+
+
 def test_failing_autosave_with_no_display_is_a_warning_not_silence(tmp_path):
     """A plain script has no listener: the notice alone went nowhere, and the user believed
     every step was saved."""

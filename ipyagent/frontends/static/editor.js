@@ -62,7 +62,15 @@ function render({ model, el }) {
     if (ta.value !== model.get("value")) { ta.value = model.get("value"); sync(); }
   });
   model.on("change:disabled", () => { ta.disabled = model.get("disabled"); });
-  model.on("msg:custom", (msg) => { if (msg && msg.event === "focus") ta.focus(); });
+  // What runs is what the box shows: the text travels in the run message itself. A state
+  // update (save) may wait in ipywidgets' buffer behind earlier ones while a custom
+  // message goes at once, so after fast typing the kernel could see "run" first and run
+  // a prefix of the text.
+  const run = () => { save(); model.send({ event: "run", value: ta.value }); };
+  model.on("msg:custom", (msg) => {
+    if (msg && msg.event === "focus") ta.focus();
+    else if (msg && msg.event === "submit") run();  // the card's "Run edited" button
+  });
 
   ta.addEventListener("input", () => { sync(); save(); });
   ta.addEventListener("scroll", () => { pre.scrollLeft = ta.scrollLeft; pre.scrollTop = ta.scrollTop; });
@@ -88,8 +96,7 @@ function render({ model, el }) {
       replace(first, end, text, Math.max(first, s + shift), first + text.length);
     } else if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
       e.preventDefault();
-      save();
-      model.send({ event: "run" });
+      run();
     } else if (e.key === "Escape") {
       e.preventDefault();
       model.send({ event: "cancel" });
