@@ -373,11 +373,14 @@ def test_tool_outputs_render_as_real_outputs(published: list[dict[str, Any]]) ->
     assert ["image/png", "text/plain"] in kinds
     image = next(o for o in published if "image/png" in o["data"])
     assert image["metadata"] == {"image/png": {"width": 10}}
-    assert any(o["data"].get("text/plain") == "hello\n" for o in published)
     card = [o for o in published if "**show**" in o["data"].get("text/markdown", "")]
     assert "writing the call" in card[0]["data"]["text/markdown"]  # while it streams in
     assert "▶ running" in card[1]["data"]["text/markdown"] and card[1]["update"]
     assert "✓ done" in card[-1]["data"]["text/markdown"] and card[-1]["update"]
+    # What it printed is inside the card's frame (issue 30); the figure follows the card.
+    assert "<pre" in card[-1]["data"]["text/html"] and ">hello</pre>" in card[-1]["data"]["text/html"]
+    assert "```\nhello\n```" in card[-1]["data"]["text/plain"]
+    assert published.index(card[-1]) < published.index(image)
 
 
 # -- the widget approver -------------------------------------------------------------------
