@@ -39,6 +39,7 @@ def human_size(n: int) -> str:
 
 def _record(agent: Agent, text: str, record: dict[str, Any]) -> None:
     agent.context.append(Message("user", text, meta={"copy": record}))
+    agent.ran_here.add_copy(record.get("sha256"))  # the user's own: a rewind redoes it unasked
 
 
 async def _push_one(agent: Agent, name: str, value: Any, payload: str) -> dict[str, Any]:

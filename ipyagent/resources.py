@@ -64,6 +64,11 @@ class Resources:
         """The model client, if one was injected or built (never builds one)."""
         return self._client
 
+    @property
+    def http_client(self) -> Any:
+        """The ``httpx.AsyncClient`` given for the built clients (None: each makes its own)."""
+        return self._http_client
+
     def inject(self, client: Model) -> None:
         """Use ``client`` from now on, as if the agent had been made with ``client=``."""
         self._client, self.client_is_injected = client, True
@@ -140,6 +145,15 @@ class Resources:
             self._agent.cwd = cwd
         if old is not None:
             await old.shutdown_async()
+
+    async def renew_kernel(self) -> Kernel | None:
+        """Shut the sibling down (its variables and its staged workspace go with it); the
+        next use starts a fresh one where it was. Returns the old one (None: none was made)."""
+        with self._kernel_lock:  # the background start takes it too: no kernel is lost
+            old, self._kernel = self._kernel, None
+        if old is not None:
+            await old.shutdown_async()
+        return old
 
     def _make_kernel(self) -> Kernel:
         agent = self._agent

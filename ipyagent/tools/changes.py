@@ -76,14 +76,14 @@ async def settle_changes(host: Any, result: ToolResult) -> None:
     now = [c for c in eligible if c.risk is None] if mode == "data" else []
     ask = [c for c in eligible if c not in now] if mode != "never" else []
     if now:
-        for c in stage.apply(now, by="policy").changes:
+        for c in stage.apply(now, by="policy", call_id=result.call_id).changes:
             final[c.path + "\0" + c.root] = c
     if ask:
         confirm = getattr(getattr(getattr(host, "policy", None), "ui", None), "confirm_changes", None)
         if callable(confirm):
             answer = await confirm(ChangeRequest(ask, result.call_id))
             if answer is True:
-                for c in stage.apply(ask, by="person").changes:
+                for c in stage.apply(ask, by="person", call_id=result.call_id).changes:
                     final[c.path + "\0" + c.root] = c
             elif answer is False:
                 for c in stage.discard(ask):
