@@ -144,8 +144,8 @@ class Agent(AgentSettings):
         self.observe(self._skills_changed, names=["skills_enabled", "skills_paths"])
         # Long-term memory (off by default: then nothing is read or written).
         self.memories = Memory(self)
-        self._memory_tool_changed(None)
-        self.observe(self._memory_tool_changed, names=["memory", "memory_tool"])
+        self._memory_tool_wanted(None)
+        self.observe(self._memory_tool_wanted, names=["memory", "memory_tool"])
 
     # -- resources -------------------------------------------------------------------
     @property
@@ -258,7 +258,7 @@ class Agent(AgentSettings):
         elif ours:
             self.tools.remove("shell")
 
-    def _memory_tool_changed(self, change: Any) -> None:
+    def _memory_tool_wanted(self, change: Any) -> None:
         from .memory import TOOL_NAME
 
         wanted = self.memory == "on" and self.memory_tool

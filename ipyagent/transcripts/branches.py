@@ -227,16 +227,13 @@ def _like(agent: Agent, name: str) -> Agent:
     """An agent with ``agent``'s settings, tools, approval UI and copies of its items; its
     sibling kernel is not started, and re-runs the history at its first python call."""
     names = [n for n in agent.trait_names(config=True) if n != "persona"]
-    # memory_tool is set after: traitlets calls Agent._memory_tool_changed (a method of that
-    # name is a change handler) while __init__ sets it, before the agent has its tools.
-    settings = {n: getattr(agent, n) for n in names if n != "memory_tool"}
+    settings = {n: getattr(agent, n) for n in names}
     if settings.get("autosave"):
         settings["autosave"] = _autosave_for(str(settings["autosave"]), name)
     client = agent.resources.client_if_made if agent.client_is_injected else None
     made = type(agent)(parent=agent.parent, client=client,
                        http_client=agent.resources.http_client,
                        approval_hook=agent.approval_hook, start_kernel=False, **settings)
-    made.memory_tool = agent.memory_tool
     if agent.persona:
         made.persona = agent.persona  # enters it (its settings), then the ones set since:
         for n in names:
@@ -265,17 +262,16 @@ def _autosave_for(setting: str, name: str) -> str:
 
 
 def _same_tools(agent: Agent, made: Agent) -> None:
-    """``made`` offers what ``agent`` offers: the user's tools as they are, the ones bound to
-    their agent (``offer_result``) made again for ``made``; none that ``agent`` dropped."""
+    """``made`` offers what ``agent`` offers, in its order: the tools ``made`` built for itself
+    (python, shell, files… bound to its own kernel and settings), the user's tools as they
+    are, ``offer_result`` made again for ``made``; none that ``agent`` dropped."""
     from ..offers import OFFER_TOOL, offer_tool
 
-    for name in made.tools.names:
-        if name not in agent.tools:
-            made.tools.remove(name)
-    for name in agent.tools.names:
-        if name in made.tools:
-            continue
-        made.tools.add(offer_tool(made) if name == OFFER_TOOL else agent.tools[name])
+    own = {t.name: t for t in made.tools}
+    for name in list(own):
+        made.tools.remove(name)
+    for t in agent.tools:
+        made.tools.add(offer_tool(made) if t.name == OFFER_TOOL else own.get(t.name, t))
 
 
 # -- the deferred re-run ------------------------------------------------------------------

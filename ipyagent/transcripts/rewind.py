@@ -67,6 +67,7 @@ class RewindPlan:
     steps: int  # steps in the conversation now
     items_dropped: int  # top-level items that go
     python_calls: int  # kept python calls the fresh sibling re-runs
+    reruns: int  # ... and the files it re-creates where missing: the progress bar's length
     ask: int  # ... of which did not run in this session (asked first)
     outside: dict[str, int] = field(default_factory=dict)  # kept calls not re-run, by tool
     files: list[str] = field(default_factory=list)  # files the undo puts back, newest first
@@ -206,7 +207,7 @@ def plan(agent: Agent, n: int) -> RewindPlan:
               if not agent.ran_here.has_code("python", str(call.arguments.get("code", ""))))
     out = plan_outside(kept_flat)
     result = RewindPlan(step=n, steps=total, items_dropped=dropped_top,
-                        python_calls=len(python), ask=ask, outside=out)
+                        python_calls=len(python), reruns=len(steps_rerun), ask=ask, outside=out)
     if n >= total:
         return result
     _plan_change_sets(agent, kept_flat, dropped_flat, result)
