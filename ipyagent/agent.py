@@ -554,9 +554,15 @@ class Agent(AgentSettings):
 
     # -- transcripts -----------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the conversation as a transcript notebook; returns its Path."""
+        """Write the conversation as a transcript notebook; returns its Path. A conversation
+        with branches writes each (``STEM.NAME.ipynb``) and their index (``STEM.branches.ipynb``)
+        beside it."""
         from .transcripts.transcript import save
 
+        if self.tree is not None and len(self.tree) > 1:
+            from .transcripts.branches import save_tree
+
+            return save_tree(self, path)
         return save(self, path)
 
     @classmethod
@@ -610,15 +616,22 @@ class Agent(AgentSettings):
                     approval: Mode | None = None, cwd: str | os.PathLike[str] | None = None,
                     on_event: Listener | None = None) -> Transcript:
         """Awaitable ``load`` (in a notebook, approval clicks need this or ``%agent load``)."""
+        from .transcripts.branches import load_tree, read_index
         from .transcripts.transcript import load_into, read
 
+        index = read_index(path)  # a conversation's branches: all of them come back
+        if index:
+            path = next(b["file"] for b in index["branches"] if b["name"] == index["current"])
         transcript = read(path)
         where = os.path.abspath(os.path.expanduser(os.fspath(cwd))) if cwd is not None else ""
         if rerun:
             transcript.verify_cells()
             if cwd is not None and not os.path.isdir(where):
                 raise ConfigError(f"--rerun: the working directory {where} does not exist")
-        load_into(self, transcript)
+        if index:
+            transcript = load_tree(self, index)
+        else:
+            load_into(self, transcript)
         self._history_replaced()
         if not rerun:
             kernel = self.kernel_if_started

@@ -14,192 +14,37 @@ rest is approved first), so a branch that is never run costs no kernel at all.
 from __future__ import annotations
 
 import dataclasses
-import html
-import re
 import weakref
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._text import one_line, visible
+from .._text import one_line
 from ..context import Context
 from ..errors import ConfigError
 from ..events import Notice, Usage, live_emitter
-from ..items import Item, Message, ToolCall, ToolResult, unfold
+from ..items import Item, ToolCall, ToolResult
 from ..steps import copy_items, count_steps
 from .rebuild import arebuild, rerun_steps
+from .tree import (
+    INDEX_KEY,
+    ROOT,
+    Branch,
+    Branches,
+    branch_line,
+    branch_record,
+    check_name,
+    checked_record,
+    restore_branch,
+    tree_of,
+)
 
 if TYPE_CHECKING:
     from ..agent import Agent
     from ..tools.base import Tool
 
 __all__ = ["Branch", "Branches", "tree_of", "fork", "keep_dropped", "cancel_deferred",
-           "ROOT", "check_name"]
-
-ROOT = "main"
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-
-
-def check_name(name: str) -> str:
-    """``name`` if a branch may be called so (a word: letters, digits, ``_.-``), else
-    ``ConfigError`` in one line."""
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise ConfigError(f"a branch name is one word of letters, digits, '_', '.' or '-' "
-                          f"(up to 64), not {visible(repr(name))[:70]}")
-    return name
-
-
-@dataclass
-class Branch:
-    """One branch: its agent, the branch it left and the step it left it at."""
-
-    name: str
-    agent: Agent
-    parent: str | None = None
-    at_step: int | None = None  # the parent's step this branch shares up to
-    how: str = "root"  # root | fork | rewind | loaded
-
-    def __repr__(self) -> str:
-        left = f" from {self.parent} at step {self.at_step}" if self.parent else ""
-        return f"<Branch {self.name}{left}: {count_steps(self.agent.context)} steps>"
-
-
-class Branches:
-    """The branches of one conversation, by name; ``current`` is the one you are on."""
-
-    def __init__(self) -> None:
-        self._branches: dict[str, Branch] = {}
-        self.current = ROOT
-
-    # -- lookup ---------------------------------------------------------------------------
-    def __getitem__(self, name: str) -> Agent:
-        return self.branch(name).agent
-
-    def branch(self, name: str) -> Branch:
-        """The ``Branch`` called ``name`` (``ConfigError`` naming the branches if none)."""
-        found = self._branches.get(name)
-        if found is None:
-            raise ConfigError(f"no branch {visible(repr(name))[:70]}; the branches are "
-                              f"{', '.join(self._branches) or 'none'}")
-        return found
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._branches
-
-    def __iter__(self) -> Iterator[Branch]:
-        return iter(list(self._branches.values()))
-
-    def __len__(self) -> int:
-        return len(self._branches)
-
-    @property
-    def names(self) -> list[str]:
-        return list(self._branches)
-
-    def name_of(self, agent: Agent) -> str:
-        """The name of ``agent``'s branch."""
-        for branch in self._branches.values():
-            if branch.agent is agent:
-                return branch.name
-        raise ConfigError("this agent is not a branch of this conversation")
-
-    def new_name(self, stem: str) -> str:
-        """``stem-1``, ``stem-2``…: the first not taken."""
-        n = 1
-        while f"{stem}-{n}" in self._branches:
-            n += 1
-        return f"{stem}-{n}"
-
-    # -- changing ----------------------------------------------------------------------
-    def add(self, agent: Agent, name: str, *, parent: str | None = None,
-            at_step: int | None = None, how: str = "fork") -> Branch:
-        """Register ``agent`` as branch ``name``."""
-        check_name(name)
-        if name in self._branches:
-            raise ConfigError(f"there is a branch {name!r} already; give another name")
-        branch = self._branches[name] = Branch(name, agent, parent, at_step, how)
-        agent.tree = self
-        return branch
-
-    def switch(self, name: str) -> Agent:
-        """Make ``name`` the current branch; returns its agent."""
-        agent = self[name]
-        self.current = name
-        return agent
-
-    def close(self) -> None:
-        """Close every branch's agent (kernels, MCP servers, connections)."""
-        for branch in self:
-            branch.agent.close()
-
-    # -- showing -----------------------------------------------------------------------
-    def rows(self) -> list[dict[str, Any]]:
-        """One row per branch: name, parent, left at, steps, last answer, tokens."""
-        return [{"name": b.name, "current": b.name == self.current, "parent": b.parent or "",
-                 "at_step": b.at_step, "steps": count_steps(b.agent.context),
-                 "last_answer": last_answer(b.agent.context), "tokens": tokens(b.agent.context)}
-                for b in self]
-
-    def __repr__(self) -> str:
-        return f"<Branches {', '.join(self._branches)}; current {self.current}>"
-
-    def text(self) -> str:
-        """The table as plain lines (a terminal)."""
-        lines = [f"  {'':1} {'branch':<16} {'from':<16} {'steps':>5} {'tokens':>8}  last answer"]
-        for row in self.rows():
-            left = f"{row['parent']}@{row['at_step']}" if row["parent"] else ""
-            lines.append(f"  {'●' if row['current'] else ' '} {row['name']:<16} {left:<16} "
-                         f"{row['steps']:>5} {row['tokens']:>8}  {one_line(row['last_answer'], 60)}")
-        return visible("\n".join(lines))
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.text())
-
-    def _repr_html_(self) -> str:
-        cells = []
-        for row in self.rows():
-            left = (f"{html.escape(row['parent'])} at step {row['at_step']}" if row["parent"]
-                    else "")
-            mark = "●" if row["current"] else ""
-            # The last answer is the model's text: escaped, never live.
-            cells.append(f"<tr><td>{mark}</td><td>{html.escape(row['name'])}</td><td>{left}</td>"
-                         f"<td style='text-align:right'>{row['steps']}</td>"
-                         f"<td style='text-align:left'>{html.escape(one_line(row['last_answer'], 80))}</td>"
-                         f"<td style='text-align:right'>{row['tokens']:,}</td></tr>")
-        return ("<div class='ipyagent-branches'><b>Branches</b> — ● is the current one "
-                "(<code>%agent switch NAME</code>)<table><thead><tr><th></th><th>branch</th>"
-                "<th>left</th><th>steps</th><th style='text-align:left'>last answer</th>"
-                "<th>tokens</th></tr></thead><tbody>" + "".join(cells) + "</tbody></table></div>")
-
-
-def last_answer(items: Any) -> str:
-    """The last thing the model said (text), or ''."""
-    for item in reversed(list(items)):
-        if isinstance(item, Message) and item.role == "assistant" and item.content.strip():
-            return one_line(item.content, 200)
-    return ""
-
-
-def tokens(items: Any) -> int:
-    """The tokens the branch's own model replies took, as the servers reported them."""
-    total = 0
-    for item in unfold(items):
-        turn = item.meta.get("turn") if isinstance(item.meta, dict) else None
-        usage = Usage.from_server(turn.get("usage")) if isinstance(turn, dict) and \
-            isinstance(turn.get("usage"), dict) else None
-        if usage is not None:
-            total += usage.total
-    return total
-
-
-def tree_of(agent: Agent) -> Branches:
-    """``agent``'s branches (made on first use, ``agent`` as the root ``main``)."""
-    if agent.tree is None:
-        Branches().add(agent, ROOT, how="root")
-    assert agent.tree is not None
-    return agent.tree
-
+           "ROOT", "check_name", "branch_record", "branch_line", "restore_branch", "save_tree",
+           "read_index", "load_tree", "INDEX_KEY", "deferred"]
 
 # -- making branches ---------------------------------------------------------------------
 def fork(agent: Agent, name: str | None = None) -> Agent:
@@ -319,3 +164,115 @@ def cancel_deferred(agent: Agent) -> bool:
 def deferred(agent: Agent) -> bool:
     """True while ``agent``'s history has not been re-run in its sibling yet."""
     return agent in _DEFERRED
+
+
+# -- transcripts of branches ---------------------------------------------------------------
+def _stem(target: Path) -> str:
+    return target.name[:-len(".ipynb")] if target.name.endswith(".ipynb") else target.name
+
+
+def save_tree(agent: Agent, path: Any) -> Path:
+    """Save every branch of ``agent``'s conversation: ``agent``'s at ``path`` (as ``save``),
+    each other one as ``STEM.NAME.ipynb`` beside it, and the index ``STEM.branches.ipynb``
+    (a table of them). Returns ``path``'s file."""
+    from .transcript import save
+
+    tree = tree_of(agent)
+    here = tree.name_of(agent)
+    target = save(agent, path)
+    stem, folder = _stem(target), target.parent
+    files = {here: target.name}
+    for branch in tree:
+        if branch.name != here:
+            files[branch.name] = save(branch.agent, folder / f"{stem}.{branch.name}.ipynb").name
+    _write_index(tree, here, files, folder / f"{stem}.branches.ipynb", agent)
+    return target
+
+
+def _write_index(tree: Branches, here: str, files: dict[str, str], where: Path,
+                 agent: Agent) -> Path:
+    from .._secrets import key_envs
+    from .._untrusted import markdown_literal
+    from ..transcripts.transcript import write_notebook
+
+    rows = tree.rows()
+    entries = [{"name": r["name"], "parent": r["parent"] or None, "at_step": r["at_step"],
+                "steps": r["steps"], "file": files[r["name"]]} for r in rows]
+    table = ["| branch | left | steps | last answer | file |", "|---|---|---|---|---|"]
+    for r in rows:
+        left = f"{r['parent']} at step {r['at_step']}" if r["parent"] else ""
+        answer = markdown_literal(one_line(r["last_answer"], 80)).replace("|", "\\|")
+        table.append(f"| {r['name']}{' ●' if r['name'] == here else ''} | {left} | {r['steps']} "
+                     f"| {answer} | [{files[r['name']]}]({files[r['name']]}) |")
+    text = "\n".join(["# ipyagent branches", "",
+                      "One conversation, tried more than one way: each branch is a transcript "
+                      "of its own (Run All re-does it, `%agent replay FILE` checks it, `%agent "
+                      "load FILE` goes on with it); `%agent load` on this index brings all of "
+                      "them back. ● is the one that was current.", "", *table])
+    nb = {"nbformat": 4, "nbformat_minor": 5,
+          "metadata": {INDEX_KEY: {"format": 1, "current": here, "branches": entries}},
+          "cells": [{"cell_type": "markdown", "id": "branches", "metadata": {}, "source": text}]}
+    from nbformat import from_dict
+
+    return write_notebook(from_dict(nb), where, key_env=key_envs(agent))
+
+
+def read_index(path: Any) -> dict[str, Any] | None:
+    """The index a ``save_tree`` wrote at ``path`` (None: not an index); ``TranscriptError``
+    for a damaged one."""
+    from ..errors import TranscriptError
+    from .notebook_file import read_notebook
+
+    source = Path(path).expanduser()
+    try:
+        nb = read_notebook(source)
+    except Exception:  # noqa: BLE001 - not a notebook: the transcript reader says why
+        return None
+    data = (nb.get("metadata") or {}).get(INDEX_KEY) if isinstance(nb, dict) else None
+    if data is None:
+        return None
+    entries = data.get("branches") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise TranscriptError(f"{source}: the branch index is damaged (no branches)")
+    checked = []
+    for entry in entries:
+        record = checked_record({**entry, "how": "loaded"} if isinstance(entry, dict) else None,
+                                 10**9)
+        file = entry.get("file") if isinstance(entry, dict) else None
+        # Only a file beside the index, named as a save names it: never a path elsewhere.
+        if record is None or not isinstance(file, str) or "/" in file or "\\" in file \
+                or file.startswith(".") or not file.endswith(".ipynb"):
+            raise TranscriptError(f"{source}: the branch index is damaged (an entry is not a "
+                                  "branch name and a notebook beside it)")
+        checked.append({**record, "file": str(source.parent / file)})
+    current = data.get("current")
+    if not isinstance(current, str) or current not in [c["name"] for c in checked]:
+        current = checked[0]["name"]
+    return {"current": current, "branches": checked}
+
+
+def load_tree(agent: Agent, index: dict[str, Any]) -> Any:
+    """Load every branch an index lists: the current one into ``agent`` (returned: its
+    Transcript), each other as a branch agent whose sibling re-runs its history (asked
+    first: it did not run in this session) at its first python call."""
+    from .transcript import load_into, read
+
+    transcripts = {e["name"]: read(e["file"]) for e in index["branches"]}  # all read, or none
+    current = index["current"]
+    agent.tree = None
+    loaded = load_into(agent, transcripts[current])
+    tree = Branches()
+    for entry in index["branches"]:
+        name = entry["name"]
+        if name == current:
+            tree.add(agent, name, parent=entry["parent"], at_step=entry["at_step"], how="loaded")
+            continue
+        made = _like(agent, name)
+        made.tree = None
+        load_into(made, transcripts[name])
+        cancel_deferred(made)
+        _defer_rebuild(made, list(made.context))
+        made.renumber_steps()
+        tree.add(made, name, parent=entry["parent"], at_step=entry["at_step"], how="loaded")
+    tree.current = current
+    return loaded

@@ -101,6 +101,6 @@ def test_rewind_fork_switch_and_branches_from_the_magic(session: Any) -> None:
     _, err, _ = run(ip, "%agent switch nowhere")
     assert "no branch 'nowhere'; the branches are main, main-1, alt" in err
     _, err, _ = run(ip, "%agent rewind 9")
-    assert "%agent rewind: rewind: there is no step 9: the conversation has 4" in err
+    assert "UsageError: %agent rewind: there is no step 9: the conversation has 4\n" == err
     run(ip, "%agent switch main")
     assert ipyagent.current() is agent

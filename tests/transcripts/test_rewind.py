@@ -192,3 +192,88 @@ def test_rewind_to_zero_keeps_the_task_and_an_empty_kernel(tmp_path: Path) -> No
         assert list(agent.context) == [Message("user", "two")]
         assert names(agent.kernel) == set() and report.rebuild is not None and report.rebuild.ran == 0
         assert agent.pending()  # the task waits: agent.run() asks the model again
+
+
+@staged
+def test_both_branches_save_run_all_replay_and_load_back(tmp_path: Path) -> None:
+    """The issue's "done when", second half: each branch is a transcript of its own that runs
+    top to bottom and replays with every call reproduced; the index brings them all back."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from ipyagent.errors import TranscriptError
+    from ipyagent.transcripts.transcript import read
+
+    work = tmp_path / "work"
+    work.mkdir()
+    with ScriptedServer(FIVE) as srv, agent_in(work, srv) as agent:
+        agent.run("Make the five files")
+        agent.rewind(2)
+        srv.script([python("c2 = a + b\nprint(c2)", "n3"), reply_text("c2 = 3.")])
+        agent.run("Instead, add a and b into c2")
+        saved = agent.save(tmp_path / "runs" / "run.ipynb")
+        agent.branches.close()
+    runs = tmp_path / "runs"
+    assert saved == runs / "run.ipynb"
+    assert sorted(p.name for p in runs.iterdir()) == ["run.branches.ipynb", "run.ipynb",
+                                                      "run.main-1.ipynb"]
+    main, first = read(runs / "run.ipynb"), read(runs / "run.main-1.ipynb")
+    assert main.branch == {"name": "main", "parent": None, "at_step": None, "how": "root"}
+    assert first.branch == {"name": "main-1", "parent": "main", "at_step": 2, "how": "rewind"}
+    assert count_steps(main.items) == 4 and count_steps(first.items) == 5
+    header = nbformat.read(runs / "run.main-1.ipynb", as_version=4).cells[0].source
+    assert "| branch | main-1 (from main at step 2) |" in header
+    index = nbformat.read(runs / "run.branches.ipynb", as_version=4)
+    assert "[run.main-1.ipynb](run.main-1.ipynb)" in index.cells[0].source
+    with pytest.raises(TranscriptError, match="is the index of a conversation's branches"):
+        read(runs / "run.branches.ipynb")
+
+    for name, calls in (("run.ipynb", 3), ("run.main-1.ipynb", 4)):
+        # Run All, top to bottom, in a fresh folder: every code cell runs.
+        fresh = tmp_path / f"all-{name}"
+        fresh.mkdir()
+        nb = nbformat.read(runs / name, as_version=4)
+        NotebookClient(nb, kernel_name="python3", timeout=120,
+                       resources={"metadata": {"path": str(fresh)}}).execute()
+        assert not [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
+                    if o.output_type == "error"]
+        # Replay: every python call re-run and reproduced.
+        with Agent(model="demo") as replayer:
+            report = replayer.replay(runs / name, approval="auto")
+        assert report.reproduced and report.compared == calls, str(report)
+    assert sorted(p.name for p in (tmp_path / "all-run.main-1.ipynb").iterdir()) == [
+        "s1.csv", "s2.csv", "s3.csv"]  # the shell call's file is not a python cell
+
+    # The index brings every branch back, the one that was current into this agent.
+    back = tmp_path / "back"
+    back.mkdir()
+    with Agent(model="demo", approval="auto", cwd=str(back)) as loaded:
+        loaded.load(runs / "run.branches.ipynb")
+        tree = loaded.branches
+        assert tree.names == ["main", "main-1"] and tree.current == "main"
+        assert tree.name_of(loaded) == "main" and count_steps(loaded.context) == 4
+        other = tree["main-1"]
+        assert count_steps(other.context) == 5 and tree.branch("main-1").at_step == 2
+        assert other.kernel_if_started is None
+        tree.close()
+    # One branch's file restores that branch: its name, its parent and the step it left.
+    with Agent(model="demo", cwd=str(back)) as single:
+        single.load(runs / "run.main-1.ipynb")
+        branch = single.branches.branch("main-1")
+        assert (branch.parent, branch.at_step) == ("main", 2) and len(single.branches) == 1
+
+
+def test_a_branch_index_cannot_point_outside_its_folder(tmp_path: Path) -> None:
+    """A file someone sent: its index may only name notebooks beside it."""
+    import json
+
+    from ipyagent.errors import TranscriptError
+
+    bad = {"nbformat": 4, "nbformat_minor": 5, "cells": [], "metadata": {"ipyagent_branches": {
+        "format": 1, "current": "main",
+        "branches": [{"name": "main", "parent": None, "at_step": None, "file": "../../etc/x.ipynb"}]}}}
+    (tmp_path / "evil.branches.ipynb").write_text(json.dumps(bad))
+    with Agent(model="demo", python_tool=False) as agent:
+        with pytest.raises(TranscriptError, match="the branch index is damaged"):
+            agent.load(tmp_path / "evil.branches.ipynb")
+        assert len(agent.context) == 0 and agent.tree is None
