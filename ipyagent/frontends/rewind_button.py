@@ -105,7 +105,8 @@ class RewindButton:
         self.status.add_class("ipyagent-rewind-status")
         self.progress = w.IntProgress(value=0, min=0, max=1, layout=w.Layout(display="none"))
         self.box = _box_class()([self.button, self.question, self.choice, self.progress,
-                                 self.status])
+                                 self.status], layout=w.Layout(align_items="flex-start"))
+        self.box.add_class("ipyagent-rewind-box")
         self.box.number = number
         self.target: tuple[Agent, int] | None = None
         self.button.on_click(lambda _: self.ask())
