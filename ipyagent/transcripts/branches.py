@@ -65,7 +65,12 @@ def keep_dropped(agent: Agent, at_step: int) -> Branch:
     here = tree.name_of(agent)
     name = tree.new_name(here)
     made = _like(agent, name)
-    return tree.add(made, name, parent=here, at_step=at_step, how="rewind")
+    branch = tree.add(made, name, parent=here, at_step=at_step, how="rewind")
+    if made.autosave:  # on disk now: the rewound conversation's next autosave drops these steps
+        from .transcript import Autosave
+
+        Autosave(made).save()
+    return branch
 
 
 def _like(agent: Agent, name: str) -> Agent:

@@ -407,12 +407,12 @@ async def _fresh_kernel(agent: Agent, the_plan: RewindPlan, report: RewindReport
     old = await agent.resources.renew_kernel()
     if old is None and not the_plan.python_calls:
         return  # no kernel was made, none is needed yet
-    report.rebuild = await arebuild(agent, approval=approval, on_event=on_event,
-                                    ran_here=agent.ran_here, compare=True)
     kernel = agent.kernel
     await kernel.start_async()  # the staged workspace is made as it starts
     stage: Stage | None = getattr(kernel, "stage", None)
-    if stage is None:
-        return
-    stage.applied[:0] = the_plan.kept_sets  # the kept steps' change sets can still be undone
-    report.pending = [c.path for c in stage.scan() if c.status == "pending"]
+    if stage is not None:  # first: an interrupted re-run must not lose them
+        stage.applied[:0] = the_plan.kept_sets  # the kept steps' change sets can still be undone
+    report.rebuild = await arebuild(agent, approval=approval, on_event=on_event,
+                                    ran_here=agent.ran_here, compare=True)
+    if stage is not None:
+        report.pending = [c.path for c in stage.scan() if c.status == "pending"]

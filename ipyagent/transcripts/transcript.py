@@ -85,7 +85,7 @@ class Transcript:
     cells: dict[str, list[str]] | None = None
     rebuild: Rebuild | None = None  # what ``load(..., rerun=True)`` re-ran
     # The branch it is (``branches.branch_record``): name, parent, the step it left at.
-    branch: dict[str, Any] | None = None
+    branch: Any = None
 
     def verify_cells(self) -> None:
         """Raise ``TranscriptError`` unless every python call that would run again is the
@@ -445,7 +445,7 @@ def read(path: str | os.PathLike[str]) -> Transcript:
                       settings=data.get("settings", {}), usage=data.get("usage", {}),
                       version=str(data.get("version", "")), saved=str(data.get("saved", "")),
                       path=str(source), cells=_code_cells(nb),
-                      branch=branch if isinstance(branch, dict) else None)
+                      branch=branch)  # checked where it is used (tree.restore_branch)
 
 
 def _first_line(exc: BaseException) -> str:

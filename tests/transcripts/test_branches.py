@@ -98,3 +98,45 @@ def test_a_fork_keeps_settings_tools_and_approval(tmp_path: Path) -> None:
             assert count_steps(made.context) == 0
         finally:
             made.close()
+
+
+HOSTILE = "<img src=x onerror=\"window.__pwned=1\"> | col \u202eevil\x1b[2J"
+
+
+def test_the_tables_and_the_index_show_the_models_text_as_text(tmp_path: Path) -> None:
+    import json
+
+    with Agent(model="demo", python_tool=False, file_tools=False, cwd=str(tmp_path)) as agent:
+        agent.context.add_user("hi")
+        agent.context.append(Message("assistant", HOSTILE, meta={"turn": {"step": 1}}))
+        alt = agent.fork("alt")
+        page = agent.branches._repr_html_()
+        assert "<img" not in page and "&lt;img" in page
+        text = agent.branches.text()
+        assert "\u202e" not in text and "\x1b" not in text
+        agent.save(tmp_path / "run.ipynb")
+        index = json.loads((tmp_path / "run.branches.ipynb").read_text())
+        cell = "".join(index["cells"][0]["source"])
+        assert "<img" not in cell and "\\| col" in cell  # a | cannot break the table
+        alt.close()
+
+
+def test_a_damaged_branch_record_is_one_warning_and_the_conversation_loads(tmp_path: Path) -> None:
+    import json
+
+    with Agent(model="demo", python_tool=False, cwd=str(tmp_path)) as agent:
+        agent.context.add_user("hi")
+        alt = agent.fork("alt")
+        path = alt.save(tmp_path / "alt.ipynb")
+        alt.close()
+    nb = json.loads(path.read_text())
+    for bad in ({"name": "../../x", "parent": "main", "at_step": 0, "how": "fork"},
+                {"name": "ok", "parent": "main", "at_step": -3, "how": "fork"},
+                {"name": "ok", "parent": "\u202e", "at_step": 0, "how": "fork"},
+                "not a mapping"):
+        nb["metadata"]["ipyagent"]["branch"] = bad
+        path.write_text(json.dumps(nb))
+        with Agent(model="demo", python_tool=False, cwd=str(tmp_path)) as fresh:
+            with pytest.warns(UserWarning, match="metadata.ipyagent.branch is damaged"):
+                fresh.load(path)
+            assert len(fresh.context) == 1 and fresh.tree is None

@@ -277,3 +277,68 @@ def test_a_branch_index_cannot_point_outside_its_folder(tmp_path: Path) -> None:
         with pytest.raises(TranscriptError, match="the branch index is damaged"):
             agent.load(tmp_path / "evil.branches.ipynb")
         assert len(agent.context) == 0 and agent.tree is None
+
+
+def test_no_model_request_pushed_copies_come_back_and_the_first_try_is_autosaved(
+        tmp_path: Path) -> None:
+    script = [python("w = pushed * 2\nprint(w)", "p1"), python("print(w + 1)", "p2"),
+              reply_text("Done.")]
+    runs = tmp_path / "runs"
+    with ScriptedServer(script) as srv, agent_in(tmp_path, srv, autosave=str(runs) + "/") as agent:
+        agent.push(pushed=21)
+        agent.run("double it")
+        asked = len(srv.requests)
+        report = agent.rewind(1)
+        assert len(srv.requests) == asked  # a rewind asks the model nothing
+        assert agent.kernel.execute("print(pushed, w)").text.strip() == "21 42"  # re-copied
+        assert report.rebuild is not None and report.rebuild.ran == 1 and report.rebuild.ok
+        saved = [read_steps(p) for p in runs.glob("*.ipynb")]
+        assert 3 in saved  # the first try, on disk before anything else happens
+        agent.branches.close()
+
+
+def read_steps(path: Path) -> int:
+    from ipyagent.transcripts.transcript import read
+
+    return count_steps(read(path).items)
+
+
+def test_interrupting_the_rerun_keeps_what_is_done_and_stops_the_kernel(tmp_path: Path) -> None:
+    import time
+
+    from ipyagent import _eventloop
+    from ipyagent.events import ToolCallRequested
+
+    script = [python("import time\ntime.sleep(0.5)\nslow = 1", "i1"),
+              python("print('two')", "i2"), reply_text("Done.")]
+    with ScriptedServer(script) as srv, agent_in(tmp_path, srv) as agent:
+        agent.run("slow then fast")
+        agent.kernel.execute("time.sleep(0)")  # warm
+        started: list[Any] = []
+        future = _eventloop.submit(agent.arewind(1, on_event=started.append))
+        deadline = time.monotonic() + 60
+        while not any(isinstance(e, ToolCallRequested) for e in started):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        future.cancel()
+        time.sleep(1)
+        assert count_steps(agent.context) == 1  # the conversation went back before the re-run
+        # The interrupted re-run did not finish: `slow` is not there; the kernel still answers.
+        assert agent.kernel.execute("print('slow' in globals())").text.strip() == "False"
+        assert agent.rebuild_kernel(restart=True).ok  # and a rebuild brings it back
+        assert agent.kernel.execute("print(slow)").text.strip() == "1"
+        agent.branches.close()
+
+
+@staged
+def test_a_second_rewind_undoes_what_the_first_kept(tmp_path: Path) -> None:
+    """The kept steps' change sets move to the fresh sibling's stage: a later rewind further
+    back still puts their files back."""
+    script = [python(f"open('k{i}.txt', 'w').write('{i}')", f"k{i}") for i in range(1, 5)]
+    with ScriptedServer(script + [reply_text("four")]) as srv, agent_in(tmp_path, srv) as agent:
+        agent.run("four files")
+        assert agent.rewind(3, keep=False).restored == ["k4.txt"]
+        second = agent.rewind(1, keep=False)
+        assert second.restored == ["k3.txt", "k2.txt"]
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["k1.txt"]
+        assert second.rebuild is not None and second.rebuild.ran == 1
