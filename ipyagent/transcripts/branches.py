@@ -125,7 +125,7 @@ def _same_tools(agent: Agent, made: Agent) -> None:
 
 
 # -- the deferred re-run ------------------------------------------------------------------
-_DEFERRED: weakref.WeakKeyDictionary[Any, tuple[Tool, Tool]] = weakref.WeakKeyDictionary()
+_ORIGINAL = "ipyagent_original"  # the wrapping handler's attribute: the tool it stands in for
 
 
 def _defer_rebuild(agent: Agent, items: list[Item]) -> None:
@@ -135,10 +135,13 @@ def _defer_rebuild(agent: Agent, items: list[Item]) -> None:
     original = agent.tools["python"]
     assert original.handler is not None
     run = original.handler
+    ref = weakref.ref(agent)  # the tool belongs to the agent, not the other way round
 
     async def handler(call: ToolCall) -> ToolResult:
-        cancel_deferred(agent)  # once, whatever happens
-        report = await arebuild(agent, items=items, ran_here=agent.ran_here, compare=True)
+        owner = ref()
+        if owner is None or not cancel_deferred(owner):  # once, whatever happens
+            return await run(call)
+        report = await arebuild(owner, items=items, ran_here=owner.ran_here, compare=True)
         line = f"this branch's own sibling kernel: {report.line()}"
         emit = live_emitter.get()
         if emit is not None:
@@ -148,27 +151,29 @@ def _defer_rebuild(agent: Agent, items: list[Item]) -> None:
         result.meta["rebuild"] = line
         return result
 
-    wrapper = dataclasses.replace(original, handler=handler)
-    agent.tools.add(wrapper)
-    _DEFERRED[agent] = (original, wrapper)
+    setattr(handler, _ORIGINAL, original)
+    agent.tools.add(dataclasses.replace(original, handler=handler))
+
+
+def _pending(agent: Agent) -> Tool | None:
+    tool = agent.tools["python"] if "python" in agent.tools else None
+    return getattr(tool.handler, _ORIGINAL, None) if tool is not None else None
 
 
 def cancel_deferred(agent: Agent) -> bool:
     """Forget ``agent``'s pending re-run of its history (a rewind or a rebuild did it);
     True when one was pending."""
-    pair = _DEFERRED.pop(agent, None)
-    if pair is None:
+    original = _pending(agent)
+    if original is None:
         return False
-    original, wrapper = pair
-    if "python" in agent.tools and agent.tools["python"] is wrapper:
-        original.description = wrapper.description  # said since (a remote kernel)
-        agent.tools.add(original)
+    original.description = agent.tools["python"].description  # said since (a remote kernel)
+    agent.tools.add(original)
     return True
 
 
 def deferred(agent: Agent) -> bool:
     """True while ``agent``'s history has not been re-run in its sibling yet."""
-    return agent in _DEFERRED
+    return _pending(agent) is not None
 
 
 # -- transcripts of branches ---------------------------------------------------------------

@@ -246,11 +246,10 @@ def _stage(agent: Agent) -> Stage | None:
 
 def _plan_change_sets(agent: Agent, kept_flat: list[Item], dropped_flat: list[Item],
                       result: RewindPlan) -> None:
-    """Which applied change sets belong to dropped calls (call ids may repeat: each set is
-    matched to the next call with its id, in the order they ran)."""
+    """Which applied change sets belong to dropped calls. A call id may repeat (servers that
+    number their calls per reply): a set belongs to the last call with its id approved
+    before the set was applied, else to the next such call in order."""
     stage = _stage(agent)
-    calls = [(i.id, False) for i in kept_flat if isinstance(i, ToolCall)] + \
-            [(i.id, True) for i in dropped_flat if isinstance(i, ToolCall)]
     if stage is None:
         if any(isinstance(i, ToolCall) and i.name in ("python", "shell") for i in dropped_flat) \
                 and _writes_directly(agent):
@@ -258,19 +257,45 @@ def _plan_change_sets(agent: Agent, kept_flat: list[Item], dropped_flat: list[It
                 "the model's code ran without a staged workspace (no sandbox here), so what "
                 "it wrote went straight to your folder and has no before-image")
         return
+    calls: list[tuple[str, bool, float | None]] = []
+    results = _decision_times([*kept_flat, *dropped_flat])
+    for dropped, items in ((False, kept_flat), (True, dropped_flat)):
+        for item in items:
+            if isinstance(item, ToolCall):
+                calls.append((item.id, dropped, results.get(id(item))))
     at = 0
     for record in stage.applied:
-        match = next((k for k in range(at, len(calls)) if calls[k][0] == record.call_id), None)
+        same = [k for k, (cid, _, _) in enumerate(calls) if cid == record.call_id]
+        timed = [k for k in same if (calls[k][2] or float("inf")) <= record.at]
+        match = timed[-1] if timed else next((k for k in same if k >= at), None)
         if not record.call_id or match is None:
             result.kept_sets.append(record)  # applied by hand, or by no call here: it stays
             continue
         at = match
-        if calls[match][1]:
-            result.change_sets.append(record)
-        else:
-            result.kept_sets.append(record)
+        (result.change_sets if calls[match][1] else result.kept_sets).append(record)
     for record in reversed(result.change_sets):
         result.files += [c.path for c in reversed(record.changes) if c.path not in result.files]
+
+
+def _decision_times(flat: list[Item]) -> dict[int, float]:
+    """id(call) -> when it was approved (its result's audit record), where recorded."""
+    import datetime as _dt
+
+    out: dict[int, float] = {}
+    open_calls: dict[str, list[ToolCall]] = {}
+    for item in flat:
+        if isinstance(item, ToolCall):
+            open_calls.setdefault(item.id, []).append(item)
+        elif isinstance(item, ToolResult) and open_calls.get(item.call_id):
+            call = open_calls[item.call_id].pop(0)
+            record = item.meta.get("decision")
+            stamp = record.get("at") if isinstance(record, dict) else None
+            if isinstance(stamp, str) and stamp:
+                try:
+                    out[id(call)] = _dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+                except ValueError:
+                    continue
+    return out
 
 
 def _writes_directly(agent: Agent) -> bool:

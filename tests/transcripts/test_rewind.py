@@ -342,3 +342,18 @@ def test_a_second_rewind_undoes_what_the_first_kept(tmp_path: Path) -> None:
         assert second.restored == ["k3.txt", "k2.txt"]
         assert sorted(p.name for p in tmp_path.iterdir()) == ["k1.txt"]
         assert second.rebuild is not None and second.rebuild.ran == 1
+
+
+@staged
+def test_call_ids_a_server_repeats_still_undo_the_right_steps(tmp_path: Path) -> None:
+    """Some servers number calls per reply ("call_0" every time): the change sets follow
+    the call approved before each was applied."""
+    script = [python("x = 1", "call_0"),  # no file
+              python("open('same.txt', 'w').write('2')", "call_0"),
+              python("open('other.txt', 'w').write('3')", "call_0"),
+              reply_text("three")]
+    with ScriptedServer(script) as srv, agent_in(tmp_path, srv) as agent:
+        agent.run("same ids")
+        report = agent.rewind(1, keep=False)
+        assert sorted(report.restored) == ["other.txt", "same.txt"]
+        assert sorted(p.name for p in tmp_path.iterdir()) == []
