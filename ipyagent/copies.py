@@ -46,6 +46,7 @@ def _record(agent: Agent, text: str, record: dict[str, Any]) -> None:
     verb = str(record["direction"])
     person_decided(message, verb, str(record.get("local") or record["name"]), by="user",
                    sha256=record.get("sha256"), detail=f"%agent {verb} or agent.{verb}()")
+    agent.ran_here.add_copy(record.get("sha256"))  # the user's own: a rewind redoes it unasked
 
 
 async def _push_one(agent: Agent, name: str, value: Any, payload: str) -> dict[str, Any]:

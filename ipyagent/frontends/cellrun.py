@@ -142,7 +142,8 @@ class CellRunner:
                                   step_mode=cmd.action == "step", preview=agent.tools.preview,
                                   meter=lambda: request_meter(agent),
                                   code_action=self._code_action(agent),
-                                  output_lines=agent.output_lines)
+                                  output_lines=agent.output_lines,
+                                  step_action=_step_action(self.m, agent))
         if self.m.approver is not None and hasattr(self.m.approver, "bind"):
             self.m.approver.bind(dispatcher, headless=self.headless())
         return display
@@ -251,6 +252,13 @@ class CellRunner:
         self.check_runnable(cmd)
         task = asyncio.ensure_future(self.run_async(cmd, LoopDispatcher()))
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+
+def _step_action(magics: Any, agent: Agent) -> Any:
+    """The "rewind to here" under each step of this cell's run (``rewind_button``)."""
+    from .rewind_button import step_action
+
+    return step_action(magics, agent)
 
 
 async def guard(coro: Coroutine[Any, Any, Any], on_done: Any) -> Any:

@@ -27,6 +27,7 @@ from traitlets import TraitError
 from .._mainthread import LoopDispatcher
 from .._text import visible
 from ..errors import IpyagentError
+from . import branching
 from .cellrun import CellRunner, Command, error_line
 from .transformer import await_agent_magics, protect_question_marks
 
@@ -159,6 +160,16 @@ class AgentMagics(Magics):
         self._warmup = threading.Thread(target=work, name="ipyagent-warmup", daemon=True)
         self._warmup.start()
 
+    def use_agent(self, agent: Agent) -> None:
+        """Go on with ``agent`` (a branch of this conversation): %agent and %config drive it."""
+        shell = self.shell
+        old, self._agent = self._agent, agent
+        if shell is not None:
+            if old is not None and old in shell.configurables:
+                shell.configurables.remove(old)
+            if agent not in shell.configurables:
+                shell.configurables.append(agent)
+
     @property
     def agent_if_made(self) -> Agent | None:
         """The agent behind the magics, if one was made (never makes one)."""
@@ -237,7 +248,8 @@ class AgentMagics(Magics):
                 raise UsageError(_NO_TASK)
             return Command("step" if opts.step else "run", task, opts)
         words = [] if forced else rest.split()
-        aware = _aware_command(words, rest, opts, self) or _memory_command(words, rest, opts)
+        aware = _aware_command(words, rest, opts, self) or _memory_command(words, rest, opts) \
+            or branching.parse(words, opts)
         if aware is not None:
             return aware
         if words and words[0] in _ALONE and len(words) == 1:
@@ -319,6 +331,12 @@ class AgentMagics(Magics):
                                          first and last rows)
             %agent context A:B           rows A to B-1 of it (-50: the last 50)
             %agent audit                 how each tool call was decided: who, when, edits
+            %agent rewind N              back to step N: later steps dropped (kept as a
+                                         branch unless --no-branch), their file changes
+                                         undone, the kernel rebuilt from steps 1..N
+            %agent fork [NAME]           a branch from here (its own kernel); you go on there
+            %agent switch NAME           go on with another branch
+            %agent branches              the branches: name, steps, last answer, tokens
             %agent reset [--kernel]      start over (--kernel also restarts the sibling kernel)
             %agent save PATH.ipynb       save the run as a notebook
             %agent load PATH.ipynb       continue a saved conversation
@@ -428,6 +446,8 @@ class AgentMagics(Magics):
                     display.close()
             self._loaded(agent, cmd, transcript)
             return None
+        if cmd.action == "rewind":  # re-runs code: awaited, approvals clicked, interruptible
+            return await branching.rewind_awaiting(self, cmd)
         if cmd.action not in ("run", "step"):
             return self._command(cmd)
         await asyncio.to_thread(self.settle_warmup)
@@ -492,6 +512,8 @@ class AgentMagics(Magics):
                                     f"the agent's python call {n}" if n else "the agent's last python call")
         if cmd.action in _MEMORY:
             return self._memory(agent, cmd)
+        if cmd.action in branching.ACTIONS:
+            return branching.run_command(self, agent, cmd)
         if cmd.action == "reset":
             agent.reset(kernel=cmd.kernel)
             print("ipyagent: new conversation" + (" and a restarted sibling kernel"
@@ -830,6 +852,8 @@ def unload_ipython_extension(ipython: Any) -> None:
         if agent in ipython.configurables:
             ipython.configurables.remove(agent)
         agent.close()
+        if agent.tree is not None:  # the other branches' kernels too
+            agent.tree.close()
 
 
 def current() -> Agent:

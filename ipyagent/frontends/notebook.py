@@ -448,11 +448,13 @@ class NotebookDisplay:
                  preview: Callable[[ToolCall], str | None] | None = None,
                  meter: Callable[[], tuple[int, int]] | None = None,
                  code_action: Callable[[ToolCall, str], Any] | None = None,
-                 output_lines: int = 20) -> None:
+                 output_lines: int = 20,
+                 step_action: Callable[[Step], Any] | None = None) -> None:
         self.dispatcher = dispatcher or LoopDispatcher()
         # (python call, the code that runs) -> a widget or a display bundle under its card
         # ("code → new cell"), or None; main thread.
         self.code_action = code_action
+        self.step_action = step_action  # under each finished step ("rewind to here"); main thread
         self.output_lines = output_lines  # longer outputs fold (Agent.output_lines)
         self.preview = preview or (lambda call: None)  # a tool's own view of a call (diffs)
         self.meter = meter  # () -> (context tokens, context window) for the footer
@@ -572,6 +574,8 @@ class NotebookDisplay:
             self._unwritten("not run: the reply ended before the call was complete")
             if self.step_mode:
                 self.publish(footer_html(*_step_footer(event.step), meter=self._meter()))
+            if self.step_action is not None:
+                self._show_action(self.step_action(event.step))
         elif isinstance(event, ContextCompacted):
             self._end_streams()
             self.publish(footer_html(compaction_line(event), "info"))

@@ -96,6 +96,7 @@ class ChangeSet:
     after: dict[str, str | None]  # path -> sha256 of what was written (None: deleted)
     by: str = "policy"
     at: float = field(default_factory=time.time)
+    call_id: str = ""  # the tool call whose code made them ('': applied by hand)
 
     def __repr__(self) -> str:
         return f"<ChangeSet {len(self.changes)} file(s) by {self.by}>"
@@ -488,8 +489,9 @@ class Stage:
         return next(layer for layer in self.layers if layer.root == root)
 
     # -- moving changes ----------------------------------------------------------------
-    def apply(self, changes: Sequence[Change], by: str = "policy") -> ChangeSet:
-        """Copy ``changes`` into your folder; returns what was done, with the before-images."""
+    def apply(self, changes: Sequence[Change], by: str = "policy", call_id: str = "") -> ChangeSet:
+        """Copy ``changes`` into your folder; returns what was done, with the before-images
+        (``call_id``: the call whose code made them, so a rewind knows which to undo)."""
         done: list[Change] = []
         before: dict[str, tuple[bytes | None, int | None, str | None]] = {}
         after: dict[str, str | None] = {}
@@ -512,7 +514,7 @@ class Stage:
             applied = replace(current, status="applied")
             self._state[(change.root, change.path)] = applied
             done.append(applied)
-        record = ChangeSet(done, before, after, by=by)
+        record = ChangeSet(done, before, after, by=by, call_id=call_id)
         if done:
             self.applied.append(record)
         return record

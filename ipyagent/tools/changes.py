@@ -76,7 +76,7 @@ async def settle_changes(host: Any, result: ToolResult) -> None:
     now = [c for c in eligible if c.risk is None] if mode == "data" else []
     ask = [c for c in eligible if c not in now] if mode != "never" else []
     if now:
-        for c in stage.apply(now, by="policy").changes:
+        for c in stage.apply(now, by="policy", call_id=result.call_id).changes:
             final[c.path + "\0" + c.root] = c
     if ask:
         ui = getattr(getattr(host, "policy", None), "ui", None)
@@ -85,7 +85,7 @@ async def settle_changes(host: Any, result: ToolResult) -> None:
             answer = await confirm(ChangeRequest(ask, result.call_id))
             by = "terminal" if type(ui).__name__.startswith("Terminal") else "click"
             if answer is True:
-                done = stage.apply(ask, by="person").changes
+                done = stage.apply(ask, by="person", call_id=result.call_id).changes
                 for c in done:
                     final[c.path + "\0" + c.root] = c
                 _audit(result, "apply", done, by, call_id=result.call_id)

@@ -39,7 +39,6 @@ that does not reproduce. Add your own rules with ``normalise(text, extra=[(patte
 
 from __future__ import annotations
 
-import difflib
 import html
 import os
 import shutil
@@ -56,6 +55,8 @@ from ..models.recorded import RecordedTurn, ReplayModel, turns_from_items
 from ..tool_mode import MODE_KEY
 from ..tools.base import Tool
 from ..tools.files import recorded_file
+from .compare import Difference, differs
+from .compare import observed as _observed
 from .file_record import restore
 from .rebuild import recopy as _recopy
 
@@ -66,29 +67,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ReplayReport", "Difference", "normalise", "replay", "areplay", "NORMALISATIONS"]
 
-
-
-@dataclass
-class Difference:
-    """One python call whose replayed output differs from the recorded one."""
-
-    step: int  # 1-based index of the recorded turn (one model request = one step)
-    call_id: str
-    code: str
-    recorded: str
-    new: str
-    recorded_error: bool = False
-    new_error: bool = False
-
-    def diff(self) -> str:
-        """A unified diff of the normalised outputs."""
-        lines = difflib.unified_diff(normalise(self.recorded).splitlines(),
-                                     normalise(self.new).splitlines(),
-                                     "recorded", "replayed", lineterm="")
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return f"<Difference step {self.step} call {self.call_id}>"
 
 
 @dataclass
@@ -159,7 +137,7 @@ def _count(n: int, noun: str) -> str:
 
 
 def _status_line(d: Difference) -> str:
-    return f"recorded {'an error' if d.recorded_error else 'success'}, replay {'an error' if d.new_error else 'success'}"
+    return d.status_line()
 
 
 class _RecordedDecisions:
@@ -474,12 +452,10 @@ def _compare(number: int, recorded_calls: list[ToolCall], new_results: list[Tool
             report.reused += 1
         else:
             report.compared += 1
-            before, after = _observed(old), _observed(new)
-            if normalise(before) != normalise(after) or old.error != new.error or (
-                    old.meta.get("status") != new.meta.get("status")):
+            if differs(old, new):
                 report.differences.append(Difference(
-                    number, call.id, str(call.arguments.get("code", "")), before, after,
-                    old.error, new.error))
+                    number, call.id, str(call.arguments.get("code", "")), _observed(old),
+                    _observed(new), old.error, new.error))
 
 
 def _compare_changes(number: int, recorded_calls: list[ToolCall], new_results: list[ToolResult],
@@ -507,21 +483,3 @@ def _compare_changes(number: int, recorded_calls: list[ToolCall], new_results: l
                 number, call.id, str(call.arguments.get("code", "")),
                 "files as recorded: " + ", ".join(wrong),
                 "files differ in the replay: " + ", ".join(wrong), old.error, new.error))
-
-
-def _observed(result: ToolResult) -> str:
-    """What the kernel produced: the full outputs' text (the model's copy may have been cut
-    to fit the context window or to ``tool_output_limit``), else the result's text."""
-    outputs = outputs_of(result)
-    if outputs:
-        from ..kernel.outputs import model_text
-
-        return model_text(outputs, 0)
-    # The changes note depends on the folder (a file already there is no change): compared
-    # by _compare_changes instead.
-    text = result.output
-    if "\n[ipyagent note, not tool output: files changed:" in text or text.startswith(
-            "[ipyagent note, not tool output: files changed:"):
-        text = text.rsplit("[ipyagent note, not tool output: files changed:", 1)[0].rstrip("\n")
-        text = text or "(no output)"
-    return text
