@@ -316,7 +316,7 @@ def main() -> None:
     parser.add_argument("--per-request", action="store_true", help="print every request's tokens")
     args = parser.parse_args()
     python = Path(args.llama_python) if args.llama_python else (
-        Path(__file__).resolve().parents[2] / ".venv-llama" / "bin" / "python")
+        Path(__file__).resolve().parents[1] / ".venv-llama" / "bin" / "python")  # the repo's, as .ci/run makes it
     model = Path(args.models) / MODELS[args.model]
     if not python.exists() or not model.exists():
         missing = f"llama-cpp-python's python {python}" if not python.exists() else f"model file {model}"

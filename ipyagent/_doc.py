@@ -1,8 +1,9 @@
-"""Generate the README's tables from the code: settings (traitlets) and provider presets.
+"""Tables made from the code: settings (traitlets) and provider presets.
 
-Run it with ``python -m`` to print them; ``--write README.md`` replaces each table
-between its ``<!-- NAME:start -->`` / ``<!-- NAME:end -->`` markers. A test keeps the
-README in sync.
+The documentation's ``{ipyagent-table}`` directive (docs/_ext/ipyagent_docs.py) puts them in
+the pages at build time, so no page holds a hand-copied setting. Run it with ``python -m``
+to print them; ``--write FILE`` replaces each table between its ``<!-- NAME:start -->`` /
+``<!-- NAME:end -->`` markers in a file of your own.
 """
 
 from __future__ import annotations

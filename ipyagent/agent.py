@@ -38,10 +38,12 @@ from .memory.run import recall, write_outcome
 from .models.base import Model
 from .models.retry import safe_url
 from .personas import PersonaState
+from .provenance import RanHere
 from .resources import Resources
 from .settings import DEFAULT_SYSTEM_PROMPT, AgentSettings
 from .skills import TOOL_NAME, Found, Skill, SkillTable, load_skill_tool, skills_of
 from .step import CircuitBreaker, emit, run_step
+from .steps import count_steps
 from .tool_mode import ToolModeState, Wire
 from .tools.base import Tool, Toolbox
 from .tools.python import python_description, python_tool
@@ -53,8 +55,10 @@ if TYPE_CHECKING:
     from .kernel.base import Kernel
     from .memory.store import Added
     from .tools.mcp.client import MCPManager
+    from .transcripts.branches import Branches
     from .transcripts.rebuild import Rebuild
     from .transcripts.replay import ReplayReport
+    from .transcripts.rewind import RewindPlan, RewindReport
     from .transcripts.transcript import Autosave, Transcript
 
 __all__ = ["Agent", "DEFAULT_SYSTEM_PROMPT"]
@@ -73,8 +77,10 @@ class Agent(AgentSettings):
     def __init__(self, *, client: Model | None = None, http_client: Any = None,
                  tools: Iterable[Tool | Callable[..., Any]] = (),
                  approval_hook: Approver | Callable[..., Any] | None = None,
-                 **kwargs: Any) -> None:
-        """Settings as keyword arguments; ``client`` injects a model client (tests, custom APIs)."""
+                 start_kernel: bool = True, **kwargs: Any) -> None:
+        """Settings as keyword arguments; ``client`` injects a model client (tests, custom APIs);
+        ``start_kernel=False``: the sibling starts at its first use, not in the background now
+        (a branch that may never run)."""
         super().__init__(**kwargs)
         self.resources = Resources(self, client, http_client)
         self.observe(self._settings_changed, names=["model", "base_url", "api_key_env", "provider",
@@ -96,6 +102,9 @@ class Agent(AgentSettings):
             self.approval_hook = approval_hook
         self._breaker = CircuitBreaker()
         self._step_counter = 0
+        # What ran here after a yes: a rewind re-runs it without asking (shared by branches).
+        self.ran_here = RanHere()
+        self.tree: Branches | None = None  # this conversation's branches (fork, rewind)
         self._autosaver: Autosave | None = None  # made when Agent.autosave is first used
         # The user's variables a NameError may offer to copy (the magics set it); None: none.
         self.copy_source: Callable[[], Mapping[str, Any]] | None = None
@@ -112,7 +121,7 @@ class Agent(AgentSettings):
         self._shell: Tool | None = None  # our shell tool, while it is on offer
         self._shell_changed(None)
         self.observe(self._shell_changed, names=["shell_tool", "sandbox", "python_tool", "kernel_url"])
-        if self.python_tool or "shell" in self.tools:
+        if start_kernel and (self.python_tool or "shell" in self.tools):
             self.resources.start_kernel_soon()
         self._describe_python(None)
         self.observe(self._describe_python, names=["kernel_url", "workspace"])
@@ -135,8 +144,8 @@ class Agent(AgentSettings):
         self.observe(self._skills_changed, names=["skills_enabled", "skills_paths"])
         # Long-term memory (off by default: then nothing is read or written).
         self.memories = Memory(self)
-        self._memory_tool_changed(None)
-        self.observe(self._memory_tool_changed, names=["memory", "memory_tool"])
+        self._memory_tool_wanted(None)
+        self.observe(self._memory_tool_wanted, names=["memory", "memory_tool"])
 
     # -- resources -------------------------------------------------------------------
     @property
@@ -249,7 +258,7 @@ class Agent(AgentSettings):
         elif ours:
             self.tools.remove("shell")
 
-    def _memory_tool_changed(self, change: Any) -> None:
+    def _memory_tool_wanted(self, change: Any) -> None:
         from .memory import TOOL_NAME
 
         wanted = self.memory == "on" and self.memory_tool
@@ -525,8 +534,10 @@ class Agent(AgentSettings):
     async def _astep(self, listeners: list[Listener], steps_so_far: int) -> Step:
         """One iteration (``ipyagent.step`` runs it). Never raises for model/tool failures."""
         self._step_counter += 1
-        return await run_step(self, self._step_counter, listeners, steps_so_far=steps_so_far,
+        step = await run_step(self, self._step_counter, listeners, steps_so_far=steps_so_far,
                               breaker=self._breaker)
+        self.ran_here.record_step(step.tool_calls, step.results)
+        return step
 
     def _autosave_listener(self, others: list[Listener]) -> Listener:
         """Autosave as a ``StepFinished`` listener; what it says goes to ``others``.
@@ -572,9 +583,15 @@ class Agent(AgentSettings):
 
     # -- transcripts -----------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the conversation as a transcript notebook; returns its Path."""
+        """Write the conversation as a transcript notebook; returns its Path. A conversation
+        with branches writes each (``STEM.NAME.ipynb``) and their index (``STEM.branches.ipynb``)
+        beside it."""
         from .transcripts.transcript import save
 
+        if self.tree is not None and len(self.tree) > 1:
+            from .transcripts.branches import save_tree
+
+            return save_tree(self, path)
         return save(self, path)
 
     @classmethod
@@ -595,6 +612,7 @@ class Agent(AgentSettings):
             if fresh:
                 settings["cwd"] = _fresh_dir()
         agent = from_transcript(cls, transcript, **settings)
+        agent.renumber_steps()
         if rerun:
             try:
                 agent._check_blocking_ok()
@@ -627,15 +645,23 @@ class Agent(AgentSettings):
                     approval: Mode | None = None, cwd: str | os.PathLike[str] | None = None,
                     on_event: Listener | None = None) -> Transcript:
         """Awaitable ``load`` (in a notebook, approval clicks need this or ``%agent load``)."""
+        from .transcripts.branches import load_tree, read_index
         from .transcripts.transcript import load_into, read
 
+        index = read_index(path)  # a conversation's branches: all of them come back
+        if index:
+            path = next(b["file"] for b in index["branches"] if b["name"] == index["current"])
         transcript = read(path)
         where = os.path.abspath(os.path.expanduser(os.fspath(cwd))) if cwd is not None else ""
         if rerun:
             transcript.verify_cells()
             if cwd is not None and not os.path.isdir(where):
                 raise ConfigError(f"--rerun: the working directory {where} does not exist")
-        load_into(self, transcript)
+        if index:
+            transcript = load_tree(self, index)
+        else:
+            load_into(self, transcript)
+        self._history_replaced()
         if not rerun:
             kernel = self.kernel_if_started
             if kernel is not None and kernel.is_alive():
@@ -667,10 +693,19 @@ class Agent(AgentSettings):
             await kernel.restart_async()
         return await _eventloop.run_async(self._arebuild(approval, on_event, None))
 
+    def _history_replaced(self) -> None:
+        """The conversation was replaced: steps numbered after it, no branch re-run pending."""
+        from .transcripts.branches import cancel_deferred
+
+        self.renumber_steps()
+        cancel_deferred(self)
+
     async def _arebuild(self, approval: Mode | None, on_event: Listener | None,
                         root: str | None) -> Rebuild:
+        from .transcripts.branches import cancel_deferred
         from .transcripts.rebuild import arebuild
 
+        cancel_deferred(self)  # re-run now: a branch's first call need not do it again
         return await arebuild(self, approval=approval, on_event=on_event, root=root)
 
     def replay(self, path: str | os.PathLike[str], **settings: Any) -> ReplayReport:
@@ -696,7 +731,82 @@ class Agent(AgentSettings):
                 "approval_hook": self.approval_hook,
                 "limits": {k: getattr(self, k) for k in LIMITS}, **settings}
 
+    # -- rewind and branches -----------------------------------------------------------
+    def rewind(self, n: int, *, keep: bool = True, approval: Mode | None = None,
+               on_event: Listener | None = None) -> RewindReport:
+        """Go back to step ``n``: keep steps 1..n, drop the rest -> ``RewindReport``.
+
+        The sibling kernel goes back too (a fresh one re-runs the kept python calls; shell,
+        web and MCP results stand as recorded), and the file changes applied after step
+        ``n`` are undone (a file you edited since is left, and listed). ``keep=False``: the
+        dropped steps are not kept as a branch. Code that did not run in this session (a
+        loaded transcript's) is approved first (``approval``, default ``self.approval``).
+        """
+        self._check_blocking_ok()
+        return _eventloop.run_sync(self.arewind(n, keep=keep, approval=approval, on_event=on_event))
+
+    async def arewind(self, n: int, *, keep: bool = True, approval: Mode | None = None,
+                      on_event: Listener | None = None) -> RewindReport:
+        """Awaitable ``rewind`` (in a notebook, approval clicks need this or ``%agent rewind``)."""
+        from .transcripts.rewind import arewind
+
+        report = await _eventloop.run_async(arewind(self, n, keep=keep, approval=approval,
+                                                     on_event=on_event))
+        self.renumber_steps()
+        return report
+
+    def rewind_plan(self, n: int) -> RewindPlan:
+        """What ``rewind(n)`` would do (nothing changes): the steps, files and calls."""
+        from .transcripts.rewind import plan
+
+        return plan(self, n)
+
+    def fork(self, name: str | None = None) -> Agent:
+        """A new agent sharing this conversation so far, with its own sibling kernel (it
+        re-runs the python calls so far at its first call, not before); a branch of
+        ``self.branches`` named ``name`` (default ``fork-N``)."""
+        from .transcripts.branches import fork
+
+        return fork(self, name)
+
+    def renumber_steps(self) -> None:
+        """Number the next step after the conversation's last (its items were replaced)."""
+        self._step_counter = count_steps(self.context)
+
+    @property
+    def branches(self) -> Branches:
+        """This conversation's branches: a table (name, steps, last answer, tokens), and
+        ``agent.branches["NAME"]`` is that branch's agent."""
+        from .transcripts.branches import tree_of
+
+        return tree_of(self)
+
     # -- copies between the user's kernel and the sibling -------------------------------
+    # -- the staged workspace: what the model's code changed in its copy of the folder -----
+    def changes(self, everything: bool = False) -> Any:
+        """The sandbox's pending file changes (``everything``: every change, with its status)."""
+        from .tools.changes import list_changes
+
+        return list_changes(self, everything)
+
+    def apply(self, *paths: str) -> Any:
+        """Apply pending changes (all, or those at ``paths``) to your folder."""
+        from .tools.changes import apply_pending
+
+        return apply_pending(self, paths)
+
+    def discard(self, *paths: str) -> Any:
+        """Keep pending changes in the sandbox's view only."""
+        from .tools.changes import discard_pending
+
+        return discard_pending(self, paths)
+
+    def undo(self) -> Any:
+        """Undo the last applied change set; files you edited since are left (and listed)."""
+        from .tools.changes import undo_last
+
+        return undo_last(self)
+
     def push(self, **values: Any) -> list[dict[str, Any]]:
         """Copy values into the sibling kernel (``agent.push(df=df)``), each recorded."""
         return _eventloop.run_sync(self.apush(**values))
@@ -723,7 +833,7 @@ class Agent(AgentSettings):
         self.resources.forget_agents_md()  # a new conversation looks for AGENTS.md again
         self.context = Context(system=self._effective_system())
         self.usage = Usage()
-        self._step_counter = 0
+        self._history_replaced()
         self.memories.written.clear()  # the notes this conversation's runs kept
         self._policy.always.clear()
         sibling = self.kernel_if_started

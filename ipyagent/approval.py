@@ -147,13 +147,30 @@ class TerminalApprover:
         answer = (await self._ask("Start them? [y]es / [N]o: ", _YES_NO)).strip().lower()
         return True if answer in ("y", "yes") else "you answered no"
 
+    async def confirm_changes(self, request: Any) -> bool | str:
+        """Ask y/N whether the sandbox's code-like file changes reach the user's folder
+        (``tools.changes.ChangeRequest``); the diffs are shown folded, characters visible."""
+        out = self.output or sys.stdout
+        print(visible(f"\n{request.question()}"), file=out, flush=True)
+        for change in request.changes:
+            if change.diff:
+                lines = change.diff.splitlines()
+                shown = lines[:20] + ([f"... {len(lines) - 20} more lines"] if len(lines) > 20 else [])
+                print(visible("\n".join(f"    {ln}" for ln in shown)), file=out, flush=True)
+        answer = (await self._ask("Apply them to your folder? [y]es / [N]o (they stay in the "
+                                  "sandbox; %agent apply later): ")).strip().lower()
+        return answer in ("y", "yes")
+
     async def offer_result(self, offer: Offer) -> OfferAnswer:
         """Ask y/N whether the value the model offers comes into the user's kernel."""
         from .offers import OfferAnswer
 
         out = self.output or sys.stdout
-        print(visible(f"\n{offer.question()}\n(taking it unpickles it in your kernel, as "
-                      "%agent pull does)"), file=out, flush=True)
+        shown = f"\n{offer.question()}"
+        if offer.preview:
+            shown += "\n" + "\n".join(f"  | {line}" for line in offer.preview.splitlines())
+        print(visible(shown + "\n(taking it puts this decoded copy in your kernel: data only, "
+                      "nothing of the agent's runs)"), file=out, flush=True)
         answer = (await self._ask(visible(f"Take it into your kernel as {offer.name}? "
                                           "[y]es / [N]o: "), _YES_NO)).strip().lower()
         if answer not in ("y", "yes"):
@@ -261,6 +278,12 @@ class TerminalOrDeny:
         if not on_a_terminal():
             return "nobody could agree: stdin is not a terminal"
         return await self.prompt.confirm_mcp(request)
+
+    async def confirm_changes(self, request: Any) -> bool | str:
+        """The y/N prompt for the sandbox's code-like file changes; nobody there: they wait."""
+        if not on_a_terminal():
+            return "nobody could agree: stdin is not a terminal"
+        return await self.prompt.confirm_changes(request)
 
     async def offer_result(self, offer: Offer) -> OfferAnswer:
         """The y/N prompt for a value the model offers; with nobody there: not taken."""

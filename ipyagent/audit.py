@@ -1,10 +1,13 @@
-"""The audit trail: how each tool call was decided, read back from the context.
+"""The audit trail: how each tool call was decided, and every other thing a person decided,
+read back from the context.
 
-``Agent`` writes one record per decision into the result's ``meta["decision"]`` (so it is
-saved and loaded with the transcript); ``Audit`` lists them for ``agent.audit()``, ``%agent
-audit`` and the transcript's "Audit" cell. Every string in a record may come from the model
-(tool names, call ids, edited code) or another person (a reason), so it is escaped wherever
-it is rendered.
+``Agent`` writes one record per tool-call decision into the result's ``meta["decision"]``;
+every other decision a person makes — Take or decline an offer, pull, push, apply or
+discard file changes, undo — is recorded with ``person_decided`` into an item's
+``meta["decided"]`` (so both are saved and loaded with the transcript). ``Audit`` lists
+them in order for ``agent.audit()``, ``%agent audit`` and the transcript's "Audit" cell.
+Every string in a record may come from the model (tool names, call ids, edited code, a
+variable's name) or another person (a reason), so it is escaped wherever it is rendered.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._text import one_line
-from .approval import Decision
+from .decisions import DECIDED, Decision, person_decided
 from .items import Item, ToolCall, ToolResult, unfold
 
-__all__ = ["Audit", "AuditRow", "audit_rows", "decision_record"]
+__all__ = ["Audit", "AuditRow", "audit_rows", "decision_record", "person_decided"]
+
 
 
 def decision_record(decision: Decision, step: int,
@@ -70,13 +74,29 @@ class AuditRow:
     ran: bool  # approved, so it started
     note: str = ""  # why there is no decision
     always: bool = False  # this answer was Always: later calls of the tool ran unasked
+    person: bool = False  # a person_decided row (take, pull, push, apply, undo…), not a call
+    sha256: str = ""  # of what moved, for a person_decided row where something did
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.step, self.call_id, self.tool, self.decision, self.by, self.at,
-                     self.edited))
+                     self.edited, self.sha256))
 
 
-COLUMNS = ("step", "call id", "tool", "decision", "by", "at", "edited")
+COLUMNS = ("step", "call id", "tool", "decision", "by", "at", "edited", "sha256")
+
+
+def _person_rows(meta: dict[str, Any], step: int | None) -> list[AuditRow]:
+    """The ``person_decided`` records an item holds, as rows (malformed ones skipped)."""
+    rows = []
+    for record in meta.get(DECIDED) or []:
+        if not isinstance(record, dict):
+            continue
+        rows.append(AuditRow(step, str(record.get("call_id", "")), str(record.get("subject", "")),
+                             str(record.get("action", "")), str(record.get("by", "")),
+                             str(record.get("detail", "")), str(record.get("at", "")), False,
+                             str(record.get("reason", "")), False, person=True,
+                             sha256=str(record.get("sha256", ""))))
+    return rows
 
 
 def audit_rows(items: Iterable[Item]) -> list[AuditRow]:
@@ -93,6 +113,9 @@ def audit_rows(items: Iterable[Item]) -> list[AuditRow]:
         if isinstance(turn, dict) and isinstance(turn.get("step"), int):
             step = turn["step"]
         if not isinstance(item, ToolCall):
+            item_meta = getattr(item, "meta", None)
+            if isinstance(item_meta, dict):
+                rows += _person_rows(item_meta, step)
             continue
         queue = results.get(item.id, [])
         result = queue.pop(0) if queue else None
@@ -145,18 +168,22 @@ class Audit:
         return self.rows[index]
 
     def __repr__(self) -> str:
-        ran = sum(r.ran for r in self.rows)
-        denied = sum(r.decision == "deny" for r in self.rows)
-        return f"<Audit: {len(self.rows)} calls, {ran} ran, {denied} denied>"
+        calls = [r for r in self.rows if not r.person]
+        ran = sum(r.ran for r in calls)
+        denied = sum(r.decision == "deny" for r in calls)
+        other = len(self.rows) - len(calls)
+        more = f", {other} other decision{'s' * (other != 1)}" if other else ""
+        return f"<Audit: {len(calls)} calls, {ran} ran, {denied} denied{more}>"
 
     def _cells(self, row: AuditRow) -> list[str]:
         decision = row.decision or f"— {row.note}"
         if row.always:
             decision += " + Always (this conversation)"
-        if row.reason and row.decision == "deny":
+        if row.reason and row.decision in ("deny", "decline", "discard"):
             decision += f": {row.reason}"
         return ["" if row.step is None else str(row.step), row.call_id, row.tool, decision,
-                _by(row), row.at, "yes" if row.edited else ""]
+                _by(row), row.at, "yes" if row.edited else "",
+                f"{row.sha256[:12]}…" if row.sha256 else ""]
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         """The table as text, for terminal IPython (which showed only the summary line)."""
@@ -180,7 +207,9 @@ class Audit:
         """The "Audit" section of a transcript: a Markdown table, every value escaped."""
         intro = (f"{_md(repr(self)[1:-1])}. How each tool call was decided (`by`: click, "
                  "click-always, terminal, always, allow-list, policy, hook, timeout, headless, "
-                 "replay); the full records are in each result's `meta.decision`.")
+                 "replay), and what else a person decided (take, pull, push, apply, discard, "
+                 "undo; `tool` is then what it was about); the full records are in each "
+                 "result's `meta.decision` and the items' `meta.decided`.")
         lines = ["#### Audit", "", intro, "", "| " + " | ".join(COLUMNS) + " |",
                  "|" + "---|" * len(COLUMNS)]
         lines += [_md_row(tuple(self._cells(r))) for r in self.rows]

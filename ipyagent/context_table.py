@@ -77,9 +77,16 @@ class ContextTable:
         head = f"next request ~{total:,} tokens" if specs is not None else f"~{total:,} tokens"
         return f"{head}: {' · '.join(parts)} (estimated: {counter.method}{scale})"
 
+    def _marks(self) -> dict[int, str]:
+        """Where each step starts (``%agent rewind N`` takes these numbers)."""
+        from .steps import step_marks
+
+        return step_marks(list(self.context))
+
     def _repr_html_(self) -> str:
         ctx = self.context
         rows = []
+        marks = self._marks()
         for block in self._blocks():
             if isinstance(block, int):
                 rows.append(f"<tr><td></td><td colspan='3' style='text-align:left;color:#666'>"
@@ -87,6 +94,10 @@ class ContextTable:
                 continue
             for i in block:
                 item = ctx[i]
+                if i in marks:  # a step boundary: the number a rewind takes
+                    rows.append(f"<tr class='ipyagent-step'><td></td><td colspan='3' style="
+                                f"'text-align:left;color:#666;border-top:1px solid #bbb'>"
+                                f"── {html.escape(marks[i])}</td></tr>")
                 rows.append(
                     f"<tr><td style='text-align:right'>{i}</td><td>{html.escape(item.label)}</td>"
                     f"<td style='text-align:left'>{html.escape(item.summary())}</td>"
@@ -111,12 +122,16 @@ class ContextTable:
         room = max(20, shutil.get_terminal_size((110, 24)).columns - 30)
         lines = [self._title(),  # the sizes as the notebook's title and the footer say them
                  f"  {'#':>3}  {'kind':<12} {'tokens':>6}  summary"]
+        marks = self._marks()
         for block in self._blocks():
             if isinstance(block, int):
                 lines.append(f"       {self._more(block)}")
                 continue
-            lines += [f"  {i:>3}  {ctx[i].label:<12} {ctx.item_tokens(i):>6}  "
-                      f"{one_line(ctx[i].summary(), room)}" for i in block]
+            for i in block:
+                if i in marks:
+                    lines.append(f"       ── {marks[i]}")
+                lines.append(f"  {i:>3}  {ctx[i].label:<12} {ctx.item_tokens(i):>6}  "
+                             f"{one_line(ctx[i].summary(), room)}")
         return visible("\n".join(lines))
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:

@@ -1,7 +1,8 @@
 """Copies between the user's kernel and the sibling: explicit, one value at a time, recorded.
 
-Nothing is shared: ``push`` pickles a value of the user's kernel into the sibling, ``pull``
-brings a copy of a sibling value back, and each copy becomes a user message in the context
+Nothing is shared: ``push`` pickles a value of the user's kernel into the sibling (where a
+pickle can do nothing the model's code could not), ``pull`` brings a copy of a sibling value
+back as data, never as a pickle (``trust``), and each copy becomes a user message in the context
 (``meta["copy"]``: name, type, size, sha256, and the payload when small) — so the model
 knows the name now exists where its code runs, and the transcript can recreate it.
 """
@@ -9,13 +10,12 @@ knows the name now exists where its code runs, and the transcript can recreate i
 from __future__ import annotations
 
 import base64
-import pickle
 import re
 from typing import TYPE_CHECKING, Any, Callable
 
 from ._text import one_line
 from .items import Message, ToolCall, ToolResult
-from .kernel.transfer import PROTOCOL, serialize
+from .kernel.transfer import serialize
 from .namespace import copy_record, describe
 
 if TYPE_CHECKING:
@@ -38,7 +38,15 @@ def human_size(n: int) -> str:
 
 
 def _record(agent: Agent, text: str, record: dict[str, Any]) -> None:
-    agent.context.append(Message("user", text, meta={"copy": record}))
+    """The copy as a user message (the model learns of it) and a row of the audit."""
+    from .audit import person_decided
+
+    message = Message("user", text, meta={"copy": record})
+    agent.context.append(message)
+    verb = str(record["direction"])
+    person_decided(message, verb, str(record.get("local") or record["name"]), by="user",
+                   sha256=record.get("sha256"), detail=f"%agent {verb} or agent.{verb}()")
+    agent.ran_here.add_copy(record.get("sha256"))  # the user's own: a rewind redoes it unasked
 
 
 async def _push_one(agent: Agent, name: str, value: Any, payload: str) -> dict[str, Any]:
@@ -48,19 +56,41 @@ async def _push_one(agent: Agent, name: str, value: Any, payload: str) -> dict[s
     return record
 
 
+def secret_problem(agent: Agent, name: str, value: Any, payload: str | None = None) -> str | None:
+    """Why ``value`` may not go into the sibling unasked (it holds a secret: by its name, its
+    text, anywhere inside, or in its pickled bytes; or it is ipyagent's own), or None."""
+    from ._secrets import find_secret, key_envs, secret_values
+    from .trust.secrets_in import own_object, secret_inside, secret_name
+
+    secrets = secret_values(key_envs(agent))
+    if own_object(value):
+        return f"{name} is ipyagent's own {type(value).__name__}"
+    if secret_name(name):
+        return f"its name ({name}) looks secret"
+    found = secret_inside(value, secrets, name)
+    if found:
+        return found
+    if payload is not None and secrets:  # an object's attributes that no walk reached
+        leaked = find_secret(base64.b64decode(payload).decode("latin-1"), secrets)
+        if leaked:
+            return f"{name} holds the value of ${leaked} somewhere inside"
+    return None
+
+
 async def push(agent: Agent, values: dict[str, Any]) -> list[dict[str, Any]]:
     """Copy each of ``values`` into the sibling; the records (also appended to the context)."""
-    from ._secrets import secret_values
-    from .namespace import secret_like
-
-    secrets = secret_values()
+    payloads: dict[str, str] = {}
     for name, value in values.items():  # all or none: check every one before copying any
-        if secret_like(name, value, secrets):
-            raise ValueError(f"cannot push {name!r}: its name or value looks secret (the rule "
-                             "that keeps keys out of the sibling kernel); it stays in your kernel")
+        why = secret_problem(agent, name, value)  # before pickling: the agent itself cannot be
+        if not why:
+            payloads[name] = serialize({name: value}, agent.kernel.max_transfer_bytes)
+            why = secret_problem(agent, name, value, payloads[name])
+        if why:
+            raise ValueError(f"cannot push {name!r}: {why}; nothing was copied (the sandbox has a "
+                             "network: secrets stay in your kernel). Push a copy without it")
     records = []
     for name, value in values.items():
-        payload = serialize({name: value}, agent.kernel.max_transfer_bytes)
+        payload = payloads[name]
         record = await _push_one(agent, name, value, payload)
         _record(agent, f"[ipyagent: the user copied `{name}` ({one_line(describe(value), 200)}, "
                        f"{human_size(record['bytes'])} pickled) from the user's kernel into your "
@@ -99,9 +129,16 @@ async def copy_missing(agent: Agent, call: ToolCall, result: ToolResult,
         return False
     value = available[name]
     copies = result.meta.setdefault("copies", [])
+    asked: str | None = None  # how the copy was answered, when someone was asked
+    by = "policy"  # auto, under copy_limit: nobody was asked
 
     def refused(why: str) -> bool:
         copies.append({"name": name, "direction": "push", "copied": False, "reason": why})
+        if asked is not None:  # a person (or a hook) said no: a row of the audit
+            from .audit import person_decided
+
+            person_decided(result, "decline", name, by=asked, reason=why, call_id=call.id,
+                           detail="copy offered after a NameError")
         result.output += (f"\n[ipyagent: `{name}` exists in the user's kernel but was not copied "
                           f"into yours: {why}. Do not assume it; ask the user, or work without it.]")
         return False
@@ -115,33 +152,49 @@ async def copy_missing(agent: Agent, call: ToolCall, result: ToolResult,
     size = len(payload) * 3 // 4
     what = f"`{name}` ({one_line(describe(value), 200)}, ~{human_size(size)})"
     limit = parse_memory(agent.copy_limit) or 0
-    if not (agent.approval == "auto" and size <= limit):
+    # A value holding a secret is put to a person under every mode (the sandbox has a
+    # network): no auto, allow-list or earlier "always" copies it unasked.
+    secret = secret_problem(agent, name, value, payload)
+    if secret or not (agent.approval == "auto" and size <= limit):
         question = ToolCall(new_call_id(), "copy_variable", {
             "name": name, "value": one_line(describe(value), 200), "size": human_size(size),
-            "from": "your kernel", "into": "the agent's kernel"})
-        emit(Notice(f"copy {what} from your kernel into the agent's kernel?", "info"))
+            "from": "your kernel", "into": "the agent's kernel",
+            **({"warning": f"{secret} — the agent's kernel has a network"} if secret else {})})
+        emit(Notice(f"copy {what} from your kernel into the agent's kernel?"
+                    + (f" Careful: {secret}" if secret else ""), "warning" if secret else "info"))
         ui = agent.policy.ui
-        if agent.approval == "auto":  # over copy_limit: ask even so
+        if agent.approval == "auto" or secret:  # over copy_limit, or a secret: a person is asked
             decision = await ui.decide(question) if ui is not None else None
         else:
             decision = await agent.policy.decide(question)
+        asked = (decision.by or "hook") if decision is not None else None
         if decision is None or not decision.approved:
             reason = (decision.reason if decision is not None else "") or "the user did not approve the copy"
             return refused(one_line(reason, 300))
+        by = asked or by
     record = await _push_one(agent, name, value, payload)
     record["copied"] = True
     copies.append(record)
+    from .audit import person_decided
+
+    person_decided(result, "push", name, by=by, sha256=record["sha256"], call_id=call.id,
+                   detail="copy offered after a NameError")
     emit(Notice(f"copied {what} from your kernel into the agent's kernel", "info"))
     return True
 
 
 async def pull(agent: Agent, name: str, local: str | None = None) -> Any:
-    """A copy of the sibling's ``name`` (recorded; the caller puts it in the user's kernel)."""
-    value = await agent.kernel.pull_async(name)
+    """A copy of the sibling's ``name``, decoded here as data (never unpickled), recorded
+    with the sha256 of the bytes that crossed; the caller puts it in the user's kernel."""
+    from .trust.values import Undecodable, arrive
+
+    data = await agent.kernel.pull_payload_async(name)
     try:
-        data = pickle.dumps(value, protocol=PROTOCOL)
-    except Exception:  # it came pickled; cloudpickle may be needed to pickle it again
-        data = b""
+        arrived = arrive(data)
+    except Undecodable as exc:
+        raise TypeError(f"cannot copy {name!r}: what the agent's kernel sent is not a value "
+                        f"this side reads ({exc})") from None
+    value = arrived.value
     record = copy_record(name, value, data, keep_below=0)
     record.update(direction="pull", local=local or name)
     record.pop("note", None)

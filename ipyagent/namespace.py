@@ -6,10 +6,12 @@ the common data types, their shape (``Agent.share_namespace``): enough to write
 ``df.plot(...)`` and to know it must ask for ``df`` to be copied first.
 
 Left out: private names, IPython's own (``In``, ``Out``, ``_1``, ``exit``…), modules, and
-anything whose name or value looks secret — a name containing KEY, TOKEN, SECRET or
-PASSWORD (the rule that keeps them out of the sibling's environment) or a string equal to
-or containing a secret of the environment (the save guard's rule). Only values the user
-could see at a glance are shown: scalars and short strings; everything else by shape.
+ipyagent's own objects (the agent, its context). Shown by name and type only, the value
+hidden: anything whose name or text looks secret (``trust.secrets_in``: ``db_pass``,
+``passwd``, ``pwd``, ``token``, ``api_key``, ``dsn``, ``conn``, ``auth``…; a string holding
+a secret of the environment, shaped like a key, or a URL with ``user:password@``). Only
+values the user could see at a glance are shown: scalars and short strings; everything else
+by shape.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._secrets import SECRET_MARKERS, find_secret, secret_values
+from ._secrets import secret_values
+from .trust.secrets_in import own_object, secret_name, secret_text
 
-__all__ = ["NamespacePicture", "describe", "picture", "copy_record", "MODES"]
+__all__ = ["NamespacePicture", "describe", "picture", "copy_record", "hidden_reason", "MODES"]
 
 MODES = ("describe", "names", "off")
 MAX_TOKENS = 1500
@@ -49,27 +52,37 @@ class NamespacePicture:
         return "the agent sees: " + shown + (f", … ({extra} more)" if extra > 0 else "")
 
 
-def secret_like(name: str, value: Any, secrets: Mapping[str, str]) -> bool:
-    """True when ``name`` or ``value`` looks secret (the sibling's and the save guard's rules)."""
-    if any(m in name.upper() for m in SECRET_MARKERS):
-        return True
-    if isinstance(value, (str, bytes)):
-        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-        return bool(secrets) and find_secret(text, secrets) is not None
-    return False
+def hidden_reason(name: str, value: Any, secrets: Mapping[str, str]) -> str | None:
+    """Why ``name``'s value may not be shown or copied unasked (its name or text looks
+    secret), or None."""
+    if secret_name(name):
+        return "its name looks secret"
+    if isinstance(value, (str, bytes, bytearray)):
+        text = value if isinstance(value, str) else bytes(value).decode("latin-1")
+        why = secret_text(text, secrets)
+        if why:
+            return f"it {why}"
+    return None
 
 
-def shareable(ns: Mapping[str, Any], secrets: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The user's variables that may be described: public, not IPython's, not modules, not secret."""
-    secrets = secret_values() if secrets is None else secrets
+def _listed(ns: Mapping[str, Any]) -> dict[str, Any]:
+    """The user's variables the model may know exist: public, not IPython's, not modules,
+    not ipyagent's own objects."""
     out = {}
     for name, value in list(ns.items()):
         if name.startswith("_") or name in _IPYTHON_NAMES or not name.isidentifier():
             continue
-        if isinstance(value, types.ModuleType) or secret_like(name, value, secrets):
+        if isinstance(value, types.ModuleType) or own_object(value):
             continue
         out[name] = value
     return out
+
+
+def shareable(ns: Mapping[str, Any], secrets: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The user's variables that may be described and offered for copying: listed, and
+    neither their name nor their text looks secret."""
+    secrets = secret_values() if secrets is None else secrets
+    return {n: v for n, v in _listed(ns).items() if hidden_reason(n, v, secrets) is None}
 
 
 def _shape(value: Any) -> tuple[int, ...] | None:
@@ -153,14 +166,21 @@ def picture(ns: Mapping[str, Any], mode: str = "describe", *, max_tokens: int = 
     """The picture of ``ns`` for the model: largest first, bounded, ``and N more``."""
     if mode == "off":
         return NamespacePicture()
-    values = shareable(ns, secrets)
-    order = sorted(values, key=lambda n: (-size_of(values[n]), n))
+    secrets = secret_values() if secrets is None else secrets
+    values = _listed(ns)
+    hidden = {n: why for n, v in values.items() if (why := hidden_reason(n, v, secrets))}
+    order = sorted(values, key=lambda n: (n in hidden, -size_of(values[n]), n))
     budget = max_tokens * 4  # ~4 characters per token
     lines: list[str] = []
     names: list[str] = []
     used = 0
     for name in order:
-        line = f"- {name}" if mode == "names" else f"- {name}: {describe(values[name])}"
+        if mode == "names":
+            line = f"- {name}"
+        elif name in hidden:  # the name and type stay; the value never leaves
+            line = f"- {name}: {type(values[name]).__name__} (value hidden: {hidden[name]})"
+        else:
+            line = f"- {name}: {describe(values[name])}"
         if used + len(line) + 1 > budget:
             break
         lines.append(line)

@@ -1,12 +1,16 @@
 """The model offers a value of its kernel to the user: the ``offer_result`` tool.
 
-``offer_result(name, description)`` pickles ``name`` in the sibling *now* (so what the user
-takes is what was offered, byte for byte: its sha256 is recorded) and puts the question to
-the person — a "take it" button in the notebook, a y/N prompt on a terminal. Nothing enters
-the user's kernel without that answer: the bytes are unpickled there only by the click (as
-``%agent pull`` would), under the exact local name the button shows, and a value it would
+``offer_result(name, description)`` encodes ``name`` as data in the sibling *now*
+(``trust.encode``: never a pickle) and decodes it here at once with code that cannot run
+code (``trust.values``), so the question put to the person — a "take it" button in the
+notebook, a y/N prompt on a terminal — shows what actually arrived: its type and shape, a
+preview and the sha256, all made here; the model's description is shown as its words. A
+value that cannot cross as data is refused before anyone is asked, with what to ask for
+instead. Nothing enters the user's kernel without the answer: the decoded value is put
+there only by the click, under the exact local name the button shows, and a value it would
 replace is said on the question. The outcome is recorded in the call's result
-(``meta["copies"]``, ``direction: "pull"``), as a pull is.
+(``meta["copies"]``, ``direction: "pull"``), as a pull is, and the person's answer is a
+row of the audit (``audit.person_decided``).
 
 The tool is offered only where it can work: a frontend that can ask (its approver has
 ``offer_result``) and a user namespace to put the value in (``Agent.copy_target``, set by
@@ -16,18 +20,18 @@ the magics). The offer's question is its own approval; ``approval = "deny"`` sti
 from __future__ import annotations
 
 import builtins
-import hashlib
 import keyword
-import pickle
 import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ._text import one_line
+from .audit import person_decided
 from .copies import human_size
 from .items import ToolCall, ToolResult
 from .namespace import describe
 from .tools.base import Tool
+from .trust.values import Undecodable, arrive
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -50,19 +54,20 @@ class Offer:
 
     call_id: str
     name: str  # the sibling's variable, and the name it gets in the user's kernel
-    description: str  # the model's words: untrusted, one line, bounded
-    kind: str  # its type (and shape), as the sibling reported it: untrusted
-    size: int  # pickled bytes
+    description: str  # the model's words: untrusted, one line, bounded; shown as its words
+    kind: str  # its type and shape, from the value decoded here (not the model's claim)
+    size: int  # bytes that crossed
     sha256: str
     replaces: str | None  # what that name holds in the user's kernel now (None: nothing)
-    take: Callable[[], str] = field(repr=False, default=lambda: "")  # unpickle + assign -> what arrived
+    take: Callable[[], str] = field(repr=False, default=lambda: "")  # assign -> what arrived
+    preview: str = ""  # a short look at the decoded value, made here
 
     def question(self) -> str:
         """The offer in one plain line (a terminal, a saved notebook)."""
-        line = (f"the agent offers `{self.name}`{_ascii_note(self.name)} ({self.kind}, "
-                f"{human_size(self.size)} pickled)")
+        line = (f"the agent offers `{self.name}`{_ascii_note(self.name)}: {self.kind} (decoded "
+                f"here from {human_size(self.size)} of data; sha256 {self.sha256[:16]}…)")
         if self.description:
-            line += f": {self.description}"
+            line += f" — the agent's words: “{self.description}”"
         if self.replaces:
             line += f" — taking it REPLACES {self.replaces}"
         return line
@@ -145,26 +150,25 @@ async def _offer(agent: Agent, call: ToolCall) -> ToolResult:
     target, ui = agent.copy_target, agent.policy.ui
     if target is None or not callable(getattr(ui, "offer_result", None)):
         return _error(call, "cannot offer it: nobody here can take it (no notebook or terminal)")
-    try:  # pickled now: the person takes exactly what was offered
-        payload, kind = await agent.kernel.pull_payload_async(name)
-    except (NameError, TypeError, ValueError) as exc:
-        return _error(call, f"cannot offer {name!r}: {one_line(exc, 300)}")
+    try:  # encoded now and decoded here at once: the person sees, and takes, what arrived
+        data = await agent.kernel.pull_payload_async(name)
+        arrived = arrive(data)
+    except (NameError, TypeError, ValueError) as exc:  # Undecodable is a ValueError
+        why = f"what your kernel sent is not a value the user's side reads ({exc})" \
+            if isinstance(exc, Undecodable) else one_line(exc, 300)
+        return _error(call, f"cannot offer {name!r}: {one_line(why, 400)}")
     description = one_line(call.arguments.get("description", ""), DESCRIPTION_LIMIT)
+    kind = one_line(describe(arrived.value), 200)
     record: dict[str, Any] = {"name": name, "direction": "pull", "offered": True, "local": name,
-                              "type": one_line(kind, 120), "bytes": len(payload),
-                              "sha256": hashlib.sha256(payload).hexdigest()}
+                              "type": kind, "bytes": arrived.size, "sha256": arrived.sha256}
 
     def take() -> str:
-        """Unpickle the offered bytes into the user's kernel (on the person's answer only)."""
-        try:
-            value = pickle.loads(payload)
-        except Exception as exc:
-            raise TypeError(f"cannot unpickle {name!r} here ({type(exc).__name__}: {exc})") from exc
-        target[name] = value
-        return one_line(describe(value), 200)
+        """Put the decoded value in the user's kernel (on the person's answer only)."""
+        target[name] = arrived.value
+        return kind
 
-    offer = Offer(call.id, name, description, record["type"], len(payload), record["sha256"],
-                  replaced(target, name), take)
+    offer = Offer(call.id, name, description, kind, arrived.size, arrived.sha256,
+                  replaced(target, name), take, arrived.preview)
     record["replaced"] = offer.replaces is not None
     answer = await ui.offer_result(offer)  # type: ignore[union-attr]
     record.update(taken=answer.taken, by=answer.by)
@@ -177,4 +181,8 @@ async def _offer(agent: Agent, call: ToolCall) -> ToolResult:
         text = (f"The user did not take `{name}`"
                 + (f" ({one_line(answer.reason, 200)})" if answer.reason else "")
                 + ". Nothing was copied into their kernel; do not assume they have it.")
-    return ToolResult(call.id, text, name=call.name, meta={"copies": [record]})
+    result = ToolResult(call.id, text, name=call.name, meta={"copies": [record]})
+    person_decided(result, "take" if answer.taken else "decline", name, by=answer.by,
+                   sha256=arrived.sha256 if answer.taken else None, reason=answer.reason,
+                   call_id=call.id, detail="offer_result")
+    return result

@@ -41,6 +41,7 @@ class Resources:
         self._cached: Model | None = None  # the response-cache wrapper around _client
         self._kernel: Kernel | None = None
         self._kernel_lock = threading.Lock()
+        self._closing: set[Any] = set()  # old siblings shutting down in the background
         self._mcp: MCPManager | None = None
         self._remote_files: tuple[tuple[str, str], RemoteWorkspace | Unreachable] | None = None
         self._agents_md: tuple[str, Path | None] | None = None  # (directory, its AGENTS.md)
@@ -63,6 +64,11 @@ class Resources:
     def client_if_made(self) -> Model | None:
         """The model client, if one was injected or built (never builds one)."""
         return self._client
+
+    @property
+    def http_client(self) -> Any:
+        """The ``httpx.AsyncClient`` given for the built clients (None: each makes its own)."""
+        return self._http_client
 
     def inject(self, client: Model) -> None:
         """Use ``client`` from now on, as if the agent had been made with ``client=``."""
@@ -141,6 +147,20 @@ class Resources:
         if old is not None:
             await old.shutdown_async()
 
+    async def renew_kernel(self) -> Kernel | None:
+        """Shut the sibling down (its variables and its staged workspace go with it) in the
+        background; the next use starts a fresh one where it was at once (a graceful shutdown
+        takes a second or two). Returns the old one (None: none was made)."""
+        import asyncio
+
+        with self._kernel_lock:  # the background start takes it too: no kernel is lost
+            old, self._kernel = self._kernel, None
+        if old is not None:
+            task = asyncio.ensure_future(old.shutdown_async())
+            self._closing.add(task)  # held until done: a task nobody holds may be collected
+            task.add_done_callback(self._closing.discard)
+        return old
+
     def _make_kernel(self) -> Kernel:
         agent = self._agent
         kernel: Kernel
@@ -159,7 +179,8 @@ class Resources:
                 memory_limit=agent.memory_limit or None, kernel_name=agent.kernel_name,
                 secret_env_vars=[v for v in {agent.api_key_env, agent.endpoint.key_env} if v],
                 sandbox=agent.sandbox, sandbox_network=agent.sandbox_network,
-                sandbox_paths=agent.sandbox_paths, workspace=agent.workspace_path)
+                sandbox_paths=agent.sandbox_paths, workspace=agent.workspace_path,
+                sandbox_env=list(agent.sandbox_env))
         kernel.start_background()
         return kernel
 

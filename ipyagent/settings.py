@@ -223,9 +223,28 @@ class AgentSettings(LoggingConfigurable):
         "where it works, else 'none' with one line saying so; 'none' is a plain process of "
         "your account. Read when the kernel starts."
     )).tag(config=True)
-    sandbox_network = Bool(True, help=(
-        "Let the sandboxed sibling use the network (pip install, downloads); False gives it "
-        "an empty network namespace (no loopback either)."
+    sandbox_network = Bool(False, help=(
+        "Give the sandboxed sibling (and the shell tool) outside network access (pip install, "
+        "downloads) through slirp4netns, a user-mode network stack: the host's loopback (your "
+        "kernel, Jupyter Server, local model servers, databases) and abstract unix sockets "
+        "stay out of reach either way. Needs slirp4netns (apt install slirp4netns); where it "
+        "is missing, the kernel does not start and says how to get it: there is no fallback "
+        "to the host's network. False: an empty network namespace. Read when the kernel starts."
+    )).tag(config=True)
+    sandbox_env = List(Unicode(), help=(
+        "Names of environment variables of yours the sandbox gets, beyond its fixed list "
+        "(PATH, LANG/LC_*, TERM, TZ, the Python ones, thread counts); nothing else of your "
+        "environment enters. E.g. ['HF_HOME', 'PIP_INDEX_URL']. Read when the kernel starts."
+    )).tag(config=True)
+    apply_changes = Enum(["data", "ask", "never"], default_value="data", help=(
+        "What happens to files the model's code writes in the sandbox, which sees your "
+        "folder copy-on-write: 'data' applies data files to your folder after each call and "
+        "asks for anything that can run code later (Python files and what they shadow, "
+        ".pyc, .pth, native modules, launchers, conftest.py, setup.py/pyproject.toml, "
+        "Makefiles, executables, symlinks, .git/, .ipyagent/, AGENTS.md, mcp.json, skills, "
+        "shell rc files); 'ask' asks for every change; 'never' applies nothing (the sandbox "
+        "keeps its own view). Not asked where nobody can answer: pending changes wait for "
+        "%agent apply. Every applied set can be undone (%agent undo)."
     )).tag(config=True)
     sandbox_paths = Dict(value_trait=Unicode(), help=(
         "More directories for the sandboxed sibling: path -> 'ro' or 'rw', e.g. "

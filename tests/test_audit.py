@@ -150,13 +150,13 @@ def test_ask_mode_records_hook_allow_list_always_edit_and_deny(tmp_path: Any) ->
     table = pretty(agent.audit())  # terminal IPython: the table, not just its summary
     assert table.splitlines()[0] == "<Audit: 7 calls, 5 ran, 2 denied>"
     assert table.splitlines()[1].split() == ["step", "call", "id", "tool", "decision", "by",
-                                            "at", "edited"]
+                                            "at", "edited", "sha256"]
     assert "always (given at call_0_a)" in table and "approve + Always (this conversation)" in table
     assert "<img src=x onerror=alert(1)>" in table and "\x1b" not in table
     html = agent.audit()._repr_html_()
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
     assert repr(agent.audit()) == "<Audit: 7 calls, 5 ran, 2 denied>"
-    assert list(rows[0]) == [1, "call_0_a", "a", "approve", "hook", rows[0].at, False]
+    assert list(rows[0]) == [1, "call_0_a", "a", "approve", "hook", rows[0].at, False, ""]
 
 
 def test_a_transcript_without_decisions_still_loads(tmp_path: Any) -> None:
@@ -230,3 +230,50 @@ def test_clicks_are_recorded_with_the_button_and_always_names_its_call() -> None
     assert len(approver.panels) == 2  # the third call was not asked
     assert [p.decision.by for p in approver.panels] == ["click", "click-always"]
     assert_one_decision_per_executed_call(agent, ran)
+
+
+def test_every_decision_a_person_makes_is_a_row_with_what_moved(tmp_path: Any) -> None:
+    """Take, decline, pull, push and the API other code calls (apply, undo): each a row,
+    with the sha256 of what moved, saved and read back, escaped where shown."""
+    from ipyagent.audit import person_decided
+    from ipyagent.offers import OfferAnswer, offer_tool
+
+    class Person:
+        async def decide(self, call: ToolCall) -> Decision:
+            return Decision("approve", by="click")
+
+        async def offer_result(self, offer: Any) -> OfferAnswer:
+            if offer.name == "fit":
+                return OfferAnswer(True, "click", offer.take())
+            return OfferAnswer(False, "click", reason="the user chose not to take it")
+
+    script = [calls(("python", {"code": "fit = [1, 2]\nother = 3"}),
+                    ("offer_result", {"name": "fit", "description": "x"}),
+                    ("offer_result", {"name": "other", "description": "y"})), text("done")]
+    mine: dict[str, Any] = {"mine": {"n": 1}}
+    with Agent(client=ScriptedModel(script), approval="ask", file_tools=False, shell_tool="off",
+               cwd=str(tmp_path), approval_hook=Person()) as agent:
+        agent.copy_target = mine
+        agent.tools.add(offer_tool(agent))
+        agent.run("go")
+        agent.push(mine=mine["mine"])
+        agent.pull("fit", "fit_again")
+        person_decided(agent.context, "apply", f"2 file changes {BAD}", by="click",
+                       sha256="ab" * 32, tell="[ipyagent: the user applied 2 file changes]")
+        person_decided(agent.context, "undo", "the last apply", by="click")
+        audit = agent.audit()
+        agent.save(tmp_path / "run.ipynb")
+    people = [(r.decision, r.tool, r.by, bool(r.sha256)) for r in audit if r.person]
+    assert people == [("take", "fit", "click", True), ("decline", "other", "click", False),
+                      ("push", "mine", "user", True), ("pull", "fit_again", "user", True),
+                      ("apply", f"2 file changes {BAD}", "click", True),
+                      ("undo", "the last apply", "click", False)]
+    take = next(r for r in audit if r.decision == "take")
+    copies = next(i for i in agent.context if isinstance(i, ToolResult) and i.call_id == take.call_id)
+    assert take.sha256 == copies.meta["copies"][0]["sha256"]  # the bytes that crossed
+    assert repr(audit) == "<Audit: 3 calls, 3 ran, 0 denied, 6 other decisions>"
+    assert "&lt;img" in audit._repr_html_() and "<img" not in audit._repr_html_()
+    assert "the user applied 2 file changes" in agent.context[-1].content  # the model is told
+    loaded = read(tmp_path / "run.ipynb")
+    assert [(r.decision, r.sha256) for r in Audit.of(loaded.items) if r.person] == \
+        [(r.decision, r.sha256) for r in audit if r.person]

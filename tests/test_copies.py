@@ -103,3 +103,75 @@ def test_replayed_copies_are_approved_like_calls_that_run(tmp_path: Path) -> Non
     assert asked.count("copy_variable") == 2 and "python" in asked
     assert sum("not approved" in n for n in report.notes) >= 2, report.notes
     assert not report.reproduced
+
+
+KEY = "sk-test-0123456789abcdefABCDEF"
+
+
+class Asker:
+    """The person at the approval UI: records each question, answers as told."""
+
+    def __init__(self, answer: bool) -> None:
+        self.answer = answer
+        self.asked: list[dict[str, object]] = []
+
+    async def decide(self, call: object) -> object:
+        from ipyagent import Decision
+
+        self.asked.append(dict(call.arguments))  # type: ignore[attr-defined]
+        return Decision("approve" if self.answer else "deny", by="click",
+                        reason="" if self.answer else "no, it holds my key")
+
+
+def test_a_dict_holding_a_secret_is_never_copied_unasked_under_auto(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    user = {"settings": {"model": "gpt", "nested": [{"key_used": KEY}]}}
+    code = calls(("python", {"code": "print(settings['model'])"}))
+    for answer in (False, True):
+        asker = Asker(answer)
+        with Agent(client=ScriptedModel([code, text("ok")]), approval="auto", file_tools=False,
+                   shell_tool="off", cwd=str(tmp_path), allow=["copy_variable"],
+                   approval_hook=asker) as agent:
+            agent.copy_source = lambda: user
+            result = agent.run("which model?")
+            there = agent.kernel.execute("'settings' in globals()").text
+        [question] = asker.asked  # asked even under auto, with copy_variable on the allow list
+        assert "holds the value of $OPENAI_API_KEY" in str(question["warning"])
+        assert KEY not in str(question) and KEY not in str(list(agent.context))
+        assert there == repr(answer)  # copied only on a yes
+        if not answer:
+            assert "was not copied into yours" in result.steps[0].results[0].output
+    with Agent(client=ScriptedModel([code, text("ok")]), approval="auto", file_tools=False,
+               shell_tool="off", cwd=str(tmp_path)) as agent:  # nobody to ask: not copied
+        agent.copy_source = lambda: user
+        agent.run("which model?")
+        assert agent.kernel.execute("'settings' in globals()").text == "False"
+
+
+class Holder:
+    def __init__(self, secret: str) -> None:
+        self.inner = {"deep": [secret]}
+
+
+def test_push_refuses_a_secret_anywhere_inside(tmp_path: Path, monkeypatch) -> None:
+    import pytest
+
+    monkeypatch.setenv("SERVICE_TOKEN", "tok-9f8e7d6c5b4a3")
+    cases = {
+        "cfg": ({"db": {"password": "hunter22"}}, r"cfg\['db'\]\['password'\] is named like a secret"),
+        "env_copy": ([1, ("x", "Bearer tok-9f8e7d6c5b4a3")], r"env_copy\[1\]\[1\] holds the value of \$SERVICE_TOKEN"),
+        "obj": (Holder("tok-9f8e7d6c5b4a3"), r"obj.inner\['deep'\]\[0\] holds the value of \$SERVICE_TOKEN"),
+        "urls": (["postgresql://ana:pw-9x@db/sales"], r"urls\[0\] holds a password in a URL"),
+        "lookup": ({"sk-live-0123456789abcdefgh": 1}, r"lookup key #0 looks like an API key"),
+        "db_pass": ("whatever", r"its name \(db_pass\) looks secret"),
+    }
+    with Agent(client=ScriptedModel([]), approval="auto", file_tools=False, shell_tool="off",
+               cwd=str(tmp_path)) as agent:
+        for name, (value, says) in cases.items():
+            with pytest.raises(ValueError, match=says) as info:
+                agent.push(fine=1, **{name: value})
+            assert "tok-9f8e7d6c5b4a3" not in str(info.value) and "sk-live" not in str(info.value)
+        with pytest.raises(ValueError, match="ipyagent's own Agent"):
+            agent.push(me=agent)
+        assert agent.kernel.execute("'fine' in globals()").text == "False"  # all or none
+        agent.push(fine={"password_hint": 3, "n": [1, 2]})  # a number under a secret-ish name is not a secret

@@ -1,4 +1,4 @@
-"""The README's generated tables: one row per configurable trait, rewritten between markers."""
+"""The generated tables (the docs' configuration and providers pages): one row per configurable trait."""
 
 from __future__ import annotations
 

@@ -648,3 +648,91 @@ def test_a_long_output_folds_and_opens_without_script_and_always_is_marked(
         raise
     finally:
         page.close()
+
+
+# -- the staged workspace: a call's file changes on its card, Apply for code-like ones ------
+CHANGES_CODE = ("open('sales.csv', 'w').write('month,revenue\\njan,3\\n')\n"
+                "open('evil<img src=x onerror=\"window.__pwned=1\">.csv', 'w').write('x')\n"
+                "open('helper.py', 'w').write('def total():\\n    return 3\\n')\nprint('wrote 3 files')")
+
+
+@pytest.fixture
+def changes_lab(tmp_path: Path) -> Iterator[tuple[JupyterServer, Path]]:
+    """JupyterLab over a notebook whose %agent writes a data file and a Python file."""
+    pytest.importorskip("jupyterlab", reason="JupyterLab is not installed")
+    from ipyagent.kernel.sandbox import probe
+    from ipyagent.kernel.staging import probe_overlay
+
+    if probe()[0] is None or probe_overlay():
+        pytest.skip("no staged sandbox here")
+    import nbformat
+
+    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
+
+    model = ScriptedServer([reply_tool_calls([("python", {"code": CHANGES_CODE})]),
+                            reply_text("Wrote sales.csv and helper.py.")])
+    model.start()
+    root = tmp_path / "root"
+    root.mkdir()
+    setup = ("%load_ext ipyagent\n%config Agent.model = 'scripted'\n"
+             f"%config Agent.base_url = '{model.base_url}'\n%config Agent.approval = 'auto'\n"
+             "%config Agent.share_namespace = 'off'")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(setup),
+                                         nbformat.v4.new_code_cell("%agent write the files")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                 "language": "python"}
+    nbformat.write(nb, root / "changes.ipynb")
+    srv = JupyterServer(root, tmp_path / "home", app="lab")
+    srv.start()
+    kernels: list[int] = []
+    try:
+        yield srv, root
+        kernels = srv.kernel_pids()
+    finally:
+        kernels = kernels or srv.kernel_pids()
+        srv.close()
+        model.close()
+    _assert_gone(kernels)
+
+
+def test_a_calls_file_changes_show_and_code_waits_for_apply(
+        browser: Any, changes_lab: tuple[JupyterServer, Path]) -> None:
+    server, root = changes_lab
+    page = browser.new_page()
+    dismiss_dialogs(page)
+    try:
+        page.goto(server.url_for("changes.ipynb"), timeout=LOAD)
+        setup = code_cell(page, "%load_ext ipyagent")
+        expect(setup).to_be_visible(timeout=LOAD)
+        run_cell(setup)
+        wait_text(setup, "approval", timeout=LOAD)
+        cell = code_cell(page, "%agent write the files")
+        run_cell(cell)
+        apply = button(cell, "Apply 1 change to my folder")
+        expect(apply).to_be_visible()
+        # The data files are in the folder already; the Python file waits for the click.
+        assert (root / "sales.csv").read_text() == "month,revenue\njan,3\n"
+        assert not (root / "helper.py").exists()
+        panel = outputs(cell).locator(".ipyagent-changes-panel")
+        expect(panel).to_contain_text("helper.py")
+        expect(panel).to_contain_text("Python source")
+        expect(prompt(cell)).to_have_text("[*]:")  # the run waits for the answer
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        cell.screenshot(path=str(SHOTS / "card-changes-waiting.png"))
+        apply.click()
+        wait_idle(cell)
+        assert (root / "helper.py").read_text() == "def total():\n    return 3\n"
+        listed = outputs(cell).locator(".ipyagent-card-changes")
+        expect(listed).to_contain_text("sales.csv")
+        expect(listed).to_contain_text('evil<img src=x onerror="window.__pwned=1">.csv')
+        assert page.evaluate("() => window.__pwned") is None
+        wait_text(cell, "Wrote sales.csv and helper.py.")
+        cell.screenshot(path=str(SHOTS / "card-changes-applied.png"))
+        assert page.evaluate(LIVE_ATTRIBUTES) == []
+    except BaseException:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "failed-changes.png"), full_page=True)
+        print(f"jupyter lab log:\n{server.log()}")
+        raise
+    finally:
+        page.close()

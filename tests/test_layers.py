@@ -15,13 +15,14 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "ipyagent"
 
 DATA = {"errors", "items", "_spill", "context", "context_table", "tokens", "events", "decisions", "_text", "_secrets",
+        "steps", "provenance",
         "_untrusted", "_normalise", "_eventloop", "_mainthread", "_atomic", "_version", "_stamps",
         "_sqlite", "_nesting"}
 ENGINE = {"agent", "step", "settings", "approval", "compaction", "personas", "providers",
           "agents_md", "reply_checks", "resources", "redaction", "audit", "namespace", "copies",
           "written_calls", "lenient_json", "text_tools", "tool_mode",
           "offers", "memory", "skills"}
-LAYERS = {"data": 0, "models": 1, "kernel": 1, "tools": 1, "engine": 2, "transcripts": 3,
+LAYERS = {"data": 0, "models": 1, "kernel": 1, "tools": 1, "trust": 1, "engine": 2, "transcripts": 3,
           "frontends": 4}
 
 # (importer, imported): the lazy delegators the contract asks for, each inside a function.
@@ -29,6 +30,8 @@ UPWARD = {
     ("agent", "transcripts.transcript"),  # Agent.save / load / from_transcript
     ("agent", "transcripts.rebuild"),  # Agent.rebuild_kernel
     ("agent", "transcripts.replay"),  # Agent.replay
+    ("agent", "transcripts.rewind"),  # Agent.rewind / rewind_plan
+    ("agent", "transcripts.branches"),  # Agent.fork / branches
     ("context", "transcripts.export"),  # Context.to_notebook
     ("context", "compaction"),  # Context.compaction_preview
 }

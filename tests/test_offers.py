@@ -181,3 +181,33 @@ def test_the_terminal_prompt_shows_untrusted_text_inert_and_takes_on_yes(tmp_pat
     answers = iter(["n"])
     mine["fit"] = 1
     assert not asyncio.run(prompt.offer_result(offer)).taken and mine["fit"] == 1
+
+
+def test_the_card_shows_what_arrived_not_what_the_model_claims(tmp_path: Path) -> None:
+    from ipyagent.frontends.widgets import offer_html
+
+    mine: dict[str, Any] = {}
+    person = Person(take=False)
+    claim = calls(("python", {"code": "fit = {'slope': 2.5, 'n': 12}"}),
+                  ("offer_result", {"name": "fit", "description": "(pandas.DataFrame 1200x5, 186 bytes pickled)"}))
+    with offering(tmp_path, [claim, text("ok")], person, mine) as agent:
+        agent.run("fit a trend")
+        sha = agent.context[-2].meta["copies"][0]["sha256"]
+    [offer] = person.offers
+    assert offer.kind == "dict of 2" and "slope" in offer.preview and offer.sha256 == sha
+    question = offer.question()
+    assert question.index("dict of 2") < question.index("the agent's words: “(pandas.DataFrame 1200x5")
+    card = offer_html(offer)
+    assert "<b>dict of 2</b>" in card and sha[:16] in card and "the agent's words:</span> “(pandas.DataFrame" in card
+    assert "{&#x27;slope&#x27;: 2.5, &#x27;n&#x27;: 12}" in card  # the preview, made here
+
+
+def test_a_value_that_is_not_data_is_refused_before_anyone_is_asked(tmp_path: Path) -> None:
+    person = Person()
+    reply = calls(("python", {"code": "class Fit:\n    params = {'a': 1}\nfit = Fit()"}),
+                  ("offer_result", {"name": "fit", "description": "the fit"}))
+    with offering(tmp_path, [reply, text("ok")], person, {}) as agent:
+        agent.run("offer it")
+        answer = [r for r in results(agent) if r.name == OFFER_TOOL][0]
+    assert person.offers == [] and answer.error
+    assert "cannot offer 'fit'" in answer.output and "parameters as a dict" in answer.output

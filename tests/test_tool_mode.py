@@ -14,7 +14,7 @@ from ipyagent import Agent, ToolCall, ToolResult
 from ipyagent.decisions import Decision
 from ipyagent.events import Notice
 from ipyagent.text_tools import AFTER_RESULTS
-from tests.helpers.scripted_apis import LOCAL_CORPUS
+from tests.helpers.scripted_apis import CORPUS, LOCAL_CORPUS
 from tests.helpers.scripted_server import Completion, ScriptedServer, http_error, raw_sse, reply_text
 
 RECORDED = LOCAL_CORPUS
@@ -24,7 +24,7 @@ SWITCHED = "Tool calls as text from now on"
 def recording(name: str) -> dict[str, Any]:
     path = RECORDED / f"llama-cpp-python__{name}.json"
     if not path.exists():
-        pytest.fail(f"missing recording {path} (the corpus lives beside the repository)")
+        pytest.fail(f"missing recording {path} (the corpus lives in tests/data/)")
     return json.loads(path.read_text())
 
 
@@ -383,15 +383,15 @@ def test_text_mode_is_the_same_on_every_wire_protocol(counter, api):
 
 
 @pytest.mark.parametrize("record,refuses", [
-    ("../corpus/groq__400-tool-use-failed", False),  # the model's call failed: not a refusal of tools
-    ("llama-cpp-python__500-assistant-content-null", False),  # a validation error about content
+    (CORPUS / "groq__400-tool-use-failed.json", False),  # the model's call failed: not a refusal of tools
+    (RECORDED / "llama-cpp-python__500-assistant-content-null.json", False),  # a validation error about content
 ])
 def test_only_a_refusal_of_tools_switches(record, refuses):
     from ipyagent.errors import ServerError
     from ipyagent.models.retry import provider_message
     from ipyagent.tool_mode import refused_tools
 
-    rec = json.loads((RECORDED / f"{record}.json").read_text())
+    rec = json.loads(record.read_text())
     message = provider_message(rec["raw_response"]) or ""
     exc = ServerError(message, status_code=rec["http_status"])
     assert (refused_tools(exc) is not None) is refuses

@@ -10,6 +10,7 @@ code never runs here.
 
 from __future__ import annotations
 
+import re
 import sys
 import traceback
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from ..agent import Agent
 
 __all__ = ["FailedCell", "ErrorWatch", "prepare_run", "push_names", "pull_name", "code_of",
-           "offer_cell", "fix_task", "cells_above", "last_code_block"]
+           "offer_cell", "fix_task", "cells_above", "last_code_block", "fix_code", "python_calls"]
 
 TRACEBACK_LIMIT = 6000
 CELL_LIMIT = 4000
@@ -215,34 +216,107 @@ def pull_name(magics: Any, agent: Agent, name: str, local: str | None) -> None:
     print(visible(f"ipyagent: {local} = {describe(value)} (a copy from the agent's kernel)"))
 
 
-def code_of(agent: Agent, n: int | None) -> str:
-    """The code of the agent's last (or ``n``-th, from 1) python call."""
-    from ..items import ToolCall
+def _ran(result: Any) -> bool:
+    """True when the call whose result this is ran (approved or edited, not denied or skipped)."""
+    if result is None:
+        return False
+    meta = result.meta
+    record = meta.get("decision")
+    if isinstance(record, dict):
+        return record.get("action") in ("approve", "edit")
+    return not (meta.get("denied") or meta.get("skipped") or meta.get("interrupted")) \
+        and result.execution_count is not None
 
-    codes = [str(i.arguments.get("code", "")) for i in agent.context
-             if isinstance(i, ToolCall) and i.name == "python" and isinstance(i.arguments, dict)]
-    if not codes:
+
+def python_calls(items: Any) -> list[tuple[Any, bool]]:
+    """Every python call in ``items``, in order, and whether it ran (its arguments are the
+    edited ones where the person edited it: the step records what ran)."""
+    from ..items import ToolCall, ToolResult
+
+    items = list(items)
+    results: dict[str, list[Any]] = {}  # by call id, in order: ids may repeat across turns
+    for item in items:
+        if isinstance(item, ToolResult):
+            results.setdefault(item.call_id, []).append(item)
+    out = []
+    for item in items:
+        if isinstance(item, ToolCall):
+            queue = results.get(item.id, [])
+            result = queue.pop(0) if queue else None
+            if item.name == "python" and isinstance(item.arguments, dict):
+                out.append((item, _ran(result)))
+    return out
+
+
+def code_of(agent: Agent, n: int | None) -> str:
+    """The code of the agent's last python call that ran (or of the ``n``-th call, from 1,
+    if it ran): a denied or unanswered call's code is never offered as a cell."""
+    calls = python_calls(agent.context)
+    if not calls:
         raise UsageError("%agent code: the agent has made no python call in this conversation")
     if n is None:
-        return codes[-1]
-    if not 1 <= n <= len(codes):
-        raise UsageError(f"%agent code: there are {len(codes)} python calls; give 1 to {len(codes)}")
-    return codes[n - 1]
+        ran = [call for call, did in calls if did]
+        if not ran:
+            raise UsageError(f"%agent code: none of the agent's {len(calls)} python call"
+                             f"{'s' * (len(calls) != 1)} ran (denied or not answered): nothing to put in a cell")
+        return str(ran[-1].arguments.get("code", ""))
+    if not 1 <= n <= len(calls):
+        raise UsageError(f"%agent code: there are {len(calls)} python calls; give 1 to {len(calls)}")
+    call, did = calls[n - 1]
+    if not did:
+        raise UsageError(f"%agent code {n}: that call did not run (denied or not answered); "
+                         "its code is not put in a cell")
+    return str(call.arguments.get("code", ""))
 
 
 def offer_cell(magics: Any, code: str, what: str) -> None:
     """Put ``code`` in a new cell below (the execute reply's ``set_next_input`` payload);
-    in a terminal, print it. It is never run here."""
+    in a terminal, print it. It is never run here. Hidden characters inside string literals
+    are written as escapes (``trust.cellcode``), so the cell shows what runs; elsewhere
+    they keep the code out of the cell, said in one line."""
+    from ..trust.cellcode import UnsafeCode, cell_text
+
     if magics.in_kernel:
-        magics.shell.set_next_input(code, replace=False)
-        print(f"ipyagent: {what} is in a new cell below — read it, then run it if you want it")
+        try:
+            text = cell_text(code)
+        except UnsafeCode as exc:
+            print(visible(f"ipyagent: {what} was not put in a cell: {exc}"), file=sys.stderr)
+            return
+        magics.shell.set_next_input(text, replace=False)
+        escaped = " (hidden characters in its strings written as escapes)" if text != code else ""
+        print(f"ipyagent: {what} is in a new cell below{escaped} — read it, then run it if you want it")
     else:
         print(visible(f"ipyagent: {what} (not run):\n{code}"))
 
 
-def last_code_block(text: str) -> str | None:
-    """The last fenced python block of an answer (the proposed fix)."""
-    import re
+_PYTHON_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*(?:python3?|py|ipython3?)[ \t]*\n(.*?)\n[ \t]*\1[ \t]*$",
+                           re.S | re.M | re.I)
 
-    blocks = re.findall(r"(`{3,}|~{3,})[ \t]*(?:python|py|ipython)?[ \t]*\n(.*?)\n\1", text, re.S)
+
+def last_code_block(text: str) -> str | None:
+    """The last fenced block of an answer labelled python (the proposed fix): never an
+    unlabelled or other block (an "expected output" is not code to run)."""
+    blocks = _PYTHON_FENCE.findall(text)
     return blocks[-1][1] if blocks else None
+
+
+def fix_code(items: Any, task: str | None) -> tuple[str | None, str]:
+    """What ``%agent fix`` offers as a cell, from the items after its task: the answer's
+    python block, else the last python call that ran; (None, why) when there is neither."""
+    from ..items import Message
+
+    items = list(items)
+    start = next((i for i in range(len(items) - 1, -1, -1) if isinstance(items[i], Message)
+                  and items[i].role == "user" and items[i].content == task), -1)
+    run = items[start + 1:]
+    for item in reversed(run):
+        if isinstance(item, Message) and item.role == "assistant":
+            code = last_code_block(item.content)
+            if code:
+                return code, "the proposed fix"
+            break
+    ran = [call for call, did in python_calls(run) if did]
+    if ran:
+        return str(ran[-1].arguments.get("code", "")), "the proposed fix (the python the agent ran)"
+    return None, ("the answer has no ```python block and the agent ran no python, so nothing "
+                  "was put in a cell")

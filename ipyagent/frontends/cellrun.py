@@ -142,7 +142,8 @@ class CellRunner:
                                   step_mode=cmd.action == "step", preview=agent.tools.preview,
                                   meter=lambda: request_meter(agent),
                                   code_action=self._code_action(agent),
-                                  output_lines=agent.output_lines)
+                                  output_lines=agent.output_lines,
+                                  step_action=_step_action(self.m, agent))
         if self.m.approver is not None and hasattr(self.m.approver, "bind"):
             self.m.approver.bind(dispatcher, headless=self.headless())
         return display
@@ -150,6 +151,7 @@ class CellRunner:
     def _code_action(self, agent: Agent) -> Any:
         """The "code → new cell" action under each python card of this cell's run."""
         from ..items import ToolCall
+        from ..trust.cellcode import UnsafeCode, cell_text
         from .cellcode import code_button, current_cell_id, fallback_line
         from .notebook import footer_html
 
@@ -160,6 +162,10 @@ class CellRunner:
             # The call itself; a re-run's stand-in by its recorded id; else the newest.
             number = next((n for n, i in enumerate(calls, 1) if i is call),
                           next((n for n, i in enumerate(calls, 1) if i.id == call.id), len(calls)))
+            try:  # the cell gets exactly what the card shows (trust.cellcode)
+                code = cell_text(code)
+            except UnsafeCode as exc:
+                return footer_html(f"code → new cell: not offered — {exc}")
             button = code_button(code, number, cell_id)
             return button if button is not None else footer_html(fallback_line(number))
 
@@ -194,11 +200,18 @@ class CellRunner:
             finally:
                 display.close()
 
-    def run_blocking(self, cmd: Command) -> None:
+    def waits_for_clicks(self, cmd: Command) -> bool:
+        """True when this run's calls wait for buttons someone can click (a live notebook)."""
         agent = self.check_runnable(cmd)
         needs_click = getattr(self.m.approver, "needs_event_loop", False) and (
             (cmd.options.approve or agent.approval) == "ask")
-        if self.m.in_kernel and needs_click:
+        # Headless (nbclient, papermill) nobody clicks: calls are denied (or time out) as
+        # they would be in an awaiting cell, so a blocking run is as good there.
+        return bool(self.m.in_kernel and needs_click and not self.headless())
+
+    def run_blocking(self, cmd: Command) -> None:
+        agent = self.check_runnable(cmd)
+        if self.waits_for_clicks(cmd):
             raise UsageError("this %agent cannot wait for approval clicks here (only an "
                              "unindented %agent line or %%agent cell can); move it to the "
                              "start of a line, or use --approve auto")
@@ -229,15 +242,23 @@ class CellRunner:
                 if hasattr(listener, "close"):
                     listener.close()
 
-    def detach(self, cmd: Command) -> None:
+    def detach(self, cmd: Command, why: str = "") -> None:
+        """Run on the kernel's loop after this cell ends, so that clicks can arrive."""
         import ipykernel
 
-        print(f"ipyagent: ipykernel {ipykernel.__version__} cannot take clicks while a cell "
-              "waits (7.4+ can): this run continues in the background, and Run All will not "
-              "wait for it", file=sys.stderr)
+        print(why or f"ipyagent: ipykernel {ipykernel.__version__} cannot take clicks while a "
+              "cell waits (7.4+ can): this run continues in the background, and Run All will "
+              "not wait for it", file=sys.stderr)
         self.check_runnable(cmd)
         task = asyncio.ensure_future(self.run_async(cmd, LoopDispatcher()))
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+
+def _step_action(magics: Any, agent: Agent) -> Any:
+    """The "rewind to here" under each step of this cell's run (``rewind_button``)."""
+    from .rewind_button import step_action
+
+    return step_action(magics, agent)
 
 
 async def guard(coro: Coroutine[Any, Any, Any], on_done: Any) -> Any:

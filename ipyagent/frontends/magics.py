@@ -27,6 +27,7 @@ from traitlets import TraitError
 from .._mainthread import LoopDispatcher
 from .._text import visible
 from ..errors import IpyagentError
+from . import branching
 from .cellrun import CellRunner, Command, error_line
 from .transformer import await_agent_magics, protect_question_marks
 
@@ -38,9 +39,16 @@ __all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension", 
 
 _MAGICS: AgentMagics | None = None
 AUTOSAVE_DIR = ".ipyagent/runs/"  # the magics' Agent.autosave unless configured
-_ALONE = {"step", "context", "audit", "mcp", "personas", "skills"}
+_ALONE = {"step", "context", "audit", "mcp", "personas", "skills", "changes", "apply", "discard",
+          "undo"}
 _WITH_PATH = {"save", "load", "replay"}
 _ROWS = re.compile(r"-?\d*:-?\d*")  # %agent context 100:200 (a Python slice of the rows)
+# A trailing comment on the magic's line, as PEP 8 writes one: two spaces or more, then "#"
+# and a space (or the line's end); "issue #12" or "a # b" in a task stay the task's.
+_COMMENT = re.compile(r"\s{2,}#(\s.*)?$")
+_LOADED_HERE = ("ipyagent: this cell loaded ipyagent, so it cannot wait for the run: the run "
+                "goes on below, and Run All does not wait for it (an %agent in a cell of its "
+                "own does)")
 _NO_TASK = ("give a task: `%agent TASK`, or `%%agent` with the task in the cell "
             "(`%agent?` for help)")
 
@@ -74,6 +82,9 @@ class AgentMagics(Magics):
         self._place_banner: tuple[str, str, str] | None = None  # what the banner said
         self.runner = CellRunner(self)
         self.in_kernel = _kernel_of(shell) is not None
+        # The cell that runs %load_ext was read before the awaiting rewrite existed: an
+        # %agent later in that same cell is a blocking call (see agent()).
+        self.loaded_in = getattr(shell, "execution_count", None)
         self.awaits = can_await(shell)
         self.approver: Any = None
         from .aware import ErrorWatch
@@ -149,6 +160,16 @@ class AgentMagics(Magics):
         self._warmup = threading.Thread(target=work, name="ipyagent-warmup", daemon=True)
         self._warmup.start()
 
+    def use_agent(self, agent: Agent) -> None:
+        """Go on with ``agent`` (a branch of this conversation): %agent and %config drive it."""
+        shell = self.shell
+        old, self._agent = self._agent, agent
+        if shell is not None:
+            if old is not None and old in shell.configurables:
+                shell.configurables.remove(old)
+            if agent not in shell.configurables:
+                shell.configurables.append(agent)
+
     @property
     def agent_if_made(self) -> Agent | None:
         """The agent behind the magics, if one was made (never makes one)."""
@@ -211,6 +232,9 @@ class AgentMagics(Magics):
     # -- parsing ---------------------------------------------------------------------
     def parse(self, line: str, cell: str | None) -> Command:
         """Options first, then the task or a subcommand; ``UsageError`` on mistakes."""
+        # Here, not in an input transformer: the cell that runs %load_ext was read before
+        # any transformer of ours existed, and its %agent lines must read the same.
+        line = _COMMENT.sub("", line)
         tokens, rest, forced = _split_options(line, self.agent.parser)
         _did_you_mean(tokens, self.agent.parser)
         # The parser itself, not parse_argstring: values were already unquoted above.
@@ -224,11 +248,16 @@ class AgentMagics(Magics):
                 raise UsageError(_NO_TASK)
             return Command("step" if opts.step else "run", task, opts)
         words = [] if forced else rest.split()
-        aware = _aware_command(words, rest, opts, self) or _memory_command(words, rest, opts)
+        aware = _aware_command(words, rest, opts, self) or _memory_command(words, rest, opts) \
+            or branching.parse(words, opts)
         if aware is not None:
             return aware
         if words and words[0] in _ALONE and len(words) == 1:
             return Command(words[0], None, opts)
+        if words[:2] == ["changes", "--all"] and len(words) == 2:
+            return Command("changes", None, opts, args=("--all",))
+        if words and words[0] in ("apply", "discard") and _pending_paths(self.get_agent(), words[1:]):
+            return Command(words[0], None, opts, args=tuple(words[1:]))
         if len(words) == 2 and words[0] == "context" and _ROWS.fullmatch(words[1]):
             return Command("context", None, opts, args=tuple(words[1].split(":")))
         if words[:1] == ["mcp"] and len(words) == 2 and words[1] in ("trust", "untrust"):
@@ -302,6 +331,12 @@ class AgentMagics(Magics):
                                          first and last rows)
             %agent context A:B           rows A to B-1 of it (-50: the last 50)
             %agent audit                 how each tool call was decided: who, when, edits
+            %agent rewind N              back to step N: later steps dropped (kept as a
+                                         branch unless --no-branch), their file changes
+                                         undone, the kernel rebuilt from steps 1..N
+            %agent fork [NAME]           a branch from here (its own kernel); you go on there
+            %agent switch NAME           go on with another branch
+            %agent branches              the branches: name, steps, last answer, tokens
             %agent reset [--kernel]      start over (--kernel also restarts the sibling kernel)
             %agent save PATH.ipynb       save the run as a notebook
             %agent load PATH.ipynb       continue a saved conversation
@@ -333,18 +368,23 @@ class AgentMagics(Magics):
             %agent memory search WORDS   the notes that match
             %agent forget ID             delete note ID (g3: a global note)
             %agent memory clear [--global]   delete every note of this project (or global)
+            %agent memory trust [--global]   read a memory file ipyagent did not make here
+                                         (one that came with the folder is not read until then)
 
         The model is told your variables' names, types and shapes (Agent.share_namespace),
-        never their contents unless you copy them; secret-looking ones are left out.
-        The model may offer a value it made (its offer_result tool): it enters your
-        kernel only when you click Take (a y/N prompt in a terminal). Each python card's
+        never their contents unless you copy them; secret-looking ones show their name and
+        type only. The model may offer a value it made (its offer_result tool): it enters
+        your kernel only when you click Take (a y/N prompt in a terminal), decoded as data
+        (never unpickled). Each python card's
         "code → new cell" button puts that call's code in a new cell below, unrun.
         {name} in a task is replaced by the value of name ({{ for a brace).
 
         Every setting is a traitlet: %config Agent lists them, %config Agent.model =
         "qwen2.5:7b" sets one (or c.Agent.model in ipython_config.py); the options
         below override one for a single run. ipyagent.current() is the agent itself.
-        To send a task that starts with a subcommand word, put -- before it.
+        To send a task that starts with a subcommand word, put -- before it. A trailing
+        "  # note" (two spaces, then #) on an %agent line is a comment; a %%agent cell's
+        body is the task word for word.
         """
         cmd = self.parse(line, _expand_cell(self.shell, cell))
         if cmd.action not in ("run", "step"):
@@ -352,6 +392,9 @@ class AgentMagics(Magics):
         self.tell_place()
         if self.in_kernel and not self.awaits:
             return self.runner.detach(cmd)
+        if getattr(self.shell, "execution_count", None) == self.loaded_in and \
+                self.runner.waits_for_clicks(cmd):
+            return self.runner.detach(cmd, why=_LOADED_HERE)
         self.runner.run_blocking(cmd)
         self._after_fix(cmd)
         return None
@@ -403,6 +446,8 @@ class AgentMagics(Magics):
                     display.close()
             self._loaded(agent, cmd, transcript)
             return None
+        if cmd.action == "rewind":  # re-runs code: awaited, approvals clicked, interruptible
+            return await branching.rewind_awaiting(self, cmd)
         if cmd.action not in ("run", "step"):
             return self._command(cmd)
         await asyncio.to_thread(self.settle_warmup)
@@ -412,18 +457,17 @@ class AgentMagics(Magics):
         return None
 
     def _after_fix(self, cmd: Command) -> None:
-        """``%agent fix``: the answer's last python block, offered as a new cell."""
+        """``%agent fix``: the answer's python block (else the python the agent ran),
+        offered as a new cell; never an output or text block, and said when there is none."""
         if not cmd.fix:
             return
-        from ..items import Message
-        from .aware import last_code_block, offer_cell
+        from .aware import fix_code, offer_cell
 
-        for item in reversed(self.get_agent().context):
-            if isinstance(item, Message) and item.role == "assistant":
-                code = last_code_block(item.content)
-                if code:
-                    offer_cell(self, code, "the proposed fix")
-                return
+        code, what = fix_code(self.get_agent().context, cmd.task)
+        if code is None:
+            print(f"ipyagent: {what}", file=sys.stderr)
+            return
+        offer_cell(self, code, what)
 
     # -- subcommands -----------------------------------------------------------------
     def _command(self, cmd: Command) -> Any:
@@ -435,6 +479,15 @@ class AgentMagics(Magics):
             return agent.context.table(start, stop)
         if cmd.action == "audit":
             return agent.audit()
+        if cmd.action in ("changes", "apply", "discard", "undo"):
+            try:  # the staged workspace: the sandbox's file changes and your decisions on them
+                if cmd.action == "changes":
+                    return agent.changes(everything=bool(cmd.args))
+                if cmd.action == "undo":
+                    return agent.undo()
+                return getattr(agent, cmd.action)(*cmd.args)
+            except (ValueError, OSError) as exc:
+                raise UsageError(f"%agent {cmd.action}: {exc}") from None
         if cmd.action == "personas":
             from ..personas import PersonaTable
 
@@ -459,6 +512,8 @@ class AgentMagics(Magics):
                                     f"the agent's python call {n}" if n else "the agent's last python call")
         if cmd.action in _MEMORY:
             return self._memory(agent, cmd)
+        if cmd.action in branching.ACTIONS:
+            return branching.run_command(self, agent, cmd)
         if cmd.action == "reset":
             agent.reset(kernel=cmd.kernel)
             print("ipyagent: new conversation" + (" and a restarted sibling kernel"
@@ -504,6 +559,11 @@ class AgentMagics(Magics):
                 return memories.table()
             if cmd.action == "memory-search":
                 return memories.table(cmd.args[0])
+            if cmd.action == "memory-trust":  # typed by the person: the asking
+                n = memories.trust(cmd.args[0])
+                print(f"ipyagent: the {cmd.args[0]} memory file is read from now on ({n} "
+                      f"note{'s' * (n != 1)}: `%agent memory` lists them)")
+                return None
             if cmd.action == "memory-clear":
                 n = memories.clear(cmd.args[0])
                 print(f"ipyagent: deleted {n} note{'s' * (n != 1)} ({cmd.args[0]})")
@@ -616,7 +676,15 @@ def _aware_command(words: list[str], rest: str, opts: Any, magics: AgentMagics) 
     return None
 
 
-_MEMORY = {"remember", "memory", "memory-search", "memory-clear", "forget"}
+_MEMORY = {"remember", "memory", "memory-search", "memory-clear", "memory-trust", "forget"}
+
+
+def _pending_paths(agent: Any, words: list[str]) -> bool:
+    """``%agent apply a.py b.csv``: every word a pending change's path (else it is a task)."""
+    if not words:
+        return False
+    pending = {c.path for c in agent.changes()}
+    return all(w.strip("/") in pending for w in words)
 
 
 def _short(text: str) -> str:
@@ -652,6 +720,8 @@ def _memory_command(words: list[str], rest: str, opts: Any) -> Command | None:
             if not query:
                 raise UsageError("%agent memory search needs words to look for")
             return Command("memory-search", None, opts, args=(query,))
+        if tail[0] == "trust" and len(tail) <= 2 and set(tail[1:]) <= {"--global"}:
+            return Command("memory-trust", None, opts, args=("global" if len(tail) == 2 else "project",))
         if tail[0] == "clear" and len(tail) <= 2 and set(tail[1:]) <= {"--global", "--all"}:
             scope = {"--global": "global", "--all": "all"}.get(tail[1] if len(tail) == 2 else "", "project")
             return Command("memory-clear", None, opts, args=(scope,))
@@ -782,6 +852,8 @@ def unload_ipython_extension(ipython: Any) -> None:
         if agent in ipython.configurables:
             ipython.configurables.remove(agent)
         agent.close()
+        if agent.tree is not None:  # the other branches' kernels too
+            agent.tree.close()
 
 
 def current() -> Agent:

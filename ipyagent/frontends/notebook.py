@@ -60,7 +60,7 @@ def card_markdown(call: ToolCall, status: str, arguments: dict[str, Any] | None 
     """A tool call as Markdown: a header line with its status, the code, what it printed."""
     lang, code = ("diff", preview) if preview else _code_of(call, arguments)
     mark = f" · {markdown_text(one_line(badge[0]))}" if badge else ""
-    code = visible(code)  # what runs, with nothing hidden: bidi overrides reorder a page
+    code = shown_code(code, lang)  # what runs, with nothing hidden: bidi overrides reorder a page
     printed = f"\n\n{fence(strip_ansi(output))}" if output else ""
     return (f"**{markdown_literal(call.name)}** <small>· {markdown_literal(call.id)} · "
             f"{markdown_text(one_line(status))}{mark}</small>\n\n{fence(code, lang)}{printed}")
@@ -76,8 +76,8 @@ def card_html(call: ToolCall, status: str, arguments: dict[str, Any] | None = No
     lang, code = ("diff", preview) if preview else _code_of(call, arguments)
     # The page must show what runs: a bidi override or isolate reorders the text a browser
     # shows, a zero-width character hides, and pygments turns a lone CR into a line break
-    # (bash does not break there). Each is shown as its visible stand-in, as in a terminal.
-    code = visible(code)
+    # (bash does not break there). See shown_code.
+    code = shown_code(code, lang)
     pill = ("" if not badge else
             f"<span class='ipyagent-badge' title='{html.escape(badge[1])}' style='"
             "border:1px solid currentColor;border-radius:8px;padding:0 6px;"
@@ -104,6 +104,21 @@ def _output_section(output: str) -> str:
         return ""
     return ("<div class='ipyagent-card-output' style='border-top:1px solid "
             "var(--jp-border-color2,#e0e0e0);padding:4px 4px'>" + output + "</div>")
+
+
+def shown_code(code: str, lang: str) -> str:
+    """Code as a card shows it. Python whose hidden characters all sit in string literals
+    is shown with them written as escapes: exactly the text "code → new cell" inserts
+    (``trust.cellcode``), character for character. Anything else keeps every hidden
+    character as its visible stand-in (``⟨U+202E⟩``), as in a terminal."""
+    if lang == "python":
+        from ..trust.cellcode import UnsafeCode, cell_text
+
+        try:
+            return cell_text(code)
+        except UnsafeCode:
+            pass
+    return visible(code)
 
 
 def _code_of(call: ToolCall, arguments: dict[str, Any] | None) -> tuple[str, str]:
@@ -197,6 +212,12 @@ def meter_html(tokens: int, window: int) -> str:
 def _inline_code(text: str) -> str:
     """Escaped text with `backticked` spans as <code>."""
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
+def model_note_of(result: ToolResult) -> str:
+    """The changes note the model got (the last line of the result's text)."""
+    last = result.output.rsplit("\n", 1)[-1]
+    return last if last.startswith("[ipyagent note") else "files changed"
 
 
 def _run_footer(result: RunResult, shown: Iterable[str] = ()) -> tuple[str, str]:
@@ -437,11 +458,13 @@ class NotebookDisplay:
                  preview: Callable[[ToolCall], str | None] | None = None,
                  meter: Callable[[], tuple[int, int]] | None = None,
                  code_action: Callable[[ToolCall, str], Any] | None = None,
-                 output_lines: int = 20) -> None:
+                 output_lines: int = 20,
+                 step_action: Callable[[Step], Any] | None = None) -> None:
         self.dispatcher = dispatcher or LoopDispatcher()
         # (python call, the code that runs) -> a widget or a display bundle under its card
         # ("code → new cell"), or None; main thread.
         self.code_action = code_action
+        self.step_action = step_action  # under each finished step ("rewind to here"); main thread
         self.output_lines = output_lines  # longer outputs fold (Agent.output_lines)
         self.preview = preview or (lambda call: None)  # a tool's own view of a call (diffs)
         self.meter = meter  # () -> (context tokens, context window) for the footer
@@ -561,6 +584,8 @@ class NotebookDisplay:
             self._unwritten("not run: the reply ended before the call was complete")
             if self.step_mode:
                 self.publish(footer_html(*_step_footer(event.step), meter=self._meter()))
+            if self.step_action is not None:
+                self._show_action(self.step_action(event.step))
         elif isinstance(event, ContextCompacted):
             self._end_streams()
             self.publish(footer_html(compaction_line(event), "info"))
@@ -633,6 +658,14 @@ class NotebookDisplay:
             card.status(f"{edited}{mark} in {took:.1f}s{count}{card.approved}", final=True)
         for data, metadata in rich:
             self.publish(data, metadata)
+        changes = result.meta.get("changes")
+        if isinstance(changes, list) and changes:  # the staged workspace: what reached your folder
+            from .changes_panel import changes_html
+
+            plain = model_note_of(result)
+            self.publish({"text/html": "<div class='ipyagent-card-changes'><b>files changed</b>"
+                          + changes_html([c for c in changes if isinstance(c, dict)]) + "</div>",
+                          "text/plain": plain}, {})
 
     def _discard(self, line: str) -> None:
         """The reply streamed so far is void: grey and strike it where it was shown, say so."""

@@ -39,6 +39,11 @@ COMMANDS = {
     "skills": ("", "the skills the model can load (ipyagent repl -s NAME: one up front)"),
     "personas": ("", "the personas (● the active one; ipyagent repl -p NAME: run as one)"),
     "audit": ("", "how each tool call was decided: who, when, edits"),
+    "rewind": ("N [--no-branch]", "back to step N (the /context table shows them): later "
+               "steps dropped (kept as a branch), their files undone, the kernel rebuilt"),
+    "fork": ("[NAME]", "a branch of the conversation from here; you go on there"),
+    "switch": ("NAME", "go on with another branch"),
+    "branches": ("", "the branches: name, steps, last answer, tokens"),
     "memory": ("[search WORDS]", "the notes kept for later sessions (read-only here)"),
     "help": ("", "this list"),
     "exit": ("", "leave (as Ctrl-D does); /quit too"),
@@ -83,6 +88,16 @@ class Repl:
     # -- the loop ----------------------------------------------------------------------
     def loop(self) -> int:
         """Read and handle lines until /exit or end of input; the exit code."""
+        given = self.agent
+        try:
+            return self._loop()
+        finally:
+            tree = given.tree  # the branches made here are closed here (the caller closes its own)
+            for branch in list(tree) if tree is not None else []:
+                if branch.agent is not given:
+                    branch.agent.close()
+
+    def _loop(self) -> int:
         interactive = self.interactive
         if interactive:
             persona = f" · persona {self.agent.persona}" if self.agent.persona else ""
@@ -316,6 +331,26 @@ class Repl:
             table = dataclasses.replace(table, empty="no notes yet: runs keep them "
                                         "(%agent remember TEXT in IPython adds one)")
         print(repr(table))  # MemoryTable's text: note texts made visible
+
+    def _cmd_rewind(self, rest: str) -> None:
+        from .branching import repl_command
+
+        repl_command(self, "rewind", rest)
+
+    def _cmd_fork(self, rest: str) -> None:
+        from .branching import repl_command
+
+        repl_command(self, "fork", rest)
+
+    def _cmd_switch(self, rest: str) -> None:
+        from .branching import repl_command
+
+        repl_command(self, "switch", rest)
+
+    def _cmd_branches(self, rest: str) -> None:
+        from .branching import repl_command
+
+        repl_command(self, "branches", rest)
 
     def _cmd_help(self, rest: str) -> None:
         width = max(len(f"  /{w} {a}") for w, (a, _) in COMMANDS.items()) + 2

@@ -253,15 +253,20 @@ def offer_html(offer: Offer) -> str:
         return html_text(visible(value))
 
     parts = [f"<div class='ipyagent-offer'><b>The agent offers</b> <code>{text(offer.name)}"
-             f"</code>{text(_ascii_note(offer.name))} <span style='color:{_MUTED}'>"
-             f"({text(offer.kind)}, {text(human_size(offer.size))} pickled)</span>"]
+             f"</code>{text(_ascii_note(offer.name))}: <b>{text(offer.kind)}</b> "
+             f"<span style='color:{_MUTED}'>(decoded here from {text(human_size(offer.size))} of "
+             f"data, sha256 <code title='{text(offer.sha256)}'>{text(offer.sha256[:16])}…</code>)</span>"]
+    if offer.preview:
+        parts.append("<pre style='max-height:12em;overflow:auto;margin:4px 0'>"
+                     f"{text(offer.preview)}</pre>")
     if offer.description:
-        parts.append(f"<div>{text(offer.description)}</div>")
+        parts.append(f"<div><span style='color:{_MUTED}'>the agent's words:</span> "
+                     f"“{text(offer.description)}”</div>")
     if offer.replaces:
         parts.append(f"<div style='color:{_WAIT}'>⚠ Taking it replaces {text(offer.replaces)}</div>")
-    parts.append(f"<div style='color:{_MUTED};font-size:90%'>Taking it unpickles the value in "
-                 "your kernel (as <code>%agent pull</code> does); nothing is copied unless you "
-                 "click.</div></div>")
+    parts.append(f"<div style='color:{_MUTED};font-size:90%'>Taking it puts this decoded copy in "
+                 "your kernel (data only: nothing of the agent's runs); nothing is copied unless "
+                 "you click.</div></div>")
     return "".join(parts)
 
 
@@ -269,7 +274,7 @@ class OfferPanel:
     """The take / no-thanks buttons for one ``offer_result``; main thread only.
 
     The first of a click, a timeout or an interrupt is the answer (``close`` returns it);
-    a take unpickles into the user's kernel right there, so the answer says what arrived.
+    a take puts the decoded value in the user's kernel right there, so the answer says what arrived.
     """
 
     def __init__(self, offer: Offer, resolve: Callable[[OfferAnswer], None],
@@ -466,10 +471,18 @@ class WidgetApprover:
         return await ask_in_notebook(self.dispatcher, self.headless, self._timeout(), request,
                                      self.show)
 
+    async def confirm_changes(self, request: Any) -> bool | str:
+        """Ask, with buttons in the running cell, whether the sandbox's code-like file
+        changes reach the user's folder; True, False (kept in the sandbox), or why not asked."""
+        from .changes_panel import ask_changes_in_notebook
+
+        return await ask_changes_in_notebook(self.dispatcher, self.headless, self._timeout(),
+                                             request, self.show)
+
     async def offer_result(self, offer: Offer) -> OfferAnswer:
         """Show the offer with a take button in the running cell; wait for the answer.
 
-        The panel, on the main thread, holds the one answer: a take unpickles there and
+        The panel, on the main thread, holds the one answer: a take decodes there and
         then; a timeout or an interrupt asks the panel, so a take that came first wins and
         the model is told what really happened."""
         from ..offers import OfferAnswer

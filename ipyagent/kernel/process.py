@@ -25,7 +25,7 @@ from .. import _eventloop
 from .._secrets import SECRET_MARKERS  # one rule for the sibling's scrub and the save guard
 from .sandbox import SandboxPlan
 
-__all__ = ["parse_memory", "scrub_env", "SECRET_MARKERS"]
+__all__ = ["parse_memory", "scrub_env", "sandbox_env", "SANDBOX_ENV", "SECRET_MARKERS"]
 
 _SIGNAL_HINTS = {
     "SIGXCPU": ": its CPU-time limit (cpu_limit) was used up",
@@ -65,6 +65,32 @@ def scrub_env(
     # Plots become display_data even when the user's own session uses another backend.
     env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
     env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
+    env.update(overrides or {})
+    return env
+
+
+# What of the user's environment enters the sandbox: an allow-list, never a deny-list
+# (MYSQL_PWD, DATABASE_URL, SLACK_WEBHOOK_URL... have no pattern in common). Proxies and
+# index URLs are left out too: they carry credentials as often as not.
+SANDBOX_ENV = ("PATH", "LANG", "LANGUAGE", "TERM", "TZ", "COLUMNS", "LINES", "NO_COLOR",
+               "FORCE_COLOR", "PYTHONPATH", "PYTHONHASHSEED", "PYTHONIOENCODING", "PYTHONUTF8",
+               "PYTHONWARNINGS", "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV",
+               "LD_LIBRARY_PATH", "SSL_CERT_FILE", "SSL_CERT_DIR", "OMP_NUM_THREADS",
+               "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_MAX_THREADS")
+
+
+def sandbox_env(base: Mapping[str, str] | None = None, names: Iterable[str] = (),
+                overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The sandbox's environment: ``SANDBOX_ENV`` and ``LC_*``, plus the ``names`` the user
+    lists (``Agent.sandbox_env``), from ``base``; nothing else of the user's enters."""
+    source = os.environ if base is None else base
+    wanted = set(SANDBOX_ENV) | set(names)
+    env = {k: v for k, v in source.items() if k in wanted or k.startswith("LC_")}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+    env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
+    # No bytecode written beside your modules: a .pyc is code that would need your click.
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(overrides or {})
     return env
 
@@ -184,13 +210,15 @@ class SandboxedKernelManager(LimitedKernelManager):
     """
 
     plan: SandboxPlan | None = None
+    stage_argv: list[str] = []  # the staging helper in front of bwrap: overlay, network
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         cmd = AsyncKernelManager.format_kernel_cmd(self, extra_arguments)
         assert self.plan is not None
         env = self._launch_args.get("env") if isinstance(self._launch_args, dict) else None
-        # The limits wrap bwrap itself (they are inherited inside; the cgroup file is outside).
-        cmd = self.plan.argv(cmd, env if isinstance(env, dict) else None)
+        # The limits wrap everything (inherited inside; the cgroup file is outside); the
+        # staging helper makes the namespaces bwrap runs in.
+        cmd = self.stage_argv + self.plan.argv(cmd, env if isinstance(env, dict) else None)
         return self.limits.argv() + cmd if self.limits else cmd
 
     async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:

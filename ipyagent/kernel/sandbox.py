@@ -114,16 +114,31 @@ def resolve_mode(mode: str) -> tuple[str, str]:
     return "none", why
 
 
+MISSING = ("no staged workspace (its writes land in your folder at once, code files too), "
+           "no sealed network (it can reach your kernel's ports, Jupyter Server and local "
+           "servers on 127.0.0.1), your environment minus secret-looking names (not an "
+           "allow-list), your files and ~/.ssh readable")
+
+
 def unsandboxed_note(mode: str) -> str | None:
-    """The one line for ``%load_ext`` and ``%agent`` when the sibling is not sandboxed."""
+    """The one line for ``%load_ext`` and ``%agent`` when the sibling is not sandboxed (it
+    names the protections that are missing), or is sandboxed without a staged workspace."""
     try:
         resolved, why = resolve_mode(mode)
     except (RuntimeError, ValueError) as exc:
         return f"the sibling kernel will not start: {exc}"
-    if resolved == "bwrap" or mode == "none":
+    if resolved == "bwrap":
+        from .staging import probe_overlay
+
+        stage_why = probe_overlay()
+        if stage_why:
+            return (f"the sandbox has no staged workspace ({stage_why}): your folder is "
+                    "read-only to the model's code")
         return None
-    return (f"the sibling kernel is NOT sandboxed ({why}): the model's code can do what your "
-            f"account can; to get a sandbox, {INSTALL_HINT}")
+    if mode == "none":
+        return f"the sibling kernel is NOT sandboxed (Agent.sandbox = 'none'): {MISSING}"
+    return (f"the sibling kernel is NOT sandboxed ({why}): {MISSING}; the model's code can do "
+            f"what your account can; to get a sandbox, {INSTALL_HINT}")
 
 
 def _inside(path: str, root: str) -> bool:
@@ -151,8 +166,9 @@ def _python_paths(argv0: str) -> list[str]:
 class SandboxPlan:
     """The bubblewrap command line for one sibling kernel (rebuilt at each (re)start)."""
 
-    writable: list[str]  # the workspace and the kernel's cwd
-    network: bool = True
+    writable: list[str]  # the workspace and the kernel's cwd (staged: the overlay's view)
+    network: bool = False
+    readonly: bool = False  # no stage could be made: the workspace is bound read-only
     paths: Mapping[str, str] = field(default_factory=dict)  # from check_paths
     private: Iterable[tuple[str, str]] = ()  # (path, "ro" | "rw"): the kernel's own files
     hidden: list[str] = field(default_factory=list)  # filled by argv: secrets masked
@@ -177,7 +193,7 @@ class SandboxPlan:
         home_is_bound = False
         for path in self.writable:
             real = os.path.realpath(path)
-            binds[real] = "rw"
+            binds[real] = "ro" if self.readonly else "rw"
             home_is_bound = home_is_bound or _inside(home, real)
         for path, mode in self.paths.items():
             binds[path] = mode
@@ -186,13 +202,22 @@ class SandboxPlan:
             binds.setdefault(home, "tmpfs")
         self.hidden = []
         candidates = {os.path.realpath(p) for p in
-                      [os.path.join(home, s) for s in _HOME_SECRETS] + _runtime_dirs(env)}
+                      [os.path.join(home, s) for s in _HOME_SECRETS] + _runtime_dirs(env)
+                      # ipyagent's own state beside the notebook (memory, cache, autosaves)
+                      + [os.path.join(w, ".ipyagent") for w in self.writable]}
         for secret in sorted(candidates, key=len):  # a parent first: its children go with it
             if os.path.lexists(secret) and secret not in binds and any(
                     _inside(secret, p) and m in ("ro", "rw") for p, m in binds.items()) \
                     and not any(_inside(secret, h) for h in self.hidden):
                 binds[secret] = "mask"
                 self.hidden.append(secret)
+        if not self.readonly:
+            # ipyagent's own state beside the notebook, now or later (autosaves, memory,
+            # cache, settings): an empty tmpfs inside, made in the staged copy if missing.
+            for root in self.writable:
+                state = os.path.join(os.path.realpath(root), ".ipyagent")
+                if state not in binds and not os.path.islink(state):
+                    binds[state] = "mask-dir"
         for path, mode in self.private:
             binds[path] = mode
         out = [bwrap, *flags, *_COMMON]
@@ -206,6 +231,8 @@ class SandboxPlan:
         for path in sorted(binds, key=lambda p: (p.rstrip("/").count("/"), p)):
             mode = binds[path]
             if mode == "tmpfs":
+                out += ["--perms", "0700", "--tmpfs", path]
+            elif mode == "mask-dir":
                 out += ["--perms", "0700", "--tmpfs", path]
             elif mode == "mask":
                 out += (["--perms", "0700", "--tmpfs", path] if os.path.isdir(path)

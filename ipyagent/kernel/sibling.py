@@ -18,6 +18,8 @@ import asyncio
 import logging
 import os
 import queue
+import shutil
+import sys
 import tempfile
 import time
 import weakref
@@ -27,9 +29,11 @@ from typing import Any
 import zmq
 from jupyter_client.kernelspec import KernelSpecManager
 
+from .. import _eventloop
 from ..errors import KernelError
 from . import notes
 from ._sync import SyncForms
+from .command import CommandRun, run_command
 from .outputs import Execution, OutputCollector, Status, finish
 from .process import (
     LimitedKernelManager,
@@ -40,13 +44,21 @@ from .process import (
     _private_ipython_dir,
     parse_memory,
     process_limit,
+    sandbox_env,
     scrub_env,
 )
 from .sandbox import MAX_PROCESSES, SandboxPlan, check_mode, check_paths, resolve_mode
+from .staging import STAGE_EXEC, Stage, probe_overlay
 
 __all__ = ["SiblingKernel", "Execution", "scrub_env", "parse_memory"]
 
 log = logging.getLogger("ipyagent.kernel.sibling")
+
+NO_NETWORK_STACK = (
+    "Agent.sandbox_network = True needs a user-mode network stack that keeps the host's "
+    "loopback out of reach, and slirp4netns is not installed (Debian/Ubuntu: apt install "
+    "slirp4netns; Fedora: dnf install slirp4netns); ipyagent never falls back to the host's "
+    "network. Or set Agent.sandbox_network = False")
 
 _POLL = 0.15  # seconds between liveness checks: a dead kernel is noticed within a second
 
@@ -78,9 +90,11 @@ class SiblingKernel(SyncForms):
         log_path: str | os.PathLike[str] | None = None,
         kernel_spec_manager: KernelSpecManager | None = None,
         sandbox: str = "auto",
-        sandbox_network: bool = True,
+        sandbox_network: bool = False,
         sandbox_paths: Mapping[str, str] | None = None,
         workspace: str | os.PathLike[str] | None = None,
+        sandbox_env: Iterable[str] = (),
+        staged: bool = True,
     ) -> None:
         self.cwd = os.path.abspath(os.fspath(cwd) if cwd is not None else os.getcwd())
         # The sandbox (see sandbox.py): "auto" is bubblewrap where it works, else none.
@@ -88,6 +102,12 @@ class SiblingKernel(SyncForms):
         self.sandbox_network = sandbox_network
         self.sandbox_paths = check_paths(sandbox_paths or {})
         self.workspace = os.path.abspath(os.fspath(workspace)) if workspace is not None else None
+        self.sandbox_env = tuple(sandbox_env)
+        # The staged workspace (staging.py): made at the first sandboxed start, kept across
+        # restarts (its change set lives on), removed at shutdown.
+        self.staged = staged
+        self.stage: Stage | None = None
+        self.stage_note = ""  # why the workspace is not staged (then it is read-only)
         self.timeout = timeout
         self.memory_limit = parse_memory(memory_limit)
         self.cpu_limit = cpu_limit
@@ -124,8 +144,14 @@ class SiblingKernel(SyncForms):
             task.add_done_callback(lambda _: setattr(handle, "start_task", None))
         await asyncio.shield(handle.start_task)
 
+    def _environment(self) -> dict[str, str]:
+        """The kernel's (and the shell's) environment: an allow-list in the sandbox."""
+        if self._handle.sandboxed:
+            return sandbox_env(names=self.sandbox_env)
+        return scrub_env(extra_secrets=self.secret_env_vars)
+
     def _launch_kwargs(self, handle: _Handle) -> dict[str, Any]:
-        env = scrub_env(extra_secrets=self.secret_env_vars)
+        env = self._environment()
         env["IPYAGENT_SIBLING"] = "1"  # so ipyagent loaded in the sibling (a user config) does not nest
         if handle.tmpdir is not None:
             env["IPYTHONDIR"] = _private_ipython_dir(handle.tmpdir)
@@ -167,11 +193,41 @@ class SiblingKernel(SyncForms):
         if km.transport == "ipc":
             km.ip = os.path.join(run, "k")
         km.connection_file = os.path.join(run, "kernel.json")
-        writable = [self.cwd] + ([self.workspace] if self.workspace and self.workspace != self.cwd else [])
-        # IPYTHONDIR read-write: IPython ignores one it cannot write (and our config with it).
-        km.plan = SandboxPlan(writable=writable, network=self.sandbox_network, paths=self.sandbox_paths,
-                              private=[(os.path.join(handle.tmpdir, "ipython"), "rw"), (run, "rw")])
+        km.stage_argv = self._stage_argv()  # first: it makes the stage the plan binds
+        km.plan = self._plan(private=[(os.path.join(handle.tmpdir, "ipython"), "rw"), (run, "rw")])
         return km
+
+    def _writable(self) -> list[str]:
+        return [self.cwd] + ([self.workspace] if self.workspace and self.workspace != self.cwd else [])
+
+    def _plan(self, private: Iterable[tuple[str, str]] = ()) -> SandboxPlan:
+        # IPYTHONDIR read-write: IPython ignores one it cannot write (and our config with it).
+        return SandboxPlan(writable=self._writable(), network=self.sandbox_network,
+                           paths=self.sandbox_paths, private=private, readonly=self.stage is None)
+
+    def _stage_argv(self) -> list[str]:
+        """The staging helper's command line: the overlay (when it can be made) and the network."""
+        network = None
+        if self.sandbox_network:
+            network = shutil.which("slirp4netns")
+            if network is None:
+                raise KernelError(NO_NETWORK_STACK)
+        if self.stage is None and self.staged and not self.stage_note:
+            why = probe_overlay()
+            if why:
+                self.stage_note = (f"{why}: the workspace is READ-ONLY in the sandbox (the model's "
+                                   "code cannot change your files; a staged copy needs overlayfs in "
+                                   "user namespaces, Linux 5.11+)")
+            else:
+                self.stage = Stage(self._writable())
+        elif not self.staged and not self.stage_note:
+            self.stage_note = "staging is off: the workspace is READ-ONLY in the sandbox"
+        if self.stage is not None:
+            return self.stage.argv(network)
+        # No overlay: still the helper for its own namespaces (the sealed network).
+        return [sys.executable, "-I", "-S", STAGE_EXEC, "--pidfile",
+                os.path.join(self._handle.tmpdir or tempfile.gettempdir(), "stage.pid")] + (
+                    ["--net", "slirp4netns", network] if network else []) + ["--"]
 
     async def _start(self) -> None:
         handle = self._handle
@@ -255,6 +311,38 @@ class SiblingKernel(SyncForms):
         self._closed = True
         await self._handle.close_all()
         self._finalizer.detach()
+        if self.stage is not None:
+            self.stage.close()
+            self.stage = None
+
+    # ---- a fresh process per command (the shell tool) ----------------------------------
+
+    async def run_command_async(self, command: str, timeout: float | None = None,
+                                on_stream: Callable[[str, str], None] | None = None) -> CommandRun:
+        """``bash -c command`` as a fresh process: in its own bubblewrap sandbox inside the
+        staged workspace (the python sibling's files, network and limits), never through the
+        sibling's interpreter; unsandboxed, a plain child process with the scrubbed environment."""
+        return await _eventloop.run_async(self._run_command(command, timeout, on_stream))
+
+    async def _run_command(self, command: str, timeout: float | None,
+                           on_stream: Callable[[str, str], None] | None) -> CommandRun:
+        await self._ensure_ready()  # the stage lives with the kernel: it must be up
+        shell = shutil.which("bash") or "/bin/sh"
+        cmd = [shell, "-c", command]
+        if self._handle.sandboxed:
+            join = self.stage.join_argv(self.cwd) if self.stage is not None else None
+            if join is None and self.stage is not None:
+                raise KernelError("the staged workspace is not running (the sibling kernel is "
+                                  "down); try again")
+            plan = self._plan()
+            cmd = (join or []) + plan.argv(cmd)
+            if join is None:  # no stage: its own namespaces, and no network unless asked
+                cmd = self._stage_argv() + cmd
+        limits = _Limits(self.memory_limit, self.cpu_limit)
+        if os.name == "posix" and limits:
+            cmd = limits.argv() + cmd
+        return await run_command(cmd, env=self._environment(), cwd=self.cwd, timeout=timeout,
+                                 on_stream=on_stream, max_bytes=self.max_output_bytes)
 
     async def _interrupt_busy(self) -> None:
         if self._handle.km is not None:

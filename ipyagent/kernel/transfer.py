@@ -1,10 +1,18 @@
-"""Moving values between the user's kernel and the sibling: pickle over ``user_expressions``.
+"""Moving values between the user's kernel and the sibling over ``user_expressions``.
+
+Into the sibling (``push``): the user's own values, pickled (cloudpickle when installed, so
+functions, lambdas and ``__main__`` classes travel by value); they are unpickled there, on
+the model's side of the boundary, where a pickle can do nothing the model's code could not.
+
+Back (``pull``): never a pickle. The sibling encodes the value as data
+(``trust.encode``: builtins, dates, ``.npy`` arrays, Arrow or column frames, PNG) and this
+side decodes it with ``trust.values``, whose code cannot run code; what cannot be said as
+data is refused there with a sentence saying what to ask for instead.
 
 Why ``user_expressions`` and not a code cell: they are evaluated with a plain ``eval`` in
 the sibling's namespace, so a 100 MB base64 payload skips IPython's input transformers,
 the history and the execution counter, and the reply carries the result back with no
-output message at all. cloudpickle is used when installed (functions, lambdas and
-``__main__`` classes then travel by value); otherwise the standard pickle.
+output message at all.
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from .. import _eventloop
 from ..errors import KernelError
+from ..trust.encode import _source as encode_source
+from ..trust.values import Undecodable, accepted, decode
 
 if TYPE_CHECKING:
     from .outputs import Execution
@@ -26,38 +36,8 @@ __all__ = ["Evaluate", "serialize", "push", "push_payload", "pull", "pull_payloa
 # Protocol 4 reads on every Python since 3.4, so a kernelspec on another Python still works.
 PROTOCOL = 4
 
-# Runs inside the sibling (in a throwaway namespace) to pickle one variable.
-_PULL_SOURCE = '''
-def _pull(g, name, limit):
-    import base64, pickle
-    try:
-        import cloudpickle as p
-    except ImportError:
-        p = pickle
-    if name not in g:
-        return ("NameError", "name %r is not defined in the sibling kernel" % name)
-    try:
-        data = p.dumps(g[name], protocol=4)
-    except Exception as e:
-        return ("TypeError", "cannot pull %r: %s object is not picklable (%s: %s)"
-                % (name, type(g[name]).__name__, type(e).__name__, e))
-    if len(data) > limit:
-        return ("ValueError", "cannot pull %r: %d bytes pickled, over max_transfer_bytes=%d"
-                % (name, len(data), limit))
-    v = g[name]
-    kind = type(v).__qualname__
-    if type(v).__module__ not in ("builtins", "__main__"):
-        kind = type(v).__module__.split(".")[0] + "." + kind
-    try:
-        shape = getattr(v, "shape", None)
-        if isinstance(shape, tuple) and all(isinstance(n, int) for n in shape):
-            kind += " " + "x".join(str(n) for n in shape)
-        elif isinstance(v, (list, tuple, dict, set, frozenset, str, bytes)):
-            kind += " of %d" % len(v)
-    except Exception:
-        pass
-    return ("ok", base64.b64encode(data).decode("ascii"), kind)
-'''
+# Runs inside the sibling (in a throwaway namespace) to encode one variable as data.
+_PULL_SOURCE = encode_source()
 
 _ERRORS: dict[str, type[Exception]] = {"NameError": NameError, "TypeError": TypeError, "ValueError": ValueError}
 
@@ -122,33 +102,31 @@ async def push_payload(evaluate: Evaluate, payload: str, names: list[str]) -> No
 
 
 async def pull(evaluate: Evaluate, name: str, limit: int) -> Any:
-    """A copy of the sibling's variable ``name``."""
-    data, _ = await pull_payload(evaluate, name, limit)
+    """A copy of the sibling's variable ``name``, decoded as data (never unpickled)."""
+    data = await pull_payload(evaluate, name, limit)
     try:
-        return pickle.loads(data)
-    except Exception as exc:
-        raise TypeError(
-            f"cannot pull {name!r}: it was pickled in the sibling but cannot be unpickled here "
-            f"({type(exc).__name__}: {exc})"
-        ) from exc
+        return decode(data)
+    except Undecodable as exc:
+        raise TypeError(f"cannot copy {name!r}: what the agent's kernel sent is not a value "
+                        f"this side reads ({exc})") from None
 
 
-async def pull_payload(evaluate: Evaluate, name: str, limit: int) -> tuple[bytes, str]:
-    """The sibling's variable ``name`` pickled (not unpickled here) and its type as the
-    sibling reports it (untrusted text): what an offer holds until the person answers."""
+async def pull_payload(evaluate: Evaluate, name: str, limit: int) -> bytes:
+    """The sibling's variable ``name`` encoded as data there (``trust.encode``), not yet
+    decoded here: what an offer holds until the person answers. Untrusted bytes."""
     if not name.isidentifier():
         raise ValueError(f"cannot pull {name!r}: not a valid Python name")
     expr = (
         f"(lambda ns: (exec({_PULL_SOURCE!r}, ns), "
-        f"ns['_pull'](globals(), {name!r}, {limit}))[1])({{}})"
+        f"ns['pull_answer'](globals(), {name!r}, {limit}, {accepted()!r}))[1])({{}})"
     )
     result = await evaluate(expr, f"pull({name!r})")
     if result.get("status") != "ok":
         raise KernelError(f"pull({name!r}) failed: {result.get('ename')}: {result.get('evalue')}")
-    # The answer is the kernel's (a remote server's, or code that replaced _pull): read it
-    # as untrusted, so a malformed one is one KernelError, not whatever unpacking it raised.
+    # The answer is the kernel's (a remote server's, or code that replaced pull_answer):
+    # read it as untrusted, so a malformed one is one KernelError, not whatever unpacking raised.
     try:
-        status, body, *rest = ast.literal_eval(result["data"]["text/plain"])
+        status, body = ast.literal_eval(result["data"]["text/plain"])
         if not isinstance(status, str) or not isinstance(body, str):
             raise TypeError(type(body).__name__)
         data = base64.b64decode(body, validate=True) if status == "ok" else b""
@@ -157,7 +135,9 @@ async def pull_payload(evaluate: Evaluate, name: str, limit: int) -> tuple[bytes
         raise KernelError(f"pull({name!r}) failed: the kernel's answer could not be read ({why})") from None
     if status != "ok":
         raise _ERRORS.get(status, KernelError)(body)
-    return data, str(rest[0]) if rest else ""
+    if len(data) > limit:
+        raise ValueError(f"cannot copy {name!r}: {len(data)} bytes, over max_transfer_bytes={limit}")
+    return data
 
 
 class Transfers:
@@ -186,15 +166,15 @@ class Transfers:
         await _eventloop.run_async(push_payload(self._evaluate, payload, names))
 
     def pull(self, name: str) -> Any:
-        """A copy of the kernel's variable ``name``."""
+        """A copy of the kernel's variable ``name``, decoded as data (never unpickled)."""
         return _eventloop.run_sync(self.pull_async(name))
 
     async def pull_async(self, name: str) -> Any:
         """Async form of ``pull``."""
         return await _eventloop.run_async(pull(self._evaluate, name, self.max_transfer_bytes))
 
-    async def pull_payload_async(self, name: str) -> tuple[bytes, str]:
-        """The kernel's ``name`` pickled, not unpickled here, and its type as it reports it."""
+    async def pull_payload_async(self, name: str) -> bytes:
+        """The kernel's ``name`` encoded as data there, not yet decoded here (untrusted bytes)."""
         return await _eventloop.run_async(pull_payload(self._evaluate, name, self.max_transfer_bytes))
 
     async def _evaluate(self, expr: str, what: str) -> dict[str, Any]:

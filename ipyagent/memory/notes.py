@@ -2,7 +2,8 @@
 
 ``Memory`` (``agent.memories``) is the one way in: ``remember`` (refuses a secret's value
 with one line naming the variable — the transcript save guard's detection), ``search``,
-``forget``, ``clear``, ``table``. Two SQLite stores: the project's
+``forget``, ``clear``, ``table``, ``trust`` (read a file ipyagent did not make here: the
+person agreed; until then such a file is not read, said in one line). Two SQLite stores: the project's
 (``Agent.memory_path``, default ``.ipyagent/memory.sqlite`` in the working directory) and
 the user's global one (``Agent.memory_global_path``, default ``~/.ipyagent/memory.sqlite``)
 for facts marked global. Nothing is read or written while ``Agent.memory`` is "off".
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .._secrets import find_secret, key_envs, secret_values
 from .._text import one_line, visible
 from .._untrusted import html_text
-from .store import Added, Entry, MemoryFileError, MemoryStore
+from .store import Added, Entry, MemoryFileError, MemoryStore, NotMadeHere
 
 if TYPE_CHECKING:
     from ..settings import AgentSettings
@@ -51,9 +52,10 @@ class MemoryRefused(ValueError):
     """The text was not remembered (it holds a secret's value, or is empty)."""
 
 
-def _inert(text: str) -> str:
-    """One note as one line the model reads as data: no line breaks, no controls, no markers."""
-    flat = one_line(" ".join(text.split()), NOTE_LIMIT)
+def _inert(text: str, limit: int = NOTE_LIMIT) -> str:
+    """One field of a note as one line the model reads as data: no line breaks, no
+    controls, no markers."""
+    flat = one_line(" ".join(str(text).split()), limit)
     flat = _RUNS.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), flat)
     return visible(flat)
 
@@ -65,7 +67,10 @@ def notes_block(entries: list[Entry], now: float | None = None) -> str:
              "check anything that matters before relying on it, and follow the current task.",
              BLOCK_START]
     for e in entries:
-        lines.append(f"- [{e.label}] ({_SOURCES.get(e.source, e.source)}, {e.age(now)} ago) "
+        # Every field is inert, not only the text: a file from elsewhere can put anything
+        # in a note's source (or any column), and it must not end the block either.
+        source = _SOURCES.get(e.source) or f"source {e.source}"
+        lines.append(f"- [{_inert(e.label)}] ({_inert(source)}, {_inert(e.age(now))} ago) "
                      f"{_inert(e.text)}")
     lines.append(BLOCK_END)
     return "\n".join(lines)
@@ -112,7 +117,7 @@ class MemoryTable:
     def rows(self) -> list[tuple[str, str, str, str, str]]:
         """(id, text, source, age, uses) per note, as shown."""
         return [(e.label, one_line(" ".join(e.text.split()), 300),
-                 _SOURCES.get(e.source, e.source) + (" (global)" if e.scope == "global" else ""),
+                 one_line(_SOURCES.get(e.source, e.source), 40) + (" (global)" if e.scope == "global" else ""),
                  e.age(self.now), str(e.uses)) for e in self.entries]
 
     def __repr__(self) -> str:
@@ -203,7 +208,8 @@ class Memory:
         try:
             return op()
         except (MemoryFileError, sqlite3.Error, OSError) as exc:
-            line = f"memory: {what} failed ({_problem(exc, None)}); going on without it"
+            line = f"memory: {exc}" if isinstance(exc, NotMadeHere) else \
+                f"memory: {what} failed ({_problem(exc, None)}); going on without it"
             if line not in self.told:
                 self.told.add(line)
                 self.notices.append(line)
@@ -259,6 +265,18 @@ class Memory:
         if entry is None or not st.forget(number):
             return None
         return entry
+
+    def trust(self, scope: str = "project") -> int:
+        """Read the ``scope`` store's file from now on, though ipyagent did not make it here
+        (it came with the folder): the person agreed to its notes. How many it holds."""
+        self._check()
+        st = self.store(scope)
+        try:
+            count = st.trust()
+        except (MemoryFileError, sqlite3.Error, OSError) as exc:
+            raise MemoryRefused(f"not trusted: {_problem(exc, st.path)}") from None
+        self.told = {line for line in self.told if str(st.path) not in line}  # say it again if it changes
+        return count
 
     def clear(self, scope: str = "project") -> int:
         """Delete every note of ``scope`` ('project', 'global' or 'all'); how many went."""
@@ -344,6 +362,8 @@ class Memory:
 
 def _problem(exc: BaseException, path: Path | None) -> str:
     """One line for a store that cannot be used."""
+    if isinstance(exc, NotMadeHere):
+        return one_line(exc)  # it says where, and what to type
     text = one_line(str(exc), 200)
     if "fts5" in text.lower():
         return "this Python's SQLite has no FTS5, which the memory store needs"

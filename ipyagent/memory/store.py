@@ -20,6 +20,11 @@ that one (the newer wording wins, its use count is kept) instead of adding a sec
 past ``max_entries`` the least valuable go (oldest last use first; each use counts as a
 week younger, a note the user gave as a month younger).
 
+Provenance: a file this user's ipyagent did not make (it came with the folder) is not read
+or written until the person agrees (``made``: a stamp only this user's key verifies;
+``MemoryStore.trust`` stamps it). A SQLite file that holds tables but no schema version is
+someone else's and is left alone.
+
 Robustness: WAL journal (readers never wait for a writer), ``BEGIN IMMEDIATE`` around
 each write with a 30 s busy timeout (two kernels writing at once queue, neither fails),
 ``PRAGMA user_version`` as the schema version, and a damaged file is moved aside
@@ -40,8 +45,9 @@ from pathlib import Path
 from typing import Callable, Iterable, TypeVar
 
 from .._sqlite import inode, is_corrupt, set_aside_if_unchanged
+from .made import NOT_MADE_HERE, made_here, stamp
 
-__all__ = ["Entry", "MemoryStore", "MemoryFileError", "SCHEMA_VERSION", "terms", "similarity"]
+__all__ = ["Entry", "MemoryStore", "MemoryFileError", "NotMadeHere", "SCHEMA_VERSION", "terms", "similarity"]
 
 SCHEMA_VERSION = 1
 CANDIDATES = 50  # FTS5 rows re-scored per query
@@ -67,6 +73,10 @@ T = TypeVar("T")
 
 class MemoryFileError(Exception):
     """The memory file cannot be used (a newer schema, an unwritable place)."""
+
+
+class NotMadeHere(MemoryFileError):
+    """The memory file was not made by ipyagent for this user: not read until trusted."""
 
 
 def _stem(word: str) -> str:
@@ -210,6 +220,24 @@ def _rows(conn: sqlite3.Connection, words: list[str], limit: int) -> list[tuple]
         (" OR ".join(f'"{w}"' for w in words), limit)).fetchall()
 
 
+def _text(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else str(value)
+
+
+def _real(value: object) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+    return number if math.isfinite(number) else 0.0
+
+
+def _int(value: object) -> int:
+    return int(_real(value))
+
+
 def fts5_available() -> bool:
     """True when this Python's SQLite has FTS5 compiled in."""
     try:
@@ -240,11 +268,21 @@ class MemoryStore:
         # Short-lived connections, one per operation: nothing stays open while idle, and
         # SQLite's own locking arbitrates between threads and processes.
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        if not self._ready:
-            with self._lock:
-                self._prepare(conn)
-                self._ready = True
+        try:
+            if not self._ready:
+                with self._lock:
+                    self._prepare(conn)
+                    self._ready = True
+            if not made_here(conn):  # asked every time: the file may have been replaced
+                raise self._not_made_here()
+        except BaseException:
+            conn.close()
+            raise
         return conn
+
+    def _not_made_here(self) -> NotMadeHere:
+        flag = " --global" if self.scope == "global" else ""
+        return NotMadeHere(NOT_MADE_HERE.format(path=self.path, flag=flag))
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -255,6 +293,8 @@ class MemoryStore:
                 f"one reads {SCHEMA_VERSION}); it is left untouched and not used")
         if version == SCHEMA_VERSION:
             return
+        if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            raise self._not_made_here()  # someone's database without our version: not ours
         # WAL: readers never wait for a writer. Where it cannot be had (a filesystem
         # without shared memory) SQLite keeps its default journal, which still works.
         # Switching the journal is refused at once ("database is locked", no busy wait)
@@ -273,6 +313,7 @@ class MemoryStore:
             if conn.execute("PRAGMA user_version").fetchone()[0] == 0:  # not made meanwhile
                 for statement in _SCHEMA.split(";;"):  # executescript would commit
                     conn.execute(statement)
+                stamp(conn)  # made here: in the same transaction, so no reader sees it unstamped
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:
@@ -325,6 +366,25 @@ class MemoryStore:
     def exists(self) -> bool:
         """True when the file is there (nothing is created by reading)."""
         return self.path.exists()
+
+    def trust(self) -> int:
+        """Stamp this file as made here, once the person agreed to read its notes; how many
+        notes it holds (0 when there is no file)."""
+        if not self.exists():
+            return 0
+        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version != SCHEMA_VERSION:
+                raise MemoryFileError(f"{self.path} is not an ipyagent memory file (schema {version})")
+            conn.execute("BEGIN IMMEDIATE")
+            stamp(conn)
+            conn.execute("COMMIT")
+            count = int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
+        finally:
+            conn.close()
+        self._ready = False
+        return count
 
     # -- writing ---------------------------------------------------------------------
     def add(self, text: str, *, source: str = "user", kind: str = "fact",
@@ -434,7 +494,10 @@ class MemoryStore:
 
     # -- reading ---------------------------------------------------------------------
     def _entry(self, row: tuple) -> Entry:  # type: ignore[type-arg]
-        return Entry(int(row[0]), row[1], row[2], row[3], row[4], row[5], int(row[6]), row[7],
+        # SQLite keeps any type in any column: each field is made what it must be, so a
+        # damaged row is text and numbers, never a crash or an object in the notes block.
+        return Entry(_int(row[0]), _text(row[1]), _text(row[2]), _text(row[3]), _real(row[4]),
+                     _real(row[5]), _int(row[6]), None if row[7] is None else _real(row[7]),
                      self.scope)
 
     def all(self) -> list[Entry]:

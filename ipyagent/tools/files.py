@@ -489,9 +489,12 @@ def file_tools(root: Callable[[], Path],
         with locate(root(), path, make_dirs=True) as spot:
             existed = spot.name != "." and spot.lstat() is not None
             write_text(spot, content)
-        return _written(spot.rel, content, f"{'replaced' if existed else 'created'} "
-                        f"{spot.rel} ({_size(len(content.encode('utf-8')))}, "
-                        f"{_lines(content)})")
+        result = _written(spot.rel, content, f"{'replaced' if existed else 'created'} "
+                          f"{spot.rel} ({_size(len(content.encode('utf-8')))}, "
+                          f"{_lines(content)})")
+        if not existed:  # a rewind past this call removes it (nothing was there before)
+            result.meta["file"]["created"] = True
+        return result
 
     def list_files(path: str = ".") -> Any:
         """List a directory of the workspace: subdirectories end with '/', files show sizes.

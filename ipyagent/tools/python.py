@@ -9,6 +9,7 @@ from ..events import ToolOutput, live_emitter
 from ..items import ToolCall, ToolResult
 from ..kernel.base import confinement, for_the_model
 from .base import Tool
+from .changes import settle_changes
 
 if TYPE_CHECKING:
     from ..kernel.base import Kernel
@@ -55,10 +56,12 @@ def python_tool(agent: PythonHost) -> Tool:
         meta: dict[str, Any] = {"status": execution.status, "sandbox": confinement(kernel)}
         if agent.send_images:
             meta["images"] = _images(execution.outputs)
-        return ToolResult(
+        result = ToolResult(
             call_id=call.id, name=call.name, output=execution.text or "(no output)",
             error=execution.status != "ok", outputs=list(execution.outputs),
             execution_count=execution.execution_count, meta=meta)
+        await settle_changes(agent, result)  # the staged workspace: what reaches your folder
+        return result
 
     return Tool(
         name="python", description=DESCRIPTION,

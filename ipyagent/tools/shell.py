@@ -1,11 +1,13 @@
-"""The built-in ``shell`` tool: a command runs in the sibling kernel's working directory,
-started *by the sibling kernel*, so it inherits the sandbox, the clean environment and
-the resource limits (it never runs in the user's process).
+"""The built-in ``shell`` tool: ``bash -c COMMAND``, with COMMAND byte for byte the string
+shown on the approval card.
 
-The command reaches the kernel as base64 of JSON inside a fixed piece of Python, so no
-text of the model's can change that Python (quotes, backslashes, newlines, ``\"\"\"``,
-IPython's ``!``/``%``/``?`` syntax): what runs is ``bash -c COMMAND`` with COMMAND byte
-for byte the string shown on the approval card.
+With a local sibling the command is a fresh process per call (``kernel/command.py``): in
+its own bubblewrap sandbox inside the sibling's staged workspace, network and limits, with
+the sandbox's environment; never started by the python sibling's interpreter (whose
+``subprocess`` the model's earlier code may have patched). Its exit code comes from the
+process itself. With a remote kernel the kernel starts it: the command reaches it as
+base64 of JSON inside a fixed piece of Python, so no text of the model's can change that
+Python.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from ..errors import KernelError
 from ..events import ToolOutput, live_emitter
 from ..items import ToolCall, ToolResult
 from ..kernel.base import confinement, for_the_model
+from ..kernel.command import CommandRun
 from .base import Tool
+from .changes import settle_changes
 
 if TYPE_CHECKING:
     from ..kernel.base import Kernel
@@ -165,13 +169,22 @@ def shell_tool(agent: ShellHost) -> Tool:
         emit = live_emitter.get()
         on_stream = (lambda name, text: emit(ToolOutput(call, name, text))) if emit else None
         limit = kernel.timeout = agent.tool_timeout or None  # read per call; 0: no limit
-        try:
-            execution = await kernel.execute_async(helper_code(command, kernel.cwd),
-                                                   on_stream=on_stream)
-        except KernelError as exc:  # e.g. a remote server that went away: no URL for the model
-            raise KernelError(for_the_model(kernel, str(exc))) from None
-        result = shell_result(call, execution, limit, kernel.max_model_chars)
+        run_command = getattr(kernel, "run_command_async", None)
+        if run_command is not None:
+            # A local sibling: a fresh process per command, in its own sandbox inside the
+            # staged workspace; never through the python sibling's interpreter (an earlier
+            # python call could have patched subprocess there).
+            run = await run_command(command, timeout=limit, on_stream=on_stream)
+            result = command_result(call, run, limit, kernel.max_model_chars)
+        else:
+            try:
+                execution = await kernel.execute_async(helper_code(command, kernel.cwd),
+                                                       on_stream=on_stream)
+            except KernelError as exc:  # e.g. a remote server that went away: no URL for the model
+                raise KernelError(for_the_model(kernel, str(exc))) from None
+            result = shell_result(call, execution, limit, kernel.max_model_chars)
         result.meta["sandbox"] = confinement(kernel)  # where it ran, for the transcript
+        await settle_changes(agent, result)  # the staged workspace: what reaches your folder
         return result
 
     return Tool(
@@ -180,6 +193,42 @@ def shell_tool(agent: ShellHost) -> Tool:
             "type": "string", "description": "The command line, run with bash -c."}},
             "required": ["command"], "additionalProperties": False},
         handler=run_shell)
+
+
+def command_result(call: ToolCall, run: CommandRun, limit: float | None,
+                   max_chars: int) -> ToolResult:
+    """The tool result for a fresh process's ``run``: output, then one line on how it ended."""
+    from ..kernel.outputs import model_text
+
+    by_name: dict[str, dict[str, Any]] = {}
+    for name, text in run.chunks:  # one output per stream, as the kernel's collector keeps them
+        if name in by_name:
+            by_name[name]["text"] += text
+        else:
+            by_name[name] = {"output_type": "stream", "name": name, "text": text}
+    outputs = list(by_name.values())
+    text = model_text(outputs, max_chars)
+    code = run.exit_code
+    if run.problem:
+        end = f"[the command could not be run: {run.problem}]"
+    elif run.status == "timeout":
+        end = (f"[timed out after {limit:g} s (Agent.tool_timeout): the command and the "
+               "processes it started were killed]")
+    elif code == 0:
+        end = "" if text else "(no output; exit code 0)"
+    elif isinstance(code, int) and code > 128 and code - 128 < 65:
+        end = f"[killed by signal {_signal_name(code - 128)}]"  # bwrap's 128+N
+    elif isinstance(code, int) and code < 0:
+        end = f"[killed by signal {_signal_name(-code)}]"
+    else:
+        end = f"[exit code {code}]"
+    if run.dropped:
+        end = f"[{run.dropped} bytes of output past the limit were dropped]\n" + end
+    output = "\n".join(p for p in (text, end) if p) or "(no output)"
+    error = bool(run.problem) or run.status != "ok" or code != 0
+    status = "ok" if not error else "timeout" if run.status == "timeout" else "error"
+    return ToolResult(call_id=call.id, name=call.name, output=output, error=error,
+                      outputs=outputs, meta={"status": status, "exit_code": code})
 
 
 def shell_result(call: ToolCall, execution: Any, limit: float | None,

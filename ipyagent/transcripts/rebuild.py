@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence
 
 from .._text import one_line, visible
 from ..approval import ApprovalPolicy, Approver, Decision, Mode
+from ..decisions import utc_now
 from ..items import Message, ToolCall, ToolResult, unfold
+from .compare import Difference, differs, observed
 
 if TYPE_CHECKING:
     from ..agent import Agent
+    from ..provenance import RanHere
 
 __all__ = ["Rebuild", "python_calls_that_ran", "rerun_steps", "arebuild", "copies_by_step", "recopy"]
 
@@ -42,7 +45,10 @@ class Rebuild:
     stopped: str = ""  # why the rebuild stopped before the end (a step was not approved)
     cwd: str = ""  # the sibling's working directory
     fresh: bool = False  # cwd is a new empty temporary directory made for this rebuild
+    pending_changes: int = 0  # files the re-run wrote that wait in the stage (%agent changes)
     items: list[Any] = field(default_factory=list, repr=False)  # each step's call and result
+    # Calls whose output this time differs from the recorded one (``compare=True``).
+    differences: list[Difference] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -64,8 +70,17 @@ class Rebuild:
             calls = ("1 call" if len(self.expected) == 1 else f"{len(self.expected)} calls")
             text += (f"; {calls} ended in an error as recorded (expected) — call {n}: "
                      f"{first}{more}")
+        if self.differences:
+            d = self.differences[0]
+            more = f" (+{len(self.differences) - 1} more)" if len(self.differences) > 1 else ""
+            text += (f"; {len(self.differences)} printed something else than recorded — "
+                     f"step {d.step} ({d.call_id}){more}")
         if self.stopped:
             text += f"; {self.stopped}"
+        if self.pending_changes:
+            n = self.pending_changes
+            text += (f"; {n} file change{'s' if n != 1 else ''} the re-run made wait"
+                     f"{'s' if n == 1 else ''} in the sandbox (%agent changes)")
         if self.fresh:
             text += (f"; it runs in a fresh empty directory, {self.cwd}, for the rest of this "
                      "conversation (`--cwd DIR` to choose one)")
@@ -145,7 +160,32 @@ def copies_by_step(items: Iterable[Any], steps: list[tuple[ToolCall, Any]]
     return out, pending
 
 
-async def recopy(agent: Agent, policy: ApprovalPolicy, record: dict[str, Any],
+class _Decider(Protocol):
+    async def decide(self, call: ToolCall) -> Decision: ...
+
+
+class _RanHereFirst:
+    """Approves what already ran in this session after a yes (``RanHere``): the same
+    code, the same file text, the same copy; asks ``policy`` about everything else."""
+
+    def __init__(self, policy: _Decider, ran_here: RanHere) -> None:
+        self.policy, self.ran_here = policy, ran_here
+
+    async def decide(self, call: ToolCall) -> Decision:
+        args = call.arguments
+        if call.name == "python":
+            known = self.ran_here.has_code("python", str(args.get("code", "")))
+        elif call.name == "copy_variable":
+            known = self.ran_here.has_copy(args.get("sha256"))
+        else:
+            known = self.ran_here.has_code(f"file:{args.get('path')}", str(args.get("content", "")))
+        if known:
+            return Decision("approve", reason="it ran in this session, approved", by="policy",
+                            detail="ran here", at=utc_now())
+        return await self.policy.decide(call)
+
+
+async def recopy(agent: Agent, policy: _Decider, record: dict[str, Any],
                   emit: Callable[[Any], None]) -> str | None:
     """Redo one recorded copy (approved first: unpickling runs code in the sibling); why not."""
     import base64
@@ -178,6 +218,23 @@ async def recopy(agent: Agent, policy: ApprovalPolicy, record: dict[str, Any],
     return None
 
 
+def _reapply(agent: Agent, report: Any) -> None:
+    """The staged workspace: what a re-run call wrote is applied as a live call's is
+    (``Agent.apply_changes``: data files at once); code-like files never come back unasked,
+    whatever the transcript says was applied: they wait for %agent apply, and the line says so."""
+    stage = getattr(agent.kernel_if_started, "stage", None)
+    if stage is None:
+        return
+    from ..tools.changes import never_applied
+
+    fresh = stage.scan()
+    again = [c for c in fresh if c.risk is None and not never_applied(c)] \
+        if agent.apply_changes == "data" else []
+    if again:
+        stage.apply(again, by="rerun")
+    report.pending_changes += len(fresh) - len(again)
+
+
 def python_calls_that_ran(items: Iterable[Any]) -> list[ToolCall]:
     """The ``python`` calls, in order, that the transcript shows as code cells."""
     return [call for call, written in rerun_steps(items) if written is None]
@@ -203,7 +260,8 @@ def _what(call: ToolCall) -> str:
 
 async def arebuild(agent: Agent, *, approval: Mode | None = None,
                    on_event: Callable[[Any], Any] | None = None,
-                   root: str | None = None) -> Rebuild:
+                   root: str | None = None, items: Sequence[Any] | None = None,
+                   ran_here: RanHere | None = None, compare: bool = False) -> Rebuild:
     """Re-run ``agent.context``'s python calls in ``agent.kernel`` and re-create the files the
     agent wrote (under ``root``, default the agent's workspace), in order, each approved
     first; a failure does not stop it, a denial does.
@@ -211,6 +269,9 @@ async def arebuild(agent: Agent, *, approval: Mode | None = None,
     ``approval``: the mode for this rebuild (default ``agent.approval``); ``agent.allow``
     and ``agent.approval_hook`` apply as in a live run (no hook under "ask": a terminal
     prompt, else denied in one line). ``on_event`` sees each step as a live tool call.
+    ``items``: re-run these instead of ``agent.context``'s. ``ran_here``: what ran in this
+    session after a yes runs again without asking (a rewind). ``compare``: each re-run
+    output is compared with the recorded one, as replay does (``Rebuild.differences``).
     """
     from ..audit import decision_record
     from ..events import ToolCallDecided, ToolCallFinished, ToolCallRequested
@@ -218,9 +279,11 @@ async def arebuild(agent: Agent, *, approval: Mode | None = None,
 
     hook = agent.approval_hook
     # A policy of its own: an "Always" given here covers the rest of the rebuild only.
-    policy = ApprovalPolicy(mode=approval or agent.approval, allow=list(agent.allow),
-                            ui=hook if hook is not None else _default_approver())
-    plan = _plan(agent.context)
+    asked = ApprovalPolicy(mode=approval or agent.approval, allow=list(agent.allow),
+                           ui=hook if hook is not None else _default_approver())
+    policy: _Decider = asked if ran_here is None else _RanHereFirst(asked, ran_here)
+    source = agent.context if items is None else items
+    plan = _plan(source)
     steps = [(call, written) for call, written, _ in plan]
     report = Rebuild(steps=len(steps))
     where = str(root or agent.workspace_path)
@@ -233,7 +296,7 @@ async def arebuild(agent: Agent, *, approval: Mode | None = None,
             except Exception as exc:  # noqa: BLE001 - a broken display must not break the rebuild
                 agent.log.warning("ipyagent rebuild listener failed: %s", exc)
 
-    copies, trailing = copies_by_step(agent.context, steps)
+    copies, trailing = copies_by_step(source, steps)
     for n, (recorded, written) in enumerate(steps, 1):
         for record in copies.get(recorded.id, []):
             why = await recopy(agent, policy, record, emit)
@@ -275,10 +338,21 @@ async def arebuild(agent: Agent, *, approval: Mode | None = None,
         else:
             execution = await agent.kernel.execute_async(str(call.arguments["code"]))
             report.ran += 1
+            _reapply(agent, report)
             again = False
+            recorded_result = plan[n - 1][2]
+            if compare and recorded_result is not None:
+                now = ToolResult(call.id, execution.text or "(no output)",
+                                 error=execution.status != "ok", name="python",
+                                 outputs=list(execution.outputs),
+                                 meta={"status": execution.status})
+                if differs(recorded_result, now):
+                    report.differences.append(Difference(
+                        _step_of(source, recorded), call.id, str(call.arguments["code"]),
+                        observed(recorded_result), observed(now), recorded_result.error,
+                        now.error))
             if execution.status != "ok":
                 lines = execution.text.strip().splitlines()
-                recorded_result = plan[n - 1][2]
                 # An error the transcript recorded (the model saw it and went on) is what
                 # a faithful re-run gives: said as expected, not as a failure.
                 again = (execution.status == "error" and recorded_result is not None
@@ -299,3 +373,15 @@ async def arebuild(agent: Agent, *, approval: Mode | None = None,
             if why is not None:
                 report.failed.append((len(steps), "copy", why))
     return report
+
+
+def _step_of(items: Sequence[Any], call: ToolCall) -> int:
+    """The number of the step that made ``call`` (0: none found)."""
+    from ..steps import step_spans
+
+    flat = list(unfold(items, keep_summaries=True))
+    for span in step_spans(flat):
+        if any(i is call or (isinstance(i, ToolCall) and i.id == call.id
+                             and i.arguments == call.arguments) for i in flat[span.start:span.end]):
+            return span.number
+    return 0

@@ -39,7 +39,6 @@ that does not reproduce. Add your own rules with ``normalise(text, extra=[(patte
 
 from __future__ import annotations
 
-import difflib
 import html
 import os
 import shutil
@@ -56,6 +55,8 @@ from ..models.recorded import RecordedTurn, ReplayModel, turns_from_items
 from ..tool_mode import MODE_KEY
 from ..tools.base import Tool
 from ..tools.files import recorded_file
+from .compare import Difference, differs
+from .compare import observed as _observed
 from .file_record import restore
 from .rebuild import recopy as _recopy
 
@@ -66,29 +67,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ReplayReport", "Difference", "normalise", "replay", "areplay", "NORMALISATIONS"]
 
-
-
-@dataclass
-class Difference:
-    """One python call whose replayed output differs from the recorded one."""
-
-    step: int  # 1-based index of the recorded turn (one model request = one step)
-    call_id: str
-    code: str
-    recorded: str
-    new: str
-    recorded_error: bool = False
-    new_error: bool = False
-
-    def diff(self) -> str:
-        """A unified diff of the normalised outputs."""
-        lines = difflib.unified_diff(normalise(self.recorded).splitlines(),
-                                     normalise(self.new).splitlines(),
-                                     "recorded", "replayed", lineterm="")
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return f"<Difference step {self.step} call {self.call_id}>"
 
 
 @dataclass
@@ -159,7 +137,7 @@ def _count(n: int, noun: str) -> str:
 
 
 def _status_line(d: Difference) -> str:
-    return f"recorded {'an error' if d.recorded_error else 'success'}, replay {'an error' if d.new_error else 'success'}"
+    return d.status_line()
 
 
 class _RecordedDecisions:
@@ -401,6 +379,8 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
             step = await agent.astep(on_event=on_event)
             recorded_calls = [i for i in items[rt.start:rt.end] if isinstance(i, ToolCall)]
             _compare(number, recorded_calls, step.results, results, report)
+            _compare_changes(number, recorded_calls, step.results, results, report,
+                             getattr(agent.kernel_if_started, "stage", None))
             position = _skip_results(items, position)
     finally:
         kernel = agent.kernel_if_started  # None when the transcript ran no python: none was started
@@ -472,20 +452,34 @@ def _compare(number: int, recorded_calls: list[ToolCall], new_results: list[Tool
             report.reused += 1
         else:
             report.compared += 1
-            before, after = _observed(old), _observed(new)
-            if normalise(before) != normalise(after) or old.error != new.error or (
-                    old.meta.get("status") != new.meta.get("status")):
+            if differs(old, new):
                 report.differences.append(Difference(
-                    number, call.id, str(call.arguments.get("code", "")), before, after,
-                    old.error, new.error))
+                    number, call.id, str(call.arguments.get("code", "")), _observed(old),
+                    _observed(new), old.error, new.error))
 
 
-def _observed(result: ToolResult) -> str:
-    """What the kernel produced: the full outputs' text (the model's copy may have been cut
-    to fit the context window or to ``tool_output_limit``), else the result's text."""
-    outputs = outputs_of(result)
-    if outputs:
-        from ..kernel.outputs import model_text
-
-        return model_text(outputs, 0)
-    return result.output
+def _compare_changes(number: int, recorded_calls: list[ToolCall], new_results: list[ToolResult],
+                     recorded_results: dict[int, ToolResult | None], report: ReplayReport,
+                     stage: Any) -> None:
+    """The files a recorded python call changed must be, in the replay's sandbox view, what
+    they were then (by sha256; a deleted one absent): the change sets are verified too."""
+    if stage is None:
+        return
+    for call, new in zip(recorded_calls, new_results):
+        old = recorded_results.get(id(call))
+        if old is None or call.name != "python" or not isinstance(old.meta.get("changes"), list):
+            continue
+        wrong = []
+        for change in old.meta["changes"]:
+            if not isinstance(change, dict) or not isinstance(change.get("path"), str):
+                continue
+            expected = None if change.get("kind") == "deleted" else change.get("sha256")
+            if change.get("link") is not None:
+                continue  # a symlink's target is compared as text by its own sha256 below
+            if stage.view_sha(change["path"]) != expected:
+                wrong.append(f"{change['path']} ({change.get('kind')})")
+        if wrong:
+            report.differences.append(Difference(
+                number, call.id, str(call.arguments.get("code", "")),
+                "files as recorded: " + ", ".join(wrong),
+                "files differ in the replay: " + ", ".join(wrong), old.error, new.error))

@@ -84,6 +84,8 @@ class Transcript:
     # The code cells a person sees, per call id (None: not read from a notebook).
     cells: dict[str, list[str]] | None = None
     rebuild: Rebuild | None = None  # what ``load(..., rerun=True)`` re-ran
+    # The branch it is (``branches.branch_record``): name, parent, the step it left at.
+    branch: Any = None
 
     def verify_cells(self) -> None:
         """Raise ``TranscriptError`` unless every python call that would run again is the
@@ -239,11 +241,18 @@ def ran_where(items: Iterable[Item]) -> str | None:
 
 def _parts(agent: Agent) -> tuple[dict[str, Any], dict[str, Any]]:
     """The header (label → value) and the metadata besides the items."""
+    from .tree import branch_line, branch_record
+
     saved = _now()
     settings = recorded_settings(agent)
     usage = agent.usage.to_dict()
-    return _header(agent, settings, saved), {"saved": saved, "settings": settings,
-                                             "usage": usage, "tools": agent.tools.specs()}
+    header, metadata = _header(agent, settings, saved), {
+        "saved": saved, "settings": settings, "usage": usage, "tools": agent.tools.specs()}
+    record = branch_record(agent)
+    if record is not None:  # a branch says which one it is, and where it left its parent
+        metadata["branch"] = record
+        header["branch"] = branch_line(record)
+    return header, metadata
 
 
 def to_notebook(agent: Agent) -> NotebookNode:
@@ -410,6 +419,10 @@ def read(path: str | os.PathLike[str]) -> Transcript:
         raise TranscriptError(f"cannot read {source}: not a notebook ({_first_line(exc)})") from None
     metadata = nb.get("metadata")
     data = metadata.get("ipyagent") if isinstance(metadata, dict) else None
+    if isinstance(metadata, dict) and "ipyagent_branches" in metadata and data is None:
+        raise TranscriptError(f"{source} is the index of a conversation's branches, not one "
+                              "transcript: `%agent load` (agent.load) on it brings them all "
+                              "back; replay or Run All take each branch's own file beside it")
     if not isinstance(data, dict) or not isinstance(data.get("items"), list):
         raise TranscriptError(f"{source} is not an ipyagent transcript (no metadata.ipyagent.items)")
     try:
@@ -427,10 +440,12 @@ def read(path: str | os.PathLike[str]) -> Transcript:
         items = [_checked(item_from_dict(d)) for d in data["items"]]
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise TranscriptError(f"{source}: a damaged item in metadata.ipyagent.items ({exc})") from None
+    branch = data.get("branch")
     return Transcript(items=items, system=str(data.get("system", "")),
                       settings=data.get("settings", {}), usage=data.get("usage", {}),
                       version=str(data.get("version", "")), saved=str(data.get("saved", "")),
-                      path=str(source), cells=_code_cells(nb))
+                      path=str(source), cells=_code_cells(nb),
+                      branch=branch)  # checked where it is used (tree.restore_branch)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -503,6 +518,9 @@ def load_into(agent: Agent, source: str | os.PathLike[str] | Transcript) -> Tran
     agent.policy.always.clear()
     u = transcript.usage
     agent.usage = Usage.from_dict(u if isinstance(u, dict) else {})
+    from .tree import restore_branch
+
+    restore_branch(agent, transcript)  # a branch's name, parent and step, when it says so
     return transcript
 
 

@@ -54,12 +54,14 @@ def test_the_model_is_told_the_namespace_secrets_left_out_and_it_is_recorded(
                     "pasted = 'vt-1234567890abcdef'\nlabel = 'sales'")
         out, err, result = run(loaded, "%agent --new what do I have?")
         assert result.success, err
-        assert "the agent sees: " in err and "prices" in err and "OPENAI_API_KEY" not in err
+        assert "the agent sees: " in err and "prices" in err and "sk-x" not in err
         picture, task = user_texts(srv, 0)
         assert task == "what do I have?"
         assert "- prices: ndarray 6 float64" in picture and "- label: str 'sales'" in picture
-        assert "OPENAI_API_KEY" not in picture and "pasted" not in picture
-        assert "vt-1234567890abcdef" not in picture and "np:" not in picture
+        # Secret-looking names and values: the name and type stay, the value never leaves.
+        assert "- OPENAI_API_KEY: str (value hidden: its name looks secret)" in picture
+        assert "- pasted: str (value hidden: it holds the value of $VENDOR_TOKEN)" in picture
+        assert "sk-x" not in picture and "vt-1234567890abcdef" not in picture and "np:" not in picture
         # The same namespace again: not repeated.
         out, err, result = run(loaded, "%agent and now?")
         assert result.success, err
@@ -227,9 +229,11 @@ def test_braces_expand_in_agent_cells_as_in_lines(loaded: Any) -> None:
 def test_secret_looking_variables_are_never_pushed(loaded: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VENDOR_TOKEN", "vt-1234567890abcdef")
     run(loaded, "db_password = 'hunter2hunter2'\nplain = 'vt-1234567890abcdef'")
-    for name in ("db_password", "plain"):
+    for name, says in (("db_password", "its name (db_password) looks secret"),
+                       ("plain", "plain holds the value of $VENDOR_TOKEN")):
         _, err, result = run(loaded, f"%agent push {name}")
-        assert "looks secret" in err + str(result.error_in_exec)
+        assert says in err + str(result.error_in_exec)
+        assert "hunter2" not in err + str(result.error_in_exec)
     assert not any("copy" in i.meta for i in ipyagent.current().context)
 
 

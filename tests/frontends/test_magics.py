@@ -157,6 +157,31 @@ def test_help_documents_the_options(loaded: Any) -> None:
         assert word in text
 
 
+def test_a_trailing_comment_on_the_magic_line_is_a_comment(loaded: Any) -> None:
+    m = magics._MAGICS
+    assert m.parse("Use Python to compute 2**100        # the cell stays busy", None).task == (
+        "Use Python to compute 2**100")
+    assert m.parse("--step go  #", None).task == "go"
+    assert m.parse("--approve auto  # no asking", "Plot it.  # in the task\n").task == (
+        "Plot it.  # in the task")  # a %%agent cell's body is the task, word for word
+    for task in ("look at issue #12", "count the a # b lines", "print('x  #y')"):
+        assert m.parse(task, None).task == task  # a # that is no comment stays in the task
+    assert m.parse("save run.ipynb  # for later", None).path == "run.ipynb"
+
+
+def test_a_comment_after_an_agent_line_is_not_part_of_the_task(loaded: Any) -> None:
+    out, err, result = run(loaded, "%agent Use Python to compute 2**10        # the cell stays busy\n"
+                                   "%agent what is 2**3?  # a question, then a note\n")
+    assert result.success, err
+    tasks = [i.content for i in ipyagent.current().context if i.label == "user"]
+    assert tasks[-2:] == ["Use Python to compute 2**10", "what is 2**3?"]
+    assert "the cell stays busy" not in out and "1024" in out
+    out, err, result = run(loaded, "%%agent --new  # a fresh start\nUse Python to compute 2**5  # kept\n")
+    assert result.success, err
+    assert [i.content for i in ipyagent.current().context if i.label == "user"][-1] == (
+        "Use Python to compute 2**5  # kept")
+
+
 def test_unload_removes_magics_transformers_and_the_kernel(ip: Any) -> None:
     with redirect_stdout(io.StringIO()):
         ip.run_line_magic("load_ext", "ipyagent")

@@ -342,6 +342,38 @@ def test_the_panel_status_uses_the_theme_colours(fresh: Frontend) -> None:
     assert not any("color:#" in s for s in statuses(fe)), statuses(fe)
 
 
+@pytest.mark.parametrize("allow_stdin", [True, False], ids=["lab", "headless"])
+def test_load_ext_and_agent_in_one_cell(tmp_path: Path, allow_stdin: bool) -> None:
+    # The cell was read before %load_ext installed the awaiting rewrite, so its %agent is a
+    # blocking call. Where someone can click, the run goes on after the cell (and says so);
+    # headless (nbclient), nobody clicks, so it runs in the cell and the call is denied.
+    fe = Frontend(cwd=str(tmp_path))
+    try:
+        cell = fe.run("%load_ext ipyagent\n%agent Use Python to compute 2**6  # in one cell",
+                      allow_stdin=allow_stdin)
+        assert cell.reply["status"] == "ok", cell.text()
+        assert "UsageError" not in cell.text() and "cannot wait for approval" not in cell.text()
+        if allow_stdin:
+            assert "this cell loaded ipyagent, so it cannot wait for the run" in cell.text()
+            fe.click(fe.wait_for_button("Approve"))
+            fe.pump_until(lambda: "value = 64" in cell.text())
+            fe.click(fe.wait_for_button("Approve"))  # the demo's second call (its first fails)
+            fe.pump_until(lambda: "✓ done" in cell.text())
+            assert not fe.stray, [m["msg_type"] for m in fe.stray]  # all of it in that cell
+        else:
+            assert "nobody could approve this call" in cell.text()
+            assert "value = 64" not in cell.text()
+        tasks = fe.run("import ipyagent\nprint([i.content for i in ipyagent.current().context "
+                       "if i.label == 'user'][-1])")
+        assert tasks.text().strip() == "Use Python to compute 2**6"  # the comment was a comment
+        # The next cell is read with the rewrite in place: it awaits, as always.
+        later = fe.execute("%agent --approve auto Use Python to compute 2**7")
+        fe.pump_until(lambda: later.done, 60)
+        assert "value = 128" in later.text() and "this cell loaded" not in later.text()
+    finally:
+        fe.close()
+
+
 def test_the_kernel_says_busy_while_the_agent_cell_runs(fresh: Frontend) -> None:
     """Issue 30: a control request during the run (JupyterLab's widget manager asks for a
     subshell when the first widget appears) ended with 'idle', and the status bar said

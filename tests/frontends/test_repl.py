@@ -388,8 +388,12 @@ def test_audit_lists_the_calls_with_untrusted_names_made_visible(tmp_path, scrip
         assert raw not in proc.stdout
 
 
-def test_memory_lists_and_searches_the_notes_read_only(tmp_path):
+def test_memory_lists_and_searches_the_notes_read_only(tmp_path, monkeypatch):
     from ipyagent import Agent
+    from ipyagent.memory.made import KEY_ENV
+
+    # One user here and in the repl's process (whose HOME is another): one stamp key.
+    monkeypatch.setenv(KEY_ENV, str(tmp_path / "memory-key"))
 
     off = piped(tmp_path, ["/memory"])
     assert "ipyagent: memory is off: c.Agent.memory = 'on'" in off.stdout, off.stdout
@@ -447,3 +451,29 @@ def test_quiet_with_stdout_to_a_file_keeps_the_prompts_out_of_it(tmp_path):
         child.close(force=True)  # a failed expect must not leave the session (and its kernel)
     answers = (tmp_path / "answers.txt").read_text()
     assert "value = 1024" in answers and "ipyagent [" not in answers, answers
+
+
+def test_rewind_fork_switch_and_branches_in_the_repl(tmp_path, scripted_server):
+    """Issue 31: /rewind N goes back with the kernel and the files; /fork, /switch, /branches."""
+    scripted_server.script([
+        reply_tool_calls([("python", {"code": "first = 1\nopen('r1.txt', 'w').write('1')"})]),
+        reply_tool_calls([("python", {"code": "second = 2\nopen('r2.txt', 'w').write('2')"})]),
+        reply_text("Two files."),
+        reply_tool_calls([("python", {"code": "print('second' in globals(), first)"})]),
+        reply_text("Checked."),
+    ])
+    proc = piped(tmp_path, ["make two files", "/rewind 1", "/branches", "/fork alt",
+                            "/switch main", "/rewind x", "/switch nowhere", "check the kernel"],
+                 "--model", "m", "--base-url", scripted_server.base_url, "--approve", "auto")
+    assert proc.returncode == 0, proc.stderr
+    assert "rewound to step 1: dropped 2 steps, kept as branch 'main-1'" in proc.stdout
+    assert "put back in your folder: r2.txt" in proc.stdout
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".txt") == ["r1.txt"]
+    assert re.search(r"● main\s+1\s", proc.stdout) and re.search(r"main-1\s+main@1\s+3\s", proc.stdout)
+    assert "forked branch alt from main at step 1; a new task continues alt" in proc.stdout
+    assert "on branch main (1 step)" in proc.stdout
+    assert "ipyagent: usage: /rewind N [--no-branch]" in proc.stderr
+    assert "ipyagent: /switch: no branch 'nowhere'; the branches are main, main-1, alt" in proc.stderr
+    assert "  ┆ False 1\n" in proc.stdout  # the kernel has step 1's variable, not step 2's
+    said = [m.get("content") for m in scripted_server.requests[-2].body["messages"]]
+    assert "Two files." not in said and said[-1] == "check the kernel"

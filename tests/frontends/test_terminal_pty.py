@@ -217,7 +217,7 @@ def test_an_offered_result_comes_in_on_y_only(term: pexpect.spawn) -> None:
         enter(term, "%config Agent.approval = 'auto'")
         enter(term, "fit = 'mine'")
         enter(term, "%agent fit it")
-        term.expect(r"the agent offers `fit` \(list of 2, ")
+        term.expect(r"the agent offers `fit`: list of 2 \(decoded here from ")
         term.expect("the trend ␛\\[2K␛\\[1A")  # the escapes shown, not obeyed
         term.expect("REPLACES your `fit` \\(str 'mine'\\)")
         term.expect(r"Take it into your kernel as fit\? \[y\]es / \[N\]o: ")

@@ -45,8 +45,10 @@ __all__ = [
 ]
 
 
-# One rule for where the corpus lives: $IPYAGENT_CORPUS, else shared/corpus beside the repository.
-CORPUS = Path(os.environ.get("IPYAGENT_CORPUS") or Path(__file__).parents[2].parent / "shared" / "corpus")
+# One rule for where the corpus lives: tests/data/corpus in this repository (a fresh clone
+# runs the suite with nothing beside it); $IPYAGENT_CORPUS points at another copy.
+DATA = Path(__file__).parents[1] / "data"
+CORPUS = Path(os.environ.get("IPYAGENT_CORPUS") or DATA / "corpus")
 # Recordings from a real llama-cpp-python server, in the same format, beside the corpus.
 LOCAL_CORPUS = Path(os.environ.get("IPYAGENT_CORPUS_LOCAL") or CORPUS.parent / "corpus-llama-cpp-python")
 
@@ -334,8 +336,8 @@ def corpus_params(
 def load_record(path: Path | None) -> dict[str, Any]:
     """A recording, or a failure that says where the corpus should be."""
     if path is None:
-        pytest.fail(f"no recordings in {CORPUS}: the corpus lives in shared/corpus beside the repository "
-                    "(set IPYAGENT_CORPUS to point elsewhere)")
+        pytest.fail(f"no recordings in {CORPUS}: the corpus lives in tests/data/corpus "
+                    "(IPYAGENT_CORPUS, when set, points elsewhere)")
     return json.loads(path.read_text())
 
 

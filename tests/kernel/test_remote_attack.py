@@ -445,19 +445,27 @@ def test_a_pull_answer_of_the_wrong_shape_is_one_kernel_error(expressions: objec
 
 
 def test_the_fake_kernel_server_answers_a_well_formed_pull(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The control for the test above: the same server with a right answer is a pull."""
+    """The control for the test above: the same server with a right answer is a pull; and
+    a server that answers with a pickle (which would run code if loaded) is refused."""
     import base64
     import pickle
 
+    from ipyagent.trust.encode import encode
+
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
-    payload = base64.b64encode(pickle.dumps({"a": [1, 2]})).decode()
-    url, loop, thread = _fake_kernel_server("json", [], _pulled(repr(("ok", payload, "dict of 1"))))
-    k = RemoteKernel(url, token_env=TOKEN_ENV, timeout=20)
-    try:
-        assert k.pull("v") == {"a": [1, 2]}
-    finally:
-        k.shutdown()
-        _stop(loop, thread)
+    for data, works in ((encode({"a": [1, 2]}), True), (pickle.dumps({"a": [1, 2]}), False)):
+        payload = base64.b64encode(data).decode()
+        url, loop, thread = _fake_kernel_server("json", [], _pulled(repr(("ok", payload))))
+        k = RemoteKernel(url, token_env=TOKEN_ENV, timeout=20)
+        try:
+            if works:
+                assert k.pull("v") == {"a": [1, 2]}
+            else:
+                with pytest.raises(TypeError, match="not a value this side reads"):
+                    k.pull("v")
+        finally:
+            k.shutdown()
+            _stop(loop, thread)
 
 
 # ---- a hostile REST API: a huge answer, an answer that never ends ------------------------------

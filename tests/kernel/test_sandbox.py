@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import sys
 import threading
@@ -175,7 +176,9 @@ for path in ({str(target)!r}, '/etc/passwd', os.path.join(sys.prefix, 'evil.txt'
     except OSError as e:
         print('refused', type(e).__name__)
 """)
-    assert (world["ws"] / "inside.txt").read_text() == "ok"  # the workspace is read-write
+    # The workspace is staged: the write is a change for the user, not yet in the folder.
+    assert not (world["ws"] / "inside.txt").exists()
+    assert boxed.stage is not None and "inside.txt" in {c.path for c in boxed.stage.pending()}
     assert target.read_text() == "untouched"
     # Under /tmp (its private /tmp) the write lands in the sandbox's own memory, never here.
     assert out.count("refused") >= 5, out
@@ -245,14 +248,25 @@ def test_no_inherited_file_descriptors(world: dict[str, Path]) -> None:
 
 
 @needs_bwrap
-def test_network_on_reaches_loopback_through_ipc_channels(world: dict[str, Path]) -> None:
+def test_network_on_is_a_network_of_its_own(world: dict[str, Path]) -> None:
+    if shutil.which("slirp4netns") is None:
+        pytest.skip("slirp4netns is not installed")
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
     with SiblingKernel(cwd=world["ws"], sandbox="bwrap", sandbox_network=True) as k:
-        out = run(k, f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2); print('connected')")
-        assert out == "connected"
+        out = run(k, f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), "
+                     "timeout=2); print('connected')\nexcept OSError as e: print(type(e).__name__)\n"
+                     "print(sorted(n for _, n in socket.if_nameindex()))")
+        assert "connected" not in out and "tap0" in out, out  # slirp4netns's interface, no host loopback
         assert k._handle.km is not None and k._handle.km.transport == "ipc"
     server.close()
+
+
+def test_network_on_without_a_stack_refuses(world: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("shutil.which", lambda name, *a, **k: None if name == "slirp4netns" else "/usr/bin/" + name)
+    with pytest.raises(KernelError, match="slirp4netns is not installed"):
+        with SiblingKernel(cwd=world["ws"], sandbox="bwrap", sandbox_network=True) as k:
+            k.execute("1")
 
 
 @needs_bwrap
@@ -365,7 +379,8 @@ def test_without_bubblewrap_auto_runs_unsandboxed_and_says_so(no_bwrap: None, tm
     assert sandbox.resolve_mode("auto") == ("none", "bubblewrap (bwrap) is not installed")
     note = sandbox.unsandboxed_note("auto")
     assert note is not None and "NOT sandboxed" in note and "apt install bubblewrap" in note
-    assert sandbox.unsandboxed_note("none") is None  # asked for: nothing to say
+    none = sandbox.unsandboxed_note("none")  # asked for, but the missing protections are said
+    assert none is not None and "no staged workspace" in none and "no sealed network" in none
     with SiblingKernel(cwd=tmp_path, sandbox="auto") as k:
         assert not k._handle.sandboxed
         still_works(k)

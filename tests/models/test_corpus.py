@@ -1,6 +1,6 @@
 """Conformance: every recorded Chat Completions response becomes what its ``expected`` says.
 
-The corpus (``shared/corpus`` beside the repo, or ``$IPYAGENT_CORPUS``) holds real
+The corpus (``tests/data/corpus``, or ``$IPYAGENT_CORPUS``) holds real
 responses from real providers. Each is replayed through ``httpx.MockTransport`` into
 ``OpenAIChatModel`` — the full client path: HTTP status, SSE framing, turn assembly —
 once whole and once cut into 7-byte network reads (splitting lines and UTF-8 characters).

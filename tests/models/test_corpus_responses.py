@@ -1,6 +1,6 @@
 """Conformance: every recorded Responses API reply becomes what its ``expected`` says.
 
-Each recording in the corpus (``$IPYAGENT_CORPUS``, else ``shared/corpus``) with
+Each recording in the corpus (``tests/data/corpus``, or ``$IPYAGENT_CORPUS``) with
 ``api == "responses"`` is replayed through ``httpx.MockTransport`` into
 ``OpenAIResponsesModel`` — HTTP status, SSE framing, event assembly — once whole and once
 cut into 7-byte network reads. Recorded requests are rebuilt from items and compared.

@@ -282,3 +282,27 @@ def test_a_call_that_fails_now_but_ran_fine_when_recorded_is_a_failure(tmp_path:
         report = again.rebuild_kernel()
     assert [f[:2] for f in report.failed] == [(1, "error")] and report.expected == []
     assert "1 failed — call 1: error: FileNotFoundError" in report.line()
+
+
+def test_rerun_reapplies_data_files_and_leaves_code_waiting(tmp_path: Path) -> None:
+    import pytest
+
+    from ipyagent.kernel.sandbox import probe
+    from ipyagent.kernel.staging import probe_overlay
+
+    if probe()[0] is None or probe_overlay():
+        pytest.skip("no staged sandbox here")
+    code = "open('out.csv', 'w').write('a\\n1\\n'); open('helper.py', 'w').write('X = 1\\n')"
+    model = ScriptedModel([calls(("python", {"code": code})), text("done")])
+    with Agent(client=model, cwd=str(tmp_path)) as agent:
+        agent.run("write them")
+        assert (tmp_path / "out.csv").exists() and not (tmp_path / "helper.py").exists()
+        path = agent.save(tmp_path / "run.ipynb")
+    (tmp_path / "out.csv").unlink()
+    with Agent(model="demo", cwd=str(tmp_path), approval="auto") as again:
+        transcript = again.load(path, rerun=True, cwd=tmp_path)
+        assert (tmp_path / "out.csv").read_text() == "a\n1\n"  # a data file: back
+        assert not (tmp_path / "helper.py").exists()  # code: waits for the person
+        assert [c.path for c in again.changes()] == ["helper.py"]
+        line = transcript.rebuild.line()  # type: ignore[attr-defined]
+        assert "1 file change the re-run made waits in the sandbox (%agent changes)" in line

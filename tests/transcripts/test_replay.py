@@ -242,7 +242,7 @@ def test_replay_runs_in_a_fresh_temporary_directory_unless_given_cwd(tmp_path, m
     with Agent(model="demo", approval="auto", python_tool=False) as user:
         report = user.replay(path)
     assert not (mine / "MARKER").exists() and not (tmp_path / "MARKER").exists()
-    printed = next(i.output for i in report.context if isinstance(i, ToolResult))
+    printed = next(i.output for i in report.context if isinstance(i, ToolResult)).splitlines()[0]
     assert printed == report.cwd and report.cwd.startswith(os.path.realpath(tempfile_dir()))
     assert not os.path.exists(report.cwd)  # removed afterwards
     assert any(n.startswith("ran in a fresh empty directory") for n in report.notes)
@@ -294,3 +294,32 @@ def test_percent_agent_replay_in_a_headless_notebook_shows_each_call_and_denies(
                                               "approve this call: the notebook runs without")
     assert "reproduced: 2 python calls" in allowed.outputs[-1]["data"]["text/plain"]
     assert marker.read_text() == "x"  # only the approved replay wrote it
+
+
+def test_replay_verifies_the_files_a_call_changed(tmp_path):
+    from ipyagent.kernel.sandbox import probe
+    from ipyagent.kernel.staging import probe_overlay
+
+    if probe()[0] is None or probe_overlay():
+        import pytest
+
+        pytest.skip("no staged sandbox here")
+    code = "open('out.csv', 'w').write('a,b\\n1,2\\n')"
+    model = ScriptedModel([calls(("python", {"code": code})), text("written")])
+    agent = Agent(client=model, cwd=str(tmp_path))
+    try:
+        agent.run("write it")
+        [result] = [i for i in agent.context if isinstance(i, ToolResult)]
+        [change] = result.meta["changes"]
+        assert change["path"] == "out.csv" and change["status"] == "applied"
+        path = agent.save(tmp_path / "run.ipynb")
+    finally:
+        agent.close()
+    assert read(path).items and any(
+        isinstance(i, ToolResult) and i.meta.get("changes") for i in read(path).items)
+    assert replay(path, approval="auto").reproduced  # a fresh directory: made again, same bytes
+    # A transcript whose recorded file differs from what the code makes: reported.
+    text_ = path.read_text().replace(change["sha256"], "0" * 64)
+    (tmp_path / "forged.ipynb").write_text(text_)
+    report = replay(tmp_path / "forged.ipynb", approval="auto")
+    assert not report.reproduced and "out.csv" in report.differences[0].new

@@ -1,0 +1,664 @@
+"""The staged workspace: the model's code sees your folder copy-on-write; what it writes
+collects in an overlay's upper directory, outside the sandbox's view, as a change set.
+
+Nothing the sandbox writes reaches your folder except by ``Stage.apply`` (called by the
+engine under ``Agent.apply_changes``, or by you with ``%agent apply``). ``scan`` lists what
+changed since it last looked by walking the upper directories only (O(changes), not
+O(files in the folder)); ``apply`` copies a change into the real folder (never through a
+symlink, never outside it) and keeps the before-image; ``undo`` puts it back unless you
+edited the file since. Measured on overlayfs: a file in the upper directory must never be
+deleted or rewritten while it is mounted (the sandbox's next write to it vanishes), so
+applying copies and leaves the upper copy in place.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import hashlib
+import importlib.util
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+__all__ = ["Change", "ChangeSet", "Stage", "code_risk", "probe_overlay", "STAGE_EXEC",
+           "APPLY_MODES", "UndoReport"]
+
+STAGE_EXEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_stage_exec.py")
+APPLY_MODES = ("ask", "data", "never")
+
+Kind = Literal["new", "modified", "deleted"]
+Status = Literal["pending", "applied", "discarded", "undone"]
+
+_DIFF_BYTES = 200_000  # larger files get no diff (their size and sha256 say enough)
+_DIFF_LINES = 60
+
+
+@dataclass(frozen=True)
+class Change:
+    """One file the sandbox created, changed or deleted (relative to its folder)."""
+
+    path: str  # relative, '/'-separated
+    root: str  # the real folder it belongs to
+    kind: Kind
+    size: int | None = None  # bytes of the staged file (None: deleted)
+    sha256: str | None = None  # of the staged bytes (a symlink: of its target text)
+    risk: str | None = None  # why it can run code later; None: a data file
+    diff: str | None = None  # a unified diff for text files, folded
+    link: str | None = None  # a symlink's target
+    status: Status = "pending"
+
+    @property
+    def full(self) -> str:
+        return os.path.join(self.root, *self.path.split("/"))
+
+    def line(self) -> str:
+        """``+ data.csv (new, 1.2 KB)`` / ``! utils.py (modified, 300 B): shadows ...``."""
+        mark = {"new": "+", "modified": "~", "deleted": "-"}[self.kind]
+        size = "" if self.size is None else f", {_human(self.size)}"
+        link = f" -> {self.link}" if self.link is not None else ""
+        risk = f"  [runs code: {self.risk}]" if self.risk else ""
+        return f"{mark} {self.path}{link} ({self.kind}{size}){risk}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """For a result's meta and the transcript (plain JSON)."""
+        out: dict[str, Any] = {"path": self.path, "kind": self.kind, "status": self.status}
+        for key in ("size", "sha256", "risk", "diff", "link"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
+@dataclass
+class ChangeSet:
+    """Changes applied together, with what was there before (for ``undo``)."""
+
+    changes: list[Change]
+    before: dict[str, tuple[bytes | None, int | None, str | None]]  # path -> (bytes, mode, sha256)
+    after: dict[str, str | None]  # path -> sha256 of what was written (None: deleted)
+    by: str = "policy"
+    at: float = field(default_factory=time.time)
+    call_id: str = ""  # the tool call whose code made them ('': applied by hand)
+
+    def __repr__(self) -> str:
+        return f"<ChangeSet {len(self.changes)} file(s) by {self.by}>"
+
+
+@dataclass
+class UndoReport:
+    """What an undo restored and what it left because you edited it since."""
+
+    restored: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)  # edited since it was applied: not overwritten
+
+    def __str__(self) -> str:
+        parts = [f"restored {len(self.restored)} file(s)" + (f": {', '.join(self.restored)}"
+                                                               if self.restored else "")]
+        if self.kept:
+            parts.append(f"left {len(self.kept)} you changed since: {', '.join(self.kept)}")
+        return "; ".join(parts)
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+
+# ---- what can run code later ---------------------------------------------------------
+
+_NAMED = {
+    "ipykernel_launcher.py": "the next Jupyter kernel started here runs it",
+    "sitecustomize.py": "Python runs it at every start",
+    "usercustomize.py": "Python runs it at every start",
+    "conftest.py": "pytest runs it",
+    "setup.py": "pip and setuptools run it",
+    "setup.cfg": "build configuration",
+    "pyproject.toml": "build configuration (pip runs its build backend)",
+    "noxfile.py": "nox runs it",
+    "tox.ini": "tox runs its commands",
+    "makefile": "make runs it",
+    "gnumakefile": "make runs it",
+    "agents.md": "instructions ipyagent gives the model",
+    "mcp.json": "MCP servers ipyagent starts",
+    ".mcp.json": "MCP servers ipyagent starts",
+    "skill.md": "a skill ipyagent loads",
+    ".envrc": "direnv runs it",
+    ".pre-commit-config.yaml": "git hooks run it",
+    "justfile": "just runs it",
+    "dockerfile": "docker build runs it",
+}
+_RC = {".bashrc", ".bash_profile", ".profile", ".zshrc", ".zprofile", ".zshenv", ".bash_login",
+       ".bash_logout", ".inputrc", ".pythonrc", ".pythonstartup", ".ipython"}
+_SUFFIX = {
+    ".pyc": "compiled Python: imported instead of the source beside it",
+    ".pyo": "compiled Python: imported instead of the source beside it",
+    ".pth": "a .pth file runs code at every Python start",
+    ".so": "a native module: importing it runs machine code",
+    ".pyd": "a native module: importing it runs machine code",
+    ".dylib": "a native library",
+    ".sh": "a shell script", ".bash": "a shell script", ".zsh": "a shell script",
+    ".ps1": "a PowerShell script", ".bat": "a batch script", ".cmd": "a batch script",
+    ".ipynb": "a notebook: its code runs when you run it",
+    ".desktop": "a desktop launcher", ".service": "a service unit",
+}
+
+
+@functools.lru_cache(maxsize=4096)
+def _installed(module: str) -> str | None:
+    """Where ``module`` would be imported from today (never imports it), or None."""
+    if not module.isidentifier():
+        return None
+    if module in sys.builtin_module_names:
+        return "built-in"
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError, AttributeError):
+        return None
+    if spec is None:
+        return None
+    return spec.origin or "a namespace package"
+
+
+def code_risk(rel: str, root: str, *, executable: bool = False, symlink: bool = False,
+              existed: bool = False) -> str | None:
+    """Why a file at ``rel`` (under ``root``) can run code later, or None for a data file."""
+    parts = rel.split("/")
+    lower = [p.lower() for p in parts]
+    name = lower[-1]
+    if ".git" in lower[:-1] or name == ".git":
+        return "inside .git/: git runs its hooks and config (core.fsmonitor, aliases)"
+    if ".ipyagent" in lower[:-1] or name == ".ipyagent":
+        return "inside .ipyagent/: ipyagent's own settings, memory and skills"
+    if symlink:
+        return "a symlink: it can lead anywhere"
+    if "__pycache__" in lower[:-1]:
+        return "compiled Python: imported instead of the source beside it"
+    if name in _NAMED:
+        return _NAMED[name]
+    if name in _RC or name.startswith(".bash") or name.startswith(".zsh"):
+        return "a shell or Python start-up file"
+    if "skills" in lower[:-1]:
+        return "part of a skill ipyagent loads"
+    stem, suffix = os.path.splitext(name)
+    if suffix == ".py":
+        module = parts[0] if len(parts) > 1 else os.path.splitext(parts[0])[0]
+        where = _installed(module) if len(parts) > 1 or stem != "__init__" else None
+        if existed:
+            return "changes your Python file: it runs when imported"
+        if where is not None and not _inside(where, root):
+            return f"Python source that shadows the installed module {module!r} ({where})"
+        return "Python source: it runs when imported or run (python -m, import)"
+    if suffix in _SUFFIX:
+        return _SUFFIX[suffix]
+    if executable:
+        return "an executable file"
+    return None
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+# ---- can we stage at all -------------------------------------------------------------
+
+
+@functools.cache
+def probe_overlay() -> str:
+    """'' where an overlay can be mounted in a user namespace here, else why not (once)."""
+    if not sys.platform.startswith("linux"):
+        return f"overlayfs needs Linux (this is {sys.platform})"
+    base = tempfile.mkdtemp(prefix="ipyagent-probe-")
+    try:
+        dirs = {name: os.path.join(base, name) for name in ("real", "lower", "upper", "work")}
+        for path in dirs.values():
+            os.mkdir(path)
+        argv = [sys.executable, "-I", "-S", STAGE_EXEC, "--pidfile", os.path.join(base, "pid"),
+                "--overlay", dirs["real"], dirs["lower"], dirs["upper"], dirs["work"], "--",
+                "/bin/sh", "-c", f"echo x > {dirs['real']}/probe"]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"the staging helper did not run: {exc}"
+        if done.returncode != 0:
+            why = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+            return f"an overlay cannot be mounted in a user namespace here ({why})"
+        if not os.path.exists(os.path.join(dirs["upper"], "probe")) or \
+                os.path.exists(os.path.join(dirs["real"], "probe")):
+            return "the overlay did not keep the sandbox's write apart"
+        return ""
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+# ---- the stage -------------------------------------------------------------------------
+
+
+def _sig(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+
+
+def _sha(path: str) -> str | None:
+    h = hashlib.sha256()
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        while chunk := os.read(fd, 1 << 20):
+            h.update(chunk)
+    finally:
+        os.close(fd)
+    return h.hexdigest()
+
+
+def _read(path: str, limit: int | None = None) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or (limit is not None and st.st_size > limit):
+            return None
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _diff(before: bytes | None, after: bytes | None, rel: str) -> str | None:
+    if after is None and before is None:
+        return None
+    try:
+        old = (before or b"").decode("utf-8").splitlines(keepends=True)
+        new = (after or b"").decode("utf-8").splitlines(keepends=True)
+    except UnicodeDecodeError:
+        return None  # binary: its size and sha256 say enough
+    lines = list(difflib.unified_diff(old, new, f"a/{rel}", f"b/{rel}", n=2))
+    if len(lines) > _DIFF_LINES:
+        half = _DIFF_LINES // 2
+        lines = lines[:half] + [f"... {len(lines) - _DIFF_LINES} more diff lines ...\n"] + lines[-half:]
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines) or None
+
+
+class _Layer:
+    """One staged folder: its real path and the overlay's directories."""
+
+    def __init__(self, root: str, base: str, index: int) -> None:
+        self.root = root
+        self.lower = os.path.join(base, f"lower{index}")  # the bind of the real folder, for the options
+        self.upper = os.path.join(base, f"upper{index}")
+        self.work = os.path.join(base, f"work{index}")
+        for path in (self.lower, self.upper, self.work):
+            os.mkdir(path, 0o700)
+
+
+class Stage:
+    """The staged copies of the sandbox's writable folders, and what moved between them."""
+
+    def __init__(self, roots: Iterable[str]) -> None:
+        real = sorted({os.path.realpath(r) for r in roots}, key=len)
+        # A folder inside another staged one is staged with it.
+        kept: list[str] = []
+        for root in real:
+            if not any(_inside(root, k) for k in kept):
+                kept.append(root)
+        self.base = tempfile.mkdtemp(prefix="ipyagent-stage-")
+        for part in self.base.split("/"):
+            if any(c in part for c in ",:\\"):
+                raise ValueError(f"the temporary directory {self.base!r} has a ',', ':' or '\\' "
+                                 "that overlayfs options cannot carry; set TMPDIR elsewhere")
+        self.layers = [_Layer(root, self.base, i) for i, root in enumerate(kept)]
+        self.pidfile = os.path.join(self.base, "stage.pid")
+        self.undo_dir = os.path.join(self.base, "undo")
+        os.mkdir(self.undo_dir, 0o700)
+        self._seen: dict[tuple[str, str], tuple[int, ...]] = {}  # (root, rel) -> upper signature
+        self._state: dict[tuple[str, str], Change] = {}  # the latest change per file
+        self.applied: list[ChangeSet] = []
+        self._stage_mnt: int | None = None
+
+    @property
+    def roots(self) -> list[str]:
+        return [layer.root for layer in self.layers]
+
+    def __repr__(self) -> str:
+        pending = len(self.pending())
+        return f"<Stage {', '.join(self.roots)}: {pending} change(s) pending>"
+
+    # -- the launcher ----------------------------------------------------------------
+    def argv(self, network: str | None = None) -> list[str]:
+        """The staging helper's command line, to put in front of bubblewrap's."""
+        cmd = [sys.executable, "-I", "-S", STAGE_EXEC, "--pidfile", self.pidfile]
+        if network:
+            cmd += ["--net", "slirp4netns", network]
+        for layer in self.layers:
+            cmd += ["--overlay", layer.root, layer.lower, layer.upper, layer.work]
+        return [*cmd, "--"]
+
+    def join_argv(self, cwd: str) -> list[str] | None:
+        """A command line prefix that runs a fresh process in the stage (None: not running)."""
+        try:
+            with open(self.pidfile, encoding="ascii") as f:
+                pid = int(f.read().strip())
+            mnt = os.stat(f"/proc/{pid}/ns/mnt").st_ino
+        except (OSError, ValueError):
+            return None
+        if mnt == os.stat("/proc/self/ns/mnt").st_ino:
+            return None  # not a stage of ours (a pid reused by an ordinary process)
+        return [sys.executable, "-I", "-S", STAGE_EXEC, "--join", str(pid), "--expect-mnt",
+                str(mnt), "--cwd", cwd, "--"]
+
+    def close(self) -> None:
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    # -- what changed ----------------------------------------------------------------
+    def scan(self) -> list[Change]:
+        """Files the sandbox changed since the last scan (each differing from your folder)."""
+        found: list[Change] = []
+        for layer in self.layers:
+            for rel, st in self._walk(layer):
+                key = (layer.root, rel)
+                sig = _sig(st)
+                if self._seen.get(key) == sig:
+                    continue
+                self._seen[key] = sig
+                change = self._describe(layer, rel, st)
+                if change is None:
+                    self._state.pop(key, None)
+                    continue
+                self._state[key] = change
+                found.append(change)
+        return found
+
+    def _walk(self, layer: _Layer) -> Iterable[tuple[str, os.stat_result]]:
+        stack = [""]
+        while stack:
+            rel_dir = stack.pop()
+            path = os.path.join(layer.upper, rel_dir) if rel_dir else layer.upper
+            try:
+                entries = list(os.scandir(path))
+            except OSError:
+                continue
+            opaque = rel_dir and _opaque(path)
+            if opaque:
+                yield from self._hidden_by_opaque(layer, rel_dir, {e.name for e in entries})
+            for entry in entries:
+                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(rel)
+                else:
+                    yield rel, st
+
+    def _hidden_by_opaque(self, layer: _Layer, rel_dir: str,
+                          present: set[str]) -> Iterable[tuple[str, os.stat_result]]:
+        """A directory deleted and made again: what it held in your folder is deleted."""
+        real_dir = os.path.join(layer.root, rel_dir)
+        try:
+            names = os.listdir(real_dir)
+        except OSError:
+            return
+        for name in names:
+            if name not in present:
+                whiteout = os.stat_result((stat.S_IFCHR, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+                yield f"{rel_dir}/{name}", whiteout
+
+    def _describe(self, layer: _Layer, rel: str, st: os.stat_result) -> Change | None:
+        real = os.path.join(layer.root, rel)
+        staged = os.path.join(layer.upper, rel)
+        existed = os.path.lexists(real)
+        if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
+            if not existed:
+                return None  # made and deleted inside: nothing to bring back
+            return Change(rel, layer.root, "deleted", risk=code_risk(rel, layer.root, existed=True))
+        kind: Kind = "modified" if existed else "new"
+        if stat.S_ISLNK(st.st_mode):
+            target = os.readlink(staged)
+            if os.path.islink(real) and os.readlink(real) == target:
+                return None
+            return Change(rel, layer.root, kind, size=len(target),
+                          sha256=hashlib.sha256(target.encode(errors="surrogateescape")).hexdigest(),
+                          risk=code_risk(rel, layer.root, symlink=True), link=target)
+        if not stat.S_ISREG(st.st_mode):
+            return Change(rel, layer.root, kind, size=0,
+                          risk="a device, pipe or socket: not a file of yours")
+        digest = _sha(staged)
+        if existed and not os.path.islink(real) and _sha(real) == digest:
+            return None  # the same bytes as yours (copied back, or written unchanged)
+        after = _read(staged, _DIFF_BYTES)
+        before = _read(real, _DIFF_BYTES) if existed else None
+        return Change(rel, layer.root, kind, size=st.st_size, sha256=digest,
+                      risk=code_risk(rel, layer.root, executable=bool(st.st_mode & 0o111),
+                                     existed=existed),
+                      diff=_diff(before, after, rel) if after is not None else None)
+
+    def pending(self) -> list[Change]:
+        """Every change not applied, discarded or undone yet."""
+        self.scan()
+        return [c for c in self._state.values() if c.status == "pending"]
+
+    def changes(self) -> list[Change]:
+        """Every change the sandbox made, with its status."""
+        self.scan()
+        return list(self._state.values())
+
+    def view_sha(self, path: str) -> str | None:
+        """sha256 of ``path`` (relative to the first folder) as the sandbox sees it; None: absent.
+        For replay: a recorded change is verified by what the sandbox's view holds."""
+        layer = self.layers[0]
+        staged = os.path.join(layer.upper, path)
+        try:
+            st = os.lstat(staged)
+        except OSError:
+            st = None
+        if st is not None:
+            if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
+                return None
+            if stat.S_ISLNK(st.st_mode):
+                return hashlib.sha256(os.readlink(staged).encode(errors="surrogateescape")).hexdigest()
+            return _sha(staged)
+        real = os.path.join(layer.root, path)
+        if os.path.islink(real):
+            return hashlib.sha256(os.readlink(real).encode(errors="surrogateescape")).hexdigest()
+        return _sha(real)
+
+    def _layer(self, root: str) -> _Layer:
+        return next(layer for layer in self.layers if layer.root == root)
+
+    # -- moving changes ----------------------------------------------------------------
+    def apply(self, changes: Sequence[Change], by: str = "policy", call_id: str = "") -> ChangeSet:
+        """Copy ``changes`` into your folder; returns what was done, with the before-images
+        (``call_id``: the call whose code made them, so a rewind knows which to undo)."""
+        done: list[Change] = []
+        before: dict[str, tuple[bytes | None, int | None, str | None]] = {}
+        after: dict[str, str | None] = {}
+        for change in changes:
+            current = self._state.get((change.root, change.path))
+            if current is None or current.status != "pending" or current.sha256 != change.sha256:
+                continue  # applied already, or changed again since it was shown: not this one
+            layer = self._layer(change.root)
+            real = change.full
+            old = _read(real)
+            old_mode = os.lstat(real).st_mode & 0o777 if os.path.lexists(real) else None
+            before[change.path] = (old, old_mode, hashlib.sha256(old).hexdigest() if old is not None
+                                   else None)
+            if old is None and os.path.lexists(real) and not os.path.isdir(real):
+                before[change.path] = (None, None, "unreadable")
+            try:
+                after[change.path] = _put(layer, change)
+            except OSError as exc:
+                raise OSError(exc.errno, f"could not apply {change.path}: {exc.strerror}") from None
+            applied = replace(current, status="applied")
+            self._state[(change.root, change.path)] = applied
+            done.append(applied)
+        record = ChangeSet(done, before, after, by=by, call_id=call_id)
+        if done:
+            self.applied.append(record)
+        return record
+
+    def discard(self, changes: Sequence[Change]) -> list[Change]:
+        """Mark ``changes`` as not wanted: they stay in the sandbox's view only."""
+        out = []
+        for change in changes:
+            key = (change.root, change.path)
+            current = self._state.get(key)
+            if current is not None and current.status == "pending":
+                self._state[key] = replace(current, status="discarded")
+                out.append(self._state[key])
+        return out
+
+    def undo(self, record: ChangeSet | None = None) -> UndoReport:
+        """Put back what ``record`` (default: the last applied set) changed in your folder."""
+        report = UndoReport()
+        if record is None:
+            if not self.applied:
+                return report
+            record = self.applied[-1]
+        for change in reversed(record.changes):
+            real = change.full
+            now = _sha(real) if not os.path.islink(real) else (
+                hashlib.sha256(os.readlink(real).encode(errors="surrogateescape")).hexdigest())
+            expected = record.after.get(change.path)
+            if (now if os.path.lexists(real) else None) != expected:
+                report.kept.append(change.path)
+                continue
+            old, mode, _ = record.before.get(change.path, (None, None, None))
+            layer = self._layer(change.root)
+            if old is None:
+                _remove(layer.root, change.path)
+            else:
+                _write_in(layer.root, change.path, old, mode or 0o644)
+            report.restored.append(change.path)
+            key = (change.root, change.path)
+            if key in self._state:
+                self._state[key] = replace(self._state[key], status="undone")
+        if record in self.applied and not report.kept:
+            self.applied.remove(record)
+        return report
+
+
+def _opaque(path: str) -> bool:
+    try:
+        return os.getxattr(path, "user.overlay.opaque", follow_symlinks=False) == b"y"
+    except OSError:
+        return False
+
+
+# ---- writing into the real folder, never through a symlink ----------------------------
+
+
+def _open_parent(root: str, rel: str, create: bool) -> tuple[int, str]:
+    """A directory fd for ``rel``'s parent inside ``root`` (no component a symlink)."""
+    parts = rel.split("/")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in parts[:-1]:
+            if part in ("", ".", ".."):
+                raise OSError(22, "bad path")
+            try:
+                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                os.mkdir(part, 0o755, dir_fd=fd)
+                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, parts[-1]
+
+
+def _write_in(root: str, rel: str, data: bytes, mode: int) -> str:
+    fd, name = _open_parent(root, rel, create=True)
+    tmp = f".{name}.ipyagent-{os.getpid()}.tmp"
+    try:
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode & 0o777,
+                      dir_fd=fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(out, view):]
+            os.fchmod(out, mode & 0o777)  # no setuid/setgid from the sandbox
+            os.fsync(out)
+        finally:
+            os.close(out)
+        if os.path.isdir(os.path.join(f"/proc/self/fd/{fd}", name)) and not os.path.islink(
+                os.path.join(f"/proc/self/fd/{fd}", name)):
+            raise IsADirectoryError(21, "a directory is in the way")
+        os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=fd)
+        except OSError:
+            pass
+        raise
+    finally:
+        os.close(fd)
+    return hashlib.sha256(data).hexdigest()
+
+
+def _remove(root: str, rel: str) -> None:
+    try:
+        fd, name = _open_parent(root, rel, create=False)
+    except FileNotFoundError:
+        return
+    try:
+        try:
+            os.unlink(name, dir_fd=fd)
+        except IsADirectoryError:
+            shutil.rmtree(os.path.join(f"/proc/self/fd/{fd}", name))
+        except FileNotFoundError:
+            pass
+    finally:
+        os.close(fd)
+
+
+def _put(layer: _Layer, change: Change) -> str | None:
+    """Make the real file what the stage holds; returns the sha256 written (None: deleted)."""
+    if change.kind == "deleted":
+        _remove(layer.root, change.path)
+        return None
+    staged = os.path.join(layer.upper, change.path)
+    if change.link is not None:
+        fd, name = _open_parent(layer.root, change.path, create=True)
+        try:
+            try:
+                os.unlink(name, dir_fd=fd)
+            except FileNotFoundError:
+                pass
+            os.symlink(change.link, name, dir_fd=fd)
+        finally:
+            os.close(fd)
+        return change.sha256
+    data = _read(staged)
+    if data is None:
+        raise OSError(2, "the staged file is gone or not a regular file")
+    if hashlib.sha256(data).hexdigest() != change.sha256:
+        raise OSError(11, "it changed again since it was listed; look again")
+    mode = os.lstat(staged).st_mode & 0o777
+    return _write_in(layer.root, change.path, data, mode)

@@ -1,0 +1,220 @@
+"""After a python or shell call: what the model's code changed in the staged workspace,
+applied to your folder as ``Agent.apply_changes`` says, shown on the card, told to the model.
+
+Data files are applied at once under the default (``data``); anything that can run code
+later (``kernel.staging.code_risk``) waits for a person: the frontend asks where it can
+(``confirm_changes`` on the approval UI), else the change stays pending for ``%agent apply``.
+ipyagent's own state (``.ipyagent/``) is never applied from the sandbox, whoever asks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._text import visible
+from ..items import ToolResult
+from ..kernel.staging import Change, Stage
+
+__all__ = ["ChangeRequest", "settle_changes", "never_applied", "model_note"]
+
+
+def never_applied(change: Change) -> bool:
+    """ipyagent's own state (memory, cache, autosaves, settings): out of the sandbox's reach."""
+    return change.path.split("/", 1)[0] == ".ipyagent"
+
+
+@dataclass
+class ChangeRequest:
+    """Changes the model's code made that need a person's yes before they reach the folder."""
+
+    changes: list[Change]
+    call_id: str = ""
+
+    def lines(self) -> list[str]:
+        return [visible(c.line()) for c in self.changes]
+
+    def question(self) -> str:
+        return ("The model's code changed these files in the sandbox's copy of your folder; "
+                "they can run code later:\n" + "\n".join(f"  {line}" for line in self.lines()))
+
+    def _repr_markdown_(self) -> str:
+        return self.question()
+
+
+def model_note(changes: Sequence[Change]) -> str:
+    """What the model is told: which changes reached the user's folder and which did not."""
+    if not changes:
+        return ""
+    applied = [c for c in changes if c.status == "applied"]
+    waiting = [c for c in changes if c.status == "pending"]
+    kept = [c for c in changes if c.status in ("discarded", "undone")]
+    parts = []
+    if applied:
+        parts.append("applied to the user's folder: " + ", ".join(f"{c.path} ({c.kind})" for c in applied))
+    if waiting:
+        parts.append("NOT applied, waiting for the user (they can run code): "
+                     + ", ".join(f"{c.path} ({c.kind})" for c in waiting))
+    if kept:
+        parts.append("NOT applied (the user said no; only your sandbox sees them): "
+                     + ", ".join(f"{c.path} ({c.kind})" for c in kept))
+    return "[ipyagent note, not tool output: files changed: " + "; ".join(parts) + "]"
+
+
+async def settle_changes(host: Any, result: ToolResult) -> None:
+    """Scan the stage after a call, apply per the setting, record on ``result``."""
+    stage: Stage | None = getattr(host.kernel, "stage", None)
+    if stage is None:
+        return
+    changes = stage.scan()
+    if not changes:
+        return
+    mode = getattr(host, "apply_changes", "data")
+    final: dict[str, Change] = {c.path + "\0" + c.root: c for c in changes}
+    eligible = [c for c in changes if not never_applied(c)]
+    now = [c for c in eligible if c.risk is None] if mode == "data" else []
+    ask = [c for c in eligible if c not in now] if mode != "never" else []
+    if now:
+        for c in stage.apply(now, by="policy", call_id=result.call_id).changes:
+            final[c.path + "\0" + c.root] = c
+    if ask:
+        ui = getattr(getattr(host, "policy", None), "ui", None)
+        confirm = getattr(ui, "confirm_changes", None)
+        if callable(confirm):
+            answer = await confirm(ChangeRequest(ask, result.call_id))
+            by = "terminal" if type(ui).__name__.startswith("Terminal") else "click"
+            if answer is True:
+                done = stage.apply(ask, by="person", call_id=result.call_id).changes
+                for c in done:
+                    final[c.path + "\0" + c.root] = c
+                _audit(result, "apply", done, by, call_id=result.call_id)
+            elif answer is False:
+                kept = stage.discard(ask)
+                for c in kept:
+                    final[c.path + "\0" + c.root] = c
+                _audit(result, "discard", kept, by, call_id=result.call_id)
+    shown = list(final.values())
+    result.meta["changes"] = [c.as_dict() for c in shown]
+    note = model_note(shown)
+    result.output = f"{result.output}\n{note}" if result.output else note
+
+
+def _subject(changes: Sequence[Change]) -> str:
+    n = len(changes)
+    return f"{n} file change{'s' if n != 1 else ''}: " + ", ".join(c.path for c in changes)
+
+
+def _digest(changes: Sequence[Change]) -> str:
+    """One sha256 for a set of changes: over each path and its staged content's sha256."""
+    import hashlib
+
+    lines = "".join(f"{c.path}\0{c.sha256 or '-'}\n" for c in sorted(changes, key=lambda c: c.path))
+    return hashlib.sha256(lines.encode(errors="surrogateescape")).hexdigest()
+
+
+def _audit(target: Any, action: str, changes: Sequence[Change], by: str, *, call_id: str = "",
+           tell: str | None = None) -> None:
+    """A row of the audit for a person's decision on file changes (with what moved)."""
+    if not changes:
+        return
+    from ..decisions import person_decided
+
+    person_decided(target, action, _subject(changes), by=by, sha256=_digest(changes),
+                   call_id=call_id, tell=tell)
+
+
+class ChangeList(list):  # type: ignore[type-arg]
+    """Changes with a readable table (``%agent changes``, ``agent.changes()``)."""
+
+    def __init__(self, changes: Sequence[Change], note: str = "") -> None:
+        super().__init__(changes)
+        self.note = note
+
+    def __repr__(self) -> str:
+        if not self:
+            return self.note or "no changes from the sandbox"
+        return "\n".join(f"[{c.status}] {visible(c.line())}" for c in self)
+
+    def _repr_html_(self) -> str:
+        import html
+
+        if not self:
+            return f"<p>{html.escape(self.note or 'no changes from the sandbox')}</p>"
+        rows = "".join(
+            f"<tr><td>{html.escape(c.status)}</td><td><code>{html.escape(visible(c.path))}</code></td>"
+            f"<td>{html.escape(c.kind)}</td><td>{'' if c.size is None else c.size}</td>"
+            f"<td>{html.escape(visible(c.risk or ''))}</td></tr>" for c in self)
+        return ("<table><thead><tr><th>status</th><th>file</th><th>change</th><th>bytes</th>"
+                f"<th>can run code</th></tr></thead><tbody>{rows}</tbody></table>")
+
+
+def _stage(agent: Any) -> Stage | None:
+    kernel = agent.kernel_if_started
+    return getattr(kernel, "stage", None) if kernel is not None else None
+
+
+def _pick(changes: Sequence[Change], paths: Sequence[str]) -> list[Change]:
+    if not paths:
+        return list(changes)
+    wanted = {p.strip("/") for p in paths}
+    picked = [c for c in changes if c.path in wanted]
+    missing = wanted - {c.path for c in picked}
+    if missing:
+        raise ValueError(f"no pending change for {', '.join(sorted(missing))}; %agent changes lists them")
+    return picked
+
+
+def list_changes(agent: Any, everything: bool = False) -> ChangeList:
+    """The sandbox's pending changes (``everything``: with applied, discarded and undone)."""
+    stage = _stage(agent)
+    if stage is None:
+        return ChangeList([], _why_none(agent))
+    return ChangeList(stage.changes() if everything else stage.pending())
+
+
+def apply_pending(agent: Any, paths: Sequence[str] = ()) -> ChangeList:
+    """Apply pending changes (all, or those at ``paths``) to the folder: a person's decision."""
+    stage = _stage(agent)
+    if stage is None:
+        return ChangeList([], _why_none(agent))
+    chosen = [c for c in _pick(stage.pending(), paths) if not never_applied(c)]
+    done = stage.apply(chosen, by="person").changes
+    _audit(agent.context, "apply", done, "user", tell=(
+        f"[ipyagent: the user applied to their folder: {', '.join(c.path for c in done)}]"))
+    return ChangeList(done, "nothing to apply")
+
+
+def discard_pending(agent: Any, paths: Sequence[str] = ()) -> ChangeList:
+    """Keep pending changes in the sandbox only."""
+    stage = _stage(agent)
+    if stage is None:
+        return ChangeList([], _why_none(agent))
+    kept = stage.discard(_pick(stage.pending(), paths))
+    _audit(agent.context, "discard", kept, "user")
+    return ChangeList(kept, "nothing to discard")
+
+
+def undo_last(agent: Any) -> Any:
+    """Undo the last applied change set (an ``UndoReport``)."""
+    from ..kernel.staging import UndoReport
+
+    stage = _stage(agent)
+    if stage is None:
+        return UndoReport()
+    last = stage.applied[-1] if stage.applied else None
+    report = stage.undo()
+    if last is not None and report.restored:
+        undone = [c for c in last.changes if c.path in report.restored]
+        _audit(agent.context, "undo", undone, "user", tell=(
+            f"[ipyagent: the user undid these changes in their folder: {', '.join(report.restored)}"
+            + (f"; left as they edited them: {', '.join(report.kept)}" if report.kept else "") + "]"))
+    return report
+
+
+def _why_none(agent: Any) -> str:
+    kernel = agent.kernel_if_started
+    if kernel is None:
+        return "no sibling kernel yet: nothing has run"
+    note = getattr(kernel, "stage_note", "")
+    return note or "the sibling is not staged (not sandboxed, or remote): its writes reach the folder directly"

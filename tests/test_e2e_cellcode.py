@@ -1,0 +1,144 @@
+"""Measured in a real JupyterLab (headless Chromium): "code → new cell" puts in the new cell
+exactly the text the card shows, character for character, when the model's code hides a
+bidi character in a string (issue 29: the cell drew ``note = "#  fee = fee * 10 ; "`` and
+ran ``fee = fee * 10``); code that hides one in a comment gets no button, and its card says
+why. The new cell's text is read three ways: the saved notebook file, the editor's lines
+as drawn, and the card's text as drawn.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ipyagent.trust.cellcode import cell_text, hidden_characters
+from tests.helpers.jupyter_server_helper import JupyterServer
+from tests.test_e2e_browser import (  # noqa: F401 - the browser fixture
+    ARTIFACTS,
+    LOAD,
+    _anywidget_labextension,
+    _assert_gone,
+    browser,
+    code_cell,
+    dismiss_dialogs,
+    expect,
+    outputs,
+    prompt,
+    run_cell,
+    wait_idle,
+    wait_text,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
+
+BIDI = 'fee = 1\nnote = "\u202b#  fee = fee * 10 ; "\nprint("fee is", fee)'
+IN_COMMENT = "y = 2  # \u202e hidden in a comment"
+
+
+@pytest.fixture(params=["lab", "notebook"])
+def bidi_lab(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[JupyterServer, Path, str]]:
+    """JupyterLab (or Notebook 7) over a notebook whose %agent runs the two python calls."""
+    app = request.param
+    pytest.importorskip("jupyterlab" if app == "lab" else "notebook")
+    import nbformat
+
+    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
+
+    model = ScriptedServer([reply_tool_calls([("python", {"code": BIDI}),
+                                              ("python", {"code": IN_COMMENT})]),
+                            reply_text("Both ran.")])
+    model.start()
+    root = tmp_path / "root"
+    root.mkdir()
+    setup = ("%load_ext ipyagent\n%config Agent.model = 'scripted'\n"
+             f"%config Agent.base_url = '{model.base_url}'\n%config Agent.approval = 'auto'\n"
+             "%config Agent.share_namespace = 'off'\n%config Agent.autosave = ''")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(setup),
+                                         nbformat.v4.new_code_cell("%agent compute the fee")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                 "language": "python"}
+    path = root / "bidi.ipynb"
+    nbformat.write(nb, path)
+    srv = JupyterServer(root, tmp_path / "home", app=app)
+    _anywidget_labextension(tmp_path / "home" / "data")
+    srv.start()
+    kernels: list[int] = []
+    try:
+        yield srv, path, app
+        kernels = srv.kernel_pids()
+    finally:
+        kernels = kernels or srv.kernel_pids()
+        srv.close()
+        model.close()
+    _assert_gone(kernels)
+
+
+def saved_sources(path: Path, count: int, timeout: float = 60) -> list[str]:
+    """The cells' sources once the saved file has ``count`` cells."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        except json.JSONDecodeError:  # read while the server was writing it: read again
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+            continue
+        if len(cells) >= count or time.monotonic() > deadline:
+            return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in cells]
+        time.sleep(0.5)
+
+
+def test_the_new_cell_is_the_cards_text_character_for_character(
+        browser: Any, bidi_lab: tuple[JupyterServer, Path, str]) -> None:  # noqa: F811 - the fixture
+    server, path, app = bidi_lab
+    page = browser.new_page()
+    dismiss_dialogs(page)
+    try:
+        page.goto(server.url_for("bidi.ipynb"), timeout=LOAD)
+        setup = code_cell(page, "%load_ext ipyagent")
+        expect(setup).to_be_visible(timeout=LOAD)
+        run_cell(setup)
+        wait_text(setup, "approval", timeout=LOAD)
+        cell = code_cell(page, "%agent compute the fee")
+        run_cell(cell)
+        wait_text(cell, "Both ran.")
+        wait_idle(cell)
+        wait_text(cell, "fee is 1")  # the code ran as written: nothing multiplied the fee
+        cards = outputs(cell).locator(".ipyagent-card pre")
+        expect(cards).to_have_count(2)
+        card = cards.nth(0).evaluate("e => e.textContent")
+        refused = cards.nth(1).evaluate("e => e.textContent")
+        assert card == cell_text(BIDI) and hidden_characters(card) == [], repr(card)
+        assert "⟨U+202E⟩" in refused and "\u202e" not in refused  # its stand-in, as before
+        buttons = outputs(cell).locator(".ipyagent-cellcode-button")
+        expect(buttons).to_have_count(1)  # the comment's call has none…
+        expect(outputs(cell)).to_contain_text("code → new cell: not offered")  # …and says why
+        expect(outputs(cell)).to_contain_text("in a comment")
+
+        count = page.locator(".jp-Notebook .jp-Cell").count()
+        buttons.first.click()
+        expect(page.locator(".jp-Notebook .jp-Cell")).to_have_count(count + 1)
+        inserted = page.locator(".jp-Notebook .jp-Cell").nth(2)
+        expect(prompt(inserted)).to_have_text("[ ]:")  # not run
+        drawn = inserted.locator(".cm-line").evaluate_all("ls => ls.map(l => l.textContent).join('\\n')")
+        assert drawn == card, (drawn, card)  # the editor draws the card's text
+        page.keyboard.press("Escape")
+        page.keyboard.press("Control+s")
+        sources = saved_sources(path, count + 1)
+        assert sources[2] == card, (sources[2], card)  # the cell holds it, byte for byte
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        cell.scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / f"{'' if app == 'lab' else 'notebook7-'}bidi-code-to-cell.png"))
+    except BaseException:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"failed-bidi-{app}.png"), full_page=True)
+        print(f"jupyter log:\n{server.log()}")
+        raise
+    finally:
+        page.close()

@@ -1,0 +1,134 @@
+"""Issue 31 in a real browser: "rewind to here" on a step of a run in JupyterLab.
+
+JupyterLab on 127.0.0.1 (random port and token) over a notebook whose ``%agent`` talks to
+a scripted OpenAI-compatible server; headless Chromium (Playwright) runs it, clicks the
+second step's "⟲ rewind to here", reads the question (what is dropped and undone), cancels,
+asks again, rewinds, then checks in new cells what a person would: the files in the folder
+and the variables in the agent's kernel.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.jupyter_server_helper import JupyterServer
+from tests.test_e2e_browser import (  # noqa: F401 - the browser fixture
+    ARTIFACTS,
+    LOAD,
+    _assert_gone,
+    add_cell_below,
+    browser,
+    code_cell,
+    dismiss_dialogs,
+    expect,
+    output_text,
+    outputs,
+    run_cell,
+    wait_idle,
+    wait_text,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def rewind_lab(tmp_path: Path) -> Iterator[JupyterServer]:
+    """JupyterLab over a notebook whose %agent makes a file at each of three steps."""
+    pytest.importorskip("jupyterlab", reason="JupyterLab is not installed")
+    import nbformat
+
+    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
+
+    model = ScriptedServer([
+        reply_tool_calls([("python", {"code": f"v{i} = {i}\nopen('e{i}.txt', 'w').write('{i}')\n"
+                                              f"print('made e{i}')"}, f"e{i}")])
+        for i in (1, 2, 3)] + [reply_text("Made three files.")])
+    model.start()
+    root = tmp_path / "root"
+    root.mkdir()
+    setup = ("%load_ext ipyagent\n%config Agent.model = 'scripted'\n"
+             f"%config Agent.base_url = '{model.base_url}'\n%config Agent.approval = 'auto'\n"
+             "%config Agent.autosave = ''")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(setup),
+                                         nbformat.v4.new_code_cell("%agent make three files")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                 "language": "python"}
+    nbformat.write(nb, root / "rewind.ipynb")
+    srv = JupyterServer(root, tmp_path / "home", app="lab")
+    srv.start()
+    kernels: list[int] = []
+    try:
+        yield srv
+        kernels = srv.kernel_pids()
+    finally:
+        kernels = kernels or srv.kernel_pids()
+        srv.close()
+        model.close()
+    _assert_gone(kernels)
+
+
+def test_rewind_to_here_asks_then_goes_back(browser: Any, rewind_lab: JupyterServer) -> None:  # noqa: F811
+    page = browser.new_page()
+    dismiss_dialogs(page)
+    try:
+        page.goto(rewind_lab.url_for("rewind.ipynb"), timeout=LOAD)
+        setup = code_cell(page, "%load_ext ipyagent")
+        expect(setup).to_be_visible(timeout=LOAD)
+        run_cell(setup)
+        wait_text(setup, "approval", timeout=LOAD)
+        cell = code_cell(page, "%agent make three files")
+        run_cell(cell)
+        wait_text(cell, "Made three files.")
+        wait_idle(cell)
+        boxes = outputs(cell).locator(".ipyagent-rewind-box")
+        expect(boxes).to_have_count(4)  # one under each step, the answer's too
+        second = boxes.nth(1)
+        rewind = second.locator("button.ipyagent-rewind")
+
+        # Step 2's button asks first: what goes, what is put back; nothing has changed.
+        rewind.click()
+        plan = second.locator(".ipyagent-rewind-plan")
+        expect(plan).to_be_visible()
+        text = plan.inner_text()
+        assert "Rewind to step 2: drop steps 3–4" in text, text
+        assert "Undo in your folder: e3.txt" in text, text
+        assert "re-runs the 2 kept python calls" in text, text
+        second.locator("button.jupyter-button", has_text="Cancel").click()
+        status = second.locator(".ipyagent-rewind-status")
+        expect(status).to_contain_text("Not rewound.")
+        check = add_cell_below(page, cell, "import os; print(sorted(f for f in os.listdir() "
+                                           "if f.endswith('.txt')))")
+        run_cell(check)
+        wait_text(check, "['e1.txt', 'e2.txt', 'e3.txt']")  # cancelled: all still there
+
+        # Again, and Rewind this time.
+        rewind.click()
+        expect(plan).to_be_visible()
+        cell.scroll_into_view_if_needed()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        cell.screenshot(path=str(ARTIFACTS / "rewind-question.png"))
+        second.locator("button.jupyter-button", has_text=re.compile(r"^\s*Rewind\s*$")).click()
+        expect(status).to_contain_text("rewound to step 2: dropped 2 steps, kept as branch 'main-1'")
+        expect(status).to_contain_text("put back in your folder: e3.txt")
+        expect(status).to_contain_text("re-ran 2 python calls")
+        cell.screenshot(path=str(ARTIFACTS / "rewind-done.png"))
+        run_cell(check)
+        wait_text(check, "['e1.txt', 'e2.txt']")
+        kernel = add_cell_below(page, check, "import ipyagent; a = ipyagent.current(); "
+                                             "print(a.kernel.execute(\"print('v3' in globals(), "
+                                             "v1 + v2)\").text, len(a.branches))")
+        run_cell(kernel)
+        wait_text(kernel, "False 3")  # steps 1-2's variables, none of step 3's
+        assert output_text(kernel).strip().endswith("2"), output_text(kernel)
+    except BaseException:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "failed-rewind.png"), full_page=True)
+        print(f"jupyter lab log:\n{rewind_lab.log()}")
+        raise
+    finally:
+        page.close()
