@@ -110,7 +110,7 @@ def test_the_new_cell_is_the_cards_text_character_for_character(
         wait_text(cell, "Both ran.")
         wait_idle(cell)
         wait_text(cell, "fee is 1")  # the code ran as written: nothing multiplied the fee
-        cards = outputs(cell).locator(".ipyagent-card pre")
+        cards = outputs(cell).locator(".ipyagent-card > pre")  # the code (its output is in the card too)
         expect(cards).to_have_count(2)
         card = cards.nth(0).evaluate("e => e.textContent")
         refused = cards.nth(1).evaluate("e => e.textContent")
