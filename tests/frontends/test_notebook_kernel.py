@@ -42,8 +42,16 @@ def fresh(fe: Frontend) -> Frontend:
     return fe
 
 
+def approval_panels(fe: Frontend) -> list[dict[str, Any]]:
+    """The approval panels' states (other boxes, e.g. "rewind to here", are not)."""
+    return [s for s in fe.widgets.values() if s.get("_model_name") == "VBoxModel"
+            and "ipyagent-approval" in s.get("_dom_classes", [])]
+
+
 def statuses(fe: Frontend) -> list[str]:
-    return [s["value"] for s in fe.widgets.values() if s.get("_model_name") == "HTMLModel"]
+    """Each approval panel's status line (its last child), oldest first."""
+    return [fe.widgets[p["children"][-1].removeprefix("IPY_MODEL_")]["value"]
+            for p in approval_panels(fe)]
 
 
 def check_context(fe: Frontend) -> list[str]:
@@ -312,13 +320,14 @@ def test_each_call_of_a_turn_shows_its_card_buttons_and_output_together(fresh: F
     def shows(text: str) -> Any:
         return lambda out: text in (out.get("text") or out.get("data", {}).get("text/plain", ""))
 
-    def widget(model: str) -> Any:
+    def widget(model: str, css: str = "") -> Any:
         def test(out: dict[str, Any]) -> bool:
             view = out.get("data", {}).get("application/vnd.jupyter.widget-view+json")
-            return bool(view) and fe.widgets.get(view["model_id"], {}).get("_model_name") == model
+            state = fe.widgets.get(view["model_id"], {}) if view else {}
+            return state.get("_model_name") == model and (not css or css in state.get("_dom_classes", []))
         return test
 
-    panels = at(widget("VBoxModel"))
+    panels = at(widget("VBoxModel", "ipyagent-approval"))
     codes = at(widget("AnyModel"))  # "code → new cell" (anywidget, a dependency)
     card_a, card_b = at(shows("print('out' + '-a')")), at(shows("print('out' + '-b')"))
     out_a, out_b = at(shows("out-a\n")), at(shows("out-b\n"))
