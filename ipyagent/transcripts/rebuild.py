@@ -338,7 +338,8 @@ async def arebuild(agent: Agent, *, approval: Mode | None = None,
         else:
             execution = await agent.kernel.execute_async(str(call.arguments["code"]))
             report.ran += 1
-            _reapply(agent, report)
+            if not compare:  # a rewind or a branch: its folder is the undo machinery's
+                _reapply(agent, report)
             again = False
             recorded_result = plan[n - 1][2]
             if compare and recorded_result is not None:
