@@ -338,7 +338,10 @@ class SiblingKernel(SyncForms):
             cmd = (join or []) + plan.argv(cmd)
             if join is None:  # no stage: its own namespaces, and no network unless asked
                 cmd = self._stage_argv() + cmd
-        limits = _Limits(self.memory_limit, self.cpu_limit)
+        # Sandboxed: the sibling's own limits, its task limit too (shared with the kernel),
+        # or a fork loop in the shell could take every pid of the machine.
+        limits = self._limits(self._handle) if self._handle.sandboxed else \
+            _Limits(self.memory_limit, self.cpu_limit)
         if os.name == "posix" and limits:
             cmd = limits.argv() + cmd
         return await run_command(cmd, env=self._environment(), cwd=self.cwd, timeout=timeout,
