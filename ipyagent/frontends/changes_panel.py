@@ -27,6 +27,9 @@ def changes_html(changes: list[dict[str, Any]] | list[Any]) -> str:
                 f"{'' if size is None else f', {int(size)} B'} · {html.escape(status)}</span>")
         if risk:
             head += f" <b style='color:#b45309'>can run code: {html.escape(visible(str(risk)))}</b>"
+        problem = c.get("problem")
+        if problem:
+            head += f" <b style='color:#b91c1c'>not applied: {html.escape(visible(str(problem)))}</b>"
         diff = c.get("diff")
         if diff:
             body = html.escape(visible(str(diff)))

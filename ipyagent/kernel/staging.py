@@ -16,6 +16,7 @@ Standard library only.
 from __future__ import annotations
 
 import difflib
+import errno
 import functools
 import hashlib
 import importlib.util
@@ -56,6 +57,7 @@ class Change:
     diff: str | None = None  # a unified diff for text files, folded
     link: str | None = None  # a symlink's target
     status: Status = "pending"
+    problem: str | None = None  # why the last apply could not make it (it stays pending)
 
     @property
     def full(self) -> str:
@@ -67,12 +69,13 @@ class Change:
         size = "" if self.size is None else f", {_human(self.size)}"
         link = f" -> {self.link}" if self.link is not None else ""
         risk = f"  [runs code: {self.risk}]" if self.risk else ""
-        return f"{mark} {self.path}{link} ({self.kind}{size}){risk}"
+        problem = f"  [not applied: {self.problem}]" if self.problem else ""
+        return f"{mark} {self.path}{link} ({self.kind}{size}){risk}{problem}"
 
     def as_dict(self) -> dict[str, Any]:
         """For a result's meta and the transcript (plain JSON)."""
         out: dict[str, Any] = {"path": self.path, "kind": self.kind, "status": self.status}
-        for key in ("size", "sha256", "risk", "diff", "link"):
+        for key in ("size", "sha256", "risk", "diff", "link", "problem"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -96,6 +99,7 @@ class ChangeSet:
     after: dict[str, str | None]  # path -> sha256 of what was written (None: deleted)
     by: str = "policy"
     at: float = field(default_factory=time.time)
+    failed: list[Change] = field(default_factory=list)  # asked for, not made: each says why
 
     def __repr__(self) -> str:
         return f"<ChangeSet {len(self.changes)} file(s) by {self.by}>"
@@ -489,30 +493,40 @@ class Stage:
 
     # -- moving changes ----------------------------------------------------------------
     def apply(self, changes: Sequence[Change], by: str = "policy") -> ChangeSet:
-        """Copy ``changes`` into your folder; returns what was done, with the before-images."""
+        """Copy ``changes`` into your folder; returns what was done, with the before-images.
+
+        A change that cannot be made (a directory in the way, a file where a folder
+        should be) is left pending with its ``problem`` said, in ``failed``; the others
+        are made and recorded, so one bad change never loses the undo of the rest."""
         done: list[Change] = []
+        failed: list[Change] = []
         before: dict[str, tuple[bytes | None, int | None, str | None]] = {}
         after: dict[str, str | None] = {}
         for change in changes:
-            current = self._state.get((change.root, change.path))
+            key = (change.root, change.path)
+            current = self._state.get(key)
             if current is None or current.status != "pending" or current.sha256 != change.sha256:
                 continue  # applied already, or changed again since it was shown: not this one
             layer = self._layer(change.root)
             real = change.full
-            old = _read(real)
-            old_mode = os.lstat(real).st_mode & 0o777 if os.path.lexists(real) else None
-            before[change.path] = (old, old_mode, hashlib.sha256(old).hexdigest() if old is not None
-                                   else None)
-            if old is None and os.path.lexists(real) and not os.path.isdir(real):
-                before[change.path] = (None, None, "unreadable")
             try:
+                old = _read(real)
+                old_mode = os.lstat(real).st_mode & 0o777 if os.path.lexists(real) else None
+                image = (old, old_mode, hashlib.sha256(old).hexdigest() if old is not None else None)
+                if old is None and os.path.lexists(real) and not os.path.isdir(real):
+                    image = (None, None, "unreadable")
                 after[change.path] = _put(layer, change)
             except OSError as exc:
-                raise OSError(exc.errno, f"could not apply {change.path}: {exc.strerror}") from None
-            applied = replace(current, status="applied")
-            self._state[(change.root, change.path)] = applied
+                why = exc.strerror or str(exc)
+                self._state[key] = replace(current, problem=why)
+                failed.append(self._state[key])
+                after.pop(change.path, None)
+                continue
+            before[change.path] = image
+            applied = replace(current, status="applied", problem=None)
+            self._state[key] = applied
             done.append(applied)
-        record = ChangeSet(done, before, after, by=by)
+        record = ChangeSet(done, before, after, by=by, failed=failed)
         if done:
             self.applied.append(record)
         return record
@@ -583,6 +597,12 @@ def _open_parent(root: str, rel: str, create: bool) -> tuple[int, str]:
                     raise
                 os.mkdir(part, 0o755, dir_fd=fd)
                 nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except (NotADirectoryError, OSError) as exc:
+                if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+                    raise
+                what = "a symlink (never followed)" if os.path.islink(
+                    f"/proc/self/fd/{fd}/{part}") else "a file, not a directory"
+                raise OSError(exc.errno, f"{part!r} in your folder is {what}") from None
             os.close(fd)
             fd = nxt
     except BaseException:
@@ -607,7 +627,7 @@ def _write_in(root: str, rel: str, data: bytes, mode: int) -> str:
             os.close(out)
         if os.path.isdir(os.path.join(f"/proc/self/fd/{fd}", name)) and not os.path.islink(
                 os.path.join(f"/proc/self/fd/{fd}", name)):
-            raise IsADirectoryError(21, "a directory is in the way")
+            raise IsADirectoryError(21, "your folder has a directory there")
         os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
     except BaseException:
         try:

@@ -48,11 +48,15 @@ def model_note(changes: Sequence[Change]) -> str:
     if not changes:
         return ""
     applied = [c for c in changes if c.status == "applied"]
-    waiting = [c for c in changes if c.status == "pending"]
+    failed = [c for c in changes if c.status == "pending" and c.problem]
+    waiting = [c for c in changes if c.status == "pending" and not c.problem]
     kept = [c for c in changes if c.status in ("discarded", "undone")]
     parts = []
     if applied:
         parts.append("applied to the user's folder: " + ", ".join(f"{c.path} ({c.kind})" for c in applied))
+    if failed:
+        parts.append("NOT applied, could not be applied: "
+                     + ", ".join(f"{c.path} ({c.kind}: {c.problem})" for c in failed))
     if waiting:
         parts.append("NOT applied, waiting for the user (they can run code): "
                      + ", ".join(f"{c.path} ({c.kind})" for c in waiting))
@@ -76,14 +80,16 @@ async def settle_changes(host: Any, result: ToolResult) -> None:
     now = [c for c in eligible if c.risk is None] if mode == "data" else []
     ask = [c for c in eligible if c not in now] if mode != "never" else []
     if now:
-        for c in stage.apply(now, by="policy").changes:
+        record = stage.apply(now, by="policy")
+        for c in record.changes + record.failed:
             final[c.path + "\0" + c.root] = c
     if ask:
         confirm = getattr(getattr(getattr(host, "policy", None), "ui", None), "confirm_changes", None)
         if callable(confirm):
             answer = await confirm(ChangeRequest(ask, result.call_id))
             if answer is True:
-                for c in stage.apply(ask, by="person").changes:
+                record = stage.apply(ask, by="person")
+                for c in record.changes + record.failed:
                     final[c.path + "\0" + c.root] = c
             elif answer is False:
                 for c in stage.discard(ask):
@@ -149,7 +155,8 @@ def apply_pending(agent: Any, paths: Sequence[str] = ()) -> ChangeList:
     if stage is None:
         return ChangeList([], _why_none(agent))
     chosen = [c for c in _pick(stage.pending(), paths) if not never_applied(c)]
-    return ChangeList(stage.apply(chosen, by="person").changes, "nothing to apply")
+    record = stage.apply(chosen, by="person")
+    return ChangeList(record.changes + record.failed, "nothing to apply")  # failed: with why
 
 
 def discard_pending(agent: Any, paths: Sequence[str] = ()) -> ChangeList:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ipyagent import Agent, _eventloop
+from ipyagent.frontends.changes_panel import changes_html
 from ipyagent.items import ToolCall, ToolResult
 from ipyagent.kernel import sandbox
 from ipyagent.kernel.sandbox import MAX_PROCESSES
@@ -61,3 +62,30 @@ def test_the_shell_tool_has_the_siblings_process_limit(world: tuple[Agent, Path]
     out = call(agent, f"python3 -c \"{spawn}\"", "shell").output
     started = int(out.split("started ")[1].split()[0])
     assert started <= MAX_PROCESSES, out
+
+
+@needs_stage
+def test_a_change_that_cannot_be_applied_loses_neither_the_call_nor_the_undo(
+        world: tuple[Agent, Path]) -> None:
+    # The sandbox replaced a folder of the user's with a file in the same call that
+    # overwrote a data file: the apply raised half-way, the call came back as an error
+    # (its output lost), the card listed nothing, and the data file it had already
+    # overwritten had no before-image: undo could not bring it back.
+    agent, ws = world
+    (ws / "a.csv").write_text("the user's a\n")
+    (ws / "d").mkdir()
+    (ws / "d" / "x.txt").write_text("x\n")
+    result = call(agent, "import shutil\nopen('a.csv', 'w').write('the sandbox a\\n')\n"
+                         "shutil.rmtree('d')\nopen('d', 'w').write('a file now')\nprint('done')")
+    assert not result.error and result.output.startswith("done"), result.output
+    found = changes(result)
+    assert found["a.csv"]["status"] == "applied" and (ws / "a.csv").read_text() == "the sandbox a\n"
+    assert found["d"]["status"] == "pending" and "directory" in found["d"]["problem"], found["d"]
+    assert "could not be applied" in result.output and "d (" in result.output
+    assert "not applied: your folder has a directory there" in changes_html(result.meta["changes"])
+    assert (ws / "d" / "x.txt").read_text() == "x\n"
+    again = agent.apply("d")  # a person asks: the same clear answer, nothing raised
+    assert [c.status for c in again] == ["pending"] and "directory" in again[0].problem
+    assert "a.csv" in agent.undo().restored
+    assert (ws / "a.csv").read_text() == "the user's a\n"
+    agent.discard("d")
