@@ -90,12 +90,17 @@ def _human(n: int) -> str:
     return f"{n} B"
 
 
+Before = tuple[str, "str | None", "int | None"]
+
+
 @dataclass
 class ChangeSet:
     """Changes applied together, with what was there before (for ``undo``)."""
 
     changes: list[Change]
-    before: dict[str, tuple[bytes | None, int | None, str | None]]  # path -> (bytes, mode, sha256)
+    # path -> what was there: ("absent", None, None), ("file", its copy, mode),
+    # ("link", its target, None) or ("tree", its copy, None); copies live in the stage's undo/
+    before: dict[str, Before]
     after: dict[str, str | None]  # path -> sha256 of what was written (None: deleted)
     by: str = "policy"
     at: float = field(default_factory=time.time)
@@ -338,6 +343,7 @@ class Stage:
         self._seen: dict[tuple[str, str], tuple[int, ...]] = {}  # (root, rel) -> upper signature
         self._state: dict[tuple[str, str], Change] = {}  # the latest change per file
         self.applied: list[ChangeSet] = []
+        self._copies = 0  # before-images kept in undo_dir
         self._stage_mnt: int | None = None
 
     @property
@@ -500,7 +506,7 @@ class Stage:
         are made and recorded, so one bad change never loses the undo of the rest."""
         done: list[Change] = []
         failed: list[Change] = []
-        before: dict[str, tuple[bytes | None, int | None, str | None]] = {}
+        before: dict[str, Before] = {}
         after: dict[str, str | None] = {}
         for change in changes:
             key = (change.root, change.path)
@@ -508,17 +514,15 @@ class Stage:
             if current is None or current.status != "pending" or current.sha256 != change.sha256:
                 continue  # applied already, or changed again since it was shown: not this one
             layer = self._layer(change.root)
-            real = change.full
+            image: Before | None = None
             try:
-                old = _read(real)
-                old_mode = os.lstat(real).st_mode & 0o777 if os.path.lexists(real) else None
-                image = (old, old_mode, hashlib.sha256(old).hexdigest() if old is not None else None)
-                if old is None and os.path.lexists(real) and not os.path.isdir(real):
-                    image = (None, None, "unreadable")
+                # What is there first, kept outside the sandbox: nothing is replaced that
+                # undo could not bring back (a link of yours, a pipe, a file you cannot read).
+                image = self._keep(change)
                 after[change.path] = _put(layer, change)
             except OSError as exc:
-                why = exc.strerror or str(exc)
-                self._state[key] = replace(current, problem=why)
+                self._drop(image)
+                self._state[key] = replace(current, problem=exc.strerror or str(exc))
                 failed.append(self._state[key])
                 after.pop(change.path, None)
                 continue
@@ -550,26 +554,70 @@ class Stage:
                 return report
             record = self.applied[-1]
         for change in reversed(record.changes):
-            real = change.full
-            now = _sha(real) if not os.path.islink(real) else (
-                hashlib.sha256(os.readlink(real).encode(errors="surrogateescape")).hexdigest())
-            expected = record.after.get(change.path)
-            if (now if os.path.lexists(real) else None) != expected:
+            if _now(change.root, change.path) != record.after.get(change.path):
                 report.kept.append(change.path)
                 continue
-            old, mode, _ = record.before.get(change.path, (None, None, None))
-            layer = self._layer(change.root)
-            if old is None:
-                _remove(layer.root, change.path)
-            else:
-                _write_in(layer.root, change.path, old, mode or 0o644)
+            _restore(change.root, change.path, record.before.get(change.path, ("absent", None, None)))
             report.restored.append(change.path)
             key = (change.root, change.path)
             if key in self._state:
                 self._state[key] = replace(self._state[key], status="undone")
         if record in self.applied and not report.kept:
             self.applied.remove(record)
+            for image in record.before.values():
+                self._drop(image)
         return report
+
+    def _keep(self, change: Change) -> Before:
+        """A before-image of what ``change`` replaces in your folder (walked without
+        following a symlink); OSError for what no copy can be kept of."""
+        try:
+            fd, name = _open_parent(change.root, change.path, create=False)
+        except FileNotFoundError:
+            return ("absent", None, None)
+        try:
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                return ("absent", None, None)
+            if stat.S_ISLNK(st.st_mode):
+                return ("link", os.readlink(name, dir_fd=fd), None)
+            self._copies += 1
+            copy = os.path.join(self.undo_dir, str(self._copies))
+            if stat.S_ISREG(st.st_mode):
+                src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+                try:
+                    if not stat.S_ISREG(os.fstat(src).st_mode):
+                        raise OSError(errno.EAGAIN, "it changed while it was read; look again")
+                    out = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    try:
+                        _pump(src, out)
+                    finally:
+                        os.close(out)
+                finally:
+                    os.close(src)
+                return ("file", copy, st.st_mode & 0o777)
+            if stat.S_ISDIR(st.st_mode) and change.kind == "deleted":
+                shutil.copytree(f"/proc/self/fd/{fd}/{name}", copy, symlinks=True)
+                return ("tree", copy, None)
+            what = ("a directory" if stat.S_ISDIR(st.st_mode) else "a named pipe"
+                    if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                    else "a device")
+            raise OSError(errno.EPERM, f"your folder has {what} there (ipyagent keeps no copy of "
+                                       "it to undo, so it leaves it)")
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _drop(image: Before | None) -> None:
+        if image is not None and image[0] in ("file", "tree") and image[1]:
+            if image[0] == "tree":
+                shutil.rmtree(image[1], ignore_errors=True)
+            else:
+                try:
+                    os.unlink(image[1])
+                except OSError:
+                    pass
 
 
 def _opaque(path: str) -> bool:
@@ -611,20 +659,32 @@ def _open_parent(root: str, rel: str, create: bool) -> tuple[int, str]:
     return fd, parts[-1]
 
 
-def _write_in(root: str, rel: str, data: bytes, mode: int) -> str:
+def _pump(src: int, out: int, sha: hashlib._Hash | None = None) -> None:
+    """Copy ``src`` to ``out`` in chunks (never a whole file in memory), hashing on the way."""
+    while chunk := os.read(src, 1 << 20):
+        if sha is not None:
+            sha.update(chunk)
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(out, view):]
+
+
+def _write_in(root: str, rel: str, src: int, mode: int, expect: str | None = None) -> str:
+    """Write what fd ``src`` holds to ``rel`` atomically; its sha256 (``expect``: or refuse)."""
     fd, name = _open_parent(root, rel, create=True)
     tmp = f".{name}.ipyagent-{os.getpid()}.tmp"
     try:
         out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode & 0o777,
                       dir_fd=fd)
+        sha = hashlib.sha256()
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(out, view):]
+            _pump(src, out, sha)
             os.fchmod(out, mode & 0o777)  # no setuid/setgid from the sandbox
             os.fsync(out)
         finally:
             os.close(out)
+        if expect is not None and sha.hexdigest() != expect:
+            raise OSError(errno.EAGAIN, "it changed again since it was listed; look again")
         if os.path.isdir(os.path.join(f"/proc/self/fd/{fd}", name)) and not os.path.islink(
                 os.path.join(f"/proc/self/fd/{fd}", name)):
             raise IsADirectoryError(21, "your folder has a directory there")
@@ -637,7 +697,7 @@ def _write_in(root: str, rel: str, data: bytes, mode: int) -> str:
         raise
     finally:
         os.close(fd)
-    return hashlib.sha256(data).hexdigest()
+    return sha.hexdigest()
 
 
 def _remove(root: str, rel: str) -> None:
@@ -656,27 +716,80 @@ def _remove(root: str, rel: str) -> None:
         os.close(fd)
 
 
+def _link_in(root: str, rel: str, target: str) -> None:
+    fd, name = _open_parent(root, rel, create=True)
+    try:
+        try:
+            os.unlink(name, dir_fd=fd)
+        except FileNotFoundError:
+            pass
+        os.symlink(target, name, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _now(root: str, rel: str) -> str | None:
+    """What ``rel`` holds in your folder now, as an apply records it: a file's sha256, a
+    link's target's, None when absent; "other" for anything else (walked without links)."""
+    try:
+        fd, name = _open_parent(root, rel, create=False)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return "other"
+    try:
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            return hashlib.sha256(os.readlink(name, dir_fd=fd).encode(errors="surrogateescape")).hexdigest()
+        if not stat.S_ISREG(st.st_mode):
+            return "other"
+        return _sha(f"/proc/self/fd/{fd}/{name}")
+    finally:
+        os.close(fd)
+
+
+def _restore(root: str, rel: str, image: Before) -> None:
+    """Put a before-image back at ``rel``."""
+    kind, data, mode = image
+    if kind == "absent" or data is None:
+        _remove(root, rel)
+    elif kind == "link":
+        _link_in(root, rel, data)
+    elif kind == "tree":
+        _remove(root, rel)
+        fd, name = _open_parent(root, rel, create=True)
+        try:
+            shutil.copytree(data, f"/proc/self/fd/{fd}/{name}", symlinks=True)
+        finally:
+            os.close(fd)
+    else:
+        src = os.open(data, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            _write_in(root, rel, src, mode if mode is not None else 0o644)
+        finally:
+            os.close(src)
+
+
 def _put(layer: _Layer, change: Change) -> str | None:
     """Make the real file what the stage holds; returns the sha256 written (None: deleted)."""
     if change.kind == "deleted":
         _remove(layer.root, change.path)
         return None
-    staged = os.path.join(layer.upper, change.path)
     if change.link is not None:
-        fd, name = _open_parent(layer.root, change.path, create=True)
-        try:
-            try:
-                os.unlink(name, dir_fd=fd)
-            except FileNotFoundError:
-                pass
-            os.symlink(change.link, name, dir_fd=fd)
-        finally:
-            os.close(fd)
+        _link_in(layer.root, change.path, change.link)
         return change.sha256
-    data = _read(staged)
-    if data is None:
-        raise OSError(2, "the staged file is gone or not a regular file")
-    if hashlib.sha256(data).hexdigest() != change.sha256:
-        raise OSError(11, "it changed again since it was listed; look again")
-    mode = os.lstat(staged).st_mode & 0o777
-    return _write_in(layer.root, change.path, data, mode)
+    staged = os.path.join(layer.upper, change.path)
+    try:
+        src = os.open(staged, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        raise OSError(errno.ENOENT, "the staged file is gone or not a regular file") from None
+    try:
+        st = os.fstat(src)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.ENOENT, "the staged file is gone or not a regular file")
+        return _write_in(layer.root, change.path, src, st.st_mode & 0o777, expect=change.sha256)
+    finally:
+        os.close(src)

@@ -9,7 +9,9 @@ is exactly what the sandbox's writes become.
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -89,3 +91,24 @@ def test_a_change_that_cannot_be_applied_loses_neither_the_call_nor_the_undo(
     assert "a.csv" in agent.undo().restored
     assert (ws / "a.csv").read_text() == "the user's a\n"
     agent.discard("d")
+
+
+@needs_stage
+def test_undo_brings_back_a_symlink_of_yours_and_nothing_is_replaced_that_it_could_not(
+        world: tuple[Agent, Path]) -> None:
+    # The sandbox replaced the user's own symlink (latest.csv -> v1.csv) and named pipe
+    # with plain files: both were applied as data with no before-image ("unreadable"),
+    # and undo then deleted what it had written: the user's link and pipe were gone.
+    agent, ws = world
+    (ws / "v1.csv").write_text("v1\n")
+    (ws / "latest.csv").symlink_to("v1.csv")
+    os.mkfifo(ws / "feed")
+    result = call(agent, "import os\nfor name in ('latest.csv', 'feed'):\n"
+                         "    os.unlink(name)\n    open(name, 'w').write('the sandbox\\n')")
+    found = changes(result)
+    assert found["latest.csv"]["status"] == "applied", found
+    assert found["feed"]["status"] == "pending" and "pipe" in found["feed"]["problem"], found
+    assert stat.S_ISFIFO(os.lstat(ws / "feed").st_mode)
+    assert agent.undo().restored == ["latest.csv"]
+    assert os.readlink(ws / "latest.csv") == "v1.csv"
+    agent.discard("feed")
