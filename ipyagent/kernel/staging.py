@@ -442,7 +442,11 @@ class Stage:
         if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
             if not existed:
                 return None  # made and deleted inside: nothing to bring back
-            return Change(rel, layer.root, "deleted", risk=code_risk(rel, layer.root, existed=True))
+            risk = code_risk(rel, layer.root, existed=True)
+            if os.path.isdir(real) and not os.path.islink(real):
+                # One whiteout can stand for a whole tree of yours: a person says yes.
+                risk = "deletes your folder and everything in it" + (f" ({risk})" if risk else "")
+            return Change(rel, layer.root, "deleted", risk=risk)
         kind: Kind = "modified" if existed else "new"
         if stat.S_ISLNK(st.st_mode):
             target = os.readlink(staged)

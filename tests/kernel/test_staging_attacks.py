@@ -112,3 +112,24 @@ def test_undo_brings_back_a_symlink_of_yours_and_nothing_is_replaced_that_it_cou
     assert agent.undo().restored == ["latest.csv"]
     assert os.readlink(ws / "latest.csv") == "v1.csv"
     agent.discard("feed")
+
+
+@needs_stage
+def test_deleting_a_folder_of_yours_asks_and_undo_brings_it_back(world: tuple[Agent, Path]) -> None:
+    # shutil.rmtree('src') in the sandbox became one whiteout, "src (deleted)": a data
+    # change, applied at once (rmtree of the user's real folder, its .py files too), and
+    # undo said "restored 1 file(s): src" while restoring nothing.
+    agent, ws = world
+    (ws / "src" / "pkg").mkdir(parents=True)
+    (ws / "src" / "pkg" / "mod.py").write_text("X = 1\n")
+    (ws / "src" / "notes.txt").write_text("mine\n")
+    (ws / "src" / "link").symlink_to("notes.txt")
+    result = call(agent, "import shutil\nshutil.rmtree('src')")
+    found = changes(result)["src"]
+    assert found["kind"] == "deleted" and found["status"] == "pending", found
+    assert "folder" in found["risk"]
+    assert (ws / "src" / "pkg" / "mod.py").exists()
+    assert [c.path for c in agent.apply("src")] == ["src"] and not (ws / "src").exists()
+    assert agent.undo().restored == ["src"]
+    assert (ws / "src" / "pkg" / "mod.py").read_text() == "X = 1\n"
+    assert os.readlink(ws / "src" / "link") == "notes.txt"
