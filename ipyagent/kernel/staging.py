@@ -425,44 +425,51 @@ class Stage:
     def _hidden_by_opaque(self, layer: _Layer, rel_dir: str,
                           present: set[str]) -> Iterable[tuple[str, os.stat_result]]:
         """A directory deleted and made again: what it held in your folder is deleted."""
-        real_dir = os.path.join(layer.root, rel_dir)
-        try:
-            names = os.listdir(real_dir)
+        try:  # your folder's, walked without following a link out of it
+            fd, _ = _open_parent(layer.root, f"{rel_dir}/-", create=False)
         except OSError:
             return
+        try:
+            names = os.listdir(fd)
+        except OSError:
+            return
+        finally:
+            os.close(fd)
         for name in names:
             if name not in present:
                 whiteout = os.stat_result((stat.S_IFCHR, 0, 0, 0, 0, 0, 0, 0, 0, 0))
                 yield f"{rel_dir}/{name}", whiteout
 
     def _describe(self, layer: _Layer, rel: str, st: os.stat_result) -> Change | None:
-        real = os.path.join(layer.root, rel)
         staged = os.path.join(layer.upper, rel)
-        existed = os.path.lexists(real)
+        # Your side, walked without following a link: a path that leads out of the folder
+        # (a repository's `cfg -> ~/private`) is nothing of the folder's, never read.
+        mine = _lstat_in(layer.root, rel)
+        existed = mine is not None
         if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
-            if not existed:
+            if mine is None:
                 return None  # made and deleted inside: nothing to bring back
             risk = code_risk(rel, layer.root, existed=True)
-            if os.path.isdir(real) and not os.path.islink(real):
+            if stat.S_ISDIR(mine.st_mode):
                 # One whiteout can stand for a whole tree of yours: a person says yes.
                 risk = "deletes your folder and everything in it" + (f" ({risk})" if risk else "")
             return Change(rel, layer.root, "deleted", risk=risk)
         kind: Kind = "modified" if existed else "new"
         if stat.S_ISLNK(st.st_mode):
             target = os.readlink(staged)
-            if os.path.islink(real) and os.readlink(real) == target:
+            link_sha = hashlib.sha256(target.encode(errors="surrogateescape")).hexdigest()
+            if mine is not None and stat.S_ISLNK(mine.st_mode) and _now(layer.root, rel) == link_sha:
                 return None
-            return Change(rel, layer.root, kind, size=len(target),
-                          sha256=hashlib.sha256(target.encode(errors="surrogateescape")).hexdigest(),
+            return Change(rel, layer.root, kind, size=len(target), sha256=link_sha,
                           risk=code_risk(rel, layer.root, symlink=True), link=target)
         if not stat.S_ISREG(st.st_mode):
             return Change(rel, layer.root, kind, size=0,
                           risk="a device, pipe or socket: not a file of yours")
         digest = _sha(staged)
-        if existed and not os.path.islink(real) and _sha(real) == digest:
+        if mine is not None and stat.S_ISREG(mine.st_mode) and _now(layer.root, rel) == digest:
             return None  # the same bytes as yours (copied back, or written unchanged)
         after = _read(staged, _DIFF_BYTES)
-        before = _read(real, _DIFF_BYTES) if existed else None
+        before = _read_in(layer.root, rel, _DIFF_BYTES) if existed else None
         return Change(rel, layer.root, kind, size=st.st_size, sha256=digest,
                       risk=code_risk(rel, layer.root, executable=bool(st.st_mode & 0o111),
                                      existed=existed),
@@ -493,10 +500,8 @@ class Stage:
             if stat.S_ISLNK(st.st_mode):
                 return hashlib.sha256(os.readlink(staged).encode(errors="surrogateescape")).hexdigest()
             return _sha(staged)
-        real = os.path.join(layer.root, path)
-        if os.path.islink(real):
-            return hashlib.sha256(os.readlink(real).encode(errors="surrogateescape")).hexdigest()
-        return _sha(real)
+        now = _now(layer.root, path)
+        return None if now == "other" else now
 
     def _layer(self, root: str) -> _Layer:
         return next(layer for layer in self.layers if layer.root == root)
@@ -751,6 +756,32 @@ def _now(root: str, rel: str) -> str | None:
         if not stat.S_ISREG(st.st_mode):
             return "other"
         return _sha(f"/proc/self/fd/{fd}/{name}")
+    finally:
+        os.close(fd)
+
+
+def _lstat_in(root: str, rel: str) -> os.stat_result | None:
+    """``lstat`` of ``rel`` inside ``root``; None when absent or not inside (a link on the way)."""
+    try:
+        fd, name = _open_parent(root, rel, create=False)
+    except OSError:
+        return None
+    try:
+        return os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _read_in(root: str, rel: str, limit: int | None = None) -> bytes | None:
+    """A regular file's bytes at ``rel`` inside ``root`` (walked without links), or None."""
+    try:
+        fd, name = _open_parent(root, rel, create=False)
+    except OSError:
+        return None
+    try:
+        return _read(f"/proc/self/fd/{fd}/{name}", limit)
     finally:
         os.close(fd)
 

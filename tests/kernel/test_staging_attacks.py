@@ -133,3 +133,26 @@ def test_deleting_a_folder_of_yours_asks_and_undo_brings_it_back(world: tuple[Ag
     assert agent.undo().restored == ["src"]
     assert (ws / "src" / "pkg" / "mod.py").read_text() == "X = 1\n"
     assert os.readlink(ws / "src" / "link") == "notes.txt"
+
+
+@needs_stage
+def test_the_scan_never_reads_outside_the_folder_through_a_link_of_the_repository(
+        world: tuple[Agent, Path], tmp_path: Path) -> None:
+    # A hostile repository ships `cfg -> /somewhere/private`; the sandbox replaces the
+    # link with a folder of its own and writes cfg/secret.txt. The scan compared it with
+    # the real path (following the link): the card's diff and the transcript carried the
+    # user's private file ("-SECRET-CANARY"), and the file was called "modified".
+    agent, ws = world
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "secret.txt").write_text("SECRET-CANARY\n")
+    (ws / "cfg").symlink_to(private)
+    result = call(agent, "import os\nos.unlink('cfg')\nos.mkdir('cfg')\n"
+                         "open('cfg/secret.txt', 'w').write('mine now\\n')\n"
+                         "os.mkdir('cfg/sub')")
+    found = changes(result)["cfg/secret.txt"]
+    assert found["kind"] == "new", found
+    assert "SECRET-CANARY" not in repr(result.meta) + result.output
+    assert "symlink" in found["problem"]  # and it is not applied through the link
+    assert (private / "secret.txt").read_text() == "SECRET-CANARY\n"
+    agent.discard("cfg/secret.txt")
