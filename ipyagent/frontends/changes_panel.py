@@ -13,10 +13,13 @@ from .._text import visible
 __all__ = ["ChangesPanel", "ask_changes_in_notebook", "changes_html"]
 
 
-def changes_html(changes: list[dict[str, Any]] | list[Any]) -> str:
+CARD_ROWS = 200  # rows on a card; a call that made 100,000 files says how many more
+
+
+def changes_html(changes: list[dict[str, Any]] | list[Any], limit: int = CARD_ROWS) -> str:
     """The change list of a call's card: one row per file, with its folded diff."""
     rows = []
-    for change in changes:
+    for change in changes[:limit]:
         c = change if isinstance(change, dict) else change.as_dict()
         mark = {"new": "+", "modified": "~", "deleted": "−"}.get(str(c.get("kind")), "?")
         size = c.get("size")
@@ -36,6 +39,9 @@ def changes_html(changes: list[dict[str, Any]] | list[Any]) -> str:
             head = (f"<details><summary>{head}</summary><pre style='margin:0;max-height:20em;"
                     f"overflow:auto'>{body}</pre></details>")
         rows.append(f"<div>{head}</div>")
+    if len(changes) > limit:
+        rows.append(f"<p>… and {len(changes) - limit} more files (<code>%agent changes "
+                    "everything</code> lists them all)</p>")
     return "<div class='ipyagent-changes'>" + "".join(rows) + "</div>"
 
 

@@ -43,6 +43,16 @@ class ChangeRequest:
         return self.question()
 
 
+NOTE_PATHS = 20  # paths named per group in the model's note; the rest are counted
+
+
+def _named(group: Sequence[Change], say: Any) -> str:
+    """Up to NOTE_PATHS of ``group`` (a call can make 100,000 files), then how many more."""
+    shown = ", ".join(say(c) for c in group[:NOTE_PATHS])
+    more = len(group) - NOTE_PATHS
+    return shown + (f", and {more} more (%agent changes lists them)" if more > 0 else "")
+
+
 def model_note(changes: Sequence[Change]) -> str:
     """What the model is told: which changes reached the user's folder and which did not."""
     if not changes:
@@ -53,16 +63,16 @@ def model_note(changes: Sequence[Change]) -> str:
     kept = [c for c in changes if c.status in ("discarded", "undone")]
     parts = []
     if applied:
-        parts.append("applied to the user's folder: " + ", ".join(f"{c.path} ({c.kind})" for c in applied))
+        parts.append("applied to the user's folder: " + _named(applied, lambda c: f"{c.path} ({c.kind})"))
     if failed:
         parts.append("NOT applied, could not be applied: "
-                     + ", ".join(f"{c.path} ({c.kind}: {c.problem})" for c in failed))
+                     + _named(failed, lambda c: f"{c.path} ({c.kind}: {c.problem})"))
     if waiting:
         parts.append("NOT applied, waiting for the user (they can run code): "
-                     + ", ".join(f"{c.path} ({c.kind})" for c in waiting))
+                     + _named(waiting, lambda c: f"{c.path} ({c.kind})"))
     if kept:
         parts.append("NOT applied (the user said no; only your sandbox sees them): "
-                     + ", ".join(f"{c.path} ({c.kind})" for c in kept))
+                     + _named(kept, lambda c: f"{c.path} ({c.kind})"))
     return "[ipyagent note, not tool output: files changed: " + "; ".join(parts) + "]"
 
 
@@ -71,14 +81,15 @@ async def settle_changes(host: Any, result: ToolResult) -> None:
     stage: Stage | None = getattr(host.kernel, "stage", None)
     if stage is None:
         return
-    changes = stage.scan()
+    changes = sorted(stage.scan(), key=lambda c: c.path)
     if not changes:
         return
     mode = getattr(host, "apply_changes", "data")
     final: dict[str, Change] = {c.path + "\0" + c.root: c for c in changes}
     eligible = [c for c in changes if not never_applied(c)]
     now = [c for c in eligible if c.risk is None] if mode == "data" else []
-    ask = [c for c in eligible if c not in now] if mode != "never" else []
+    applying = {id(c) for c in now}  # by identity: `c not in now` was O(n^2) for 20,000 files
+    ask = [c for c in eligible if id(c) not in applying] if mode != "never" else []
     if now:
         record = stage.apply(now, by="policy")
         for c in record.changes + record.failed:

@@ -156,3 +156,20 @@ def test_the_scan_never_reads_outside_the_folder_through_a_link_of_the_repositor
     assert "symlink" in found["problem"]  # and it is not applied through the link
     assert (private / "secret.txt").read_text() == "SECRET-CANARY\n"
     agent.discard("cfg/secret.txt")
+
+
+@needs_stage
+def test_thousands_of_files_give_a_bounded_note_and_card(world: tuple[Agent, Path]) -> None:
+    # 20,000 new files in one call kept the user's cell busy for 193 s (settling the
+    # changes compared every change with every other: O(n^2)), then told the model every
+    # path (430 KB of note, past any tool output limit) and put every row on the card.
+    agent, ws = world
+    result = call(agent, "import os\nos.mkdir('many')\nfor i in range(3000):\n"
+                         "    open(f'many/{i}.txt', 'w').write(str(i))\nprint('made')")
+    assert len(result.meta["changes"]) == 3000
+    assert all(c["status"] == "applied" for c in result.meta["changes"])
+    assert len(list((ws / "many").iterdir())) == 3000
+    assert len(result.output) < 5000 and "and 2980 more" in result.output, result.output[-300:]
+    card = changes_html(result.meta["changes"])
+    assert card.count("<div><") < 300 and "2800 more" in card
+    assert len(agent.undo().restored) == 3000 and not any((ws / "many").iterdir())
