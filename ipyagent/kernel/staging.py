@@ -262,6 +262,11 @@ def _sig(st: os.stat_result) -> tuple[int, ...]:
     return (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
 
 
+def _sparse(st: os.stat_result) -> bool:
+    """Mostly holes (more than 16 MB of them): cheap to make, costly to hash and copy."""
+    return st.st_size - st.st_blocks * 512 > max(16 << 20, st.st_size // 2)
+
+
 def _sha(path: str) -> str | None:
     h = hashlib.sha256()
     try:
@@ -324,6 +329,10 @@ class _Layer:
 
 class Stage:
     """The staged copies of the sandbox's writable folders, and what moved between them."""
+
+    # Larger staged files are listed, never hashed or copied into your folder (the user's
+    # kernel does that work: it must stay in proportion to what the sandbox did).
+    max_file_bytes: int = 1 << 30
 
     def __init__(self, roots: Iterable[str]) -> None:
         real = sorted({os.path.realpath(r) for r in roots}, key=len)
@@ -466,6 +475,15 @@ class Stage:
         if not stat.S_ISREG(st.st_mode):
             return Change(rel, layer.root, kind, size=0,
                           risk="a device, pipe or socket: not a file of yours")
+        if st.st_size > self.max_file_bytes or _sparse(st):
+            # Never hashed, read or copied: a 1 TB file of holes costs the sandbox one
+            # truncate() and would cost the user's kernel hours (and the disk 1 TB).
+            why = (f"a sparse file ({_human(st.st_size)}, mostly holes)" if _sparse(st) else
+                   f"larger than {_human(self.max_file_bytes)} (Stage.max_file_bytes)")
+            return Change(rel, layer.root, kind, size=st.st_size,
+                          risk=code_risk(rel, layer.root, executable=bool(st.st_mode & 0o111),
+                                         existed=existed),
+                          problem=f"{why}: not checked or copied; it stays in the sandbox")
         digest = _sha(staged)
         if mine is not None and stat.S_ISREG(mine.st_mode) and _now(layer.root, rel) == digest:
             return None  # the same bytes as yours (copied back, or written unchanged)
@@ -523,6 +541,12 @@ class Stage:
             current = self._state.get(key)
             if current is None or current.status != "pending" or current.sha256 != change.sha256:
                 continue  # applied already, or changed again since it was shown: not this one
+            if current.sha256 is None and current.kind != "deleted":
+                # Never checked (too large, sparse, not a file): nothing to compare a copy with.
+                failed.append(replace(current, problem=current.problem or "not a file ipyagent "
+                                      "can check and copy"))
+                self._state[key] = failed[-1]
+                continue
             layer = self._layer(change.root)
             image: Before | None = None
             try:

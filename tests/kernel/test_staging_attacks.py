@@ -173,3 +173,28 @@ def test_thousands_of_files_give_a_bounded_note_and_card(world: tuple[Agent, Pat
     card = changes_html(result.meta["changes"])
     assert card.count("<div><") < 300 and "2800 more" in card
     assert len(agent.undo().restored) == 3000 and not any((ws / "many").iterdir())
+
+
+@needs_stage
+@pytest.mark.timeout(300)  # before the fix this hashed 1 TB of holes
+def test_a_huge_or_sparse_file_is_listed_not_hashed_or_copied(world: tuple[Agent, Path]) -> None:
+    # A 1 TB sparse file costs the sandbox one truncate(); the scan then hashed all of it
+    # in the user's kernel (hours of a busy cell) and the apply read it whole into memory
+    # (the user's kernel killed for memory) or, streamed, wrote 1 TB of zeros to the disk.
+    agent, ws = world
+    stage = agent.kernel.stage
+    assert stage is not None
+    limit, stage.max_file_bytes = stage.max_file_bytes, 1 << 20
+    try:
+        result = call(agent, "open('big.bin', 'wb').write(b'x' * (2 << 20))\n"
+                             "open('holes.bin', 'wb').truncate(1 << 40)")
+    finally:
+        stage.max_file_bytes = limit
+    found = changes(result)
+    assert found["big.bin"]["status"] == "pending" and "larger than" in found["big.bin"]["problem"]
+    assert found["holes.bin"]["status"] == "pending" and "sparse" in found["holes.bin"]["problem"]
+    assert "sha256" not in found["holes.bin"] and found["holes.bin"]["size"] == 1 << 40
+    assert not (ws / "big.bin").exists() and not (ws / "holes.bin").exists()
+    assert [c.status for c in agent.apply("big.bin", "holes.bin")] == ["pending", "pending"]
+    assert not (ws / "big.bin").exists()
+    agent.discard("big.bin", "holes.bin")
