@@ -22,6 +22,7 @@ import functools
 import hashlib
 import importlib.util
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -300,6 +301,11 @@ def _read(path: str, limit: int | None = None) -> bytes | None:
         os.close(fd)
 
 
+_DIFF_MATCH = 1000  # changed lines difflib matches; past that, one hunk (its matcher is ~cubic)
+_DIFF_SECONDS = 2.0  # of diffing per scan; later changes of that scan are listed without one
+_HUNK = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
+
+
 def _diff(before: bytes | None, after: bytes | None, rel: str) -> str | None:
     if after is None and before is None:
         return None
@@ -308,7 +314,26 @@ def _diff(before: bytes | None, after: bytes | None, rel: str) -> str | None:
         new = (after or b"").decode("utf-8").splitlines(keepends=True)
     except UnicodeDecodeError:
         return None  # binary: its size and sha256 say enough
-    lines = list(difflib.unified_diff(old, new, f"a/{rel}", f"b/{rel}", n=2))
+    # Only the changed middle goes to difflib (linear trims first): a rewrite of 40,000
+    # short lines from a small alphabet once kept the user's cell in difflib for minutes.
+    head = 0
+    while head < min(len(old), len(new)) and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    start = max(0, head - 2)
+    a, b = old[start:len(old) - max(0, tail - 2)], new[start:len(new) - max(0, tail - 2)]
+    if len(a) + len(b) - 8 <= _DIFF_MATCH:
+        body = list(difflib.unified_diff(a, b, f"a/{rel}", f"b/{rel}", n=2))
+    else:  # one hunk: the middle removed and added, its context around it
+        keep_a, keep_b = old[start:head], old[len(old) - tail:len(old) - tail + 2]
+        body = [f"--- a/{rel}\n", f"+++ b/{rel}\n", f"@@ -1,{len(a)} +1,{len(b)} @@\n"]
+        body += [" " + line for line in keep_a] + ["-" + line for line in old[head:len(old) - tail]]
+        body += ["+" + line for line in new[head:len(new) - tail]] + [" " + line for line in keep_b]
+    lines = [_HUNK.sub(lambda m: (f"@@ -{int(m[1]) + start}{m[2] or ''} "
+                                  f"+{int(m[3]) + start}{m[4] or ''} @@"), line)
+             if line.startswith("@@") else line for line in body]
     if len(lines) > _DIFF_LINES:
         half = _DIFF_LINES // 2
         lines = lines[:half] + [f"... {len(lines) - _DIFF_LINES} more diff lines ...\n"] + lines[-half:]
@@ -354,6 +379,7 @@ class Stage:
         self._state: dict[tuple[str, str], Change] = {}  # the latest change per file
         self.applied: list[ChangeSet] = []
         self._copies = 0  # before-images kept in undo_dir
+        self._diff_until = 0.0  # this scan's time for diffs (monotonic)
         self._stage_mnt: int | None = None
 
     @property
@@ -394,6 +420,7 @@ class Stage:
     def scan(self) -> list[Change]:
         """Files the sandbox changed since the last scan (each differing from your folder)."""
         found: list[Change] = []
+        self._diff_until = time.monotonic() + _DIFF_SECONDS
         for layer in self.layers:
             for rel, st in self._walk(layer):
                 key = (layer.root, rel)
@@ -492,7 +519,8 @@ class Stage:
         return Change(rel, layer.root, kind, size=st.st_size, sha256=digest,
                       risk=code_risk(rel, layer.root, executable=bool(st.st_mode & 0o111),
                                      existed=existed),
-                      diff=_diff(before, after, rel) if after is not None else None)
+                      diff=_diff(before, after, rel) if after is not None and
+                      time.monotonic() < self._diff_until else None)
 
     def pending(self) -> list[Change]:
         """Every change not applied, discarded or undone yet."""

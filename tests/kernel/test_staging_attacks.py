@@ -198,3 +198,19 @@ def test_a_huge_or_sparse_file_is_listed_not_hashed_or_copied(world: tuple[Agent
     assert [c.status for c in agent.apply("big.bin", "holes.bin")] == ["pending", "pending"]
     assert not (ws / "big.bin").exists()
     agent.discard("big.bin", "holes.bin")
+
+
+@needs_stage
+@pytest.mark.timeout(300)  # before the fix this one diff ran for more than ten minutes
+def test_a_pathological_rewrite_does_not_hang_the_diff(world: tuple[Agent, Path]) -> None:
+    # difflib's matcher is roughly cubic on lines drawn from a small alphabet: the sandbox
+    # rewrote a 160 KB text file of the user's (40,000 short lines) and the card's diff
+    # kept the user's cell busy for over ten minutes.
+    agent, ws = world
+    (ws / "counts.txt").write_text("".join(f"{i % 150}\n" for i in range(40_000)))
+    result = call(agent, "open('counts.txt', 'w').write(''.join(f'{(i * 7) % 150}\\n' "
+                         "for i in range(40_000)))")
+    found = changes(result)["counts.txt"]
+    assert found["status"] == "applied" and found["diff"].startswith("--- a/counts.txt"), found
+    assert "more diff lines" in found["diff"]
+    agent.undo()
