@@ -195,6 +195,14 @@ def code_risk(rel: str, root: str, *, executable: bool = False, symlink: bool = 
         return "inside .git/: git runs its hooks and config (core.fsmonitor, aliases)"
     if ".ipyagent" in lower[:-1] or name == ".ipyagent":
         return "inside .ipyagent/: ipyagent's own settings, memory and skills"
+    # A folder holding HEAD (with objects/ and refs/) is a bare repository to git, whatever
+    # its name: git run there reads its config (core.pager, core.fsmonitor, aliases, hooks).
+    if name == "head":
+        return "HEAD makes its folder a git repository: git then runs what its config says"
+    for i in range(len(parts) - 1, -1, -1):
+        if os.path.isfile(os.path.join(root, *parts[:i], "HEAD")):
+            repo = "/".join(parts[:i]) or "."
+            return f"inside a git repository's folder ({repo}/ holds HEAD): git runs its config and hooks"
     if symlink:
         return "a symlink: it can lead anywhere"
     if "__pycache__" in lower[:-1]:

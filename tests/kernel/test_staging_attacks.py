@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -214,3 +215,32 @@ def test_a_pathological_rewrite_does_not_hang_the_diff(world: tuple[Agent, Path]
     assert found["status"] == "applied" and found["diff"].startswith("--- a/counts.txt"), found
     assert "more diff lines" in found["diff"]
     agent.undo()
+
+
+@needs_stage
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_bare_repository_planted_in_the_folder_asks(world: tuple[Agent, Path]) -> None:
+    # HEAD, config, objects/ and refs/ are data names, so they were applied at once, and
+    # git then took the folder for a bare repository: `git log` or `git branch` there (in
+    # a terminal) ran config's core.pager outside the sandbox (also core.fsmonitor,
+    # aliases, hooks). Measured with git 2.39: safe.bareRepository is "all" by default.
+    agent, ws = world
+    sub = ws / "notebooks"
+    sub.mkdir()
+    result = call(agent, "import os\nos.chdir('notebooks')\n"
+                         "open('HEAD', 'w').write('ref: refs/heads/main\\n')\n"
+                         "open('config', 'w').write('[core]\\n\\tbare = true\\n\\tpager = touch pwned\\n')\n"
+                         "for d in ('objects/info', 'refs/heads'):\n"
+                         "    os.makedirs(d)\n    open(d + '/keep', 'w').write('')")
+    found = changes(result)
+    assert found["notebooks/HEAD"]["status"] == "pending" and "git" in found["notebooks/HEAD"]["risk"]
+    probe = subprocess.run(["git", "-C", str(sub), "rev-parse", "--git-dir"], capture_output=True,
+                           text=True, env={"PATH": os.environ["PATH"], "HOME": str(ws)})
+    assert probe.returncode != 0, probe.stdout  # not a repository: nothing of config runs
+    # A folder that is a bare repository already: its config asks too.
+    (sub / "HEAD").write_text("ref: refs/heads/main\n")
+    again = changes(call(agent, "import os\nos.chdir('..')\n"
+                                "open('notebooks/config', 'a').write('\\tfsmonitor = touch pwned\\n')"))
+    assert again["notebooks/config"]["status"] == "pending", again
+    assert "git" in again["notebooks/config"]["risk"]
+    agent.discard()
