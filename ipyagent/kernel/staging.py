@@ -152,6 +152,36 @@ _NAMED = {
     ".pre-commit-config.yaml": "git hooks run it",
     "justfile": "just runs it",
     "dockerfile": "docker build runs it",
+    "pytest.ini": "pytest reads its options (plugins it imports, folders it deletes: --basetemp)",
+    ".pytest.ini": "pytest reads its options (plugins it imports, folders it deletes: --basetemp)",
+    "pytest.toml": "pytest reads its options (plugins it imports, folders it deletes: --basetemp)",
+    ".pytest.toml": "pytest reads its options (plugins it imports, folders it deletes: --basetemp)",
+    ".pdbrc": "pdb runs its lines as commands when you debug in this folder",
+    ".env": "dotenv and editors load its environment variables (PYTHONSTARTUP, LD_PRELOAD)",
+    ".gitconfig": "git runs what its config says (core.pager, core.fsmonitor, aliases)",
+    "package.json": "npm runs its scripts (npm install runs preinstall)",
+    "pipfile": "pipenv installs and runs what it names",
+    "dvc.yaml": "dvc repro runs its commands",
+    "snakefile": "snakemake runs it",
+    "cmakelists.txt": "cmake runs it", "meson.build": "meson runs it",
+    "vagrantfile": "vagrant runs it", "rakefile": "rake runs it", "gemfile": "bundler runs it",
+    "procfile": "its commands are run", "docker-compose.yml": "docker compose runs what it names",
+    "compose.yaml": "docker compose runs what it names",
+}
+# Folders whose files tools act on: an editor opening the folder (tasks that run on open,
+# a terminal profile), a container's start commands, CI with your repository's secrets,
+# and a home folder's own places (what runs at login, on PATH, at Python's start).
+_DIRS = {
+    ".vscode": "editor settings and tasks (VS Code runs tasks on opening the folder)",
+    ".idea": "editor settings and run configurations",
+    ".devcontainer": "a dev container's build and start commands",
+    ".github": "GitHub workflows and actions run them, with your repository's secrets",
+    ".gitlab": "CI configuration", ".circleci": "CI configuration",
+    ".ipython": "IPython's profile: its config and startup files run",
+    ".jupyter": "Jupyter's config: it runs what its config says",
+    ".local": "inside ~/.local: programs on PATH and Python packages",
+    ".config": "inside ~/.config: programs' settings (autostart, git, shells)",
+    ".ssh": "ssh settings and keys", ".gnupg": "gpg settings",
 }
 _RC = {".bashrc", ".bash_profile", ".profile", ".zshrc", ".zprofile", ".zshenv", ".bash_login",
        ".bash_logout", ".inputrc", ".pythonrc", ".pythonstartup", ".ipython"}
@@ -166,7 +196,12 @@ _SUFFIX = {
     ".ps1": "a PowerShell script", ".bat": "a batch script", ".cmd": "a batch script",
     ".ipynb": "a notebook: its code runs when you run it",
     ".desktop": "a desktop launcher", ".service": "a service unit",
+    ".pyz": "a zipped Python application", ".pyw": "Python source",
+    ".ipy": "IPython source (%run runs it)", ".whl": "a package pip installs (it can run code)",
+    ".egg": "a Python package", ".egg-link": "a Python path entry", ".jar": "a Java program",
+    ".exe": "a program", ".command": "a shell script", ".fish": "a shell script",
 }
+_CONFIG = re.compile(r"^(ipython(_kernel)?|jupyter(_\w+)?)_config\.(json|py)$")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -213,6 +248,14 @@ def code_risk(rel: str, root: str, *, executable: bool = False, symlink: bool = 
         return "a shell or Python start-up file"
     if "skills" in lower[:-1]:
         return "part of a skill ipyagent loads"
+    for part in lower[:-1]:
+        if part in _DIRS:
+            return f"inside {part}/: {_DIRS[part]}"
+    if _CONFIG.match(name):
+        return ("IPython/Jupyter config: IPython and Jupyter run what it says (older ones read "
+                "it from the folder they start in)")
+    if name.startswith("requirements") and name.endswith((".txt", ".in")):
+        return "pip installs what it names (and runs their build code)"
     stem, suffix = os.path.splitext(name)
     if suffix == ".py":
         module = parts[0] if len(parts) > 1 else os.path.splitext(parts[0])[0]

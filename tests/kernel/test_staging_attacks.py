@@ -23,7 +23,7 @@ from ipyagent.frontends.changes_panel import changes_html
 from ipyagent.items import ToolCall, ToolResult
 from ipyagent.kernel import sandbox
 from ipyagent.kernel.sandbox import MAX_PROCESSES
-from ipyagent.kernel.staging import probe_overlay
+from ipyagent.kernel.staging import code_risk, probe_overlay
 
 FLAGS, WHY = sandbox.probe()
 STAGE_WHY = probe_overlay() if FLAGS is not None else WHY
@@ -244,3 +244,41 @@ def test_a_bare_repository_planted_in_the_folder_asks(world: tuple[Agent, Path])
     assert again["notebooks/config"]["status"] == "pending", again
     assert "git" in again["notebooks/config"]["risk"]
     agent.discard()
+
+
+@needs_stage
+def test_a_pytest_ini_that_deletes_outside_the_folder_asks(world: tuple[Agent, Path],
+                                                          tmp_path: Path) -> None:
+    # pytest.ini was a data file: applied at once. With `addopts = --basetemp=DIR` the
+    # user's next `pytest` in the folder emptied DIR, anywhere (measured: a folder outside
+    # the workspace lost its files); `-p MODULE` imports any installed module.
+    agent, ws = world
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("mine\n")
+    result = call(agent, f"open('pytest.ini', 'w').write('[pytest]\\naddopts = --basetemp={victim}\\n')")
+    found = changes(result)["pytest.ini"]
+    assert found["status"] == "pending" and "pytest" in found["risk"], found
+    assert not (ws / "pytest.ini").exists()
+    agent.discard("pytest.ini")
+
+
+@pytest.mark.parametrize(("rel", "expected"), [
+    ("pytest.ini", "pytest"), (".pytest.ini", "pytest"), ("sub/pytest.toml", "pytest"),
+    (".pdbrc", "pdb"), (".env", "environment"), (".gitconfig", "git"),
+    (".vscode/tasks.json", "editor"), (".vscode/settings.json", "editor"),
+    (".idea/workspace.xml", "editor"), (".devcontainer/devcontainer.json", "container"),
+    (".github/workflows/ci.yml", "GitHub"), ("package.json", "npm"),
+    ("requirements.txt", "pip"), ("requirements-dev.txt", "pip"), ("dvc.yaml", "dvc"),
+    ("ipython_kernel_config.json", "IPython"), ("jupyter_server_config.json", "Jupyter"),
+    (".ipython/profile_default/ipython_config.json", "IPython"),
+    (".jupyter/jupyter_server_config.json", "Jupyter"),
+    (".local/bin/ls", ".local"), (".config/autostart/x.txt", ".config"),
+    ("tool.pyz", "Python"), ("x.whl", "pip"), ("script.ipy", "IPython"),
+    ("data/report.csv", None), ("notes/HEADLINES.md", None), ("src/config.yaml", None),
+])
+def test_code_risk_knows_more_names(rel: str, expected: str | None, tmp_path: Path) -> None:
+    # Each of these runs code or changes what runs when a tool reads it (an editor opening
+    # the folder, pytest, pip, git, pdb, dotenv, IPython/Jupyter in that folder or home).
+    risk = code_risk(rel, str(tmp_path))
+    assert (risk is None) if expected is None else (risk is not None and expected in risk), risk
