@@ -59,6 +59,7 @@ class Change:
     diff: str | None = None  # a unified diff for text files, folded
     link: str | None = None  # a symlink's target
     status: Status = "pending"
+    mode: int | None = None  # permission bits as listed (the apply writes these, not later ones)
     problem: str | None = None  # why the last apply could not make it (it stays pending)
 
     @property
@@ -335,6 +336,28 @@ def _sha(path: str) -> str | None:
     return h.hexdigest()
 
 
+def _look(path: str, keep: int) -> tuple[str, bytes | None, os.stat_result] | None:
+    """(sha256, the bytes when at most ``keep``, fstat) of a regular file, all from one
+    open file; None if it is not one."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        h, kept, size = hashlib.sha256(), [], 0
+        while chunk := os.read(fd, 1 << 20):
+            h.update(chunk)
+            size += len(chunk)
+            if size <= keep:
+                kept.append(chunk)
+        return h.hexdigest(), b"".join(kept) if size <= keep else None, st
+    finally:
+        os.close(fd)
+
+
 def _read(path: str, limit: int | None = None) -> bytes | None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
@@ -562,13 +585,18 @@ class Stage:
                           risk=code_risk(rel, layer.root, executable=bool(st.st_mode & 0o111),
                                          existed=existed),
                           problem=f"{why}: not checked or copied; it stays in the sandbox")
-        digest = _sha(staged)
+        # One read gives the sha256, the bytes diffed, the size and the mode: the sandbox may
+        # be rewriting or chmod-ing the file while we look (a thread it left running).
+        seen = _look(staged, _DIFF_BYTES)
+        if seen is None:
+            return None  # gone, or no longer a file: the next scan lists what is there
+        digest, after, fst = seen
         if mine is not None and stat.S_ISREG(mine.st_mode) and _now(layer.root, rel) == digest:
             return None  # the same bytes as yours (copied back, or written unchanged)
-        after = _read(staged, _DIFF_BYTES)
         before = _read_in(layer.root, rel, _DIFF_BYTES) if existed else None
-        return Change(rel, layer.root, kind, size=st.st_size, sha256=digest,
-                      risk=code_risk(rel, layer.root, executable=bool(st.st_mode & 0o111),
+        return Change(rel, layer.root, kind, size=fst.st_size, sha256=digest,
+                      mode=fst.st_mode & 0o777,
+                      risk=code_risk(rel, layer.root, executable=bool(fst.st_mode & 0o111),
                                      existed=existed),
                       diff=_diff(before, after, rel) if after is not None and
                       time.monotonic() < self._diff_until else None)
@@ -946,6 +974,8 @@ def _put(layer: _Layer, change: Change) -> str | None:
         st = os.fstat(src)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.ENOENT, "the staged file is gone or not a regular file")
-        return _write_in(layer.root, change.path, src, st.st_mode & 0o777, expect=change.sha256)
+        # The mode listed (whether it was shown as executable), not the one there now.
+        mode = change.mode if change.mode is not None else st.st_mode & 0o666
+        return _write_in(layer.root, change.path, src, mode, expect=change.sha256)
     finally:
         os.close(src)

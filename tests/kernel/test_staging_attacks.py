@@ -9,10 +9,12 @@ is exactly what the sandbox's writes become.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import stat
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -282,3 +284,44 @@ def test_code_risk_knows_more_names(rel: str, expected: str | None, tmp_path: Pa
     # the folder, pytest, pip, git, pdb, dotenv, IPython/Jupyter in that folder or home).
     risk = code_risk(rel, str(tmp_path))
     assert (risk is None) if expected is None else (risk is not None and expected in risk), risk
+
+
+@needs_stage
+def test_what_the_card_shows_is_what_is_applied_while_the_sandbox_races(
+        world: tuple[Agent, Path]) -> None:
+    # A thread left running in the sandbox rewrites flip.py in place (SAFE / EVIL) and
+    # flips tool's executable bit. The scan hashed one read and diffed another (measured:
+    # 50 of 349 listings showed the SAFE diff with EVIL's sha256, which is what an apply
+    # then copies); and the mode was read again at apply: `tool`, listed as data (not
+    # executable), was applied 0755.
+    agent, ws = world
+    call(agent, "import os, threading\nstop = threading.Event()\n"
+                "fd = os.open('flip.py', os.O_RDWR | os.O_CREAT)\nopen('tool', 'w').write('data\\n')\n"
+                "def race():\n    n = 0\n    while not stop.is_set():\n        n += 1\n"
+                "        os.pwrite(fd, b'SAFE\\n' if n % 2 else b'EVIL\\n', 0)\n"
+                "        os.chmod('tool', 0o755 if n % 2 else 0o644)\n"
+                "threading.Thread(target=race, daemon=True).start()")
+    stage = agent.kernel.stage
+    assert stage is not None
+    mismatched, modes, shown = [], [], 0
+    try:
+        for _ in range(400):
+            time.sleep(0.005)  # pacing: the folder's clock ticks, so each look sees a change
+            for c in stage.scan():
+                if c.path == "flip.py" and c.diff:
+                    shown += 1
+                    added = "".join(line[1:] for line in c.diff.splitlines(keepends=True)
+                                    if line.startswith("+") and not line.startswith("+++"))
+                    if hashlib.sha256(added.encode()).hexdigest() != c.sha256:
+                        mismatched.append(c.diff)
+                if c.path == "tool" and c.status == "pending" and len(modes) < 40:
+                    record = stage.apply([c], by="person")
+                    if record.changes:
+                        executable = bool(os.stat(ws / "tool").st_mode & 0o111)
+                        modes.append((c.risk is not None, executable))
+                        stage.undo()
+    finally:
+        call(agent, "stop.set()")
+    assert shown > 20 and not mismatched, (shown, mismatched[:2])
+    assert modes and all(listed == made for listed, made in modes), modes
+    agent.discard()
