@@ -303,6 +303,7 @@ def test_what_the_card_shows_is_what_is_applied_while_the_sandbox_races(
                 "threading.Thread(target=race, daemon=True).start()")
     stage = agent.kernel.stage
     assert stage is not None
+    (ws / "tool").unlink(missing_ok=True)  # applied as data by the call, maybe: listed again
     mismatched, modes, shown = [], [], 0
     try:
         for _ in range(400):
