@@ -8,7 +8,7 @@ import asyncio
 import html
 from typing import Any, Callable
 
-from .._text import visible
+from .._text import visible, visible_name
 
 __all__ = ["ChangesPanel", "ask_changes_in_notebook", "changes_html"]
 
@@ -25,7 +25,7 @@ def changes_html(changes: list[dict[str, Any]] | list[Any], limit: int = CARD_RO
         size = c.get("size")
         risk = c.get("risk")
         status = str(c.get("status", ""))
-        head = (f"<code>{mark} {html.escape(visible(str(c.get('path'))))}</code> "
+        head = (f"<code>{mark} {html.escape(visible_name(str(c.get('path'))))}</code> "
                 f"<span style='opacity:.7'>{html.escape(str(c.get('kind')))}"
                 f"{'' if size is None else f', {int(size)} B'} · {html.escape(status)}</span>")
         if risk:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._text import visible
+from .._text import visible_name
 from ..items import ToolResult
 from ..kernel.staging import Change, Stage
 
@@ -33,7 +33,7 @@ class ChangeRequest:
     call_id: str = ""
 
     def lines(self) -> list[str]:
-        return [visible(c.line()) for c in self.changes]
+        return [visible_name(c.line()) for c in self.changes]
 
     def question(self) -> str:
         return ("The model's code changed these files in the sandbox's copy of your folder; "
@@ -63,16 +63,16 @@ def model_note(changes: Sequence[Change]) -> str:
     kept = [c for c in changes if c.status in ("discarded", "undone")]
     parts = []
     if applied:
-        parts.append("applied to the user's folder: " + _named(applied, lambda c: f"{c.path} ({c.kind})"))
+        parts.append("applied to the user's folder: " + _named(applied, lambda c: f"{visible_name(c.path)} ({c.kind})"))
     if failed:
         parts.append("NOT applied, could not be applied: "
-                     + _named(failed, lambda c: f"{c.path} ({c.kind}: {c.problem})"))
+                     + _named(failed, lambda c: f"{visible_name(c.path)} ({c.kind}: {c.problem})"))
     if waiting:
         parts.append("NOT applied, waiting for the user (they can run code): "
-                     + _named(waiting, lambda c: f"{c.path} ({c.kind})"))
+                     + _named(waiting, lambda c: f"{visible_name(c.path)} ({c.kind})"))
     if kept:
         parts.append("NOT applied (the user said no; only your sandbox sees them): "
-                     + _named(kept, lambda c: f"{c.path} ({c.kind})"))
+                     + _named(kept, lambda c: f"{visible_name(c.path)} ({c.kind})"))
     return "[ipyagent note, not tool output: files changed: " + "; ".join(parts) + "]"
 
 
@@ -121,7 +121,7 @@ class ChangeList(list):  # type: ignore[type-arg]
     def __repr__(self) -> str:
         if not self:
             return self.note or "no changes from the sandbox"
-        return "\n".join(f"[{c.status}] {visible(c.line())}" for c in self)
+        return "\n".join(f"[{c.status}] {visible_name(c.line())}" for c in self)
 
     def _repr_html_(self) -> str:
         import html
@@ -129,9 +129,9 @@ class ChangeList(list):  # type: ignore[type-arg]
         if not self:
             return f"<p>{html.escape(self.note or 'no changes from the sandbox')}</p>"
         rows = "".join(
-            f"<tr><td>{html.escape(c.status)}</td><td><code>{html.escape(visible(c.path))}</code></td>"
+            f"<tr><td>{html.escape(c.status)}</td><td><code>{html.escape(visible_name(c.path))}</code></td>"
             f"<td>{html.escape(c.kind)}</td><td>{'' if c.size is None else c.size}</td>"
-            f"<td>{html.escape(visible(c.risk or ''))}</td></tr>" for c in self)
+            f"<td>{html.escape(visible_name(c.risk or ''))}</td></tr>" for c in self)
         return ("<table><thead><tr><th>status</th><th>file</th><th>change</th><th>bytes</th>"
                 f"<th>can run code</th></tr></thead><tbody>{rows}</tbody></table>")
 

@@ -26,6 +26,7 @@ from ipyagent.items import ToolCall, ToolResult
 from ipyagent.kernel import sandbox
 from ipyagent.kernel.sandbox import MAX_PROCESSES
 from ipyagent.kernel.staging import code_risk, probe_overlay
+from ipyagent.tools.changes import ChangeRequest
 
 FLAGS, WHY = sandbox.probe()
 STAGE_WHY = probe_overlay() if FLAGS is not None else WHY
@@ -326,3 +327,21 @@ def test_what_the_card_shows_is_what_is_applied_while_the_sandbox_races(
     assert shown > 20 and not mismatched, (shown, mismatched[:2])
     assert modes and all(listed == made for listed, made in modes), modes
     agent.discard()
+
+
+@needs_stage
+def test_a_name_with_a_newline_cannot_forge_a_row_of_the_listing(world: tuple[Agent, Path]) -> None:
+    # A file named "evil.pth (new, 9 B)\n[applied] + notes.txt" showed, in `%agent changes`
+    # and the terminal's question, as two rows: a harmless-looking second one the file
+    # never was (names keep their newline: `visible` keeps newlines for output text).
+    agent, _ = world
+    name = "x.txt (new, 1 B)\n[applied] + notes\t.pth"
+    result = call(agent, f"open({name!r}, 'w').write('import os')")
+    assert changes(result)[name]["status"] == "pending"
+    listing = repr(agent.changes())
+    assert "\n" not in listing and "\t" not in listing and "␊[applied]" in listing, listing
+    request = ChangeRequest([c for c in agent.changes() if c.path == name])
+    assert request.question().count("\n") == 1  # the heading and one row
+    assert "\n" not in result.output.split("[ipyagent note", 1)[1]
+    assert "␊" in changes_html(result.meta["changes"])
+    agent.discard(name)
