@@ -25,7 +25,9 @@ def changes_html(changes: list[dict[str, Any]] | list[Any], limit: int = CARD_RO
         size = c.get("size")
         risk = c.get("risk")
         status = str(c.get("status", ""))
-        head = (f"<code>{mark} {html.escape(visible_name(str(c.get('path'))))}</code> "
+        link = c.get("link")  # where a symlink points: a person decides on that, not the name
+        target = "" if link is None else f" → {html.escape(visible_name(str(link)))}"
+        head = (f"<code>{mark} {html.escape(visible_name(str(c.get('path'))))}{target}</code> "
                 f"<span style='opacity:.7'>{html.escape(str(c.get('kind')))}"
                 f"{'' if size is None else f', {int(size)} B'} · {html.escape(status)}</span>")
         if risk:

@@ -345,3 +345,17 @@ def test_a_name_with_a_newline_cannot_forge_a_row_of_the_listing(world: tuple[Ag
     assert "\n" not in result.output.split("[ipyagent note", 1)[1]
     assert "␊" in changes_html(result.meta["changes"])
     agent.discard(name)
+
+
+@needs_stage
+def test_the_card_shows_where_a_symlink_points(world: tuple[Agent, Path]) -> None:
+    # The Apply panel and the card listed "+ latest.csv (new) can run code: a symlink"
+    # without its target: a person approved a link to ~/.ssh/id_rsa blind (the terminal's
+    # line had the target, the notebook's did not).
+    agent, ws = world
+    result = call(agent, "import os\nos.symlink('/home/me/.ssh/id_rsa', 'latest.csv')")
+    found = changes(result)["latest.csv"]
+    assert found["status"] == "pending" and found["link"] == "/home/me/.ssh/id_rsa"
+    assert "→ /home/me/.ssh/id_rsa" in changes_html(result.meta["changes"])
+    assert not os.path.lexists(ws / "latest.csv")
+    agent.discard("latest.csv")
