@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-__all__ = ["Change", "ChangeSet", "Stage", "code_risk", "probe_overlay", "STAGE_EXEC",
+__all__ = ["Change", "ChangeSet", "Stage", "canonical", "code_risk", "probe_overlay", "STAGE_EXEC",
            "APPLY_MODES", "UndoReport"]
 
 STAGE_EXEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_stage_exec.py")
@@ -221,11 +221,23 @@ def _installed(module: str) -> str | None:
     return spec.origin or "a namespace package"
 
 
+# Characters HFS+ ignores in names, and zero-width/format ones: ".g\u200cit" is .git there.
+_IGNORED = re.compile("[\u00ad\u034f\u180b-\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+                      "\ufe00-\ufe0f\ufeff]")
+
+
+def canonical(part: str) -> str:
+    """A name as a case-insensitive, HFS+ or Windows folder sees it: case folded, ignored
+    characters dropped, trailing dots and spaces cut, NTFS's short name GIT~1 read as .git."""
+    name = _IGNORED.sub("", part).casefold().rstrip(". ")
+    return {"git~1": ".git", "ipyage~1": ".ipyagent"}.get(name, name)
+
+
 def code_risk(rel: str, root: str, *, executable: bool = False, symlink: bool = False,
               existed: bool = False) -> str | None:
     """Why a file at ``rel`` (under ``root``) can run code later, or None for a data file."""
     parts = rel.split("/")
-    lower = [p.lower() for p in parts]
+    lower = [canonical(p) for p in parts]
     name = lower[-1]
     if ".git" in lower[:-1] or name == ".git":
         return "inside .git/: git runs its hooks and config (core.fsmonitor, aliases)"

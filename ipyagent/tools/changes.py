@@ -15,14 +15,15 @@ from typing import Any
 
 from .._text import visible_name
 from ..items import ToolResult
-from ..kernel.staging import Change, Stage
+from ..kernel.staging import Change, Stage, canonical
 
 __all__ = ["ChangeRequest", "settle_changes", "never_applied", "model_note"]
 
 
 def never_applied(change: Change) -> bool:
     """ipyagent's own state (memory, cache, autosaves, settings): out of the sandbox's reach."""
-    return change.path.split("/", 1)[0] == ".ipyagent"
+    # As the folder may see it: .IPYAGENT, ".ipyagent." are the same folder on some.
+    return canonical(change.path.split("/", 1)[0]) == ".ipyagent"
 
 
 @dataclass

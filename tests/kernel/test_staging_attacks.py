@@ -25,8 +25,8 @@ from ipyagent.frontends.changes_panel import changes_html
 from ipyagent.items import ToolCall, ToolResult
 from ipyagent.kernel import sandbox
 from ipyagent.kernel.sandbox import MAX_PROCESSES
-from ipyagent.kernel.staging import code_risk, probe_overlay
-from ipyagent.tools.changes import ChangeRequest
+from ipyagent.kernel.staging import Change, code_risk, probe_overlay
+from ipyagent.tools.changes import ChangeRequest, never_applied
 
 FLAGS, WHY = sandbox.probe()
 STAGE_WHY = probe_overlay() if FLAGS is not None else WHY
@@ -359,3 +359,23 @@ def test_the_card_shows_where_a_symlink_points(world: tuple[Agent, Path]) -> Non
     assert "→ /home/me/.ssh/id_rsa" in changes_html(result.meta["changes"])
     assert not os.path.lexists(ws / "latest.csv")
     agent.discard("latest.csv")
+
+
+@pytest.mark.parametrize("rel", [
+    ".GIT/config", ".git./config", ".git /hooks/pre-commit", ".g\u200cit/config",
+    "GIT~1/config", ".Git\ufeff/hooks/post-checkout",
+])
+def test_git_spelled_another_way_is_still_git(rel: str, tmp_path: Path) -> None:
+    # On a case-insensitive or HFS+ folder (macOS, a USB stick, WSL's /mnt/c) these are
+    # .git: trailing dots and spaces are dropped (Windows), zero-width characters ignored
+    # (HFS+), GIT~1 is .git's short name (NTFS). ".g\u200cit" was a data file.
+    risk = code_risk(rel, str(tmp_path))
+    assert risk is not None and ".git" in risk, risk
+
+
+@pytest.mark.parametrize("rel", [".ipyagent/memory.sqlite", ".IPYAGENT/memory.sqlite",
+                                 ".ipyagent./cache.sqlite", ".ipy\u200bagent/settings.json"])
+def test_ipyagents_state_spelled_another_way_is_never_applied(rel: str, tmp_path: Path) -> None:
+    change = Change(rel, str(tmp_path), "new", size=1, sha256="0" * 64)
+    assert never_applied(change)
+    assert ".ipyagent" in (code_risk(rel, str(tmp_path)) or "")
