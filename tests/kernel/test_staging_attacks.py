@@ -349,16 +349,16 @@ def test_a_name_with_a_newline_cannot_forge_a_row_of_the_listing(world: tuple[Ag
 
 @needs_stage
 def test_the_card_shows_where_a_symlink_points(world: tuple[Agent, Path]) -> None:
-    # The Apply panel and the card listed "+ latest.csv (new) can run code: a symlink"
+    # The Apply panel and the card listed "+ pointer.csv (new) can run code: a symlink"
     # without its target: a person approved a link to ~/.ssh/id_rsa blind (the terminal's
     # line had the target, the notebook's did not).
     agent, ws = world
-    result = call(agent, "import os\nos.symlink('/home/me/.ssh/id_rsa', 'latest.csv')")
-    found = changes(result)["latest.csv"]
+    result = call(agent, "import os\nos.symlink('/home/me/.ssh/id_rsa', 'pointer.csv')")
+    found = changes(result)["pointer.csv"]
     assert found["status"] == "pending" and found["link"] == "/home/me/.ssh/id_rsa"
     assert "→ /home/me/.ssh/id_rsa" in changes_html(result.meta["changes"])
-    assert not os.path.lexists(ws / "latest.csv")
-    agent.discard("latest.csv")
+    assert not os.path.lexists(ws / "pointer.csv")
+    agent.discard("pointer.csv")
 
 
 @pytest.mark.parametrize("rel", [
