@@ -204,7 +204,10 @@ class SandboxPlan:
         candidates = {os.path.realpath(p) for p in
                       [os.path.join(home, s) for s in _HOME_SECRETS] + _runtime_dirs(env)
                       # ipyagent's own state beside the notebook (memory, cache, autosaves)
-                      + [os.path.join(w, ".ipyagent") for w in self.writable]}
+                      + [os.path.join(w, ".ipyagent") for w in self.writable]
+                      # ...and beside the user's kernel, whose folder (the notebook's, where
+                      # memory and autosaves go) may lie inside a workspace that is its parent
+                      + [os.path.join(os.getcwd(), ".ipyagent")]}
         for secret in sorted(candidates, key=len):  # a parent first: its children go with it
             if os.path.lexists(secret) and secret not in binds and any(
                     _inside(secret, p) and m in ("ro", "rw") for p, m in binds.items()) \
@@ -214,8 +217,11 @@ class SandboxPlan:
         if not self.readonly:
             # ipyagent's own state beside the notebook, now or later (autosaves, memory,
             # cache, settings): an empty tmpfs inside, made in the staged copy if missing.
-            for root in self.writable:
+            here = os.path.realpath(os.getcwd())  # the user's kernel's: memory, autosaves
+            for root in self.writable + [here]:
                 state = os.path.join(os.path.realpath(root), ".ipyagent")
+                if root is here and not any(_inside(here, os.path.realpath(w)) for w in self.writable):
+                    continue
                 if state not in binds and not os.path.islink(state):
                     binds[state] = "mask-dir"
         for path, mode in self.private:

@@ -22,8 +22,9 @@ __all__ = ["ChangeRequest", "settle_changes", "never_applied", "model_note"]
 
 def never_applied(change: Change) -> bool:
     """ipyagent's own state (memory, cache, autosaves, settings): out of the sandbox's reach."""
-    # As the folder may see it: .IPYAGENT, ".ipyagent." are the same folder on some.
-    return canonical(change.path.split("/", 1)[0]) == ".ipyagent"
+    # At any depth (the notebook's folder may lie inside the workspace), and as the folder
+    # may see it: .IPYAGENT, ".ipyagent." are the same folder on some.
+    return any(canonical(part) == ".ipyagent" for part in change.path.split("/"))
 
 
 @dataclass

@@ -379,3 +379,30 @@ def test_ipyagents_state_spelled_another_way_is_never_applied(rel: str, tmp_path
     change = Change(rel, str(tmp_path), "new", size=1, sha256="0" * 64)
     assert never_applied(change)
     assert ".ipyagent" in (code_risk(rel, str(tmp_path)) or "")
+
+
+@needs_stage
+def test_ipyagents_state_beside_the_notebook_is_out_of_reach(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # Memory and autosaves live in .ipyagent/ beside the notebook (the user's kernel's
+    # directory), not in Agent.cwd; with Agent.cwd a parent folder (the whole project),
+    # only proj/.ipyagent was hidden: the sandbox read nb/.ipyagent/memory.sqlite, and its
+    # planted copy was applied by a person's "apply everything" (never_applied looked only
+    # at the first path component).
+    proj = tmp_path / "proj"
+    nb = proj / "nb"
+    nb.mkdir(parents=True)
+    monkeypatch.chdir(nb)
+    with Agent(file_tools=False, cwd=str(proj), tool_timeout=30, sandbox="bwrap") as agent:
+        agent.kernel.start()
+        (nb / ".ipyagent").mkdir()  # memory turned on after the sandbox started
+        (nb / ".ipyagent" / "memory.sqlite").write_text("PRIVATE-NOTE")
+        out = call(agent, "import os\ntry:\n    print(open('nb/.ipyagent/memory.sqlite').read())\n"
+                          "except OSError as e:\n    print('hidden', e)\n"
+                          "os.makedirs('nb/.ipyagent', exist_ok=True)\n"
+                          "open('nb/.ipyagent/memory.sqlite', 'w').write('planted note')").output
+        assert "PRIVATE-NOTE" not in out, out
+        agent.apply()  # a person's "apply everything"
+    assert (nb / ".ipyagent" / "memory.sqlite").read_text() == "PRIVATE-NOTE"
+    nested = Change("nb/.ipyagent/memory.sqlite", str(proj), "modified", size=1, sha256="0" * 64)
+    assert never_applied(nested)
