@@ -154,12 +154,24 @@ def _python_paths(argv0: str) -> list[str]:
             found.append(os.path.dirname(bindir) if os.path.basename(bindir) == "bin" else bindir)
     found += [p for p in sys.path if p and os.path.isabs(p)]  # editable installs, PYTHONPATH
     home = os.path.expanduser("~")
+    # Never a shared folder or one holding it (a script run from /tmp puts "/tmp" on
+    # sys.path): their unix sockets (tmux's, X11's) answer connect() on a read-only bind.
+    shared = [os.path.realpath(p) for p in _shared_dirs()]
     out = []
     for path in found:
         real = os.path.realpath(path)
-        if os.path.exists(real) and real != "/" and not _inside(home, real) and real not in out:
+        if os.path.exists(real) and real != "/" and not _inside(home, real) and real not in out \
+                and not any(_inside(s, real) for s in shared):
             out.append(real)
     return out
+
+
+def _shared_dirs() -> list[str]:
+    """Folders other programs keep sockets and private files in (temporary, runtime)."""
+    import tempfile
+
+    found = ["/tmp", "/var/tmp", "/dev/shm", "/run", "/var/run", tempfile.gettempdir()]
+    return found + [os.environ[name] for name in ("XDG_RUNTIME_DIR", "TMPDIR") if os.environ.get(name)]
 
 
 @dataclass

@@ -12,8 +12,11 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import socket
 import stat
 import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -406,3 +409,27 @@ def test_ipyagents_state_beside_the_notebook_is_out_of_reach(tmp_path: Path,
     assert (nb / ".ipyagent" / "memory.sqlite").read_text() == "PRIVATE-NOTE"
     nested = Change("nb/.ipyagent/memory.sqlite", str(proj), "modified", size=1, sha256="0" * 64)
     assert never_applied(nested)
+
+
+@needs_stage
+def test_a_shared_folder_on_sys_path_is_not_bound_into_the_sandbox(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # The sandbox binds the user's sys.path entries read-only (editable installs); a script
+    # run from /tmp (sys.path[0] = "/tmp") bound the host's whole /tmp: its unix sockets
+    # (tmux's /tmp/tmux-UID/default: keystrokes into the user's terminal; X11's display)
+    # answer connect() on a read-only bind, and other sandboxes' stages were readable.
+    shared = tempfile.gettempdir()
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    path = os.path.join(shared, f"ipyagent-attack-{os.getpid()}.sock")
+    server.bind(path)
+    server.listen()
+    monkeypatch.setattr(sys, "path", [*sys.path, shared])
+    try:
+        with Agent(file_tools=False, cwd=str(tmp_path), tool_timeout=30, sandbox="bwrap") as agent:
+            out = call(agent, f"import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n"
+                              f"    s.connect({path!r}); print('REACHED')\n"
+                              "except OSError as e:\n    print('refused', e)").output
+    finally:
+        server.close()
+        os.unlink(path)
+    assert "REACHED" not in out, out
