@@ -496,8 +496,9 @@ class Stage:
             return None
         if mnt == os.stat("/proc/self/ns/mnt").st_ino:
             return None  # not a stage of ours (a pid reused by an ordinary process)
+        expect = [arg for layer in self.layers for arg in ("--expect-overlay", layer.root, layer.upper)]
         return [sys.executable, "-I", "-S", STAGE_EXEC, "--join", str(pid), "--expect-mnt",
-                str(mnt), "--cwd", cwd, "--"]
+                str(mnt), *expect, "--cwd", cwd, "--"]
 
     def close(self) -> None:
         shutil.rmtree(self.base, ignore_errors=True)

@@ -433,3 +433,28 @@ def test_a_shared_folder_on_sys_path_is_not_bound_into_the_sandbox(
         server.close()
         os.unlink(path)
     assert "REACHED" not in out, out
+
+
+@needs_stage
+def test_the_shell_joins_only_its_own_stage(tmp_path: Path) -> None:
+    # The shell joins the namespaces of the pid in the stage's pidfile, checked only to be
+    # in another mount namespace than ours. A kernel that died (os._exit from the model's
+    # code) leaves its pid there; once the pid is reused by a process of another sandbox
+    # (another agent of the user's), the shell ran in that sandbox's workspace and network
+    # and wrote into its change set. Simulated: the pidfile names the other stage's pid.
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "only-in-b.txt").write_text("b\n")
+    with Agent(file_tools=False, cwd=str(tmp_path / "a"), tool_timeout=30, sandbox="bwrap") as a, \
+            Agent(file_tools=False, cwd=str(tmp_path / "b"), tool_timeout=30, sandbox="bwrap") as b:
+        a.kernel.start()
+        b.kernel.start()
+        stage_a, stage_b = a.kernel.stage, b.kernel.stage
+        assert stage_a is not None and stage_b is not None
+        other = Path(stage_b.pidfile).read_text()
+        Path(stage_a.pidfile).write_text(other)  # as a reused pid would
+        result = call(a, "ls; echo planted > from-a.txt", "shell")
+        assert "only-in-b.txt" not in result.output, result.output
+        assert not any(c.path == "from-a.txt" for c in b.changes(everything=True))
+        # ...and, in b's namespaces, a's folder is no overlay: it was bound as it is.
+        assert not (tmp_path / "a" / "from-a.txt").exists(), result.output
