@@ -38,14 +38,20 @@ class ChangeRequest:
         return [visible_name(c.line()) for c in self.changes]
 
     def question(self) -> str:
+        rows = self.lines()
+        more = len(rows) - QUESTION_ROWS
+        rows = rows[:QUESTION_ROWS] + ([f"... and {more} more (%agent changes lists them)"]
+                                       if more > 0 else [])
         return ("The model's code changed these files in the sandbox's copy of your folder; "
-                "they can run code later:\n" + "\n".join(f"  {line}" for line in self.lines()))
+                "they can run code later:\n" + "\n".join(f"  {line}" for line in rows))
 
     def _repr_markdown_(self) -> str:
         return self.question()
 
 
 NOTE_PATHS = 20  # paths named per group in the model's note; the rest are counted
+QUESTION_ROWS = 200  # rows of a terminal question (a call can make 100,000 files)
+QUESTION_DIFFS = 20  # changes whose diff the terminal shows before asking
 
 
 def _named(group: Sequence[Change], say: Any) -> str:

@@ -10,6 +10,7 @@ is exactly what the sandbox's writes become.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shutil
 import socket
@@ -24,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from ipyagent import Agent, _eventloop
+from ipyagent.approval import TerminalApprover
 from ipyagent.frontends.changes_panel import changes_html
 from ipyagent.items import ToolCall, ToolResult
 from ipyagent.kernel import sandbox
@@ -458,3 +460,20 @@ def test_the_shell_joins_only_its_own_stage(tmp_path: Path) -> None:
         assert not any(c.path == "from-a.txt" for c in b.changes(everything=True))
         # ...and, in b's namespaces, a's folder is no overlay: it was bound as it is.
         assert not (tmp_path / "a" / "from-a.txt").exists(), result.output
+
+
+def test_the_terminal_question_for_thousands_of_code_files_is_bounded() -> None:
+    # 20,000 .py files waiting for a yes printed 20,000 rows and then 20,000 diffs of up
+    # to 20 lines each before the y/N prompt: the question scrolled away, and the terminal
+    # (or the notebook's stream) held megabytes.
+    many = [Change(f"pkg/m{i}.py", "/nowhere", "new", size=6, sha256="0" * 64,
+                   risk="Python source", diff=f"--- a/pkg/m{i}.py\n+++ b/pkg/m{i}.py\n@@ -0,0 +1 @@\n+X = 1\n")
+            for i in range(20_000)]
+    request = ChangeRequest(many)
+    question = request.question()
+    assert question.count("\n") < 250 and "and 19800 more" in question
+    out = io.StringIO()
+    answer = _eventloop.run_sync(TerminalApprover(lambda prompt: "n", output=out).confirm_changes(request))
+    assert answer is False
+    assert out.getvalue().count("\n") < 600, out.getvalue().count("\n")
+    assert "more diffs" in out.getvalue()
