@@ -9,6 +9,7 @@ is exactly what the sandbox's writes become.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import io
 import os
@@ -477,3 +478,20 @@ def test_the_terminal_question_for_thousands_of_code_files_is_bounded() -> None:
     assert answer is False
     assert out.getvalue().count("\n") < 600, out.getvalue().count("\n")
     assert "more diffs" in out.getvalue()
+
+
+@needs_stage
+def test_a_kernel_dropped_without_close_leaves_no_stage_behind(tmp_path: Path) -> None:
+    # A SiblingKernel garbage-collected (or alive at exit) without close() left its stage
+    # folder in /tmp for good: the sandbox's writes and copies of the user's files (the
+    # overlay's copy-ups, undo's before-images). 172 of them had piled up on this machine.
+    from ipyagent.kernel.sibling import SiblingKernel
+
+    kernel = SiblingKernel(cwd=str(tmp_path), sandbox="bwrap")
+    kernel.start()
+    assert kernel.stage is not None
+    base = kernel.stage.base
+    assert os.path.isdir(base)
+    del kernel
+    gc.collect()
+    assert not os.path.exists(base)
