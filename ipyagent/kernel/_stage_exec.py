@@ -31,6 +31,8 @@ import sys
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
+MS_RDONLY = 1
+MS_REMOUNT = 32
 MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
@@ -76,6 +78,9 @@ def _enter_stage(overlays: list[list[str]]) -> None:
     _mount("none", "/", None, MS_REC | MS_PRIVATE, None)
     for target, lowerbind, upper, work in overlays:
         _mount(target, lowerbind, None, MS_BIND | MS_REC, None)
+        # Read-only: the overlay only reads its lower layer, and this bind of the real folder
+        # must never be a way to write it (were the stage's folder ever in a sandbox's view).
+        _mount("none", lowerbind, None, MS_REMOUNT | MS_BIND | MS_RDONLY, None)
         _mount("overlay", target, "overlay", 0,
                f"lowerdir={lowerbind},upperdir={upper},workdir={work},userxattr")
     _loopback_up()

@@ -184,6 +184,7 @@ class SandboxPlan:
     paths: Mapping[str, str] = field(default_factory=dict)  # from check_paths
     private: Iterable[tuple[str, str]] = ()  # (path, "ro" | "rw"): the kernel's own files
     hidden: list[str] = field(default_factory=list)  # filled by argv: secrets masked
+    masked: Iterable[str] = ()  # ipyagent's own folders (a stage's), hidden if a bind holds them
 
     def argv(self, cmd: list[str], env: Mapping[str, str] | None = None) -> list[str]:
         flags, why = probe()
@@ -215,6 +216,7 @@ class SandboxPlan:
         self.hidden = []
         candidates = {os.path.realpath(p) for p in
                       [os.path.join(home, s) for s in _HOME_SECRETS] + _runtime_dirs(env)
+                      + list(self.masked) + _ipyagent_temp_dirs()
                       # ipyagent's own state beside the notebook (memory, cache, autosaves)
                       + [os.path.join(w, ".ipyagent") for w in self.writable]
                       # ...and beside the user's kernel, whose folder (the notebook's, where
@@ -266,6 +268,17 @@ class SandboxPlan:
             out += ["--unsetenv", name]
         cwd = os.path.realpath(self.writable[0]) if self.writable else "/tmp"
         return [*out, "--chdir", cwd, "--", *cmd]
+
+
+def _ipyagent_temp_dirs() -> list[str]:
+    """Stages and kernel folders of ipyagent's in the temporary folder now (this user's
+    other agents): hidden when a bind holds them (``sandbox_paths = {"/tmp": "rw"}``)."""
+    import glob
+    import tempfile
+
+    base = tempfile.gettempdir()
+    return glob.glob(os.path.join(base, "ipyagent-stage-*")) + glob.glob(
+        os.path.join(base, "ipyagent-sibling-*"))
 
 
 def _runtime_dirs(env: Mapping[str, str] | None) -> list[str]:

@@ -203,7 +203,8 @@ class SiblingKernel(SyncForms):
     def _plan(self, private: Iterable[tuple[str, str]] = ()) -> SandboxPlan:
         # IPYTHONDIR read-write: IPython ignores one it cannot write (and our config with it).
         return SandboxPlan(writable=self._writable(), network=self.sandbox_network,
-                           paths=self.sandbox_paths, private=private, readonly=self.stage is None)
+                           paths=self.sandbox_paths, private=private, readonly=self.stage is None,
+                           masked=[self.stage.base] if self.stage is not None else [])
 
     def _stage_argv(self) -> list[str]:
         """The staging helper's command line: the overlay (when it can be made) and the network."""

@@ -495,3 +495,28 @@ def test_a_kernel_dropped_without_close_leaves_no_stage_behind(tmp_path: Path) -
     del kernel
     gc.collect()
     assert not os.path.exists(base)
+
+
+@needs_stage
+def test_binding_the_temporary_folder_does_not_open_the_stage(tmp_path: Path) -> None:
+    # With Agent.sandbox_paths = {"/tmp": "rw"} (scratch space), the stage's own folder
+    # (in /tmp) was in the sandbox: its lower0 is a read-write bind of the real folder in
+    # the stage's namespace, so a write there landed in the user's folder at once, and
+    # undo/ held the before-images that %agent undo copies back (the sandbox could edit them).
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "mine.txt").write_text("mine\n")
+    shared = os.path.realpath(tempfile.gettempdir())
+    with Agent(file_tools=False, cwd=str(ws), tool_timeout=30, sandbox="bwrap",
+               sandbox_paths={shared: "rw"}) as agent:
+        agent.kernel.start()
+        stage = agent.kernel.stage
+        assert stage is not None and stage.base.startswith(shared + "/")
+        out = call(agent, f"import os\nbase = {stage.base!r}\n"
+                          "for sub in ('lower0', 'undo', 'upper0'):\n"
+                          "    try:\n        open(os.path.join(base, sub, 'escaped.txt'), 'w').write('x')\n"
+                          "        print('wrote', sub)\n"
+                          "    except OSError as e:\n        print('no', sub, e.strerror)\n"
+                          "print(os.listdir(base))").output
+        assert "wrote" not in out, out
+        assert not (ws / "escaped.txt").exists()
