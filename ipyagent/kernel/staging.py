@@ -825,7 +825,8 @@ def _pump(src: int, out: int, sha: hashlib._Hash | None = None) -> None:
             view = view[os.write(out, view):]
 
 
-def _write_in(root: str, rel: str, src: int, mode: int, expect: str | None = None) -> str:
+def _write_in(root: str, rel: str, src: int, mode: int, expect: str | None = None,
+              mask: bool = True) -> str:
     """Write what fd ``src`` holds to ``rel`` atomically; its sha256 (``expect``: or refuse)."""
     fd, name = _open_parent(root, rel, create=True)
     tmp = f".{name}.ipyagent-{os.getpid()}.tmp"
@@ -835,7 +836,9 @@ def _write_in(root: str, rel: str, src: int, mode: int, expect: str | None = Non
         sha = hashlib.sha256()
         try:
             _pump(src, out, sha)
-            os.fchmod(out, mode & 0o777)  # no setuid/setgid from the sandbox
+            # No setuid/setgid from the sandbox, and your umask: a 0o666 it chose must not
+            # make a file of yours writable by every other user of the machine.
+            os.fchmod(out, mode & 0o777 & (~_umask() if mask else 0o777))
             # No fsync per file (3,000 files cost 8 s of the user's cell in fsync alone, for
             # a few ms of the sandbox's time): Stage.apply syncs the folder's filesystem once.
         finally:
@@ -908,6 +911,18 @@ def _now(root: str, rel: str) -> str | None:
         os.close(fd)
 
 
+def _umask() -> int:
+    """This process's umask, read without changing it (os.umask would, for every thread)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
 def _syncfs(root: str) -> None:
     """Flush the filesystem ``root`` is on, once per apply (best effort, Linux)."""
     try:
@@ -965,7 +980,7 @@ def _restore(root: str, rel: str, image: Before) -> None:
     else:
         src = os.open(data, os.O_RDONLY | os.O_NOFOLLOW)
         try:
-            _write_in(root, rel, src, mode if mode is not None else 0o644)
+            _write_in(root, rel, src, mode if mode is not None else 0o644, mask=False)  # as it was
         finally:
             os.close(src)
 

@@ -520,3 +520,19 @@ def test_binding_the_temporary_folder_does_not_open_the_stage(tmp_path: Path) ->
                           "print(os.listdir(base))").output
         assert "wrote" not in out, out
         assert not (ws / "escaped.txt").exists()
+
+
+@needs_stage
+def test_an_applied_file_gets_your_umask_not_the_sandboxs_mode(world: tuple[Agent, Path]) -> None:
+    # The sandbox chmod-ed its data file 0o666: apply set exactly that (fchmod skips the
+    # umask), so a world-writable file appeared in the user's folder and any other local
+    # user could rewrite what the user's kernel reads next (or a .py a person applied).
+    agent, ws = world
+    old = os.umask(0o022)
+    try:
+        result = call(agent, "import os\nopen('shared.csv', 'w').write('a,b\\n')\nos.chmod('shared.csv', 0o666)")
+    finally:
+        os.umask(old)
+    assert changes(result)["shared.csv"]["status"] == "applied"
+    assert stat.S_IMODE(os.stat(ws / "shared.csv").st_mode) == 0o644
+    agent.undo()
