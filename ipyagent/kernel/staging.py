@@ -829,7 +829,7 @@ def _write_in(root: str, rel: str, src: int, mode: int, expect: str | None = Non
               mask: bool = True) -> str:
     """Write what fd ``src`` holds to ``rel`` atomically; its sha256 (``expect``: or refuse)."""
     fd, name = _open_parent(root, rel, create=True)
-    tmp = f".{name}.ipyagent-{os.getpid()}.tmp"
+    tmp = f".ipyagent-{os.getpid()}-{os.urandom(4).hex()}.tmp"  # short: any name fits beside it
     try:
         out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode & 0o777,
                       dir_fd=fd)

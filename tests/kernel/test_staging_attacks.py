@@ -536,3 +536,15 @@ def test_an_applied_file_gets_your_umask_not_the_sandboxs_mode(world: tuple[Agen
     assert changes(result)["shared.csv"]["status"] == "applied"
     assert stat.S_IMODE(os.stat(ws / "shared.csv").st_mode) == 0o644
     agent.undo()
+
+
+@needs_stage
+def test_a_file_with_a_long_name_is_applied(world: tuple[Agent, Path]) -> None:
+    # Apply wrote through a temporary name ".NAME.ipyagent-PID.tmp": a data file whose
+    # name is near the 255-byte limit could never reach the folder (File name too long).
+    agent, ws = world
+    name = "r" * 240 + ".csv"
+    result = call(agent, f"open({name!r}, 'w').write('1\\n')")
+    assert changes(result)[name]["status"] == "applied", changes(result)[name]
+    assert (ws / name).read_text() == "1\n"
+    agent.undo()
