@@ -561,7 +561,9 @@ class Stage:
             os.close(fd)
         for name in names:
             if name not in present:
-                whiteout = os.stat_result((stat.S_IFCHR, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+                # A whiteout's stand-in: a 0/0 character device (st_rdev too, or it reads
+                # as a device the sandbox made, not a deletion).
+                whiteout = os.stat_result((stat.S_IFCHR, 0, 0, 0, 0, 0, 0, 0, 0, 0), {"st_rdev": 0})
                 yield f"{rel_dir}/{name}", whiteout
 
     def _describe(self, layer: _Layer, rel: str, st: os.stat_result) -> Change | None:

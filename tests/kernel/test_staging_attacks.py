@@ -548,3 +548,25 @@ def test_a_file_with_a_long_name_is_applied(world: tuple[Agent, Path]) -> None:
     assert changes(result)[name]["status"] == "applied", changes(result)[name]
     assert (ws / name).read_text() == "1\n"
     agent.undo()
+
+
+@needs_stage
+def test_a_folder_deleted_and_made_again_lists_what_it_deleted(world: tuple[Agent, Path]) -> None:
+    # rmtree('d'); mkdir('d') makes d an opaque folder in the overlay: what d held in the
+    # user's folder is deleted in the sandbox's view. The card called each of those files
+    # "modified: a device, pipe or socket" (the stand-in whiteout had no st_rdev), so the
+    # listing said something else than what the sandbox did, and the deletions hung.
+    agent, ws = world
+    (ws / "d2" / "sub").mkdir(parents=True)
+    (ws / "d2" / "x.txt").write_text("x\n")
+    (ws / "d2" / "sub" / "y.txt").write_text("y\n")
+    result = call(agent, "import os, shutil\nshutil.rmtree('d2')\nos.mkdir('d2')\n"
+                         "open('d2/new.txt', 'w').write('n\\n')")
+    found = changes(result)
+    assert found["d2/x.txt"]["kind"] == "deleted" and found["d2/x.txt"]["status"] == "applied", found
+    assert found["d2/sub"]["kind"] == "deleted" and "folder" in found["d2/sub"]["risk"]
+    assert found["d2/new.txt"]["status"] == "applied"
+    assert not (ws / "d2" / "x.txt").exists() and (ws / "d2" / "sub" / "y.txt").exists()
+    agent.undo()
+    assert (ws / "d2" / "x.txt").read_text() == "x\n" and not (ws / "d2" / "new.txt").exists()
+    agent.discard("d2/sub")
