@@ -304,7 +304,7 @@ def probe_overlay() -> str:
             os.mkdir(path)
         argv = [sys.executable, "-I", "-S", STAGE_EXEC, "--pidfile", os.path.join(base, "pid"),
                 "--overlay", dirs["real"], dirs["lower"], dirs["upper"], dirs["work"], "--",
-                "/bin/sh", "-c", f"echo x > {dirs['real']}/probe"]
+                "/bin/sh", "-c", 'echo x > "$1/probe"', "sh", dirs["real"]]  # a path, never code
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=20)
         except (OSError, subprocess.TimeoutExpired) as exc:

@@ -585,3 +585,24 @@ def test_setuid_setgid_and_sticky_bits_never_reach_the_folder(world: tuple[Agent
     assert stat.S_IMODE(os.stat(ws / "t.bin").st_mode) == 0o755
     assert not os.listxattr(ws / "t.bin")
     agent.undo()
+
+
+@needs_stage
+def test_the_overlay_probe_survives_a_temporary_folder_with_a_space(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The probe ran `sh -c "echo x > {dir}/probe"`: a TMPDIR with a space (or a quote, a
+    # `$(...)`) was split or run by the shell, and the staged workspace was reported as
+    # impossible here (the folder then read-only) for a wrong reason.
+    spaced = tmp_path / "my temp $(touch PWNED)"
+    spaced.mkdir()
+    monkeypatch.setenv("TMPDIR", str(spaced))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    monkeypatch.chdir(tmp_path)  # where a `touch PWNED` the shell ran would land
+    probe_overlay.cache_clear()
+    try:
+        assert probe_overlay() == ""
+    finally:
+        probe_overlay.cache_clear()
+        monkeypatch.undo()
+        tempfile.tempdir = None
+    assert not any(p.name == "PWNED" for p in tmp_path.rglob("*"))
