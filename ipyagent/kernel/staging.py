@@ -756,7 +756,14 @@ class Stage:
                     os.close(src)
                 return ("file", copy, st.st_mode & 0o777)
             if stat.S_ISDIR(st.st_mode) and change.kind == "deleted":
-                shutil.copytree(f"/proc/self/fd/{fd}/{name}", copy, symlinks=True)
+                tree = f"/proc/self/fd/{fd}/{name}"
+                if not _shallow(tree, _TREE_DEPTH):
+                    # shutil's tree copy and removal recurse: a folder nested a thousand
+                    # deep (a repository can ship one) would raise out of them half-way.
+                    raise OSError(errno.EPERM, f"your folder there is nested more than "
+                                               f"{_TREE_DEPTH} deep (ipyagent keeps no copy of "
+                                               "it to undo, so it leaves it)")
+                shutil.copytree(tree, copy, symlinks=True)
                 return ("tree", copy, None)
             what = ("a directory" if stat.S_ISDIR(st.st_mode) else "a named pipe"
                     if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
@@ -923,6 +930,27 @@ def _umask() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0o022
+
+
+_TREE_DEPTH = 100  # folders deeper than this are not deleted from the sandbox (no copy kept)
+
+
+def _shallow(top: str, limit: int) -> bool:
+    """True when no folder under ``top`` lies more than ``limit`` levels down (walked level
+    by level, without recursion or links; anything unreadable counts as too deep)."""
+    level = [top]
+    for _ in range(limit + 1):
+        below = []
+        for path in level:
+            try:
+                with os.scandir(path) as entries:
+                    below += [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+            except OSError:
+                return False
+        if not below:
+            return True
+        level = below
+    return False
 
 
 def _syncfs(root: str) -> None:

@@ -606,3 +606,31 @@ def test_the_overlay_probe_survives_a_temporary_folder_with_a_space(
         monkeypatch.undo()
         tempfile.tempdir = None
     assert not any(p.name == "PWNED" for p in tmp_path.rglob("*"))
+
+
+@needs_stage
+def test_deleting_a_very_deep_folder_of_the_repository_loses_nothing(world: tuple[Agent, Path]) -> None:
+    # A hostile repository ships a folder 1,500 levels deep; the sandbox deletes it
+    # (rm -rf) and a person applies: keeping its copy for undo (shutil.copytree recurses)
+    # raised RecursionError out of apply, past the per-change guard, and the call failed.
+    agent, ws = world
+    top = ws / "deep"
+    top.mkdir()
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(1500):
+        os.mkdir("d", dir_fd=fd)
+        nxt = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = nxt
+    os.close(os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    os.close(fd)
+    try:
+        result = call(agent, "rm -rf deep", "shell")
+        assert changes(result)["deep"]["status"] == "pending"
+        done = agent.apply("deep")  # a person's yes: made, or refused with a reason; never raised
+        assert [c.path for c in done] == ["deep"]
+        if done[0].status == "applied":
+            assert not top.exists() and agent.undo().restored == ["deep"]
+        assert top.is_dir()
+    finally:  # rm, not shutil.rmtree (it recurses): pytest's own clean-up would trip on it
+        subprocess.run(["rm", "-rf", str(top)], check=False)
