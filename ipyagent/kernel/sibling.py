@@ -223,7 +223,7 @@ class SiblingKernel(SyncForms):
                 self.stage = Stage(self._writable())
                 # Gone with this object too (garbage-collected or at exit without close()):
                 # its upper and undo folders hold copies of your files.
-                weakref.finalize(self, shutil.rmtree, self.stage.base, True)
+                weakref.finalize(self, self.stage.close)
         elif not self.staged and not self.stage_note:
             self.stage_note = "staging is off: the workspace is READ-ONLY in the sandbox"
         if self.stage is not None:

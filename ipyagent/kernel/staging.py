@@ -501,7 +501,7 @@ class Stage:
                 str(mnt), *expect, "--cwd", cwd, "--"]
 
     def close(self) -> None:
-        shutil.rmtree(self.base, ignore_errors=True)
+        _rmtree(self.base)
 
     # -- what changed ----------------------------------------------------------------
     def scan(self) -> list[Change]:
@@ -951,6 +951,19 @@ def _shallow(top: str, limit: int) -> bool:
             return True
         level = below
     return False
+
+
+def _rmtree(path: str) -> None:
+    """Remove ``path`` whatever its depth: shutil.rmtree recurses, and the sandbox can make
+    folders thousands deep in the upper directory (RecursionError out of close())."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    except RecursionError:
+        pass
+    rm = shutil.which("rm")
+    if rm is not None:
+        subprocess.run([rm, "-rf", "--", path], check=False, capture_output=True)
 
 
 def _syncfs(root: str) -> None:

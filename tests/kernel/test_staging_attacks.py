@@ -634,3 +634,22 @@ def test_deleting_a_very_deep_folder_of_the_repository_loses_nothing(world: tupl
         assert top.is_dir()
     finally:  # rm, not shutil.rmtree (it recurses): pytest's own clean-up would trip on it
         subprocess.run(["rm", "-rf", str(top)], check=False)
+
+
+@needs_stage
+def test_a_very_deep_tree_in_the_sandbox_does_not_break_close(tmp_path: Path) -> None:
+    # The sandbox made folders 1,500 deep in its view (the upper directory holds them);
+    # closing the agent removed the stage with shutil.rmtree, which recurses: close()
+    # raised RecursionError and the stage (copies of the user's files) stayed in /tmp.
+    agent = Agent(file_tools=False, cwd=str(tmp_path), tool_timeout=60, sandbox="bwrap")
+    try:
+        call(agent, "import os\nfd = os.open('.', os.O_RDONLY)\nfor _ in range(1500):\n"
+                    "    os.mkdir('d', dir_fd=fd)\n    nxt = os.open('d', os.O_RDONLY, dir_fd=fd)\n"
+                    "    os.close(fd)\n    fd = nxt\n")
+        stage = agent.kernel.stage
+        assert stage is not None
+        base = stage.base
+    finally:
+        agent.close()
+        subprocess.run(["rm", "-rf", str(tmp_path / "d")], check=False)
+    assert not os.path.exists(base)
