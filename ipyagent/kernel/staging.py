@@ -674,6 +674,9 @@ class Stage:
             try:
                 # What is there first, kept outside the sandbox: nothing is replaced that
                 # undo could not bring back (a link of yours, a pipe, a file you cannot read).
+                if change.path.count("/") >= _TREE_DEPTH:
+                    # Not a tree of folders planted in yours that your own tools trip on.
+                    raise OSError(errno.EPERM, f"nested more than {_TREE_DEPTH} folders deep")
                 image = self._keep(change)
                 after[change.path] = _put(layer, change)
             except OSError as exc:

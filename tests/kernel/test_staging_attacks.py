@@ -653,3 +653,20 @@ def test_a_very_deep_tree_in_the_sandbox_does_not_break_close(tmp_path: Path) ->
         agent.close()
         subprocess.run(["rm", "-rf", str(tmp_path / "d")], check=False)
     assert not os.path.exists(base)
+
+
+@needs_stage
+def test_a_file_hundreds_of_folders_deep_is_not_planted_in_the_folder(world: tuple[Agent, Path]) -> None:
+    # A data file 300 folders down was applied at once: apply made the 300 folders in the
+    # user's folder, a tree the user's own tools then trip on (shutil.rmtree, pytest's
+    # clean-up: RecursionError past ~1,000), and undo removed the file but not the folders.
+    agent, ws = world
+    result = call(agent, "import os\nfd = os.open('.', os.O_RDONLY)\nfor _ in range(300):\n"
+                         "    try:\n        os.mkdir('n', dir_fd=fd)\n    except FileExistsError:\n        pass\n"
+                         "    nxt = os.open('n', os.O_RDONLY, dir_fd=fd)\n    os.close(fd)\n    fd = nxt\n"
+                         "os.close(os.open('leaf.csv', os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))")
+    (path,) = [p for p in changes(result) if p.endswith("leaf.csv")]
+    found = changes(result)[path]
+    assert found["status"] == "pending" and "deep" in found["problem"], found
+    assert not (ws / "n").exists()
+    agent.discard(path)
