@@ -108,6 +108,7 @@ class ChangeSet:
     by: str = "policy"
     at: float = field(default_factory=time.time)
     failed: list[Change] = field(default_factory=list)  # asked for, not made: each says why
+    made: dict[str, list[str]] = field(default_factory=dict)  # path -> folders its apply made
 
     def __repr__(self) -> str:
         return f"<ChangeSet {len(self.changes)} file(s) by {self.by}>"
@@ -658,6 +659,7 @@ class Stage:
         failed: list[Change] = []
         before: dict[str, Before] = {}
         after: dict[str, str | None] = {}
+        made: dict[str, list[str]] = {}
         for change in changes:
             key = (change.root, change.path)
             current = self._state.get(key)
@@ -678,6 +680,9 @@ class Stage:
                     # Not a tree of folders planted in yours that your own tools trip on.
                     raise OSError(errno.EPERM, f"nested more than {_TREE_DEPTH} folders deep")
                 image = self._keep(change)
+                parts = change.path.split("/")[:-1]
+                folders = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+                missing = [f for f in folders if _lstat_in(change.root, f) is None]
                 after[change.path] = _put(layer, change)
             except OSError as exc:
                 self._drop(image)
@@ -686,10 +691,12 @@ class Stage:
                 after.pop(change.path, None)
                 continue
             before[change.path] = image
+            if missing:
+                made[change.path] = missing
             applied = replace(current, status="applied", problem=None)
             self._state[key] = applied
             done.append(applied)
-        record = ChangeSet(done, before, after, by=by, failed=failed)
+        record = ChangeSet(done, before, after, by=by, failed=failed, made=made)
         if done:
             self.applied.append(record)
             for root in {c.root for c in done}:
@@ -719,6 +726,8 @@ class Stage:
                 report.kept.append(change.path)
                 continue
             _restore(change.root, change.path, record.before.get(change.path, ("absent", None, None)))
+            for folder in reversed(record.made.get(change.path, [])):
+                _rmdir_in(change.root, folder)  # the folders its apply made, if empty now
             report.restored.append(change.path)
             key = (change.root, change.path)
             if key in self._state:
@@ -884,6 +893,20 @@ def _remove(root: str, rel: str) -> None:
             shutil.rmtree(os.path.join(f"/proc/self/fd/{fd}", name))
         except FileNotFoundError:
             pass
+    finally:
+        os.close(fd)
+
+
+def _rmdir_in(root: str, rel: str) -> None:
+    """Remove the folder ``rel`` if it is empty (walked without links); else leave it."""
+    try:
+        fd, name = _open_parent(root, rel, create=False)
+    except OSError:
+        return
+    try:
+        os.rmdir(name, dir_fd=fd)
+    except OSError:
+        pass
     finally:
         os.close(fd)
 

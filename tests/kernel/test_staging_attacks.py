@@ -182,7 +182,7 @@ def test_thousands_of_files_give_a_bounded_note_and_card(world: tuple[Agent, Pat
     assert len(result.output) < 5000 and "and 2980 more" in result.output, result.output[-300:]
     card = changes_html(result.meta["changes"])
     assert card.count("<div><") < 300 and "2800 more" in card
-    assert len(agent.undo().restored) == 3000 and not any((ws / "many").iterdir())
+    assert len(agent.undo().restored) == 3000 and not (ws / "many").exists()
 
 
 @needs_stage
@@ -670,3 +670,17 @@ def test_a_file_hundreds_of_folders_deep_is_not_planted_in_the_folder(world: tup
     assert found["status"] == "pending" and "deep" in found["problem"], found
     assert not (ws / "n").exists()
     agent.discard(path)
+
+
+@needs_stage
+def test_undo_removes_the_folders_an_apply_made(world: tuple[Agent, Path]) -> None:
+    # Undo removed an applied out/run1/result.csv but left out/run1/ behind: the folder
+    # was not "as it was before the last applied set".
+    agent, ws = world
+    (ws / "out").mkdir(exist_ok=True)
+    (ws / "out" / "keep.txt").write_text("mine\n")
+    result = call(agent, "import os\nos.makedirs('out/run1/deeper', exist_ok=True)\n"
+                         "open('out/run1/deeper/result.csv', 'w').write('1\\n')")
+    assert changes(result)["out/run1/deeper/result.csv"]["status"] == "applied"
+    assert agent.undo().restored == ["out/run1/deeper/result.csv"]
+    assert not (ws / "out" / "run1").exists() and (ws / "out" / "keep.txt").exists()
