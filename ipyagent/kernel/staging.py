@@ -607,7 +607,8 @@ class Stage:
         if seen is None:
             return None  # gone, or no longer a file: the next scan lists what is there
         digest, after, fst = seen
-        if mine is not None and stat.S_ISREG(mine.st_mode) and _now(layer.root, rel) == digest:
+        if mine is not None and stat.S_ISREG(mine.st_mode) and mine.st_size == fst.st_size \
+                and _now(layer.root, rel) == digest:  # sizes first: never hash 50 GB of yours
             return None  # the same bytes as yours (copied back, or written unchanged)
         before = _read_in(layer.root, rel, _DIFF_BYTES) if existed else None
         return Change(rel, layer.root, kind, size=fst.st_size, sha256=digest,
@@ -755,6 +756,11 @@ class Stage:
             self._copies += 1
             copy = os.path.join(self.undo_dir, str(self._copies))
             if stat.S_ISREG(st.st_mode):
+                if st.st_size > self.max_file_bytes or _sparse(st):
+                    # A few bytes of the sandbox's must not cost a copy of 50 GB of yours.
+                    raise OSError(errno.EFBIG, f"your file there is larger than "
+                                               f"{_human(self.max_file_bytes)} (ipyagent keeps no "
+                                               "copy of it to undo, so it leaves it)")
                 src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
                 try:
                     if not stat.S_ISREG(os.fstat(src).st_mode):

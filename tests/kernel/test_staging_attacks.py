@@ -684,3 +684,23 @@ def test_undo_removes_the_folders_an_apply_made(world: tuple[Agent, Path]) -> No
     assert changes(result)["out/run1/deeper/result.csv"]["status"] == "applied"
     assert agent.undo().restored == ["out/run1/deeper/result.csv"]
     assert not (ws / "out" / "run1").exists() and (ws / "out" / "keep.txt").exists()
+
+
+@needs_stage
+def test_replacing_a_huge_file_of_yours_does_not_copy_it_whole(world: tuple[Agent, Path]) -> None:
+    # The sandbox replaced the user's 50 GB file with a tiny one (a cheap unlink and
+    # write); applying it first copied all 50 GB into the stage for undo: a long-busy cell
+    # and a full /tmp, for a few bytes of the sandbox's work. Same limit as staged files.
+    agent, ws = world
+    stage = agent.kernel.stage
+    assert stage is not None
+    (ws / "huge.bin").write_bytes(b"u" * (2 << 20))
+    limit, stage.max_file_bytes = stage.max_file_bytes, 1 << 20
+    try:
+        result = call(agent, "import os\nos.unlink('huge.bin')\nopen('huge.bin', 'w').write('tiny')")
+    finally:
+        stage.max_file_bytes = limit
+    found = changes(result)["huge.bin"]
+    assert found["status"] == "pending" and "larger than" in found["problem"], found
+    assert (ws / "huge.bin").stat().st_size == 2 << 20
+    agent.discard("huge.bin")
