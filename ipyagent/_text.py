@@ -87,6 +87,12 @@ def _shown(match: re.Match[str]) -> str:
     return f"⟨U+{code:04X}⟩"
 
 
+def visible_name(text: str) -> str:
+    """A name (a file's, a path) on one line: ``visible`` with newline and tab shown too
+    (``␊``, ``␉``), so a name can never make a listing show a row of its own."""
+    return visible(text).replace("\n", "\u240a").replace("\t", "\u2409")
+
+
 def visible(text: str) -> str:
     """``text`` with every character that could move, erase, reorder or hide what a
     terminal shows made visible; newline and tab are kept.

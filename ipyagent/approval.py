@@ -151,12 +151,17 @@ class TerminalApprover:
         """Ask y/N whether the sandbox's code-like file changes reach the user's folder
         (``tools.changes.ChangeRequest``); the diffs are shown folded, characters visible."""
         out = self.output or sys.stdout
+        from .tools.changes import QUESTION_DIFFS
+
         print(visible(f"\n{request.question()}"), file=out, flush=True)
-        for change in request.changes:
+        for change in request.changes[:QUESTION_DIFFS]:
             if change.diff:
                 lines = change.diff.splitlines()
                 shown = lines[:20] + ([f"... {len(lines) - 20} more lines"] if len(lines) > 20 else [])
                 print(visible("\n".join(f"    {ln}" for ln in shown)), file=out, flush=True)
+        if len(request.changes) > QUESTION_DIFFS:
+            print(f"    ... {len(request.changes) - QUESTION_DIFFS} more diffs (%agent changes "
+                  "lists the files)", file=out, flush=True)
         answer = (await self._ask("Apply them to your folder? [y]es / [N]o (they stay in the "
                                   "sandbox; %agent apply later): ")).strip().lower()
         return answer in ("y", "yes")

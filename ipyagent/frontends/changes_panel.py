@@ -8,31 +8,42 @@ import asyncio
 import html
 from typing import Any, Callable
 
-from .._text import visible
+from .._text import visible, visible_name
 
 __all__ = ["ChangesPanel", "ask_changes_in_notebook", "changes_html"]
 
 
-def changes_html(changes: list[dict[str, Any]] | list[Any]) -> str:
+CARD_ROWS = 200  # rows on a card; a call that made 100,000 files says how many more
+
+
+def changes_html(changes: list[dict[str, Any]] | list[Any], limit: int = CARD_ROWS) -> str:
     """The change list of a call's card: one row per file, with its folded diff."""
     rows = []
-    for change in changes:
+    for change in changes[:limit]:
         c = change if isinstance(change, dict) else change.as_dict()
         mark = {"new": "+", "modified": "~", "deleted": "−"}.get(str(c.get("kind")), "?")
         size = c.get("size")
         risk = c.get("risk")
         status = str(c.get("status", ""))
-        head = (f"<code>{mark} {html.escape(visible(str(c.get('path'))))}</code> "
+        link = c.get("link")  # where a symlink points: a person decides on that, not the name
+        target = "" if link is None else f" → {html.escape(visible_name(str(link)))}"
+        head = (f"<code>{mark} {html.escape(visible_name(str(c.get('path'))))}{target}</code> "
                 f"<span style='opacity:.7'>{html.escape(str(c.get('kind')))}"
                 f"{'' if size is None else f', {int(size)} B'} · {html.escape(status)}</span>")
         if risk:
             head += f" <b style='color:#b45309'>can run code: {html.escape(visible(str(risk)))}</b>"
+        problem = c.get("problem")
+        if problem:
+            head += f" <b style='color:#b91c1c'>not applied: {html.escape(visible(str(problem)))}</b>"
         diff = c.get("diff")
         if diff:
             body = html.escape(visible(str(diff)))
             head = (f"<details><summary>{head}</summary><pre style='margin:0;max-height:20em;"
                     f"overflow:auto'>{body}</pre></details>")
         rows.append(f"<div>{head}</div>")
+    if len(changes) > limit:
+        rows.append(f"<p>… and {len(changes) - limit} more files (<code>%agent changes "
+                    "everything</code> lists them all)</p>")
     return "<div class='ipyagent-changes'>" + "".join(rows) + "</div>"
 
 

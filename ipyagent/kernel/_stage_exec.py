@@ -9,9 +9,10 @@ whose upper layer UPPER collects every write; optionally starts a user-mode netw
 (its own process, outside, without the host's loopback) for the new network namespace;
 writes the pid whose namespaces these are to F; then execs CMD (bubblewrap).
 
-Join: ``python -I -S _stage_exec.py --join PID --expect-mnt INODE --cwd DIR -- CMD...``
-enters the user, mount and network namespaces of PID (checked to be the stage made for
-us: its mount namespace's inode) and execs CMD there: a fresh process (the shell tool's)
+Join: ``python -I -S _stage_exec.py --join PID --expect-mnt INODE [--expect-overlay
+TARGET UPPER]... --cwd DIR -- CMD...`` enters the user, mount and network namespaces of
+PID (checked to be the stage made for us: its mount namespace's inode, and each TARGET
+an overlay on our UPPER there) and execs CMD there: a fresh process (the shell tool's)
 that sees the same staged workspace as the sibling kernel.
 
 Standalone on purpose (standard library, ctypes): it starts in milliseconds and imports
@@ -21,6 +22,7 @@ nothing of ipyagent.
 import ctypes
 import fcntl
 import os
+import re
 import signal
 import socket
 import struct
@@ -29,6 +31,8 @@ import sys
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
+MS_RDONLY = 1
+MS_REMOUNT = 32
 MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
@@ -74,6 +78,9 @@ def _enter_stage(overlays: list[list[str]]) -> None:
     _mount("none", "/", None, MS_REC | MS_PRIVATE, None)
     for target, lowerbind, upper, work in overlays:
         _mount(target, lowerbind, None, MS_BIND | MS_REC, None)
+        # Read-only: the overlay only reads its lower layer, and this bind of the real folder
+        # must never be a way to write it (were the stage's folder ever in a sandbox's view).
+        _mount("none", lowerbind, None, MS_REMOUNT | MS_BIND | MS_RDONLY, None)
         _mount("overlay", target, "overlay", 0,
                f"lowerdir={lowerbind},upperdir={upper},workdir={work},userxattr")
     _loopback_up()
@@ -166,7 +173,29 @@ def _start(args: dict[str, list[str]], overlays: list[list[str]], cmd: list[str]
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
 
 
-def _join(args: dict[str, list[str]], cmd: list[str]) -> None:
+def _unescape(field: str) -> str:
+    """A mountinfo field: space, tab, newline and backslash are written as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), field)
+
+
+def _our_overlays(overlays: list[list[str]]) -> bool:
+    """True when, in the mount namespace we are in, each TARGET is an overlay whose upper
+    directory is UPPER: the stage made for us, not whatever process now has its pid."""
+    mounts: dict[str, str] = {}
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fields, extra = left.split(), right.split()
+            if len(fields) >= 5 and len(extra) >= 3 and extra[0] == "overlay":
+                mounts[_unescape(fields[4])] = _unescape(extra[2])  # the last mount on a point wins
+    for target, upper in overlays:
+        options = mounts.get(target, "")
+        if f"upperdir={upper}," not in options + ",":
+            return False
+    return True
+
+
+def _join(args: dict[str, list[str]], overlays: list[list[str]], cmd: list[str]) -> None:
     pid = int(args["--join"][0])
     expected = int(args["--expect-mnt"][0])
     fds = {kind: os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY) for kind in ("user", "mnt", "net")}
@@ -176,6 +205,12 @@ def _join(args: dict[str, list[str]], cmd: list[str]) -> None:
     for kind, flag in (("user", CLONE_NEWUSER), ("mnt", CLONE_NEWNS), ("net", CLONE_NEWNET)):
         _check(_libc.setns(fds[kind], flag), f"setns {kind}")
         os.close(fds[kind])
+    if not _our_overlays(overlays):
+        # A pid reused by another sandbox: its namespaces have no overlay of ours, so the
+        # folders would be bound as they are (writes straight into them). Refuse.
+        print("ipyagent stage: the staged workspace is gone (its pid now names another "
+              "process)", file=sys.stderr)
+        os._exit(125)
     os.chdir(args["--cwd"][0])
     os.execvp(cmd[0], cmd)
 
@@ -188,16 +223,16 @@ def main(argv: list[str]) -> None:
     i = 0
     while i < len(options):
         flag = options[i]
-        width = {"--overlay": 4, "--net": 2}.get(flag, 1)
+        width = {"--overlay": 4, "--net": 2, "--expect-overlay": 2}.get(flag, 1)
         values = options[i + 1: i + 1 + width]
-        if flag == "--overlay":
+        if flag in ("--overlay", "--expect-overlay"):
             overlays.append(values)
         else:
             args[flag] = values
         i += 1 + width
     try:
         if "--join" in args:
-            _join(args, cmd)
+            _join(args, overlays, cmd)
         else:
             _start(args, overlays, cmd)
     except OSError as exc:

@@ -154,12 +154,24 @@ def _python_paths(argv0: str) -> list[str]:
             found.append(os.path.dirname(bindir) if os.path.basename(bindir) == "bin" else bindir)
     found += [p for p in sys.path if p and os.path.isabs(p)]  # editable installs, PYTHONPATH
     home = os.path.expanduser("~")
+    # Never a shared folder or one holding it (a script run from /tmp puts "/tmp" on
+    # sys.path): their unix sockets (tmux's, X11's) answer connect() on a read-only bind.
+    shared = [os.path.realpath(p) for p in _shared_dirs()]
     out = []
     for path in found:
         real = os.path.realpath(path)
-        if os.path.exists(real) and real != "/" and not _inside(home, real) and real not in out:
+        if os.path.exists(real) and real != "/" and not _inside(home, real) and real not in out \
+                and not any(_inside(s, real) for s in shared):
             out.append(real)
     return out
+
+
+def _shared_dirs() -> list[str]:
+    """Folders other programs keep sockets and private files in (temporary, runtime)."""
+    import tempfile
+
+    found = ["/tmp", "/var/tmp", "/dev/shm", "/run", "/var/run", tempfile.gettempdir()]
+    return found + [os.environ[name] for name in ("XDG_RUNTIME_DIR", "TMPDIR") if os.environ.get(name)]
 
 
 @dataclass
@@ -172,6 +184,7 @@ class SandboxPlan:
     paths: Mapping[str, str] = field(default_factory=dict)  # from check_paths
     private: Iterable[tuple[str, str]] = ()  # (path, "ro" | "rw"): the kernel's own files
     hidden: list[str] = field(default_factory=list)  # filled by argv: secrets masked
+    masked: Iterable[str] = ()  # ipyagent's own folders (a stage's), hidden if a bind holds them
 
     def argv(self, cmd: list[str], env: Mapping[str, str] | None = None) -> list[str]:
         flags, why = probe()
@@ -203,8 +216,12 @@ class SandboxPlan:
         self.hidden = []
         candidates = {os.path.realpath(p) for p in
                       [os.path.join(home, s) for s in _HOME_SECRETS] + _runtime_dirs(env)
+                      + list(self.masked) + _ipyagent_temp_dirs()
                       # ipyagent's own state beside the notebook (memory, cache, autosaves)
-                      + [os.path.join(w, ".ipyagent") for w in self.writable]}
+                      + [os.path.join(w, ".ipyagent") for w in self.writable]
+                      # ...and beside the user's kernel, whose folder (the notebook's, where
+                      # memory and autosaves go) may lie inside a workspace that is its parent
+                      + [os.path.join(os.getcwd(), ".ipyagent")]}
         for secret in sorted(candidates, key=len):  # a parent first: its children go with it
             if os.path.lexists(secret) and secret not in binds and any(
                     _inside(secret, p) and m in ("ro", "rw") for p, m in binds.items()) \
@@ -214,8 +231,11 @@ class SandboxPlan:
         if not self.readonly:
             # ipyagent's own state beside the notebook, now or later (autosaves, memory,
             # cache, settings): an empty tmpfs inside, made in the staged copy if missing.
-            for root in self.writable:
+            here = os.path.realpath(os.getcwd())  # the user's kernel's: memory, autosaves
+            for root in self.writable + [here]:
                 state = os.path.join(os.path.realpath(root), ".ipyagent")
+                if root is here and not any(_inside(here, os.path.realpath(w)) for w in self.writable):
+                    continue
                 if state not in binds and not os.path.islink(state):
                     binds[state] = "mask-dir"
         for path, mode in self.private:
@@ -248,6 +268,17 @@ class SandboxPlan:
             out += ["--unsetenv", name]
         cwd = os.path.realpath(self.writable[0]) if self.writable else "/tmp"
         return [*out, "--chdir", cwd, "--", *cmd]
+
+
+def _ipyagent_temp_dirs() -> list[str]:
+    """Stages and kernel folders of ipyagent's in the temporary folder now (this user's
+    other agents): hidden when a bind holds them (``sandbox_paths = {"/tmp": "rw"}``)."""
+    import glob
+    import tempfile
+
+    base = tempfile.gettempdir()
+    return glob.glob(os.path.join(base, "ipyagent-stage-*")) + glob.glob(
+        os.path.join(base, "ipyagent-sibling-*"))
 
 
 def _runtime_dirs(env: Mapping[str, str] | None) -> list[str]:

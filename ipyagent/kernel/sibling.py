@@ -203,7 +203,8 @@ class SiblingKernel(SyncForms):
     def _plan(self, private: Iterable[tuple[str, str]] = ()) -> SandboxPlan:
         # IPYTHONDIR read-write: IPython ignores one it cannot write (and our config with it).
         return SandboxPlan(writable=self._writable(), network=self.sandbox_network,
-                           paths=self.sandbox_paths, private=private, readonly=self.stage is None)
+                           paths=self.sandbox_paths, private=private, readonly=self.stage is None,
+                           masked=[self.stage.base] if self.stage is not None else [])
 
     def _stage_argv(self) -> list[str]:
         """The staging helper's command line: the overlay (when it can be made) and the network."""
@@ -220,6 +221,9 @@ class SiblingKernel(SyncForms):
                                    "user namespaces, Linux 5.11+)")
             else:
                 self.stage = Stage(self._writable())
+                # Gone with this object too (garbage-collected or at exit without close()):
+                # its upper and undo folders hold copies of your files.
+                weakref.finalize(self, self.stage.close)
         elif not self.staged and not self.stage_note:
             self.stage_note = "staging is off: the workspace is READ-ONLY in the sandbox"
         if self.stage is not None:
@@ -338,7 +342,10 @@ class SiblingKernel(SyncForms):
             cmd = (join or []) + plan.argv(cmd)
             if join is None:  # no stage: its own namespaces, and no network unless asked
                 cmd = self._stage_argv() + cmd
-        limits = _Limits(self.memory_limit, self.cpu_limit)
+        # Sandboxed: the sibling's own limits, its task limit too (shared with the kernel),
+        # or a fork loop in the shell could take every pid of the machine.
+        limits = self._limits(self._handle) if self._handle.sandboxed else \
+            _Limits(self.memory_limit, self.cpu_limit)
         if os.name == "posix" and limits:
             cmd = limits.argv() + cmd
         return await run_command(cmd, env=self._environment(), cwd=self.cwd, timeout=timeout,

@@ -15,11 +15,14 @@ Standard library only.
 
 from __future__ import annotations
 
+import ctypes
 import difflib
+import errno
 import functools
 import hashlib
 import importlib.util
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -30,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-__all__ = ["Change", "ChangeSet", "Stage", "code_risk", "probe_overlay", "STAGE_EXEC",
+__all__ = ["Change", "ChangeSet", "Stage", "canonical", "code_risk", "probe_overlay", "STAGE_EXEC",
            "APPLY_MODES", "UndoReport"]
 
 STAGE_EXEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_stage_exec.py")
@@ -56,6 +59,8 @@ class Change:
     diff: str | None = None  # a unified diff for text files, folded
     link: str | None = None  # a symlink's target
     status: Status = "pending"
+    mode: int | None = None  # permission bits as listed (the apply writes these, not later ones)
+    problem: str | None = None  # why the last apply could not make it (it stays pending)
 
     @property
     def full(self) -> str:
@@ -67,12 +72,13 @@ class Change:
         size = "" if self.size is None else f", {_human(self.size)}"
         link = f" -> {self.link}" if self.link is not None else ""
         risk = f"  [runs code: {self.risk}]" if self.risk else ""
-        return f"{mark} {self.path}{link} ({self.kind}{size}){risk}"
+        problem = f"  [not applied: {self.problem}]" if self.problem else ""
+        return f"{mark} {self.path}{link} ({self.kind}{size}){risk}{problem}"
 
     def as_dict(self) -> dict[str, Any]:
         """For a result's meta and the transcript (plain JSON)."""
         out: dict[str, Any] = {"path": self.path, "kind": self.kind, "status": self.status}
-        for key in ("size", "sha256", "risk", "diff", "link"):
+        for key in ("size", "sha256", "risk", "diff", "link", "problem"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -87,16 +93,23 @@ def _human(n: int) -> str:
     return f"{n} B"
 
 
+Before = tuple[str, "str | None", "int | None"]
+
+
 @dataclass
 class ChangeSet:
     """Changes applied together, with what was there before (for ``undo``)."""
 
     changes: list[Change]
-    before: dict[str, tuple[bytes | None, int | None, str | None]]  # path -> (bytes, mode, sha256)
+    # path -> what was there: ("absent", None, None), ("file", its copy, mode),
+    # ("link", its target, None) or ("tree", its copy, None); copies live in the stage's undo/
+    before: dict[str, Before]
     after: dict[str, str | None]  # path -> sha256 of what was written (None: deleted)
     by: str = "policy"
     at: float = field(default_factory=time.time)
     call_id: str = ""  # the tool call whose code made them ('': applied by hand)
+    failed: list[Change] = field(default_factory=list)  # asked for, not made: each says why
+    made: dict[str, list[str]] = field(default_factory=dict)  # path -> folders its apply made
 
     def __repr__(self) -> str:
         return f"<ChangeSet {len(self.changes)} file(s) by {self.by}>"
@@ -142,6 +155,36 @@ _NAMED = {
     ".pre-commit-config.yaml": "git hooks run it",
     "justfile": "just runs it",
     "dockerfile": "docker build runs it",
+    "pytest.ini": "pytest reads its options (plugins it imports, folders it deletes: --basetemp)",
+    ".pytest.ini": "pytest reads its options (plugins it imports, folders it deletes: --basetemp)",
+    "pytest.toml": "pytest reads its options (plugins it imports, folders it deletes: --basetemp)",
+    ".pytest.toml": "pytest reads its options (plugins it imports, folders it deletes: --basetemp)",
+    ".pdbrc": "pdb runs its lines as commands when you debug in this folder",
+    ".env": "dotenv and editors load its environment variables (PYTHONSTARTUP, LD_PRELOAD)",
+    ".gitconfig": "git runs what its config says (core.pager, core.fsmonitor, aliases)",
+    "package.json": "npm runs its scripts (npm install runs preinstall)",
+    "pipfile": "pipenv installs and runs what it names",
+    "dvc.yaml": "dvc repro runs its commands",
+    "snakefile": "snakemake runs it",
+    "cmakelists.txt": "cmake runs it", "meson.build": "meson runs it",
+    "vagrantfile": "vagrant runs it", "rakefile": "rake runs it", "gemfile": "bundler runs it",
+    "procfile": "its commands are run", "docker-compose.yml": "docker compose runs what it names",
+    "compose.yaml": "docker compose runs what it names",
+}
+# Folders whose files tools act on: an editor opening the folder (tasks that run on open,
+# a terminal profile), a container's start commands, CI with your repository's secrets,
+# and a home folder's own places (what runs at login, on PATH, at Python's start).
+_DIRS = {
+    ".vscode": "editor settings and tasks (VS Code runs tasks on opening the folder)",
+    ".idea": "editor settings and run configurations",
+    ".devcontainer": "a dev container's build and start commands",
+    ".github": "GitHub workflows and actions run them, with your repository's secrets",
+    ".gitlab": "CI configuration", ".circleci": "CI configuration",
+    ".ipython": "IPython's profile: its config and startup files run",
+    ".jupyter": "Jupyter's config: it runs what its config says",
+    ".local": "inside ~/.local: programs on PATH and Python packages",
+    ".config": "inside ~/.config: programs' settings (autostart, git, shells)",
+    ".ssh": "ssh settings and keys", ".gnupg": "gpg settings",
 }
 _RC = {".bashrc", ".bash_profile", ".profile", ".zshrc", ".zprofile", ".zshenv", ".bash_login",
        ".bash_logout", ".inputrc", ".pythonrc", ".pythonstartup", ".ipython"}
@@ -156,7 +199,12 @@ _SUFFIX = {
     ".ps1": "a PowerShell script", ".bat": "a batch script", ".cmd": "a batch script",
     ".ipynb": "a notebook: its code runs when you run it",
     ".desktop": "a desktop launcher", ".service": "a service unit",
+    ".pyz": "a zipped Python application", ".pyw": "Python source",
+    ".ipy": "IPython source (%run runs it)", ".whl": "a package pip installs (it can run code)",
+    ".egg": "a Python package", ".egg-link": "a Python path entry", ".jar": "a Java program",
+    ".exe": "a program", ".command": "a shell script", ".fish": "a shell script",
 }
+_CONFIG = re.compile(r"^(ipython(_kernel)?|jupyter(_\w+)?)_config\.(json|py)$")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -175,16 +223,36 @@ def _installed(module: str) -> str | None:
     return spec.origin or "a namespace package"
 
 
+# Characters HFS+ ignores in names, and zero-width/format ones: ".g\u200cit" is .git there.
+_IGNORED = re.compile("[\u00ad\u034f\u180b-\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+                      "\ufe00-\ufe0f\ufeff]")
+
+
+def canonical(part: str) -> str:
+    """A name as a case-insensitive, HFS+ or Windows folder sees it: case folded, ignored
+    characters dropped, trailing dots and spaces cut, NTFS's short name GIT~1 read as .git."""
+    name = _IGNORED.sub("", part).casefold().rstrip(". ")
+    return {"git~1": ".git", "ipyage~1": ".ipyagent"}.get(name, name)
+
+
 def code_risk(rel: str, root: str, *, executable: bool = False, symlink: bool = False,
               existed: bool = False) -> str | None:
     """Why a file at ``rel`` (under ``root``) can run code later, or None for a data file."""
     parts = rel.split("/")
-    lower = [p.lower() for p in parts]
+    lower = [canonical(p) for p in parts]
     name = lower[-1]
     if ".git" in lower[:-1] or name == ".git":
         return "inside .git/: git runs its hooks and config (core.fsmonitor, aliases)"
     if ".ipyagent" in lower[:-1] or name == ".ipyagent":
         return "inside .ipyagent/: ipyagent's own settings, memory and skills"
+    # A folder holding HEAD (with objects/ and refs/) is a bare repository to git, whatever
+    # its name: git run there reads its config (core.pager, core.fsmonitor, aliases, hooks).
+    if name == "head":
+        return "HEAD makes its folder a git repository: git then runs what its config says"
+    for i in range(len(parts) - 1, -1, -1):
+        if os.path.isfile(os.path.join(root, *parts[:i], "HEAD")):
+            repo = "/".join(parts[:i]) or "."
+            return f"inside a git repository's folder ({repo}/ holds HEAD): git runs its config and hooks"
     if symlink:
         return "a symlink: it can lead anywhere"
     if "__pycache__" in lower[:-1]:
@@ -195,6 +263,14 @@ def code_risk(rel: str, root: str, *, executable: bool = False, symlink: bool = 
         return "a shell or Python start-up file"
     if "skills" in lower[:-1]:
         return "part of a skill ipyagent loads"
+    for part in lower[:-1]:
+        if part in _DIRS:
+            return f"inside {part}/: {_DIRS[part]}"
+    if _CONFIG.match(name):
+        return ("IPython/Jupyter config: IPython and Jupyter run what it says (older ones read "
+                "it from the folder they start in)")
+    if name.startswith("requirements") and name.endswith((".txt", ".in")):
+        return "pip installs what it names (and runs their build code)"
     stem, suffix = os.path.splitext(name)
     if suffix == ".py":
         module = parts[0] if len(parts) > 1 else os.path.splitext(parts[0])[0]
@@ -230,7 +306,7 @@ def probe_overlay() -> str:
             os.mkdir(path)
         argv = [sys.executable, "-I", "-S", STAGE_EXEC, "--pidfile", os.path.join(base, "pid"),
                 "--overlay", dirs["real"], dirs["lower"], dirs["upper"], dirs["work"], "--",
-                "/bin/sh", "-c", f"echo x > {dirs['real']}/probe"]
+                "/bin/sh", "-c", 'echo x > "$1/probe"', "sh", dirs["real"]]  # a path, never code
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=20)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -253,6 +329,11 @@ def _sig(st: os.stat_result) -> tuple[int, ...]:
     return (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
 
 
+def _sparse(st: os.stat_result) -> bool:
+    """Mostly holes (more than 16 MB of them): cheap to make, costly to hash and copy."""
+    return st.st_size - st.st_blocks * 512 > max(16 << 20, st.st_size // 2)
+
+
 def _sha(path: str) -> str | None:
     h = hashlib.sha256()
     try:
@@ -267,6 +348,28 @@ def _sha(path: str) -> str | None:
     finally:
         os.close(fd)
     return h.hexdigest()
+
+
+def _look(path: str, keep: int) -> tuple[str, bytes | None, os.stat_result] | None:
+    """(sha256, the bytes when at most ``keep``, fstat) of a regular file, all from one
+    open file; None if it is not one."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        h, kept, size = hashlib.sha256(), [], 0
+        while chunk := os.read(fd, 1 << 20):
+            h.update(chunk)
+            size += len(chunk)
+            if size <= keep:
+                kept.append(chunk)
+        return h.hexdigest(), b"".join(kept) if size <= keep else None, st
+    finally:
+        os.close(fd)
 
 
 def _read(path: str, limit: int | None = None) -> bytes | None:
@@ -286,6 +389,11 @@ def _read(path: str, limit: int | None = None) -> bytes | None:
         os.close(fd)
 
 
+_DIFF_MATCH = 1000  # changed lines difflib matches; past that, one hunk (its matcher is ~cubic)
+_DIFF_SECONDS = 2.0  # of diffing per scan; later changes of that scan are listed without one
+_HUNK = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
+
+
 def _diff(before: bytes | None, after: bytes | None, rel: str) -> str | None:
     if after is None and before is None:
         return None
@@ -294,7 +402,26 @@ def _diff(before: bytes | None, after: bytes | None, rel: str) -> str | None:
         new = (after or b"").decode("utf-8").splitlines(keepends=True)
     except UnicodeDecodeError:
         return None  # binary: its size and sha256 say enough
-    lines = list(difflib.unified_diff(old, new, f"a/{rel}", f"b/{rel}", n=2))
+    # Only the changed middle goes to difflib (linear trims first): a rewrite of 40,000
+    # short lines from a small alphabet once kept the user's cell in difflib for minutes.
+    head = 0
+    while head < min(len(old), len(new)) and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    start = max(0, head - 2)
+    a, b = old[start:len(old) - max(0, tail - 2)], new[start:len(new) - max(0, tail - 2)]
+    if len(a) + len(b) - 8 <= _DIFF_MATCH:
+        body = list(difflib.unified_diff(a, b, f"a/{rel}", f"b/{rel}", n=2))
+    else:  # one hunk: the middle removed and added, its context around it
+        keep_a, keep_b = old[start:head], old[len(old) - tail:len(old) - tail + 2]
+        body = [f"--- a/{rel}\n", f"+++ b/{rel}\n", f"@@ -1,{len(a)} +1,{len(b)} @@\n"]
+        body += [" " + line for line in keep_a] + ["-" + line for line in old[head:len(old) - tail]]
+        body += ["+" + line for line in new[head:len(new) - tail]] + [" " + line for line in keep_b]
+    lines = [_HUNK.sub(lambda m: (f"@@ -{int(m[1]) + start}{m[2] or ''} "
+                                  f"+{int(m[3]) + start}{m[4] or ''} @@"), line)
+             if line.startswith("@@") else line for line in body]
     if len(lines) > _DIFF_LINES:
         half = _DIFF_LINES // 2
         lines = lines[:half] + [f"... {len(lines) - _DIFF_LINES} more diff lines ...\n"] + lines[-half:]
@@ -316,6 +443,10 @@ class _Layer:
 class Stage:
     """The staged copies of the sandbox's writable folders, and what moved between them."""
 
+    # Larger staged files are listed, never hashed or copied into your folder (the user's
+    # kernel does that work: it must stay in proportion to what the sandbox did).
+    max_file_bytes: int = 1 << 30
+
     def __init__(self, roots: Iterable[str]) -> None:
         real = sorted({os.path.realpath(r) for r in roots}, key=len)
         # A folder inside another staged one is staged with it.
@@ -335,6 +466,8 @@ class Stage:
         self._seen: dict[tuple[str, str], tuple[int, ...]] = {}  # (root, rel) -> upper signature
         self._state: dict[tuple[str, str], Change] = {}  # the latest change per file
         self.applied: list[ChangeSet] = []
+        self._copies = 0  # before-images kept in undo_dir
+        self._diff_until = 0.0  # this scan's time for diffs (monotonic)
         self._stage_mnt: int | None = None
 
     @property
@@ -365,16 +498,18 @@ class Stage:
             return None
         if mnt == os.stat("/proc/self/ns/mnt").st_ino:
             return None  # not a stage of ours (a pid reused by an ordinary process)
+        expect = [arg for layer in self.layers for arg in ("--expect-overlay", layer.root, layer.upper)]
         return [sys.executable, "-I", "-S", STAGE_EXEC, "--join", str(pid), "--expect-mnt",
-                str(mnt), "--cwd", cwd, "--"]
+                str(mnt), *expect, "--cwd", cwd, "--"]
 
     def close(self) -> None:
-        shutil.rmtree(self.base, ignore_errors=True)
+        _rmtree(self.base)
 
     # -- what changed ----------------------------------------------------------------
     def scan(self) -> list[Change]:
         """Files the sandbox changed since the last scan (each differing from your folder)."""
         found: list[Change] = []
+        self._diff_until = time.monotonic() + _DIFF_SECONDS
         for layer in self.layers:
             for rel, st in self._walk(layer):
                 key = (layer.root, rel)
@@ -416,44 +551,73 @@ class Stage:
     def _hidden_by_opaque(self, layer: _Layer, rel_dir: str,
                           present: set[str]) -> Iterable[tuple[str, os.stat_result]]:
         """A directory deleted and made again: what it held in your folder is deleted."""
-        real_dir = os.path.join(layer.root, rel_dir)
-        try:
-            names = os.listdir(real_dir)
+        try:  # your folder's, walked without following a link out of it
+            fd, _ = _open_parent(layer.root, f"{rel_dir}/-", create=False)
         except OSError:
             return
+        try:
+            names = os.listdir(fd)
+        except OSError:
+            return
+        finally:
+            os.close(fd)
         for name in names:
             if name not in present:
-                whiteout = os.stat_result((stat.S_IFCHR, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+                # A whiteout's stand-in: a 0/0 character device (st_rdev too, or it reads
+                # as a device the sandbox made, not a deletion).
+                whiteout = os.stat_result((stat.S_IFCHR, 0, 0, 0, 0, 0, 0, 0, 0, 0), {"st_rdev": 0})
                 yield f"{rel_dir}/{name}", whiteout
 
     def _describe(self, layer: _Layer, rel: str, st: os.stat_result) -> Change | None:
-        real = os.path.join(layer.root, rel)
         staged = os.path.join(layer.upper, rel)
-        existed = os.path.lexists(real)
+        # Your side, walked without following a link: a path that leads out of the folder
+        # (a repository's `cfg -> ~/private`) is nothing of the folder's, never read.
+        mine = _lstat_in(layer.root, rel)
+        existed = mine is not None
         if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
-            if not existed:
+            if mine is None:
                 return None  # made and deleted inside: nothing to bring back
-            return Change(rel, layer.root, "deleted", risk=code_risk(rel, layer.root, existed=True))
+            risk = code_risk(rel, layer.root, existed=True)
+            if stat.S_ISDIR(mine.st_mode):
+                # One whiteout can stand for a whole tree of yours: a person says yes.
+                risk = "deletes your folder and everything in it" + (f" ({risk})" if risk else "")
+            return Change(rel, layer.root, "deleted", risk=risk)
         kind: Kind = "modified" if existed else "new"
         if stat.S_ISLNK(st.st_mode):
             target = os.readlink(staged)
-            if os.path.islink(real) and os.readlink(real) == target:
+            link_sha = hashlib.sha256(target.encode(errors="surrogateescape")).hexdigest()
+            if mine is not None and stat.S_ISLNK(mine.st_mode) and _now(layer.root, rel) == link_sha:
                 return None
-            return Change(rel, layer.root, kind, size=len(target),
-                          sha256=hashlib.sha256(target.encode(errors="surrogateescape")).hexdigest(),
+            return Change(rel, layer.root, kind, size=len(target), sha256=link_sha,
                           risk=code_risk(rel, layer.root, symlink=True), link=target)
         if not stat.S_ISREG(st.st_mode):
             return Change(rel, layer.root, kind, size=0,
                           risk="a device, pipe or socket: not a file of yours")
-        digest = _sha(staged)
-        if existed and not os.path.islink(real) and _sha(real) == digest:
+        if st.st_size > self.max_file_bytes or _sparse(st):
+            # Never hashed, read or copied: a 1 TB file of holes costs the sandbox one
+            # truncate() and would cost the user's kernel hours (and the disk 1 TB).
+            why = (f"a sparse file ({_human(st.st_size)}, mostly holes)" if _sparse(st) else
+                   f"larger than {_human(self.max_file_bytes)} (Stage.max_file_bytes)")
+            return Change(rel, layer.root, kind, size=st.st_size,
+                          risk=code_risk(rel, layer.root, executable=bool(st.st_mode & 0o111),
+                                         existed=existed),
+                          problem=f"{why}: not checked or copied; it stays in the sandbox")
+        # One read gives the sha256, the bytes diffed, the size and the mode: the sandbox may
+        # be rewriting or chmod-ing the file while we look (a thread it left running).
+        seen = _look(staged, _DIFF_BYTES)
+        if seen is None:
+            return None  # gone, or no longer a file: the next scan lists what is there
+        digest, after, fst = seen
+        if mine is not None and stat.S_ISREG(mine.st_mode) and mine.st_size == fst.st_size \
+                and _now(layer.root, rel) == digest:  # sizes first: never hash 50 GB of yours
             return None  # the same bytes as yours (copied back, or written unchanged)
-        after = _read(staged, _DIFF_BYTES)
-        before = _read(real, _DIFF_BYTES) if existed else None
-        return Change(rel, layer.root, kind, size=st.st_size, sha256=digest,
-                      risk=code_risk(rel, layer.root, executable=bool(st.st_mode & 0o111),
+        before = _read_in(layer.root, rel, _DIFF_BYTES) if existed else None
+        return Change(rel, layer.root, kind, size=fst.st_size, sha256=digest,
+                      mode=fst.st_mode & 0o777,
+                      risk=code_risk(rel, layer.root, executable=bool(fst.st_mode & 0o111),
                                      existed=existed),
-                      diff=_diff(before, after, rel) if after is not None else None)
+                      diff=_diff(before, after, rel) if after is not None and
+                      time.monotonic() < self._diff_until else None)
 
     def pending(self) -> list[Change]:
         """Every change not applied, discarded or undone yet."""
@@ -480,10 +644,8 @@ class Stage:
             if stat.S_ISLNK(st.st_mode):
                 return hashlib.sha256(os.readlink(staged).encode(errors="surrogateescape")).hexdigest()
             return _sha(staged)
-        real = os.path.join(layer.root, path)
-        if os.path.islink(real):
-            return hashlib.sha256(os.readlink(real).encode(errors="surrogateescape")).hexdigest()
-        return _sha(real)
+        now = _now(layer.root, path)
+        return None if now == "other" else now
 
     def _layer(self, root: str) -> _Layer:
         return next(layer for layer in self.layers if layer.root == root)
@@ -491,32 +653,57 @@ class Stage:
     # -- moving changes ----------------------------------------------------------------
     def apply(self, changes: Sequence[Change], by: str = "policy", call_id: str = "") -> ChangeSet:
         """Copy ``changes`` into your folder; returns what was done, with the before-images
-        (``call_id``: the call whose code made them, so a rewind knows which to undo)."""
+        (``call_id``: the call whose code made them, so a rewind knows which to undo).
+
+        A change that cannot be made (a directory in the way, a file where a folder
+        should be) is left pending with its ``problem`` said, in ``failed``; the others
+        are made and recorded, so one bad change never loses the undo of the rest."""
         done: list[Change] = []
-        before: dict[str, tuple[bytes | None, int | None, str | None]] = {}
+        failed: list[Change] = []
+        before: dict[str, Before] = {}
         after: dict[str, str | None] = {}
+        made: dict[str, list[str]] = {}
         for change in changes:
-            current = self._state.get((change.root, change.path))
+            key = (change.root, change.path)
+            current = self._state.get(key)
             if current is None or current.status != "pending" or current.sha256 != change.sha256:
                 continue  # applied already, or changed again since it was shown: not this one
+            if current.sha256 is None and current.kind != "deleted":
+                # Never checked (too large, sparse, not a file): nothing to compare a copy with.
+                failed.append(replace(current, problem=current.problem or "not a file ipyagent "
+                                      "can check and copy"))
+                self._state[key] = failed[-1]
+                continue
             layer = self._layer(change.root)
-            real = change.full
-            old = _read(real)
-            old_mode = os.lstat(real).st_mode & 0o777 if os.path.lexists(real) else None
-            before[change.path] = (old, old_mode, hashlib.sha256(old).hexdigest() if old is not None
-                                   else None)
-            if old is None and os.path.lexists(real) and not os.path.isdir(real):
-                before[change.path] = (None, None, "unreadable")
+            image: Before | None = None
             try:
+                # What is there first, kept outside the sandbox: nothing is replaced that
+                # undo could not bring back (a link of yours, a pipe, a file you cannot read).
+                if change.path.count("/") >= _TREE_DEPTH:
+                    # Not a tree of folders planted in yours that your own tools trip on.
+                    raise OSError(errno.EPERM, f"nested more than {_TREE_DEPTH} folders deep")
+                image = self._keep(change)
+                parts = change.path.split("/")[:-1]
+                folders = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+                missing = [f for f in folders if _lstat_in(change.root, f) is None]
                 after[change.path] = _put(layer, change)
             except OSError as exc:
-                raise OSError(exc.errno, f"could not apply {change.path}: {exc.strerror}") from None
-            applied = replace(current, status="applied")
-            self._state[(change.root, change.path)] = applied
+                self._drop(image)
+                self._state[key] = replace(current, problem=exc.strerror or str(exc))
+                failed.append(self._state[key])
+                after.pop(change.path, None)
+                continue
+            before[change.path] = image
+            if missing:
+                made[change.path] = missing
+            applied = replace(current, status="applied", problem=None)
+            self._state[key] = applied
             done.append(applied)
-        record = ChangeSet(done, before, after, by=by, call_id=call_id)
+        record = ChangeSet(done, before, after, by=by, call_id=call_id, failed=failed, made=made)
         if done:
             self.applied.append(record)
+            for root in {c.root for c in done}:
+                _syncfs(root)
         return record
 
     def discard(self, changes: Sequence[Change]) -> list[Change]:
@@ -538,26 +725,84 @@ class Stage:
                 return report
             record = self.applied[-1]
         for change in reversed(record.changes):
-            real = change.full
-            now = _sha(real) if not os.path.islink(real) else (
-                hashlib.sha256(os.readlink(real).encode(errors="surrogateescape")).hexdigest())
-            expected = record.after.get(change.path)
-            if (now if os.path.lexists(real) else None) != expected:
+            if _now(change.root, change.path) != record.after.get(change.path):
                 report.kept.append(change.path)
                 continue
-            old, mode, _ = record.before.get(change.path, (None, None, None))
-            layer = self._layer(change.root)
-            if old is None:
-                _remove(layer.root, change.path)
-            else:
-                _write_in(layer.root, change.path, old, mode or 0o644)
+            _restore(change.root, change.path, record.before.get(change.path, ("absent", None, None)))
+            for folder in reversed(record.made.get(change.path, [])):
+                _rmdir_in(change.root, folder)  # the folders its apply made, if empty now
             report.restored.append(change.path)
             key = (change.root, change.path)
             if key in self._state:
                 self._state[key] = replace(self._state[key], status="undone")
         if record in self.applied and not report.kept:
             self.applied.remove(record)
+            for image in record.before.values():
+                self._drop(image)
         return report
+
+    def _keep(self, change: Change) -> Before:
+        """A before-image of what ``change`` replaces in your folder (walked without
+        following a symlink); OSError for what no copy can be kept of."""
+        try:
+            fd, name = _open_parent(change.root, change.path, create=False)
+        except FileNotFoundError:
+            return ("absent", None, None)
+        try:
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                return ("absent", None, None)
+            if stat.S_ISLNK(st.st_mode):
+                return ("link", os.readlink(name, dir_fd=fd), None)
+            self._copies += 1
+            copy = os.path.join(self.undo_dir, str(self._copies))
+            if stat.S_ISREG(st.st_mode):
+                if st.st_size > self.max_file_bytes or _sparse(st):
+                    # A few bytes of the sandbox's must not cost a copy of 50 GB of yours.
+                    raise OSError(errno.EFBIG, f"your file there is larger than "
+                                               f"{_human(self.max_file_bytes)} (ipyagent keeps no "
+                                               "copy of it to undo, so it leaves it)")
+                src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+                try:
+                    if not stat.S_ISREG(os.fstat(src).st_mode):
+                        raise OSError(errno.EAGAIN, "it changed while it was read; look again")
+                    out = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    try:
+                        _pump(src, out)
+                    finally:
+                        os.close(out)
+                finally:
+                    os.close(src)
+                return ("file", copy, st.st_mode & 0o777)
+            if stat.S_ISDIR(st.st_mode) and change.kind == "deleted":
+                tree = f"/proc/self/fd/{fd}/{name}"
+                if not _shallow(tree, _TREE_DEPTH):
+                    # shutil's tree copy and removal recurse: a folder nested a thousand
+                    # deep (a repository can ship one) would raise out of them half-way.
+                    raise OSError(errno.EPERM, f"your folder there is nested more than "
+                                               f"{_TREE_DEPTH} deep (ipyagent keeps no copy of "
+                                               "it to undo, so it leaves it)")
+                shutil.copytree(tree, copy, symlinks=True)
+                return ("tree", copy, None)
+            what = ("a directory" if stat.S_ISDIR(st.st_mode) else "a named pipe"
+                    if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                    else "a device")
+            raise OSError(errno.EPERM, f"your folder has {what} there (ipyagent keeps no copy of "
+                                       "it to undo, so it leaves it)")
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _drop(image: Before | None) -> None:
+        if image is not None and image[0] in ("file", "tree") and image[1]:
+            if image[0] == "tree":
+                shutil.rmtree(image[1], ignore_errors=True)
+            else:
+                try:
+                    os.unlink(image[1])
+                except OSError:
+                    pass
 
 
 def _opaque(path: str) -> bool:
@@ -585,6 +830,12 @@ def _open_parent(root: str, rel: str, create: bool) -> tuple[int, str]:
                     raise
                 os.mkdir(part, 0o755, dir_fd=fd)
                 nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except (NotADirectoryError, OSError) as exc:
+                if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+                    raise
+                what = "a symlink (never followed)" if os.path.islink(
+                    f"/proc/self/fd/{fd}/{part}") else "a file, not a directory"
+                raise OSError(exc.errno, f"{part!r} in your folder is {what}") from None
             os.close(fd)
             fd = nxt
     except BaseException:
@@ -593,23 +844,39 @@ def _open_parent(root: str, rel: str, create: bool) -> tuple[int, str]:
     return fd, parts[-1]
 
 
-def _write_in(root: str, rel: str, data: bytes, mode: int) -> str:
+def _pump(src: int, out: int, sha: hashlib._Hash | None = None) -> None:
+    """Copy ``src`` to ``out`` in chunks (never a whole file in memory), hashing on the way."""
+    while chunk := os.read(src, 1 << 20):
+        if sha is not None:
+            sha.update(chunk)
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(out, view):]
+
+
+def _write_in(root: str, rel: str, src: int, mode: int, expect: str | None = None,
+              mask: bool = True) -> str:
+    """Write what fd ``src`` holds to ``rel`` atomically; its sha256 (``expect``: or refuse)."""
     fd, name = _open_parent(root, rel, create=True)
-    tmp = f".{name}.ipyagent-{os.getpid()}.tmp"
+    tmp = f".ipyagent-{os.getpid()}-{os.urandom(4).hex()}.tmp"  # short: any name fits beside it
     try:
         out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode & 0o777,
                       dir_fd=fd)
+        sha = hashlib.sha256()
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(out, view):]
-            os.fchmod(out, mode & 0o777)  # no setuid/setgid from the sandbox
-            os.fsync(out)
+            _pump(src, out, sha)
+            # No setuid/setgid from the sandbox, and your umask: a 0o666 it chose must not
+            # make a file of yours writable by every other user of the machine.
+            os.fchmod(out, mode & 0o777 & (~_umask() if mask else 0o777))
+            # No fsync per file (3,000 files cost 8 s of the user's cell in fsync alone, for
+            # a few ms of the sandbox's time): Stage.apply syncs the folder's filesystem once.
         finally:
             os.close(out)
+        if expect is not None and sha.hexdigest() != expect:
+            raise OSError(errno.EAGAIN, "it changed again since it was listed; look again")
         if os.path.isdir(os.path.join(f"/proc/self/fd/{fd}", name)) and not os.path.islink(
                 os.path.join(f"/proc/self/fd/{fd}", name)):
-            raise IsADirectoryError(21, "a directory is in the way")
+            raise IsADirectoryError(21, "your folder has a directory there")
         os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
     except BaseException:
         try:
@@ -619,7 +886,7 @@ def _write_in(root: str, rel: str, data: bytes, mode: int) -> str:
         raise
     finally:
         os.close(fd)
-    return hashlib.sha256(data).hexdigest()
+    return sha.hexdigest()
 
 
 def _remove(root: str, rel: str) -> None:
@@ -638,27 +905,182 @@ def _remove(root: str, rel: str) -> None:
         os.close(fd)
 
 
+def _rmdir_in(root: str, rel: str) -> None:
+    """Remove the folder ``rel`` if it is empty (walked without links); else leave it."""
+    try:
+        fd, name = _open_parent(root, rel, create=False)
+    except OSError:
+        return
+    try:
+        os.rmdir(name, dir_fd=fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _link_in(root: str, rel: str, target: str) -> None:
+    fd, name = _open_parent(root, rel, create=True)
+    try:
+        try:
+            os.unlink(name, dir_fd=fd)
+        except FileNotFoundError:
+            pass
+        os.symlink(target, name, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _now(root: str, rel: str) -> str | None:
+    """What ``rel`` holds in your folder now, as an apply records it: a file's sha256, a
+    link's target's, None when absent; "other" for anything else (walked without links)."""
+    try:
+        fd, name = _open_parent(root, rel, create=False)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return "other"
+    try:
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            return hashlib.sha256(os.readlink(name, dir_fd=fd).encode(errors="surrogateescape")).hexdigest()
+        if not stat.S_ISREG(st.st_mode):
+            return "other"
+        return _sha(f"/proc/self/fd/{fd}/{name}")
+    finally:
+        os.close(fd)
+
+
+def _umask() -> int:
+    """This process's umask, read without changing it (os.umask would, for every thread)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+_TREE_DEPTH = 100  # folders deeper than this are not deleted from the sandbox (no copy kept)
+
+
+def _shallow(top: str, limit: int) -> bool:
+    """True when no folder under ``top`` lies more than ``limit`` levels down (walked level
+    by level, without recursion or links; anything unreadable counts as too deep)."""
+    level = [top]
+    for _ in range(limit + 1):
+        below = []
+        for path in level:
+            try:
+                with os.scandir(path) as entries:
+                    below += [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+            except OSError:
+                return False
+        if not below:
+            return True
+        level = below
+    return False
+
+
+def _rmtree(path: str) -> None:
+    """Remove ``path`` whatever its depth: shutil.rmtree recurses, and the sandbox can make
+    folders thousands deep in the upper directory (RecursionError out of close())."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    except RecursionError:
+        pass
+    rm = shutil.which("rm")
+    if rm is not None:
+        subprocess.run([rm, "-rf", "--", path], check=False, capture_output=True)
+
+
+def _syncfs(root: str) -> None:
+    """Flush the filesystem ``root`` is on, once per apply (best effort, Linux)."""
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).syncfs(fd)
+    except (OSError, AttributeError):
+        pass
+    finally:
+        os.close(fd)
+
+
+def _lstat_in(root: str, rel: str) -> os.stat_result | None:
+    """``lstat`` of ``rel`` inside ``root``; None when absent or not inside (a link on the way)."""
+    try:
+        fd, name = _open_parent(root, rel, create=False)
+    except OSError:
+        return None
+    try:
+        return os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _read_in(root: str, rel: str, limit: int | None = None) -> bytes | None:
+    """A regular file's bytes at ``rel`` inside ``root`` (walked without links), or None."""
+    try:
+        fd, name = _open_parent(root, rel, create=False)
+    except OSError:
+        return None
+    try:
+        return _read(f"/proc/self/fd/{fd}/{name}", limit)
+    finally:
+        os.close(fd)
+
+
+def _restore(root: str, rel: str, image: Before) -> None:
+    """Put a before-image back at ``rel``."""
+    kind, data, mode = image
+    if kind == "absent" or data is None:
+        _remove(root, rel)
+    elif kind == "link":
+        _link_in(root, rel, data)
+    elif kind == "tree":
+        _remove(root, rel)
+        fd, name = _open_parent(root, rel, create=True)
+        try:
+            shutil.copytree(data, f"/proc/self/fd/{fd}/{name}", symlinks=True)
+        finally:
+            os.close(fd)
+    else:
+        src = os.open(data, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            _write_in(root, rel, src, mode if mode is not None else 0o644, mask=False)  # as it was
+        finally:
+            os.close(src)
+
+
 def _put(layer: _Layer, change: Change) -> str | None:
     """Make the real file what the stage holds; returns the sha256 written (None: deleted)."""
     if change.kind == "deleted":
         _remove(layer.root, change.path)
         return None
-    staged = os.path.join(layer.upper, change.path)
     if change.link is not None:
-        fd, name = _open_parent(layer.root, change.path, create=True)
-        try:
-            try:
-                os.unlink(name, dir_fd=fd)
-            except FileNotFoundError:
-                pass
-            os.symlink(change.link, name, dir_fd=fd)
-        finally:
-            os.close(fd)
+        _link_in(layer.root, change.path, change.link)
         return change.sha256
-    data = _read(staged)
-    if data is None:
-        raise OSError(2, "the staged file is gone or not a regular file")
-    if hashlib.sha256(data).hexdigest() != change.sha256:
-        raise OSError(11, "it changed again since it was listed; look again")
-    mode = os.lstat(staged).st_mode & 0o777
-    return _write_in(layer.root, change.path, data, mode)
+    staged = os.path.join(layer.upper, change.path)
+    try:
+        src = os.open(staged, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        raise OSError(errno.ENOENT, "the staged file is gone or not a regular file") from None
+    try:
+        st = os.fstat(src)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.ENOENT, "the staged file is gone or not a regular file")
+        # The mode listed (whether it was shown as executable), not the one there now.
+        mode = change.mode if change.mode is not None else st.st_mode & 0o666
+        return _write_in(layer.root, change.path, src, mode, expect=change.sha256)
+    finally:
+        os.close(src)

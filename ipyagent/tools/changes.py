@@ -13,16 +13,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._text import visible
+from .._text import visible_name
 from ..items import ToolResult
-from ..kernel.staging import Change, Stage
+from ..kernel.staging import Change, Stage, canonical
 
 __all__ = ["ChangeRequest", "settle_changes", "never_applied", "model_note"]
 
 
 def never_applied(change: Change) -> bool:
     """ipyagent's own state (memory, cache, autosaves, settings): out of the sandbox's reach."""
-    return change.path.split("/", 1)[0] == ".ipyagent"
+    # At any depth (the notebook's folder may lie inside the workspace), and as the folder
+    # may see it: .IPYAGENT, ".ipyagent." are the same folder on some.
+    return any(canonical(part) == ".ipyagent" for part in change.path.split("/"))
 
 
 @dataclass
@@ -33,14 +35,30 @@ class ChangeRequest:
     call_id: str = ""
 
     def lines(self) -> list[str]:
-        return [visible(c.line()) for c in self.changes]
+        return [visible_name(c.line()) for c in self.changes]
 
     def question(self) -> str:
+        rows = self.lines()
+        more = len(rows) - QUESTION_ROWS
+        rows = rows[:QUESTION_ROWS] + ([f"... and {more} more (%agent changes lists them)"]
+                                       if more > 0 else [])
         return ("The model's code changed these files in the sandbox's copy of your folder; "
-                "they can run code later:\n" + "\n".join(f"  {line}" for line in self.lines()))
+                "they can run code later:\n" + "\n".join(f"  {line}" for line in rows))
 
     def _repr_markdown_(self) -> str:
         return self.question()
+
+
+NOTE_PATHS = 20  # paths named per group in the model's note; the rest are counted
+QUESTION_ROWS = 200  # rows of a terminal question (a call can make 100,000 files)
+QUESTION_DIFFS = 20  # changes whose diff the terminal shows before asking
+
+
+def _named(group: Sequence[Change], say: Any) -> str:
+    """Up to NOTE_PATHS of ``group`` (a call can make 100,000 files), then how many more."""
+    shown = ", ".join(say(c) for c in group[:NOTE_PATHS])
+    more = len(group) - NOTE_PATHS
+    return shown + (f", and {more} more (%agent changes lists them)" if more > 0 else "")
 
 
 def model_note(changes: Sequence[Change]) -> str:
@@ -48,17 +66,21 @@ def model_note(changes: Sequence[Change]) -> str:
     if not changes:
         return ""
     applied = [c for c in changes if c.status == "applied"]
-    waiting = [c for c in changes if c.status == "pending"]
+    failed = [c for c in changes if c.status == "pending" and c.problem]
+    waiting = [c for c in changes if c.status == "pending" and not c.problem]
     kept = [c for c in changes if c.status in ("discarded", "undone")]
     parts = []
     if applied:
-        parts.append("applied to the user's folder: " + ", ".join(f"{c.path} ({c.kind})" for c in applied))
+        parts.append("applied to the user's folder: " + _named(applied, lambda c: f"{visible_name(c.path)} ({c.kind})"))
+    if failed:
+        parts.append("NOT applied, could not be applied: "
+                     + _named(failed, lambda c: f"{visible_name(c.path)} ({c.kind}: {c.problem})"))
     if waiting:
         parts.append("NOT applied, waiting for the user (they can run code): "
-                     + ", ".join(f"{c.path} ({c.kind})" for c in waiting))
+                     + _named(waiting, lambda c: f"{visible_name(c.path)} ({c.kind})"))
     if kept:
         parts.append("NOT applied (the user said no; only your sandbox sees them): "
-                     + ", ".join(f"{c.path} ({c.kind})" for c in kept))
+                     + _named(kept, lambda c: f"{visible_name(c.path)} ({c.kind})"))
     return "[ipyagent note, not tool output: files changed: " + "; ".join(parts) + "]"
 
 
@@ -67,16 +89,18 @@ async def settle_changes(host: Any, result: ToolResult) -> None:
     stage: Stage | None = getattr(host.kernel, "stage", None)
     if stage is None:
         return
-    changes = stage.scan()
+    changes = sorted(stage.scan(), key=lambda c: c.path)
     if not changes:
         return
     mode = getattr(host, "apply_changes", "data")
     final: dict[str, Change] = {c.path + "\0" + c.root: c for c in changes}
     eligible = [c for c in changes if not never_applied(c)]
     now = [c for c in eligible if c.risk is None] if mode == "data" else []
-    ask = [c for c in eligible if c not in now] if mode != "never" else []
+    applying = {id(c) for c in now}  # by identity: `c not in now` was O(n^2) for 20,000 files
+    ask = [c for c in eligible if id(c) not in applying] if mode != "never" else []
     if now:
-        for c in stage.apply(now, by="policy", call_id=result.call_id).changes:
+        record = stage.apply(now, by="policy", call_id=result.call_id)
+        for c in record.changes + record.failed:
             final[c.path + "\0" + c.root] = c
     if ask:
         ui = getattr(getattr(host, "policy", None), "ui", None)
@@ -85,10 +109,10 @@ async def settle_changes(host: Any, result: ToolResult) -> None:
             answer = await confirm(ChangeRequest(ask, result.call_id))
             by = "terminal" if type(ui).__name__.startswith("Terminal") else "click"
             if answer is True:
-                done = stage.apply(ask, by="person", call_id=result.call_id).changes
-                for c in done:
+                record = stage.apply(ask, by="person", call_id=result.call_id)
+                for c in record.changes + record.failed:
                     final[c.path + "\0" + c.root] = c
-                _audit(result, "apply", done, by, call_id=result.call_id)
+                _audit(result, "apply", record.changes, by, call_id=result.call_id)
             elif answer is False:
                 kept = stage.discard(ask)
                 for c in kept:
@@ -134,7 +158,7 @@ class ChangeList(list):  # type: ignore[type-arg]
     def __repr__(self) -> str:
         if not self:
             return self.note or "no changes from the sandbox"
-        return "\n".join(f"[{c.status}] {visible(c.line())}" for c in self)
+        return "\n".join(f"[{c.status}] {visible_name(c.line())}" for c in self)
 
     def _repr_html_(self) -> str:
         import html
@@ -142,9 +166,9 @@ class ChangeList(list):  # type: ignore[type-arg]
         if not self:
             return f"<p>{html.escape(self.note or 'no changes from the sandbox')}</p>"
         rows = "".join(
-            f"<tr><td>{html.escape(c.status)}</td><td><code>{html.escape(visible(c.path))}</code></td>"
+            f"<tr><td>{html.escape(c.status)}</td><td><code>{html.escape(visible_name(c.path))}</code></td>"
             f"<td>{html.escape(c.kind)}</td><td>{'' if c.size is None else c.size}</td>"
-            f"<td>{html.escape(visible(c.risk or ''))}</td></tr>" for c in self)
+            f"<td>{html.escape(visible_name(c.risk or ''))}</td></tr>" for c in self)
         return ("<table><thead><tr><th>status</th><th>file</th><th>change</th><th>bytes</th>"
                 f"<th>can run code</th></tr></thead><tbody>{rows}</tbody></table>")
 
@@ -179,10 +203,11 @@ def apply_pending(agent: Any, paths: Sequence[str] = ()) -> ChangeList:
     if stage is None:
         return ChangeList([], _why_none(agent))
     chosen = [c for c in _pick(stage.pending(), paths) if not never_applied(c)]
-    done = stage.apply(chosen, by="person").changes
+    record = stage.apply(chosen, by="person")
+    done = record.changes
     _audit(agent.context, "apply", done, "user", tell=(
         f"[ipyagent: the user applied to their folder: {', '.join(c.path for c in done)}]"))
-    return ChangeList(done, "nothing to apply")
+    return ChangeList(done + record.failed, "nothing to apply")  # failed: with why
 
 
 def discard_pending(agent: Any, paths: Sequence[str] = ()) -> ChangeList:

@@ -230,9 +230,9 @@ def _reapply(agent: Agent, report: Any) -> None:
     fresh = stage.scan()
     again = [c for c in fresh if c.risk is None and not never_applied(c)] \
         if agent.apply_changes == "data" else []
-    if again:
-        stage.apply(again, by="rerun")
-    report.pending_changes += len(fresh) - len(again)
+    applied = stage.apply(again, by="rerun").changes if again else []
+    # What could not be applied (its problem said in %agent changes) waits like the rest.
+    report.pending_changes += len(fresh) - len(applied)
 
 
 def python_calls_that_ran(items: Iterable[Any]) -> list[ToolCall]:
