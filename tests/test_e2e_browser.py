@@ -11,6 +11,7 @@ Screenshots go to ``artifacts/e2e/``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -116,6 +117,54 @@ def _assert_gone(pids: list[int]) -> None:
 
 
 # -- what a person does ------------------------------------------------------------------
+@contextlib.contextmanager
+def notebook_server(tmp_path: Path, cells: list[str], name: str,
+                    app: str = "lab") -> Iterator[tuple[JupyterServer, Path]]:
+    """A Jupyter server (JupyterLab or Notebook 7) over one new notebook of ``cells``; on
+    the way out it is closed, and no kernel it started may outlive it."""
+    pytest.importorskip("jupyterlab" if app == "lab" else "notebook",
+                        reason=f"{'JupyterLab' if app == 'lab' else 'Jupyter Notebook 7'} is not installed")
+    import nbformat
+
+    root = tmp_path / "root"
+    root.mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                 "language": "python"}
+    path = root / name
+    nbformat.write(nb, path)
+    srv = JupyterServer(root, tmp_path / "home", app=app)
+    _anywidget_labextension(tmp_path / "home" / "data")
+    srv.start()
+    kernels: list[int] = []
+    try:
+        yield srv, path
+        kernels = srv.kernel_pids()
+    finally:
+        kernels = kernels or srv.kernel_pids()
+        srv.close()
+    _assert_gone(kernels)
+
+
+@contextlib.contextmanager
+def scripted_lab(tmp_path: Path, replies: list[Any], task: str, name: str, *settings: str,
+                 app: str = "lab", after: tuple[str, ...] = ()) -> Iterator[tuple[JupyterServer, Any, Path]]:
+    """A notebook whose first cell loads ipyagent against a scripted model server on
+    127.0.0.1 (``replies``), then runs the ``settings`` lines, and whose second runs
+    ``%agent task`` (then the ``after`` cells): the server, the model and the notebook's path."""
+    from tests.helpers.scripted_server import ScriptedServer
+
+    model = ScriptedServer(replies)
+    model.start()
+    setup = "\n".join(["%load_ext ipyagent", "%config Agent.model = 'scripted'",
+                       f"%config Agent.base_url = '{model.base_url}'", *settings])
+    try:
+        with notebook_server(tmp_path, [setup, f"%agent {task}", *after], name, app) as (srv, path):
+            yield srv, model, path
+    finally:
+        model.close()
+
+
 def dismiss_dialogs(page: Any) -> list[str]:
     """Answer any Jupyter dialog with its default button; returns what they said.
 
@@ -317,36 +366,14 @@ LIVE_ATTRIBUTES = """() => [...document.querySelectorAll('.jp-OutputArea *')].fl
 @pytest.fixture
 def hostile_lab(tmp_path: Path) -> Iterator[tuple[JupyterServer, Any]]:
     """JupyterLab over a notebook whose %agent talks to a scripted server with HOSTILE."""
-    pytest.importorskip("jupyterlab", reason="JupyterLab is not installed")
-    import nbformat
+    from tests.helpers.scripted_server import reply_text, reply_tool_calls
 
-    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
-
-    model = ScriptedServer([reply_tool_calls([("python", {"code": "print('RAN-' + 'UNASKED')"})],
-                                             text=HOSTILE),
-                            reply_text("Understood.")])
-    model.start()
-    root = tmp_path / "root"
-    root.mkdir()
-    setup = ("%load_ext ipyagent\n%config Agent.model = 'scripted'\n"
-             f"%config Agent.base_url = '{model.base_url}'\n%config Agent.approval = 'ask'\n"
-             "%config Agent.approval_timeout = 12.0")
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(setup),
-                                         nbformat.v4.new_code_cell("%agent answer me")])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
-                                 "language": "python"}
-    nbformat.write(nb, root / "hostile.ipynb")
-    srv = JupyterServer(root, tmp_path / "home", app="lab")
-    srv.start()
-    kernels: list[int] = []
-    try:
+    replies = [reply_tool_calls([("python", {"code": "print('RAN-' + 'UNASKED')"})], text=HOSTILE),
+               reply_text("Understood.")]
+    with scripted_lab(tmp_path, replies, "answer me", "hostile.ipynb",
+                      "%config Agent.approval = 'ask'",
+                      "%config Agent.approval_timeout = 12.0") as (srv, model, _):
         yield srv, model
-        kernels = srv.kernel_pids()
-    finally:
-        kernels = kernels or srv.kernel_pids()
-        srv.close()
-        model.close()
-    _assert_gone(kernels)
 
 
 def test_a_hostile_reply_runs_no_script_and_approves_nothing(
@@ -470,40 +497,16 @@ def _anywidget_labextension(data_dir: Path) -> None:
 @pytest.fixture
 def offer_lab(tmp_path: Path) -> Iterator[tuple[JupyterServer, Any]]:
     """JupyterLab over a notebook whose %agent runs a python call, then offers its result."""
-    pytest.importorskip("jupyterlab", reason="JupyterLab is not installed")
-    import nbformat
+    from tests.helpers.scripted_server import reply_text, reply_tool_calls
 
-    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
-
-    model = ScriptedServer([
-        reply_tool_calls([("python", {"code": OFFER_CODE}),
-                          ("offer_result", {"name": "fit", "description": OFFER_DESCRIPTION})],
-                         text="I fitted the trend; take it if you want it."),
-        reply_text("It is in your kernel as `fit`.")])
-    model.start()
-    root = tmp_path / "root"
-    root.mkdir()
-    setup = ("%load_ext ipyagent\n%config Agent.model = 'scripted'\n"
-             f"%config Agent.base_url = '{model.base_url}'\n%config Agent.approval = 'auto'\n"
-             "%config Agent.share_namespace = 'off'\nfit = 'my old fit'")
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(setup),
-                                         nbformat.v4.new_code_cell("%agent fit a trend"),
-                                         nbformat.v4.new_code_cell("print('fit is', fit)")])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
-                                 "language": "python"}
-    nbformat.write(nb, root / "offer.ipynb")
-    srv = JupyterServer(root, tmp_path / "home", app="lab")
-    _anywidget_labextension(tmp_path / "home" / "data")
-    srv.start()
-    kernels: list[int] = []
-    try:
+    replies = [reply_tool_calls([("python", {"code": OFFER_CODE}),
+                                 ("offer_result", {"name": "fit", "description": OFFER_DESCRIPTION})],
+                                text="I fitted the trend; take it if you want it."),
+               reply_text("It is in your kernel as `fit`.")]
+    with scripted_lab(tmp_path, replies, "fit a trend", "offer.ipynb",
+                      "%config Agent.approval = 'auto'", "%config Agent.share_namespace = 'off'",
+                      "fit = 'my old fit'", after=("print('fit is', fit)",)) as (srv, model, _):
         yield srv, model
-        kernels = srv.kernel_pids()
-    finally:
-        kernels = kernels or srv.kernel_pids()
-        srv.close()
-        model.close()
-    _assert_gone(kernels)
 
 
 SHOTS = Path(os.environ.get("IPYAGENT_SHOTS", str(ARTIFACTS)))
@@ -575,35 +578,14 @@ FLOOD = ("for i in range(200):\n    print('line', i)\n"
 @pytest.fixture
 def flood_lab(tmp_path: Path) -> Iterator[JupyterServer]:
     """JupyterLab over a notebook whose %agent prints 200 lines, then makes a second call."""
-    pytest.importorskip("jupyterlab", reason="JupyterLab is not installed")
-    import nbformat
+    from tests.helpers.scripted_server import reply_text, reply_tool_calls
 
-    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
-
-    model = ScriptedServer([reply_tool_calls([("python", {"code": FLOOD})]),
-                            reply_tool_calls([("python", {"code": "print('second')"})]),
-                            reply_text("Done: 200 lines, shown above.")])
-    model.start()
-    root = tmp_path / "root"
-    root.mkdir()
-    setup = ("%load_ext ipyagent\n%config Agent.model = 'scripted'\n"
-             f"%config Agent.base_url = '{model.base_url}'\n%config Agent.approval = 'ask'")
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(setup),
-                                         nbformat.v4.new_code_cell("%agent print a lot")])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
-                                 "language": "python"}
-    nbformat.write(nb, root / "flood.ipynb")
-    srv = JupyterServer(root, tmp_path / "home", app="lab")
-    srv.start()
-    kernels: list[int] = []
-    try:
+    replies = [reply_tool_calls([("python", {"code": FLOOD})]),
+               reply_tool_calls([("python", {"code": "print('second')"})]),
+               reply_text("Done: 200 lines, shown above.")]
+    with scripted_lab(tmp_path, replies, "print a lot", "flood.ipynb",
+                      "%config Agent.approval = 'ask'") as (srv, _, _path):
         yield srv
-        kernels = srv.kernel_pids()
-    finally:
-        kernels = kernels or srv.kernel_pids()
-        srv.close()
-        model.close()
-    _assert_gone(kernels)
 
 
 def test_a_long_output_folds_and_opens_without_script_and_always_is_marked(
@@ -659,40 +641,19 @@ CHANGES_CODE = ("open('sales.csv', 'w').write('month,revenue\\njan,3\\n')\n"
 @pytest.fixture
 def changes_lab(tmp_path: Path) -> Iterator[tuple[JupyterServer, Path]]:
     """JupyterLab over a notebook whose %agent writes a data file and a Python file."""
-    pytest.importorskip("jupyterlab", reason="JupyterLab is not installed")
     from ipyagent.kernel.sandbox import probe
     from ipyagent.kernel.staging import probe_overlay
 
     if probe()[0] is None or probe_overlay():
         pytest.skip("no staged sandbox here")
-    import nbformat
+    from tests.helpers.scripted_server import reply_text, reply_tool_calls
 
-    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
-
-    model = ScriptedServer([reply_tool_calls([("python", {"code": CHANGES_CODE})]),
-                            reply_text("Wrote sales.csv and helper.py.")])
-    model.start()
-    root = tmp_path / "root"
-    root.mkdir()
-    setup = ("%load_ext ipyagent\n%config Agent.model = 'scripted'\n"
-             f"%config Agent.base_url = '{model.base_url}'\n%config Agent.approval = 'auto'\n"
-             "%config Agent.share_namespace = 'off'")
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(setup),
-                                         nbformat.v4.new_code_cell("%agent write the files")])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
-                                 "language": "python"}
-    nbformat.write(nb, root / "changes.ipynb")
-    srv = JupyterServer(root, tmp_path / "home", app="lab")
-    srv.start()
-    kernels: list[int] = []
-    try:
-        yield srv, root
-        kernels = srv.kernel_pids()
-    finally:
-        kernels = kernels or srv.kernel_pids()
-        srv.close()
-        model.close()
-    _assert_gone(kernels)
+    replies = [reply_tool_calls([("python", {"code": CHANGES_CODE})]),
+               reply_text("Wrote sales.csv and helper.py.")]
+    with scripted_lab(tmp_path, replies, "write the files", "changes.ipynb",
+                      "%config Agent.approval = 'auto'",
+                      "%config Agent.share_namespace = 'off'") as (srv, _, path):
+        yield srv, path.parent
 
 
 def test_a_calls_file_changes_show_and_code_waits_for_apply(

@@ -21,8 +21,6 @@ from tests.helpers.jupyter_server_helper import JupyterServer
 from tests.test_e2e_browser import (  # noqa: F401 - the browser fixture
     ARTIFACTS,
     LOAD,
-    _anywidget_labextension,
-    _assert_gone,
     browser,
     code_cell,
     dismiss_dialogs,
@@ -30,6 +28,7 @@ from tests.test_e2e_browser import (  # noqa: F401 - the browser fixture
     outputs,
     prompt,
     run_cell,
+    scripted_lab,
     wait_idle,
     wait_text,
 )
@@ -43,39 +42,15 @@ IN_COMMENT = "y = 2  # \u202e hidden in a comment"
 @pytest.fixture(params=["lab", "notebook"])
 def bidi_lab(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[JupyterServer, Path, str]]:
     """JupyterLab (or Notebook 7) over a notebook whose %agent runs the two python calls."""
+    from tests.helpers.scripted_server import reply_text, reply_tool_calls
+
     app = request.param
-    pytest.importorskip("jupyterlab" if app == "lab" else "notebook")
-    import nbformat
-
-    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
-
-    model = ScriptedServer([reply_tool_calls([("python", {"code": BIDI}),
-                                              ("python", {"code": IN_COMMENT})]),
-                            reply_text("Both ran.")])
-    model.start()
-    root = tmp_path / "root"
-    root.mkdir()
-    setup = ("%load_ext ipyagent\n%config Agent.model = 'scripted'\n"
-             f"%config Agent.base_url = '{model.base_url}'\n%config Agent.approval = 'auto'\n"
-             "%config Agent.share_namespace = 'off'\n%config Agent.autosave = ''")
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(setup),
-                                         nbformat.v4.new_code_cell("%agent compute the fee")])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
-                                 "language": "python"}
-    path = root / "bidi.ipynb"
-    nbformat.write(nb, path)
-    srv = JupyterServer(root, tmp_path / "home", app=app)
-    _anywidget_labextension(tmp_path / "home" / "data")
-    srv.start()
-    kernels: list[int] = []
-    try:
+    replies = [reply_tool_calls([("python", {"code": BIDI}), ("python", {"code": IN_COMMENT})]),
+               reply_text("Both ran.")]
+    with scripted_lab(tmp_path, replies, "compute the fee", "bidi.ipynb",
+                      "%config Agent.approval = 'auto'", "%config Agent.share_namespace = 'off'",
+                      "%config Agent.autosave = ''", app=app) as (srv, _, path):
         yield srv, path, app
-        kernels = srv.kernel_pids()
-    finally:
-        kernels = kernels or srv.kernel_pids()
-        srv.close()
-        model.close()
-    _assert_gone(kernels)
 
 
 def saved_sources(path: Path, count: int, timeout: float = 60) -> list[str]:

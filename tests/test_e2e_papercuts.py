@@ -19,8 +19,6 @@ from tests.helpers.jupyter_server_helper import JupyterServer
 from tests.test_e2e_browser import (
     ARTIFACTS,
     LOAD,
-    _anywidget_labextension,
-    _assert_gone,
     button,
     code_cell,
     dismiss_dialogs,
@@ -40,26 +38,8 @@ SETUP = "%load_ext ipyagent\n%config Agent.approval = 'ask'"
 
 
 def _lab(tmp_path: Path, cells: list[str], name: str = "papercuts.ipynb") -> Iterator[JupyterServer]:
-    pytest.importorskip("jupyterlab", reason="JupyterLab is not installed")
-    import nbformat
-
-    root = tmp_path / "root"
-    root.mkdir()
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
-                                 "language": "python"}
-    nbformat.write(nb, root / name)
-    srv = JupyterServer(root, tmp_path / "home", app="lab")
-    _anywidget_labextension(tmp_path / "home" / "data")
-    srv.start()
-    kernels: list[int] = []
-    try:
+    with e2e.notebook_server(tmp_path, cells, name) as (srv, _):
         yield srv
-        kernels = srv.kernel_pids()
-    finally:
-        kernels = kernels or srv.kernel_pids()
-        srv.close()
-    _assert_gone(kernels)
 
 
 def _shot(target: Any, name: str) -> None:

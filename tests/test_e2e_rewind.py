@@ -20,7 +20,6 @@ from tests.helpers.jupyter_server_helper import JupyterServer
 from tests.test_e2e_browser import (  # noqa: F401 - the browser fixture
     ARTIFACTS,
     LOAD,
-    _assert_gone,
     add_cell_below,
     browser,
     code_cell,
@@ -29,6 +28,7 @@ from tests.test_e2e_browser import (  # noqa: F401 - the browser fixture
     output_text,
     outputs,
     run_cell,
+    scripted_lab,
     wait_idle,
     wait_text,
 )
@@ -39,37 +39,14 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
 @pytest.fixture
 def rewind_lab(tmp_path: Path) -> Iterator[JupyterServer]:
     """JupyterLab over a notebook whose %agent makes a file at each of three steps."""
-    pytest.importorskip("jupyterlab", reason="JupyterLab is not installed")
-    import nbformat
+    from tests.helpers.scripted_server import reply_text, reply_tool_calls
 
-    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
-
-    model = ScriptedServer([
-        reply_tool_calls([("python", {"code": f"v{i} = {i}\nopen('e{i}.txt', 'w').write('{i}')\n"
-                                              f"print('made e{i}')"}, f"e{i}")])
-        for i in (1, 2, 3)] + [reply_text("Made three files.")])
-    model.start()
-    root = tmp_path / "root"
-    root.mkdir()
-    setup = ("%load_ext ipyagent\n%config Agent.model = 'scripted'\n"
-             f"%config Agent.base_url = '{model.base_url}'\n%config Agent.approval = 'auto'\n"
-             "%config Agent.autosave = ''")
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(setup),
-                                         nbformat.v4.new_code_cell("%agent make three files")])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
-                                 "language": "python"}
-    nbformat.write(nb, root / "rewind.ipynb")
-    srv = JupyterServer(root, tmp_path / "home", app="lab")
-    srv.start()
-    kernels: list[int] = []
-    try:
+    replies = [reply_tool_calls([("python", {"code": f"v{i} = {i}\nopen('e{i}.txt', 'w').write('{i}')\n"
+                                                     f"print('made e{i}')"}, f"e{i}")])
+               for i in (1, 2, 3)] + [reply_text("Made three files.")]
+    with scripted_lab(tmp_path, replies, "make three files", "rewind.ipynb",
+                      "%config Agent.approval = 'auto'", "%config Agent.autosave = ''") as (srv, _, _path):
         yield srv
-        kernels = srv.kernel_pids()
-    finally:
-        kernels = kernels or srv.kernel_pids()
-        srv.close()
-        model.close()
-    _assert_gone(kernels)
 
 
 def test_rewind_to_here_asks_then_goes_back(browser: Any, rewind_lab: JupyterServer) -> None:  # noqa: F811
