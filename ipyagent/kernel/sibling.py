@@ -19,7 +19,6 @@ import logging
 import os
 import queue
 import shutil
-import sys
 import tempfile
 import time
 import weakref
@@ -48,7 +47,7 @@ from .process import (
     scrub_env,
 )
 from .sandbox import MAX_PROCESSES, SandboxPlan, check_mode, check_paths, resolve_mode
-from .staging import STAGE_EXEC, Stage, probe_overlay
+from .staging import Stage, helper_argv, probe_overlay
 
 __all__ = ["SiblingKernel", "Execution", "scrub_env", "parse_memory"]
 
@@ -228,10 +227,11 @@ class SiblingKernel(SyncForms):
             self.stage_note = "staging is off: the workspace is READ-ONLY in the sandbox"
         if self.stage is not None:
             return self.stage.argv(network)
-        # No overlay: still the helper for its own namespaces (the sealed network).
-        return [sys.executable, "-I", "-S", STAGE_EXEC, "--pidfile",
-                os.path.join(self._handle.tmpdir or tempfile.gettempdir(), "stage.pid")] + (
-                    ["--net", "slirp4netns", network] if network else []) + ["--"]
+        # No overlay: still the helper for its own namespaces (the sealed network). Its pid
+        # file goes in the kernel's private directory, never a shared one like /tmp.
+        if self._handle.tmpdir is None:
+            raise KernelError("the sibling kernel is not running; try again")
+        return helper_argv(os.path.join(self._handle.tmpdir, "stage.pid"), network)
 
     async def _start(self) -> None:
         handle = self._handle

@@ -322,6 +322,17 @@ def probe_overlay() -> str:
         shutil.rmtree(base, ignore_errors=True)
 
 
+def helper_argv(pidfile: str, network: str | None = None, layers: Iterable[Any] = ()) -> list[str]:
+    """The staging helper's command line (its own namespaces; an overlay per layer; slirp4netns
+    at ``network`` when given), to put in front of bubblewrap's."""
+    cmd = [sys.executable, "-I", "-S", STAGE_EXEC, "--pidfile", pidfile]
+    if network:
+        cmd += ["--net", "slirp4netns", network]
+    for layer in layers:
+        cmd += ["--overlay", layer.root, layer.lower, layer.upper, layer.work]
+    return [*cmd, "--"]
+
+
 # ---- the stage -------------------------------------------------------------------------
 
 
@@ -481,12 +492,7 @@ class Stage:
     # -- the launcher ----------------------------------------------------------------
     def argv(self, network: str | None = None) -> list[str]:
         """The staging helper's command line, to put in front of bubblewrap's."""
-        cmd = [sys.executable, "-I", "-S", STAGE_EXEC, "--pidfile", self.pidfile]
-        if network:
-            cmd += ["--net", "slirp4netns", network]
-        for layer in self.layers:
-            cmd += ["--overlay", layer.root, layer.lower, layer.upper, layer.work]
-        return [*cmd, "--"]
+        return helper_argv(self.pidfile, network, self.layers)
 
     def join_argv(self, cwd: str) -> list[str] | None:
         """A command line prefix that runs a fresh process in the stage (None: not running)."""
