@@ -19,15 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ipyagent import (  # noqa: E402
-    Agent,
-    ToolCall,
-    _eventloop,  # noqa: E402
-    tool,
-)
-from ipyagent.compaction import SUMMARY_PROMPT  # noqa: E402
+from ipyagent import Agent, ToolCall, tool  # noqa: E402
+from ipyagent._util import eventloop as _eventloop
+from ipyagent.context.tokens import TokenCounter  # noqa: E402
+from ipyagent.engine.compaction import SUMMARY_PROMPT  # noqa: E402
 from ipyagent.models.base import ToolCallDelta, Turn, TurnComplete  # noqa: E402
-from ipyagent.tokens import TokenCounter  # noqa: E402
 
 STEPS = 1000
 

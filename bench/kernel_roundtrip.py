@@ -215,7 +215,7 @@ def sandboxed(args: argparse.Namespace, plain: Callable[[str], None]) -> None:
 def remote(args: argparse.Namespace, sibling: SiblingKernel) -> None:
     """The remote rows: RemoteKernel on a real gateway and server on loopback, the local
     sibling, and a websocket per call (connect, execute, wait for the reply, close)."""
-    from ipyagent import _eventloop
+    from ipyagent._util import eventloop as _eventloop
     from ipyagent.kernel._channels import V1, Channels
     from ipyagent.kernel.remote import RemoteKernel
     from tests.helpers.kernel_servers import KernelServer

@@ -32,12 +32,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ipyagent import Agent, Message, ToolCall, ToolResult, _eventloop, tool  # noqa: E402
-from ipyagent._atomic import write_atomic  # noqa: E402
-from ipyagent.compaction import SUMMARY_PROMPT  # noqa: E402
+from ipyagent import Agent, Message, ToolCall, ToolResult, tool
+from ipyagent._util import eventloop as _eventloop  # noqa: E402
+from ipyagent._util.atomic import write_atomic  # noqa: E402
+from ipyagent.context.tokens import TokenCounter  # noqa: E402
+from ipyagent.engine.compaction import SUMMARY_PROMPT  # noqa: E402
 from ipyagent.models.base import Turn, TurnComplete  # noqa: E402
 from ipyagent.models.openai_chat import to_chat_messages  # noqa: E402
-from ipyagent.tokens import TokenCounter  # noqa: E402
 from ipyagent.transcripts.export import notebook_dict  # noqa: E402
 from ipyagent.transcripts.transcript import Autosave, _parts, read, save, to_notebook  # noqa: E402
 
@@ -146,7 +147,7 @@ def payload_run(steps: int, spill: bool, items: bool = True) -> None:
     spilled to the spill file once saved)."""
     import gc
 
-    from ipyagent._spill import SpillStore, held
+    from ipyagent.context.spill import SpillStore, held
     from ipyagent.transcripts.notebook_text import NotebookText
 
     if not spill:
@@ -206,7 +207,7 @@ def spill_cost(steps: int = 300, timed: int = 100) -> None:
     """What spilling costs a step: two autosaved plot runs side by side in one process, the
     items' payloads spilled and kept (``SpillStore.threshold = 0``), their steps interleaved
     in alternating order; the median of the last ``timed`` steps."""
-    from ipyagent._spill import SpillStore
+    from ipyagent.context.spill import SpillStore
 
     count = iter(range(10**9))
     threshold = SpillStore.threshold
@@ -389,7 +390,7 @@ def fresh(setup: str, path: Path) -> float:
 def fresh_to_notebook(path: Path) -> float:
     """Seconds ``Context.to_notebook()`` takes the first time in a new process that imported
     ipyagent and holds the run's items (median of 3); it must not import nbformat."""
-    code = ("import sys, time; import ipyagent; from ipyagent.context import Context; "
+    code = ("import sys, time; import ipyagent; from ipyagent.context.buffer import Context; "
             "from ipyagent.transcripts.transcript import read; c = Context(read(sys.argv[1]).items); "
             "t = time.perf_counter(); c.to_notebook(); "
             "print(time.perf_counter() - t, 'nbformat' in sys.modules)")

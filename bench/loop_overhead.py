@@ -23,14 +23,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ipyagent import (  # noqa: E402
-    Agent,
-    Message,
-    ToolCall,
-    ToolResult,
-    _eventloop,  # noqa: E402
-    tool,
-)
+from ipyagent import Agent, Message, ToolCall, ToolResult, tool  # noqa: E402
+from ipyagent._util import eventloop as _eventloop
 from ipyagent.models.anthropic import AnthropicModel  # noqa: E402
 from ipyagent.models.base import ModelRequest, ToolCallDelta, Turn, TurnComplete  # noqa: E402
 from ipyagent.models.http import encode_json  # noqa: E402

@@ -29,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ipyagent.engine.settings import AgentSettings  # noqa: E402
 from ipyagent.memory.store import POSTINGS, MemoryStore, terms  # noqa: E402
-from ipyagent.settings import AgentSettings  # noqa: E402
 
 DEFAULT_FLOOR = AgentSettings.class_traits()["memory_min_relevance"].default_value
 

@@ -51,7 +51,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ipyagent import Agent, tool  # noqa: E402
-from ipyagent.compaction import SUMMARY_PROMPT  # noqa: E402
+from ipyagent.engine.compaction import SUMMARY_PROMPT  # noqa: E402
 
 WINDOW = 4096  # the tests' and bench/long_run.py's long-run window
 PAGE = ("a page of tool output, about three thousand characters long; " * 50)[:3000]

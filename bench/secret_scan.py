@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ipyagent._secrets import SecretScanner
+from ipyagent.trust.secrets import SecretScanner
 
 
 def best_of(fn, repeat: int = 7) -> float:  # type: ignore[no-untyped-def]

@@ -25,8 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ipyagent import Agent, _eventloop
-from ipyagent.items import ToolCall
+from ipyagent import Agent
+from ipyagent._util import eventloop as _eventloop
+from ipyagent.context.items import ToolCall
 from ipyagent.kernel import sandbox
 from ipyagent.kernel.sandbox import SandboxPlan
 from ipyagent.kernel.sibling import SiblingKernel

@@ -9,12 +9,16 @@ import logging
 from typing import Any
 
 from . import errors
+
+# Imported for what it does: it fills the plugs through which Agent.save/load/replay and
+# Context.to_notebook reach the transcripts layer above them (engine/plugs.py).
+from . import transcripts as transcripts
 from ._version import __version__
-from .agent import Agent
-from .approval import Decision
-from .context import Context
-from .events import RunResult, Step, Usage
-from .items import Message, Reasoning, Summary, ToolCall, ToolResult
+from .context.buffer import Context
+from .context.events import RunResult, Step, Usage
+from .context.items import Message, Reasoning, Summary, ToolCall, ToolResult
+from .engine.agent import Agent
+from .engine.approval import Decision
 from .tools.base import Tool, Toolbox, tool
 
 # Library convention: records go nowhere until the application configures logging, so

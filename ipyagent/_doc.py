@@ -12,14 +12,14 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from ._text import one_line
+from ._util.text import one_line
 
 START, END = "<!-- config-table:start -->", "<!-- config-table:end -->"
 
 
 def config_table() -> str:
     """A Markdown table: every configurable Agent trait, its default and help."""
-    from .agent import Agent
+    from .engine.agent import Agent
 
     rows = ["| setting | default | what it does |", "|---|---|---|"]
     for name, trait in sorted(Agent.class_traits(config=True).items()):
@@ -32,7 +32,7 @@ def config_table() -> str:
 
 
 def provider_table() -> str:
-    from .providers import provider_table as table
+    from .models.providers import provider_table as table
 
     return table()
 

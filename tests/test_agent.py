@@ -8,8 +8,8 @@ import pytest
 from traitlets import TraitError
 
 from ipyagent import Agent, Decision, Message, ToolCall, ToolResult, tool
+from ipyagent.context.events import RunFinished, StepFinished
 from ipyagent.errors import ApprovalError, ConfigError, ModelConnectionError
-from ipyagent.events import RunFinished, StepFinished
 from tests.helpers.scripted_model import ScriptedModel, calls, text
 from tests.helpers.tools import add
 
@@ -344,7 +344,7 @@ def test_message_items_round_trip_through_context():
 
 
 def test_usage_shapes_of_every_api():
-    from ipyagent.events import Usage
+    from ipyagent.context.events import Usage
 
     assert Usage.from_server({"prompt_tokens": 10, "completion_tokens": 2}).total == 12
     assert Usage.from_server({"input_tokens": 10, "output_tokens": 2}).total == 12
@@ -371,7 +371,7 @@ def test_tool_timeout_zero_means_no_limit_and_a_new_value_applies_at_once():
 
 def test_a_base_url_set_for_the_demo_model_is_said_to_be_ignored_once():
     """Issue 17, finding 10: with model='demo' a base_url you set was silently ignored."""
-    from ipyagent.events import Notice
+    from ipyagent.context.events import Notice
 
     seen: list[str] = []
 

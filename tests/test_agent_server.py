@@ -178,7 +178,7 @@ def _chunk(delta: dict, usage: dict | None = None) -> dict:
 
 
 def test_a_reply_cut_mid_stream_is_asked_again_and_only_the_whole_one_is_kept(tmp_path):
-    from ipyagent.events import Discarded, Notice
+    from ipyagent.context.events import Discarded, Notice
     from ipyagent.transcripts.transcript import read
     from tests.helpers.scripted_server import Reset, sse_event
 
@@ -252,7 +252,7 @@ def test_a_server_that_only_sends_keepalives_ends_the_run_with_the_setting_to_ra
 def test_a_server_that_counts_nothing_is_billed_as_the_meter_counts_the_request():
     """No usage in the reply (some local servers): the request's own estimate, the same
     figure the footer's meter and the context table give, marked estimated."""
-    from ipyagent.events import StepStarted
+    from ipyagent.context.events import StepStarted
     from ipyagent.frontends.cellrun import request_meter
 
     with ScriptedServer([reply_tool_calls([("python", {"code": "print(7)"})], usage=False),

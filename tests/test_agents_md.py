@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ipyagent import Agent
-from ipyagent.agent import DEFAULT_SYSTEM_PROMPT
-from ipyagent.agents_md import MARKER, MAX_CHARS, find_agents_md, with_agents_md
-from ipyagent.events import Notice
-from ipyagent.skills import MARKER as SKILLS
-from ipyagent.skills import without_skills
+from ipyagent.context.events import Notice
+from ipyagent.engine.agent import DEFAULT_SYSTEM_PROMPT
+from ipyagent.instructions.agents_md import MARKER, MAX_CHARS, find_agents_md, with_agents_md
+from ipyagent.instructions.skills import MARKER as SKILLS
+from ipyagent.instructions.skills import without_skills
 from tests.helpers.scripted_model import ScriptedModel, text
 
 
@@ -111,7 +111,7 @@ def test_a_symlink_out_of_the_repository_is_not_read(tmp_path: Path, monkeypatch
 
 def test_a_file_that_says_it_is_empty_reads_as_empty(tmp_path: Path) -> None:
     """No more bytes are read than the file's size (procfs files say 0 and stream on)."""
-    from ipyagent.agents_md import read_agents_md
+    from ipyagent.instructions.agents_md import read_agents_md
 
     path = tmp_path / "AGENTS.md"
     path.write_text("x" * (5 * MAX_CHARS))

@@ -7,7 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from ipyagent.approval import (
+from ipyagent.context.decisions import Decision
+from ipyagent.context.items import ToolCall
+from ipyagent.engine.approval import (
     ApprovalPolicy,
     CallbackApprover,
     TerminalApprover,
@@ -15,8 +17,6 @@ from ipyagent.approval import (
     edit_text,
     on_a_terminal,
 )
-from ipyagent.decisions import Decision
-from ipyagent.items import ToolCall
 
 CODE = ToolCall("c1", "python", {"code": "print(1)"})
 ADD = ToolCall("c2", "add", {"a": 1, "b": 2})

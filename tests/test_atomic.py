@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ipyagent._atomic import remove_stale_temps, write_atomic
+from ipyagent._util.atomic import remove_stale_temps, write_atomic
 
 
 def mode(path: Path) -> int:

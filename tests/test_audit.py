@@ -10,8 +10,8 @@ import nbformat
 import pytest
 
 from ipyagent import Agent, Decision, ToolCall, ToolResult
-from ipyagent.approval import TerminalApprover
-from ipyagent.audit import Audit
+from ipyagent.context.audit import Audit
+from ipyagent.engine.approval import TerminalApprover
 from ipyagent.frontends.widgets import WidgetApprover
 from ipyagent.tools.base import Tool
 from ipyagent.transcripts.transcript import read
@@ -235,8 +235,8 @@ def test_clicks_are_recorded_with_the_button_and_always_names_its_call() -> None
 def test_every_decision_a_person_makes_is_a_row_with_what_moved(tmp_path: Any) -> None:
     """Take, decline, pull, push and the API other code calls (apply, undo): each a row,
     with the sha256 of what moved, saved and read back, escaped where shown."""
-    from ipyagent.audit import person_decided
-    from ipyagent.offers import OfferAnswer, offer_tool
+    from ipyagent.context.audit import person_decided
+    from ipyagent.tools.offers import OfferAnswer, offer_tool
 
     class Person:
         async def decide(self, call: ToolCall) -> Decision:

@@ -9,7 +9,10 @@ import nbformat
 import pytest
 
 from ipyagent import Agent, Message, Summary, ToolCall, ToolResult, tool
-from ipyagent.compaction import (
+from ipyagent.context.buffer import Context
+from ipyagent.context.events import ContextCompacted, Notice, StepFinished
+from ipyagent.context.tokens import TokenCounter
+from ipyagent.engine.compaction import (
     SUMMARY_PROMPT,
     fit_window,
     plan,
@@ -17,11 +20,8 @@ from ipyagent.compaction import (
     truncation_summary,
     turn_groups,
 )
-from ipyagent.context import Context
-from ipyagent.events import ContextCompacted, Notice, StepFinished
 from ipyagent.models.base import ModelRequest
 from ipyagent.models.demo import DemoModel
-from ipyagent.tokens import TokenCounter
 from tests.helpers.scripted_model import ScriptedModel, calls, text
 from tests.helpers.scripted_server import ScriptedServer, http_error, reply_text, reply_tool_calls
 

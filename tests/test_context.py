@@ -37,7 +37,7 @@ def test_rejects_non_items():
 
 
 def test_tokens_track_edits():
-    from ipyagent.tokens import TokenCounter
+    from ipyagent.context.tokens import TokenCounter
 
     ctx = make()
     ctx.counter = TokenCounter(use_tokenizer=False)
@@ -53,7 +53,7 @@ def test_tokens_track_edits():
 
 def test_append_is_constant_time():
     # Counted, not timed: appending must not re-estimate earlier items.
-    from ipyagent.tokens import TokenCounter
+    from ipyagent.context.tokens import TokenCounter
 
     class Counting(TokenCounter):
         calls = 0
@@ -71,7 +71,7 @@ def test_append_is_constant_time():
 
 def test_edits_estimate_only_the_items_they_touch():
     # Counted, not timed: a long run's context is not re-estimated by a delete or an insert.
-    from ipyagent.tokens import TokenCounter
+    from ipyagent.context.tokens import TokenCounter
 
     class Counting(TokenCounter):
         calls = 0
@@ -137,7 +137,7 @@ def test_calibration_is_per_conversation():
 
 
 def test_images_sent_to_the_model_are_counted():
-    from ipyagent.tokens import IMAGE_TOKENS, TokenCounter
+    from ipyagent.context.tokens import IMAGE_TOKENS, TokenCounter
 
     counter = TokenCounter(use_tokenizer=False)
     plain = ToolResult("c1", "[image/png 640x480, 23 KB]")

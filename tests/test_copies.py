@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from ipyagent import Agent
-from ipyagent.copies import recorded_copies
-from ipyagent.items import Message
+from ipyagent.context.items import Message
+from ipyagent.kernel.copies import recorded_copies
 from tests.helpers.scripted_model import ScriptedModel, calls, text
 
 
@@ -97,7 +97,7 @@ def test_replayed_copies_are_approved_like_calls_that_run(tmp_path: Path) -> Non
         asked.append(getattr(call, "name", ""))
         return getattr(call, "name", "") != "copy_variable"  # refuse the copies only
 
-    from ipyagent.approval import CallbackApprover
+    from ipyagent.engine.approval import CallbackApprover
 
     report = replay(path, cwd=str(tmp_path), approval="ask", approval_hook=CallbackApprover(hook))
     assert asked.count("copy_variable") == 2 and "python" in asked

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from ipyagent.decisions import BY, PERSON, Decision, utc_now
+from ipyagent.context.decisions import BY, PERSON, Decision, utc_now
 
 
 @pytest.mark.parametrize("action, approved", [("approve", True), ("edit", True), ("deny", False)])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ipyagent import _doc
-from ipyagent.agent import Agent
+from ipyagent.engine.agent import Agent
 
 
 def test_the_config_table_has_one_row_per_configurable_trait_with_its_default() -> None:

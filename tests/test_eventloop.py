@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from ipyagent import _eventloop
+from ipyagent._util import eventloop as _eventloop
 
 
 async def where() -> tuple[str, bool]:

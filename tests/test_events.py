@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 
-from ipyagent.events import (
+from ipyagent.context.events import (
     ContextCompacted,
     RunResult,
     Step,
@@ -13,7 +13,7 @@ from ipyagent.events import (
     compaction_line,
     live_emitter,
 )
-from ipyagent.items import Summary, ToolCall
+from ipyagent.context.items import Summary, ToolCall
 
 
 def test_usage_adds_up_and_reads_the_three_server_shapes() -> None:
@@ -122,7 +122,7 @@ def test_live_emitter_is_per_context_so_concurrent_runs_never_mix() -> None:
 
 
 def test_footers_split_the_time_and_say_estimates_and_cost() -> None:
-    from ipyagent.events import cost_line, time_line, usage_line
+    from ipyagent.context.events import cost_line, time_line, usage_line
 
     assert time_line(5.94, 0.42, 0.31, 5.2) == "5.9s (model 0.4s · tools 0.3s · waiting for you 5.2s)"
     assert time_line(1.0, 0.6, 0.2, 0.0) == "1.0s (model 0.6s · tools 0.2s)"  # nobody was asked

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ipyagent.items import (
+from ipyagent.context.items import (
     Message,
     Reasoning,
     Summary,
@@ -65,7 +65,7 @@ def test_new_call_ids_are_unique():
 
 # -- reprs show untrusted text, never live HTML -------------------------------------------
 def test_item_and_step_reprs_keep_model_text_inert() -> None:
-    from ipyagent.events import Step
+    from ipyagent.context.events import Step
     from tests.helpers.inert import ATTACKS, bundle_problems, elements, render
 
     payload = " ".join(ATTACKS)

@@ -1,54 +1,30 @@
-"""The house's rule: dependencies point one way, and no module waits on itself.
+"""The house's rule: the layers are the folders, and dependencies point one way.
 
-frontends → transcripts → engine → {tools, kernel, models} → data. Every import counts,
-the ones inside functions too; only ``if TYPE_CHECKING:`` imports are exempt (they never
-run). A few named lazy delegators are the allowed upward edges.
+Every folder directly under ``ipyagent/`` is a layer. Its ``__init__`` docstring says what it
+owns and, in a paragraph that starts ``May import:``, which other layers it may import; this
+test reads those paragraphs (it keeps no list of its own), checks that they never run in a
+circle, and holds every import of every module against them: the ones inside functions too,
+only ``if TYPE_CHECKING:`` imports are exempt (they never run). The modules directly under
+``ipyagent/`` are the floor (they import nothing of ours, so every layer may import them:
+``errors``, ``_version``) or the face (``__init__``, ``_doc``: what a user or the docs
+import; nothing inside imports them).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import re
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "ipyagent"
-
-DATA = {"errors", "items", "_spill", "context", "context_table", "tokens", "events", "decisions", "_text", "_secrets",
-        "steps", "provenance",
-        "_untrusted", "_normalise", "_eventloop", "_mainthread", "_atomic", "_version", "_stamps",
-        "_sqlite", "_nesting"}
-ENGINE = {"agent", "step", "settings", "approval", "compaction", "personas", "providers",
-          "agents_md", "reply_checks", "resources", "redaction", "audit", "namespace", "copies",
-          "written_calls", "lenient_json", "text_tools", "tool_mode",
-          "offers", "memory", "skills"}
-LAYERS = {"data": 0, "models": 1, "kernel": 1, "tools": 1, "trust": 1, "engine": 2, "transcripts": 3,
-          "frontends": 4}
-
-# (importer, imported): the lazy delegators the contract asks for, each inside a function.
-UPWARD = {
-    ("agent", "transcripts.transcript"),  # Agent.save / load / from_transcript
-    ("agent", "transcripts.rebuild"),  # Agent.rebuild_kernel
-    ("agent", "transcripts.replay"),  # Agent.replay
-    ("agent", "transcripts.rewind"),  # Agent.rewind / rewind_plan
-    ("agent", "transcripts.branches"),  # Agent.fork / branches
-    ("context", "transcripts.export"),  # Context.to_notebook
-    ("context", "compaction"),  # Context.compaction_preview
-}
-
-
-def layer(module: str) -> str:
-    top = module.split(".")[0]
-    if top in LAYERS:
-        return top
-    if top in DATA:
-        return "data"
-    if top in ENGINE:
-        return "engine"
-    return "frontends"  # _doc, the package's own __init__: the outermost faces
+MAX_TOP_MODULES = 12
 
 
 def modules() -> dict[str, Path]:
+    """Every module of the package by dotted name below ``ipyagent`` ("" is the package)."""
     found = {}
     for path in PACKAGE.rglob("*.py"):
         parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
@@ -58,11 +34,17 @@ def modules() -> dict[str, Path]:
     return found
 
 
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """The nodes inside ``if TYPE_CHECKING:`` bodies (their ``else`` runs, so it counts)."""
+    return {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+            and "TYPE_CHECKING" in ast.unparse(node.test)
+            for stmt in node.body for n in ast.walk(stmt)}
+
+
 def imports(module: str, path: Path, known: dict[str, Path]) -> set[str]:
     """The package modules ``module`` imports, outside ``if TYPE_CHECKING:`` blocks."""
     tree = ast.parse(path.read_text())
-    exempt = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-              and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+    exempt = _type_checking_only(tree)
     here = module.split(".") if module else []
     if path.name != "__init__.py":
         here = here[:-1]
@@ -85,18 +67,63 @@ def imports(module: str, path: Path, known: dict[str, Path]) -> set[str]:
             for alias in node.names:
                 if alias.name.split(".")[0] == "ipyagent":
                     found.add(".".join(alias.name.split(".")[1:]))
-    return {m for m in found if m in known and m != module and m}
+    return {m for m in found if m in known and m != module}
 
 
-GRAPH = {m: imports(m, p, modules()) for m, p in modules().items() if m}
+KNOWN = modules()
+GRAPH = {m: imports(m, p, KNOWN) for m, p in KNOWN.items()}
+TOP = {m for m in KNOWN if m and "." not in m and KNOWN[m].name != "__init__.py"}
+FLOOR = {m for m in TOP if not GRAPH[m]}
+FACE = (TOP - FLOOR) | {""}
 
 
-@pytest.mark.parametrize("module", sorted(GRAPH))
+def layer(module: str) -> str:
+    """The folder a module lives in ("" for the modules directly under ``ipyagent/``)."""
+    return module.split(".")[0] if module.split(".")[0] not in TOP else ""
+
+
+@functools.cache
+def declared() -> dict[str, set[str]]:
+    """Each layer and the layers its ``__init__`` says it may import."""
+    layers = sorted(p.name for p in PACKAGE.iterdir()
+                    if p.is_dir() and (p / "__init__.py").exists())
+    found = {}
+    for name in layers:
+        doc = ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text())) or ""
+        said = re.search(r"^May import:(.*?)(?:\n\s*\n|\Z)", doc, re.M | re.S)
+        assert said, f"ipyagent/{name}/__init__.py: its docstring has no 'May import:' paragraph"
+        found[name] = set(re.findall(r"``(\w+)``", said.group(1)))
+    return found
+
+
+def order() -> list[str]:
+    """The layers from the ground up: each one after every layer it may import."""
+    done: list[str] = []
+    rules = declared()
+    while len(done) < len(rules):
+        ready = sorted(n for n in rules if n not in done and rules[n] <= set(done))
+        assert ready, f"the layers' 'May import:' paragraphs run in a circle: {set(rules) - set(done)}"
+        done += ready
+    return done
+
+
+def test_every_layer_names_only_layers_it_may_import() -> None:
+    for name, allowed in declared().items():
+        assert allowed <= set(declared()) - {name}, (name, allowed - set(declared()))
+
+
+def test_the_layers_stand_on_each_other_without_a_circle() -> None:
+    assert order()[0] == "_util" and order()[-1] == "frontends"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if m))
 def test_imports_point_down(module: str) -> None:
-    upward = sorted(dep for dep in GRAPH[module]
-                    if LAYERS.get(layer(dep), 0) > LAYERS.get(layer(module), 0)
-                    and (module, dep) not in UPWARD)
-    assert not upward, f"{module} ({layer(module)}) imports upward: {upward}"
+    if module in FACE:
+        return  # the face may import anything
+    allowed = declared().get(layer(module), set()) | {layer(module)}
+    wrong = sorted(f"{dep} ({layer(dep) or 'the face'})" for dep in GRAPH[module]
+                   if dep not in FLOOR and (dep in FACE or layer(dep) not in allowed))
+    assert not wrong, f"{module} ({layer(module) or 'the floor'}) may not import: {wrong}"
 
 
 def test_no_import_cycles() -> None:
@@ -106,8 +133,6 @@ def test_no_import_cycles() -> None:
     def visit(module: str, path: list[str]) -> None:
         state[module] = 1
         for dep in sorted(GRAPH.get(module, ())):
-            if (module, dep) in UPWARD:
-                continue  # a lazy delegator: the edge back is the point
             if state.get(dep) == 1:
                 cycles.append(path[path.index(dep):] + [dep])
             elif dep not in state:
@@ -120,5 +145,6 @@ def test_no_import_cycles() -> None:
     assert not cycles, "import cycles: " + "; ".join(" → ".join(c) for c in cycles)
 
 
-def test_every_module_is_placed() -> None:
-    assert all(layer(m) for m in GRAPH)
+def test_the_top_holds_only_the_floor_and_the_face() -> None:
+    assert len(TOP) <= MAX_TOP_MODULES, sorted(TOP)
+    assert {"errors", "_version"} <= FLOOR and "_doc" in FACE

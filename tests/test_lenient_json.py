@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ipyagent.lenient_json import LenientJSONError, loads, parse_prefix
+from ipyagent.models.lenient_json import LenientJSONError, loads, parse_prefix
 
 
 @pytest.mark.parametrize("text,expected", [

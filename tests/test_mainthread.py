@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from ipyagent._mainthread import LoopDispatcher, PumpDispatcher, run_pumped, wake_on_signals
+from ipyagent._util.mainthread import LoopDispatcher, PumpDispatcher, run_pumped, wake_on_signals
 
 CELL: contextvars.ContextVar[str] = contextvars.ContextVar("cell", default="none")
 

@@ -8,7 +8,7 @@ import types
 import numpy as np
 import pytest
 
-from ipyagent.namespace import describe, picture, shareable
+from ipyagent.kernel.namespace import describe, picture, shareable
 
 
 class Frame:
@@ -67,7 +67,7 @@ def test_ordinary_names_show_their_values(name: str) -> None:
 
 def test_urls_with_passwords_and_ipyagents_own_objects() -> None:
     from ipyagent import Agent
-    from ipyagent.context import Context
+    from ipyagent.context.buffer import Context
 
     ns = {"url": "postgresql://ana:s3cr3t-pw@db.example:5432/sales", "plain": "https://example.org/x",
           "agent": Agent.__new__(Agent), "ctx": Context()}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ipyagent._normalise import NORMALISATIONS, normalise
+from ipyagent._util.normalise import NORMALISATIONS, normalise
 from ipyagent.transcripts import replay
 
 SAME = [

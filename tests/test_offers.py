@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from ipyagent import Agent, Decision, ToolCall, ToolResult
-from ipyagent.approval import TerminalApprover
+from ipyagent.engine.approval import TerminalApprover
 from ipyagent.models.base import ModelRequest
 from ipyagent.models.demo import DemoModel
-from ipyagent.offers import OFFER_TOOL, Offer, OfferAnswer, local_name_problem, offer_tool
+from ipyagent.tools.offers import OFFER_TOOL, Offer, OfferAnswer, local_name_problem, offer_tool
 from tests.helpers.scripted_model import ScriptedModel, calls, text
 
 HOSTILE = ("<script>window.__pwned=1</script> **bold** [x](javascript:alert(1)) "
@@ -154,7 +154,7 @@ def test_the_demo_model_never_calls_it_uninvited() -> None:
     specs = [offer_tool(Agent.__new__(Agent)).spec()]  # the spec only: no agent needed
     other = {"name": "shout", "description": "Shout.", "parameters": {
         "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}
-    from ipyagent.items import Message
+    from ipyagent.context.items import Message
 
     demo = DemoModel()
     for tools in ([other, *specs], specs):

@@ -8,10 +8,10 @@ import pytest
 from traitlets import TraitError
 
 from ipyagent import Agent
-from ipyagent.agent import DEFAULT_SYSTEM_PROMPT
-from ipyagent.events import Notice
-from ipyagent.items import ToolResult
-from ipyagent.personas import (
+from ipyagent.context.events import Notice
+from ipyagent.context.items import ToolResult
+from ipyagent.engine.agent import DEFAULT_SYSTEM_PROMPT
+from ipyagent.instructions.personas import (
     BUILTINS,
     Persona,
     PersonaError,
@@ -19,7 +19,7 @@ from ipyagent.personas import (
     find_personas,
     parse_front_matter,
 )
-from ipyagent.skills import without_skills
+from ipyagent.instructions.skills import without_skills
 from tests.helpers.scripted_model import ScriptedModel, calls, text
 
 REVIEWER_MD = """---
@@ -252,7 +252,7 @@ def test_magic_persona_option_changes_one_run(shell, capsys: pytest.CaptureFixtu
     from IPython.core.error import UsageError
 
     import ipyagent
-    from ipyagent.items import ToolCall
+    from ipyagent.context.items import ToolCall
 
     table = shell.run_line_magic("agent", "personas")
     assert isinstance(table, PersonaTable) and {"coder", "data-analyst", "reviewer"} <= set(
@@ -361,7 +361,7 @@ def test_a_project_persona_file_cannot_change_approval_workspace_endpoint_or_key
 
 
 def test_only_the_allowed_keys_of_a_project_file_are_kept(tmp_path: Path) -> None:
-    from ipyagent.personas import DIRECTORY_KEYS, load_file
+    from ipyagent.instructions.personas import DIRECTORY_KEYS, load_file
 
     path = _plant(tmp_path, "x", "provider: openai\napi: responses\nmcp_servers: [a]\n"
                   "persona: coder\ncontext_window: 1\nextra_body: []\nmax_tokens: 0\n"

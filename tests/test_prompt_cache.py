@@ -18,7 +18,10 @@ from typing import Any
 import pytest
 
 from ipyagent import Agent, Message, Summary, ToolCall, ToolResult, tool
-from ipyagent.compaction import (
+from ipyagent.context.buffer import Context
+from ipyagent.context.events import ContextCompacted, Usage, compaction_line
+from ipyagent.context.tokens import TokenCounter
+from ipyagent.engine.compaction import (
     CLEARED_NOTE,
     clear_results,
     cleared,
@@ -26,9 +29,6 @@ from ipyagent.compaction import (
     plan,
     render_for_summary,
 )
-from ipyagent.context import Context
-from ipyagent.events import ContextCompacted, Usage, compaction_line
-from ipyagent.tokens import TokenCounter
 from tests.helpers.scripted_apis import AnthropicReply, ResponsesReply, any_api_reply
 from tests.helpers.scripted_server import Completion, ScriptedServer
 
@@ -250,7 +250,7 @@ def test_when_clearing_cannot_fit_a_summary_is_made_of_the_full_texts() -> None:
             self.asked.append(request.items[0].content)
             yield TurnComplete(Turn(text="- read pages 0 to 29"))
 
-    from ipyagent import _eventloop
+    from ipyagent._util import eventloop as _eventloop
 
     agent = Agent(client=Summariser(), python_tool=False, file_tools=False, tools=[page],
                   context_window=2600, request_max_tokens=256)

@@ -10,7 +10,7 @@ from ipyagent.errors import ConfigError
 from ipyagent.models.anthropic import AnthropicModel
 from ipyagent.models.openai_chat import OpenAIChatModel
 from ipyagent.models.openai_responses import OpenAIResponsesModel
-from ipyagent.providers import PRESETS, check_key, provider_table, resolve
+from ipyagent.models.providers import PRESETS, check_key, provider_table, resolve
 from tests.helpers.scripted_apis import any_api_reply
 from tests.helpers.scripted_server import ScriptedServer
 from tests.helpers.tools import add
@@ -163,7 +163,7 @@ def test_which_key_an_explicit_url_gets(url: str, key_env: str) -> None:
 
 
 def test_a_refused_local_connection_says_which_server_and_how_to_start_it() -> None:
-    from ipyagent.providers import server_hint
+    from ipyagent.models.providers import server_hint
 
     assert "Ollama server running? Start it with `ollama serve`" in server_hint(
         "http://127.0.0.1:11434/v1/chat/completions")

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from ipyagent import Agent
-from ipyagent.items import Message, ToolCall, ToolResult
+from ipyagent.context.items import Message, ToolCall, ToolResult
 from tests.helpers.llama_server import llama_server
 
 pytestmark = [pytest.mark.real_server, pytest.mark.slow]

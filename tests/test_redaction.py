@@ -5,14 +5,14 @@ from __future__ import annotations
 import base64
 import uuid
 
-from ipyagent.items import ToolResult
-from ipyagent.redaction import redact_result, redaction_notice
+from ipyagent.context.items import ToolResult
+from ipyagent.trust.redaction import redact_result, redaction_notice
 
 
 def test_live_output_is_redacted_across_chunks_without_delaying_other_text():
-    from ipyagent.events import ToolOutput
-    from ipyagent.items import ToolCall
-    from ipyagent.redaction import LiveRedactor
+    from ipyagent.context.events import ToolOutput
+    from ipyagent.context.items import ToolCall
+    from ipyagent.trust.redaction import LiveRedactor
 
     key = "sk-live-" + uuid.uuid4().hex
     live = LiveRedactor({"K": key})
@@ -28,9 +28,9 @@ def test_live_output_is_redacted_across_chunks_without_delaying_other_text():
 
 
 def test_live_output_passes_other_events_and_streams_apart():
-    from ipyagent.events import Notice, ToolOutput
-    from ipyagent.items import ToolCall
-    from ipyagent.redaction import LiveRedactor
+    from ipyagent.context.events import Notice, ToolOutput
+    from ipyagent.context.items import ToolCall
+    from ipyagent.trust.redaction import LiveRedactor
 
     key = "sk-live-" + uuid.uuid4().hex
     live = LiveRedactor({"K": key})

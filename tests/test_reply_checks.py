@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from ipyagent import Agent
-from ipyagent.events import Notice
+from ipyagent.context.events import Notice
 from ipyagent.models.base import Turn
-from ipyagent.reply_checks import final_reply_notice
+from ipyagent.models.reply_checks import final_reply_notice
 from tests.helpers.scripted_model import ScriptedModel
 
 TOOLS = {"python", "read_file"}

@@ -14,10 +14,10 @@ from urllib.parse import quote
 import pytest
 
 from ipyagent import Agent
-from ipyagent._secrets import find_secret, secret_values
+from ipyagent.context.events import Notice
 from ipyagent.errors import TranscriptError
-from ipyagent.events import Notice
 from ipyagent.models.cache import ResponseCache
+from ipyagent.trust.secrets import find_secret, secret_values
 from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
 
 ENV = "IPYAGENT_TEST_SENTINEL_KEY"
@@ -195,7 +195,7 @@ def test_a_key_the_models_code_prints_encoded_reaches_no_one(tmp_path, odd_key, 
     real sibling, reach neither the model (request bodies), the display, nor any file."""
     import asyncio
 
-    from ipyagent.events import ToolOutput
+    from ipyagent.context.events import ToolOutput
     from ipyagent.frontends.notebook import NotebookDisplay
 
     secret_file = tmp_path / "elsewhere" / "service.env"  # e.g. a project's .env

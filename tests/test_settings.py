@@ -6,8 +6,8 @@ import pytest
 from traitlets import TraitError
 
 from ipyagent import Agent
+from ipyagent.engine.settings import AgentSettings, base_url_problem
 from ipyagent.models.timeouts import Timeouts
-from ipyagent.settings import AgentSettings, base_url_problem
 
 
 def test_every_setting_has_help_and_is_configurable() -> None:

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from ipyagent import Agent, ToolCall, _eventloop
-from ipyagent.items import Message, ToolResult
-from ipyagent.models import demo
-from ipyagent.skills import (
+from ipyagent import Agent, ToolCall
+from ipyagent._util import eventloop as _eventloop
+from ipyagent.context.items import Message, ToolResult
+from ipyagent.instructions.skills import (
     BUILTIN,
     MARKER,
     SkillError,
@@ -22,7 +22,8 @@ from ipyagent.skills import (
     with_skills,
     without_skills,
 )
-from ipyagent.skills.skill import MAX_DESCRIPTION, MAX_FILES, read_skill
+from ipyagent.instructions.skills.skill import MAX_DESCRIPTION, MAX_FILES, read_skill
+from ipyagent.models import demo
 from tests.helpers.scripted_model import ScriptedModel, calls, text
 
 

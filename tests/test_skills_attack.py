@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ipyagent import Agent, _eventloop
-from ipyagent.items import ToolCall
-from ipyagent.skills import find_skills
+from ipyagent import Agent
+from ipyagent._util import eventloop as _eventloop
+from ipyagent.context.items import ToolCall
+from ipyagent.instructions.skills import find_skills
 
 
 def _plant(root: Path, name: str) -> Path:
@@ -60,7 +61,7 @@ def test_a_skill_folder_swapped_for_a_symlink_after_it_was_found_is_not_followed
     # The sandboxed code can write the workspace, so it can swap a project skill's folder
     # for a symlink between the moment read_file finds the skills and the moment it opens
     # the file; the wrapper below makes that moment come every time.
-    import ipyagent.agent as agent_module
+    import ipyagent.engine.agent as agent_module
 
     repo, folder, away, secret = _swap_world(tmp_path, monkeypatch)
     (secret / "notes.txt").write_text("PRIVATE-KEY\n")
@@ -85,7 +86,7 @@ def test_a_skill_folder_swapped_for_a_symlink_after_it_was_found_is_not_followed
 
 def test_load_skill_after_the_folder_was_swapped_for_a_symlink_reads_nothing_of_the_target(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import ipyagent.skills.use as use_module
+    import ipyagent.instructions.skills.use as use_module
 
     repo, folder, away, secret = _swap_world(tmp_path, monkeypatch)
     (secret / "SKILL.md").write_text("---\nname: tools\ndescription: d\n---\nSECRET-BODY\n")

@@ -11,9 +11,10 @@ import warnings
 
 import pytest
 
-from ipyagent import Agent, Message, ToolCall, ToolResult, _spill, tool
-from ipyagent._spill import Spilled, SpillStore, held, outputs_of, raw_outputs, raw_replaced, spill
-from ipyagent.items import unfold
+from ipyagent import Agent, Message, ToolCall, ToolResult, tool
+from ipyagent.context import spill as _spill
+from ipyagent.context.items import unfold
+from ipyagent.context.spill import Spilled, SpillStore, held, outputs_of, raw_outputs, raw_replaced, spill
 from ipyagent.models.http import encode_json as _ENCODE
 
 _THRESHOLD = SpillStore.threshold
@@ -117,7 +118,7 @@ def test_a_gone_or_damaged_spill_file_gives_a_note_not_a_crash(damage, monkeypat
 
 
 def test_redaction_reads_and_replaces_a_spilled_result():
-    from ipyagent.redaction import redact_result
+    from ipyagent.trust.redaction import redact_result
 
     secret = "sk-test-" + "q" * 40
     result = ToolResult("c", "x", outputs=[{"output_type": "display_data", "metadata": {},
@@ -232,7 +233,7 @@ def test_a_run_spills_its_saved_payloads_and_sends_the_same_bytes(tmp_path, monk
 
 
 def test_compaction_keeps_references(tmp_path):
-    from ipyagent.compaction import _stub
+    from ipyagent.engine.compaction import _stub
 
     result = _plot()
     spill(result)
@@ -427,7 +428,7 @@ def test_a_long_session_that_drops_items_keeps_the_spill_file_bounded(tmp_path, 
 # -- a compaction summary's replaced items: their payloads are spilled too, and come back whole
 def test_a_summary_spills_the_payloads_of_the_results_it_replaced(tmp_path):
     from ipyagent import Summary
-    from ipyagent.compaction import replaced_items, truncation_summary
+    from ipyagent.engine.compaction import replaced_items, truncation_summary
     from ipyagent.transcripts.notebook_text import NotebookText
 
     summary = truncation_summary([ToolCall("c0", "plot", {"n": 0}), _plot(0),
@@ -473,8 +474,8 @@ def test_an_autosaved_run_that_compacts_spills_its_summary_and_the_file_keeps_ev
     autosave wrote the summary, its replaced results hold references, and the transcript
     still holds every plot."""
     from ipyagent import Summary
+    from ipyagent.context.tokens import TokenCounter
     from ipyagent.models.base import SUMMARY_PROMPT
-    from ipyagent.tokens import TokenCounter
     from ipyagent.transcripts.transcript import read
     from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
 
@@ -518,7 +519,7 @@ def test_an_autosaved_run_that_compacts_spills_its_summary_and_the_file_keeps_ev
 
 
 def test_compacting_spilled_results_reads_none_of_their_values_back(monkeypatch):
-    from ipyagent.compaction import truncation_summary
+    from ipyagent.engine.compaction import truncation_summary
 
     results = [_plot(n) for n in range(3)]
     for r in results:
@@ -535,7 +536,7 @@ def test_compacting_spilled_results_reads_none_of_their_values_back(monkeypatch)
 
 def test_an_edit_of_a_read_never_reaches_what_a_stub_shares():
     """Compaction's stub of a result shares its references; a read of one is the reader's own."""
-    from ipyagent.compaction import _stub
+    from ipyagent.engine.compaction import _stub
 
     result = _plot()
     spill(result)

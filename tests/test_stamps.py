@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ipyagent._stamps import SETTLE_NS, settled, stamp
+from ipyagent._util.stamps import SETTLE_NS, settled, stamp
 
 
 def test_a_stamp_changes_with_the_file_and_is_none_when_it_is_gone(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""ipyagent.step: the phases of one step, the StepRun they share, the Executor seam."""
+"""ipyagent.engine.step: the phases of one step, the StepRun they share, the Executor seam."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import logging
 from typing import Any
 
 from ipyagent import Agent, Toolbox, ToolCall, ToolResult, tool
-from ipyagent.events import Notice, StepFinished, StepStarted, ToolCallFinished
-from ipyagent.step import CircuitBreaker, StepRun, emit
+from ipyagent.context.events import Notice, StepFinished, StepStarted, ToolCallFinished
+from ipyagent.engine.step import CircuitBreaker, StepRun, emit
 from ipyagent.tools.base import Executor
 from tests.helpers.scripted_model import ScriptedModel, calls, text
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ipyagent.context import Context
-from ipyagent.items import Message, Reasoning, Summary, ToolCall, ToolResult
-from ipyagent.steps import copy_items, count_steps, kept, locate_turn, step_marks, step_spans
+from ipyagent.context.buffer import Context
+from ipyagent.context.items import Message, Reasoning, Summary, ToolCall, ToolResult
+from ipyagent.context.steps import copy_items, count_steps, kept, locate_turn, step_marks, step_spans
 
 
 def py(call_id: str, code: str) -> ToolCall:

@@ -9,7 +9,7 @@ import unicodedata
 
 import pytest
 
-from ipyagent._text import head_tail, omitted, one_line, visible
+from ipyagent._util.text import head_tail, omitted, one_line, visible
 from tests.helpers.inert import harmless
 
 PICTURE = re.compile("⟨U\\+([0-9A-F]{4,6})⟩|[\u2400-\u241f\u2421]")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ipyagent.items import Message, Reasoning, ToolCall, ToolResult
+from ipyagent.context.items import Message, Reasoning, ToolCall, ToolResult
 from ipyagent.models.base import ModelRequest
 from ipyagent.models.openai_chat import to_chat_messages
-from ipyagent.text_tools import AFTER_RESULTS, as_text_request, render_items, tools_prompt
+from ipyagent.models.text_tools import AFTER_RESULTS, as_text_request, render_items, tools_prompt
 
 PYTHON = {"name": "python", "description": "Run Python.",
           "parameters": {"type": "object", "properties": {"code": {"type": "string"}},

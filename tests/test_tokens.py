@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from ipyagent.items import Message, ToolCall, ToolResult
-from ipyagent.tokens import IMAGE_TOKENS, ITEM_OVERHEAD, TokenCounter, item_text
+from ipyagent.context.items import Message, ToolCall, ToolResult
+from ipyagent.context.tokens import IMAGE_TOKENS, ITEM_OVERHEAD, TokenCounter, item_text
 
 
 def test_item_text_is_what_the_model_reads() -> None:
@@ -53,7 +53,7 @@ def test_a_usage_no_tokenizer_could_report_is_not_believed(caplog: pytest.LogCap
     must not make the estimate follow it: the context grew to 2.6x the window so."""
     counter = TokenCounter(use_tokenizer=False)
     prompt = counter.raw("x" * 40_000)
-    with caplog.at_level(logging.DEBUG, logger="ipyagent.tokens"):
+    with caplog.at_level(logging.DEBUG, logger="ipyagent.context.tokens"):
         counter.calibrate(prompt, 50)
         counter.calibrate(counter.raw("x" * 4_000), 40_000)
     assert counter.scale == 1.0

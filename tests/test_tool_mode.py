@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from ipyagent import Agent, ToolCall, ToolResult
-from ipyagent.decisions import Decision
-from ipyagent.events import Notice
-from ipyagent.text_tools import AFTER_RESULTS
+from ipyagent.context.decisions import Decision
+from ipyagent.context.events import Notice
+from ipyagent.models.text_tools import AFTER_RESULTS
 from tests.helpers.scripted_apis import CORPUS, LOCAL_CORPUS
 from tests.helpers.scripted_server import Completion, ScriptedServer, http_error, raw_sse, reply_text
 
@@ -389,7 +389,7 @@ def test_text_mode_is_the_same_on_every_wire_protocol(counter, api):
 def test_only_a_refusal_of_tools_switches(record, refuses):
     from ipyagent.errors import ServerError
     from ipyagent.models.retry import provider_message
-    from ipyagent.tool_mode import refused_tools
+    from ipyagent.models.tool_mode import refused_tools
 
     rec = json.loads(record.read_text())
     message = provider_message(rec["raw_response"]) or ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ipyagent._untrusted import (
+from ipyagent.trust.untrusted import (
     fence,
     inline_code,
     markdown_literal,

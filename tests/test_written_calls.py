@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ipyagent.written_calls import canonical_call, find_written_calls, how_to_call, recover_calls
+from ipyagent.models.written_calls import canonical_call, find_written_calls, how_to_call, recover_calls
 
 TOOLS = {"python", "read_file"}
 CALL = {"name": "python", "arguments": {"code": "2**100"}}

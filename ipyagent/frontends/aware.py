@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from .._secrets import scanner, secret_values
-from .._text import head_tail, visible
-from .._untrusted import html_text
+from .._util.text import head_tail, visible
 from ..kernel.outputs import strip_ansi
+from ..trust.secrets import scanner, secret_values
+from ..trust.untrusted import html_text
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..engine.agent import Agent
 
 __all__ = ["FailedCell", "ErrorWatch", "prepare_run", "push_names", "pull_name", "code_of",
            "offer_cell", "fix_task", "cells_above", "last_code_block", "fix_code", "python_calls"]
@@ -138,8 +138,8 @@ def last_picture(agent: Agent) -> str | None:
 
 def prepare_run(magics: Any, agent: Agent, cmd: Any) -> None:
     """Before a run: copy ``--with`` names, add ``--cells``, tell the model the namespace."""
-    from ..items import Message
-    from ..namespace import picture
+    from ..context.items import Message
+    from ..kernel.namespace import picture
 
     shell = magics.shell
     cells = getattr(cmd.options, "cells", None)
@@ -176,7 +176,7 @@ def user_variables(shell: Any) -> dict[str, Any]:
 
 def push_names(magics: Any, agent: Agent, names: list[str], *, quiet: bool = False) -> None:
     """``%agent push NAME…``: copy the user's variables into the sibling, recorded."""
-    from .. import _eventloop
+    from .._util import eventloop as _eventloop
 
     ns = magics.shell.user_ns
     missing = [n for n in names if n not in ns]
@@ -194,16 +194,16 @@ def push_names(magics: Any, agent: Agent, names: list[str], *, quiet: bool = Fal
 
 
 def _size(n: int) -> str:
-    from ..copies import human_size
+    from ..kernel.copies import human_size
 
     return human_size(n)
 
 
 def pull_name(magics: Any, agent: Agent, name: str, local: str | None) -> None:
     """``%agent pull NAME [as LOCAL]``: bring a copy of the sibling's variable here."""
-    from .. import _eventloop
+    from .._util import eventloop as _eventloop
     from ..errors import IpyagentError
-    from ..namespace import describe
+    from ..kernel.namespace import describe
 
     local = local or name
     if not local.isidentifier():
@@ -231,7 +231,7 @@ def _ran(result: Any) -> bool:
 def python_calls(items: Any) -> list[tuple[Any, bool]]:
     """Every python call in ``items``, in order, and whether it ran (its arguments are the
     edited ones where the person edited it: the step records what ran)."""
-    from ..items import ToolCall, ToolResult
+    from ..context.items import ToolCall, ToolResult
 
     items = list(items)
     results: dict[str, list[Any]] = {}  # by call id, in order: ids may repeat across turns
@@ -303,7 +303,7 @@ def last_code_block(text: str) -> str | None:
 def fix_code(items: Any, task: str | None) -> tuple[str | None, str]:
     """What ``%agent fix`` offers as a cell, from the items after its task: the answer's
     python block, else the last python call that ran; (None, why) when there is neither."""
-    from ..items import Message
+    from ..context.items import Message
 
     items = list(items)
     start = next((i for i in range(len(items) - 1, -1, -1) if isinstance(items[i], Message)

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from IPython.core.error import UsageError
 
-from .._text import visible
+from .._util.text import visible
 from ..errors import IpyagentError
 from .cellrun import Command, error_line
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..engine.agent import Agent
     from ..transcripts.rewind import RewindPlan
 
 __all__ = ["ACTIONS", "parse", "run_command", "rewind_awaiting", "RewindListener",
@@ -79,8 +79,8 @@ def interrupted_line(n: int, done: int, total: int,
 # -- the repl's /rewind, /fork, /switch, /branches -------------------------------------------
 def repl_command(repl: Any, word: str, rest: str) -> None:
     """One of the branch commands in ``ipyagent repl`` (``repl.agent`` may change)."""
-    from .. import _eventloop
-    from ..steps import count_steps
+    from .._util import eventloop as _eventloop
+    from ..context.steps import count_steps
     from .terminal import TerminalDisplay
 
     agent = repl.agent
@@ -126,7 +126,7 @@ def repl_command(repl: Any, word: str, rest: str) -> None:
 def run_command(magics: Any, agent: Agent, cmd: Command) -> Any:
     """``fork``, ``switch``, ``branches``, and a blocking ``rewind`` (a terminal, a cell that
     cannot await)."""
-    from ..steps import count_steps
+    from ..context.steps import count_steps
 
     if cmd.action == "branches":
         return agent.branches
@@ -160,8 +160,8 @@ def _plan(agent: Agent, n: int) -> RewindPlan:
 
 
 def _rewind_blocking(magics: Any, agent: Agent, cmd: Command) -> Any:
-    from .. import _eventloop
-    from .._mainthread import PumpDispatcher
+    from .._util import eventloop as _eventloop
+    from .._util.mainthread import PumpDispatcher
 
     n, keep = _rewind_args(cmd)
     plan = _plan(agent, n)
@@ -192,7 +192,7 @@ def _rewind_blocking(magics: Any, agent: Agent, cmd: Command) -> Any:
 
 async def rewind_awaiting(magics: Any, cmd: Command) -> Any:
     """``%agent rewind N`` in an awaiting cell: approvals are clicks, Interrupt stops it."""
-    from .._mainthread import LoopDispatcher
+    from .._util.mainthread import LoopDispatcher
     from .cellrun import interrupt_sibling
 
     await asyncio.to_thread(magics.settle_warmup)
@@ -242,7 +242,7 @@ class RewindListener:
         self.dispatcher = getattr(display, "dispatcher", None)
 
     def __call__(self, event: Any) -> None:
-        from ..events import ToolCallFinished, ToolCallRequested
+        from ..context.events import ToolCallFinished, ToolCallRequested
 
         if isinstance(event, ToolCallRequested):
             if not self._known(event.call):

@@ -6,7 +6,7 @@
   display and the terminal prompts until the engine is done;
 * detached (older ipykernel): a task on the kernel's loop, the cell returns at once.
 
-The engine runs on its own thread (``_eventloop``); ``guard`` tells the cell when it has really
+The engine runs on its own thread (``_util.eventloop``); ``guard`` tells the cell when it has really
 finished, so an interrupted run has answered its open calls before the cell ends.
 """
 
@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any, Coroutine, Iterator
 from IPython.core.error import UsageError
 from traitlets import TraitError
 
-from .. import _eventloop
-from .._mainthread import Dispatcher, LoopDispatcher, PumpDispatcher, wake_on_signals
+from .._util import eventloop as _eventloop
+from .._util.mainthread import Dispatcher, LoopDispatcher, PumpDispatcher, wake_on_signals
 from ..errors import IpyagentError
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..engine.agent import Agent
 
 __all__ = ["CellRunner", "Command", "OVERRIDES", "error_line", "request_meter"]
 
@@ -41,7 +41,7 @@ def request_meter(agent: Agent) -> tuple[int, int]:
     """(tokens the next request holds, Agent.context_window) for the footer's meter: the
     context and the tool specs, as compaction counts them (on a small window the specs
     are a large share: without them the meter read a quarter full when nothing fit)."""
-    from ..compaction import settings_for
+    from ..engine.compaction import settings_for
 
     return agent.context.tokens + int(settings_for(agent)["extra_tokens"]), agent.context_window
 
@@ -121,7 +121,7 @@ class CellRunner:
         # interactive frontends (JupyterLab, Notebook, VS Code) allow input.
         kernel = getattr(self.m.shell, "kernel", None)
         if kernel is None:
-            from ..approval import on_a_terminal
+            from ..engine.approval import on_a_terminal
 
             return not on_a_terminal()
         return not getattr(kernel, "_allow_stdin", True)
@@ -150,7 +150,7 @@ class CellRunner:
 
     def _code_action(self, agent: Agent) -> Any:
         """The "code → new cell" action under each python card of this cell's run."""
-        from ..items import ToolCall
+        from ..context.items import ToolCall
         from ..trust.cellcode import UnsafeCode, cell_text
         from .cellcode import code_button, current_cell_id, fallback_line
         from .notebook import footer_html
@@ -285,6 +285,6 @@ def _resolve(future: asyncio.Future[None]) -> None:
 
 def error_line(exc: BaseException) -> str:
     """An exception as one readable line, its control characters made visible."""
-    from .._text import one_line, visible
+    from .._util.text import one_line, visible
 
     return visible(one_line(exc))

@@ -8,7 +8,7 @@ import asyncio
 import html
 from typing import Any, Callable
 
-from .._text import visible, visible_name
+from .._util.text import visible, visible_name
 
 __all__ = ["ChangesPanel", "ask_changes_in_notebook", "changes_html"]
 

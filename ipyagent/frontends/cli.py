@@ -12,8 +12,8 @@ from .._version import __version__
 from .cliopts import CONFIG_HELP, add_agent_options, start_lines
 
 if TYPE_CHECKING:
-    from ..agent import Agent
-    from ..items import ToolCall
+    from ..context.items import ToolCall
+    from ..engine.agent import Agent
 
 __all__ = ["main"]
 
@@ -89,7 +89,7 @@ def _mcp(action: str, path: str | None) -> int:
 def configured_agent(args: argparse.Namespace) -> tuple[Agent, str] | None:
     """The agent ``args`` and the configuration files ask for, and IPython's colour scheme
     they set; None (said in one line) if bad."""
-    from .._text import one_line, visible
+    from .._util.text import one_line, visible
     from ..errors import IpyagentError
     from .cliopts import ConfigFileError, colour_scheme, load_config, make_agent
 
@@ -114,9 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "mcp":
         return _mcp(args.action, args.path)
-    from .._mainthread import PumpDispatcher, run_pumped
-    from .._text import visible
-    from ..approval import TerminalOrDeny, pumped_answer
+    from .._util.mainthread import PumpDispatcher, run_pumped
+    from .._util.text import visible
+    from ..engine.approval import TerminalOrDeny, pumped_answer
     from ..errors import IpyagentError
     from .terminal import TerminalDisplay
 
@@ -173,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _save(agent: Agent, path: str) -> bool:
-    from .._text import visible
+    from .._util.text import visible
     from ..errors import IpyagentError
 
     try:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from traitlets.config import Config
 
-    from ..agent import Agent
+    from ..engine.agent import Agent
 
 __all__ = ["CONFIG_HELP", "ConfigFileError", "add_agent_options", "colour_scheme", "load_config",
            "make_agent", "start_lines", "where_code_runs"]
@@ -73,7 +73,7 @@ def _read(path: Path) -> Config:
     try:
         return loader.load_config()
     except (Exception, SystemExit) as exc:  # the user's code: whatever it raises, one line
-        from .._text import one_line, visible
+        from .._util.text import one_line, visible
 
         raise ConfigFileError(visible(f"{path}: {type(exc).__name__}: {one_line(exc)}")) from None
 
@@ -115,7 +115,7 @@ def make_agent(args: argparse.Namespace, config: Config, **extra: Any) -> Agent:
     The command line's approval default is ``ask`` (the library's is ``auto``): someone
     at a terminal is asked unless a configuration or ``--approve`` says otherwise.
     """
-    from ..agent import Agent
+    from ..engine.agent import Agent
 
     kwargs: dict[str, Any] = dict(extra)
     if args.persona:
@@ -153,7 +153,7 @@ def where_code_runs(agent: Agent) -> str | None:
 def start_lines(agent: Agent) -> list[str]:
     """What ``run`` and ``repl`` say before anything runs: where the code runs (when that is
     not this machine's sandbox) and whether the shell tool is on, and why."""
-    from .._text import visible
+    from .._util.text import visible
 
     lines = [where_code_runs(agent), agent.shell_status()[1]]
     return [f"ipyagent: {visible(line)}" for line in lines if line]

@@ -3,7 +3,7 @@
 Thin by design: parse the line, call the library, display. In a kernel (ipykernel >= 7.4)
 top-level agent cells are rewritten to *await* (``transformer``), so the cell stays busy
 until the run ends while approval clicks keep arriving; the listener and the approver hand
-their work to the main thread (``_mainthread``). In terminal IPython the run blocks, prints
+their work to the main thread (``_util.mainthread``). In terminal IPython the run blocks, prints
 plain text and asks y/n/e/a on the main thread. User mistakes raise ``UsageError``: one
 line, never a traceback.
 """
@@ -24,15 +24,15 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import TraitError
 
-from .._mainthread import LoopDispatcher
-from .._text import visible
+from .._util.mainthread import LoopDispatcher
+from .._util.text import visible
 from ..errors import IpyagentError
 from . import branching
 from .cellrun import CellRunner, Command, error_line
 from .transformer import await_agent_magics, protect_question_marks
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..engine.agent import Agent
 
 __all__ = ["AgentMagics", "load_ipython_extension", "unload_ipython_extension", "current",
            "agent_async"]
@@ -95,7 +95,7 @@ class AgentMagics(Magics):
     def get_agent(self) -> Agent:
         """The agent behind the magics (created on first use with the shell's config)."""
         if self._agent is None:
-            from ..agent import Agent
+            from ..engine.agent import Agent
 
             shell = self.shell
             assert shell is not None
@@ -109,11 +109,11 @@ class AgentMagics(Magics):
             if "autosave" not in configured:
                 agent.autosave = AUTOSAVE_DIR  # the library's is off; a notebook keeps its runs
             shell.configurables.append(agent)
-            from ..namespace import shareable
+            from ..kernel.namespace import shareable
             from .aware import user_variables
 
             agent.copy_source = lambda: shareable(user_variables(shell))  # for NameError offers
-            from ..offers import offer_tool
+            from ..tools.offers import offer_tool
 
             # offer_result: the model may offer a value; only the person's answer puts it here.
             agent.copy_target = shell.user_ns
@@ -128,7 +128,7 @@ class AgentMagics(Magics):
             from .widgets import WidgetApprover
 
             return WidgetApprover(timeout=lambda: agent.approval_timeout)
-        from ..approval import TerminalOrDeny
+        from ..engine.approval import TerminalOrDeny
         from .widgets import unattended_reason
 
         # The run's TerminalDisplay already shows each call: the prompt does not repeat it.
@@ -138,7 +138,7 @@ class AgentMagics(Magics):
     def _terminal_input(self, prompt: str, keys: tuple[str, ...] = ()) -> str:
         """The answer is read on the main thread, where Ctrl-C lands (``keys``: at one
         keypress, ``terminal_answer``)."""
-        from ..approval import terminal_answer
+        from ..engine.approval import terminal_answer
 
         pump = self.runner.pump
         return pump.call_and_wait(terminal_answer, prompt, None, keys) if pump is not None \
@@ -489,7 +489,7 @@ class AgentMagics(Magics):
             except (ValueError, OSError) as exc:
                 raise UsageError(f"%agent {cmd.action}: {exc}") from None
         if cmd.action == "personas":
-            from ..personas import PersonaTable
+            from ..instructions.personas import PersonaTable
 
             return PersonaTable.for_agent(agent)
         if cmd.action == "skills":
@@ -593,8 +593,8 @@ class AgentMagics(Magics):
 
     def _rerun_blocking(self, agent: Agent, cmd: Command, kwargs: dict[str, Any]) -> Any:
         """``load --rerun`` on a terminal: each step is shown, and asked on the main thread."""
-        from .. import _eventloop
-        from .._mainthread import PumpDispatcher
+        from .._util import eventloop as _eventloop
+        from .._util.mainthread import PumpDispatcher
 
         self.settle_warmup()
         pump = PumpDispatcher()
@@ -688,7 +688,7 @@ def _pending_paths(agent: Any, words: list[str]) -> bool:
 
 
 def _short(text: str) -> str:
-    from .._text import one_line
+    from .._util.text import one_line
 
     return one_line(" ".join(text.split()), 80)
 

@@ -1,7 +1,7 @@
 """The run, live in the notebook cell: streamed Markdown, tool-call cards, real outputs.
 
 A listener: ``NotebookDisplay`` receives events on the engine thread and hands the work
-to the main thread (``_mainthread``), so every output lands in the running cell. The
+to the main thread (``_util.mainthread``), so every output lands in the running cell. The
 answer streams as Markdown through a display handle, re-rendered at most every
 ``interval`` seconds (deltas are coalesced before they even cross threads), so a
 10,000-token answer costs a few dozen renders, not 10,000. Each tool call becomes a
@@ -20,12 +20,9 @@ import threading
 import time
 from typing import Any, Callable, Iterable
 
-from .._mainthread import Dispatcher, LoopDispatcher
-from .._spill import outputs_of
-from .._text import one_line, visible
-from .._untrusted import fence, markdown_literal, markdown_text, sibling_bundle
-from ..approval import Decision
-from ..events import (
+from .._util.mainthread import Dispatcher, LoopDispatcher
+from .._util.text import one_line, visible
+from ..context.events import (
     ContextCompacted,
     Discarded,
     MemoryRecalled,
@@ -41,9 +38,12 @@ from ..events import (
     ToolOutput,
     compaction_line,
 )
-from ..items import ToolCall, ToolResult, code_of
+from ..context.items import ToolCall, ToolResult, code_of
+from ..context.spill import outputs_of
+from ..engine.approval import Decision
 from ..kernel.outputs import collapse_carriage_returns, strip_ansi
 from ..models.base import ReasoningDelta, TextDelta, ToolCallDelta
+from ..trust.untrusted import fence, markdown_literal, markdown_text, sibling_bundle
 from .widgets import card_says, describe
 
 __all__ = ["NotebookDisplay", "card_html", "card_markdown", "folded_bundle", "footer_html",

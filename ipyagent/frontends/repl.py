@@ -17,13 +17,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .. import _eventloop
-from .._mainthread import PumpDispatcher
-from .._text import one_line, visible
+from .._util import eventloop as _eventloop
+from .._util.mainthread import PumpDispatcher
+from .._util.text import one_line, visible
 from ..errors import IpyagentError
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..engine.agent import Agent
 
 __all__ = ["HISTORY_PATH", "Repl"]
 
@@ -61,7 +61,7 @@ class Repl:
         """``colours``: TerminalDisplay's ``scheme``/``colour`` (IPython's configuration);
         ``quiet``: print only each task's answer; ``save``: the transcript rewritten after
         each task."""
-        from ..approval import TerminalOrDeny, pumped_answer
+        from ..engine.approval import TerminalOrDeny, pumped_answer
 
         self.agent = agent
         self.quiet = quiet
@@ -154,7 +154,7 @@ class Repl:
         return line
 
     def _secrets(self) -> Mapping[str, str]:
-        from .._secrets import key_envs, secret_values
+        from ..trust.secrets import key_envs, secret_values
 
         return secret_values(key_envs(self.agent))
 
@@ -286,7 +286,7 @@ class Repl:
         except (OSError, IpyagentError, ValueError) as exc:
             _say(f"could not load {rest}: {one_line(exc)}")
             return
-        from ..items import Message
+        from ..context.items import Message
 
         self.tasks = sum(isinstance(i, Message) and i.role == "user" for i in self.agent.context)
         _say(f"loaded {len(self.agent.context)} items from {rest}; a new task continues it",
@@ -304,7 +304,7 @@ class Repl:
         print(self.agent.skills.text("ipyagent repl -s NAME"))
 
     def _cmd_personas(self, rest: str) -> None:
-        from ..personas import PersonaTable
+        from ..instructions.personas import PersonaTable
 
         print(PersonaTable.for_agent(self.agent).text("ipyagent repl -p NAME"))
 
@@ -370,7 +370,7 @@ def _isatty(stream: Any) -> bool:
 def _answer(outcome: Any) -> None:
     """``--quiet``: the answer on stdout (kept as written when piped: it is data); how the
     run ended on stderr when that was not ``done`` (a step: always, it may go on)."""
-    from ..events import Step
+    from ..context.events import Step
 
     text = outcome.text
     if text:
@@ -396,7 +396,7 @@ def _history(path: Path, secrets: Callable[[], Mapping[str, str]]) -> Any:
     a key's value (the session never asks for keys; a pasted one stays out of the file)."""
     from prompt_toolkit.history import FileHistory
 
-    from .._secrets import find_secret
+    from ..trust.secrets import find_secret
 
     class _History(FileHistory):
         def store_string(self, string: str) -> None:

@@ -15,12 +15,12 @@ import asyncio
 import html
 from typing import TYPE_CHECKING, Any, Callable
 
-from .._text import visible
+from .._util.text import visible
 
 if TYPE_CHECKING:
-    from ..agent import Agent
-    from ..events import Step
-    from ..items import Item
+    from ..context.events import Step
+    from ..context.items import Item
+    from ..engine.agent import Agent
 
 __all__ = ["step_action", "RewindButton", "find_step"]
 
@@ -68,7 +68,7 @@ def _turn_of(agent: Agent, step: Step) -> Item | None:
 def find_step(current: Agent, turn: Item) -> tuple[Agent, int] | None:
     """(the agent, the step number) whose step starts with ``turn``: the conversation you
     are on first, then its other branches; None when no branch holds it any more."""
-    from ..steps import locate_turn
+    from ..context.steps import locate_turn
 
     agents = [current] + ([b.agent for b in current.tree if b.agent is not current]
                           if current.tree is not None else [])
@@ -161,7 +161,7 @@ class RewindButton:
 
     def rewind(self) -> None:
         """Do it (main thread: the rewind runs on the engine loop; the widget follows it)."""
-        from .. import _eventloop
+        from .._util import eventloop as _eventloop
 
         if self.target is None:
             return
@@ -179,7 +179,7 @@ class RewindButton:
         loop = _running_loop()
 
         def on_event(event: Any) -> None:  # engine thread
-            from ..events import ToolCallFinished
+            from ..context.events import ToolCallFinished
 
             if isinstance(event, ToolCallFinished):
                 self._on_main(loop, self._advance)

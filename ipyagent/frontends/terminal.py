@@ -1,6 +1,6 @@
 """Plain-text rendering of a run, for terminals, scripts and terminal IPython.
 
-Everything written goes through ``_text.visible`` (in ``_write``): model
+Everything written goes through ``_util.text.visible`` (in ``_write``): model
 text, code, arguments, tool names, output and error lines all come from outside, and a
 terminal obeys the control sequences in them. The one control kept is a progress bar's
 carriage return in live output, which rewrites only its own ``┆`` line (prefix included).
@@ -16,9 +16,8 @@ import re
 import sys
 from typing import IO, Any, Callable
 
-from .._spill import outputs_of
-from .._text import visible
-from ..events import (
+from .._util.text import visible
+from ..context.events import (
     ContextCompacted,
     Discarded,
     MemoryRecalled,
@@ -32,7 +31,8 @@ from ..events import (
     ToolOutput,
     compaction_line,
 )
-from ..items import ToolCall, ToolResult, code_of
+from ..context.items import ToolCall, ToolResult, code_of
+from ..context.spill import outputs_of
 from ..kernel.outputs import model_text
 from ..models.base import ReasoningDelta, TextDelta
 

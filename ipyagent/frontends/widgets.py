@@ -17,15 +17,15 @@ import html
 import json
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from .._mainthread import Dispatcher, LoopDispatcher
-from .._text import visible
-from .._untrusted import html_text
-from ..approval import Decision
+from .._util.mainthread import Dispatcher, LoopDispatcher
+from .._util.text import visible
+from ..context.items import CODE_ARGUMENTS, ToolCall
+from ..engine.approval import Decision
 from ..errors import ApprovalError
-from ..items import CODE_ARGUMENTS, ToolCall
+from ..trust.untrusted import html_text
 
 if TYPE_CHECKING:
-    from ..offers import Offer, OfferAnswer
+    from ..tools.offers import Offer, OfferAnswer
 
 __all__ = ["WidgetApprover", "ApprovalPanel", "OfferPanel", "offer_html", "unattended_reason",
            "card_says"]
@@ -246,8 +246,8 @@ class ApprovalPanel:
 
 def offer_html(offer: Offer) -> str:
     """The offer as inert HTML: every part of it the model chose is escaped and made visible."""
-    from ..copies import human_size
-    from ..offers import _ascii_note
+    from ..kernel.copies import human_size
+    from ..tools.offers import _ascii_note
 
     def text(value: str) -> str:
         return html_text(visible(value))
@@ -306,14 +306,14 @@ class OfferPanel:
 
     @staticmethod
     def _no(reason: str) -> OfferAnswer:
-        from ..offers import OfferAnswer
+        from ..tools.offers import OfferAnswer
 
         return OfferAnswer(False, "click", reason=reason)
 
     def _take(self) -> None:
         if self.answer is not None:
             return  # a second click, or a click after the timeout: nothing more enters
-        from ..offers import OfferAnswer
+        from ..tools.offers import OfferAnswer
 
         try:
             arrived = self.offer.take()
@@ -485,7 +485,7 @@ class WidgetApprover:
         The panel, on the main thread, holds the one answer: a take decodes there and
         then; a timeout or an interrupt asks the panel, so a take that came first wins and
         the model is told what really happened."""
-        from ..offers import OfferAnswer
+        from ..tools.offers import OfferAnswer
 
         dispatcher = self.dispatcher
         if dispatcher is None:

@@ -21,7 +21,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 import httpx
 
-from .._text import one_line, visible, without_credentials
+from .._util.text import one_line, visible, without_credentials
 from ..errors import KernelError
 
 __all__ = ["RestClient", "KernelGone", "TokenAuth", "SERVER", "auth_header", "check_url", "masked",
@@ -195,7 +195,7 @@ def said(text: str, token_env: str, limit: int = 200) -> str:
     """What a server said (untrusted) for one of our lines: the token's value (in any form
     the secret scanner knows) replaced by ``[redacted $NAME]`` — a server, or a proxy in
     front of it, may echo the request's headers — then one line, visible, short."""
-    from .._secrets import scanner, secret_values
+    from ..trust.secrets import scanner, secret_values
 
     text, _ = scanner(secret_values(token_env)).redact(str(text))
     return visible(one_line(text, limit))

@@ -10,7 +10,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .. import _eventloop
+from .._util import eventloop as _eventloop
 from .outputs import Execution
 from .transfer import Transfers
 

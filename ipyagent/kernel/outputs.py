@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .._nesting import bounded
-from .._text import head_tail, omitted
+from .._util.nesting import bounded
+from .._util.text import head_tail, omitted
 
 __all__ = ["Execution", "OutputCollector", "Status", "collapse_carriage_returns", "finish", "model_text",
            "strip_ansi"]
@@ -156,7 +156,7 @@ def _str(value: Any, default: str = "") -> str:
 
 def _bounded(bundle: Any) -> dict[str, Any]:
     """A copy of a mime bundle (or its metadata), each value nested past ``MAX_NESTING``
-    levels as its JSON text (``_nesting``: it would make every later save fail)."""
+    levels as its JSON text (``_util.nesting``: it would make every later save fail)."""
     return {key: bounded(value) for key, value in dict(bundle).items()}
 
 

@@ -21,8 +21,8 @@ from typing import IO, Any
 
 from jupyter_client import AsyncKernelClient, AsyncKernelManager
 
-from .. import _eventloop
-from .._secrets import SECRET_MARKERS  # one rule for the sibling's scrub and the save guard
+from .._util import eventloop as _eventloop
+from ..trust.secrets import SECRET_MARKERS  # one rule for the sibling's scrub and the save guard
 from .sandbox import SandboxPlan
 
 __all__ = ["parse_memory", "scrub_env", "sandbox_env", "SANDBOX_ENV", "SECRET_MARKERS"]

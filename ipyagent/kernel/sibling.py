@@ -6,7 +6,7 @@ snippet never takes the user's session down, and the isolation costs nothing not
 Design, modelled on jupyter_client's manager/client split: a ``_Handle``
 (``process.py``) owns the ``AsyncKernelManager`` (the process) and its
 ``AsyncKernelClient`` (the sockets); both
-are created and used only on the engine loop (``_eventloop``), so every async method here runs
+are created and used only on the engine loop (``_util.eventloop``), so every async method here runs
 there via ``run_async`` and every sync one via ``run_sync``. Faults (timeouts, crashes,
 memory bombs) come back as ``Execution`` values; only a kernel that cannot be started or
 reached raises ``KernelError``.
@@ -28,7 +28,7 @@ from typing import Any
 import zmq
 from jupyter_client.kernelspec import KernelSpecManager
 
-from .. import _eventloop
+from .._util import eventloop as _eventloop
 from ..errors import KernelError
 from . import notes
 from ._sync import SyncForms

@@ -23,7 +23,7 @@ import binascii
 import pickle
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from .. import _eventloop
+from .._util import eventloop as _eventloop
 from ..errors import KernelError
 from ..trust.encode import _source as encode_source
 from ..trust.values import Undecodable, accepted, decode

@@ -5,6 +5,8 @@ file (WAL, schema-versioned, FTS5 with our own relevance score, near-duplicates 
 eviction past ``Agent.memory_max_entries``); ``notes_block`` is the labelled block the model
 reads; ``outcome_text`` the deterministic note a run leaves; ``remember_tool`` the tool.
 Off by default (``Agent.memory = "off"``): then nothing is read or written.
+
+May import: ``tools``, ``models``, ``context``, ``trust``, ``_util``.
 """
 
 from .notes import (

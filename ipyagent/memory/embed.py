@@ -16,7 +16,7 @@ import os
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
-    from ..settings import AgentSettings
+    from ..engine.settings import AgentSettings
 
 __all__ = ["EmbeddingError", "embed", "cosine"]
 

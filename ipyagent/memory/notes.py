@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from .._secrets import find_secret, key_envs, secret_values
-from .._text import one_line, visible
-from .._untrusted import html_text
+from .._util.text import one_line, visible
+from ..trust.secrets import find_secret, key_envs, secret_values
+from ..trust.untrusted import html_text
 from .store import Added, Entry, MemoryFileError, MemoryStore, NotMadeHere
 
 if TYPE_CHECKING:
-    from ..settings import AgentSettings
+    from ..engine.settings import AgentSettings
 
 __all__ = ["Memory", "MemoryRefused", "MemoryTable", "Recalled", "notes_block", "BLOCK_LABEL",
            "BLOCK_START", "BLOCK_END", "DEFAULT_PATH", "DEFAULT_GLOBAL_PATH", "ENABLE_HINT"]

@@ -13,8 +13,8 @@ import ast
 import re
 from typing import Any, Iterable
 
-from .._text import one_line
-from ..items import Message, ToolCall, ToolResult
+from .._util.text import one_line
+from ..context.items import Message, ToolCall, ToolResult
 from ..models.base import OUTCOME_PROMPT, ModelRequest
 
 __all__ = ["outcome_text", "model_request", "made_names"]

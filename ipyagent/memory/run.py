@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..events import Event, MemoryRecalled, Notice, RunResult, Usage
-from ..items import Message
+from ..context.events import Event, MemoryRecalled, Notice, RunResult, Usage
+from ..context.items import Message
 from .notes import MemoryRefused
 from .outcome import model_request, outcome_text
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..engine.agent import Agent
 
 __all__ = ["recall", "write_outcome"]
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
 
-from .._sqlite import inode, is_corrupt, set_aside_if_unchanged
+from .._util.sqlite import inode, is_corrupt, set_aside_if_unchanged
 from .made import NOT_MADE_HERE, made_here, stamp
 
 __all__ = ["Entry", "MemoryStore", "MemoryFileError", "NotMadeHere", "SCHEMA_VERSION", "terms", "similarity"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..items import ToolCall, ToolResult
+from ..context.items import ToolCall, ToolResult
 from ..tools.base import Tool
 from .notes import Memory, MemoryRefused
 

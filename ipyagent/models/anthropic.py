@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 import httpx
 
-from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, new_call_id
+from ..context.items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, new_call_id
 from .base import ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn
 from .http import HeaderAuth, ProviderError, StreamingHTTPModel
 from .openai_chat import parse_arguments

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Protocol, Sequence, Union, runtime_checkable
 
-from ..events import Discarded, ReasoningDelta, TextDelta, ToolCallDelta
-from ..items import Item, Reasoning, ToolCall
+from ..context.events import Discarded, ReasoningDelta, TextDelta, ToolCallDelta
+from ..context.items import Item, Reasoning, ToolCall
 
 __all__ = [
     "ModelRequest",
@@ -31,7 +31,7 @@ __all__ = [
     "OUTCOME_PROMPT",
 ]
 
-# The system prompt of a compaction request (``ipyagent.compaction``): with it, a request
+# The system prompt of a compaction request (``ipyagent.engine.compaction``): with it, a request
 # asks for a summary of the items it carries. Here, so that a model (the demo) can tell.
 SUMMARY_PROMPT = """\
 You compress the earlier part of a working session between a user and an AI agent that \

@@ -6,7 +6,7 @@ the tool specs and the sampling settings (temperature, max tokens, tool choice).
 out on purpose: item ``meta`` (except what goes on the wire: images sent to vision
 models, provider fields echoed back), and tool-call ids, which are replaced by their order of
 appearance (servers mint random ids; the structure "result answers call #2" is kept).
-Tool outputs enter the key *normalised* (``_normalise.normalise``, the rules replay compares by), so a timestamp
+Tool outputs enter the key *normalised* (``_util.normalise.normalise``, the rules replay compares by), so a timestamp
 or a memory address in an output does not turn a re-run into a miss.
 
 A miss calls the model and records its whole event stream (text deltas, tool-call
@@ -32,11 +32,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, TypeVar, Union
 
-from .._secrets import find_secret, key_envs, secret_values
-from .._sqlite import inode, is_corrupt, set_aside_if_unchanged
-from .._text import repair_surrogates
+from .._util.sqlite import inode, is_corrupt, set_aside_if_unchanged
+from .._util.text import repair_surrogates
+from ..context.items import Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
 from ..errors import ModelError
-from ..items import Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
+from ..trust.secrets import find_secret, key_envs, secret_values
 from .base import (
     ClientNotice,
     Discarded,
@@ -51,7 +51,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from ..settings import AgentSettings
+    from ..engine.settings import AgentSettings
 
 __all__ = ["CachedModel", "ResponseCache", "CacheMiss", "request_key", "cached_client",
            "DEFAULT_PATH"]
@@ -68,7 +68,7 @@ class CacheMiss(ModelError):
 # -- the key ----------------------------------------------------------------------
 def request_key(model: str, request: ModelRequest) -> str:
     """The hex SHA-256 of what shapes the reply to ``request``."""
-    from .._normalise import normalise
+    from .._util.normalise import normalise
 
     ordinals: dict[str, int] = {}
 

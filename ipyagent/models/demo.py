@@ -41,9 +41,9 @@ import json
 import re
 from typing import Any, AsyncIterator
 
-from .._untrusted import fence
-from ..items import Message, ToolCall, ToolResult
-from ..tokens import TokenCounter
+from ..context.items import Message, ToolCall, ToolResult
+from ..context.tokens import TokenCounter
+from ..trust.untrusted import fence
 from .base import (
     OUTCOME_PROMPT,
     SUMMARY_PROMPT,
@@ -411,7 +411,7 @@ def _sentence(text: str) -> str:
 _NOT_GUESSED = {"read_file", "write_file", "edit_file", "list_files", "offer_result",
                "remember", "shell", "load_skill"}
 
-# The skills listing in the system prompt (ipyagent.skills.MARKER; a test keeps them equal:
+# The skills listing in the system prompt (ipyagent.instructions.skills.MARKER; a test keeps them equal:
 # a model may not import the engine).
 SKILLS_MARKER = "# Skills (load_skill)"
 SKILL_TOOL = "load_skill"

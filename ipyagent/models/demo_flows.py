@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..items import Message, ToolResult
+from ..context.items import Message, ToolResult
 
 __all__ = ["PLOT_WORDS", "NAMESPACE_MARKER", "MEMORY_TOOL", "OFFER_TOOL", "pictured", "mentioned",
            "variable_code", "fact_to_remember", "file_to_write", "wants_offer", "follow_up"]
@@ -19,7 +19,7 @@ __all__ = ["PLOT_WORDS", "NAMESPACE_MARKER", "MEMORY_TOOL", "OFFER_TOOL", "pictu
 PLOT_WORDS = re.compile(r"\b(plot|plots|plotting|chart|charts|graph|graphs|histogram|scatter|"
                    r"visuali[sz]e)\b", re.IGNORECASE)
 
-# What the namespace picture begins with (ipyagent.namespace.picture; a test keeps them
+# What the namespace picture begins with (ipyagent.kernel.namespace.picture; a test keeps them
 # equal: a model may not import the engine), and the tools of memory and offers.
 NAMESPACE_MARKER = "The user's notebook has these variables"
 MEMORY_TOOL = "remember"

@@ -26,9 +26,9 @@ from typing import Any, AsyncIterator, Callable, Protocol, TypeVar
 
 import httpx
 
-from .._text import one_line, repair_surrogates
+from .._util.text import one_line, repair_surrogates
+from ..context.items import Item
 from ..errors import ModelError, ModelHTTPError, ModelResponseError, ModelStreamError
-from ..items import Item
 from .base import ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn, TurnComplete
 from .endpoint_hint import endpoint_hint, says_no_api_here
 from .retry import (
@@ -442,7 +442,7 @@ def _cut_off_notice(turn: Turn, url: str) -> Any:
     """
     if turn.finish_reason or not (turn.text or turn.tool_calls or turn.reasoning):
         return None
-    from ..events import Notice  # lazily: events imports the models package
+    from ..context.events import Notice  # lazily: events imports the models package
 
     parts = [f"{len(turn.text)} characters"] if turn.text else []
     if turn.tool_calls:

@@ -19,9 +19,9 @@ from typing import Any, AsyncIterator, Sequence
 
 import httpx
 
-from .._text import repair_surrogates
+from .._util.text import repair_surrogates
+from ..context.items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, new_call_id
 from ..errors import ModelResponseError, RequestRejected
-from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, new_call_id
 from .base import ModelEvent, ModelRequest, ReasoningDelta, ToolCallDelta, Turn
 from .http import ProviderError, StreamingHTTPModel
 from .retry import _add_note

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, new_call_id
+from ..context.items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, new_call_id
 from .base import ModelEvent, ModelRequest, ReasoningDelta, ToolCallDelta, Turn
 from .http import ProviderError, StreamingHTTPModel
 from .openai_chat import parse_arguments

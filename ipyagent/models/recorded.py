@@ -13,8 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Iterable, Sequence
 
+from ..context.items import Item, Message, Reasoning, ToolCall, turn_spans, unfold
 from ..errors import ModelError
-from ..items import Item, Message, Reasoning, ToolCall, turn_spans, unfold
 from .base import (
     ModelEvent,
     ModelRequest,

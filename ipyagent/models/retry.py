@@ -28,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from .._text import one_line
+from .._util.text import one_line
 from ..errors import (
     ModelConnectionError,
     ModelError,

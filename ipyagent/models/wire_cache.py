@@ -27,7 +27,7 @@ import secrets
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult
+from ..context.items import Item, Message, Reasoning, Summary, ToolCall, ToolResult
 
 __all__ = ["WireCache", "WireList", "dumps"]
 

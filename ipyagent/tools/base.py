@@ -20,9 +20,9 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterator, Union
 
-from .._text import one_line
-from .._untrusted import fence, inline_code, markdown_text
-from ..items import ToolCall, ToolResult
+from .._util.text import one_line
+from ..context.items import ToolCall, ToolResult
+from ..trust.untrusted import fence, inline_code, markdown_text
 
 __all__ = ["Tool", "tool", "Toolbox", "Executor", "in_daemon_thread"]
 
@@ -212,7 +212,7 @@ def _fits(value: Any, expected: str) -> bool:
 class Executor(typing.Protocol):
     """The loop only knows this: run one call, get its result (a failure is a result too).
 
-    ``ipyagent.step`` calls it once per approved call; approval before it, and the secret
+    ``ipyagent.engine.step`` calls it once per approved call; approval before it, and the secret
     redaction and the audit record around it, are the step's, so every executor gets them.
     """
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._text import visible_name
-from ..items import ToolResult
+from .._util.text import visible_name
+from ..context.items import ToolResult
 from ..kernel.staging import Change, Stage, canonical
 
 __all__ = ["ChangeRequest", "settle_changes", "never_applied", "model_note"]
@@ -142,7 +142,7 @@ def _audit(target: Any, action: str, changes: Sequence[Change], by: str, *, call
     """A row of the audit for a person's decision on file changes (with what moved)."""
     if not changes:
         return
-    from ..decisions import person_decided
+    from ..context.decisions import person_decided
 
     person_decided(target, action, _subject(changes), by=by, sha256=_digest(changes),
                    call_id=call_id, tell=tell)

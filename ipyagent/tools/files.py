@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .._atomic import write_atomic
-from ..items import ToolCall, ToolResult
+from .._util.atomic import write_atomic
+from ..context.items import ToolCall, ToolResult
 from .base import Tool, tool
 
 __all__ = ["FILE_TOOLS", "READ_ONLY", "RECORD_LIMIT", "record", "recorded_file", "Spot", "WorkspaceError", "diff_preview", "file_tools",
@@ -310,7 +310,7 @@ def read_existing(spot: Spot) -> str | None:
 
 
 def write_text(spot: Spot, content: str) -> None:
-    """Write ``content`` at ``spot``, all or nothing (``_atomic.write_atomic`` on the spot's
+    """Write ``content`` at ``spot``, all or nothing (``_util.atomic.write_atomic`` on the spot's
     directory descriptor): a symlink at the name is replaced, never followed; an existing
     file keeps its mode, a new one gets the umask's. Refuses directories and odd files."""
     if spot.name == ".":

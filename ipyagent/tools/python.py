@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..context.events import ToolOutput, live_emitter
+from ..context.items import ToolCall, ToolResult
 from ..errors import KernelError
-from ..events import ToolOutput, live_emitter
-from ..items import ToolCall, ToolResult
 from ..kernel.base import confinement, for_the_model
 from .base import Tool
 from .changes import settle_changes

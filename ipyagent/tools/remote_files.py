@@ -22,8 +22,8 @@ from urllib.parse import quote
 
 import httpx
 
-from .._text import one_line, visible
-from ..items import ToolCall, ToolResult
+from .._util.text import one_line, visible
+from ..context.items import ToolCall, ToolResult
 from ..kernel._rest import SERVER, TokenAuth, check_url, masked, said
 from .files import edit_preview, record, replace_once, unified
 

@@ -16,9 +16,9 @@ import base64
 import json
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..context.events import ToolOutput, live_emitter
+from ..context.items import ToolCall, ToolResult
 from ..errors import KernelError
-from ..events import ToolOutput, live_emitter
-from ..items import ToolCall, ToolResult
 from ..kernel.base import confinement, for_the_model
 from ..kernel.command import CommandRun
 from .base import Tool

@@ -18,12 +18,12 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._text import one_line
-from ..context import Context
+from .._util.text import one_line
+from ..context.buffer import Context
+from ..context.events import Notice, Usage, live_emitter
+from ..context.items import Item, ToolCall, ToolResult
+from ..context.steps import copy_items, count_steps
 from ..errors import ConfigError
-from ..events import Notice, Usage, live_emitter
-from ..items import Item, ToolCall, ToolResult
-from ..steps import copy_items, count_steps
 from .rebuild import arebuild, rerun_steps
 from .tree import (
     INDEX_KEY,
@@ -39,7 +39,7 @@ from .tree import (
 )
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..engine.agent import Agent
     from ..tools.base import Tool
 
 __all__ = ["Branch", "Branches", "tree_of", "fork", "keep_dropped", "cancel_deferred",
@@ -115,7 +115,7 @@ def _same_tools(agent: Agent, made: Agent) -> None:
     """``made`` offers what ``agent`` offers, in its order: the tools ``made`` built for itself
     (python, shell, files… bound to its own kernel and settings), the user's tools as they
     are, ``offer_result`` made again for ``made``; none that ``agent`` dropped."""
-    from ..offers import OFFER_TOOL, offer_tool
+    from ..tools.offers import OFFER_TOOL, offer_tool
 
     own = {t.name: t for t in made.tools}
     for name in list(own):
@@ -201,9 +201,9 @@ def save_tree(agent: Agent, path: Any) -> Path:
 
 def _write_index(tree: Branches, here: str, files: dict[str, str], where: Path,
                  agent: Agent) -> Path:
-    from .._secrets import key_envs
-    from .._untrusted import markdown_literal
-    from ..transcripts.transcript import write_notebook
+    from ..trust.secrets import key_envs
+    from ..trust.untrusted import markdown_literal
+    from .transcript import write_notebook
 
     rows = tree.rows()
     entries = [{"name": r["name"], "parent": r["parent"] or None, "at_step": r["at_step"],

@@ -1,6 +1,6 @@
 """Whether a re-run call reproduced its recorded output: replay and rebuild compare alike.
 
-Both sides are normalised first (``_normalise``: dates, addresses, temporary paths…); what
+Both sides are normalised first (``_util.normalise``: dates, addresses, temporary paths…); what
 ipyagent itself appended to a result (the note that says which files reached your folder)
 is not the code's output and is left out.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from .._normalise import normalise
-from .._spill import outputs_of
-from ..items import ToolResult
+from .._util.normalise import normalise
+from ..context.items import ToolResult
+from ..context.spill import outputs_of
 
 __all__ = ["Difference", "observed", "differs"]
 

@@ -21,13 +21,9 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any, Iterable, Mapping
 
-from .._spill import outputs_of, raw_replaced
-from .._text import one_line
-from .._untrusted import fence as _fence
-from .._untrusted import inline_code, markdown_text, sibling_bundle
+from .._util.text import one_line
 from .._version import __version__
-from ..approval import PERSON
-from ..items import (
+from ..context.items import (
     Item,
     Message,
     Reasoning,
@@ -38,7 +34,11 @@ from ..items import (
     item_from_dict,
     unfold,
 )
+from ..context.spill import outputs_of, raw_replaced
+from ..engine.approval import PERSON
 from ..tools.files import recorded_file
+from ..trust.untrusted import fence as _fence
+from ..trust.untrusted import inline_code, markdown_text, sibling_bundle
 from .file_record import cell_source
 from .node import NotebookNode, from_dict
 
@@ -107,7 +107,7 @@ def audit_cell(items: list[Item]) -> dict[str, Any] | None:
     """The "Audit" cell (how each tool call was decided), None when nothing was called."""
     if not any(isinstance(i, (ToolCall, Summary)) for i in items):
         return None
-    from ..audit import Audit
+    from ..context.audit import Audit
 
     cell = _md(Audit.of(items).markdown(), kind="audit")
     cell["id"] = "ipyagent-audit"  # the last cell, rewritten in place on every save

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..items import ToolCall
+from ..context.items import ToolCall
 
 __all__ = ["cell_source", "restore"]
 

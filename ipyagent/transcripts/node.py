@@ -56,7 +56,7 @@ class NotebookNode(dict):  # type: ignore[type-arg]
             return None  # a cell or an output: the plain repr
         import html
 
-        from .._text import one_line, visible
+        from .._util.text import one_line, visible
 
         rows = []
         for n, cell in enumerate(self["cells"]):

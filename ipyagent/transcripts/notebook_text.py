@@ -20,7 +20,7 @@ call copies them from there (``pread``, not mapped), an unchanged run of
 neighbouring cells or items as one span, so a save at step 1,000 costs about what writing
 its bytes costs. If the file changed meanwhile (another program wrote it), what lies only
 there is rendered again from the items. Long pieces are not kept in memory; the new tool
-results' own large display values are spilled then too (``ipyagent._spill``).
+results' own large display values are spilled then too (``ipyagent.context.spill``).
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ from pathlib import Path
 from secrets import token_hex
 from typing import Any, Union
 
-from .._secrets import SecretScanner, scanner
-from .._secrets import _strings as strings
-from .._spill import spill, swapping
-from .._stamps import Stamp, stamp
-from .._text import repair_surrogates
+from .._util.stamps import Stamp, stamp
+from .._util.text import repair_surrogates
+from ..context.items import Item
+from ..context.spill import spill, swapping
 from ..errors import TranscriptError
-from ..items import Item
+from ..trust.secrets import SecretScanner, scanner
+from ..trust.secrets import _strings as strings
 from .export import audit_cell, groups, header_cell, skeleton
 from .nbjson import dumps
 

@@ -18,15 +18,15 @@ import html
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence
 
-from .._text import one_line, visible
-from ..approval import ApprovalPolicy, Approver, Decision, Mode
-from ..decisions import utc_now
-from ..items import Message, ToolCall, ToolResult, unfold
+from .._util.text import one_line, visible
+from ..context.decisions import utc_now
+from ..context.items import Message, ToolCall, ToolResult, unfold
+from ..engine.approval import ApprovalPolicy, Approver, Decision, Mode
 from .compare import Difference, differs, observed
 
 if TYPE_CHECKING:
-    from ..agent import Agent
-    from ..provenance import RanHere
+    from ..engine.agent import Agent
+    from ..trust.provenance import RanHere
 
 __all__ = ["Rebuild", "python_calls_that_ran", "rerun_steps", "arebuild", "copies_by_step", "recopy"]
 
@@ -88,7 +88,7 @@ class Rebuild:
 
     def audit(self) -> Any:
         """How each re-run step was decided (who, when), as ``agent.audit()`` lists a run's."""
-        from ..audit import Audit
+        from ..context.audit import Audit
 
         return Audit.of(self.items)
 
@@ -191,7 +191,7 @@ async def recopy(agent: Agent, policy: _Decider, record: dict[str, Any],
     import base64
     import hashlib
 
-    from ..events import Notice
+    from ..context.events import Notice
 
     name = str(record.get("name", "?"))
     payload = record.get("payload")
@@ -242,7 +242,7 @@ def python_calls_that_ran(items: Iterable[Any]) -> list[ToolCall]:
 
 def _default_approver() -> Approver:
     """A y/n prompt showing each step's code on a terminal; elsewhere, deny in one line."""
-    from ..approval import TerminalOrDeny, terminal_answer
+    from ..engine.approval import TerminalOrDeny, terminal_answer
 
     return TerminalOrDeny(terminal_answer, lambda call: (
         "nobody could approve this re-run (stdin is not a terminal)"), show_call=True)
@@ -273,8 +273,8 @@ async def arebuild(agent: Agent, *, approval: Mode | None = None,
     session after a yes runs again without asking (a rewind). ``compare``: each re-run
     output is compared with the recorded one, as replay does (``Rebuild.differences``).
     """
-    from ..audit import decision_record
-    from ..events import ToolCallDecided, ToolCallFinished, ToolCallRequested
+    from ..context.audit import decision_record
+    from ..context.events import ToolCallDecided, ToolCallFinished, ToolCallRequested
     from .file_record import restore
 
     hook = agent.approval_hook
@@ -378,7 +378,7 @@ async def arebuild(agent: Agent, *, approval: Mode | None = None,
 
 def _step_of(items: Sequence[Any], call: ToolCall) -> int:
     """The number of the step that made ``call`` (0: none found)."""
-    from ..steps import step_spans
+    from ..context.steps import step_spans
 
     flat = list(unfold(items, keep_summaries=True))
     for span in step_spans(flat):

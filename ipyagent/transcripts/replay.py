@@ -47,12 +47,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping
 
-from .._normalise import NORMALISATIONS, normalise
-from .._spill import outputs_of
-from ..approval import ApprovalPolicy, Approver, Decision, Mode
-from ..items import Message, Summary, ToolCall, ToolResult, unfold
+from .._util.normalise import NORMALISATIONS, normalise
+from ..context.items import Message, Summary, ToolCall, ToolResult, unfold
+from ..context.spill import outputs_of
+from ..engine.approval import ApprovalPolicy, Approver, Decision, Mode
 from ..models.recorded import RecordedTurn, ReplayModel, turns_from_items
-from ..tool_mode import MODE_KEY
+from ..models.tool_mode import MODE_KEY
 from ..tools.base import Tool
 from ..tools.files import recorded_file
 from .compare import Difference, differs
@@ -61,8 +61,8 @@ from .file_record import restore
 from .rebuild import recopy as _recopy
 
 if TYPE_CHECKING:
-    from ..agent import Agent
-    from ..context import Context
+    from ..context.buffer import Context
+    from ..engine.agent import Agent
     from .transcript import Transcript
 
 __all__ = ["ReplayReport", "Difference", "normalise", "replay", "areplay", "NORMALISATIONS"]
@@ -244,7 +244,7 @@ def _gated_python(python: Tool, gate: _RecordedDecisions, results: dict[int, Too
 
 def _default_approver() -> Approver:
     """A y/n prompt showing each call's code on a terminal; elsewhere, deny in one line."""
-    from ..approval import TerminalOrDeny, terminal_answer
+    from ..engine.approval import TerminalOrDeny, terminal_answer
 
     return TerminalOrDeny(terminal_answer, lambda call: (
         "nobody could approve this replayed call (stdin is not a terminal); replay with "
@@ -300,7 +300,7 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
     that runs (default: ask — a prompt on a terminal, else denied with a line).
     ``limits``: the caller's settings, which the recording may tighten, never loosen.
     """
-    from ..agent import Agent
+    from ..engine.agent import Agent
     from .transcript import Transcript, build_agent, read, tightened
 
     transcript = source if isinstance(source, Transcript) else read(source)
@@ -401,7 +401,7 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
 
 def replay(source: str | os.PathLike[str] | Transcript, **kwargs: Any) -> ReplayReport:
     """Blocking form of ``areplay`` (in a notebook, approval clicks need ``%agent replay``)."""
-    from .. import _eventloop
+    from .._util import eventloop as _eventloop
 
     return _eventloop.run_sync(areplay(source, **kwargs))
 

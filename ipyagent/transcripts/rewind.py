@@ -29,15 +29,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._text import one_line, visible
+from .._util.text import one_line, visible
+from ..context.items import Item, ToolCall, ToolResult, unfold
+from ..context.steps import count_steps, kept
 from ..errors import ConfigError
-from ..items import Item, ToolCall, ToolResult, unfold
-from ..steps import count_steps, kept
 from .rebuild import Rebuild, arebuild, rerun_steps
 
 if TYPE_CHECKING:
-    from ..agent import Agent
-    from ..approval import Mode
+    from ..engine.agent import Agent
+    from ..engine.approval import Mode
     from ..kernel.staging import ChangeSet, Stage
 
 __all__ = ["RewindPlan", "RewindReport", "plan", "arewind", "REACHED_OUTSIDE_FREE"]
@@ -106,7 +106,7 @@ class RewindPlan:
         return f"<RewindPlan {one_line(self.question(), 200)}>"
 
     def _repr_markdown_(self) -> str:
-        from .._untrusted import markdown_literal
+        from ..trust.untrusted import markdown_literal
 
         return "\n\n".join(markdown_literal(line) for line in self.question().splitlines())
 

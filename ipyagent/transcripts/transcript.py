@@ -25,23 +25,24 @@ from typing import TYPE_CHECKING, Any
 
 from traitlets import TraitError
 
-from .._atomic import write_atomic
-from .._secrets import find_secret, key_envs, secret_values
-from .._spill import outputs_of, raw_replaced
-from .._text import repair_surrogates, visible
-from .._untrusted import inline_code, markdown_literal
+from .._util.atomic import write_atomic
+from .._util.text import repair_surrogates, visible
 from .._version import __version__
-from ..context import Context
+from ..context.buffer import Context
+from ..context.events import Notice
+from ..context.items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict, unfold
+from ..context.spill import outputs_of, raw_replaced
+from ..engine.settings import LIMITS
 from ..errors import IpyagentError, TranscriptError
-from ..events import Notice
-from ..items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict, unfold
+from ..trust.secrets import find_secret, key_envs, secret_values
+from ..trust.untrusted import inline_code, markdown_literal
 from .export import FORMAT, context_to_notebook
 from .node import NotebookNode
 from .notebook_file import read_notebook
 from .notebook_text import NotebookText
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..engine.agent import Agent
     from .rebuild import Rebuild
 
 __all__ = ["Transcript", "to_notebook", "save", "read", "load_into", "from_transcript",
@@ -63,11 +64,6 @@ RESTORED = ("model", "provider", "api", "max_steps", "max_tokens", "circuit_brea
             "compact_threshold", "compact_keep_recent", "compact_target", "prompt_cache",
             "python_tool", "tool_output_limit", "kernel_name", "tool_timeout", "memory_limit",
             "tool_mode", "shell_tool")
-# The restored settings that bound a run (its length, cost, time, memory, what the model
-# sees, whether python is offered). A file may only tighten them: a looser value (and
-# 0 / None / "" mean "no limit", the loosest) is ignored and named in one line.
-LIMITS = ("max_steps", "max_tokens", "circuit_breaker", "request_max_tokens", "context_window",
-          "tool_output_limit", "tool_timeout", "memory_limit", "python_tool", "shell_tool")
 
 
 @dataclass
@@ -509,7 +505,7 @@ def _code_cells(nb: Any) -> dict[str, list[str]]:
 
 def load_into(agent: Agent, source: str | os.PathLike[str] | Transcript) -> Transcript:
     """Replace the agent's conversation (items, system prompt, usage) with a transcript's."""
-    from ..events import Usage
+    from ..context.events import Usage
 
     transcript = source if isinstance(source, Transcript) else read(source)
     agent.context = transcript.context

@@ -12,14 +12,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._text import one_line, visible
+from .._util.text import one_line, visible
+from ..context.events import Usage
+from ..context.items import Message, unfold
+from ..context.steps import count_steps
 from ..errors import ConfigError
-from ..events import Usage
-from ..items import Message, unfold
-from ..steps import count_steps
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..engine.agent import Agent
 
 __all__ = ["Branch", "Branches", "tree_of", "check_name", "ROOT", "INDEX_KEY", "branch_record",
            "branch_line", "restore_branch", "checked_record", "last_answer", "tokens"]

@@ -5,7 +5,7 @@ be told about the user's variables. A name looks secret when one of its parts is
 for a credential (``db_pass``, ``passwd``, ``pwd``, ``apiKey``, ``dsn``, ``conn_str``,
 ``auth``…) or it contains one of the environment's markers (KEY, TOKEN, SECRET, PASSWORD:
 the sibling's scrub rule). A text is secret when it holds the value of one of the
-environment's secrets (``_secrets.find_secret``, every printable form), looks like a
+environment's secrets (``trust.secrets.find_secret``, every printable form), looks like a
 provider's key (``sk-…``, ``ghp_…``, ``AKIA…``, a private key block, a JWT) or is a URL
 with ``user:password@``. ``secret_inside`` looks through containers, objects' attributes
 and DataFrame cells (bounded) and says where, in a sentence.
@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .._secrets import SECRET_MARKERS, find_secret
+from .secrets import SECRET_MARKERS, find_secret
 
 __all__ = ["credential_url", "key_like", "own_object", "secret_inside", "secret_name", "secret_text"]
 

@@ -10,7 +10,7 @@ from typing import Any, Iterator
 import pytest
 
 import ipyagent
-from ipyagent.items import Message, ToolResult
+from ipyagent.context.items import Message, ToolResult
 from ipyagent.transcripts.transcript import read
 from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
 

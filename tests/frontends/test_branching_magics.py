@@ -12,8 +12,8 @@ import pytest
 from IPython.core.error import UsageError
 
 import ipyagent
+from ipyagent.context.steps import count_steps
 from ipyagent.frontends import magics
-from ipyagent.steps import count_steps
 from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
 
 

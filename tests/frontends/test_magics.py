@@ -483,7 +483,7 @@ def test_compactions_and_the_token_meter_show_in_the_cell(published: list[dict[s
 
 
 def test_the_meter_counts_what_compaction_counts() -> None:
-    from ipyagent.compaction import plan, settings_for
+    from ipyagent.engine.compaction import plan, settings_for
     from ipyagent.frontends.cellrun import request_meter
 
     with Agent(model="demo", context_window=4096, python_tool=False) as agent:
@@ -503,9 +503,10 @@ def test_ctrl_c_in_a_pumped_prompt_cancels_the_run_and_the_engine_survives() -> 
     import concurrent.futures
     import threading
 
-    from ipyagent import Agent, _eventloop
-    from ipyagent._mainthread import PumpDispatcher
-    from ipyagent.approval import TerminalApprover
+    from ipyagent import Agent
+    from ipyagent._util import eventloop as _eventloop
+    from ipyagent._util.mainthread import PumpDispatcher
+    from ipyagent.engine.approval import TerminalApprover
 
     def ctrl_c(prompt: str) -> str:
         raise KeyboardInterrupt

@@ -11,13 +11,13 @@ import pytest
 from IPython.core.displaypub import CapturingDisplayPublisher
 
 from ipyagent import Agent, Tool
+from ipyagent.context.items import ToolCall, ToolResult
 from ipyagent.frontends.notebook import (
     NotebookDisplay,
     card_html,
     card_markdown,
     footer_html,
 )
-from ipyagent.items import ToolCall, ToolResult
 from tests.helpers.inert import ATTACKS, bundle_problems, elements, render
 from tests.helpers.scripted_model import ScriptedModel, calls, text
 
@@ -127,7 +127,7 @@ def test_what_the_sibling_displays_is_sanitized_or_dropped_with_a_note(
 
 def test_a_call_run_because_of_always_has_a_marker_on_its_card(
         published: list[dict[str, Any]], tmp_path: Any) -> None:
-    from ipyagent.approval import Decision
+    from ipyagent.engine.approval import Decision
 
     name = "<img src=x onerror=alert(1)>"  # the call id the marker names is the model's
 
@@ -150,11 +150,11 @@ def test_a_call_run_because_of_always_has_a_marker_on_its_card(
 
 
 def test_every_rich_repr_keeps_untrusted_names_and_text_inert() -> None:
-    from ipyagent.approval import Decision
-    from ipyagent.context import Context
+    from ipyagent.context.buffer import Context
+    from ipyagent.context.items import Message
+    from ipyagent.engine.approval import Decision
     from ipyagent.frontends.widgets import ApprovalPanel
-    from ipyagent.items import Message
-    from ipyagent.personas import Persona
+    from ipyagent.instructions.personas import Persona
     from ipyagent.transcripts.rebuild import Rebuild
     from ipyagent.transcripts.replay import Difference, ReplayReport
 
@@ -308,7 +308,7 @@ def test_a_card_shows_every_hidden_character_of_the_code_that_runs(name: str, ke
     import html as html_mod
     import re
 
-    from ipyagent._text import visible
+    from ipyagent._util.text import visible
 
     call = ToolCall(id="c1", name=name, arguments={key: TROJAN})
     page = card_html(call, "● waiting")

@@ -57,7 +57,7 @@ def statuses(fe: Frontend) -> list[str]:
 def check_context(fe: Frontend) -> list[str]:
     """Every tool call answered, in order; returns the items' kinds."""
     cell = fe.run(
-        "from ipyagent.items import ToolCall, ToolResult\n"
+        "from ipyagent.context.items import ToolCall, ToolResult\n"
         "_ctx = ipyagent.current().context\n"
         "_open = set()\n"
         "for _i in _ctx:\n"

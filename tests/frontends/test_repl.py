@@ -75,7 +75,7 @@ def leave(child) -> str:
 def test_a_three_task_conversation_in_one_session(tmp_path):
     """The issue's "done when": three tasks, one conversation, one sibling kernel."""
     from ipyagent import Agent
-    from ipyagent.items import Message
+    from ipyagent.context.items import Message
 
     child = spawn(tmp_path, "--approve", "auto")
     task(child, "compute 2**10", 1, "value = 1024")
@@ -326,7 +326,7 @@ def test_quiet_prints_only_the_answers_and_save_rewrites_the_transcript_after_ea
     """`--quiet --save FILE`, as `ipyagent run` has them: stdout is the answers (no cards,
     no echoed prompts), FILE is the transcript `/save` writes, rewritten after every task."""
     from ipyagent import Agent
-    from ipyagent.items import Message
+    from ipyagent.context.items import Message
 
     proc = piped(tmp_path, ["compute 2**10", "compute 3**4"], "--approve", "auto", "--quiet",
                  "--save", "conv.ipynb")

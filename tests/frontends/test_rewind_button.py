@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 import ipyagent
+from ipyagent.context.steps import count_steps, step_spans
 from ipyagent.frontends import magics
 from ipyagent.frontends.rewind_button import RewindButton, find_step, step_action
-from ipyagent.steps import count_steps, step_spans
 from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
 
 pytest.importorskip("ipywidgets")

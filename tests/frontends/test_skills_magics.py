@@ -12,7 +12,7 @@ from IPython.core.error import UsageError
 
 import ipyagent
 from ipyagent import ToolCall
-from ipyagent.items import Message
+from ipyagent.context.items import Message
 from ipyagent.transcripts.transcript import read
 from tests.frontends.test_cli import run as run_cli
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from ipyagent import Agent
+from ipyagent.context.events import ToolCallFinished
 from ipyagent.errors import ModelError
-from ipyagent.events import ToolCallFinished
 from ipyagent.frontends.terminal import TerminalDisplay
 from ipyagent.models.base import ReasoningDelta
 from tests.helpers.inert import harmless
@@ -100,7 +100,7 @@ def test_a_progress_bar_rewrites_only_its_own_line(tmp_path) -> None:
 
 
 def test_an_edited_call_shows_the_code_that_ran(tmp_path) -> None:
-    from ipyagent.approval import Decision
+    from ipyagent.engine.approval import Decision
 
     out = io.StringIO()
     model = ScriptedModel([calls(("python", {"code": "print('model')"})), text("Done.")])
@@ -205,7 +205,7 @@ def test_a_reply_cut_mid_stream_gets_a_dim_line_saying_it_is_not_kept(colour: bo
 
 
 def test_a_call_run_because_of_always_says_so_on_its_line(tmp_path) -> None:
-    from ipyagent.approval import Decision
+    from ipyagent.engine.approval import Decision
 
     out = io.StringIO()
     model = ScriptedModel([calls(("python", {"code": "print('one')"})),
@@ -221,7 +221,7 @@ def test_a_call_run_because_of_always_says_so_on_its_line(tmp_path) -> None:
 
 
 def test_an_image_result_says_the_terminal_cannot_show_it() -> None:
-    from ipyagent.items import ToolCall, ToolResult
+    from ipyagent.context.items import ToolCall, ToolResult
 
     def shown(outputs: list[dict[str, Any]]) -> str:
         out = io.StringIO()

@@ -6,9 +6,9 @@ import io
 
 import pytest
 
-from ipyagent.events import ToolCallRequested
+from ipyagent.context.events import ToolCallRequested
+from ipyagent.context.items import ToolCall
 from ipyagent.frontends.terminal import TerminalDisplay
-from ipyagent.items import ToolCall
 
 
 @pytest.mark.parametrize("tail,shown", [("\x1c", "␜"), ("\x1f", "␟"), ("\x0c", "␌"), ("\r", "␍"),

@@ -118,7 +118,7 @@ def test_step_through_says_each_step_paused_and_how_to_go_on(term: pexpect.spawn
 
 SIGNAL_TO_ANOTHER_THREAD = r"""
 import signal, sys, threading, time
-from ipyagent._mainthread import interruptible_input
+from ipyagent._util.mainthread import interruptible_input
 
 def hit():
     time.sleep(0.5)
@@ -151,7 +151,7 @@ def test_ctrl_c_delivered_to_another_thread_still_interrupts_the_prompt(
 
 LIBRARY_RUN = r"""
 from ipyagent import Agent
-from ipyagent.approval import TerminalApprover
+from ipyagent.engine.approval import TerminalApprover
 agent = Agent(model="demo", approval="ask")
 agent.approval_hook = TerminalApprover()  # input in a thread; run() blocks the main one
 try:

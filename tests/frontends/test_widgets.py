@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ipyagent import Decision, ToolCall
-from ipyagent._mainthread import Dispatcher
+from ipyagent._util.mainthread import Dispatcher
 from ipyagent.frontends.widgets import ApprovalPanel, WidgetApprover
 
 
@@ -210,7 +210,7 @@ def test_a_denied_panel_gives_way_to_the_card_header() -> None:
 
 # -- offer_result: the take button -------------------------------------------------------
 def _offer(mine: dict[str, Any], description: str = "the fit", replaces: str | None = None) -> Any:
-    from ipyagent.offers import Offer
+    from ipyagent.tools.offers import Offer
 
     def take() -> str:
         mine["fit"] = {"slope": 2.5}

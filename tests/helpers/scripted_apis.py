@@ -362,7 +362,7 @@ async def replay_record(
 
     Retries are kept (a 429 is retried twice) but never sleep.
     """
-    from ipyagent.items import Message
+    from ipyagent.context.items import Message
     from ipyagent.models.base import ModelRequest
 
     seen: list[httpx.Request] = []

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any, AsyncIterator, Callable, Union
 
+from ipyagent.context.items import ToolCall
 from ipyagent.errors import ModelError
-from ipyagent.items import ToolCall
 from ipyagent.models.base import (
     ModelEvent,
     ModelRequest,

@@ -8,7 +8,7 @@ import zlib
 from typing import Any
 
 from ipyagent import Agent, Decision
-from ipyagent.items import ToolCall
+from ipyagent.context.items import ToolCall
 from tests.helpers.scripted_model import ScriptedModel, calls, text
 from tests.helpers.tools import add
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from ipyagent._text import head_tail
+from ipyagent._util.text import head_tail
 from ipyagent.kernel.outputs import OutputCollector, model_text
 from tests.helpers.images import png_bytes
 
@@ -80,7 +80,7 @@ def test_a_display_nested_past_the_bound_is_kept_as_its_json_text() -> None:
     that recurse per level (ours, nbformat's) do not fail at every later save."""
     import json
 
-    from ipyagent._nesting import MAX_NESTING
+    from ipyagent._util.nesting import MAX_NESTING
 
     deep: Any = "leaf"
     for _ in range(500):

@@ -13,8 +13,8 @@ import psutil
 import pytest
 
 from ipyagent import Agent
+from ipyagent.context.items import ToolResult
 from ipyagent.errors import KernelError
-from ipyagent.items import ToolResult
 from ipyagent.kernel import notes, remote
 from ipyagent.kernel._channels import V1
 from ipyagent.kernel.remote import RemoteKernel
@@ -186,7 +186,7 @@ def test_a_kernel_killed_on_the_server_is_a_death_and_the_run_goes_on(kernel: Re
     pid = server.kernel_pid(kernel.kernel_id or "")
     running = kernel.execute_async("import os, signal, time\nprint('before', flush=True)\n"
                                    f"time.sleep(0.3); os.kill({pid}, signal.SIGKILL)")
-    from ipyagent import _eventloop
+    from ipyagent._util import eventloop as _eventloop
 
     died = _eventloop.run_sync(running)
     assert died.status == "died" and died.restarted
@@ -227,7 +227,7 @@ def test_a_dropped_websocket_reconnects_without_losing_state(server: KernelServe
 
 def test_a_call_in_flight_when_the_connection_drops_is_unknown_and_not_sent_again(
         server: KernelServer, token: str, proxy: TcpProxy):
-    from ipyagent import _eventloop
+    from ipyagent._util import eventloop as _eventloop
 
     with _kernel(proxy.url) as k:
         k.execute("ran = []")
@@ -265,7 +265,7 @@ def test_a_restart_is_not_taken_for_a_death(kernel: RemoteKernel):
 
 
 def test_a_cancelled_call_interrupts_the_remote_code(kernel: RemoteKernel):
-    from ipyagent import _eventloop
+    from ipyagent._util import eventloop as _eventloop
 
     future = _eventloop.submit(kernel.execute_async("import time\nfor _ in range(600): time.sleep(0.1)"))
     time.sleep(1.0)
@@ -535,7 +535,7 @@ def test_a_server_gone_mid_call_is_told_without_its_address(jupyter_server: Kern
                                                             monkeypatch: pytest.MonkeyPatch):
     """The server goes away while code runs: the call's note (the text the python tool hands
     the model) says why without the server's URL (it said 'nothing is listening at http://…')."""
-    from ipyagent import _eventloop
+    from ipyagent._util import eventloop as _eventloop
 
     monkeypatch.setenv(TOKEN_ENV, jupyter_server.token)
     proxy = TcpProxy(jupyter_server.port)

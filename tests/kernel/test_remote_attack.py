@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from ipyagent.context.items import ToolResult
 from ipyagent.errors import KernelError
-from ipyagent.items import ToolResult
 from ipyagent.kernel.remote import RemoteKernel
 
 TOKEN_ENV = "IPYAGENT_TEST_ATTACK_TOKEN"

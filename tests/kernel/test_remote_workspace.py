@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ipyagent import Agent, _eventloop
-from ipyagent.items import ToolCall, ToolResult
+from ipyagent import Agent
+from ipyagent._util import eventloop as _eventloop
+from ipyagent.context.items import ToolCall, ToolResult
 from ipyagent.tools.remote_files import RemoteWorkspace
 from tests.helpers.kernel_servers import KernelServer, free_port
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from ipyagent import Agent
+from ipyagent.context.items import ToolResult
 from ipyagent.errors import KernelError
-from ipyagent.items import ToolResult
 from ipyagent.kernel import sandbox
 from ipyagent.kernel.sibling import SiblingKernel
 from tests.helpers.scripted_model import ScriptedModel, calls, text

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from ipyagent import Agent, _eventloop
-from ipyagent.items import ToolCall, ToolResult
+from ipyagent import Agent
+from ipyagent._util import eventloop as _eventloop
+from ipyagent.context.items import ToolCall, ToolResult
 from ipyagent.kernel import sandbox
 from ipyagent.kernel.staging import Stage, code_risk, probe_overlay
 
@@ -268,7 +269,7 @@ def test_code_risk(rel: str, expected: str | None, tmp_path: Path) -> None:
 def test_the_terminal_asks_for_code_like_changes(tmp_path: Path, answer: str, status: str) -> None:
     import io
 
-    from ipyagent.approval import TerminalApprover
+    from ipyagent.engine.approval import TerminalApprover
 
     shown = io.StringIO()
     asked: list[str] = []

@@ -25,10 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from ipyagent import Agent, _eventloop
-from ipyagent.approval import TerminalApprover
+from ipyagent import Agent
+from ipyagent._util import eventloop as _eventloop
+from ipyagent.context.items import ToolCall, ToolResult
+from ipyagent.engine.approval import TerminalApprover
 from ipyagent.frontends.changes_panel import changes_html
-from ipyagent.items import ToolCall, ToolResult
 from ipyagent.kernel import sandbox
 from ipyagent.kernel.sandbox import MAX_PROCESSES
 from ipyagent.kernel.staging import Change, code_risk, probe_overlay

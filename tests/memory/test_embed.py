@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ipyagent import Agent
-from ipyagent.events import MemoryRecalled, Notice
+from ipyagent.context.events import MemoryRecalled, Notice
 from ipyagent.memory import MemoryStore, fts5_available
 from tests.helpers.memory import sent_text, settings
 from tests.helpers.scripted_server import ScriptedServer, http_error, json_reply, reply_text

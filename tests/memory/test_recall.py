@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ipyagent import Agent
-from ipyagent.events import MemoryRecalled, Notice
+from ipyagent.context.events import MemoryRecalled, Notice
 from ipyagent.memory import BLOCK_END, BLOCK_LABEL, BLOCK_START, MemoryRefused, fts5_available
 from ipyagent.models.base import OUTCOME_PROMPT
 from tests.helpers.memory import FACT, run_elsewhere, sent_text, settings

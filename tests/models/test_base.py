@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any, AsyncIterator
 
 from ipyagent import Agent
-from ipyagent.events import Notice
-from ipyagent.events import TextDelta as EventsTextDelta
+from ipyagent.context.events import Notice
+from ipyagent.context.events import TextDelta as EventsTextDelta
 from ipyagent.models.anthropic import AnthropicModel
 from ipyagent.models.base import (
     ClientNotice,

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from ipyagent import Agent, Message, ToolCall, ToolResult
-from ipyagent.events import Notice
+from ipyagent.context.events import Notice
 from ipyagent.models.base import ModelRequest, TextDelta, Turn, TurnComplete
 from ipyagent.models.cache import CachedModel, CacheMiss, ResponseCache, request_key
 from tests.helpers.scripted_model import ScriptedModel, text
@@ -272,7 +272,7 @@ def test_a_busy_cache_is_not_taken_for_a_corrupt_one(tmp_path):
     """Only a damaged file is set aside: "database is locked" (another writer) is not that."""
     import sqlite3
 
-    from ipyagent._sqlite import is_corrupt as _is_corrupt
+    from ipyagent._util.sqlite import is_corrupt as _is_corrupt
 
     db = tmp_path / "cache.sqlite"
     ResponseCache(db).put("k", "m", [TurnComplete(Turn(text="kept"))])

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from ipyagent.context.items import Message, ToolCall, ToolResult
 from ipyagent.errors import (
     ModelResponseError,
     ModelStreamError,
@@ -22,7 +23,6 @@ from ipyagent.errors import (
     RequestRejected,
     ServerError,
 )
-from ipyagent.items import Message, ToolCall, ToolResult
 from ipyagent.models.base import (
     ReasoningDelta,
     Retrying,

@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
+from ipyagent.context.items import Message, ToolCall, ToolResult
 from ipyagent.errors import RequestRejected
-from ipyagent.items import Message, ToolCall, ToolResult
 from ipyagent.models.anthropic import (
     ANTHROPIC_VERSION,
     AnthropicModel,

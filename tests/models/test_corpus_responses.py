@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
+from ipyagent.context.items import Message, ToolCall, ToolResult
 from ipyagent.errors import RequestRejected
-from ipyagent.items import Message, ToolCall, ToolResult
 from ipyagent.models.base import ReasoningDelta, TextDelta, ToolCallDelta, TurnComplete
 from ipyagent.models.openai_responses import OpenAIResponsesModel, to_responses_input, to_responses_tools
 from tests.helpers.scripted_apis import CORPUS, CORPUS_APIS, corpus_params, load_record, replay_record

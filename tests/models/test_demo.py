@@ -113,7 +113,7 @@ def _say(tools, task: str, results=()) -> str:
     """What the demo model replies to ``task`` (and the ``results`` of its calls so far)."""
     import asyncio
 
-    from ipyagent.items import Message, ToolCall
+    from ipyagent.context.items import Message, ToolCall
     from ipyagent.models.base import ModelRequest, TurnComplete
 
     items: list = [Message("user", task)]
@@ -176,7 +176,7 @@ def test_the_table_the_meter_and_each_requests_tokens_are_one_count(demo_agent):
     model counts a request as ipyagent estimates it, so each request's reported prompt
     tokens are the meter's figure just before it, and the table's title says that figure
     and what it is made of (the run's 'in' is their sum over requests)."""
-    from ipyagent.events import StepStarted
+    from ipyagent.context.events import StepStarted
     from ipyagent.frontends.cellrun import request_meter
 
     demo_agent.reset()

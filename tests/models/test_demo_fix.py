@@ -7,9 +7,9 @@ import traceback
 import pytest
 
 from ipyagent.frontends.aware import FailedCell, fix_task
+from ipyagent.kernel.namespace import picture
 from ipyagent.models.demo_fix import FIX_MARK, TRACEBACK_MARK, fix_request, propose_fix
 from ipyagent.models.demo_flows import NAMESPACE_MARKER
-from ipyagent.namespace import picture
 
 
 def raised(source: str, ns: dict | None = None) -> str:

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from ipyagent.context.events import Notice
+from ipyagent.context.items import Message, ToolCall
 from ipyagent.errors import ModelResponseError, ModelStreamError
-from ipyagent.events import Notice
-from ipyagent.items import Message, ToolCall
 from ipyagent.models.base import ModelEvent, ModelRequest, TextDelta, Turn
 from ipyagent.models.http import EnvKey, HeaderAuth, ProviderError, StreamingHTTPModel, encode_json
 from tests.helpers.scripted_server import collect, json_reply, raw_sse, reply_text, sse_event

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from ipyagent.context.items import Message, Reasoning, Summary, ToolCall, ToolResult
 from ipyagent.errors import (
     ModelConnectionError,
     ModelResponseError,
@@ -20,7 +21,6 @@ from ipyagent.errors import (
     RequestRejected,
     ServerError,
 )
-from ipyagent.items import Message, Reasoning, Summary, ToolCall, ToolResult
 from ipyagent.models.base import (
     Discarded,
     Model,

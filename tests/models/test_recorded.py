@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ipyagent import Message, Reasoning, ToolCall, ToolResult
+from ipyagent.context.items import Summary
 from ipyagent.errors import ModelError
-from ipyagent.items import Summary
 from ipyagent.models.base import ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn, TurnComplete
 from ipyagent.models.recorded import RecordedTurn, ReplayModel, turns_from_items
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from ipyagent.context.events import Discarded, TextDelta
+from ipyagent.context.items import Message
 from ipyagent.errors import ModelTimeoutError
-from ipyagent.events import Discarded, TextDelta
-from ipyagent.items import Message
 from ipyagent.models.anthropic import AnthropicModel
 from ipyagent.models.base import ModelRequest, Retrying
 from ipyagent.models.openai_responses import OpenAIResponsesModel

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from ipyagent import Agent
+from ipyagent.context.events import Notice
+from ipyagent.context.items import Message
 from ipyagent.errors import ModelStreamError, RateLimitError, ServerError
-from ipyagent.events import Notice
-from ipyagent.items import Message
 from ipyagent.models.base import ModelRequest
 from ipyagent.models.openai_chat import OpenAIChatModel
 from tests.helpers.scripted_server import collect, http_error, raw_sse, reply_text, sse_event
@@ -77,7 +77,7 @@ def test_a_retry_is_not_also_printed_raw_to_stderr(scripted_server) -> None:
                             reply_text("ok")])
     script = textwrap.dedent(f"""
         import asyncio
-        from ipyagent.items import Message
+        from ipyagent.context.items import Message
         from ipyagent.models.base import ModelRequest
         from ipyagent.models.openai_chat import OpenAIChatModel
 

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 import ipyagent
-from ipyagent import Agent, _eventloop
-from ipyagent.items import ToolCall, ToolResult
+from ipyagent import Agent
+from ipyagent._util import eventloop as _eventloop
+from ipyagent.context.items import ToolCall, ToolResult
 from ipyagent.tools.files import READ_CHARS, diff_preview
 from tests.helpers.scripted_model import ScriptedModel, calls, text
 
@@ -218,7 +219,7 @@ def test_write_and_edit_calls_show_a_diff_where_they_are_approved(tmp_path):
     import io
 
     from ipyagent import Agent, ToolCall
-    from ipyagent.events import ToolCallRequested
+    from ipyagent.context.events import ToolCallRequested
     from ipyagent.frontends.notebook import card_html
     from ipyagent.frontends.terminal import TerminalDisplay
 

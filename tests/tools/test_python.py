@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from ipyagent import Agent, _eventloop
-from ipyagent.events import ToolOutput, live_emitter
-from ipyagent.items import ToolCall, ToolResult
+from ipyagent import Agent
+from ipyagent._util import eventloop as _eventloop
+from ipyagent.context.events import ToolOutput, live_emitter
+from ipyagent.context.items import ToolCall, ToolResult
 from ipyagent.tools.python import _images, python_tool
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 16).decode()

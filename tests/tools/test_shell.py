@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from ipyagent import Agent, _eventloop
-from ipyagent.approval import ApprovalPolicy
-from ipyagent.events import ToolCallFinished, ToolCallRequested, ToolOutput, live_emitter
-from ipyagent.items import ToolCall, ToolResult
+from ipyagent import Agent
+from ipyagent._util import eventloop as _eventloop
+from ipyagent.context.events import ToolCallFinished, ToolCallRequested, ToolOutput, live_emitter
+from ipyagent.context.items import ToolCall, ToolResult
+from ipyagent.engine.approval import ApprovalPolicy
 from ipyagent.kernel import sandbox
 from ipyagent.tools.shell import helper_code, shell_status
 from tests.helpers.scripted_model import ScriptedModel, calls, text
@@ -397,7 +398,7 @@ def test_a_shell_variable_is_readable_on_a_dark_terminal() -> None:
 
 
 def test_the_terminal_prompt_shows_the_command() -> None:
-    from ipyagent.approval import TerminalApprover
+    from ipyagent.engine.approval import TerminalApprover
 
     out = io.StringIO()
     TerminalApprover(input_fn=lambda p: "y", output=out)._show(

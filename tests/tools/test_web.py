@@ -12,7 +12,7 @@ import pytest
 from traitlets import TraitError
 
 from ipyagent import Agent
-from ipyagent.items import ToolCall, ToolResult
+from ipyagent.context.items import ToolCall, ToolResult
 from ipyagent.tools.web import WebConfig, web_tools
 from ipyagent.tools.web.duckduckgo import DuckDuckGo, parse_results, unwrap
 from ipyagent.tools.web.fetch import MAX_REDIRECTS
@@ -389,7 +389,7 @@ async def test_the_request_goes_to_the_checked_address():
 
 async def test_urls_with_credentials_and_secrets_are_refused(web, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
-    from ipyagent._secrets import secret_values
+    from ipyagent.trust.secrets import secret_values
 
     ts = tools(WebConfig(**LOCAL), secrets=lambda: secret_values("OPENAI_API_KEY"))
     result = await call(ts["fetch_url"], url=f"{web.url}/article.html?k={SENTINEL}")
@@ -438,7 +438,7 @@ def test_a_users_own_web_search_tool_is_kept():
 def test_the_agent_reads_its_settings_at_each_call(web):
     with Agent(python_tool=False, file_tools=False, skills_enabled=False, web_tools=True, web_timeout=2) as agent:
         call_ = ToolCall("c1", "fetch_url", {"url": f"{web.url}/plain.txt"})
-        from ipyagent import _eventloop
+        from ipyagent._util import eventloop as _eventloop
 
         refused = _eventloop.run_sync(agent.tools.execute(call_))
         assert refused.error and "fetch refused" in refused.output and web.seen == []

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from ipyagent import Agent
+from ipyagent.context.items import Message
+from ipyagent.context.steps import count_steps
 from ipyagent.errors import ConfigError
-from ipyagent.items import Message
-from ipyagent.steps import count_steps
 from ipyagent.transcripts.branches import deferred
 from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
 

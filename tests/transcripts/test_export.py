@@ -5,8 +5,8 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from ipyagent.context import Context
-from ipyagent.items import Message, Reasoning, Summary, ToolCall, ToolResult
+from ipyagent.context.buffer import Context
+from ipyagent.context.items import Message, Reasoning, Summary, ToolCall, ToolResult
 from ipyagent.transcripts.export import FORMAT, MAX_CELL_TEXT, context_to_notebook
 
 

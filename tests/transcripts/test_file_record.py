@@ -9,8 +9,8 @@ import pytest
 from nbclient import NotebookClient
 
 from ipyagent import Agent
+from ipyagent.context.items import ToolCall
 from ipyagent.errors import TranscriptError
-from ipyagent.items import ToolCall
 from ipyagent.transcripts.file_record import cell_source
 from ipyagent.transcripts.transcript import read
 from tests.helpers.scripted_model import ScriptedModel, calls, text

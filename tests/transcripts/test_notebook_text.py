@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from ipyagent import Agent, Message, ToolCall, ToolResult
-from ipyagent._text import repair_surrogates
+from ipyagent._util.text import repair_surrogates
 from ipyagent.errors import TranscriptError
 from ipyagent.transcripts import notebook_text
 from ipyagent.transcripts.notebook_text import NotebookText
@@ -112,7 +112,7 @@ def _kept(cache: NotebookText) -> list[str]:
 
 
 def _write(cache: NotebookText, text: str, path) -> None:
-    from ipyagent._atomic import write_atomic
+    from ipyagent._util.atomic import write_atomic
 
     write_atomic(path, text)
     cache.written(path)
@@ -308,7 +308,7 @@ def test_a_fifo_put_where_the_file_was_does_not_block_the_next_save(tmp_path):
 def test_a_file_replaced_before_it_was_stamped_is_not_read_back(tmp_path):
     """Another program replaces the file between the save's rename and ``written``: its size
     is not the text's, so its bytes are never taken for the spans of ours."""
-    from ipyagent._atomic import write_atomic
+    from ipyagent._util.atomic import write_atomic
 
     agent, cache, path = _long_agent(20), NotebookText(), tmp_path / "auto.ipynb"
     ours = _text(agent, cache)

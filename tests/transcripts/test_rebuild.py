@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ipyagent import Agent, Message, ToolCall, ToolResult
-from ipyagent.items import Summary
+from ipyagent.context.items import Summary
 from ipyagent.transcripts.rebuild import Rebuild, python_calls_that_ran
 from tests.helpers.scripted_model import ScriptedModel, calls, text
 
@@ -185,7 +185,7 @@ def test_the_approver_sees_exactly_the_code_that_runs_and_a_denial_stops(tmp_pat
 
 
 def test_an_edit_at_the_approval_is_not_run(tmp_path: Path) -> None:
-    from ipyagent.approval import Decision
+    from ipyagent.engine.approval import Decision
 
     path = _marker_run(tmp_path, "print(1)")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ipyagent import Agent, Message, ToolCall, ToolResult
-from ipyagent.items import Summary, unfold
+from ipyagent.context.items import Summary, unfold
 from ipyagent.transcripts.replay import replay
 from ipyagent.transcripts.transcript import read
 from tests.helpers.scripted_model import ScriptedModel, calls, text
@@ -221,7 +221,7 @@ def test_what_replay_asks_about_is_the_code_that_runs(tmp_path):
         asked.append(call.arguments.get("code", call.name))
         return "approve" if call.arguments.get("code") != EDITED else "not this one"
 
-    from ipyagent.approval import CallbackApprover
+    from ipyagent.engine.approval import CallbackApprover
 
     report = replay(path, cwd=str(tmp_path), approval_hook=CallbackApprover(hook))
     # The recorded denial is not asked about again; `add` is answered from the recording.

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from ipyagent import Agent
-from ipyagent.decisions import Decision
+from ipyagent.context.decisions import Decision
+from ipyagent.context.items import Message, ToolCall
+from ipyagent.context.steps import count_steps
 from ipyagent.errors import ConfigError
-from ipyagent.items import Message, ToolCall
 from ipyagent.kernel.staging import probe_overlay
-from ipyagent.steps import count_steps
 from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
 
 staged = pytest.mark.skipif(bool(probe_overlay()), reason="no overlayfs in a user namespace here")
@@ -306,8 +306,8 @@ def read_steps(path: Path) -> int:
 def test_interrupting_the_rerun_keeps_what_is_done_and_stops_the_kernel(tmp_path: Path) -> None:
     import time
 
-    from ipyagent import _eventloop
-    from ipyagent.events import ToolCallRequested
+    from ipyagent._util import eventloop as _eventloop
+    from ipyagent.context.events import ToolCallRequested
 
     script = [python("import time\ntime.sleep(0.5)\nslow = 1", "i1"),
               python("print('two')", "i2"), reply_text("Done.")]

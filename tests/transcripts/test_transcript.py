@@ -16,8 +16,8 @@ import pytest
 from nbclient import NotebookClient
 
 from ipyagent import Agent, ToolCall, ToolResult, __version__
+from ipyagent.context.events import Notice, StepFinished
 from ipyagent.errors import TranscriptError
-from ipyagent.events import Notice, StepFinished
 from ipyagent.kernel.outputs import model_text
 from ipyagent.kernel.sandbox import probe
 from ipyagent.transcripts.replay import normalise
@@ -150,8 +150,8 @@ def test_context_to_notebook_without_header(rich):
 
 def test_an_old_nested_summary_is_saved_as_one_run_of_cells_and_read_back(tmp_path):
     """Transcripts from before compaction flattened its summaries hold them nested."""
-    from ipyagent.context import Context
-    from ipyagent.items import Message, Summary
+    from ipyagent.context.buffer import Context
+    from ipyagent.context.items import Message, Summary
 
     inner: dict = {"type": "message", "role": "user", "content": "first", "meta": {}}
     for n in range(3):
@@ -431,7 +431,7 @@ def test_where_autosave_writes_is_said_at_the_end_of_the_run_not_mid_stream(tmp_
     """Issue 30: the line came after the first step, between the model's words and its
     next call; now it comes after the last step, just before the run's footer. A single
     step says it at that step's end."""
-    from ipyagent.events import RunFinished, StepFinished, StepStarted
+    from ipyagent.context.events import RunFinished, StepFinished, StepStarted
 
     seen: list[str] = []
 
@@ -605,7 +605,7 @@ def _touch(path: Path) -> Path:
 
 
 def test_a_transcript_shown_in_a_cell_keeps_what_the_file_says_inert() -> None:
-    from ipyagent.items import Message
+    from ipyagent.context.items import Message
     from ipyagent.transcripts.transcript import Transcript
     from tests.helpers.inert import bundle_problems
 
@@ -674,7 +674,7 @@ def test_the_header_says_whether_the_code_ran_sandboxed(tmp_path: Path, sandbox:
 
 
 def test_mixed_unrecorded_and_compacted_calls_are_each_counted() -> None:
-    from ipyagent.items import Summary
+    from ipyagent.context.items import Summary
     from ipyagent.transcripts.transcript import ran_where
 
     def result(n: int, where: object = None, ran: bool = True) -> ToolResult:

@@ -3,7 +3,7 @@
 Servers come from ``Agent.mcp_servers`` and from ``.ipyagent/mcp.json`` or ``mcp.json``
 beside the notebook (``config``). Their tools are offered to the model as
 ``server__tool`` and go through the same approval as any tool; what they return, and how
-they fail, are values. Every session lives on the engine loop (``_eventloop``), one holder task
+they fail, are values. Every session lives on the engine loop (``_util.eventloop``), one holder task
 per server (``session``). Servers start lazily — at the first step, or with
 ``%agent mcp`` — and a server found dead is reported by the call that found it and
 restarted at the next use. ``Agent.close()`` stops them all. Servers from a file beside
@@ -23,18 +23,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ... import _eventloop
-from ..._stamps import Stamp, settled, stamp
+from ..._util import eventloop as _eventloop
+from ..._util.stamps import Stamp, settled, stamp
+from ...context.events import Notice
+from ...context.items import ToolCall, ToolResult
 from ...errors import ConfigError
-from ...events import Notice
-from ...items import ToolCall, ToolResult
 from ..base import Tool
 from .config import CONFIG_FILES, ServerConfig, load_configs, parse_servers, tool_name
 from .session import CallFailed, Connection, MCPServerError, to_tool_result
 from .trust import TrustRequest, is_trusted, requests_for, trust_file_name
 
 if TYPE_CHECKING:
-    from ...agent import Agent
+    from ...engine.agent import Agent
 
 __all__ = ["MISSING", "MCPUnavailable", "MCPManager", "ServerConfig", "load_configs",
            "parse_servers", "sdk_available", "sdk_problem", "tool_name", "to_tool_result"]
@@ -112,7 +112,7 @@ class MCPManager:
         Every step asks; reading, hashing and parsing ``mcp.json`` and the trust list each
         time cost more than the rest of a step. The answer is kept while the settings, the
         directory and the stamps of both config-file candidates (and of the trust list, when
-        one of them exists) are the same (``_stamps``), so an edited, added or removed file
+        one of them exists) are the same (``_util.stamps``), so an edited, added or removed file
         is read at the next step.
         """
         directory = (self.agent.cwd or os.getcwd()) if self.agent.mcp_files else None

@@ -18,8 +18,8 @@ import tempfile
 import time
 from typing import IO, Any, Literal
 
-from ..._text import one_line
-from ...items import ToolResult
+from ..._util.text import one_line
+from ...context.items import ToolResult
 from .config import ServerConfig
 
 __all__ = ["Connection", "MCPServerError", "CallFailed", "describe_error", "to_tool_result"]

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..._atomic import write_atomic
-from ..._text import one_line
+from ..._util.atomic import write_atomic
+from ..._util.text import one_line
 from .config import ServerConfig
 
 if TYPE_CHECKING:
-    from ..._mainthread import Dispatcher
+    from ..._util.mainthread import Dispatcher
 
 __all__ = ["TRUST_ENV", "TrustPanel", "TrustRequest", "ask_in_notebook", "is_trusted",
            "requests_for", "trust", "trust_file", "trust_file_name", "untrust", "visible"]

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 
 import httpx
 
-from ..._text import one_line
+from ..._util.text import one_line
 from ..._version import __version__
 
 __all__ = ["SearchBackend", "SearchResult", "SearchUnavailable", "USER_AGENT", "MAX_RESULTS",

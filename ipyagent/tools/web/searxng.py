@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from ..._text import one_line
+from ..._util.text import one_line
 from .search import MAX_RESULTS, SearchResult, SearchUnavailable, http_client, transport_problem
 from .unpack import Undecodable, read_capped
 

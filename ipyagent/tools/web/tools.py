@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import httpx
 
-from ..._secrets import find_secret
-from ..._text import one_line, visible
-from ...items import ToolResult
+from ..._util.text import one_line, visible
+from ...context.items import ToolResult
+from ...trust.secrets import find_secret
 from ..base import Tool, tool
 from .duckduckgo import DuckDuckGo
 from .fetch import Fetched, FetchFailed, Refused, fetch

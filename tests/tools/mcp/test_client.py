@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ipyagent import Agent
-from ipyagent.events import Notice
+from ipyagent.context.events import Notice
 from ipyagent.tools.mcp.client import MISSING, MCPUnavailable
 from tests.helpers.mcp import STDIO
 from tests.helpers.scripted_model import ScriptedModel, text

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from ipyagent import Agent
-from ipyagent.approval import Decision
-from ipyagent.events import Notice
-from ipyagent.items import ToolResult
+from ipyagent.context.events import Notice
+from ipyagent.context.items import ToolResult
+from ipyagent.engine.approval import Decision
 from tests.helpers.mcp import SERVER, STDIO, needs_sdk
 from tests.helpers.scripted_model import ScriptedModel, calls, text
 
@@ -209,8 +209,8 @@ def test_listing_starts_lazily_and_config_changes_stop_servers(tmp_path: Path) -
 
 
 def _call(agent: Agent, name: str) -> str:
-    from ipyagent import _eventloop
-    from ipyagent.items import ToolCall
+    from ipyagent._util import eventloop as _eventloop
+    from ipyagent.context.items import ToolCall
 
     return _eventloop.run_sync(agent.tools.execute(ToolCall("c1", name, {}))).output
 
@@ -257,8 +257,8 @@ def test_streamable_http_server(tmp_path: Path, http_server) -> None:
 
 
 def _call_with(agent: Agent, name: str, args: dict) -> ToolResult:
-    from ipyagent import _eventloop
-    from ipyagent.items import ToolCall
+    from ipyagent._util import eventloop as _eventloop
+    from ipyagent.context.items import ToolCall
 
     return _eventloop.run_sync(agent.tools.execute(ToolCall("c1", name, args)))
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from ipyagent import Agent
-from ipyagent.approval import Decision
-from ipyagent.events import Notice
+from ipyagent.context.events import Notice
+from ipyagent.engine.approval import Decision
 from tests.helpers.mcp import SERVER, needs_sdk
 from tests.helpers.scripted_model import ScriptedModel, text
 
@@ -126,7 +126,7 @@ def test_terminal_prompt_shows_the_command_and_headless_says_how_to_allow(
     import asyncio
     import io
 
-    from ipyagent.approval import TerminalApprover, TerminalOrDeny
+    from ipyagent.engine.approval import TerminalApprover, TerminalOrDeny
     from ipyagent.frontends.widgets import WidgetApprover
     from ipyagent.tools.mcp.config import load_configs
     from ipyagent.tools.mcp.trust import requests_for
@@ -219,7 +219,7 @@ def test_an_mcp_json_edited_mid_session_is_read_at_the_next_step(
     import os
     import time
 
-    from ipyagent import _stamps
+    from ipyagent._util import stamps as _stamps
 
     monkeypatch.setattr(_stamps, "SETTLE_NS", 200_000_000)  # 0.2 s instead of 2 s, to wait less
     path, marker = plant(tmp_path, extra_arg="AAAA")

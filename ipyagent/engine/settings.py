@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, Union, validate
 from traitlets.config import LoggingConfigurable
 
+from ..models.providers import APIS, PRESETS, Endpoint, is_local_host, resolve
+from ..models.timeouts import Timeouts
 from .approval import MODES
-from .models.timeouts import Timeouts
-from .providers import APIS, PRESETS, Endpoint, is_local_host, resolve
 
 __all__ = ["AgentSettings", "DEFAULT_SYSTEM_PROMPT"]
 
@@ -31,8 +31,15 @@ shown to the user and may need their approval. Keep code short; print what you n
 see. When you are done, answer plainly and concisely, with the key numbers."""
 
 
+# The restored settings that bound a run (its length, cost, time, memory, what the model
+# sees, whether python is offered). A file may only tighten them: a looser value (and
+# 0 / None / "" mean "no limit", the loosest) is ignored and named in one line.
+LIMITS = ("max_steps", "max_tokens", "circuit_breaker", "request_max_tokens", "context_window",
+          "tool_output_limit", "tool_timeout", "memory_limit", "python_tool", "shell_tool")
+
+
 class AgentSettings(LoggingConfigurable):
-    """The settings of an ``Agent`` (the loop itself lives in ``ipyagent.agent``), and what
+    """The settings of an ``Agent`` (the loop itself lives in ``ipyagent.engine.agent``), and what
     follows from them alone (``endpoint``, ``workspace_path``)."""
 
     @classmethod
@@ -453,7 +460,7 @@ class AgentSettings(LoggingConfigurable):
     def _check_kernel_url(self, proposal: Any) -> str:
         if not proposal["value"]:
             return ""
-        from .kernel._rest import check_url
+        from ..kernel._rest import check_url
 
         try:
             return check_url(proposal["value"])
@@ -462,7 +469,7 @@ class AgentSettings(LoggingConfigurable):
 
     @validate("sandbox_paths")
     def _check_sandbox_paths(self, proposal: Any) -> Any:
-        from .kernel.sandbox import check_paths
+        from ..kernel.sandbox import check_paths
 
         try:
             check_paths(proposal["value"])
@@ -474,7 +481,7 @@ class AgentSettings(LoggingConfigurable):
     def _check_persona(self, proposal: Any) -> str | None:
         if not proposal["value"]:
             return None
-        from .personas import PersonaError, check
+        from ..instructions.personas import PersonaError, check
 
         try:
             return check(self, proposal["value"]).name
@@ -513,7 +520,7 @@ class AgentSettings(LoggingConfigurable):
 
     @validate("prices")
     def _check_prices(self, proposal: Any) -> dict[str, Any]:
-        from .models.prices import parse_prices
+        from ..models.prices import parse_prices
 
         try:
             parse_prices(proposal["value"])
@@ -524,7 +531,7 @@ class AgentSettings(LoggingConfigurable):
     @property
     def price(self) -> Any:
         """The ``Price`` of this model at this endpoint, or None (unknown, or local: free)."""
-        from .models.prices import parse_prices, price_for
+        from ..models.prices import parse_prices, price_for
 
         if self.model == "demo" or is_local_host(urlsplit(self.endpoint.base_url).hostname or ""):
             return None
@@ -571,7 +578,7 @@ def base_url_problem(url: str) -> str | None:
     """What is wrong with ``url`` as an endpoint, in words; None when it can be used."""
     from urllib.parse import urlsplit
 
-    from ._text import without_credentials
+    from .._util.text import without_credentials
 
     shown = without_credentials(url)  # a user:password or a ?key= is never repeated
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""

@@ -3,7 +3,7 @@
 The loop passes every tool's live ``ToolOutput`` events through a ``LiveRedactor`` and its
 ``ToolResult`` through ``redact_result``: the python tool, the file tools, MCP and
 user-defined tools all meet there, so they are redacted in one place. A secret in any form
-``_secrets.SecretScanner`` knows becomes ``[redacted $NAME]``; an image whose data holds one
+``trust.secrets.SecretScanner`` knows becomes ``[redacted $NAME]``; an image whose data holds one
 is dropped (rewriting base64 would only break it). ``redaction_notice`` is the one line the
 user reads about it.
 """
@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._secrets import SecretScanner, marker, scanner
-from .items import ToolResult
+from .secrets import SecretScanner, marker, scanner
+
+if TYPE_CHECKING:
+    from ..context.items import ToolResult
 
 __all__ = ["LiveRedactor", "redact_result", "redaction_notice"]
 
@@ -96,7 +98,7 @@ class LiveRedactor:
 
     A chunk's tail that could be the start of a secret is held back until the next chunk
     (or ``flush`` at the end of the call) shows whether it is. Only tails of at least
-    ``_secrets.MIN_HELD`` visible characters are held, so ordinary output is never
+    ``trust.secrets.MIN_HELD`` visible characters are held, so ordinary output is never
     delayed; a secret trickled out a few characters per flush can show live, but never in
     the result the model, the saved cell or a file gets.
     """

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._text import one_line, visible
+from ..._util.text import one_line, visible
 from .skill import FILENAME, Skill, SkillError, read_skill
 
 if TYPE_CHECKING:
-    from ..settings import AgentSettings
+    from ...engine.settings import AgentSettings
 
 __all__ = ["BUILTIN", "Found", "SkillTable", "find_skills", "skills_of"]
 

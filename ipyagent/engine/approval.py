@@ -18,12 +18,12 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Protocol, Union
 
-from ._text import visible
-from .decisions import BY, PERSON, Decision, utc_now
-from .items import CODE_ARGUMENTS, ToolCall, code_of
+from .._util.text import visible
+from ..context.decisions import BY, PERSON, Decision, utc_now
+from ..context.items import CODE_ARGUMENTS, ToolCall, code_of
 
 if TYPE_CHECKING:
-    from .offers import Offer, OfferAnswer
+    from ..tools.offers import Offer, OfferAnswer
 
 __all__ = ["Decision", "Approver", "ApprovalPolicy", "TerminalApprover", "TerminalOrDeny",
            "CallbackApprover", "on_a_terminal", "BY", "PERSON", "utc_now"]
@@ -70,7 +70,7 @@ def terminal_answer(prompt: str, stop: threading.Event | None = None,
     is a terminal. ``stop`` set (the question was withdrawn) ends the wait without
     consuming a line.
     """
-    from ._mainthread import interruptible_input, interruptible_key
+    from .._util.mainthread import interruptible_input, interruptible_key
 
     try:
         if keys:
@@ -151,7 +151,7 @@ class TerminalApprover:
         """Ask y/N whether the sandbox's code-like file changes reach the user's folder
         (``tools.changes.ChangeRequest``); the diffs are shown folded, characters visible."""
         out = self.output or sys.stdout
-        from .tools.changes import QUESTION_DIFFS
+        from ..tools.changes import QUESTION_DIFFS
 
         print(visible(f"\n{request.question()}"), file=out, flush=True)
         for change in request.changes[:QUESTION_DIFFS]:
@@ -168,7 +168,7 @@ class TerminalApprover:
 
     async def offer_result(self, offer: Offer) -> OfferAnswer:
         """Ask y/N whether the value the model offers comes into the user's kernel."""
-        from .offers import OfferAnswer
+        from ..tools.offers import OfferAnswer
 
         out = self.output or sys.stdout
         shown = f"\n{offer.question()}"
@@ -293,7 +293,7 @@ class TerminalOrDeny:
     async def offer_result(self, offer: Offer) -> OfferAnswer:
         """The y/N prompt for a value the model offers; with nobody there: not taken."""
         if not on_a_terminal():
-            from .offers import OfferAnswer
+            from ..tools.offers import OfferAnswer
 
             return OfferAnswer(False, "headless", reason="nobody could answer: stdin is not a terminal")
         return await self.prompt.offer_result(offer)

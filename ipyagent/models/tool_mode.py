@@ -17,12 +17,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Iterable, Literal
 
-from ._spill import raw_replaced
-from ._text import one_line
-from .items import Item, Summary, unfold_dicts
+from .._util.text import one_line
+from ..context.items import Item, Summary, unfold_dicts
+from ..context.spill import raw_replaced
 
 if TYPE_CHECKING:
-    from .errors import ConfigError, ModelError
+    from ..errors import ConfigError, ModelError
 
 __all__ = ["TOOL_MODES", "Wire", "MODE_KEY", "SWITCH_KEY", "TEXT_ALREADY", "ToolModeState",
            "refused_tools", "empty_stream", "dropped_tools", "switch_notice"]
@@ -89,7 +89,7 @@ def _turn_metas(items: Iterable[Item]) -> Iterable[dict[str, Any]]:
 
 def refused_tools(exc: ModelError | ConfigError) -> str | None:
     """Why the server refused a request carrying tools, in a few words; None otherwise."""
-    from .errors import ModelHTTPError, ModelStreamError
+    from ..errors import ModelHTTPError, ModelStreamError
 
     if isinstance(exc, (ModelHTTPError, ModelStreamError)) and _REFUSED.search(str(exc)):
         return f"the server refused native tool calling ({one_line(exc, 160)})"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Iterator, MutableSequence, overload
 
-from .context_table import ContextTable
 from .items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, item_from_dict
+from .table import ContextTable
 from .tokens import TokenCounter
 
 __all__ = ["Context"]
@@ -119,7 +119,7 @@ class Context(MutableSequence[Item]):
 
     def compaction_preview(self, **settings: Any) -> Any:
         """What compaction would summarise and keep now (nothing changes)."""
-        from .compaction import preview
+        from .plugs import preview
 
         base = self.settings_source() if self.settings_source is not None else {}
         return preview(self, **{**base, **self.compaction_settings, **settings})
@@ -144,7 +144,7 @@ class Context(MutableSequence[Item]):
 
     def to_notebook(self) -> Any:
         """The context as an nbformat v4 notebook (one cell per item)."""
-        from .transcripts.export import context_to_notebook
+        from .plugs import context_to_notebook
 
         return context_to_notebook(self)
 

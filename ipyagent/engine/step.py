@@ -13,15 +13,11 @@ import json
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from ._nesting import MAX_NESTING, bounded, deeper
-from ._secrets import key_envs, secret_values
-from ._text import head_tail
-from .audit import decision_record
-from .compaction import fit_window
-from .copies import MAX_COPIES_PER_CALL, copy_missing
-from .decisions import Decision, utc_now
-from .errors import ConfigError, ModelConnectionError, ModelError
-from .events import (
+from .._util.nesting import MAX_NESTING, bounded, deeper
+from .._util.text import head_tail
+from ..context.audit import decision_record
+from ..context.decisions import Decision, utc_now
+from ..context.events import (
     Event,
     Notice,
     Step,
@@ -35,12 +31,13 @@ from .events import (
     Usage,
     live_emitter,
 )
-from .items import Message, Summary, ToolCall, ToolResult
-from .models.base import ClientNotice, Discarded, ModelRequest, Retrying, Turn, TurnComplete
-from .models.overflow import context_overflow, overflow_hint
-from .redaction import LiveRedactor, redact_result, redaction_notice
-from .text_tools import FINAL_ANSWER, as_text_request, example_arguments
-from .tool_mode import (
+from ..context.items import Message, Summary, ToolCall, ToolResult
+from ..errors import ConfigError, ModelConnectionError, ModelError
+from ..kernel.copies import MAX_COPIES_PER_CALL, copy_missing
+from ..models.base import ClientNotice, Discarded, ModelRequest, Retrying, Turn, TurnComplete
+from ..models.overflow import context_overflow, overflow_hint
+from ..models.text_tools import FINAL_ANSWER, as_text_request, example_arguments
+from ..models.tool_mode import (
     MODE_KEY,
     SWITCH_KEY,
     TEXT_ALREADY,
@@ -50,8 +47,11 @@ from .tool_mode import (
     refused_tools,
     switch_notice,
 )
-from .tools.base import Executor, Toolbox
-from .written_calls import PROBLEM, flat_answer, how_to_call, recover_calls
+from ..models.written_calls import PROBLEM, flat_answer, how_to_call, recover_calls
+from ..tools.base import Executor, Toolbox
+from ..trust.redaction import LiveRedactor, redact_result, redaction_notice
+from ..trust.secrets import key_envs, secret_values
+from .compaction import fit_window
 
 if TYPE_CHECKING:
     import logging
@@ -267,7 +267,7 @@ async def request(run: StepRun) -> tuple[Turn, int]:
                 continue
             hint = overflow_hint(agent.context_window) if overflow else ""
             if isinstance(exc, ModelConnectionError) and str(exc).startswith("could not connect"):
-                from .providers import server_hint
+                from ..models.providers import server_hint
 
                 hint = server_hint(exc.url)
             raise Stop("error", str(exc) + hint) from None
@@ -338,7 +338,7 @@ def _bill(run: StepRun, spent: Usage | None) -> None:
 def _bounded_call(call: ToolCall) -> ToolCall:
     """``call``, its arguments not run if they nest past ``MAX_NESTING`` levels (kept as
     their text, which the call's error quotes), its meta's values bounded so too: such a
-    value in the context made every later save of the run fail (``_nesting``)."""
+    value in the context made every later save of the run fail (``_util.nesting``)."""
     if deeper(call.arguments):
         call.raw_arguments = f"(nested over {MAX_NESTING} levels) {bounded(call.arguments)}"
         call.arguments = {}
@@ -595,7 +595,7 @@ def decide_stop(run: StepRun, turn: Turn, cut: bool, steps_so_far: int) -> None:
         if not turn.tool_calls:
             agent.context.add_user(CONTINUE_PROMPT)
     elif not turn.tool_calls:
-        from .reply_checks import final_reply_notice
+        from ..models.reply_checks import final_reply_notice
 
         notice = final_reply_notice(turn.text, turn.finish_reason, turn.reasoning is not None,
                                     agent.tools.names)

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from .items import ToolCall, new_call_id
+from ..context.items import ToolCall, new_call_id
 from .lenient_json import LenientJSONError, loads, parse_prefix
 
 __all__ = ["WrittenCall", "find_written_calls", "recover_calls", "how_to_call", "canonical_call",

@@ -12,11 +12,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, Union
 
-from ._spill import raw_replaced
-from ._text import one_line
-from ._untrusted import markdown_literal, markdown_text
+from .._util.text import one_line
+from ..trust.untrusted import markdown_literal, markdown_text
 from .decisions import Decision
 from .items import Summary, ToolCall, ToolResult
+from .spill import raw_replaced
 
 __all__ = [
     "TextDelta",

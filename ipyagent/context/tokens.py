@@ -25,7 +25,7 @@ ITEM_OVERHEAD = 4  # role/framing tokens per message on the wire
 IMAGE_TOKENS = 1000
 # Calibration accepts a reported/estimated ratio implying 1 to 8 characters a token.
 MIN_RATIO, MAX_RATIO = 0.5, 4.0
-_log = logging.getLogger("ipyagent.tokens")
+_log = logging.getLogger("ipyagent.context.tokens")
 
 
 def item_text(item: Item) -> str:

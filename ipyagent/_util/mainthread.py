@@ -255,7 +255,7 @@ def run_pumped(pump: PumpDispatcher, coro: Coroutine[Any, Any, T], grace: float 
     Ctrl-C cancels the run, waits up to ``grace`` seconds for it to answer its open
     calls (so the context stays valid), then re-raises ``KeyboardInterrupt``.
     """
-    from . import _eventloop
+    from . import eventloop as _eventloop
 
     future, finished = _eventloop.submit_tracked(coro)
     try:

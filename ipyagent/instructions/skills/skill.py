@@ -20,8 +20,8 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..tools.files import WorkspaceError, locate, open_real_dir, open_regular
+from ...errors import ConfigError
+from ...tools.files import WorkspaceError, locate, open_real_dir, open_regular
 
 __all__ = ["FILENAME", "MAX_DESCRIPTION", "Skill", "SkillError", "parse_front_matter", "read_skill"]
 

@@ -15,15 +15,15 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import _eventloop
-from .models.base import Model
-from .providers import check_key
+from .._util import eventloop as _eventloop
+from ..models.base import Model
+from ..models.providers import check_key
 
 if TYPE_CHECKING:
+    from ..kernel.base import Kernel
+    from ..tools.mcp.client import MCPManager
+    from ..tools.remote_files import RemoteWorkspace, Unreachable
     from .agent import Agent
-    from .kernel.base import Kernel
-    from .tools.mcp.client import MCPManager
-    from .tools.remote_files import RemoteWorkspace, Unreachable
 
 __all__ = ["Resources"]
 
@@ -54,7 +54,7 @@ class Resources:
         if self._client is None:
             self._client = self._make_client()
         if self._agent.cache != "off":
-            from .models.cache import cached_client
+            from ..models.cache import cached_client
 
             self._cached = cached_client(self._agent, self._client, self._cached)
             return self._cached
@@ -83,10 +83,10 @@ class Resources:
     def _make_client(self) -> Model:
         agent = self._agent
         if agent.model == "demo":
-            from .models.demo import DemoModel
+            from ..models.demo import DemoModel
 
             return DemoModel()
-        from .models.http import EnvKey
+        from ..models.http import EnvKey
 
         endpoint = agent.endpoint
         # The client reads the key from the environment at each request and keeps no copy;
@@ -94,11 +94,11 @@ class Resources:
         check_key(endpoint, os.environ.get(endpoint.key_env) if endpoint.key_env else None)
         key = EnvKey(endpoint.key_env, functools.partial(check_key, endpoint)) if endpoint.key_env else None
         if endpoint.api == "responses":
-            from .models.openai_responses import OpenAIResponsesModel as Client
+            from ..models.openai_responses import OpenAIResponsesModel as Client
         elif endpoint.api == "anthropic":
-            from .models.anthropic import AnthropicModel as Client  # type: ignore[assignment]
+            from ..models.anthropic import AnthropicModel as Client  # type: ignore[assignment]
         else:
-            from .models.openai_chat import OpenAIChatModel as Client  # type: ignore[assignment]
+            from ..models.openai_chat import OpenAIChatModel as Client  # type: ignore[assignment]
         return Client(  # type: ignore[no-any-return]
             agent.model, base_url=endpoint.base_url, api_key=key,
             client=self._http_client, timeouts=agent.model_timeouts, max_retries=agent.max_retries,
@@ -165,14 +165,14 @@ class Resources:
         agent = self._agent
         kernel: Kernel
         if agent.kernel_url:
-            from .kernel.remote import RemoteKernel
+            from ..kernel.remote import RemoteKernel
 
             # Only Agent.kernel_env goes to the remote kernel: none of this environment.
             kernel = RemoteKernel(agent.kernel_url, timeout=agent.tool_timeout or None,
                                   kernel_name=agent.kernel_name, token_env=agent.kernel_token_env,
                                   env=agent.kernel_env)
         else:
-            from .kernel.sibling import SiblingKernel
+            from ..kernel.sibling import SiblingKernel
 
             kernel = SiblingKernel(
                 cwd=agent.cwd or os.getcwd(), timeout=agent.tool_timeout or None,  # 0: no limit
@@ -203,7 +203,7 @@ class Resources:
         agent = self._agent
         if agent.workspace != "remote":
             return None
-        from .tools.remote_files import RemoteWorkspace, Unreachable
+        from ..tools.remote_files import RemoteWorkspace, Unreachable
 
         key = (agent.kernel_url, agent.kernel_token_env)
         if self._remote_files is None or self._remote_files[0] != key:
@@ -220,7 +220,7 @@ class Resources:
     def mcp(self) -> MCPManager:
         """The MCP servers and their tools (made on first use)."""
         if self._mcp is None:
-            from .tools.mcp.client import MCPManager
+            from ..tools.mcp.client import MCPManager
 
             self._mcp = MCPManager(self._agent)
         return self._mcp
@@ -230,7 +230,7 @@ class Resources:
         agent = self._agent
         if not agent.agents_md:
             return None
-        from .agents_md import find_agents_md
+        from ..instructions.agents_md import find_agents_md
 
         # Looked up once per directory (not on every step: it walks up to the repo root).
         where = agent.cwd or os.getcwd()
@@ -269,7 +269,7 @@ class Resources:
 
 def _same_place(kernel: Kernel, url: str, token_env: str, env: dict[str, str]) -> bool:
     """True when ``kernel`` already runs where these settings say (nothing to move)."""
-    from .kernel.remote import RemoteKernel
+    from ..kernel.remote import RemoteKernel
 
     if not isinstance(kernel, RemoteKernel):
         return not url

@@ -43,13 +43,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._text import one_line, visible
-from ._untrusted import inline_code, markdown_literal, markdown_text
-from .errors import ConfigError
+from .._util.text import one_line, visible
+from ..errors import ConfigError
+from ..trust.untrusted import inline_code, markdown_literal, markdown_text
 
 if TYPE_CHECKING:
-    from .agent import Agent
-    from .settings import AgentSettings
+    from ..engine.agent import Agent
+    from ..engine.settings import AgentSettings
 
 __all__ = ["Persona", "PersonaError", "BUILTINS", "parse_front_matter", "load_file",
            "find_personas", "lookup", "check", "switch", "active_persona", "take_notes",

@@ -13,13 +13,13 @@ import base64
 import re
 from typing import TYPE_CHECKING, Any, Callable
 
-from ._text import one_line
-from .items import Message, ToolCall, ToolResult
-from .kernel.transfer import serialize
+from .._util.text import one_line
+from ..context.items import Message, ToolCall, ToolResult
 from .namespace import copy_record, describe
+from .transfer import serialize
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from ..engine.agent import Agent
 
 __all__ = ["push", "pull", "KEEP_PAYLOAD", "human_size", "recorded_copies", "copy_missing",
            "missing_name"]
@@ -39,7 +39,7 @@ def human_size(n: int) -> str:
 
 def _record(agent: Agent, text: str, record: dict[str, Any]) -> None:
     """The copy as a user message (the model learns of it) and a row of the audit."""
-    from .audit import person_decided
+    from ..context.audit import person_decided
 
     message = Message("user", text, meta={"copy": record})
     agent.context.append(message)
@@ -59,8 +59,8 @@ async def _push_one(agent: Agent, name: str, value: Any, payload: str) -> dict[s
 def secret_problem(agent: Agent, name: str, value: Any, payload: str | None = None) -> str | None:
     """Why ``value`` may not go into the sibling unasked (it holds a secret: by its name, its
     text, anywhere inside, or in its pickled bytes; or it is ipyagent's own), or None."""
-    from ._secrets import find_secret, key_envs, secret_values
-    from .trust.secrets_in import own_object, secret_inside, secret_name
+    from ..trust.secrets import find_secret, key_envs, secret_values
+    from ..trust.secrets_in import own_object, secret_inside, secret_name
 
     secrets = secret_values(key_envs(agent))
     if own_object(value):
@@ -116,9 +116,9 @@ async def copy_missing(agent: Agent, call: ToolCall, result: ToolResult,
     """After a python call failed with ``NameError`` for a variable the user's kernel has:
     offer the copy (``auto`` copies up to ``Agent.copy_limit`` unasked). True when copied,
     so the call should run again; else the result says why the value was not shared."""
-    from .events import Notice
-    from .items import new_call_id
-    from .kernel.process import parse_memory
+    from ..context.events import Notice
+    from ..context.items import new_call_id
+    from .process import parse_memory
 
     name = missing_name(result)
     source = agent.copy_source
@@ -135,7 +135,7 @@ async def copy_missing(agent: Agent, call: ToolCall, result: ToolResult,
     def refused(why: str) -> bool:
         copies.append({"name": name, "direction": "push", "copied": False, "reason": why})
         if asked is not None:  # a person (or a hook) said no: a row of the audit
-            from .audit import person_decided
+            from ..context.audit import person_decided
 
             person_decided(result, "decline", name, by=asked, reason=why, call_id=call.id,
                            detail="copy offered after a NameError")
@@ -175,7 +175,7 @@ async def copy_missing(agent: Agent, call: ToolCall, result: ToolResult,
     record = await _push_one(agent, name, value, payload)
     record["copied"] = True
     copies.append(record)
-    from .audit import person_decided
+    from ..context.audit import person_decided
 
     person_decided(result, "push", name, by=by, sha256=record["sha256"], call_id=call.id,
                    detail="copy offered after a NameError")
@@ -186,7 +186,7 @@ async def copy_missing(agent: Agent, call: ToolCall, result: ToolResult,
 async def pull(agent: Agent, name: str, local: str | None = None) -> Any:
     """A copy of the sibling's ``name``, decoded here as data (never unpickled), recorded
     with the sha256 of the bytes that crossed; the caller puts it in the user's kernel."""
-    from .trust.values import Undecodable, arrive
+    from ..trust.values import Undecodable, arrive
 
     data = await agent.kernel.pull_payload_async(name)
     try:

@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._secrets import secret_values
-from .trust.secrets_in import own_object, secret_name, secret_text
+from ..trust.secrets import secret_values
+from ..trust.secrets_in import own_object, secret_name, secret_text
 
 __all__ = ["NamespacePicture", "describe", "picture", "copy_record", "hidden_reason", "MODES"]
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ._text import one_line
+from .._util.text import one_line
 from .decisions import DECIDED, Decision, person_decided
 from .items import Item, ToolCall, ToolResult, unfold
 
@@ -187,7 +187,7 @@ class Audit:
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         """The table as text, for terminal IPython (which showed only the summary line)."""
-        from ._text import visible
+        from .._util.text import visible
 
         rows = [list(COLUMNS), *(self._cells(r) for r in self.rows)]
         rows = [[one_line(c) for c in row] for row in rows]  # a reason or id on one line

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 from urllib.parse import urlsplit
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = [
     "Api",
@@ -84,7 +84,7 @@ class Endpoint:
     label: str  # for messages: the provider's name, or the URL's host
 
     def __repr__(self) -> str:
-        from ._text import without_credentials
+        from .._util.text import without_credentials
 
         # A base_url may carry user:password (basic auth) or a ?key=: never in a repr.
         return (f"Endpoint(api={self.api!r}, base_url={without_credentials(self.base_url)!r}, "

@@ -25,16 +25,16 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from ._text import one_line
-from .audit import person_decided
-from .copies import human_size
-from .items import ToolCall, ToolResult
-from .namespace import describe
-from .tools.base import Tool
-from .trust.values import Undecodable, arrive
+from .._util.text import one_line
+from ..context.audit import person_decided
+from ..context.items import ToolCall, ToolResult
+from ..kernel.copies import human_size
+from ..kernel.namespace import describe
+from ..trust.values import Undecodable, arrive
+from .base import Tool
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from ..engine.agent import Agent
 
 __all__ = ["OFFER_TOOL", "Offer", "OfferAnswer", "Offerer", "offer_tool", "local_name_problem"]
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from .._text import one_line, visible
-from ..items import Message, ToolResult
-from ..tools.base import Tool, tool
+from ..._util.text import one_line, visible
+from ...context.items import Message, ToolResult
+from ...tools.base import Tool, tool
 from .found import Found, skills_of
 from .skill import MAX_COUNTED, Skill, SkillError
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ...engine.agent import Agent
 
 __all__ = ["MARKER", "TOOL_NAME", "load_skill_tool", "preload", "skill_text", "with_skills",
            "without_skills"]

@@ -16,13 +16,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, MutableMappi
 
 from traitlets import TraitError
 
-from . import _eventloop
-from .approval import ApprovalPolicy, Approver, CallbackApprover, Mode
-from .audit import Audit
-from .compaction import bind_settings
-from .context import Context
-from .errors import ApprovalError, ConfigError
-from .events import (
+from .._util import eventloop as _eventloop
+from ..context.audit import Audit
+from ..context.buffer import Context
+from ..context.events import (
     Event,
     Notice,
     RunFinished,
@@ -32,34 +29,37 @@ from .events import (
     StepFinished,
     Usage,
 )
-from .items import Message, ToolCall, ToolResult
-from .memory import Memory, remember_tool
-from .memory.run import recall, write_outcome
-from .models.base import Model
-from .models.retry import safe_url
-from .personas import PersonaState
-from .provenance import RanHere
+from ..context.items import Message, ToolCall, ToolResult
+from ..context.steps import count_steps
+from ..errors import ApprovalError, ConfigError
+from ..instructions.personas import PersonaState
+from ..instructions.skills import TOOL_NAME, Found, Skill, SkillTable, load_skill_tool, skills_of
+from ..memory import Memory, remember_tool
+from ..memory.run import recall, write_outcome
+from ..models.base import Model
+from ..models.retry import safe_url
+from ..models.tool_mode import ToolModeState, Wire
+from ..tools.base import Tool, Toolbox
+from ..tools.python import python_description, python_tool
+from ..tools.shell import shell_description, shell_status, shell_tool
+from ..trust.provenance import RanHere
+from .approval import ApprovalPolicy, Approver, CallbackApprover, Mode
+from .compaction import bind_settings
 from .resources import Resources
 from .settings import DEFAULT_SYSTEM_PROMPT, AgentSettings
-from .skills import TOOL_NAME, Found, Skill, SkillTable, load_skill_tool, skills_of
 from .step import CircuitBreaker, emit, run_step
-from .steps import count_steps
-from .tool_mode import ToolModeState, Wire
-from .tools.base import Tool, Toolbox
-from .tools.python import python_description, python_tool
-from .tools.shell import shell_description, shell_status, shell_tool
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from .kernel.base import Kernel
-    from .memory.store import Added
-    from .tools.mcp.client import MCPManager
-    from .transcripts.branches import Branches
-    from .transcripts.rebuild import Rebuild
-    from .transcripts.replay import ReplayReport
-    from .transcripts.rewind import RewindPlan, RewindReport
-    from .transcripts.transcript import Autosave, Transcript
+    from ..kernel.base import Kernel
+    from ..memory.store import Added
+    from ..tools.mcp.client import MCPManager
+    from ..transcripts.branches import Branches
+    from ..transcripts.rebuild import Rebuild
+    from ..transcripts.replay import ReplayReport
+    from ..transcripts.rewind import RewindPlan, RewindReport
+    from ..transcripts.transcript import Autosave, Transcript
 
 __all__ = ["Agent", "DEFAULT_SYSTEM_PROMPT"]
 
@@ -71,7 +71,7 @@ class Agent(AgentSettings):
 
     It *is* its settings (traitlets need the class: ``%config Agent.model``) and *has* its
     resources (``agent.resources``: client, kernel, MCP servers, AGENTS.md), its tools,
-    its context and its approval policy; ``ipyagent.step`` runs each step.
+    its context and its approval policy; ``ipyagent.engine.step`` runs each step.
     """
 
     def __init__(self, *, client: Model | None = None, http_client: Any = None,
@@ -90,7 +90,7 @@ class Agent(AgentSettings):
         self._agents_md_noted: Path | None = None
         self._demo_noted = ""  # the endpoint the demo model was said to ignore
         if self.persona:
-            from .personas import switch
+            from ..instructions.personas import switch
 
             switch(self, self.persona)
         self.context = Context(system=self._effective_system())
@@ -126,7 +126,7 @@ class Agent(AgentSettings):
         self._describe_python(None)
         self.observe(self._describe_python, names=["kernel_url", "workspace"])
         if self.file_tools:
-            from .tools.files import file_tools
+            from ..tools.files import file_tools
 
             # read_file may also open the files beside a SKILL.md (read-only, by path).
             for t in file_tools(lambda: self.workspace_path, lambda: self.tool_timeout,
@@ -225,7 +225,7 @@ class Agent(AgentSettings):
 
     def _sandbox_mode(self) -> tuple[str, str]:
         """(the local sibling's sandbox mode, why) as ``Agent.sandbox`` resolves here."""
-        from .kernel.sandbox import resolve_mode
+        from ..kernel.sandbox import resolve_mode
 
         try:
             return resolve_mode(self.sandbox)
@@ -259,7 +259,7 @@ class Agent(AgentSettings):
             self.tools.remove("shell")
 
     def _memory_tool_wanted(self, change: Any) -> None:
-        from .memory import TOOL_NAME
+        from ..memory import TOOL_NAME
 
         wanted = self.memory == "on" and self.memory_tool
         if wanted and TOOL_NAME not in self.tools:
@@ -268,8 +268,8 @@ class Agent(AgentSettings):
             self.tools.remove(TOOL_NAME)
 
     def _web_settings_changed(self, change: Any) -> None:
-        from ._secrets import key_envs, secret_values
-        from .tools.web import WebConfig, web_tools
+        from ..tools.web import WebConfig, web_tools
+        from ..trust.secrets import key_envs, secret_values
 
         wanted = self.web_tools or bool(self.search_url)
         made = self._web_made
@@ -292,7 +292,7 @@ class Agent(AgentSettings):
         self._web_made = made
 
     def _on_persona(self, change: Any) -> None:
-        from .personas import PersonaError, switch
+        from ..instructions.personas import PersonaError, switch
 
         try:
             switch(self, change["new"])
@@ -304,8 +304,8 @@ class Agent(AgentSettings):
     def _effective_system(self) -> str:
         """The system prompt sent: ``system_prompt`` (a persona's, if one is active) + AGENTS.md
         + the skills' names and descriptions (when ``load_skill`` is offered)."""
-        from .agents_md import with_agents_md
-        from .skills import with_skills
+        from ..instructions.agents_md import with_agents_md
+        from ..instructions.skills import with_skills
 
         return with_skills(with_agents_md(self.system_prompt, self.agents_md_path), self._listed_skills())
 
@@ -316,7 +316,7 @@ class Agent(AgentSettings):
         return skills_of(self)
 
     def _skills_changed(self, change: Any) -> None:
-        from .skills import with_skills, without_skills
+        from ..instructions.skills import with_skills, without_skills
 
         ours = TOOL_NAME in self.tools and self.tools[TOOL_NAME] is self._skill_tool
         if self.skills_enabled and TOOL_NAME not in self.tools:
@@ -334,7 +334,7 @@ class Agent(AgentSettings):
     def use_skill(self, name: str) -> Skill:
         """Load skill ``name`` up front: its instructions go into the conversation before the
         next task; ``SkillError`` (naming the close matches) when there is none."""
-        from .skills import preload
+        from ..instructions.skills import preload
 
         skill = preload(self, name)
         where = "built-in" if skill.source == "built-in" else str(skill.folder)
@@ -351,7 +351,7 @@ class Agent(AgentSettings):
         by name: ``shell`` under ``shell_tool = 'auto'``, and ``load_skill`` with its listing
         when the only skills found are the built-ins.
         """
-        from .skills import MARKER, without_skills
+        from ..instructions.skills import MARKER, without_skills
 
         dropped: list[str] = []
         if self.shell_tool == "auto" and any(t is self._shell for t in tools):
@@ -376,8 +376,8 @@ class Agent(AgentSettings):
     def pending_notices(self) -> list[Notice]:
         """What to say before the next request, each once: a persona file's refused settings,
         the AGENTS.md now in the system prompt, a SKILL.md that cannot be read."""
-        from .agents_md import MARKER
-        from .personas import take_notes
+        from ..instructions.agents_md import MARKER
+        from ..instructions.personas import take_notes
 
         # What a persona file tried to set and was refused.
         notices = [Notice(note, "warning") for note in take_notes(self)]
@@ -497,7 +497,7 @@ class Agent(AgentSettings):
 
     def _price(self, result: RunResult) -> None:
         """The run's cost at this model's known price (none for unknown or local models)."""
-        from .models.prices import cost_of
+        from ..models.prices import cost_of
 
         price = self.price
         if price is None or not result.usage.requests:
@@ -532,7 +532,7 @@ class Agent(AgentSettings):
         emit(listeners, event, self.log)
 
     async def _astep(self, listeners: list[Listener], steps_so_far: int) -> Step:
-        """One iteration (``ipyagent.step`` runs it). Never raises for model/tool failures."""
+        """One iteration (``ipyagent.engine.step`` runs it). Never raises for model/tool failures."""
         self._step_counter += 1
         step = await run_step(self, self._step_counter, listeners, steps_so_far=steps_so_far,
                               breaker=self._breaker)
@@ -561,7 +561,7 @@ class Agent(AgentSettings):
             if not (isinstance(event, StepFinished) and self.autosave):
                 return
             if self._autosaver is None:
-                from .transcripts.transcript import Autosave
+                from .plugs import Autosave
 
                 self._autosaver = Autosave(self)
             notice = self._autosaver.save()
@@ -586,10 +586,10 @@ class Agent(AgentSettings):
         """Write the conversation as a transcript notebook; returns its Path. A conversation
         with branches writes each (``STEM.NAME.ipynb``) and their index (``STEM.branches.ipynb``)
         beside it."""
-        from .transcripts.transcript import save
+        from .plugs import save
 
         if self.tree is not None and len(self.tree) > 1:
-            from .transcripts.branches import save_tree
+            from .plugs import save_tree
 
             return save_tree(self, path)
         return save(self, path)
@@ -603,7 +603,7 @@ class Agent(AgentSettings):
         each approved under the new agent's ``approval`` (see ``load``), in ``cwd=`` if
         given, else in a fresh empty temporary directory.
         """
-        from .transcripts.transcript import from_transcript, read
+        from .plugs import from_transcript, read
 
         transcript = read(path)
         fresh = rerun and "cwd" not in settings
@@ -645,8 +645,7 @@ class Agent(AgentSettings):
                     approval: Mode | None = None, cwd: str | os.PathLike[str] | None = None,
                     on_event: Listener | None = None) -> Transcript:
         """Awaitable ``load`` (in a notebook, approval clicks need this or ``%agent load``)."""
-        from .transcripts.branches import load_tree, read_index
-        from .transcripts.transcript import load_into, read
+        from .plugs import load_into, load_tree, read, read_index
 
         index = read_index(path)  # a conversation's branches: all of them come back
         if index:
@@ -695,15 +694,14 @@ class Agent(AgentSettings):
 
     def _history_replaced(self) -> None:
         """The conversation was replaced: steps numbered after it, no branch re-run pending."""
-        from .transcripts.branches import cancel_deferred
+        from .plugs import cancel_deferred
 
         self.renumber_steps()
         cancel_deferred(self)
 
     async def _arebuild(self, approval: Mode | None, on_event: Listener | None,
                         root: str | None) -> Rebuild:
-        from .transcripts.branches import cancel_deferred
-        from .transcripts.rebuild import arebuild
+        from .plugs import arebuild, cancel_deferred
 
         cancel_deferred(self)  # re-run now: a branch's first call need not do it again
         return await arebuild(self, approval=approval, on_event=on_event, root=root)
@@ -713,19 +711,19 @@ class Agent(AgentSettings):
 
         Its calls are approved as this agent's would be; it runs in a new empty temporary
         directory unless ``cwd=`` says where."""
-        from .transcripts.replay import replay
+        from .plugs import replay
 
         return replay(path, **self._replay_settings(settings))
 
     async def areplay(self, path: str | os.PathLike[str], **settings: Any) -> ReplayReport:
         """Awaitable ``replay`` (the notebook stays responsive meanwhile)."""
-        from .transcripts.replay import areplay
+        from .plugs import areplay
 
         return await _eventloop.run_async(areplay(path, **self._replay_settings(settings)))
 
     def _replay_settings(self, settings: dict[str, Any]) -> dict[str, Any]:
         """This agent's approval and limits for a replay (``settings`` win)."""
-        from .transcripts.transcript import LIMITS
+        from .settings import LIMITS
 
         return {"approval": self.approval, "allow": list(self.allow),
                 "approval_hook": self.approval_hook,
@@ -748,7 +746,7 @@ class Agent(AgentSettings):
     async def arewind(self, n: int, *, keep: bool = True, approval: Mode | None = None,
                       on_event: Listener | None = None) -> RewindReport:
         """Awaitable ``rewind`` (in a notebook, approval clicks need this or ``%agent rewind``)."""
-        from .transcripts.rewind import arewind
+        from .plugs import arewind
 
         report = await _eventloop.run_async(arewind(self, n, keep=keep, approval=approval,
                                                      on_event=on_event))
@@ -757,7 +755,7 @@ class Agent(AgentSettings):
 
     def rewind_plan(self, n: int) -> RewindPlan:
         """What ``rewind(n)`` would do (nothing changes): the steps, files and calls."""
-        from .transcripts.rewind import plan
+        from .plugs import plan
 
         return plan(self, n)
 
@@ -765,7 +763,7 @@ class Agent(AgentSettings):
         """A new agent sharing this conversation so far, with its own sibling kernel (it
         re-runs the python calls so far at its first call, not before); a branch of
         ``self.branches`` named ``name`` (default ``fork-N``)."""
-        from .transcripts.branches import fork
+        from .plugs import fork
 
         return fork(self, name)
 
@@ -777,7 +775,7 @@ class Agent(AgentSettings):
     def branches(self) -> Branches:
         """This conversation's branches: a table (name, steps, last answer, tokens), and
         ``agent.branches["NAME"]`` is that branch's agent."""
-        from .transcripts.branches import tree_of
+        from .plugs import tree_of
 
         return tree_of(self)
 
@@ -785,25 +783,25 @@ class Agent(AgentSettings):
     # -- the staged workspace: what the model's code changed in its copy of the folder -----
     def changes(self, everything: bool = False) -> Any:
         """The sandbox's pending file changes (``everything``: every change, with its status)."""
-        from .tools.changes import list_changes
+        from ..tools.changes import list_changes
 
         return list_changes(self, everything)
 
     def apply(self, *paths: str) -> Any:
         """Apply pending changes (all, or those at ``paths``) to your folder."""
-        from .tools.changes import apply_pending
+        from ..tools.changes import apply_pending
 
         return apply_pending(self, paths)
 
     def discard(self, *paths: str) -> Any:
         """Keep pending changes in the sandbox's view only."""
-        from .tools.changes import discard_pending
+        from ..tools.changes import discard_pending
 
         return discard_pending(self, paths)
 
     def undo(self) -> Any:
         """Undo the last applied change set; files you edited since are left (and listed)."""
-        from .tools.changes import undo_last
+        from ..tools.changes import undo_last
 
         return undo_last(self)
 
@@ -813,7 +811,7 @@ class Agent(AgentSettings):
 
     async def apush(self, **values: Any) -> list[dict[str, Any]]:
         """Async form of ``push``."""
-        from . import copies
+        from ..kernel import copies
 
         return await _eventloop.run_async(copies.push(self, values))
 
@@ -823,7 +821,7 @@ class Agent(AgentSettings):
 
     async def apull(self, name: str, local: str | None = None) -> Any:
         """Async form of ``pull``."""
-        from . import copies
+        from ..kernel import copies
 
         return await _eventloop.run_async(copies.pull(self, name, local))
 

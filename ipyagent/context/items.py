@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Literal, Type, TypeVar, Union
 
-from ._spill import OutputsField, ReplacedField, outputs_of, raw_replaced, replaced_of
-from ._text import one_line
-from ._untrusted import fence, inline_code, markdown_literal, markdown_text
+from .._util.text import one_line
+from ..trust.untrusted import fence, inline_code, markdown_literal, markdown_text
+from .spill import OutputsField, ReplacedField, outputs_of, raw_replaced, replaced_of
 
 __all__ = [
     "CODE_ARGUMENTS",
@@ -187,7 +187,7 @@ class ToolResult(_ItemBase):
     name: str = ""
     # Rich outputs (nbformat output dicts) for display and transcripts; the model
     # sees only ``output``. Once saved, large values may be spilled from memory; a read
-    # brings them back onto the item (``ipyagent._spill``) until the next save.
+    # brings them back onto the item (``ipyagent.context.spill``) until the next save.
     outputs: list[dict[str, Any]] = field(default_factory=list)
     execution_count: int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
@@ -299,7 +299,7 @@ def _read_back(item: _I, name: str, read: Callable[[Any], Any]) -> _I:
 
 
 # Read through descriptors: a saved result's large display values (and those of the results
-# a summary replaced) may be spilled to a private file (``ipyagent._spill``) and are read back
+# a summary replaced) may be spilled to a private file (``ipyagent.context.spill``) and are read back
 # here, so every reader gets them whole.
 ToolResult.outputs = OutputsField()  # type: ignore[assignment]
 Summary.replaced = ReplacedField()  # type: ignore[assignment]

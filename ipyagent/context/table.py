@@ -11,10 +11,10 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, Any
 
-from ._text import one_line, visible
+from .._util.text import one_line, visible
 
 if TYPE_CHECKING:
-    from .context import Context
+    from .buffer import Context
 
 __all__ = ["ContextTable", "HEAD", "TAIL"]
 

@@ -40,14 +40,14 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from ._spill import held_dict, raw_outputs, raw_replaced
-from ._text import head_tail, one_line
-from .items import Item, Message, Summary, ToolCall, ToolResult, code_of, turn_spans, unfold_dicts
-from .models.base import SUMMARY_PROMPT
+from .._util.text import head_tail, one_line
+from ..context.items import Item, Message, Summary, ToolCall, ToolResult, code_of, turn_spans, unfold_dicts
+from ..context.spill import held_dict, raw_outputs, raw_replaced
+from ..models.base import SUMMARY_PROMPT
 
 if TYPE_CHECKING:
+    from ..context.buffer import Context
     from .agent import Agent
-    from .context import Context
 
 __all__ = ["CompactionPlan", "plan", "preview", "turn_groups", "render_for_summary",
            "SUMMARY_PROMPT", "truncation_summary", "replaced_items", "shrink_largest_result",
@@ -386,7 +386,7 @@ def bind_settings(context: Context, agent: Agent) -> None:
 
 async def fit_window(agent: Agent, emit: Callable[[Any], None]) -> str | None:
     """Compact ``agent.context`` until the next request fits; a one-line problem, or None."""
-    from .events import ContextCompacted
+    from ..context.events import ContextCompacted
 
     ctx = agent.context
     settings = settings_for(agent)
@@ -416,8 +416,8 @@ async def fit_window(agent: Agent, emit: Callable[[Any], None]) -> str | None:
 async def _summarise(agent: Agent, items: list[Item], p: CompactionPlan,
                      emit: Callable[[Any], None]) -> Summary:
     """A model-written Summary of ``items``; a truncation Summary if that fails."""
-    from .events import Notice, Usage
-    from .models.base import ModelRequest, TurnComplete
+    from ..context.events import Notice, Usage
+    from ..models.base import ModelRequest, TurnComplete
 
     counter = agent.context.counter
     # No longer than the room left once the middle is gone, so it fits without truncation.

@@ -15,8 +15,8 @@ import json
 from dataclasses import replace
 from typing import Any, Sequence
 
-from .items import Item, Message, Reasoning, ToolCall, ToolResult
-from .models.base import ModelRequest
+from ..context.items import Item, Message, Reasoning, ToolCall, ToolResult
+from .base import ModelRequest
 from .written_calls import canonical_call
 
 __all__ = ["as_text_request", "tools_prompt", "render_items", "example_arguments", "AFTER_RESULTS", "FINAL_ANSWER"]
