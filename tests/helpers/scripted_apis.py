@@ -367,12 +367,7 @@ async def replay_record(
 
     seen: list[httpx.Request] = []
     client = httpx.AsyncClient(transport=recorded_transport(rec, chunk_size, seen))
-    model = make_model(client)
-
-    async def no_sleep(seconds: float) -> None:
-        pass
-
-    model.retry.sleep = no_sleep
+    model = without_sleeps(make_model(client))
     events: list[Any] = []
     error: Exception | None = None
     try:
@@ -388,3 +383,41 @@ async def replay_record(
     finally:
         await client.aclose()
     return events, error, seen
+
+
+async def _no_sleep(seconds: float) -> None:
+    pass
+
+
+def without_sleeps(model: Any) -> Any:
+    """``model`` whose retries are kept but never sleep; returns it."""
+    model.retry.sleep = _no_sleep
+    return model
+
+
+def check_rejected_once(error: Exception | None, expected: dict[str, Any], endpoint: str, key: str,
+                        events: list[Any], seen: list[httpx.Request]) -> None:
+    """A recorded 4xx became one readable ``RequestRejected`` line, was not retried, and
+    names the endpoint but never the key."""
+    from ipyagent.errors import RequestRejected
+
+    status = expected["http_status"]
+    assert type(error) is RequestRejected, error
+    assert error.status_code == status and error.body == expected["error_body"]
+    text = str(error)
+    assert text.startswith(f"HTTP {status}: ") and expected["error_body"]["error"]["message"] in text
+    assert f"({endpoint})" in text and "\n" not in text and key not in text
+    assert not events and len(seen) == 1
+
+
+def check_stream_agrees(events: list[Any], turn: Any, *, with_index: bool = False) -> None:
+    """What streamed out (text, reasoning, call deltas) agrees with the assembled ``turn``."""
+    from ipyagent.models.base import ReasoningDelta, TextDelta, ToolCallDelta
+
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == turn.text
+    assert not any(isinstance(e, ReasoningDelta) for e in events)
+    deltas = [e for e in events if isinstance(e, ToolCallDelta)]
+    named = [((e.index,) if with_index else ()) + (e.id, e.name) for e in deltas if e.name]
+    assert named == [((i,) if with_index else ()) + (c.id, c.name) for i, c in enumerate(turn.tool_calls)]
+    for i, call in enumerate(turn.tool_calls):
+        assert json.loads("".join(e.arguments for e in deltas if e.index == i) or "{}") == call.arguments

@@ -16,7 +16,7 @@ from ipyagent.models.anthropic import (
     to_anthropic_messages,
 )
 from ipyagent.models.base import ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta
-from tests.helpers.scripted_apis import anthropic_error, anthropic_reply
+from tests.helpers.scripted_apis import anthropic_error, anthropic_reply, without_sleeps
 from tests.helpers.scripted_server import ScriptedServer, collect, http_error
 from tests.helpers.tools import add
 
@@ -30,13 +30,7 @@ def explode(x: int) -> int:
 
 
 def model(srv: ScriptedServer, **kw: Any) -> AnthropicModel:
-    m = AnthropicModel("claude-test", srv.base_url, KEY, backoff=0, **kw)
-
-    async def no_sleep(seconds: float) -> None:
-        pass
-
-    m.retry.sleep = no_sleep
-    return m
+    return without_sleeps(AnthropicModel("claude-test", srv.base_url, KEY, backoff=0, **kw))
 
 
 def request(*items: Any, **kw: Any) -> ModelRequest:

@@ -12,35 +12,34 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from ipyagent.context.items import Message, ToolCall, ToolResult
-from ipyagent.errors import RequestRejected
 from ipyagent.models.anthropic import (
     ANTHROPIC_VERSION,
     AnthropicModel,
     to_anthropic_messages,
     to_anthropic_tools,
 )
-from ipyagent.models.base import ReasoningDelta, TextDelta, ToolCallDelta, TurnComplete
-from tests.helpers.scripted_apis import corpus_params, load_record, replay_record
+from ipyagent.models.base import TurnComplete
+from tests.helpers.scripted_apis import (
+    check_rejected_once,
+    check_stream_agrees,
+    corpus_params,
+    load_record,
+    replay_record,
+)
 
 URL = "https://provider.example/v1"
 KEY = "sk-ant-SENTINEL-0123"
 
 
-async def _replay(rec: dict[str, Any], chunk_size: int | None) -> tuple[list[Any], Exception | None, list[httpx.Request]]:
-    return await replay_record(
-        lambda client: AnthropicModel("claude-test", URL, KEY, client=client, max_retries=2, backoff=0),
-        rec, chunk_size, system="Be brief.")
-
 
 @pytest.mark.parametrize("path, chunk_size", corpus_params("anthropic.messages", sliced=True))
 async def test_recorded_response(path: Path | None, chunk_size: int | None) -> None:
     rec = load_record(path)
+    events, error, seen = await replay_record(lambda client: AnthropicModel("claude-test", URL, KEY, client=client, max_retries=2, backoff=0), rec, chunk_size, system="Be brief.")
     expected = rec["expected"]
-    events, error, seen = await _replay(rec, chunk_size)
 
     # What went out: x-api-key (never a Bearer token), the version header, required fields.
     request = seen[0]
@@ -51,14 +50,8 @@ async def test_recorded_response(path: Path | None, chunk_size: int | None) -> N
     assert sent["system"] == "Be brief." and sent["max_tokens"] > 0 and sent["stream"] is True
     assert sent["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
 
-    if expected.get("error"):
-        status = expected["http_status"]
-        assert type(error) is RequestRejected, error
-        assert error.status_code == status and error.body == expected["error_body"]  # type: ignore[attr-defined]
-        text = str(error)
-        assert text.startswith(f"HTTP {status}: ") and expected["error_body"]["error"]["message"] in text
-        assert f"({URL}/messages)" in text and "\n" not in text and KEY not in text
-        assert not events and len(seen) == 1  # a 404 is never retried
+    if expected.get("error"):  # a 4xx is never retried
+        check_rejected_once(error, expected, f"{URL}/messages", KEY, events, seen)
         return
 
     assert error is None, error
@@ -74,15 +67,7 @@ async def test_recorded_response(path: Path | None, chunk_size: int | None) -> N
         (w["id"], w["name"], w["arguments"], None) for w in expected["tool_calls"]
     ]
 
-    # What streamed out agrees with the assembled turn.
-    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == turn.text
-    assert not any(isinstance(e, ReasoningDelta) for e in events)
-    deltas = [e for e in events if isinstance(e, ToolCallDelta)]
-    assert [(e.index, e.id, e.name) for e in deltas if e.name] == [
-        (i, c.id, c.name) for i, c in enumerate(turn.tool_calls)
-    ]
-    for i, call in enumerate(turn.tool_calls):
-        assert json.loads("".join(e.arguments for e in deltas if e.index == i) or "{}") == call.arguments
+    check_stream_agrees(events, turn, with_index=True)
 
 
 def _items_from_messages(messages: list[dict[str, Any]]) -> list[Any]:

@@ -12,30 +12,31 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from ipyagent.context.items import Message, ToolCall, ToolResult
-from ipyagent.errors import RequestRejected
-from ipyagent.models.base import ReasoningDelta, TextDelta, ToolCallDelta, TurnComplete
+from ipyagent.models.base import TurnComplete
 from ipyagent.models.openai_responses import OpenAIResponsesModel, to_responses_input, to_responses_tools
-from tests.helpers.scripted_apis import CORPUS, CORPUS_APIS, corpus_params, load_record, replay_record
+from tests.helpers.scripted_apis import (
+    CORPUS,
+    CORPUS_APIS,
+    check_rejected_once,
+    check_stream_agrees,
+    corpus_params,
+    load_record,
+    replay_record,
+)
 
 URL = "https://provider.example/v1"
 KEY = "sk-SENTINEL-responses-0123"
 
 
-async def _replay(rec: dict[str, Any], chunk_size: int | None) -> tuple[list[Any], Exception | None, list[httpx.Request]]:
-    return await replay_record(
-        lambda client: OpenAIResponsesModel("m", URL, KEY, client=client, max_retries=2, backoff=0),
-        rec, chunk_size, system="Be brief.")
-
 
 @pytest.mark.parametrize("path, chunk_size", corpus_params("responses", sliced=True))
 async def test_recorded_response(path: Path | None, chunk_size: int | None) -> None:
     rec = load_record(path)
+    events, error, seen = await replay_record(lambda client: OpenAIResponsesModel("m", URL, KEY, client=client, max_retries=2, backoff=0), rec, chunk_size, system="Be brief.")
     expected = rec["expected"]
-    events, error, seen = await _replay(rec, chunk_size)
 
     # What went out: Bearer auth, a stateless streamed request to /responses.
     assert seen and seen[0].url == f"{URL}/responses"
@@ -44,14 +45,8 @@ async def test_recorded_response(path: Path | None, chunk_size: int | None) -> N
     assert sent["stream"] is True and sent["store"] is False and sent["instructions"] == "Be brief."
     assert sent["input"] == [{"role": "user", "content": "hi"}]
 
-    if expected.get("error"):
-        status = expected["http_status"]
-        assert type(error) is RequestRejected, error
-        assert error.status_code == status and error.body == expected["error_body"]  # type: ignore[attr-defined]
-        text = str(error)
-        assert text.startswith(f"HTTP {status}: ") and expected["error_body"]["error"]["message"] in text
-        assert f"({URL}/responses)" in text and "\n" not in text and KEY not in text
-        assert not events and len(seen) == 1  # a 400 is never retried
+    if expected.get("error"):  # a 4xx is never retried
+        check_rejected_once(error, expected, f"{URL}/responses", KEY, events, seen)
         return
 
     assert error is None, error
@@ -69,13 +64,7 @@ async def test_recorded_response(path: Path | None, chunk_size: int | None) -> N
     # The result must refer to call_id; the fc_ item id is kept, not used as the key.
     assert [c.meta.get("item_id") for c in turn.tool_calls] == [w["item_id"] for w in want]
 
-    # What streamed out agrees with the assembled turn.
-    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == turn.text
-    assert not any(isinstance(e, ReasoningDelta) for e in events)
-    deltas = [e for e in events if isinstance(e, ToolCallDelta)]
-    assert [(e.id, e.name) for e in deltas if e.name] == [(c.id, c.name) for c in turn.tool_calls]
-    for i, call in enumerate(turn.tool_calls):
-        assert json.loads("".join(e.arguments for e in deltas if e.index == i)) == call.arguments
+    check_stream_agrees(events, turn)
 
 
 def _items_from_input(entries: list[dict[str, Any]]) -> list[Any]:

@@ -11,7 +11,7 @@ from ipyagent import Agent, Message, Reasoning, Summary, ToolCall, ToolResult
 from ipyagent.errors import ModelResponseError, ModelStreamError, RequestRejected
 from ipyagent.models.base import ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta
 from ipyagent.models.openai_responses import OpenAIResponsesModel, to_responses_input
-from tests.helpers.scripted_apis import responses_error, responses_reply
+from tests.helpers.scripted_apis import responses_error, responses_reply, without_sleeps
 from tests.helpers.scripted_server import ScriptedServer, collect, http_error, raw_sse, sse_event
 from tests.helpers.tools import add
 
@@ -19,13 +19,7 @@ KEY = "sk-SENTINEL-responses-9876"
 
 
 def model(srv: ScriptedServer, **kw: Any) -> OpenAIResponsesModel:
-    m = OpenAIResponsesModel("gpt-test", srv.base_url, KEY, backoff=0, **kw)
-
-    async def no_sleep(seconds: float) -> None:
-        pass
-
-    m.retry.sleep = no_sleep
-    return m
+    return without_sleeps(OpenAIResponsesModel("gpt-test", srv.base_url, KEY, backoff=0, **kw))
 
 
 def request(*items: Any, **kw: Any) -> ModelRequest:
