@@ -9,6 +9,10 @@ from typing import Any
 
 import pytest
 
+# The browser tests' fixture (``browser``) and page helpers, written once for every
+# tests/test_e2e_*.py (a plugin, so no test module imports another for a fixture).
+pytest_plugins = ["tests.helpers.browser"]
+
 
 def _raise_open_file_limit() -> None:
     """The suite starts hundreds of kernels in one process; each jupyter_client context holds

@@ -17,21 +17,19 @@ from typing import Any
 import pytest
 
 from ipyagent.trust.cellcode import cell_text, hidden_characters
-from tests.helpers.jupyter_server_helper import JupyterServer
-from tests.test_e2e_browser import (  # noqa: F401 - the browser fixture
+from tests.helpers.browser import (
     ARTIFACTS,
-    LOAD,
-    browser,
-    code_cell,
-    dismiss_dialogs,
     expect,
+    load_extension,
+    open_notebook,
     outputs,
     prompt,
-    run_cell,
-    scripted_lab,
+    run_code,
     wait_idle,
     wait_text,
 )
+from tests.helpers.jupyter_server_helper import JupyterServer
+from tests.helpers.labs import scripted_lab
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -70,18 +68,11 @@ def saved_sources(path: Path, count: int, timeout: float = 60) -> list[str]:
 
 
 def test_the_new_cell_is_the_cards_text_character_for_character(
-        browser: Any, bidi_lab: tuple[JupyterServer, Path, str]) -> None:  # noqa: F811 - the fixture
+        browser: Any, bidi_lab: tuple[JupyterServer, Path, str]) -> None:
     server, path, app = bidi_lab
-    page = browser.new_page()
-    dismiss_dialogs(page)
-    try:
-        page.goto(server.url_for("bidi.ipynb"), timeout=LOAD)
-        setup = code_cell(page, "%load_ext ipyagent")
-        expect(setup).to_be_visible(timeout=LOAD)
-        run_cell(setup)
-        wait_text(setup, "approval", timeout=LOAD)
-        cell = code_cell(page, "%agent compute the fee")
-        run_cell(cell)
+    with open_notebook(browser, server, "bidi.ipynb", f"bidi-{app}") as page:
+        load_extension(page)
+        cell = run_code(page, "%agent compute the fee")
         wait_text(cell, "Both ran.")
         wait_idle(cell)
         wait_text(cell, "fee is 1")  # the code ran as written: nothing multiplied the fee
@@ -110,10 +101,3 @@ def test_the_new_cell_is_the_cards_text_character_for_character(
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         cell.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / f"{'' if app == 'lab' else 'notebook7-'}bidi-code-to-cell.png"))
-    except BaseException:
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / f"failed-bidi-{app}.png"), full_page=True)
-        print(f"jupyter log:\n{server.log()}")
-        raise
-    finally:
-        page.close()

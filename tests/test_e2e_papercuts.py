@@ -1,7 +1,8 @@
 """Issue 30's papercuts, checked in a real JupyterLab in headless Chromium.
 
 The harness (Chromium, Playwright, a Jupyter server in a temporary home) is
-``test_e2e_browser.py``'s; each test here builds its own small notebook on the demo model.
+``tests/helpers/browser.py``'s and ``tests/helpers/labs.py``'s; each test here builds its own
+small notebook on the demo model.
 Screenshots go to ``artifacts/e2e/`` (a person looks at them; the tests read the page).
 """
 
@@ -14,23 +15,20 @@ from typing import Any
 
 import pytest
 
-import tests.test_e2e_browser as e2e
-from tests.helpers.jupyter_server_helper import JupyterServer
-from tests.test_e2e_browser import (
-    ARTIFACTS,
-    LOAD,
+from tests.helpers.browser import (
     button,
-    code_cell,
-    dismiss_dialogs,
     expect,
+    load_extension,
+    open_notebook,
     output_text,
     outputs,
-    run_cell,
+    run_code,
+    shot,
     wait_idle,
     wait_text,
 )
-
-browser = e2e.browser  # the one headless Chromium fixture of the browser tests
+from tests.helpers.jupyter_server_helper import JupyterServer
+from tests.helpers.labs import notebook_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -38,14 +36,8 @@ SETUP = "%load_ext ipyagent\n%config Agent.approval = 'ask'"
 
 
 def _lab(tmp_path: Path, cells: list[str], name: str = "papercuts.ipynb") -> Iterator[JupyterServer]:
-    with e2e.notebook_server(tmp_path, cells, name) as (srv, _):
+    with notebook_server(tmp_path, cells, name) as (srv, _):
         yield srv
-
-
-def _shot(target: Any, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    target.scroll_into_view_if_needed()
-    target.screenshot(path=str(ARTIFACTS / name))
 
 
 # -- item 6: what runs is what the box shows ---------------------------------------------
@@ -67,17 +59,10 @@ def test_ctrl_enter_right_after_fast_typing_runs_exactly_the_box(
         browser: Any, edit_lab: JupyterServer) -> None:
     """Issue 30 item 6: 150 characters typed with no delay, then Ctrl-Enter at once, three
     times; each time the code that ran, the card and the output are the box's whole text."""
-    page = browser.new_page()
-    dismiss_dialogs(page)
-    try:
-        page.goto(edit_lab.url_for("papercuts.ipynb"), timeout=LOAD)
-        setup = code_cell(page, "%load_ext ipyagent")
-        expect(setup).to_be_visible(timeout=LOAD)
-        run_cell(setup)
-        wait_text(setup, "approval ask", timeout=LOAD)
+    with open_notebook(browser, edit_lab, "papercuts.ipynb", "edit-race") as page:
+        load_extension(page, "approval ask")
         for trial, task in enumerate(TASKS):
-            cell = code_cell(page, f"%agent {task}")
-            run_cell(cell)
+            cell = run_code(page, f"%agent {task}")
             button(cell, "Edit").click()
             editor = outputs(cell).locator(".ipyagent-editor textarea")
             expect(editor).to_be_focused()
@@ -92,14 +77,7 @@ def test_ctrl_enter_right_after_fast_typing_runs_exactly_the_box(
             wait_text(cell, f"whole 150 {payload[-6:]} trial-{trial}-END")
             shown = cell.locator(".ipyagent-card").first.locator("pre").first.inner_text()
             assert shown.strip() == typed, (trial, shown)
-        _shot(cell, "edit-race.png")
-    except BaseException:
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "failed-edit-race.png"), full_page=True)
-        print(f"jupyter lab log:\n{edit_lab.log()}")
-        raise
-    finally:
-        page.close()
+        shot(cell, "edit-race.png")
 
 
 # -- item 9: the clutter list ------------------------------------------------------------
@@ -122,16 +100,9 @@ def test_the_card_in_a_browser_says_each_thing_once_inside_its_frame(
     says Busy while the agent cell runs (it said Idle once the first widget appeared);
     what a call printed is inside its card; where autosave writes is said after the
     answer, just before the footer."""
-    page = browser.new_page()
-    dismiss_dialogs(page)
-    try:
-        page.goto(clutter_lab.url_for("papercuts.ipynb"), timeout=LOAD)
-        setup = code_cell(page, "%load_ext ipyagent")
-        expect(setup).to_be_visible(timeout=LOAD)
-        run_cell(setup)
-        wait_text(setup, "approval ask", timeout=LOAD)
-        cell = code_cell(page, "%agent Use Python to compute 2**100")
-        run_cell(cell)
+    with open_notebook(browser, clutter_lab, "papercuts.ipynb", "clutter") as page:
+        load_extension(page, "approval ask")
+        cell = run_code(page, "%agent Use Python to compute 2**100")
         approve = button(cell, "Approve")
         expect(approve).to_be_visible()
         card = cell.locator(".ipyagent-card").first
@@ -139,7 +110,7 @@ def test_the_card_in_a_browser_says_each_thing_once_inside_its_frame(
         page.wait_for_timeout(1500)  # the widget manager's control requests come and go
         assert output_text(cell).count("waiting for") == 1, output_text(cell)
         assert _status_bar(page) == "Busy", _status_bar(page)
-        _shot(cell, "clutter-waiting.png")
+        shot(cell, "clutter-waiting.png")
 
         button(cell, "Edit").click()
         editor = outputs(cell).locator(".ipyagent-editor")
@@ -151,7 +122,7 @@ def test_the_card_in_a_browser_says_each_thing_once_inside_its_frame(
         right = card.bounding_box()["x"] + card.bounding_box()["width"]
         box = editor.bounding_box()
         assert box["x"] + box["width"] <= right + 1, (box, right)  # inside the card's width
-        _shot(cell, "clutter-editing.png")
+        shot(cell, "clutter-editing.png")
         button(cell, "Cancel").click()
         expect(approve).to_be_enabled()
 
@@ -172,11 +143,4 @@ def test_the_card_in_a_browser_says_each_thing_once_inside_its_frame(
         footer = text.index("✓ done · 3 steps")
         assert answer < saved < footer, text
         expect(page.locator(".jp-StatusBar-Widget")).to_contain_text("Idle")
-        _shot(cell, "clutter-done.png")
-    except BaseException:
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "failed-clutter.png"), full_page=True)
-        print(f"jupyter lab log:\n{clutter_lab.log()}")
-        raise
-    finally:
-        page.close()
+        shot(cell, "clutter-done.png")

@@ -16,22 +16,21 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.jupyter_server_helper import JupyterServer
-from tests.test_e2e_browser import (  # noqa: F401 - the browser fixture
-    ARTIFACTS,
-    LOAD,
+from tests.helpers.browser import (
     add_cell_below,
-    browser,
-    code_cell,
-    dismiss_dialogs,
     expect,
+    load_extension,
+    open_notebook,
     output_text,
     outputs,
     run_cell,
-    scripted_lab,
+    run_code,
+    shot,
     wait_idle,
     wait_text,
 )
+from tests.helpers.jupyter_server_helper import JupyterServer
+from tests.helpers.labs import scripted_lab
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -49,17 +48,10 @@ def rewind_lab(tmp_path: Path) -> Iterator[JupyterServer]:
         yield srv
 
 
-def test_rewind_to_here_asks_then_goes_back(browser: Any, rewind_lab: JupyterServer) -> None:  # noqa: F811
-    page = browser.new_page()
-    dismiss_dialogs(page)
-    try:
-        page.goto(rewind_lab.url_for("rewind.ipynb"), timeout=LOAD)
-        setup = code_cell(page, "%load_ext ipyagent")
-        expect(setup).to_be_visible(timeout=LOAD)
-        run_cell(setup)
-        wait_text(setup, "approval", timeout=LOAD)
-        cell = code_cell(page, "%agent make three files")
-        run_cell(cell)
+def test_rewind_to_here_asks_then_goes_back(browser: Any, rewind_lab: JupyterServer) -> None:
+    with open_notebook(browser, rewind_lab, "rewind.ipynb", "rewind") as page:
+        load_extension(page)
+        cell = run_code(page, "%agent make three files")
         wait_text(cell, "Made three files.")
         wait_idle(cell)
         boxes = outputs(cell).locator(".ipyagent-rewind-box")
@@ -86,14 +78,12 @@ def test_rewind_to_here_asks_then_goes_back(browser: Any, rewind_lab: JupyterSer
         # Again, and Rewind this time.
         rewind.click()
         expect(plan).to_be_visible()
-        cell.scroll_into_view_if_needed()
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        cell.screenshot(path=str(ARTIFACTS / "rewind-question.png"))
+        shot(cell, "rewind-question.png")
         second.locator("button.jupyter-button", has_text=re.compile(r"^\s*Rewind\s*$")).click()
         expect(status).to_contain_text("rewound to step 2: dropped 2 steps, kept as branch 'main-1'")
         expect(status).to_contain_text("put back in your folder: e3.txt")
         expect(status).to_contain_text("re-ran 2 python calls")
-        cell.screenshot(path=str(ARTIFACTS / "rewind-done.png"))
+        shot(cell, "rewind-done.png")
         run_cell(check)
         wait_text(check, "['e1.txt', 'e2.txt']")
         kernel = add_cell_below(page, check, "import ipyagent; a = ipyagent.current(); "
@@ -102,10 +92,3 @@ def test_rewind_to_here_asks_then_goes_back(browser: Any, rewind_lab: JupyterSer
         run_cell(kernel)
         wait_text(kernel, "False 3")  # steps 1-2's variables, none of step 3's
         assert output_text(kernel).strip().endswith("2"), output_text(kernel)
-    except BaseException:
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "failed-rewind.png"), full_page=True)
-        print(f"jupyter lab log:\n{rewind_lab.log()}")
-        raise
-    finally:
-        page.close()
