@@ -176,7 +176,6 @@ def test_a_hostile_reply_runs_no_script_and_approves_nothing(
         assert outputs(cell).locator("code", has_text="a < b").count() >= 1
         assert "RAN-UNASKED" not in json.dumps(model.bodies)  # nor did the model hear of a run
         cell.scroll_into_view_if_needed()
-        page.screenshot(path="/tmp/render-hostile.png", full_page=True)
         shot(cell, "hostile-reply.png", "lab")
 
 
