@@ -456,4 +456,4 @@ def test_the_table_is_the_agents(nb: Path) -> None:
         assert "plotting" in repr(agent.skills)
         agent.skills_enabled = False
         assert repr(agent.skills) == "skills: off (Agent.skills_enabled = False)"
-    assert os.fspath(BUILTIN).endswith(os.path.join("ipyagent", "skills", "builtin"))
+    assert os.fspath(BUILTIN).endswith(os.path.join("ipyagent", "instructions", "skills", "builtin"))

@@ -142,7 +142,7 @@ def test_a_blocked_tool_thread_never_keeps_python_from_exiting() -> None:
     script = textwrap.dedent("""
         import threading, time
         from ipyagent import Toolbox, ToolCall
-        from ipyagent import _eventloop
+        from ipyagent._util import eventloop as _eventloop
 
         def stuck() -> str:
             \"\"\"Never returns.\"\"\"

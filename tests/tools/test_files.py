@@ -356,7 +356,7 @@ def test_a_read_that_blocks_times_out_and_never_keeps_python_from_exiting(ws: Pa
     script = textwrap.dedent(f"""
         import time
         from ipyagent import Agent, ToolCall
-        from ipyagent import _eventloop
+        from ipyagent._util import eventloop as _eventloop
         from ipyagent.tools import files
         files._NONBLOCK = 0
         agent = Agent(python_tool=False, workspace={str(ws)!r}, tool_timeout=1)
