@@ -195,7 +195,7 @@ class Agent(AgentSettings):
     @context.setter
     def context(self, value: Context) -> None:
         bind_settings(value, self)  # the preview follows the current settings, even before a step
-        self._context = value
+        self._context: Context = value
         # A new conversation starts native; a loaded one goes on in the mode it was in.
         self.tool_mode_state = ToolModeState.of(value)
 
