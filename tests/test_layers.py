@@ -3,9 +3,10 @@
 Every folder directly under ``ipyagent/`` is a layer. Its ``__init__`` docstring says what it
 owns and, in a paragraph that starts ``May import:``, which other layers it may import; this
 test reads those paragraphs (it keeps no list of its own), checks that they never run in a
-circle, and holds every import of every module against them: the ones inside functions too,
-only ``if TYPE_CHECKING:`` imports are exempt (they never run). The modules directly under
-``ipyagent/`` are the floor (they import nothing of ours, so every layer may import them:
+circle, and holds every import of every module against them: the ones inside functions and
+under ``if TYPE_CHECKING:`` too (a lower layer that needs a higher one's type names what it
+uses as a ``typing.Protocol``, and mypy checks the higher one's class against it). The
+modules directly under ``ipyagent/`` are the floor (they import nothing of ours, so every layer may import them:
 ``errors``, ``_version``) or the face (``__init__``, ``_doc``: what a user or the docs
 import; nothing inside imports them).
 """
@@ -34,24 +35,14 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def _type_checking_only(tree: ast.AST) -> set[int]:
-    """The nodes inside ``if TYPE_CHECKING:`` bodies (their ``else`` runs, so it counts)."""
-    return {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-            and "TYPE_CHECKING" in ast.unparse(node.test)
-            for stmt in node.body for n in ast.walk(stmt)}
-
-
 def imports(module: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """The package modules ``module`` imports, outside ``if TYPE_CHECKING:`` blocks."""
+    """The package modules ``module`` imports, wherever the import statement is."""
     tree = ast.parse(path.read_text())
-    exempt = _type_checking_only(tree)
     here = module.split(".") if module else []
     if path.name != "__init__.py":
         here = here[:-1]
     found: set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in exempt:
-            continue
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = here[:len(here) - (node.level - 1)] + (node.module.split(".") if node.module else [])
@@ -124,6 +115,15 @@ def test_imports_point_down(module: str) -> None:
     wrong = sorted(f"{dep} ({layer(dep) or 'the face'})" for dep in GRAPH[module]
                    if dep not in FLOOR and (dep in FACE or layer(dep) not in allowed))
     assert not wrong, f"{module} ({layer(module) or 'the floor'}) may not import: {wrong}"
+
+
+def test_imports_for_types_only_count(tmp_path: Path) -> None:
+    source = tmp_path / "low.py"
+    source.write_text("from typing import TYPE_CHECKING\n"
+                      "if TYPE_CHECKING:\n    from ..engine.agent import Agent\n"
+                      "else:\n    from ..context import items\n")
+    known = {"trust.low": source, "engine.agent": source, "context.items": source}
+    assert imports("trust.low", source, known) == {"engine.agent", "context.items"}
 
 
 def test_no_import_cycles() -> None:

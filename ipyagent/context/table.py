@@ -9,18 +9,34 @@ one "… N more" row between, which says how to see the rest: ``agent.context.ta
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable, Iterator, Mapping, Protocol
 
 from .._util.text import one_line, visible
+from .items import Item
+from .tokens import TokenCounter
 
-if TYPE_CHECKING:
-    from .buffer import Context
-
-__all__ = ["ContextTable", "HEAD", "TAIL"]
+__all__ = ["ContextTable", "HEAD", "TAIL", "Rows"]
 
 HEAD = 20  # rows shown before the "… N more" row
 TAIL = 20  # and after it
 _SLACK = 10  # up to this many rows past HEAD + TAIL are shown whole: folding 5 helps no one
+
+
+class Rows(Protocol):
+    """What the table reads of a ``Context`` (``buffer`` imports this module, not back)."""
+
+    @property
+    def system(self) -> str: ...
+    @property
+    def counter(self) -> TokenCounter: ...
+    @property
+    def settings_source(self) -> Callable[[], Mapping[str, Any]] | None: ...
+    @property
+    def tokens(self) -> int: ...
+    def item_tokens(self, index: int) -> int: ...
+    def __len__(self) -> int: ...
+    def __getitem__(self, index: int) -> Item: ...
+    def __iter__(self) -> Iterator[Item]: ...
 
 
 def _items(n: int) -> str:
@@ -30,7 +46,7 @@ def _items(n: int) -> str:
 class ContextTable:
     """Rows ``start``..``stop`` of a context (a range shown in full); the whole context folded."""
 
-    def __init__(self, context: Context, start: int | None = None, stop: int | None = None) -> None:
+    def __init__(self, context: Rows, start: int | None = None, stop: int | None = None) -> None:
         self.context = context
         self.whole = start is None and stop is None
         self.start, self.stop, _ = slice(start, stop).indices(len(context))

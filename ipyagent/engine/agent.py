@@ -55,11 +55,10 @@ if TYPE_CHECKING:
     from ..kernel.base import Kernel
     from ..memory.store import Added
     from ..tools.mcp.client import MCPManager
-    from ..transcripts.branches import Branches
-    from ..transcripts.rebuild import Rebuild
-    from ..transcripts.replay import ReplayReport
-    from ..transcripts.rewind import RewindPlan, RewindReport
-    from ..transcripts.transcript import Autosave, Transcript
+    from . import plugs
+    from .plugs import Autosaver, Rebuild, ReplayReport, RewindPlan, RewindReport, Transcript
+
+    Branches = plugs.Branches["Agent"]  # this agent's branches (the docs say ``Branches``)
 
 __all__ = ["Agent", "DEFAULT_SYSTEM_PROMPT"]
 
@@ -105,7 +104,7 @@ class Agent(AgentSettings):
         # What ran here after a yes: a rewind re-runs it without asking (shared by branches).
         self.ran_here = RanHere()
         self.tree: Branches | None = None  # this conversation's branches (fork, rewind)
-        self._autosaver: Autosave | None = None  # made when Agent.autosave is first used
+        self._autosaver: Autosaver | None = None  # made when Agent.autosave is first used
         # The user's variables a NameError may offer to copy (the magics set it); None: none.
         self.copy_source: Callable[[], Mapping[str, Any]] | None = None
         # Where a value the user takes from an offer (``offer_result``) goes: the user's
@@ -196,7 +195,7 @@ class Agent(AgentSettings):
     @context.setter
     def context(self, value: Context) -> None:
         bind_settings(value, self)  # the preview follows the current settings, even before a step
-        self._context = value
+        self._context: Context = value
         # A new conversation starts native; a loaded one goes on in the mode it was in.
         self.tool_mode_state = ToolModeState.of(value)
 

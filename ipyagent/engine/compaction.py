@@ -47,7 +47,7 @@ from ..models.base import SUMMARY_PROMPT
 
 if TYPE_CHECKING:
     from ..context.buffer import Context
-    from .agent import Agent
+    from .view import AgentView
 
 __all__ = ["CompactionPlan", "plan", "preview", "turn_groups", "render_for_summary",
            "SUMMARY_PROMPT", "truncation_summary", "replaced_items", "shrink_largest_result",
@@ -358,7 +358,7 @@ def shrink_largest_result(context: Context, over: int, keep_last: bool = True) -
     return True
 
 
-def settings_for(agent: Agent, context: Context | None = None) -> dict[str, Any]:
+def settings_for(agent: AgentView, context: Context | None = None) -> dict[str, Any]:
     """``plan`` settings from an agent's current traits (window, threshold, reserve…)."""
     ctx = agent.context if context is None else context
     window = agent.context_window
@@ -369,7 +369,7 @@ def settings_for(agent: Agent, context: Context | None = None) -> dict[str, Any]
                 target=agent.compact_target)
 
 
-def bind_settings(context: Context, agent: Agent) -> None:
+def bind_settings(context: Context, agent: AgentView) -> None:
     """Make ``context.compaction_preview()`` use ``agent``'s settings as they are when asked.
 
     Why: the preview must show what the next step would do, before the first step and
@@ -384,7 +384,7 @@ def bind_settings(context: Context, agent: Agent) -> None:
     context.settings_source = source
 
 
-async def fit_window(agent: Agent, emit: Callable[[Any], None]) -> str | None:
+async def fit_window(agent: AgentView, emit: Callable[[Any], None]) -> str | None:
     """Compact ``agent.context`` until the next request fits; a one-line problem, or None."""
     from ..context.events import ContextCompacted
 
@@ -413,7 +413,7 @@ async def fit_window(agent: Agent, emit: Callable[[Any], None]) -> str | None:
     return None
 
 
-async def _summarise(agent: Agent, items: list[Item], p: CompactionPlan,
+async def _summarise(agent: AgentView, items: list[Item], p: CompactionPlan,
                      emit: Callable[[Any], None]) -> Summary:
     """A model-written Summary of ``items``; a truncation Summary if that fails."""
     from ..context.events import Notice, Usage

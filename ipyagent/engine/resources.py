@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..kernel.base import Kernel
     from ..tools.mcp.client import MCPManager
     from ..tools.remote_files import RemoteWorkspace, Unreachable
-    from .agent import Agent
+    from .view import AgentView
 
 __all__ = ["Resources"]
 
@@ -31,10 +31,10 @@ __all__ = ["Resources"]
 class Resources:
     """The model client, sibling kernel, MCP servers and AGENTS.md of one agent."""
 
-    def __init__(self, agent: Agent, client: Model | None, http_client: Any) -> None:
+    def __init__(self, agent: AgentView, client: Model | None, http_client: Any) -> None:
         """``client`` injects a model client (kept as is); ``http_client`` is handed to the
         clients built from the settings."""
-        self._agent = weakref.proxy(agent)  # the agent owns these, not the other way round
+        self._agent: AgentView = weakref.proxy(agent)  # the agent owns these, not the other way round
         self._client = client
         self.client_is_injected = client is not None
         self._http_client = http_client

@@ -56,7 +56,7 @@ from .compaction import fit_window
 if TYPE_CHECKING:
     import logging
 
-    from .agent import Agent
+    from .view import AgentView
 
 __all__ = ["run_step", "StepRun", "Stop", "CircuitBreaker", "emit", "CONTINUE_PROMPT"]
 
@@ -127,7 +127,7 @@ class CircuitBreaker:
 class StepRun:
     """One step being run: the agent, its ``Step``, when it started and who listens."""
 
-    def __init__(self, agent: Agent, index: int, listeners: list[Listener]) -> None:
+    def __init__(self, agent: AgentView, index: int, listeners: list[Listener]) -> None:
         self.agent = agent
         self.step = Step(index=index)
         self.listeners = listeners
@@ -177,7 +177,7 @@ class StepRun:
             raise Stop("budget", f"token budget spent ({agent.usage.total} of {agent.max_tokens})")
 
 
-async def run_step(agent: Agent, index: int, listeners: list[Listener], *, steps_so_far: int,
+async def run_step(agent: AgentView, index: int, listeners: list[Listener], *, steps_so_far: int,
                    breaker: CircuitBreaker) -> Step:
     """One iteration. Never raises for model/tool failures: they end up in the Step."""
     run = StepRun(agent, index, listeners)

@@ -22,7 +22,7 @@ from .cellrun import Command, error_line
 
 if TYPE_CHECKING:
     from ..engine.agent import Agent
-    from ..transcripts.rewind import RewindPlan
+    from ..engine.plugs import RewindPlan
 
 __all__ = ["ACTIONS", "parse", "run_command", "rewind_awaiting", "RewindListener",
            "interrupted_line", "fork_line", "switch_line", "repl_command"]

@@ -41,19 +41,16 @@ import html
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .._util.text import one_line, visible
 from ..errors import ConfigError
 from ..trust.untrusted import inline_code, markdown_literal, markdown_text
-
-if TYPE_CHECKING:
-    from ..engine.agent import Agent
-    from ..engine.settings import AgentSettings
+from .view import InstructionSettings
 
 __all__ = ["Persona", "PersonaError", "BUILTINS", "parse_front_matter", "load_file",
            "find_personas", "lookup", "check", "switch", "active_persona", "take_notes",
-           "PersonaState",
+           "PersonaState", "PersonaAgent",
            "PersonaTable", "DIRECTORY_KEYS"]
 
 _TOOLS = ("You can use `python`: it runs code in a separate, persistent Python kernel (its "
@@ -361,18 +358,18 @@ def _same_folder(a: Path, b: Path) -> bool:
         return False
 
 
-def _find(agent: AgentSettings) -> tuple[dict[str, Persona], list[str]]:
+def _find(agent: InstructionSettings) -> tuple[dict[str, Persona], list[str]]:
     return find_personas(dict(agent.personas), _directory(agent),
                          override_builtin=bool(getattr(agent, "personas_override_builtin", False)))
 
 
-def _directory(agent: AgentSettings) -> Path:
+def _directory(agent: InstructionSettings) -> Path:
     import os
 
     return Path(agent.cwd or os.getcwd())
 
 
-def lookup(agent: AgentSettings, name: str) -> Persona:
+def lookup(agent: InstructionSettings, name: str) -> Persona:
     """The persona called ``name`` for ``agent``; ``PersonaError`` names the known ones."""
     found, problems = _find(agent)
     if name in found:
@@ -410,7 +407,19 @@ class PersonaState:
         return self.active.persona if self.active else None
 
 
-def take_notes(agent: Agent) -> tuple[str, ...]:
+class PersonaAgent(InstructionSettings, Protocol):
+    """An ``engine.agent.Agent`` as personas use it: its settings, the persona named and the
+    one in effect, and the allow list a persona adds to."""
+
+    @property
+    def persona(self) -> str | None: ...
+    @property
+    def allow(self) -> list[str]: ...
+    @property
+    def persona_state(self) -> PersonaState: ...
+
+
+def take_notes(agent: PersonaAgent) -> tuple[str, ...]:
     """The active persona's notes, the first time they are asked for (then nothing)."""
     active = agent.persona_state.active
     if active is None or active.said:
@@ -426,7 +435,7 @@ def _settings(persona: Persona) -> dict[str, Any]:
     return settings
 
 
-def check(agent: AgentSettings, name: str) -> Persona:
+def check(agent: InstructionSettings, name: str) -> Persona:
     """The persona called ``name``, once each of its settings fits ``agent``'s traits."""
     from traitlets import TraitError
 
@@ -444,7 +453,7 @@ def check(agent: AgentSettings, name: str) -> Persona:
     return persona
 
 
-def switch(agent: Agent, name: str | None) -> None:
+def switch(agent: PersonaAgent, name: str | None) -> None:
     """Leave the active persona (restoring settings) and enter ``name`` (None: none)."""
     from traitlets import TraitError
 
@@ -472,7 +481,7 @@ def switch(agent: Agent, name: str | None) -> None:
     state.active = entered
 
 
-def active_persona(agent: Agent) -> Persona | None:
+def active_persona(agent: PersonaAgent) -> Persona | None:
     """The persona in effect for ``agent``, if any."""
     return agent.persona_state.persona
 
@@ -488,7 +497,7 @@ class PersonaTable:
         self.problems = problems or []
 
     @classmethod
-    def for_agent(cls, agent: Agent) -> PersonaTable:
+    def for_agent(cls, agent: PersonaAgent) -> PersonaTable:
         """The table of ``agent``'s personas."""
         found, problems = _find(agent)
         return cls(found, agent.persona, problems)

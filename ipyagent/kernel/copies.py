@@ -11,18 +11,51 @@ from __future__ import annotations
 
 import base64
 import re
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Mapping, Protocol
 
 from .._util.text import one_line
+from ..context.buffer import Context
+from ..context.decisions import Decision
 from ..context.items import Message, ToolCall, ToolResult
+from ..trust.provenance import RanHere
+from .base import Kernel
 from .namespace import copy_record, describe
 from .transfer import serialize
 
-if TYPE_CHECKING:
-    from ..engine.agent import Agent
-
 __all__ = ["push", "pull", "KEEP_PAYLOAD", "human_size", "recorded_copies", "copy_missing",
-           "missing_name"]
+           "missing_name", "CopyAgent", "CopyPolicy", "Decider"]
+
+
+class Decider(Protocol):
+    """Anything that decides on a tool call (``engine.approval.Approver`` names the same)."""
+
+    async def decide(self, call: ToolCall) -> Decision: ...
+
+
+class CopyPolicy(Decider, Protocol):
+    """``engine.approval.ApprovalPolicy`` as a copy asks it: itself, or the person (``ui``)."""
+
+    @property
+    def ui(self) -> Decider | None: ...
+
+
+class CopyAgent(Protocol):
+    """What copies use of ``engine.agent.Agent`` (a layer above: named, not imported)."""
+
+    @property
+    def context(self) -> Context: ...
+    @property
+    def kernel(self) -> Kernel: ...
+    @property
+    def ran_here(self) -> RanHere: ...
+    @property
+    def approval(self) -> str: ...
+    @property
+    def copy_limit(self) -> str: ...
+    @property
+    def copy_source(self) -> Callable[[], Mapping[str, Any]] | None: ...
+    @property
+    def policy(self) -> CopyPolicy: ...
 
 KEEP_PAYLOAD = 256 * 1024  # pickled bytes kept in the transcript (larger: a note says so)
 
@@ -37,7 +70,7 @@ def human_size(n: int) -> str:
     return f"{n} bytes"
 
 
-def _record(agent: Agent, text: str, record: dict[str, Any]) -> None:
+def _record(agent: CopyAgent, text: str, record: dict[str, Any]) -> None:
     """The copy as a user message (the model learns of it) and a row of the audit."""
     from ..context.audit import person_decided
 
@@ -49,14 +82,14 @@ def _record(agent: Agent, text: str, record: dict[str, Any]) -> None:
     agent.ran_here.add_copy(record.get("sha256"))  # the user's own: a rewind redoes it unasked
 
 
-async def _push_one(agent: Agent, name: str, value: Any, payload: str) -> dict[str, Any]:
+async def _push_one(agent: CopyAgent, name: str, value: Any, payload: str) -> dict[str, Any]:
     await agent.kernel.push_payload_async(payload, [name])
     record = copy_record(name, value, base64.b64decode(payload), keep_below=KEEP_PAYLOAD)
     record["direction"] = "push"
     return record
 
 
-def secret_problem(agent: Agent, name: str, value: Any, payload: str | None = None) -> str | None:
+def secret_problem(agent: CopyAgent, name: str, value: Any, payload: str | None = None) -> str | None:
     """Why ``value`` may not go into the sibling unasked (it holds a secret: by its name, its
     text, anywhere inside, or in its pickled bytes; or it is ipyagent's own), or None."""
     from ..trust.secrets import find_secret, key_envs, secret_values
@@ -77,7 +110,7 @@ def secret_problem(agent: Agent, name: str, value: Any, payload: str | None = No
     return None
 
 
-async def push(agent: Agent, values: dict[str, Any]) -> list[dict[str, Any]]:
+async def push(agent: CopyAgent, values: dict[str, Any]) -> list[dict[str, Any]]:
     """Copy each of ``values`` into the sibling; the records (also appended to the context)."""
     payloads: dict[str, str] = {}
     for name, value in values.items():  # all or none: check every one before copying any
@@ -111,7 +144,7 @@ def missing_name(result: ToolResult) -> str | None:
     return found[-1] if found else None
 
 
-async def copy_missing(agent: Agent, call: ToolCall, result: ToolResult,
+async def copy_missing(agent: CopyAgent, call: ToolCall, result: ToolResult,
                        emit: Callable[[Any], None]) -> bool:
     """After a python call failed with ``NameError`` for a variable the user's kernel has:
     offer the copy (``auto`` copies up to ``Agent.copy_limit`` unasked). True when copied,
@@ -183,7 +216,7 @@ async def copy_missing(agent: Agent, call: ToolCall, result: ToolResult,
     return True
 
 
-async def pull(agent: Agent, name: str, local: str | None = None) -> Any:
+async def pull(agent: CopyAgent, name: str, local: str | None = None) -> Any:
     """A copy of the sibling's ``name``, decoded here as data (never unpickled), recorded
     with the sha256 of the bytes that crossed; the caller puts it in the user's kernel."""
     from ..trust.values import Undecodable, arrive

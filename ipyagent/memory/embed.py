@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import math
 import os
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
-if TYPE_CHECKING:
-    from ..engine.settings import AgentSettings
+from .view import MemorySettings
 
 __all__ = ["EmbeddingError", "embed", "cosine"]
 
@@ -27,7 +26,7 @@ class EmbeddingError(RuntimeError):
     """Vectors could not be had (no model configured, no fastembed, the endpoint failed)."""
 
 
-def embed(settings: AgentSettings, texts: Sequence[str]) -> list[list[float]]:
+def embed(settings: MemorySettings, texts: Sequence[str]) -> list[list[float]]:
     """One vector per text, from ``settings.memory_embedding_model``."""
     name = settings.memory_embedding_model.strip()
     if not name:
@@ -56,7 +55,7 @@ def _fastembed(model: str, texts: Sequence[str]) -> list[list[float]]:
     return [[float(x) for x in v] for v in _FASTEMBED[model].embed(list(texts))]
 
 
-def _endpoint(settings: AgentSettings, model: str, texts: Sequence[str]) -> list[list[float]]:
+def _endpoint(settings: MemorySettings, model: str, texts: Sequence[str]) -> list[list[float]]:
     import httpx
 
     from ..models.retry import safe_url

@@ -24,15 +24,13 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from .._util.text import one_line, visible
 from ..trust.secrets import find_secret, key_envs, secret_values
 from ..trust.untrusted import html_text
 from .store import Added, Entry, MemoryFileError, MemoryStore, NotMadeHere
-
-if TYPE_CHECKING:
-    from ..engine.settings import AgentSettings
+from .view import MemorySettings
 
 __all__ = ["Memory", "MemoryRefused", "MemoryTable", "Recalled", "notes_block", "BLOCK_LABEL",
            "BLOCK_START", "BLOCK_END", "DEFAULT_PATH", "DEFAULT_GLOBAL_PATH", "ENABLE_HINT"]
@@ -153,7 +151,7 @@ class MemoryTable:
 class Memory:
     """An agent's two memory stores, read and written only while ``Agent.memory`` is on."""
 
-    def __init__(self, settings: AgentSettings) -> None:
+    def __init__(self, settings: MemorySettings) -> None:
         self.settings = settings
         self._stores: dict[tuple[Path, str], MemoryStore] = {}
         self.notices: list[str] = []  # one line each (a file set aside, a store unusable)

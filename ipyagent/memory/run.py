@@ -6,20 +6,37 @@ about memory is ``Memory``'s.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import logging
+from typing import Any, Protocol
 
+from ..context.buffer import Context
 from ..context.events import Event, MemoryRecalled, Notice, RunResult, Usage
 from ..context.items import Message
-from .notes import MemoryRefused
+from ..models.base import Model
+from .notes import Memory, MemoryRefused
 from .outcome import model_request, outcome_text
 
-if TYPE_CHECKING:
-    from ..engine.agent import Agent
-
-__all__ = ["recall", "write_outcome"]
+__all__ = ["MemoryAgent", "recall", "write_outcome"]
 
 
-def recall(agent: Agent, task: str) -> list[Event]:
+class MemoryAgent(Protocol):
+    """What these two use of ``engine.agent.Agent`` (a layer above: named, not imported)."""
+
+    @property
+    def memories(self) -> Memory: ...
+    @property
+    def memory_write(self) -> str: ...
+    @property
+    def context(self) -> Context: ...
+    @property
+    def usage(self) -> Usage: ...
+    @property
+    def client(self) -> Model: ...
+    @property
+    def log(self) -> logging.Logger: ...
+
+
+def recall(agent: MemoryAgent, task: str) -> list[Event]:
     """Before a task: the relevant notes as one labelled user message in the context
     (``meta["memory"]``: which notes, so a transcript records them); what to say."""
     memories = agent.memories
@@ -40,7 +57,7 @@ def recall(agent: Agent, task: str) -> list[Event]:
     return [*said, MemoryRecalled(found.summary(), found.text, found.meta()["ids"])]
 
 
-async def write_outcome(agent: Agent, task: str | None, first: int,
+async def write_outcome(agent: MemoryAgent, task: str | None, first: int,
                         result: RunResult) -> list[Event]:
     """After a run that ended ``done``: its outcome note (``Agent.memory_write``); what to say."""
     memories = agent.memories
@@ -69,7 +86,7 @@ async def write_outcome(agent: Agent, task: str | None, first: int,
     return [*said, Notice(f"memory: {verb} note #{added.entry.label} ({how} of this run)", "info")]
 
 
-async def _by_model(agent: Agent, req: Any) -> tuple[str, Usage | None]:
+async def _by_model(agent: MemoryAgent, req: Any) -> tuple[str, Usage | None]:
     """The one extra request of ``memory_write = "model"``; ("", usage) when it failed."""
     from ..errors import IpyagentError
     from ..models.base import TurnComplete

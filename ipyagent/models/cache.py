@@ -30,7 +30,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, TypeVar, Union
+from typing import Any, AsyncIterator, Callable, Protocol, TypeVar, Union
 
 from .._util.sqlite import inode, is_corrupt, set_aside_if_unchanged
 from .._util.text import repair_surrogates
@@ -50,11 +50,8 @@ from .base import (
     TurnComplete,
 )
 
-if TYPE_CHECKING:
-    from ..engine.settings import AgentSettings
-
 __all__ = ["CachedModel", "ResponseCache", "CacheMiss", "request_key", "cached_client",
-           "DEFAULT_PATH"]
+           "CacheSettings", "DEFAULT_PATH"]
 
 log = logging.getLogger("ipyagent.models.cache")
 DEFAULT_PATH = os.path.join(".ipyagent", "cache.sqlite")
@@ -288,7 +285,18 @@ class CachedModel:
             self.cache.put(key, self.inner.name, events, self.key_env)
 
 
-def cached_client(agent: AgentSettings, inner: Model, previous: Model | None = None) -> Model:
+class CacheSettings(Protocol):
+    """What ``cached_client`` reads of ``engine.settings.AgentSettings`` (a layer above)."""
+
+    @property
+    def cache(self) -> str: ...
+    @property
+    def cache_path(self) -> str: ...
+    @property
+    def cwd(self) -> str: ...
+
+
+def cached_client(agent: CacheSettings, inner: Model, previous: Model | None = None) -> Model:
     """``inner`` wrapped per ``Agent.cache``: ``previous`` (the wrapper the caller keeps)
     while it still fits the settings, else a new wrapper."""
     if agent.cache == "off":

@@ -23,20 +23,19 @@ import builtins
 import keyword
 import unicodedata
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import Any, Callable, MutableMapping, Protocol
 
 from .._util.text import one_line
 from ..context.audit import person_decided
 from ..context.items import ToolCall, ToolResult
-from ..kernel.copies import human_size
+from ..kernel.base import Kernel
+from ..kernel.copies import CopyPolicy, human_size
 from ..kernel.namespace import describe
 from ..trust.values import Undecodable, arrive
-from .base import Tool
+from .base import Tool, Toolbox
 
-if TYPE_CHECKING:
-    from ..engine.agent import Agent
-
-__all__ = ["OFFER_TOOL", "Offer", "OfferAnswer", "Offerer", "offer_tool", "local_name_problem"]
+__all__ = ["OFFER_TOOL", "Offer", "OfferAnswer", "Offerer", "OfferAgent", "offer_tool",
+           "local_name_problem"]
 
 OFFER_TOOL = "offer_result"
 DESCRIPTION_LIMIT = 300  # characters of the model's description shown on the question
@@ -115,14 +114,27 @@ def replaced(target: Any, name: str) -> str | None:
     return None
 
 
-def available(agent: Agent) -> bool:
+class OfferAgent(Protocol):
+    """What an offer uses of ``engine.agent.Agent`` (a layer above: named, not imported)."""
+
+    @property
+    def copy_target(self) -> MutableMapping[str, Any] | None: ...
+    @property
+    def tools(self) -> Toolbox: ...
+    @property
+    def kernel(self) -> Kernel: ...
+    @property
+    def policy(self) -> CopyPolicy: ...
+
+
+def available(agent: OfferAgent) -> bool:
     """True when an offer can be put to someone and taken somewhere."""
     ui = agent.policy.ui
     return (agent.copy_target is not None and "python" in agent.tools
             and callable(getattr(ui, "offer_result", None)))
 
 
-def offer_tool(agent: Agent) -> Tool:
+def offer_tool(agent: OfferAgent) -> Tool:
     """The ``offer_result`` tool bound to ``agent`` (offered while ``available``)."""
 
     async def handler(call: ToolCall) -> ToolResult:
@@ -141,7 +153,7 @@ def _error(call: ToolCall, text: str) -> ToolResult:
     return ToolResult(call.id, text, error=True, name=call.name)
 
 
-async def _offer(agent: Agent, call: ToolCall) -> ToolResult:
+async def _offer(agent: OfferAgent, call: ToolCall) -> ToolResult:
     name = call.arguments.get("name")
     problem = local_name_problem(name) if isinstance(name, str) else "name must be a string"
     if problem:

@@ -13,9 +13,25 @@ May import: ``engine``, ``memory``, ``instructions``, ``tools``, ``kernel``, ``m
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 from ..context import plugs as context_plugs
 from ..engine import plugs as engine_plugs
+
+if TYPE_CHECKING:
+    from ..engine.agent import Agent
+    from . import rebuild, replay, rewind, transcript, tree
+
+    def _fit(a: transcript.Autosave, r: rebuild.Rebuild, t: transcript.Transcript,
+             p: replay.ReplayReport, rp: rewind.RewindPlan, rr: rewind.RewindReport,
+             b: tree.Branch, bs: tree.Branches,
+             ) -> tuple[engine_plugs.Autosaver, engine_plugs.Rebuild, engine_plugs.Transcript,
+                        engine_plugs.ReplayReport, engine_plugs.RewindPlan,
+                        engine_plugs.RewindReport, engine_plugs.Branch[Agent],
+                        engine_plugs.Branches[Agent]]:
+        """mypy's check that what these plugs return fits the Protocols the engine names
+        it by (the plugs themselves return ``Any``)."""
+        return a, r, t, p, rp, rr, b, bs
 
 
 # The plugs this layer fills for context and engine, which call them and may not import it.

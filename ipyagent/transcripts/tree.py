@@ -184,7 +184,7 @@ def tree_of(agent: Agent) -> Branches:
     """``agent``'s branches (made on first use, ``agent`` as the root ``main``)."""
     if agent.tree is None:
         Branches().add(agent, ROOT, how="root")
-    assert agent.tree is not None
+    assert isinstance(agent.tree, Branches)  # the agent knows its tree as a Protocol
     return agent.tree
 
 

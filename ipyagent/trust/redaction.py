@@ -12,14 +12,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .secrets import SecretScanner, marker, scanner
 
-if TYPE_CHECKING:
-    from ..context.items import ToolResult
+__all__ = ["LiveRedactor", "Redactable", "redact_result", "redaction_notice"]
 
-__all__ = ["LiveRedactor", "redact_result", "redaction_notice"]
+
+class Redactable(Protocol):
+    """What ``redact_result`` rewrites of a ``context.items.ToolResult`` (a layer above)."""
+
+    output: str
+    outputs: list[dict[str, Any]]
+    meta: dict[str, Any]
 
 _TEXT_BINARY = ("image/svg+xml",)  # an image/* that is text, redacted like text
 
@@ -72,7 +77,7 @@ def _redact(obj: Any, scan: SecretScanner, names: dict[str, None], sep: str = ""
     return obj
 
 
-def redact_result(result: ToolResult, secrets: SecretScanner | Mapping[str, str]) -> list[str]:
+def redact_result(result: Redactable, secrets: SecretScanner | Mapping[str, str]) -> list[str]:
     """Redact ``result`` in place (output, rich outputs, meta); the names of what was found."""
     scan = secrets if isinstance(secrets, SecretScanner) else scanner(secrets)
     if not scan:

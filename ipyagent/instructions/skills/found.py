@@ -15,13 +15,10 @@ import html
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..._util.text import one_line, visible
+from ..view import InstructionSettings
 from .skill import FILENAME, Skill, SkillError, read_skill
-
-if TYPE_CHECKING:
-    from ...engine.settings import AgentSettings
 
 __all__ = ["BUILTIN", "Found", "SkillTable", "find_skills", "skills_of"]
 
@@ -148,7 +145,7 @@ def _same(a: Path, b: Path) -> bool:
         return False
 
 
-def skills_of(agent: AgentSettings) -> Found:
+def skills_of(agent: InstructionSettings) -> Found:
     """The skills an agent's settings find (none when ``Agent.skills_enabled`` is off)."""
     if not agent.skills_enabled:
         return Found()

@@ -11,19 +11,18 @@ and its result are items, and a skill loaded up front is a user message with
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..._util.text import one_line, visible
+from ...context.buffer import Context
 from ...context.items import Message, ToolResult
 from ...tools.base import Tool, tool
+from ..view import InstructionSettings
 from .found import Found, skills_of
 from .skill import MAX_COUNTED, Skill, SkillError
 
-if TYPE_CHECKING:
-    from ...engine.agent import Agent
-
-__all__ = ["MARKER", "TOOL_NAME", "load_skill_tool", "preload", "skill_text", "with_skills",
-           "without_skills"]
+__all__ = ["MARKER", "TOOL_NAME", "SkillAgent", "load_skill_tool", "preload", "skill_text",
+           "with_skills", "without_skills"]
 
 MARKER = "# Skills (load_skill)"
 TOOL_NAME = "load_skill"
@@ -72,7 +71,14 @@ def _meta(skill: Skill, text: str) -> dict[str, Any]:
             "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
 
 
-def load_skill_tool(agent: Agent) -> Tool:
+class SkillAgent(InstructionSettings, Protocol):
+    """An ``engine.agent.Agent`` as skills use it: its settings and its conversation."""
+
+    @property
+    def context(self) -> Context: ...
+
+
+def load_skill_tool(agent: SkillAgent) -> Tool:
     """The ``load_skill`` tool of ``agent`` (offered while ``Agent.skills_enabled`` is on)."""
 
     def load_skill(name: str) -> Any:
@@ -92,7 +98,7 @@ def load_skill_tool(agent: Agent) -> Tool:
     return tool(load_skill)
 
 
-def preload(agent: Agent, name: str) -> Skill:
+def preload(agent: SkillAgent, name: str) -> Skill:
     """Put skill ``name``'s instructions in ``agent``'s conversation now, before the next
     task, as a labelled user message; ``SkillError`` (close matches named) if there is none."""
     if not agent.skills_enabled:

@@ -21,23 +21,37 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 from ..._util import eventloop as _eventloop
 from ..._util.stamps import Stamp, settled, stamp
 from ...context.events import Notice
 from ...context.items import ToolCall, ToolResult
 from ...errors import ConfigError
-from ..base import Tool
+from ..base import Tool, Toolbox
 from .config import CONFIG_FILES, ServerConfig, load_configs, parse_servers, tool_name
 from .session import CallFailed, Connection, MCPServerError, to_tool_result
 from .trust import TrustRequest, is_trusted, requests_for, trust_file_name
 
-if TYPE_CHECKING:
-    from ...engine.agent import Agent
-
-__all__ = ["MISSING", "MCPUnavailable", "MCPManager", "ServerConfig", "load_configs",
+__all__ = ["MISSING", "MCPAgent", "MCPUnavailable", "MCPManager", "ServerConfig", "load_configs",
            "parse_servers", "sdk_available", "sdk_problem", "tool_name", "to_tool_result"]
+
+
+class MCPAgent(Protocol):
+    """What ``MCPManager`` uses of ``engine.agent.Agent`` (a layer above: named, not imported)."""
+
+    @property
+    def tools(self) -> Toolbox: ...
+    @property
+    def mcp_servers(self) -> dict[str, Any]: ...
+    @property
+    def mcp_files(self) -> bool: ...
+    @property
+    def cwd(self) -> str: ...
+    @property
+    def tool_timeout(self) -> float: ...
+    @property
+    def send_images(self) -> bool: ...
 
 MISSING = "MCP servers need the mcp package: pip install 'ipyagent[mcp]'"
 RETRY_FAILED_AFTER = 30.0  # a server that failed to start is retried at most this often
@@ -78,7 +92,7 @@ class _Snapshot:
 class MCPManager:
     """The MCP servers of one agent and the tools they add to ``agent.tools``."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: MCPAgent) -> None:
         self.agent = agent
         self.connections: dict[str, Connection] = {}
         self.problems: list[str] = []
