@@ -84,12 +84,14 @@ class FilePreview:
 def find_names(task: str) -> list[str]:
     """Candidate file names in ``task``, in the order they appear, each once (not checked)."""
     found: list[tuple[int, str]] = []
+    quoted: list[range] = []
     for m in _QUOTED.finditer(task):
         found.append((m.start(), next(g for g in m.groups() if g is not None).strip()))
-    for m in _BARE.finditer(task):
-        found.append((m.start(), m.group(1)))
-    for m in _THE_FILE.finditer(task):
-        found.append((m.start(1), m.group(1)))
+        quoted.append(range(m.start(), m.end()))
+    for pattern in (_BARE, _THE_FILE):
+        for m in pattern.finditer(task):
+            if not any(m.start(1) in q for q in quoted):  # a quoted name is taken whole
+                found.append((m.start(1), m.group(1)))
     names: list[str] = []
     for _, name in sorted(found):
         name = name.rstrip(".,;:!?")  # "… in sales.csv." ends a sentence, not the name
