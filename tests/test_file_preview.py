@@ -156,6 +156,12 @@ def test_a_formula_cell_and_escapes_are_shown_as_inert_text(ws: Path) -> None:
     assert "<img" in fence(text)  # inside a code fence it is text
 
 
+def test_column_names_are_shown_visible_once(ws: Path) -> None:
+    (ws / "t.csv").write_text("\x1b[31mred,b\u202ec\n1,2\n")
+    (p,) = preview_files(ws, "Load t.csv")
+    assert "columns ␛[31mred:int, b⟨U+202E⟩c:int" in p.summary and "\x1b" not in p.line()
+
+
 def test_secret_values_and_key_like_text_are_redacted(ws: Path) -> None:
     (ws / "config.txt").write_text("url=https://x\napi=sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX\n"
                                    "mine=the-value-of-my-var-123456\n")

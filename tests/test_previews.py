@@ -212,3 +212,67 @@ def test_the_recorded_preview_is_what_a_loaded_transcript_and_a_replay_show(ws: 
     report = replay(saved, approval="auto", cwd=str(ws))
     replayed = [i for i in report.context if isinstance(i, Message) and i.role == "user"]
     assert replayed[0].content == seen and "999" not in replayed[0].content
+
+
+# -- the question, as each frontend asks it ------------------------------------------------------
+def _request(name: str = "sales.csv") -> PreviewRequest:
+    from ipyagent.instructions.file_preview import FilePreview
+
+    return PreviewRequest([FilePreview(name, 30, "table", "2 rows, separator ';'")],
+                          "https://llm.example.com/v1")
+
+
+def test_the_terminal_asks_y_n_and_shows_names_inert() -> None:
+    import asyncio
+    import io
+
+    from ipyagent.engine.approval import TerminalApprover
+
+    for typed, answer in (("y", True), ("n", False), ("", False)):
+        out = io.StringIO()
+        ui = TerminalApprover(input_fn=lambda prompt, typed=typed: typed, output=out)
+        assert asyncio.run(ui.confirm_preview(_request("evil\x1b[2K\u202e.csv"))) is answer
+        shown = out.getvalue()
+        assert "https://llm.example.com/v1" in shown and "\x1b" not in shown and "\u202e" not in shown
+        assert "␛[2K" in shown
+
+
+def test_the_notebook_panel_sends_only_on_its_click_and_escapes_names() -> None:
+    import asyncio
+
+    from ipyagent.frontends.widgets import WidgetApprover
+    from tests.frontends.test_widgets import HeldDispatcher, until
+
+    held = HeldDispatcher()
+    approver = WidgetApprover()
+    shown: list[Any] = []
+    approver.bind(held, show=shown.append)
+
+    async def main() -> tuple[bool | str, Any]:
+        task = asyncio.ensure_future(approver.confirm_preview(_request("<img src=x onerror=alert(1)>.csv")))
+        await until(lambda: bool(held.jobs))
+        held.flush()
+        (widget,) = shown
+        await asyncio.sleep(0.05)
+        assert not task.done()  # nothing is sent before the click
+        text, buttons, _ = widget.children
+        assert "<img" not in text.value and "&lt;img" in text.value
+        buttons.children[1].click()  # Don't send
+        buttons.children[0].click()  # a later click changes nothing
+        return await task, widget
+
+    answer, widget = asyncio.run(main())
+    assert answer is False and "not sent" in widget.children[2].value
+
+
+def test_a_headless_notebook_is_not_asked() -> None:
+    import asyncio
+
+    from ipyagent.frontends.widgets import WidgetApprover
+    from tests.frontends.test_widgets import HeldDispatcher
+
+    approver = WidgetApprover()
+    shown: list[Any] = []
+    approver.bind(HeldDispatcher(), headless=True, show=shown.append)
+    answer = asyncio.run(approver.confirm_preview(_request()))
+    assert isinstance(answer, str) and "without a frontend" in answer and not shown

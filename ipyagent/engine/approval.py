@@ -169,7 +169,8 @@ class TerminalApprover:
     async def confirm_preview(self, request: Any) -> bool | str:
         """Ask y/N whether previews of the files a task names go to a remote endpoint
         (``engine.previews.PreviewRequest``); the answer is kept for the agent."""
-        print(visible(f"\n{request.question()}"), file=self.output or sys.stdout, flush=True)
+        # The question's names and summaries were made visible once, where they were made.
+        print(f"\n{request.question()}", file=self.output or sys.stdout, flush=True)
         answer = (await self._ask("Send the previews? [y]es / [N]o: ", _YES_NO)).strip().lower()
         return answer in ("y", "yes")
 

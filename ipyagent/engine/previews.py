@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .._util.text import visible
 from ..context.events import Event, FilesPreviewed, Notice
 from ..context.items import Message
 from ..instructions.file_preview import FilePreview, block, preview_files
@@ -47,7 +46,7 @@ class PreviewRequest:
         return [p.line() for p in self.previews]
 
     def question(self) -> str:
-        rows = "\n".join(f"  {visible(line)}" for line in self.lines())
+        rows = "\n".join(f"  {line}" for line in self.lines())  # names already made visible
         return (f"Before the first request, ipyagent can send the model a short preview of the "
                 f"files your task names (their first lines) to {self.endpoint}, a remote "
                 f"endpoint:\n{rows}\nAsked once for this agent (Agent.preview_files).")
@@ -101,7 +100,7 @@ async def preview_for_task(agent: Agent, task: str) -> list[Event]:
     meta = {"files": [p.to_dict() for p in previews], "sent_to": endpoint or "this machine"}
     text = block(previews)
     agent.context.append(Message("user", text, meta={META_KEY: meta}))
-    return [FilesPreviewed([visible(p.line()) for p in previews], text)]
+    return [FilesPreviewed([p.line() for p in previews], text)]
 
 
 async def _consent(agent: Agent, request: PreviewRequest) -> tuple[bool, str]:

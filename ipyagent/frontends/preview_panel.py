@@ -25,7 +25,9 @@ class PreviewPanel:
         self.send = w.Button(description="Send the previews", button_style="warning",
                              icon="check", layout=w.Layout(width="auto"))
         self.refuse = w.Button(description="Don't send", icon="times", layout=w.Layout(width="auto"))
-        rows = "".join(f"<li><code>{html.escape(visible(line))}</code></li>" for line in request.lines())
+        # The lines' names were made visible where they were made (once: twice would
+        # show the control pictures themselves escaped).
+        rows = "".join(f"<li><code>{html.escape(line)}</code></li>" for line in request.lines())
         self.text = w.HTML(
             "<div>Before the first request, ipyagent can send the model a short preview of the "
             f"files your task names (their first lines) to <code>{html.escape(visible(request.endpoint))}"

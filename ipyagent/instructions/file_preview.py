@@ -168,7 +168,8 @@ def _table(rel: str, size: int, clean: str, sep: str | None, whole: bool) -> Fil
     if shape is None:
         return FilePreview(rel, size, "table", "no separator found", body)
     rows = f"{shape.rows} rows" if whole else f"{shape.rows}+ rows (first {_size(MAX_BYTES)} read)"
-    columns = ", ".join(f"{visible_name(one_line(n, 40))}:{t}" for n, t in shape.columns[:30])
+    # The names come from text already made inert: made visible again, ␛ would read ⟨U+241B⟩.
+    columns = ", ".join(f"{one_line(n, 40).replace(chr(9), ' ')}:{t}" for n, t in shape.columns[:30])
     if len(shape.columns) > 30:
         columns += f" and {len(shape.columns) - 30} more"
     summary = f"{rows}, separator {shape.separator_name}, columns {columns}"
