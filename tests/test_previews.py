@@ -187,6 +187,18 @@ def test_only_loopback_counts_as_this_machine(host: str, local: bool) -> None:
     assert is_loopback(host) is local
 
 
+def test_the_transcript_shows_the_preview_as_file_content(ws: Path) -> None:
+    (ws / "evil.csv").write_text("a,b\n<img src=x onerror=alert(1)>,2\n")
+    with Agent(model="demo", workspace=str(ws), python_tool=False, start_kernel=False) as agent:
+        agent.run("Summarise evil.csv")
+        cells = agent.context.to_notebook().cells
+    (cell,) = [c for c in cells if c.source.startswith("#### File preview")]
+    assert "previewed evil.csv" in cell.source and "```\n" in cell.source
+    # the hostile cell is inside the fence, as text: nowhere outside it
+    outside = cell.source.split("```")[0] + cell.source.split("```")[-1]
+    assert "<img" not in outside and "<img src=x onerror=alert(1)>,2" in cell.source
+
+
 def test_the_demo_model_is_local(ws: Path) -> None:
     with Agent(model="demo", workspace=str(ws), python_tool=False, start_kernel=False) as agent:
         agent.run("Summarise sales.csv")
