@@ -84,10 +84,7 @@ def where_sent(agent: Agent) -> str | None:
 async def preview_for_task(agent: Agent, task: str) -> list[Event]:
     """Add the previews of the files ``task`` names to the context, if allowed; what to say."""
     if agent.preview_files is False or agent.workspace == "remote":
-        return []
-    remote_files = agent.resources.remote_files()
-    if remote_files is not None:  # the files are a remote server's: not read from here
-        return []
+        return []  # off, or the files are a remote server's: not read from here
     previews = preview_files(agent.workspace_path, task, secret_values(key_envs(agent)),
                              limit=agent.preview_max_files)
     if not previews:
@@ -97,7 +94,9 @@ async def preview_for_task(agent: Agent, task: str) -> list[Event]:
         allowed, why = await _consent(agent, PreviewRequest(previews, endpoint))
         if not allowed:
             return [Notice(why, "info")] if why else []
-    meta = {"files": [p.to_dict() for p in previews], "sent_to": endpoint or "this machine"}
+    # Which files and what was said of each; their text is the message's own (not twice).
+    files = [{k: v for k, v in p.to_dict().items() if k != "body"} for p in previews]
+    meta = {"files": files, "sent_to": endpoint or "this machine"}
     text = block(previews)
     agent.context.append(Message("user", text, meta={META_KEY: meta}))
     return [FilesPreviewed([p.line() for p in previews], text)]
