@@ -109,6 +109,13 @@ def test_ordinary_names_are_not_secret() -> None:
     assert not any(secret_file(n) for n in ("sales.csv", "data/x.json", "report.txt", "plot.py"))
 
 
+def test_a_directory_and_a_symlink_loop_are_skipped(ws: Path) -> None:
+    (ws / "folder.csv").mkdir()
+    (ws / "loop.csv").symlink_to(ws / "loop2.csv")
+    (ws / "loop2.csv").symlink_to(ws / "loop.csv")
+    assert [p.path for p in preview_files(ws, "Read folder.csv and loop.csv, then sales.csv")] == ["sales.csv"]
+
+
 def test_a_fifo_is_not_opened(ws: Path) -> None:
     os.mkfifo(ws / "pipe.csv")
     assert preview_files(ws, "Read pipe.csv") == []  # would block forever if opened
