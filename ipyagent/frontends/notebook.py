@@ -169,7 +169,8 @@ def highlight(code: str, lang: str = "python") -> str:
 
 def memory_bundle(event: MemoryRecalled | FilesPreviewed) -> dict[str, str]:
     """The notes (or file previews) the model was given, collapsed (untrusted: escaped)."""
-    return {"text/html": (f"<details class='ipyagent-memory' style='font-size:85%;color:{_MUTED}'>"
+    kind = "ipyagent-preview" if isinstance(event, FilesPreviewed) else "ipyagent-memory"
+    return {"text/html": (f"<details class='{kind}' style='font-size:85%;color:{_MUTED}'>"
                           f"<summary>{html.escape(event.summary)}</summary>"
                           f"<pre style='white-space:pre-wrap'>{html.escape(event.text)}</pre></details>"),
             "text/plain": event.summary}
