@@ -225,6 +225,41 @@ def test_parquet_with_pyarrow_gives_its_schema(ws: Path) -> None:
     assert p.summary.startswith("parquet, 2 rows, columns region:") and "amount:int64" in p.summary
 
 
+def test_excel_without_openpyxl_says_what_it_needs(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (ws / "book.xlsx").write_bytes(b"PK\x03\x04" + b"\x00" * 60)
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "openpyxl" else real(name, *a))
+    (p,) = preview_files(ws, "Open book.xlsx")
+    assert p.summary == "excel, 64 bytes; a preview needs openpyxl"
+
+
+def test_excel_with_openpyxl_shows_the_first_rows_inert(ws: Path) -> None:
+    openpyxl = pytest.importorskip("openpyxl")
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.title = "Q1"
+    for row in (["region", "amount"], ["north\u202e", 10], ["south", 12]):
+        sheet.append(row)
+    book.save(ws / "book.xlsx")
+    (p,) = preview_files(ws, "Open book.xlsx")
+    assert p.summary.startswith("excel, sheets Q1;")
+    assert p.body.splitlines() == ["region\tamount", "north⟨U+202E⟩\t10", "south\t12"]
+
+
+def test_a_damaged_excel_or_parquet_file_is_said_so(ws: Path) -> None:
+    pytest.importorskip("openpyxl")
+    pytest.importorskip("pyarrow")
+    (ws / "bad.xlsx").write_bytes(b"PK\x03\x04 not a zip at all")
+    (ws / "bad.parquet").write_bytes(b"PAR1 not parquet")
+    bad_x, bad_p, good = preview_files(ws, "Open bad.xlsx, bad.parquet and sales.csv")
+    assert bad_x.summary.startswith("excel, 21 bytes; could not be read (BadZipFile")
+    assert bad_p.summary.startswith("parquet, 16 bytes; could not be read (")
+    assert good.path == "sales.csv"
+
+
 # -- separator, types, JSON shape -------------------------------------------------------------
 @pytest.mark.parametrize("sep", [",", ";", "\t", "|"])
 def test_separator_detection(sep: str) -> None:

@@ -133,10 +133,15 @@ def preview_file(root: Path, name: str, secrets: Mapping[str, str]) -> FilePrevi
     rel = spot.rel
     whole = len(data) >= size  # a file that grows meanwhile is still only read this far
     suffix = os.path.splitext(rel)[1].lower()
-    if suffix in _PARQUET or data[:4] == b"PAR1":
-        return _parquet(root, rel, size)
-    if suffix in _EXCEL:
-        return _excel(root, rel, size)
+    if suffix in _PARQUET or data[:4] == b"PAR1" or suffix in _EXCEL:
+        kind, read = ("parquet", _parquet) if suffix not in _EXCEL else ("excel", _excel)
+        try:
+            return read(root, rel, size)
+        except (WorkspaceError, OSError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a damaged file: any parser error, said in one line
+            why = _clean_line(f"{type(exc).__name__}: {exc}", secrets)[:200]
+            return FilePreview(rel, size, kind, f"{kind}, {_size(size)}; could not be read ({why})")
     if b"\x00" in data[:BINARY_PROBE]:
         return FilePreview(rel, size, "binary", "binary (NUL bytes near its start); not shown")
     text = data.decode("utf-8", errors="replace")
