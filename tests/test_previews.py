@@ -199,6 +199,19 @@ def test_the_transcript_shows_the_preview_as_file_content(ws: Path) -> None:
     assert "<img" not in outside and "<img src=x onerror=alert(1)>,2" in cell.source
 
 
+def test_an_injected_client_of_unknown_reach_counts_as_remote(ws: Path) -> None:
+    from ipyagent.engine.previews import INJECTED, where_sent
+    from ipyagent.models.demo import DemoModel
+
+    class Elsewhere:  # a client of the user's: where it sends is not known
+        name = "custom"
+
+    with Agent(client=Elsewhere(), workspace=str(ws), python_tool=False, start_kernel=False) as agent:  # type: ignore[arg-type]
+        assert where_sent(agent) == INJECTED
+    with Agent(client=DemoModel(), workspace=str(ws), python_tool=False, start_kernel=False) as agent:
+        assert where_sent(agent) is None
+
+
 def test_the_demo_model_is_local(ws: Path) -> None:
     with Agent(model="demo", workspace=str(ws), python_tool=False, start_kernel=False) as agent:
         agent.run("Summarise sales.csv")

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["META_KEY", "PreviewRequest", "is_loopback", "preview_for_task", "where_sent"]
 
 META_KEY = "preview"
+INJECTED = "the injected model client (Agent(client=...))"
 
 
 @dataclass
@@ -70,9 +71,13 @@ def is_loopback(host: str) -> bool:
 def where_sent(agent: Agent) -> str | None:
     """Where a request goes, without credentials; None when it stays on this machine."""
     if agent.client_is_injected:
-        url = getattr(agent.client, "url", None)  # an in-process client has none
+        client = agent.client
+        url = getattr(client, "url", None)
         if not url:
-            return None
+            # ipyagent's own in-process models (demo, replay, recorded) send nothing; of any
+            # other client nothing is known, so it counts as remote: asked, never assumed.
+            own = (type(client).__module__ or "").startswith("ipyagent.models.")
+            return None if own else INJECTED
     elif agent.model == "demo":
         return None
     else:
