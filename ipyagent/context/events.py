@@ -37,6 +37,7 @@ __all__ = [
     "Notice",
     "ContextCompacted",
     "MemoryRecalled",
+    "FilesPreviewed",
     "ToolOutput",
     "live_emitter",
     "compaction_line",
@@ -383,6 +384,22 @@ class MemoryRecalled:
     labels: list[str] = field(default_factory=list)
 
 
+@dataclass
+class FilesPreviewed:
+    """Previews of the files the task names went into the request before it
+    (``Agent.preview_files``). ``text`` is the block the model reads, ``lines`` one line per
+    file for the cell. Both hold file content, which anyone may have written: displays
+    escape them."""
+
+    lines: list[str]
+    text: str
+
+    @property
+    def summary(self) -> str:
+        """The files' lines joined: one line for a cell or a terminal."""
+        return "; ".join(self.lines)
+
+
 def compaction_line(event: ContextCompacted) -> str:
     """One line saying what a compaction did, for every display."""
     summary = event.summary
@@ -406,5 +423,5 @@ def _things(n: int, thing: str) -> str:
 Event = Union[
     TextDelta, ReasoningDelta, ToolCallDelta, Discarded, RunStarted, StepStarted, ToolCallRequested,
     ToolCallDecided, ToolCallFinished, StepFinished, RunFinished, Notice, ContextCompacted,
-    ToolOutput, MemoryRecalled,
+    ToolOutput, MemoryRecalled, FilesPreviewed,
 ]

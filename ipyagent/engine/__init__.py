@@ -4,7 +4,8 @@
 itself is built on first use (``resources``: the model client, the sibling, MCP servers,
 AGENTS.md). ``step`` runs one iteration in five phases (prepare -> request -> record -> run
 calls -> decide stop); ``approval`` decides whether a call may run (a policy, a person or a
-hook); ``compaction`` keeps each request inside the model's context window. The engine
+hook); ``compaction`` keeps each request inside the model's context window; ``previews``
+puts previews of the files a task names before it (asking first for a remote endpoint). The engine
 reaches the frontends only through listeners (events); ``plugs`` are the agent's methods
 whose work lies in the transcripts layer above it (save, load, replay, rebuild).
 

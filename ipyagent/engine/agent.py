@@ -45,6 +45,7 @@ from ..tools.shell import shell_description, shell_status, shell_tool
 from ..trust.provenance import RanHere
 from .approval import ApprovalPolicy, Approver, CallbackApprover, Mode
 from .compaction import bind_settings
+from .previews import preview_for_task
 from .resources import Resources
 from .settings import DEFAULT_SYSTEM_PROMPT, AgentSettings
 from .step import CircuitBreaker, emit, run_step
@@ -143,6 +144,10 @@ class Agent(AgentSettings):
         self.observe(self._skills_changed, names=["skills_enabled", "skills_paths"])
         # Long-term memory (off by default: then nothing is read or written).
         self.memories = Memory(self)
+        # File previews (``engine.previews``): a person's answer for each remote endpoint,
+        # kept for this agent's life (a reset keeps it), and the endpoints said not asked.
+        self.preview_consent: dict[str, bool] = {}
+        self.preview_said: set[str] = set()
         self._memory_tool_wanted(None)
         self.observe(self._memory_tool_wanted, names=["memory", "memory_tool"])
 
@@ -447,13 +452,15 @@ class Agent(AgentSettings):
                 return False  # an unanswered call: the context is mid-step
         return False
 
-    def _begin(self, task: str | None) -> list[Event]:
-        """Add the task (after the notes memory finds for it); what to tell the listeners."""
+    async def _begin(self, task: str | None) -> list[Event]:
+        """Add the task (after the notes memory finds for it and the previews of the files
+        it names); what to tell the listeners."""
         if self.resources.closed:
             raise ConfigError("this agent is closed; create a new one")
         said: list[Event] = []
         if task is not None and task.strip():
             said = recall(self, task)  # the notes go just before the task
+            said += await preview_for_task(self, task)  # then what its files look like
             self.context.add_user(task)
         elif not self.pending():
             raise ConfigError("nothing to continue: give a task")
@@ -469,7 +476,7 @@ class Agent(AgentSettings):
 
     async def _arun(self, task: str | None, on_event: Listener | None) -> RunResult:
         first = len(self.context)
-        said = self._begin(task)
+        said = await self._begin(task)
         started = time.perf_counter()
         listeners = self._listeners(on_event)
         self._emit(listeners, RunStarted(task))
@@ -506,7 +513,7 @@ class Agent(AgentSettings):
         result.cost_basis = f"{self.model} at {price.source}"
 
     async def _astep_public(self, task: str | None, on_event: Listener | None) -> Step:
-        said = self._begin(task)
+        said = await self._begin(task)
         listeners = self._listeners(on_event)
         self._say(listeners, said, on_event)
         return await self._astep(listeners, steps_so_far=0)

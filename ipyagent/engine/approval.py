@@ -166,6 +166,14 @@ class TerminalApprover:
                                   "sandbox; %agent apply later): ")).strip().lower()
         return answer in ("y", "yes")
 
+    async def confirm_preview(self, request: Any) -> bool | str:
+        """Ask y/N whether previews of the files a task names go to a remote endpoint
+        (``engine.previews.PreviewRequest``); the answer is kept for the agent."""
+        # The question's names and summaries were made visible once, where they were made.
+        print(f"\n{request.question()}", file=self.output or sys.stdout, flush=True)
+        answer = (await self._ask("Send the previews? [y]es / [N]o: ", _YES_NO)).strip().lower()
+        return answer in ("y", "yes")
+
     async def offer_result(self, offer: Offer) -> OfferAnswer:
         """Ask y/N whether the value the model offers comes into the user's kernel."""
         from ..tools.offers import OfferAnswer
@@ -289,6 +297,12 @@ class TerminalOrDeny:
         if not on_a_terminal():
             return "nobody could agree: stdin is not a terminal"
         return await self.prompt.confirm_changes(request)
+
+    async def confirm_preview(self, request: Any) -> bool | str:
+        """The y/N prompt for file previews to a remote endpoint; nobody there: not sent."""
+        if not on_a_terminal():
+            return "nobody could agree: stdin is not a terminal"
+        return await self.prompt.confirm_preview(request)
 
     async def offer_result(self, offer: Offer) -> OfferAnswer:
         """The y/N prompt for a value the model offers; with nobody there: not taken."""

@@ -360,6 +360,19 @@ class AgentSettings(LoggingConfigurable):
         "approved like any tool (Agent.allow = ['read_file', 'list_files'] skips asking for the "
         "read-only ones). Read when the agent is created."
     )).tag(config=True)
+    preview_files = Union([Bool(), Enum(["auto"])], default_value="auto", help=(
+        "Before a task's first request, put a short preview of the workspace files the task "
+        "names (a table's first lines, separator, columns and types; a JSON outline; a text "
+        "file's first lines) into the context, marked as file content. 'auto': at once for "
+        "a model on this machine (the demo model, a loopback base_url); for a remote "
+        "endpoint only after you said yes once (asked under approval 'ask'; under 'auto' or "
+        "'deny', or with nobody to ask, nothing is sent). True: always. False: never. "
+        "Dotfiles, key files and paths outside the workspace are never previewed."
+    )).tag(config=True)
+    preview_max_files = Int(3, min=0, max=10, help=(
+        "Files previewed for one task at most (Agent.preview_files); each is read up to "
+        "64 KiB and shown in up to 1,500 characters."
+    )).tag(config=True)
     web_tools = Bool(False, help=(
         "Offer the web tools web_search (titles, URLs and snippets) and fetch_url (a page's "
         "readable text), each approved like any tool. Setting Agent.search_url turns them on "

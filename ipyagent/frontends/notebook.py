@@ -25,6 +25,7 @@ from .._util.text import one_line, visible
 from ..context.events import (
     ContextCompacted,
     Discarded,
+    FilesPreviewed,
     MemoryRecalled,
     Notice,
     RunFinished,
@@ -166,9 +167,10 @@ def highlight(code: str, lang: str = "python") -> str:
     return "".join(parts).rstrip("\n")
 
 
-def memory_bundle(event: MemoryRecalled) -> dict[str, str]:
-    """The notes the model was given, collapsed (remembered text is untrusted: escaped)."""
-    return {"text/html": (f"<details class='ipyagent-memory' style='font-size:85%;color:{_MUTED}'>"
+def memory_bundle(event: MemoryRecalled | FilesPreviewed) -> dict[str, str]:
+    """The notes (or file previews) the model was given, collapsed (untrusted: escaped)."""
+    kind = "ipyagent-preview" if isinstance(event, FilesPreviewed) else "ipyagent-memory"
+    return {"text/html": (f"<details class='{kind}' style='font-size:85%;color:{_MUTED}'>"
                           f"<summary>{html.escape(event.summary)}</summary>"
                           f"<pre style='white-space:pre-wrap'>{html.escape(event.text)}</pre></details>"),
             "text/plain": event.summary}
@@ -589,7 +591,7 @@ class NotebookDisplay:
         elif isinstance(event, ContextCompacted):
             self._end_streams()
             self.publish(footer_html(compaction_line(event), "info"))
-        elif isinstance(event, MemoryRecalled):
+        elif isinstance(event, (MemoryRecalled, FilesPreviewed)):
             self.publish(memory_bundle(event))
         elif isinstance(event, RunFinished):
             self._end_streams()

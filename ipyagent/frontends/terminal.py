@@ -20,6 +20,7 @@ from .._util.text import visible
 from ..context.events import (
     ContextCompacted,
     Discarded,
+    FilesPreviewed,
     MemoryRecalled,
     Notice,
     RunFinished,
@@ -217,6 +218,9 @@ class TerminalDisplay:
             self._line(f"[info] {compaction_line(event)}")
         elif isinstance(event, MemoryRecalled):  # collapsed: `%agent memory` shows the notes
             self._line(f"[info] {event.summary}")
+        elif isinstance(event, FilesPreviewed):  # collapsed: `%agent context` shows the text
+            for line in event.lines:
+                self._line(f"[info] {line}")
         elif isinstance(event, Notice):
             self._line(f"[{event.level}] {event.message}")
             if event.level == "error":

@@ -479,6 +479,14 @@ class WidgetApprover:
         return await ask_changes_in_notebook(self.dispatcher, self.headless, self._timeout(),
                                              request, self.show)
 
+    async def confirm_preview(self, request: Any) -> bool | str:
+        """Ask, with buttons in the running cell, whether previews of the files a task
+        names go to a remote endpoint; True, False, or why nobody was asked."""
+        from .preview_panel import ask_preview_in_notebook
+
+        return await ask_preview_in_notebook(self.dispatcher, self.headless, self._timeout(),
+                                             request, self.show)
+
     async def offer_result(self, offer: Offer) -> OfferAnswer:
         """Show the offer with a take button in the running cell; wait for the answer.
 

@@ -145,7 +145,11 @@ def _cells(items: list[Item], compacted: bool = False) -> Iterable[dict[str, Any
     results = _results_by_call(items)
     call_ids = {i.id for i in items if isinstance(i, ToolCall)}
     for item in items:
-        if isinstance(item, Message):
+        if isinstance(item, Message) and item.role == "user" and "preview" in item.meta:
+            # File content (engine.previews): its lines shown as they are, in a fence.
+            head, _, rest = item.content.partition("\n")
+            yield _md(f"#### File preview\n\n{markdown_text(head)}\n\n{_fence(rest)}", kind=item.role)
+        elif isinstance(item, Message):
             yield _md(f"#### {item.role.capitalize()}\n\n{markdown_text(item.content)}",
                       kind=item.role)
         elif isinstance(item, Reasoning):

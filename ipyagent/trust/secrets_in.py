@@ -19,7 +19,8 @@ from typing import Any
 
 from .secrets import SECRET_MARKERS, find_secret
 
-__all__ = ["credential_url", "key_like", "own_object", "secret_inside", "secret_name", "secret_text"]
+__all__ = ["credential_url", "key_like", "key_like_redacted", "own_object", "secret_file", "secret_inside",
+           "secret_name", "secret_text"]
 
 _MARKERS = (*SECRET_MARKERS, "PASSWD", "CREDENTIAL", "APIKEY")
 _WORDS = {"pass", "pwd", "pw", "passwd", "passphrase", "dsn", "conn", "connstr", "connection",
@@ -42,6 +43,36 @@ def secret_name(name: str) -> bool:
         return True
     parts = [p.lower() for p in _PARTS.findall(name)]
     return any(p in _WORDS or p.startswith(_PREFIXES) for p in parts)
+
+
+# Files that hold keys or credentials whatever their content looks like: never previewed,
+# never offered to a model on ipyagent's own initiative.
+_KEY_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".kdbx", ".gpg", ".pgp",
+                 ".asc", ".ovpn", ".ppk", ".crt", ".cer", ".der")
+_KEY_FILES = {"id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "id_ecdsa_sk", "id_ed25519_sk",
+              "authorized_keys", "known_hosts", "htpasswd", "shadow", "passwd", "netrc", "pgpass",
+              "pypirc", "npmrc", "git-credentials", "kubeconfig"}
+
+
+def secret_file(path: str) -> str | None:
+    """Why the file at ``path`` (a workspace path) is not one to show a model unasked:
+    a dotfile or a file in a dot-folder (``.env``, ``.ssh/…``), a key file (``id_rsa``,
+    ``*.pem``) or a name that reads as a credential's (``secrets.yaml``); None otherwise."""
+    parts = [p for p in path.replace("\\", "/").split("/") if p not in ("", ".")]
+    if any(p.startswith(".") for p in parts):
+        return "a dotfile (or in a dot-folder): such files hold settings and secrets"
+    name = parts[-1] if parts else ""
+    stem = name.lower().split(".", 1)[0]
+    if name.lower().endswith(_KEY_SUFFIXES) or stem in _KEY_FILES or name.lower() in _KEY_FILES:
+        return "a key or credentials file"
+    if secret_name(name.rsplit(".", 1)[0]):
+        return "named like a secret"
+    return None
+
+
+def key_like_redacted(text: str) -> str:
+    """``text`` with everything shaped like a provider's or a private key replaced."""
+    return _KEY.sub("[redacted: looks like a key]", text)
 
 
 def key_like(text: str) -> bool:
