@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from ..context.events import Event, FilesPreviewed, Notice
@@ -26,9 +26,22 @@ from ..context.items import Message
 from ..instructions.file_preview import FilePreview, block, preview_files
 from ..models.retry import safe_url
 from ..trust.secrets import key_envs, secret_values
+from .view import AgentView
 
-if TYPE_CHECKING:
-    from .agent import Agent
+
+class PreviewAgent(AgentView, Protocol):
+    """What previews use of an ``Agent`` beyond the step's view (``agent`` imports this
+    module, so it may not be imported back, even for types)."""
+
+    preview_consent: dict[str, bool]
+    preview_said: set[str]
+
+    @property
+    def client_is_injected(self) -> bool: ...
+    @property
+    def preview_files(self) -> bool | str: ...
+    @property
+    def preview_max_files(self) -> int: ...
 
 __all__ = ["META_KEY", "PreviewRequest", "is_loopback", "preview_for_task", "where_sent"]
 
@@ -68,7 +81,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def where_sent(agent: Agent) -> str | None:
+def where_sent(agent: PreviewAgent) -> str | None:
     """Where a request goes, without credentials; None when it stays on this machine."""
     if agent.client_is_injected:
         client = agent.client
@@ -86,7 +99,7 @@ def where_sent(agent: Agent) -> str | None:
     return None if is_loopback(host) else safe_url(str(url))
 
 
-async def preview_for_task(agent: Agent, task: str) -> list[Event]:
+async def preview_for_task(agent: PreviewAgent, task: str) -> list[Event]:
     """Add the previews of the files ``task`` names to the context, if allowed; what to say."""
     if agent.preview_files is False or agent.workspace == "remote":
         return []  # off, or the files are a remote server's: not read from here
@@ -107,7 +120,7 @@ async def preview_for_task(agent: Agent, task: str) -> list[Event]:
     return [FilesPreviewed([p.line() for p in previews], text)]
 
 
-async def _consent(agent: Agent, request: PreviewRequest) -> tuple[bool, str]:
+async def _consent(agent: PreviewAgent, request: PreviewRequest) -> tuple[bool, str]:
     """Whether the previews may go to a remote endpoint: asked once per endpoint and agent;
     (yes or no, the line to say when not)."""
     known = agent.preview_consent.get(request.endpoint)
