@@ -38,7 +38,7 @@ from ..context.events import (
     ToolOutput,
     compaction_line,
 )
-from ..context.items import ToolCall, ToolResult, code_of
+from ..context.items import ToolCall, ToolResult, code_of, note_line
 from ..context.spill import outputs_of
 from ..engine.approval import Decision
 from ..kernel.outputs import collapse_carriage_returns, strip_ansi
@@ -215,7 +215,11 @@ def _inline_code(text: str) -> str:
 
 
 def model_note_of(result: ToolResult) -> str:
-    """The changes note the model got (the last line of the result's text)."""
+    """The changes note the model got (its note; in transcripts from before notes were kept
+    apart, the last line of the result's text)."""
+    note = result.meta.get("note")
+    if isinstance(note, str) and "files changed: " in note:
+        return note_line(note)
     last = result.output.rsplit("\n", 1)[-1]
     return last if last.startswith("[ipyagent note") else "files changed"
 
