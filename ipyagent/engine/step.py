@@ -53,6 +53,7 @@ from ..tools.base import Executor, Toolbox
 from ..trust.redaction import LiveRedactor, redact_result, redaction_notice
 from ..trust.secrets import key_envs, secret_values
 from .compaction import fit_window
+from .verify import look_again
 
 if TYPE_CHECKING:
     import logging
@@ -617,7 +618,11 @@ def decide_stop(run: StepRun, turn: Turn, cut: bool, steps_so_far: int) -> None:
                                     agent.tools.names)
         if notice:
             run.emit(Notice(notice, "warning"))
-        raise Stop("done")
+        # Look before answering: the evidence may send the model back once (engine/verify).
+        said = look_again(agent, turn.text, room=steps_so_far + 2 <= agent.max_steps)
+        if said is None:
+            raise Stop("done")
+        run.emit(Notice(said, "info"))
     run.check_budget()
     if steps_so_far + 1 >= agent.max_steps:
         raise Stop("max_steps", f"reached max_steps={agent.max_steps}; the context is valid: "
