@@ -10,6 +10,7 @@ from ipyagent.context.evidence import (
     files_to_write,
     findings,
     numbers_in,
+    own_constants,
     run_items,
     single_look,
     suspicious_value,
@@ -126,10 +127,28 @@ def test_an_unwritten_file_is_found() -> None:
     assert unchanged_files(task, ["data/clean.csv"]) is None
 
 
-def test_a_physical_quantity_computed_once() -> None:
-    assert single_look("g at the ISS is 2192 m/s^2", 1).rule == "units"  # type: ignore[union-attr]
-    assert single_look("g at the ISS is 8.69 m/s^2", 2) is None  # it looked again
-    assert single_look("There are 168 primes.", 1) is None
+ISS_CODE = ("G = 6.674e-11\nM = 5.972e24\nR = 6371 + 408  # km\ng = G * M / R**2\n"
+            "print(g)")
+
+
+def test_a_physical_quantity_computed_once_from_constants_the_model_chose() -> None:
+    task = "Use Python to compute the gravitational acceleration at the ISS."
+    mine = own_constants(ISS_CODE, [task])
+    assert mine == ["6.674e-11", "5.972e24", "6371", "408"]
+    found = single_look("g at the ISS is 2192 m/s^2", 1, mine)
+    assert found is not None and found.rule == "units" and "6371" in found.ask
+    assert single_look("g at the ISS is 8.69 m/s^2", 2, mine) is None  # it looked again
+    assert single_look("There are 168 primes.", 1, ["1000"]) is None  # no unit
+    # Every input came from the task (the bench's stone dropped from 45 m): nothing to check.
+    stone = "A stone is dropped from a height of 45 m. With g = 9.8 m/s^2, how many seconds?"
+    assert own_constants("import math\nprint(math.sqrt(2 * 45 / 9.8))", [stone]) == []
+
+
+def test_the_iss_run_measured_in_issue_33_is_checked() -> None:
+    items = [Message("user", "Use Python to compute the gravitational acceleration at the ISS"),
+             ToolCall("c1", "python", {"code": ISS_CODE}), result("2191.8540263360287")]
+    assert [f.rule for f in findings(items, "The gravitational acceleration at the ISS is "
+                                            "2192 m/s^2.")] == ["units"]
 
 
 # -- over a run ---------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from .items import Item, Message, ToolCall, ToolResult
 
 __all__ = ["Finding", "findings", "run_items", "error_ignored", "suspicious_value",
-           "unsupported_numbers", "unchanged_files", "single_look", "numbers_in", "files_to_write",
+           "unsupported_numbers", "unchanged_files", "single_look", "own_constants", "numbers_in",
+           "files_to_write",
            "CHECK_KEY"]
 
 CHECK_KEY = "check"  # meta key of the message that carries the check to the model
@@ -244,20 +245,30 @@ def unchanged_files(task: str, written: Iterable[str]) -> Finding | None:
                    "wrote it. Write it with a tool (and check it), or tell the user why not.")
 
 
-# -- one computation of a physical quantity, never looked at again ---------------------------
+# -- one computation of a physical quantity, from constants the model brought ----------------
 _UNIT = re.compile(r"\d\s*(?:(?:m/s\^?2|m/s²|m/s|km/h|km|cm|mm|kg|g|N|J|W|kW|Pa|K|°C|Hz|eV|m|s)"
                    r"(?![\w/])|(?i:seconds?|meters?|metres?|kilometers?|newtons?|joules?)\b)")
 
 
-def single_look(answer: str, calls_run: int) -> Finding | None:
-    """A physical quantity computed in one call: the one case where a unit slip (km for m)
-    gives a confident, plausible-looking wrong number that no other rule sees."""
-    if calls_run != 1 or not _UNIT.search(answer):
+def own_constants(code: str, given: Iterable[str]) -> list[str]:
+    """Numbers in ``code`` that the task (``given``) does not hold: what the model brought."""
+    known = [n for text in given for n in numbers_in(text)]
+    return [n.text for n in numbers_in(code) if not _trivial(n)
+            and not any(abs(n.value - k.value) <= k.ulp * 1e-9 + abs(k.value) * 1e-12 for k in known)]
+
+
+def single_look(answer: str, calls_run: int, constants: Sequence[str]) -> Finding | None:
+    """A physical quantity computed in one call from constants the model supplied itself
+    (``constants``): where a unit slip (a radius in km among SI values) gives a confident,
+    plausible-looking wrong number that no other rule sees."""
+    if calls_run != 1 or not constants or not _UNIT.search(answer):
         return None
-    return Finding("units", "a physical quantity computed in one step",
-                   "You computed this physical quantity in a single step. Check the units of "
-                   "every input (km or m, g or kg, hours or seconds) and whether the size of "
-                   "the result is plausible; then answer again.")
+    shown = ", ".join(constants[:4])
+    return Finding("units", f"a physical quantity computed once, from constants the model chose ({shown})",
+                   f"You computed this physical quantity in a single step, from values you "
+                   f"chose yourself ({shown}). Check the unit of each of them (km or m, g or "
+                   "kg, hours or seconds) and whether the size of the result is plausible; "
+                   "then answer again.")
 
 
 # -- all of them -----------------------------------------------------------------------------
@@ -290,7 +301,8 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False) -> lis
         found.append(unsupported_numbers(answer, outputs, inputs))
     kept = [f for f in found if f is not None]
     if not kept:
-        single = single_look(answer, len(results))
+        code = " ".join(_code(c) for c in items_now if isinstance(c, ToolCall))
+        single = single_look(answer, len(results), own_constants(code, [task]))
         kept = [single] if single else []
     return kept
 
