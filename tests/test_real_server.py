@@ -154,3 +154,47 @@ def test_the_smallest_model_answers_a_plain_question(tmp_path_factory: pytest.Te
         agent.close()
     assert result.stop_reason == "done", result.steps[-1].error
     assert result.text.strip()
+
+
+FILE_NOT_FOUND = (
+    "---------------------------------------------------------------------------\n"
+    "FileNotFoundError                         Traceback (most recent call last)\n"
+    "Cell In[1], line 2\n      1 import pandas as pd\n----> 2 df = pd.read_csv('sales.csv')\n"
+    "FileNotFoundError: [Errno 2] No such file or directory: 'sales.csv'")
+
+
+def test_an_answer_that_ignores_a_failed_call_gets_one_look_again(
+        qwen_own_template: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Look before answering (issue 33), on the real 0.5B model: its first call read a file
+    by the wrong name and failed (recorded into the context, so the run starts from the
+    same place every time); measured, greedy, it then answers a number anyway. The check is
+    sent once, as ipyagent's labelled note, and the run ends within its limits whatever the
+    model answers after it (at 0.5B, the same number again)."""
+    from ipyagent.context.evidence import CHECK_KEY
+    from ipyagent.engine.verify import CHECK_LEAD
+
+    (tmp_path / "sales_2024.csv").write_text("region,amount\nnorth,1250\nsouth,340\n")
+    log = _log_of(qwen_own_template, tmp_path_factory.getbasetemp())
+    before = len(_posts(log))
+    agent = _agent(qwen_own_template, cwd=str(tmp_path), workspace=str(tmp_path), file_tools=False,
+                   tool_mode="text", request_max_tokens=150, max_steps=4)  # verify_answers: auto
+    task = "Use Python to read sales.csv and reply with the total of its amount column."
+    call = ToolCall("call_1", "python", {"code": "import pandas as pd\ndf = pd.read_csv('sales.csv')\n"
+                                                 "print(df['amount'].sum())"})
+    for item in (Message("user", task), call,
+                 ToolResult(call.id, FILE_NOT_FOUND, error=True, name="python")):
+        agent.context.append(item)
+    events: list[Any] = []
+    result = agent.run(on_event=events.append)
+    agent.close()
+    checks = [i for i in agent.context if isinstance(i, Message) and CHECK_KEY in i.meta]
+    assert len(checks) == 1, [i for i in agent.context]
+    assert checks[0].role == "user" and checks[0].content.startswith(CHECK_LEAD)
+    assert "error_ignored" in checks[0].meta[CHECK_KEY]["rules"]
+    assert sum(getattr(e, "message", "").startswith("checked the answer:") for e in events) == 1
+    # The model was asked after the check, and the run ended within its limits.
+    at = list(agent.context).index(checks[0])
+    assert any(isinstance(i, ToolCall) or isinstance(i, Message) and i.role == "assistant"
+               for i in list(agent.context)[at + 1:])
+    assert result.stop_reason in ("done", "max_steps", "circuit_breaker"), result.steps[-1].error
+    assert len(result.steps) <= 4 and _posts(log)[before:] == ["200"] * len(result.steps)

@@ -72,13 +72,14 @@ def error_ignored(answer: str, last: ToolResult) -> Finding | None:
                    "again, or tell the user it failed.")
 
 
-_NAN = re.compile(r"^(?:nan|-?inf|none|null|\[\]|\{\}|\(\)|''|\"\"|empty \w+.*)$", re.I)
+# Not an empty list or dict: "[]" is as often the answer ("no keys match") as a slip.
+_NAN = re.compile(r"^(?:nan|-?inf|none|null|empty (?:dataframe|series)\b.*)$", re.I)
 _LAST_VALUE = re.compile(r"(?:^|[\s:=(\[,])(-?\d+(?:\.\d+)?(?:e[-+]?\d+)?|nan|-?inf|None)\W*$", re.I)
 
 
 def suspicious_value(answer: str, last: ToolResult, outputs_before: Sequence[str]) -> Finding | None:
     """The last output is empty (and nothing was printed before it), or its value is 0, NaN,
-    infinite, None or an empty collection."""
+    infinite, None or an empty table."""
     text = last.output.strip()
     wrote = bool(last.meta.get("changes") or last.meta.get("file"))
     if not text:
