@@ -163,21 +163,22 @@ FILE_NOT_FOUND = (
     "FileNotFoundError: [Errno 2] No such file or directory: 'sales.csv'")
 
 
-def test_an_answer_that_ignores_a_failed_call_gets_one_look_again(
-        qwen_own_template: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Look before answering (issue 33), on the real 0.5B model: its first call read a file
-    by the wrong name and failed (recorded into the context, so the run starts from the
-    same place every time); measured, greedy, it then answers a number anyway. The check is
-    sent once, as ipyagent's labelled note, and the run ends within its limits whatever the
-    model answers after it (at 0.5B, the same number again)."""
+def test_an_answer_after_a_failed_call_gets_one_look_again(
+        qwen_own_template: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Look before answering (issue 33), on the real 0.5B model. Its first call read a file
+    by the wrong name and failed (recorded into the context, so every run starts from the
+    same place; no tools are offered after it, which keeps the prompt to ~300 tokens).
+    Measured, greedy, twice alike: the model answers by imagining the call's result with a
+    number in it (a 404) that no output shows. The check is sent once, as ipyagent's
+    labelled note, and the run ends within its limits whatever the model says next (at 0.5B,
+    the same reply again)."""
     from ipyagent.context.evidence import CHECK_KEY
     from ipyagent.engine.verify import CHECK_LEAD
 
-    (tmp_path / "sales_2024.csv").write_text("region,amount\nnorth,1250\nsouth,340\n")
     log = _log_of(qwen_own_template, tmp_path_factory.getbasetemp())
     before = len(_posts(log))
-    agent = _agent(qwen_own_template, cwd=str(tmp_path), workspace=str(tmp_path), file_tools=False,
-                   tool_mode="text", request_max_tokens=150, max_steps=4)  # verify_answers: auto
+    agent = _agent(qwen_own_template, python_tool=False, file_tools=False, skills_enabled=False,
+                   request_max_tokens=100, max_steps=3)  # verify_answers: "auto", a local server
     task = "Use Python to read sales.csv and reply with the total of its amount column."
     call = ToolCall("call_1", "python", {"code": "import pandas as pd\ndf = pd.read_csv('sales.csv')\n"
                                                  "print(df['amount'].sum())"})
@@ -187,14 +188,13 @@ def test_an_answer_that_ignores_a_failed_call_gets_one_look_again(
     events: list[Any] = []
     result = agent.run(on_event=events.append)
     agent.close()
-    checks = [i for i in agent.context if isinstance(i, Message) and CHECK_KEY in i.meta]
-    assert len(checks) == 1, [i for i in agent.context]
+    items = list(agent.context)
+    checks = [i for i in items if isinstance(i, Message) and CHECK_KEY in i.meta]
+    assert len(checks) == 1, items
     assert checks[0].role == "user" and checks[0].content.startswith(CHECK_LEAD)
-    assert "error_ignored" in checks[0].meta[CHECK_KEY]["rules"]
     assert sum(getattr(e, "message", "").startswith("checked the answer:") for e in events) == 1
-    # The model was asked after the check, and the run ended within its limits.
-    at = list(agent.context).index(checks[0])
-    assert any(isinstance(i, ToolCall) or isinstance(i, Message) and i.role == "assistant"
-               for i in list(agent.context)[at + 1:])
-    assert result.stop_reason in ("done", "max_steps", "circuit_breaker"), result.steps[-1].error
-    assert len(result.steps) <= 4 and _posts(log)[before:] == ["200"] * len(result.steps)
+    # The model was asked again after the check, and the run ended within its limits.
+    at = items.index(checks[0])
+    assert [i.role for i in items[at + 1:] if isinstance(i, Message)] == ["assistant"]
+    assert result.stop_reason == "done", result.steps[-1].error
+    assert len(result.steps) == 2 and _posts(log)[before:] == ["200", "200"]

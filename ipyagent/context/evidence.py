@@ -18,8 +18,7 @@ from .items import Item, Message, ToolCall, ToolResult
 
 __all__ = ["Finding", "findings", "run_items", "error_ignored", "suspicious_value",
            "unsupported_numbers", "unchanged_files", "single_look", "own_constants", "numbers_in",
-           "files_to_write",
-           "CHECK_KEY"]
+           "files_to_write", "CHECK_KEY"]
 
 CHECK_KEY = "check"  # meta key of the message that carries the check to the model
 
@@ -274,8 +273,8 @@ def single_look(answer: str, calls_run: int, constants: Sequence[str]) -> Findin
 
 # -- all of them -----------------------------------------------------------------------------
 def findings(items: Sequence[Item], answer: str, *, staged: bool = False) -> list[Finding]:
-    """What the run in progress (``items``: the context, the answer not yet in it) says
-    against ``answer``, the most telling first; [] when no call ran or nothing is amiss.
+    """What the run in progress (``items``: the context; the answer may be in it already)
+    says against ``answer``, the most telling first; [] when no call ran or nothing is amiss.
 
     ``staged``: the sibling writes to a staged workspace, whose change sets record every file
     a call wrote (without it, a file written by code leaves no trace to check)."""
