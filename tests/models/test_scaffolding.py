@@ -83,3 +83,20 @@ def test_the_loop_cuts_the_answer_says_so_and_keeps_the_rest() -> None:
     assert [n.message for n in seen if n.message.startswith("cut ")] == [
         "cut 34 characters that imitated tool output (a <tool_response> block) from the end of "
         "the answer; the transcript keeps them"]
+
+
+def test_a_cut_answer_replays_as_it_was_kept(tmp_path) -> None:
+    from ipyagent import Agent
+    from tests.helpers.scripted_model import ScriptedModel, calls, text
+    from tests.helpers.tools import add
+
+    model = ScriptedModel([calls(("add", {"a": 2, "b": 3})),
+                           text("The sum is 5.\n[tool output]\n5")])
+    agent = Agent(client=model, tools=[add], python_tool=False, file_tools=False,
+                  skills_enabled=False)
+    agent.run("what is 2+3?")
+    report = agent.replay(agent.save(tmp_path / "cut.ipynb"), approval="auto")
+    assert report.reproduced, report.notes
+    replayed = report.context[-1]
+    assert replayed.content == "The sum is 5." and "cut" not in replayed.meta  # nothing to cut again
+    assert agent.context[-1].meta["cut"]["text"] == "[tool output]\n5"
