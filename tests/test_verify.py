@@ -180,3 +180,27 @@ def test_the_check_is_saved_shown_and_replayed_identically(tmp_path: Any) -> Non
     assert bare(report.context) == bare(agent.context)
     replayed = [i for i in report.context if isinstance(i, Message) and CHECK_KEY in i.meta]
     assert len(replayed) == 1
+
+
+# -- a file the task asked for, against a real staged workspace -----------------------------------
+def test_a_file_the_task_asked_for_and_no_call_wrote_is_pointed_out(tmp_path: Any) -> None:
+    from ipyagent.kernel import sandbox
+    from ipyagent.kernel.staging import probe_overlay
+
+    flags, why = sandbox.probe()
+    why = why or (probe_overlay() if flags is not None else "")
+    if flags is None or why:
+        pytest.skip(f"no staged sandbox here: {why}")
+    write = "open('note.txt', 'w').write('hello from the agent')\nprint(open('note.txt').read())"
+    model = ScriptedModel([calls(("python", {"code": "print('hello from the agent')"})),
+                           text("hello from the agent"),
+                           calls(("python", {"code": write})), text("hello from the agent")])
+    task = "Write the text 'hello from the agent' to a file named note.txt, then read it back."
+    with Agent(client=model, file_tools=False, skills_enabled=False, cwd=str(tmp_path),
+               sandbox="bwrap", verify_answers=True, tool_timeout=30) as agent:
+        result = agent.run(task)
+    assert result.stop_reason == "done" and len(model.requests) == 4
+    check = model.requests[2].items[-1]
+    assert check.meta[CHECK_KEY]["rules"] == ["file_unchanged"]
+    assert "asks to write or change note.txt" in check.content
+    assert (tmp_path / "note.txt").read_text() == "hello from the agent"  # written the second time
