@@ -100,3 +100,19 @@ def test_a_cut_answer_replays_as_it_was_kept(tmp_path) -> None:
     replayed = report.context[-1]
     assert replayed.content == "The sum is 5." and "cut" not in replayed.meta  # nothing to cut again
     assert agent.context[-1].meta["cut"]["text"] == "[tool output]\n5"
+
+
+def test_no_recorded_reply_of_a_real_server_is_cut() -> None:
+    # The corpora's replies (real providers, and the real 0.5B model on llama-cpp-python):
+    # ordinary answers, fenced code, JSON that is not a call; none imitates a tool result.
+    import json
+
+    from tests.helpers.scripted_apis import corpus_files
+
+    texts = []
+    for path in corpus_files():
+        expected = json.loads(path.read_text()).get("expected") or {}
+        if isinstance(expected, dict) and isinstance(expected.get("text"), str) and expected["text"]:
+            texts.append(expected["text"])
+    assert len(texts) >= 5
+    assert [t[:60] for t in texts if cut_scaffolding(t) is not None] == []
