@@ -169,6 +169,14 @@ def test_findings_look_at_this_run_only() -> None:
                         result("1")), "It was 99 before, 1 now.") == []
 
 
+def test_ipyagents_continue_after_a_cut_reply_is_not_the_task() -> None:
+    items = [Message("user", "total?"), ToolCall("c1", "python", {"code": "x"}),
+             result(KEYERROR, error=True), Message("assistant", "The total is"),
+             Message("user", "[ipyagent] Continue", meta={"continue": True})]
+    assert run_items(items)[0] == "total?"
+    assert [f.rule for f in findings(items, " 3695.")] == ["error_ignored"]
+
+
 def test_no_call_no_finding_and_our_check_is_not_the_task() -> None:
     assert findings([Message("user", "What is 6*7?")], "42") == []
     items = run(Message("user", "total?"), ToolCall("c1", "python", {"code": "x"}),

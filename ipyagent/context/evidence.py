@@ -18,9 +18,10 @@ from .items import Item, Message, ToolCall, ToolResult
 
 __all__ = ["Finding", "findings", "run_items", "error_ignored", "suspicious_value",
            "unsupported_numbers", "unchanged_files", "single_look", "own_constants", "numbers_in",
-           "files_to_write", "CHECK_KEY"]
+           "files_to_write", "CHECK_KEY", "CONTINUE_KEY"]
 
 CHECK_KEY = "check"  # meta key of the message that carries the check to the model
+CONTINUE_KEY = "continue"  # meta key of ipyagent's "go on" after a reply cut at the limit
 
 
 @dataclass(frozen=True)
@@ -33,11 +34,12 @@ class Finding:
 
 
 def run_items(items: Sequence[Item]) -> tuple[str, list[Item]]:
-    """The task of the run in progress (its last user message that is not ours) and the
-    items after it."""
+    """The task of the run in progress (its last user message that is not ours: not a
+    check, not a "continue") and the items after it."""
     for i in range(len(items) - 1, -1, -1):
         item = items[i]
-        if isinstance(item, Message) and item.role == "user" and CHECK_KEY not in item.meta:
+        if isinstance(item, Message) and item.role == "user" and not (
+                CHECK_KEY in item.meta or CONTINUE_KEY in item.meta):
             return item.content, list(items[i + 1:])
     return "", list(items)
 

@@ -31,6 +31,7 @@ from ..context.events import (
     Usage,
     live_emitter,
 )
+from ..context.evidence import CONTINUE_KEY
 from ..context.items import Message, Summary, ToolCall, ToolResult
 from ..errors import ConfigError, ModelConnectionError, ModelError
 from ..kernel.copies import MAX_COPIES_PER_CALL, copy_missing
@@ -609,8 +610,8 @@ def decide_stop(run: StepRun, turn: Turn, cut: bool, steps_so_far: int) -> None:
     if cut:
         if agent.on_length == "stop":
             raise Stop("length", "the reply was cut off at the output limit")
-        if not turn.tool_calls:
-            agent.context.add_user(CONTINUE_PROMPT)
+        if not turn.tool_calls:  # marked: ours, not a new task (context.evidence.run_items)
+            agent.context.add_user(CONTINUE_PROMPT).meta[CONTINUE_KEY] = True
     elif not turn.tool_calls:
         from ..models.reply_checks import final_reply_notice
 
