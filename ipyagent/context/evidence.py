@@ -286,8 +286,10 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False) -> lis
         return []
     last = results[-1]
     assert isinstance(last, ToolResult)
-    outputs = [r.output for r in results if isinstance(r, ToolResult)]
-    earlier = [i.output if isinstance(i, ToolResult) else "" for i in items[:len(items) - len(items_now)]]
+    # What the tools gave, also where compaction has since cleared it from the model's view.
+    outputs = [r.full_output for r in results if isinstance(r, ToolResult)]
+    earlier = [i.full_output if isinstance(i, ToolResult) else ""
+               for i in items[:len(items) - len(items_now)]]
     inputs = [task, *[_code(c) for c in items_now if isinstance(c, ToolCall)],
               *[i.content for i in items if isinstance(i, Message) and i.role != "assistant"],
               *earlier]
