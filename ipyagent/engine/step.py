@@ -18,6 +18,7 @@ from .._util.text import head_tail
 from ..context.audit import decision_record
 from ..context.decisions import Decision, utc_now
 from ..context.events import (
+    AnswerCut,
     Event,
     Notice,
     Step,
@@ -390,7 +391,7 @@ def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
         # As a load would read it: a conversation that went as text goes on as text under auto.
         agent.tool_mode_state.text_because = TEXT_ALREADY
     if cut:
-        run.emit(Notice(cut_notice(cut), "info"))
+        run.emit(AnswerCut(cut_notice(cut), "info", kept=cut.kept))
     length_cut = turn.finish_reason in _LENGTH_REASONS
     if length_cut:  # said before the calls run: a cut call's bad arguments may end the run
         limit = agent.request_max_tokens or "the server's limit"

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable
 from .._util.mainthread import Dispatcher, LoopDispatcher
 from .._util.text import one_line, visible
 from ..context.events import (
+    AnswerCut,
     ContextCompacted,
     Discarded,
     MemoryRecalled,
@@ -579,6 +580,8 @@ class NotebookDisplay:
         elif isinstance(event, ToolCallFinished):
             self._finished(event.call, event.result)
         elif isinstance(event, Notice):
+            if isinstance(event, AnswerCut):
+                self._cut(event.kept)
             kind = {"error": "bad", "warning": "warn"}.get(event.level, "info")
             self.publish(footer_html(event.message, kind))
             if event.level == "error":
@@ -681,6 +684,15 @@ class NotebookDisplay:
         self.reply = []
         self._unwritten(line)
         self.writing = []
+
+    def _cut(self, kept: str) -> None:
+        """The answer streamed so far goes on to imitate a tool result: show it as kept."""
+        for stream, label in self.reply:
+            if not label:  # the text, not the reasoning
+                before = stream.renders
+                stream.redraw(lambda _streamed: {"text/markdown": markdown_text(kept),
+                                                 "text/plain": kept})
+                self.renders += stream.renders - before
 
     def _unwritten(self, why: str) -> None:
         """A call that was streaming in but never came to be: say so where it was shown."""

@@ -344,3 +344,14 @@ def test_the_answer_check_shows_on_the_card(published: list[dict[str, Any]]) -> 
             "to look again")
     assert any(line in s for s in shown), shown
     assert live(published) == []
+
+
+def test_a_cut_answer_is_shown_as_kept_with_the_line_under_it(published: list[dict[str, Any]]) -> None:
+    model = ScriptedModel([text("The sum is 5.\n<tool_response>\n<b>5</b>\n</tool_response>")])
+    agent = Agent(client=model, python_tool=False, file_tools=False)
+    run(agent, "2+3?")
+    answers = [o["data"] for o in published if "text/markdown" in o["data"]]
+    assert answers[-1]["text/plain"] == "The sum is 5."  # redrawn in place, as kept
+    shown = [o["data"].get("text/plain", "") for o in published]
+    assert any("cut 41 characters that imitated tool output" in s for s in shown), shown
+    assert live(published) == []
