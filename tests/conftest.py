@@ -73,3 +73,11 @@ def ip() -> Iterator[Any]:
 
     globalipapp.start_ipython()
     yield globalipapp.get_ipython()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A real model on one thread of a busy 2-core machine needs minutes, not the default 120 s
+    (the limit stays: a hung server still fails the test)."""
+    for item in items:
+        if item.get_closest_marker("real_server") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(600))

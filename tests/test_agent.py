@@ -197,8 +197,8 @@ def test_hook_deny_with_reason_continues_and_edit_records_what_ran():
     # The edit note is ipyagent's, labelled apart, never part of what the tool printed.
     assert agent.context[4].output == "30"
     for_model = agent.context[4].for_model()
-    assert for_model.startswith("[ipyagent note, not tool output: the user edited this call")
-    assert for_model.endswith("[tool output]\n30")
+    assert for_model.startswith("30\n\nNote from ipyagent (not tool output): the user edited this call")
+    assert for_model.count("\n") == 2  # the note is one line, after the output
 
 
 def test_bare_user_deny_stops_the_run():

@@ -154,3 +154,47 @@ def test_the_smallest_model_answers_a_plain_question(tmp_path_factory: pytest.Te
         agent.close()
     assert result.stop_reason == "done", result.steps[-1].error
     assert result.text.strip()
+
+
+FILE_NOT_FOUND = (
+    "---------------------------------------------------------------------------\n"
+    "FileNotFoundError                         Traceback (most recent call last)\n"
+    "Cell In[1], line 2\n      1 import pandas as pd\n----> 2 df = pd.read_csv('sales.csv')\n"
+    "FileNotFoundError: [Errno 2] No such file or directory: 'sales.csv'")
+
+
+def test_an_answer_after_a_failed_call_gets_one_look_again(
+        qwen_own_template: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Look before answering (issue 33), on the real 0.5B model. Its first call read a file
+    by the wrong name and failed (recorded into the context, so every run starts from the
+    same place; no tools are offered after it, which keeps the prompt to ~300 tokens).
+    Measured, greedy, twice alike: the model answers by imagining the call's result with a
+    number in it (a 404) that no output shows. The check is sent once, as ipyagent's
+    labelled note, and the run ends within its limits whatever the model says next (at 0.5B,
+    the same reply again)."""
+    from ipyagent.context.evidence import CHECK_KEY
+    from ipyagent.engine.verify import CHECK_LEAD
+
+    log = _log_of(qwen_own_template, tmp_path_factory.getbasetemp())
+    before = len(_posts(log))
+    agent = _agent(qwen_own_template, python_tool=False, file_tools=False, skills_enabled=False,
+                   request_max_tokens=100, max_steps=3)  # verify_answers: "auto", a local server
+    task = "Use Python to read sales.csv and reply with the total of its amount column."
+    call = ToolCall("call_1", "python", {"code": "import pandas as pd\ndf = pd.read_csv('sales.csv')\n"
+                                                 "print(df['amount'].sum())"})
+    for item in (Message("user", task), call,
+                 ToolResult(call.id, FILE_NOT_FOUND, error=True, name="python")):
+        agent.context.append(item)
+    events: list[Any] = []
+    result = agent.run(on_event=events.append)
+    agent.close()
+    items = list(agent.context)
+    checks = [i for i in items if isinstance(i, Message) and CHECK_KEY in i.meta]
+    assert len(checks) == 1, items
+    assert checks[0].role == "user" and checks[0].content.startswith(CHECK_LEAD)
+    assert sum(getattr(e, "message", "").startswith("checked the answer:") for e in events) == 1
+    # The model was asked again after the check, and the run ended within its limits.
+    at = items.index(checks[0])
+    assert [i.role for i in items[at + 1:] if isinstance(i, Message)] == ["assistant"]
+    assert result.stop_reason == "done", result.steps[-1].error
+    assert len(result.steps) == 2 and _posts(log)[before:] == ["200", "200"]

@@ -117,7 +117,7 @@ def test_tool_arguments_nested_past_the_bound_are_an_error_and_the_run_still_sav
     with ScriptedServer(script) as srv:
         agent = Agent(model="m", base_url=srv.base_url, api_key_env="IPYAGENT_TEST_KEY",
                       approval="auto", file_tools=False, python_tool=False, autosave=str(auto),
-                      tools=[python])
+                      tools=[python], verify_answers=False)  # "all saved" ignores the error
         agent.run("go")
         agent.close()
     results = [i for i in agent.context if isinstance(i, ToolResult)]

@@ -35,6 +35,7 @@ __all__ = [
     "StepFinished",
     "RunFinished",
     "Notice",
+    "AnswerCut",
     "ContextCompacted",
     "MemoryRecalled",
     "FilesPreviewed",
@@ -345,6 +346,15 @@ class Notice:
 
     message: str
     level: Literal["info", "warning", "error"] = "info"
+
+
+@dataclass
+class AnswerCut(Notice):
+    """The final answer went on to imitate a tool result and was cut there
+    (``models.scaffolding``): a notice, and what is kept, so a display that showed the
+    reply as it streamed can show the answer as kept."""
+
+    kept: str = ""
 
 
 @dataclass

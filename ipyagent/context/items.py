@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -20,7 +21,9 @@ from .spill import OutputsField, ReplacedField, outputs_of, raw_replaced, replac
 
 __all__ = [
     "CODE_ARGUMENTS",
+    "NOTE_LEAD",
     "code_of",
+    "note_line",
     "Message",
     "ToolCall",
     "ToolResult",
@@ -212,12 +215,17 @@ class ToolResult(_ItemBase):
         return text if isinstance(text, str) else self.output
 
     def for_model(self) -> str:
-        """``output`` as the model gets it: an ipyagent note (``meta["note"]``, e.g. that
-        the user edited the call) comes first, labelled apart from what the tool printed."""
+        """``output`` as the model gets it, then ipyagent's note (``meta["note"]``, e.g. that
+        the user edited the call) on a line of its own after it (``note_line``).
+
+        A line of the output that reads like our note is marked as printed by the tool, so
+        what a tool prints can never pass for ipyagent's words."""
+        output = unforged(self.output)
         note = self.meta.get("note")
         if not note:
-            return self.output
-        return f"[ipyagent note, not tool output: {note}]\n[tool output]\n{self.output}"
+            return output
+        output = output.rstrip("\n")
+        return f"{output}\n\n{note_line(str(note))}" if output else note_line(str(note))
 
     @property
     def label(self) -> str:
@@ -229,6 +237,28 @@ class ToolResult(_ItemBase):
 
     def _repr_markdown_(self) -> str:
         return f"**{self.label}** ({markdown_literal(self.call_id)})\n\n{fence(self.output)}"
+
+
+# ipyagent's note on a tool result, as the model reads it: plain words on one line AFTER the
+# output. Why not a bracketed tag before it ("[ipyagent note, not tool output: …]\n[tool
+# output]"): a 1.5B model copied that framing, tag and all, into its final answer; a short
+# sentence at the end is not a template to imitate.
+NOTE_LEAD = "Note from ipyagent (not tool output):"
+# A line of tool output that starts like our note (ours, or the framing we used before),
+# after any quoting or markup characters: it is the tool's, and is marked so.
+_FORGED = re.compile(r"^(?=[\s>*_`#|(\[-]*(?:note from ipyagent|ipyagent note|\[tool output\]))",
+                     re.I | re.M)
+PRINTED_MARK = "(printed by the tool) "
+
+
+def note_line(note: str) -> str:
+    """The line that carries ipyagent's ``note`` to the model (one line, whatever it holds)."""
+    return f"{NOTE_LEAD} {' '.join(note.split())}"
+
+
+def unforged(output: str) -> str:
+    """``output`` with every line that could pass for ipyagent's note marked as the tool's."""
+    return _FORGED.sub(PRINTED_MARK, output) if _FORGED.search(output) else output
 
 
 @dataclass

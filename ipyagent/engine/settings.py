@@ -205,6 +205,17 @@ class AgentSettings(LoggingConfigurable):
         "When a reply is cut at request_max_tokens: 'continue' asks the model to go on, "
         "'stop' ends the run (stop reason 'length')."
     )).tag(config=True)
+    verify_answers = Union([Enum(["auto"]), Bool()], default_value="auto", help=(
+        "Look before answering: when the model's final answer goes against what this run's "
+        "tools returned (the last call failed and the answer does not say so; the last "
+        "output was empty, 0, NaN or None; a number in the answer is in no tool output, "
+        "rounding and notation aside; a file the task asked to write was not written; a "
+        "physical quantity computed in one step from constants the model chose), ipyagent "
+        "tells the model so once per run, "
+        "as a labelled note, and it answers again (one more request). 'auto': on for local "
+        "endpoints (loopback, private network) and model ids naming a size up to 8B, off "
+        "for others; True/False: always/never."
+    )).tag(config=True)
     tool_output_limit = Int(20000, help=(
         "Characters of one tool result the model sees (head and tail kept); the notebook "
         "keeps the full output."

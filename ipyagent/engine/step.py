@@ -18,6 +18,7 @@ from .._util.text import head_tail
 from ..context.audit import decision_record
 from ..context.decisions import Decision, utc_now
 from ..context.events import (
+    AnswerCut,
     Event,
     Notice,
     Step,
@@ -31,11 +32,13 @@ from ..context.events import (
     Usage,
     live_emitter,
 )
+from ..context.evidence import CONTINUE_KEY
 from ..context.items import Message, Summary, ToolCall, ToolResult
 from ..errors import ConfigError, ModelConnectionError, ModelError
 from ..kernel.copies import MAX_COPIES_PER_CALL, copy_missing
 from ..models.base import ClientNotice, Discarded, ModelRequest, Retrying, Turn, TurnComplete
 from ..models.overflow import context_overflow, overflow_hint
+from ..models.scaffolding import Cut, cut_notice, cut_scaffolding
 from ..models.text_tools import FINAL_ANSWER, as_text_request, example_arguments
 from ..models.tool_mode import (
     MODE_KEY,
@@ -52,6 +55,7 @@ from ..tools.base import Executor, Toolbox
 from ..trust.redaction import LiveRedactor, redact_result, redaction_notice
 from ..trust.secrets import key_envs, secret_values
 from .compaction import fit_window
+from .verify import look_again
 
 if TYPE_CHECKING:
     import logging
@@ -352,6 +356,7 @@ def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
     agent, step = run.agent, run.step
     if not turn.tool_calls and turn.text:
         _recover_written_calls(run, turn)
+    cut = _cut_scaffolding(run, turn)
     if deeper(turn.usage):  # kept in the items' meta: it would make every later save fail
         turn.usage = None
     if not isinstance(turn.finish_reason, str):  # a server's list or number: unusable, unhashable
@@ -372,7 +377,8 @@ def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
     if turn.reasoning is not None:
         agent.context.append(turn.reasoning)
     if turn.text or not turn.tool_calls:
-        agent.context.append(Message("assistant", turn.text))
+        agent.context.append(Message("assistant", turn.text,
+                                     meta={"cut": cut.as_meta()} if cut else {}))
     for call in turn.tool_calls:
         agent.context.append(_bounded_call(call))
     # What a replay needs beyond the items: the turn's usage and finish reason.
@@ -384,11 +390,24 @@ def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
     if run.wire == "text" and not agent.tool_mode_state.text_because:
         # As a load would read it: a conversation that went as text goes on as text under auto.
         agent.tool_mode_state.text_because = TEXT_ALREADY
-    cut = turn.finish_reason in _LENGTH_REASONS
-    if cut:  # said before the calls run: a cut call's bad arguments may end the run
+    if cut:
+        run.emit(AnswerCut(cut_notice(cut), "info", kept=cut.kept))
+    length_cut = turn.finish_reason in _LENGTH_REASONS
+    if length_cut:  # said before the calls run: a cut call's bad arguments may end the run
         limit = agent.request_max_tokens or "the server's limit"
         run.emit(Notice(f"The reply was cut off at the output limit (request_max_tokens={limit}).",
                         "warning"))
+    return length_cut
+
+
+def _cut_scaffolding(run: StepRun, turn: Turn) -> Cut | None:
+    """A final answer that goes on to imitate a tool result is cut there (``scaffolding``)."""
+    if turn.tool_calls or not turn.text:
+        return None
+    printed = [item.output for item in run.agent.context if isinstance(item, ToolResult)]
+    cut = cut_scaffolding(turn.text, printed)
+    if cut is not None:
+        turn.text = cut.kept
     return cut
 
 
@@ -592,8 +611,8 @@ def decide_stop(run: StepRun, turn: Turn, cut: bool, steps_so_far: int) -> None:
     if cut:
         if agent.on_length == "stop":
             raise Stop("length", "the reply was cut off at the output limit")
-        if not turn.tool_calls:
-            agent.context.add_user(CONTINUE_PROMPT)
+        if not turn.tool_calls:  # marked: ours, not a new task (context.evidence.run_items)
+            agent.context.add_user(CONTINUE_PROMPT).meta[CONTINUE_KEY] = True
     elif not turn.tool_calls:
         from ..models.reply_checks import final_reply_notice
 
@@ -601,7 +620,11 @@ def decide_stop(run: StepRun, turn: Turn, cut: bool, steps_so_far: int) -> None:
                                     agent.tools.names)
         if notice:
             run.emit(Notice(notice, "warning"))
-        raise Stop("done")
+        # Look before answering: the evidence may send the model back once (engine/verify).
+        said = look_again(agent, turn.text, room=steps_so_far + 2 <= agent.max_steps)
+        if said is None:
+            raise Stop("done")
+        run.emit(Notice(said, "info"))
     run.check_budget()
     if steps_so_far + 1 >= agent.max_steps:
         raise Stop("max_steps", f"reached max_steps={agent.max_steps}; the context is valid: "

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable
 from .._util.mainthread import Dispatcher, LoopDispatcher
 from .._util.text import one_line, visible
 from ..context.events import (
+    AnswerCut,
     ContextCompacted,
     Discarded,
     FilesPreviewed,
@@ -39,7 +40,7 @@ from ..context.events import (
     ToolOutput,
     compaction_line,
 )
-from ..context.items import ToolCall, ToolResult, code_of
+from ..context.items import ToolCall, ToolResult, code_of, note_line
 from ..context.spill import outputs_of
 from ..engine.approval import Decision
 from ..kernel.outputs import collapse_carriage_returns, strip_ansi
@@ -217,7 +218,11 @@ def _inline_code(text: str) -> str:
 
 
 def model_note_of(result: ToolResult) -> str:
-    """The changes note the model got (the last line of the result's text)."""
+    """The changes note the model got (its note; in transcripts from before notes were kept
+    apart, the last line of the result's text)."""
+    note = result.meta.get("note")
+    if isinstance(note, str) and "files changed: " in note:
+        return note_line(note)
     last = result.output.rsplit("\n", 1)[-1]
     return last if last.startswith("[ipyagent note") else "files changed"
 
@@ -577,6 +582,8 @@ class NotebookDisplay:
         elif isinstance(event, ToolCallFinished):
             self._finished(event.call, event.result)
         elif isinstance(event, Notice):
+            if isinstance(event, AnswerCut):
+                self._cut(event.kept)
             kind = {"error": "bad", "warning": "warn"}.get(event.level, "info")
             self.publish(footer_html(event.message, kind))
             if event.level == "error":
@@ -679,6 +686,15 @@ class NotebookDisplay:
         self.reply = []
         self._unwritten(line)
         self.writing = []
+
+    def _cut(self, kept: str) -> None:
+        """The answer streamed so far goes on to imitate a tool result: show it as kept."""
+        for stream, label in self.reply:
+            if not label:  # the text, not the reasoning
+                before = stream.renders
+                stream.redraw(lambda _streamed: {"text/markdown": markdown_text(kept),
+                                                 "text/plain": kept})
+                self.renders += stream.renders - before
 
     def _unwritten(self, why: str) -> None:
         """A call that was streaming in but never came to be: say so where it was shown."""

@@ -17,7 +17,17 @@ from typing import Any, Callable, Sequence
 
 import httpx
 
-from ..context.items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, new_call_id
+from ..context.items import (
+    Item,
+    Message,
+    Reasoning,
+    Summary,
+    ToolCall,
+    ToolResult,
+    new_call_id,
+    note_line,
+    unforged,
+)
 from .base import ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCallDelta, Turn
 from .http import HeaderAuth, ProviderError, StreamingHTTPModel
 from .openai_chat import parse_arguments
@@ -76,17 +86,18 @@ def _anthropic_part(item: Item) -> tuple[str | None, list[dict[str, Any]], str |
     if isinstance(item, ToolResult):
         block: dict[str, Any] = {"type": "tool_result", "tool_use_id": item.call_id}
         images = item.meta.get("images") or []  # plots, when Agent.send_images is on
-        note = item.meta.get("note")  # ipyagent's note: a text block of its own
+        note = item.meta.get("note")  # ipyagent's note: a text block of its own, after the output
+        output = unforged(item.output)
         if images or note:  # a tool_result may hold image blocks next to its text
-            text = [{"type": "text", "text": item.output}] if item.output else []
+            text = [{"type": "text", "text": output}] if output else []
             if note:
-                text.insert(0, {"type": "text", "text": f"[ipyagent note, not tool output: {note}]"})
+                text.append({"type": "text", "text": note_line(str(note))})
             block["content"] = text + [
                 {"type": "image", "source": {"type": "base64", "media_type": im["mime"], "data": im["data"]}}
                 for im in images
             ]
-        elif item.output:  # ``content`` is optional; an empty one is better left out
-            block["content"] = item.output
+        elif output:  # ``content`` is optional; an empty one is better left out
+            block["content"] = output
         if item.error:
             block["is_error"] = True
         return "user", [block], None

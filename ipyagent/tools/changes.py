@@ -62,7 +62,8 @@ def _named(group: Sequence[Change], say: Any) -> str:
 
 
 def model_note(changes: Sequence[Change]) -> str:
-    """What the model is told: which changes reached the user's folder and which did not."""
+    """What the model is told (as the result's note): which changes reached the user's
+    folder and which did not."""
     if not changes:
         return ""
     applied = [c for c in changes if c.status == "applied"]
@@ -81,7 +82,7 @@ def model_note(changes: Sequence[Change]) -> str:
     if kept:
         parts.append("NOT applied (the user said no; only your sandbox sees them): "
                      + _named(kept, lambda c: f"{visible_name(c.path)} ({c.kind})"))
-    return "[ipyagent note, not tool output: files changed: " + "; ".join(parts) + "]"
+    return "files changed: " + "; ".join(parts)
 
 
 async def settle_changes(host: Any, result: ToolResult) -> None:
@@ -120,8 +121,9 @@ async def settle_changes(host: Any, result: ToolResult) -> None:
                 _audit(result, "discard", kept, by, call_id=result.call_id)
     shown = list(final.values())
     result.meta["changes"] = [c.as_dict() for c in shown]
-    note = model_note(shown)
-    result.output = f"{result.output}\n{note}" if result.output else note
+    # ipyagent's words, not the code's output: a note of its own (``ToolResult.for_model``),
+    # which nothing the code prints can pass for.
+    result.meta["note"] = "; ".join(filter(None, [result.meta.get("note"), model_note(shown)]))
 
 
 def _subject(changes: Sequence[Change]) -> str:

@@ -16,6 +16,7 @@ from ..context.spill import outputs_of
 
 __all__ = ["Difference", "observed", "differs"]
 
+# Transcripts from before the note was kept apart (meta["note"]) have it at the end of the text.
 _FILES_NOTE = "[ipyagent note, not tool output: files changed:"
 
 

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping
 
 from .._util.normalise import NORMALISATIONS, normalise
+from ..context.evidence import CHECK_KEY
 from ..context.items import Message, Summary, ToolCall, ToolResult, unfold
 from ..context.spill import outputs_of
 from ..engine.approval import ApprovalPolicy, Approver, Decision, Mode
@@ -341,8 +342,10 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
     # in the system prompt, and the recorded load_skill results answer its calls.
     # No shell tool: a recorded shell call is answered from the recording, like any tool
     # that may have side effects (a transcript someone sent never runs a command).
+    # No answer checks: the recorded ones are in the items (fed as they were sent), and a
+    # check of its own would ask the recorded model a question it never answered.
     kwargs.update(file_tools=False, mcp_servers={}, mcp_files=False, context_window=0,
-                  memory="off", shell_tool="off", skills_enabled=False)
+                  memory="off", shell_tool="off", skills_enabled=False, verify_answers=False)
     report = ReplayReport(source=transcript.path or "<transcript>", steps=len(turns))
     if ignored:
         report.notes.append(ignored)
@@ -410,7 +413,9 @@ def _feed(agent: Agent, between: list[Any], report: ReplayReport) -> None:
     """Put what came between two turns (user and system messages) into the replay context."""
     for item in between:
         if isinstance(item, Message) and item.role != "assistant":
-            agent.context.append(Message(item.role, item.content))
+            # An answer check keeps its mark: it is ipyagent's, not a task (context.evidence).
+            check = {CHECK_KEY: item.meta[CHECK_KEY]} if CHECK_KEY in item.meta else {}
+            agent.context.append(Message(item.role, item.content, meta=check))
     if not agent.pending():
         # The recording was edited (e.g. a user message deleted): the loop needs something to answer.
         agent.context.add_user("(replay: the recorded conversation continues here)")

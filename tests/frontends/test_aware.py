@@ -248,3 +248,22 @@ def test_a_changed_namespace_is_told_again_between_steps(loaded: Any) -> None:
         told = [t for t in user_texts(srv, 1) if "notebook has these variables" in t]
         assert len(told) == 2 and "- beta: list of 2" in told[1] and "beta" not in told[0]
         assert user_texts(srv, 1)[-1] == "and beta?"  # the user's message stays last
+
+
+def test_no_namespace_picture_slips_in_before_ipyagents_answer_check(loaded: Any) -> None:
+    # The answer check (engine/verify) ends the context with a user-role message of ours: a
+    # `%agent step` after it is no new user message, so nothing is inserted before it.
+    with ScriptedServer([reply_tool_calls([("python", {"code": "1 / 0"})]), reply_text("It is 5."),
+                         reply_text("It failed: division by zero.")]) as srv:
+        scripted(loaded, srv)
+        run(loaded, "alpha = 1")
+        run(loaded, "%agent --new --step go")
+        out, err, result = run(loaded, "%agent step")
+        assert result.success, err
+        assert "checked the answer: the last output was an error (ZeroDivisionError)" in out + err
+        run(loaded, "gamma = 3")
+        out, err, result = run(loaded, "%agent step")
+        assert result.success, err
+        told = user_texts(srv, 2)
+        assert told[-1].startswith("Note from ipyagent (an automatic check of your answer")
+        assert not any("gamma" in t for t in told)

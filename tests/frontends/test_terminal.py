@@ -236,3 +236,24 @@ def test_an_image_result_says_the_terminal_cannot_show_it() -> None:
                             "  (a terminal cannot show images: a saved transcript keeps them)\n")
     text_only = {"output_type": "execute_result", "data": {"text/plain": "2"}, "metadata": {}}
     assert "cannot show images" not in shown([text_only])
+
+
+def test_the_answer_check_and_a_cut_are_one_line_each() -> None:
+    from ipyagent import tool
+
+    @tool
+    def flaky(x: int) -> int:
+        """Always fails."""
+        raise RuntimeError(f"flaky broke on {x}")
+
+    out = io.StringIO()
+    model = ScriptedModel([calls(("flaky", {"x": 1})), text("It is 1234."),
+                           text("It failed.\n<tool_response>\nok\n</tool_response>")])
+    with Agent(client=model, tools=[flaky], python_tool=False, file_tools=False,
+               verify_answers=True) as agent:
+        agent.run("go", on_event=TerminalDisplay(out, colour=False))
+    lines = out.getvalue().splitlines()
+    assert ("[info] checked the answer: the last output was an error (RuntimeError); asked the "
+            "model to look again") in lines
+    assert ("[info] cut 35 characters that imitated tool output (a <tool_response> block) from "
+            "the end of the answer; the transcript keeps them") in lines

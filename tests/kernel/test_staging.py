@@ -80,7 +80,7 @@ def test_code_like_files_never_reach_the_folder_unasked(world: tuple[Agent, Path
     found = changes(result)[name]
     assert found["status"] == "pending" and why in found["risk"], found
     assert ((ws / name).read_bytes() if (ws / name).exists() else None) == before
-    assert "NOT applied, waiting for the user" in result.output and name in result.output
+    assert "NOT applied, waiting for the user" in result.for_model() and name in result.meta["note"]
     # ...but the sandbox's own view has it.
     assert call(agent, f"print(open({name!r}).read() == {content!r})").output.startswith("True")
 
@@ -91,7 +91,7 @@ def test_a_data_file_reaches_the_folder_and_undo_removes_it(world: tuple[Agent, 
     result = call(agent, "import csv\nwith open('sales.csv', 'w', newline='') as f:\n"
                          "    csv.writer(f).writerows([['month', 'revenue'], ['jan', 3]])")
     assert changes(result)["sales.csv"]["status"] == "applied", result.meta
-    assert "applied to the user's folder: sales.csv (new)" in result.output
+    assert "applied to the user's folder: sales.csv (new)" in result.meta["note"]
     assert (ws / "sales.csv").read_text().splitlines() == ["month,revenue", "jan,3"]  # the user's side
     report = agent.undo()
     assert report.restored == ["sales.csv"] and not (ws / "sales.csv").exists()

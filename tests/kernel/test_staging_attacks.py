@@ -94,7 +94,7 @@ def test_a_change_that_cannot_be_applied_loses_neither_the_call_nor_the_undo(
     found = changes(result)
     assert found["a.csv"]["status"] == "applied" and (ws / "a.csv").read_text() == "the sandbox a\n"
     assert found["d"]["status"] == "pending" and "directory" in found["d"]["problem"], found["d"]
-    assert "could not be applied" in result.output and "d (" in result.output
+    assert "could not be applied" in result.meta["note"] and "d (" in result.meta["note"]
     assert "not applied: your folder has a directory there" in changes_html(result.meta["changes"])
     assert (ws / "d" / "x.txt").read_text() == "x\n"
     again = agent.apply("d")  # a person asks: the same clear answer, nothing raised
@@ -180,7 +180,8 @@ def test_thousands_of_files_give_a_bounded_note_and_card(world: tuple[Agent, Pat
     assert len(result.meta["changes"]) == 3000
     assert all(c["status"] == "applied" for c in result.meta["changes"])
     assert len(list((ws / "many").iterdir())) == 3000
-    assert len(result.output) < 5000 and "and 2980 more" in result.output, result.output[-300:]
+    told = result.for_model()
+    assert len(told) < 5000 and "and 2980 more" in told, told[-300:]
     card = changes_html(result.meta["changes"])
     assert card.count("<div><") < 300 and "2800 more" in card
     assert len(agent.undo().restored) == 3000 and not (ws / "many").exists()
@@ -349,7 +350,7 @@ def test_a_name_with_a_newline_cannot_forge_a_row_of_the_listing(world: tuple[Ag
     assert "\n" not in listing and "\t" not in listing and "␊[applied]" in listing, listing
     request = ChangeRequest([c for c in agent.changes() if c.path == name])
     assert request.question().count("\n") == 1  # the heading and one row
-    assert "\n" not in result.output.split("[ipyagent note", 1)[1]
+    assert "\n" not in result.meta["note"] and "files changed" in result.for_model().rsplit("\n", 1)[-1]
     assert "␊" in changes_html(result.meta["changes"])
     agent.discard(name)
 

@@ -1,0 +1,315 @@
+"""What the run's own tool results say against the answer the model is about to give.
+
+Why: measured at 0.5B-1.5B (issue 33), a small model makes one call, gets an exception, a
+zero or an absurd value, and answers with confidence anyway; it never looks twice. Each
+rule here is a small pure function of the task, the answer and the run's items, and says
+what it found in two voices: ``said`` (one line for the person) and ``ask`` (for the model).
+None of them judges whether an answer is *right*: they only notice that the evidence the
+run gathered does not back it. The engine (``engine/verify.py``) decides whether to ask.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .items import Item, Message, ToolCall, ToolResult
+
+__all__ = ["Finding", "findings", "run_items", "error_ignored", "suspicious_value",
+           "unsupported_numbers", "unchanged_files", "single_look", "own_constants", "numbers_in",
+           "files_to_write", "CHECK_KEY", "CONTINUE_KEY"]
+
+CHECK_KEY = "check"  # meta key of the message that carries the check to the model
+CONTINUE_KEY = "continue"  # meta key of ipyagent's "go on" after a reply cut at the limit
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the evidence says against the answer."""
+
+    rule: str  # error_ignored | empty | zero | nan | unsupported_number | file_unchanged | units
+    said: str  # for the person: "the last output was a traceback"
+    ask: str  # for the model: what to look at again
+
+
+def run_items(items: Sequence[Item]) -> tuple[str, list[Item]]:
+    """The task of the run in progress (its last user message that is not ours: not a
+    check, not a "continue") and the items after it."""
+    for i in range(len(items) - 1, -1, -1):
+        item = items[i]
+        if isinstance(item, Message) and item.role == "user" and not (
+                CHECK_KEY in item.meta or CONTINUE_KEY in item.meta):
+            return item.content, list(items[i + 1:])
+    return "", list(items)
+
+
+def _ran(item: Item) -> bool:
+    """A result of a call that ran (not denied, skipped, interrupted or unreadable)."""
+    meta = item.meta if isinstance(item, ToolResult) else {}
+    return isinstance(item, ToolResult) and not any(
+        meta.get(k) for k in ("denied", "skipped", "interrupted", "unreadable"))
+
+
+# -- the last output: an error the answer ignores, or a value that looks wrong --------------
+_ACKNOWLEDGED = re.compile(
+    r"\b(error|exception|traceback|fail(?:s|ed|ure)?|could ?n[o']t|can ?n[o']t|unable|"
+    r"not (?:found|exist|possible|available)|does ?n[o']t exist|missing|no such|invalid)\b", re.I)
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^\w*(?:Error|Exception): ", re.M)
+_ERROR_NAME = re.compile(r"\b([A-Z]\w*(?:Error|Exception))\b")
+
+
+def error_ignored(answer: str, last: ToolResult) -> Finding | None:
+    """The last call failed (an error, a traceback) and the answer does not say so."""
+    if not (last.error or _TRACEBACK.search(last.output)):
+        return None
+    name = [n for n in _ERROR_NAME.findall(last.output) if n not in ("Error", "Exception")]
+    if _ACKNOWLEDGED.search(answer) or (name and name[-1] in answer):
+        return None  # it told the user the call failed: that can be the answer
+    what = f"an error ({name[-1]})" if name else "an error"
+    return Finding("error_ignored", f"the last output was {what}",
+                   f"Your last tool call failed with {what}, and your answer does not say so: "
+                   "the answer cannot rest on that call. Read the error, fix the call and run it "
+                   "again, or tell the user it failed.")
+
+
+# Not an empty list or dict: "[]" is as often the answer ("no keys match") as a slip.
+_NAN = re.compile(r"^(?:nan|-?inf|none|null|empty (?:dataframe|series)\b.*)$", re.I)
+_LAST_VALUE = re.compile(r"(?:^|[\s:=(\[,])(-?\d+(?:\.\d+)?(?:e[-+]?\d+)?|nan|-?inf|None)\W*$", re.I)
+
+
+def suspicious_value(answer: str, last: ToolResult, outputs_before: Sequence[str]) -> Finding | None:
+    """The last output is empty (and nothing was printed before it), or its value is 0, NaN,
+    infinite, None or an empty table."""
+    text = last.output.strip()
+    wrote = bool(last.meta.get("changes") or last.meta.get("file"))
+    if not text:
+        if wrote or any(o.strip() for o in outputs_before) or not answer.strip():
+            return None
+        return Finding("empty", "the last output was empty",
+                       "Your last tool call printed nothing, and no call before it printed a "
+                       "result: your answer rests on no output. Print the value you need and "
+                       "look at it before answering.")
+    line = text.splitlines()[-1].strip()
+    match = _LAST_VALUE.search(line)
+    value = match.group(1) if match else line
+    if text.startswith(("Empty DataFrame", "Empty Series")):
+        line = text.splitlines()[0]
+    if _NAN.match(line) or _NAN.match(value):
+        return Finding("nan", f"the last output was {_short(line)}",
+                       f"Your last tool call gave {_short(line)}: that usually means the data "
+                       "was not read or computed as intended (a wrong separator, column, filter "
+                       "or unit). Check the data and the code before answering.")
+    try:
+        zero = float(value) == 0
+    except ValueError:
+        return None
+    if not zero:
+        return None
+    return Finding("zero", f"the last output was {_short(line)}",
+                   f"Your last tool call gave {_short(line)}: a zero often means the data was "
+                   "not read as intended (a wrong separator, column or filter). Look at the data "
+                   "(print a few rows) and check before answering.")
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return repr(text if len(text) <= limit else text[:limit - 1] + "…")
+
+
+# -- numbers in the answer that no output shows ---------------------------------------------
+_SCI = re.compile(r"(?<![\w.])(-?\d+(?:\.(\d+))?)\s*(?:[x×*·]|\\times)\s*10\s*(?:\^|\*\*)\s*\{?"
+                  r"([-+−]?\d+)\}?")
+_SUPER = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")
+_SCI_SUPER = re.compile(r"(?<![\w.])(-?\d+(?:\.(\d+))?)\s*[x×·]\s*10([⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)")
+_PLAIN = re.compile(r"(?<![\w.])([-−]?)(\d{1,3}(?:[, _  ]\d{3})+(?!\d)|\d+)(?:\.(\d+))?"
+                    r"(?:[eE]([-+]?\d+))?(?!\.?\d)(%?)")
+_FENCED = re.compile(r"^[ \t]*(```|~~~).*?(?:^[ \t]*\1|\Z)", re.S | re.M)
+
+
+@dataclass(frozen=True)
+class _Number:
+    text: str
+    value: float
+    ulp: float  # the unit in the last place written: rounding to it is not a new number
+
+
+def numbers_in(text: str) -> list[_Number]:
+    """The numbers written in ``text``: thousands separators, decimals, scientific notation
+    (``1.2e6``, ``1.2 × 10^6``, ``1.2×10⁶``) and percentages read as what they mean."""
+    found: list[_Number] = []
+    taken: list[tuple[int, int]] = []
+    for pattern, exponent_of in ((_SCI, lambda m: m.group(3).replace("−", "-")),
+                                 (_SCI_SUPER, lambda m: m.group(3).translate(_SUPER))):
+        for m in pattern.finditer(text):
+            try:
+                exp = int(exponent_of(m))
+                mantissa = float(m.group(1))
+            except ValueError:
+                continue
+            places = len(m.group(2) or "")
+            found.append(_Number(m.group(0), mantissa * 10.0 ** exp, 10.0 ** (exp - places)))
+            taken.append(m.span())
+    for m in _PLAIN.finditer(text):
+        if any(a <= m.start() < b for a, b in taken):
+            continue
+        sign, whole, frac, power, percent = m.groups()
+        digits = re.sub(r"[, _  ]", "", whole)
+        places = len(frac or "")
+        try:
+            value = float(f"{'-' if sign else ''}{digits}.{frac or '0'}e{power or 0}")
+        except ValueError:
+            continue
+        ulp = 10.0 ** (int(power or 0) - places)
+        if percent:
+            value, ulp = value / 100, ulp / 100
+        found.append(_Number(m.group(0), value, ulp))
+    return found
+
+
+def _trivial(number: _Number) -> bool:
+    """Small whole numbers (counts of steps, "2 decimals", list items): never a finding."""
+    return number.value == int(number.value) and abs(number.value) <= 10 and number.ulp >= 1
+
+
+def _backs(claim: _Number, seen: _Number) -> bool:
+    """True when ``seen`` (from an output) backs ``claim``: equal, or equal once rounded or
+    cut to the places the claim was written with (its sign aside: "a drop of 5")."""
+    for value in (seen.value, -seen.value):
+        slack = abs(value) * 1e-12 + claim.ulp * 1e-9  # float noise
+        if abs(claim.value - value) <= claim.ulp / 2 + slack:  # rounded
+            return True
+        cut = (value - claim.value) * (1 if claim.value >= 0 else -1)
+        if -slack <= cut < claim.ulp:  # truncated ("3.03" of 3.0399)
+            return True
+    return False
+
+
+def unsupported_numbers(answer: str, outputs: Iterable[str], inputs: Iterable[str]) -> Finding | None:
+    """Numbers in the answer that appear in no tool output (nor in the task, the code, or
+    anything else the run was given: ``inputs``), rounding and notation aside."""
+    seen = [n for text in outputs for n in numbers_in(text)]
+    given = [n for text in inputs for n in numbers_in(text)]
+    missing: list[str] = []
+    for claim in numbers_in(_FENCED.sub("", answer)):
+        if _trivial(claim) or claim.text in missing:
+            continue
+        if any(_backs(claim, n) for n in seen) or any(abs(claim.value - n.value) <= n.ulp * 1e-9
+                                                      or _backs(claim, n) for n in given):
+            continue
+        missing.append(claim.text)
+    if not missing:
+        return None
+    shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    return Finding("unsupported_number", f"{shown} in the answer appeared in no tool output",
+                   f"Your answer says {shown}, but no tool output of this task shows "
+                   f"{'that number' if len(missing) == 1 else 'these numbers'}. If you worked "
+                   "it out yourself, compute it with a tool and print it; if it came from an "
+                   "output, check you copied it right.")
+
+
+# -- a file the task asked to write that no call changed ------------------------------------
+_EXT = (r"(?:txt|csv|tsv|json|jsonl|py|md|yaml|yml|toml|ini|cfg|html|xml|log|ipynb|png|jpg|"
+        r"jpeg|svg|pdf|xlsx|parquet|sql|sh|js|ts|r)")
+_FILE = re.compile(rf"(?<![\w/.-])((?:[\w-]+/)*[\w-]+(?:\.[\w-]+)*\.{_EXT})\b", re.I)
+_WRITE_VERB = re.compile(r"\b(?:write|writes|save|create|overwrite|append|export|store|"
+                         r"generate|produce|make|edit|modify|update|change|fix|rename|add|put)\b",
+                         re.I)
+# Right before the name: "to", "into", "as", "named", "called", or the verb itself ("edit x.py").
+_INTO = re.compile(r"(?:\b(?:to|into|as|named|called|in|write|save|create|overwrite|edit|"
+                   r"modify|update|change|fix|rename)\s+(?:(?:a|an|the|new)\s+)?(?:file\s+)?"
+                   r"(?:named\s+|called\s+)?[`'\"]?)$", re.I)
+
+
+def files_to_write(task: str) -> list[str]:
+    """Files the task asks to write or change ("write … to a file named note.txt")."""
+    out: list[str] = []
+    for m in _FILE.finditer(task):
+        before = task[:m.start()]
+        clause = re.split(r"[;!?\n]|\.\s", before)[-1][-120:]
+        verbs = list(_WRITE_VERB.finditer(clause))
+        if verbs and _INTO.search(clause) and m.group(1) not in out:
+            out.append(m.group(1))
+    return out
+
+
+def unchanged_files(task: str, written: Iterable[str]) -> Finding | None:
+    """The task asked to write or change a file that no call of the run wrote."""
+    paths = [p.replace("\\", "/") for p in written]
+    missing = [name for name in files_to_write(task)
+               if not any(p == name or p.endswith("/" + name) or name.endswith("/" + p)
+                          for p in paths)]
+    if not missing:
+        return None
+    shown = ", ".join(missing)
+    return Finding("file_unchanged", f"{shown} was not written",
+                   f"The task asks to write or change {shown}, but no tool call of this task "
+                   "wrote it. Write it with a tool (and check it), or tell the user why not.")
+
+
+# -- one computation of a physical quantity, from constants the model brought ----------------
+_UNIT = re.compile(r"\d\s*(?:(?:m/s\^?2|m/s²|m/s|km/h|km|cm|mm|kg|g|N|J|W|kW|Pa|K|°C|Hz|eV|m|s)"
+                   r"(?![\w/])|(?i:seconds?|meters?|metres?|kilometers?|newtons?|joules?)\b)")
+
+
+def own_constants(code: str, given: Iterable[str]) -> list[str]:
+    """Numbers in ``code`` that the task (``given``) does not hold: what the model brought."""
+    known = [n for text in given for n in numbers_in(text)]
+    return [n.text for n in numbers_in(code) if not _trivial(n)
+            and not any(abs(n.value - k.value) <= k.ulp * 1e-9 + abs(k.value) * 1e-12 for k in known)]
+
+
+def single_look(answer: str, calls_run: int, constants: Sequence[str]) -> Finding | None:
+    """A physical quantity computed in one call from constants the model supplied itself
+    (``constants``): where a unit slip (a radius in km among SI values) gives a confident,
+    plausible-looking wrong number that no other rule sees."""
+    if calls_run != 1 or not constants or not _UNIT.search(answer):
+        return None
+    shown = ", ".join(constants[:4])
+    return Finding("units", f"a physical quantity computed once, from constants the model chose ({shown})",
+                   f"You computed this physical quantity in a single step, from values you "
+                   f"chose yourself ({shown}). Check the unit of each of them (km or m, g or "
+                   "kg, hours or seconds) and whether the size of the result is plausible; "
+                   "then answer again.")
+
+
+# -- all of them -----------------------------------------------------------------------------
+def findings(items: Sequence[Item], answer: str, *, staged: bool = False) -> list[Finding]:
+    """What the run in progress (``items``: the context; the answer may be in it already)
+    says against ``answer``, the most telling first; [] when no call ran or nothing is amiss.
+
+    ``staged``: the sibling writes to a staged workspace, whose change sets record every file
+    a call wrote (without it, a file written by code leaves no trace to check)."""
+    task, items_now = run_items(items)
+    results = [i for i in items_now if _ran(i)]
+    if not results:
+        return []
+    last = results[-1]
+    assert isinstance(last, ToolResult)
+    # What the tools gave, also where compaction has since cleared it from the model's view.
+    outputs = [r.full_output for r in results if isinstance(r, ToolResult)]
+    earlier = [i.full_output if isinstance(i, ToolResult) else ""
+               for i in items[:len(items) - len(items_now)]]
+    inputs = [task, *[_code(c) for c in items_now if isinstance(c, ToolCall)],
+              *[i.content for i in items if isinstance(i, Message) and i.role != "assistant"],
+              *earlier]
+    found: list[Finding | None] = [error_ignored(answer, last)]
+    written = [str(c.get("path")) for r in results for c in (r.meta.get("changes") or [])
+               if isinstance(c, dict) and c.get("kind") != "deleted"]
+    written += [str(r.meta["file"].get("path")) for r in results
+                if isinstance(r.meta.get("file"), dict)]
+    if staged or any(isinstance(r.meta.get("file"), dict) for r in results):
+        found.append(unchanged_files(task, written))
+    if found[0] is None:
+        found.append(suspicious_value(answer, last, outputs[:-1]))
+        found.append(unsupported_numbers(answer, outputs, inputs))
+    kept = [f for f in found if f is not None]
+    if not kept:
+        code = " ".join(_code(c) for c in items_now if isinstance(c, ToolCall))
+        single = single_look(answer, len(results), own_constants(code, [task]))
+        kept = [single] if single else []
+    return kept
+
+
+def _code(call: ToolCall) -> str:
+    return " ".join(str(v) for v in call.arguments.values()) if call.arguments else ""

@@ -1,0 +1,81 @@
+"""Look before answering: when the run's evidence contradicts the final answer, ask once more.
+
+A turn with no tool calls is the model's final answer. Before the run ends ``done`` on it,
+the rules of ``context.evidence`` hold it against what the run's tools returned (an error
+it ignored, an empty, zero or NaN result, a number no output shows, a file it was asked to
+write that nothing wrote). When one finds something, the loop tells the model so, ONCE per
+run, as data: a user-role message that says it is ipyagent's automatic check and not the
+person (``meta["check"]`` marks it; chat APIs have no other role a local template accepts
+mid-conversation), and the run goes on for the model to look again. The card and the
+terminal show one line; the message is in the context, so a save keeps it and a replay
+feeds it back as it was (replay runs with the check off, so it never asks twice).
+
+On by default for small or local models (``Agent.verify_answers = "auto"``): a loopback or
+private-network endpoint, or a model id that names a size up to 8B; off for others.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+from ..context.evidence import CHECK_KEY, Finding, findings, run_items
+from ..context.items import Message
+from ..models.providers import is_local_host
+from .view import AgentView
+
+__all__ = ["MAX_CHECKS", "verify_on", "small_model", "look_again", "check_message", "CHECK_LEAD"]
+
+MAX_CHECKS = 1  # verification turns per run: a model that answers the same again is done
+CHECK_LEAD = "Note from ipyagent (an automatic check of your answer, not a message from the user):"
+# A size in the model id: "qwen2.5-coder-1.5b", "llama3.2:3b", "smollm2-135m", "phi-3-mini-3.8B".
+_SIZE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.I)
+SMALL_B = 8.0  # billions of parameters: at most this counts as small
+
+
+def small_model(model: str) -> bool:
+    """True when the model id names a size up to ``SMALL_B`` billion parameters."""
+    for number, unit in _SIZE.findall(model):
+        size = float(number) / (1000 if unit.lower() == "m" else 1)
+        if size <= SMALL_B:
+            return True
+    return False
+
+
+def verify_on(agent: AgentView) -> bool:
+    """Whether ``Agent.verify_answers`` is in force for this agent's model and endpoint."""
+    setting = agent.verify_answers
+    if setting != "auto":
+        return bool(setting)
+    if agent.model == "demo":
+        return False  # the built-in demo answers from its plan; there is nothing to check
+    host = urlsplit(agent.endpoint.base_url).hostname or ""
+    return is_local_host(host) or small_model(agent.model)
+
+
+def check_message(found: list[Finding]) -> Message:
+    """The message that asks the model to look again (ipyagent's, labelled so)."""
+    asks = " ".join(f.ask for f in found)
+    text = (f"{CHECK_LEAD} {asks} If your answer is right after all, give it again; "
+            "otherwise correct it.")
+    return Message("user", text, meta={CHECK_KEY: {"rules": [f.rule for f in found],
+                                                   "said": [f.said for f in found]}})
+
+
+def look_again(agent: AgentView, answer: str, *, room: bool) -> str | None:
+    """Ask the model to look again when the evidence contradicts ``answer`` (already the last
+    item of the context); the line to show, or None (the run ends on the answer).
+
+    ``room``: another step fits in ``max_steps``."""
+    if not room or not verify_on(agent):
+        return None
+    items = list(agent.context)
+    _, this_run = run_items(items)
+    if sum(CHECK_KEY in i.meta for i in this_run if isinstance(i, Message)) >= MAX_CHECKS:
+        return None
+    staged = getattr(agent.kernel_if_started, "stage", None) is not None
+    found = findings(items, answer, staged=staged)
+    if not found:
+        return None
+    agent.context.append(check_message(found))
+    return f"checked the answer: {'; '.join(f.said for f in found)}; asked the model to look again"

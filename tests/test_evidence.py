@@ -1,0 +1,200 @@
+"""Each evidence rule alone, then ``findings`` over a run's items."""
+
+from __future__ import annotations
+
+import pytest
+
+from ipyagent.context.evidence import (
+    CHECK_KEY,
+    error_ignored,
+    files_to_write,
+    findings,
+    numbers_in,
+    own_constants,
+    run_items,
+    single_look,
+    suspicious_value,
+    unchanged_files,
+    unsupported_numbers,
+)
+from ipyagent.context.items import Message, ToolCall, ToolResult
+
+KEYERROR = ("---------------------------------------------------------------------------\n"
+            "KeyError                                  Traceback (most recent call last)\n"
+            "Cell In[1], line 3\n----> 3 df['amount'].sum()\n\nKeyError: 'amount'")
+
+
+def result(output: str, error: bool = False, **meta: object) -> ToolResult:
+    return ToolResult("c1", output, error=error, name="python", meta=dict(meta))
+
+
+# -- an error the answer ignores ------------------------------------------------------------
+def test_an_ignored_error_is_found() -> None:
+    found = error_ignored("The total amount is 3695.", result(KEYERROR, error=True))
+    assert found is not None and found.rule == "error_ignored"
+    assert found.said == "the last output was an error (KeyError)"
+    # A traceback printed by a call that did not fail as a whole (a shell running python).
+    assert error_ignored("Done: 12.", result("Traceback (most recent call last):\n  ...\n"
+                                              "ValueError: bad")) is not None
+
+
+@pytest.mark.parametrize("answer", [
+    "The file has no column 'amount' (KeyError), so I could not compute the total.",
+    "It failed: the column is missing.",
+    "The call raised KeyError: 'amount'.",
+])
+def test_an_answer_that_reports_the_error_is_fine(answer: str) -> None:
+    assert error_ignored(answer, result(KEYERROR, error=True)) is None
+
+
+# -- a last output that looks wrong -----------------------------------------------------------
+@pytest.mark.parametrize("output, rule", [
+    ("0", "zero"), ("The total amount: 0", "zero"), ("0.0\n", "zero"),
+    ("nan", "nan"), ("mean: NaN", "nan"), ("None", "nan"),
+    ("Empty DataFrame\nColumns: []\nIndex: []", "nan"), ("-inf", "nan"),
+])
+def test_zero_nan_and_empty_values_are_suspicious(output: str, rule: str) -> None:
+    found = suspicious_value("The total is 0.", result(output), [])
+    assert found is not None and found.rule == rule, found
+
+
+@pytest.mark.parametrize("output", ["3695", "mean 14.6", "0 errors, 12 rows\nok", "x = 10.5", "[]"])
+def test_ordinary_values_are_not(output: str) -> None:
+    assert suspicious_value("The answer.", result(output), []) is None
+
+
+def test_an_empty_output_counts_only_when_nothing_was_printed() -> None:
+    assert suspicious_value("It is 42.", result(""), []).rule == "empty"  # type: ignore[union-attr]
+    assert suspicious_value("It is 42.", result(""), ["42"]) is None  # printed by an earlier call
+    assert suspicious_value("Written.", result("", changes=[{"path": "a.txt"}]), []) is None
+
+
+# -- numbers no output shows ---------------------------------------------------------------------
+@pytest.mark.parametrize("text, values", [
+    ("1,267,650,600,228,229,401,496,703,205,376", [1.2676506002282294e30]),
+    ("3.03 s", [3.03]), ("6.674e-11", [6.674e-11]), ("1.27 × 10^30", [1.27e30]),
+    ("2.5×10⁻³", [0.0025]), ("45%", [0.45]), ("1 234 567", [1234567.0]),
+    ("x2 float64 v1.5", []), ("[1,2,3]", [1, 2, 3]),
+])
+def test_numbers_are_read_as_written(text: str, values: list[float]) -> None:
+    assert [n.value for n in numbers_in(text)] == pytest.approx(values)
+
+
+@pytest.mark.parametrize("answer, outputs", [
+    ("The mean price is 14.60.", ["14.6"]),                         # trailing zero
+    ("It takes 3.03 seconds.", ["3.0304576336566322"]),             # rounded to 2 places
+    ("It takes 3.0 seconds.", ["3.0304576336566322"]),
+    ("The total is 3,695.", ["3695"]),                              # thousands separator
+    ("2**100 = 1267650600228229401496703205376", ["1267650600228229401496703205376"]),
+    ("About 1.27 × 10^30.", ["1.2676506002282294e+30"]),            # scientific notation
+    ("g is 8.69 m/s^2", ["8.694"]),
+    ("It dropped by 5.", ["-5"]),                                   # the sign aside
+    ("In 2 steps, with 3 decimals: 168 primes.", ["168"]),          # trivial numbers
+    ("45 m at 9.8 m/s^2 takes 3.03 s", ["3.03"]),                   # numbers of the task
+])
+def test_numbers_backed_by_an_output_or_the_task(answer: str, outputs: list[str]) -> None:
+    task = "compute 2**100; dropped from 45 m with g = 9.8 m/s^2"
+    assert unsupported_numbers(answer, outputs, [task]) is None
+
+
+def test_a_number_no_output_shows_is_found() -> None:
+    found = unsupported_numbers("The total amount is 3695.", [KEYERROR], ["sales.csv; amount"])
+    assert found is not None and found.said == "3695 in the answer appeared in no tool output"
+    assert unsupported_numbers("The mean is 14.61.", ["14.6"], []) is not None  # not a rounding
+    many = unsupported_numbers("11, 12, 13, 14 and 15", ["1"], [])
+    assert many is not None and "11, 12, 13 and 2 more" in many.said
+    # Code the answer shows is not a claim.
+    assert unsupported_numbers("Like this:\n```python\nx = 12345\n```\nIt is 7.", ["7"], []) is None
+
+
+# -- files the task asked to write --------------------------------------------------------------
+@pytest.mark.parametrize("task, files", [
+    ("Use Python to write the text 'hello from the agent' to a file named note.txt, then read "
+     "the file back and reply with its contents.", ["note.txt"]),
+    ("The file prices.csv has a column named price. Use Python to compute the mean price.", []),
+    ("sales.csv is separated by semicolons. Use Python to compute the total.", []),
+    ("Load sales.csv, plot revenue by month, and save the plot as plot.png", ["plot.png"]),
+    ("Read data.csv and write the mean to out/mean.txt. Fix the bug in utils.py", ["out/mean.txt", "utils.py"]),
+])
+def test_files_the_task_asks_to_write(task: str, files: list[str]) -> None:
+    assert files_to_write(task) == files
+
+
+def test_an_unwritten_file_is_found() -> None:
+    task = "Save the cleaned table as clean.csv"
+    found = unchanged_files(task, ["raw.csv"])
+    assert found is not None and found.said == "clean.csv was not written"
+    assert unchanged_files(task, ["data/clean.csv"]) is None
+
+
+ISS_CODE = ("G = 6.674e-11\nM = 5.972e24\nR = 6371 + 408  # km\ng = G * M / R**2\n"
+            "print(g)")
+
+
+def test_a_physical_quantity_computed_once_from_constants_the_model_chose() -> None:
+    task = "Use Python to compute the gravitational acceleration at the ISS."
+    mine = own_constants(ISS_CODE, [task])
+    assert mine == ["6.674e-11", "5.972e24", "6371", "408"]
+    found = single_look("g at the ISS is 2192 m/s^2", 1, mine)
+    assert found is not None and found.rule == "units" and "6371" in found.ask
+    assert single_look("g at the ISS is 8.69 m/s^2", 2, mine) is None  # it looked again
+    assert single_look("There are 168 primes.", 1, ["1000"]) is None  # no unit
+    # Every input came from the task (the bench's stone dropped from 45 m): nothing to check.
+    stone = "A stone is dropped from a height of 45 m. With g = 9.8 m/s^2, how many seconds?"
+    assert own_constants("import math\nprint(math.sqrt(2 * 45 / 9.8))", [stone]) == []
+
+
+def test_the_iss_run_measured_in_issue_33_is_checked() -> None:
+    items = [Message("user", "Use Python to compute the gravitational acceleration at the ISS"),
+             ToolCall("c1", "python", {"code": ISS_CODE}), result("2191.8540263360287")]
+    assert [f.rule for f in findings(items, "The gravitational acceleration at the ISS is "
+                                            "2192 m/s^2.")] == ["units"]
+
+
+# -- over a run ---------------------------------------------------------------------------------
+def run(*items: object) -> list:
+    return [Message("user", "an earlier task"), ToolCall("c0", "python", {"code": "print(99)"}),
+            result("99"), Message("assistant", "99"), *items]
+
+
+def test_findings_look_at_this_run_only() -> None:
+    items = run(Message("user", "What is the total of the amount column in sales.csv?"),
+                ToolCall("c1", "python", {"code": "df['amount'].sum()"}),
+                result(KEYERROR, error=True))
+    task, now = run_items(items)
+    assert task.startswith("What is the total") and len(now) == 2
+    assert [f.rule for f in findings(items, "The total amount is 3695.")] == ["error_ignored"]
+    # 99 was the earlier run's output: still evidence the model may quote.
+    assert findings(run(Message("user", "again?"), ToolCall("c1", "python", {"code": "print(1)"}),
+                        result("1")), "It was 99 before, 1 now.") == []
+
+
+def test_ipyagents_continue_after_a_cut_reply_is_not_the_task() -> None:
+    items = [Message("user", "total?"), ToolCall("c1", "python", {"code": "x"}),
+             result(KEYERROR, error=True), Message("assistant", "The total is"),
+             Message("user", "[ipyagent] Continue", meta={"continue": True})]
+    assert run_items(items)[0] == "total?"
+    assert [f.rule for f in findings(items, " 3695.")] == ["error_ignored"]
+
+
+def test_no_call_no_finding_and_our_check_is_not_the_task() -> None:
+    assert findings([Message("user", "What is 6*7?")], "42") == []
+    items = run(Message("user", "total?"), ToolCall("c1", "python", {"code": "x"}),
+                result("0"), Message("assistant", "It is 0."),
+                Message("user", "check", meta={CHECK_KEY: {"rules": ["zero"]}}))
+    assert run_items(items)[0] == "total?"
+
+
+def test_denied_calls_are_no_evidence() -> None:
+    items = [Message("user", "go"), ToolCall("c1", "python", {"code": "x"}),
+             result("The user denied this tool call.", error=True, denied=True)]
+    assert findings(items, "OK, I will not run it. 1234") == []
+
+
+def test_a_staged_run_that_wrote_nothing() -> None:
+    items = [Message("user", "Write 'hi' to a file named note.txt"),
+             ToolCall("c1", "python", {"code": "print('hi')"}), result("hi")]
+    assert [f.rule for f in findings(items, "Done.", staged=True)] == ["file_unchanged"]
+    assert findings(items, "Done.", staged=False) == []  # nothing to tell a write by
+    wrote = [*items[:2], result("", changes=[{"path": "note.txt", "kind": "new"}])]
+    assert findings(wrote, "Done.", staged=True) == []
