@@ -45,6 +45,7 @@ from ..tools.shell import shell_description, shell_status, shell_tool
 from ..trust.provenance import RanHere
 from .approval import ApprovalPolicy, Approver, CallbackApprover, Mode
 from .compaction import bind_settings
+from .profile_use import ProfileChoice
 from .resources import Resources
 from .settings import DEFAULT_SYSTEM_PROMPT, AgentSettings
 from .step import CircuitBreaker, emit, run_step
@@ -199,6 +200,8 @@ class Agent(AgentSettings):
         self._context = value
         # A new conversation starts native; a loaded one goes on in the mode it was in.
         self.tool_mode_state = ToolModeState.of(value)
+        # The model profile in force (``engine.profile_use``): found before the next request.
+        self.profile_choice: ProfileChoice | None = None
 
     @property
     def policy(self) -> ApprovalPolicy:

@@ -46,12 +46,14 @@ from ..models.tool_mode import (
     empty_stream,
     refused_tools,
     switch_notice,
+    text_start_notice,
 )
 from ..models.written_calls import PROBLEM, flat_answer, how_to_call, recover_calls
 from ..tools.base import Executor, Toolbox
 from ..trust.redaction import LiveRedactor, redact_result, redaction_notice
 from ..trust.secrets import key_envs, secret_values
 from .compaction import fit_window
+from .profile_use import ProfileChoice, resolve, text_from_the_start
 
 if TYPE_CHECKING:
     import logging
@@ -137,6 +139,7 @@ class StepRun:
         self.records: dict[str, dict[str, Any]] = {}  # running calls' decisions, by call id
         self.wire: Wire = agent.tool_mode_in_force  # how this step's request carries the tools
         self.switched: str | None = None  # why "auto" switched to text in this step
+        self.profile = ProfileChoice()  # the model profile (``request`` finds it)
 
     def emit(self, event: Event) -> None:
         """Tell every listener."""
@@ -229,6 +232,12 @@ async def request(run: StepRun) -> tuple[Turn, int]:
     """
     agent = run.agent
     overflow_tried = False
+    run.profile = await resolve(agent, run.emit)
+    why_text = text_from_the_start(agent, run.profile) if run.wire == "native" else None
+    if why_text:  # its template cannot carry tools: they go as text from the first request
+        agent.tool_mode_state.text_because = run.switched = why_text
+        run.wire = "text"
+        run.emit(Notice(text_start_notice(why_text), "info"))
     while True:
         if agent.context_window:
             problem = await fit_window(agent, run.emit)
@@ -247,7 +256,8 @@ async def request(run: StepRun) -> tuple[Turn, int]:
         estimated_raw = agent.context.raw_tokens + tools_raw
         auto_native = run.wire == "native" and agent.tool_mode == "auto" and bool(req.tools)
         try:
-            turn = await _stream(run, as_text_request(req) if run.wire == "text" else req)
+            turn = await _stream(run, as_text_request(req, run.profile.profile, grammar=run.profile.grammar)
+                                 if run.wire == "text" else req)
         except (ModelError, ConfigError) as exc:  # ConfigError: e.g. the API key is not set
             overflow = context_overflow(exc)
             if overflow is not None and agent.context_window and not overflow_tried:
@@ -401,7 +411,8 @@ def _recover_written_calls(run: StepRun, turn: Turn) -> None:
         tools = agent.text_mode_offer(tools, agent.context.system)[0]
     offered = [t.name for t in tools]
     text_wire = run.wire == "text" and bool(offered)
-    around, calls = recover_calls(turn.text, offered + ([FINAL_ANSWER] if text_wire else []))
+    around, calls = recover_calls(turn.text, offered + ([FINAL_ANSWER] if text_wire else []),
+                                  run.profile.profile.syntax.shape)
     answers = [c for c in calls if c.name == FINAL_ANSWER and FINAL_ANSWER not in offered]
     if answers:  # runs nothing: the answer the text-mode prompt offered a way to give
         if len(answers) < len(calls):

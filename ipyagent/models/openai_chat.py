@@ -24,6 +24,8 @@ from ..context.items import Item, Message, Reasoning, Summary, ToolCall, ToolRes
 from ..errors import ModelResponseError, RequestRejected
 from .base import ModelEvent, ModelRequest, ReasoningDelta, ToolCallDelta, Turn
 from .http import ProviderError, StreamingHTTPModel
+from .profiles import server as _server
+from .profiles.detect import ServerFacts
 from .retry import _add_note
 from .think import ThinkSplitter, split_unopened_think
 from .wire_cache import WireCache, WireList, cached
@@ -491,6 +493,19 @@ class OpenAIChatModel(StreamingHTTPModel):
                 _add_note(exc, EMPTY_STREAM_WITH_TOOLS)
             raise
 
+    def _auth(self) -> httpx.Auth | None:
+        key = self._key_source()
+        return self.make_auth(key) if key else None
+
+    async def server_facts(self, *, local: bool) -> ServerFacts:
+        """What the server says about its model (``models.profiles.server.gather``, cached)."""
+        return await _server.gather(self._http(), self.base_url, self.name, auth=self._auth(),
+                                    local=local)
+
+    async def takes_grammar(self) -> bool:
+        """Whether the server constrains decoding to a GBNF ``grammar`` (one probe, cached)."""
+        return await _server.takes_grammar(self._http(), self.base_url, self.name, auth=self._auth())
+
     def payload(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for ``request``."""
         body: dict[str, Any] = {
@@ -506,6 +521,10 @@ class OpenAIChatModel(StreamingHTTPModel):
             body["tool_choice"] = _tool_choice(request.tool_choice)
         if request.temperature is not None:
             body["temperature"] = request.temperature
+        if request.grammar:  # llama.cpp's servers (llama-cpp-python, llama-server) read it
+            body["grammar"] = request.grammar
+        if request.stop:
+            body["stop"] = list(request.stop)
         if request.max_tokens is not None:
             # OpenAI itself deprecated max_tokens (reasoning models reject it); every other
             # OpenAI-compatible server still reads max_tokens.
