@@ -67,8 +67,9 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
     Profile("smollm2", "SmolLM2", HERMES, (_IMAGINED_RESULT,), None,
             tested=("smollm2-135m",),
             source="the SmolLM2-Instruct card (<tool_call> with a JSON list)"),
+    # Recorded: only the base Gemma 3 270M (its GGUF has no chat template; it continues
+    # the prompt), which tests detection, not this profile's calls: untested.
     Profile("gemma3", "Gemma 3", HERMES, (_IMAGINED_RESULT, "<end_of_turn>"), False,
-            tested=("gemma3-270m",),
             source="Gemma's function-calling guide: no tool tokens, the format is the prompt's"),
     Profile("llama3", "Llama 3.1 / 3.2 / 3.3", LLAMA3_JSON, ("<|eom_id|>", _IMAGINED_RESULT), True,
             source="Meta's Llama 3.2 prompt format, JSON based tool calling"),
