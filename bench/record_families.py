@@ -37,6 +37,9 @@ from ipyagent.models.text_tools import FINAL_ANSWER_SPEC, tools_prompt  # noqa: 
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "families"
 TASK = "Use Python to compute 2**100"
+# Tasks on which Qwen2.5-Coder-0.5B wrote malformed calls unconstrained (found by trying a
+# few by hand): each goes once free and once under the grammar.
+PAIRED = ("What is 2**100? Run it with the python tool.", "Compute the sum of the first 100 primes.")
 PYTHON_SPEC = {
     "name": "python",
     "description": "Run Python code in a persistent, isolated IPython kernel and return what it "
@@ -58,10 +61,15 @@ def _requests(alias: str) -> dict[str, dict[str, Any]]:
               "temperature": 0, "max_tokens": 160}
     text_system = DEFAULT_SYSTEM_PROMPT.rstrip() + "\n\n" + tools_prompt([PYTHON_SPEC, FINAL_ANSWER_SPEC])
     text = [{"role": "system", "content": text_system}, {"role": "user", "content": TASK}]
-    return {
+    grammar = call_grammar([PYTHON_SPEC, FINAL_ANSWER_SPEC])
+    paired: dict[str, dict[str, Any]] = {}
+    for i, task in enumerate(PAIRED):
+        asked = [text[0], {"role": "user", "content": task}]
+        paired[f"paired{i}_free"] = {**common, "messages": asked}
+        paired[f"paired{i}_grammar"] = {**common, "messages": asked, "grammar": grammar}
+    return {**paired,
         "text_mode": {**common, "messages": text},
-        "text_mode_grammar": {**common, "messages": text,
-                              "grammar": call_grammar([PYTHON_SPEC, FINAL_ANSWER_SPEC])},
+        "text_mode_grammar": {**common, "messages": text, "grammar": grammar},
         "native_tools": {**common, "messages": [{"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
                                                 {"role": "user", "content": TASK}],
                          "tools": [{"type": "function", "function": PYTHON_SPEC}],

@@ -111,6 +111,27 @@ def test_qwen_1_5b_writes_its_call_then_an_imagined_result_then_an_answer() -> N
         assert calls[0].arguments == {"code": "print(2**100)"} and PROBLEM not in calls[0].meta
 
 
+def test_the_grammar_turns_the_0_5b_s_malformed_calls_into_well_formed_ones() -> None:
+    """Recorded on two tasks, each free and under the grammar (greedy, same prompt): free,
+    the 0.5B wrote an answer call without its arguments object, a call with a stray brace
+    and two results it imagined; constrained, every call it wrote reads whole, in order,
+    and nothing is left over."""
+    rec = _recording("qwen2.5-coder-0.5b")
+    shape = PROFILES["qwen2.5"].syntax.shape
+    free0 = recover_calls(_reply(rec, "paired0_free"), OFFERED, shape)
+    assert [c.name for c in free0[1]] == ["python"] and '"name": "final_answer"' in free0[0]
+    free1 = _reply(rec, "paired1_free")
+    assert "<tool_response>" in free1
+    assert any(PROBLEM in c.meta for c in recover_calls(free1, OFFERED, shape)[1])
+    for kind in ("paired0_grammar", "paired1_grammar"):
+        text = _reply(rec, kind)
+        around, calls = recover_calls(text, OFFERED, shape)
+        assert around == "" and [c.name for c in calls] == ["python", FINAL_ANSWER], kind
+        assert all(PROBLEM not in c.meta for c in calls)
+        assert set(calls[0].arguments) == {"code"} and set(calls[1].arguments) == {"answer"}
+        assert "<tool_response" not in text
+
+
 def test_every_call_under_the_grammar_is_well_formed() -> None:
     """Whatever each recorded model wrote under the grammar: every call block in it reads."""
     for path in sorted(FAMILIES.glob("*.json")):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 from ..context.events import Notice
+from ..errors import ConfigError
 from ..models.profiles.catalog import GENERIC, Profile
 from ..models.profiles.detect import ServerFacts, choose_profile
 from ..models.providers import is_local_host
@@ -45,7 +46,10 @@ async def resolve(agent: Agent, emit: Callable[[Notice], None]) -> ProfileChoice
     held = agent.profile_choice
     if held is not None and held.key == key:
         return held
-    client: Any = agent.client
+    try:
+        client: Any = agent.client
+    except ConfigError:  # e.g. no key: the request says so in its one line, not this
+        client = None
     local = is_local_host(urlsplit(endpoint.base_url).hostname or "")
     facts: ServerFacts | None = None
     asks = callable(getattr(client, "server_facts", None))  # an OpenAI chat client

@@ -13,6 +13,7 @@ split across chunks.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Sequence
@@ -499,12 +500,20 @@ class OpenAIChatModel(StreamingHTTPModel):
 
     async def server_facts(self, *, local: bool) -> ServerFacts:
         """What the server says about its model (``models.profiles.server.gather``, cached)."""
-        return await _server.gather(self._http(), self.base_url, self.name, auth=self._auth(),
-                                    local=local)
+        async with self._side_client() as http:
+            return await _server.gather(http, self.base_url, self.name, auth=self._auth(), local=local)
 
     async def takes_grammar(self) -> bool:
         """Whether the server constrains decoding to a GBNF ``grammar`` (one probe, cached)."""
-        return await _server.takes_grammar(self._http(), self.base_url, self.name, auth=self._auth())
+        async with self._side_client() as http:
+            return await _server.takes_grammar(http, self.base_url, self.name, auth=self._auth())
+
+    def _side_client(self) -> contextlib.AbstractAsyncContextManager[httpx.AsyncClient]:
+        """A client of its own for these few questions: the replies' connections stay as
+        they were. An injected client (a test's transport) is used as it is."""
+        if self._owns_client:
+            return httpx.AsyncClient()
+        return contextlib.nullcontext(self._http())
 
     def payload(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for ``request``."""
