@@ -60,14 +60,16 @@ def test_a_llama_cpp_server_is_probed_once_and_text_requests_carry_the_grammar()
     probe, *turns = bodies
     assert probe["grammar"] == PROBE_GRAMMAR and probe["stream"] is False and probe["max_tokens"] <= 8
     assert len(turns) == 2 and all("tools" not in b for b in turns)
+    # The probe reads the very prompt the request then sends: the server's prompt cache stays.
+    assert probe["messages"] == turns[0]["messages"]
     for body in turns:
         assert body["grammar"].startswith("root ::= text0 calls?") and '"\\"add\\""' in body["grammar"]
         assert body["stop"] == ["<tool_response>"]
     assert gets == ["/v1/models", "/props"]  # once per server, not per step
-    said = [e.message for e in events if isinstance(e, Notice) and e.message.startswith("Model profile")]
-    assert said == ["Model profile qwen2.5 (Qwen2.5 / Qwen2.5-Coder; tested on qwen2.5-coder-0.5b, "
-                    "qwen2.5-coder-1.5b): the server's model id 'qwen2.5-coder-0.5b'; calls "
-                    "constrained by a grammar."]
+    said = [e.message for e in events if isinstance(e, Notice)]
+    assert "Model profile qwen2.5 (Qwen2.5 / Qwen2.5-Coder; tested on qwen2.5-coder-0.5b, " \
+           "qwen2.5-coder-1.5b): the server's model id 'qwen2.5-coder-0.5b'." in said
+    assert sum(m.startswith("Calls constrained by a grammar") for m in said) == 1
 
 
 @pytest.mark.parametrize("probe", [_probe_answer("Hello! How can I help?"), http_error(500, {"error": "grammar?"})])
@@ -99,11 +101,11 @@ def test_a_server_that_is_not_llama_cpp_is_not_probed_and_forcing_sends_the_gram
         assert [("grammar" in r.body) for r in srv.requests] == [False]
 
 
-def test_native_requests_never_carry_a_grammar() -> None:
-    with ScriptedServer([_probe_answer(), reply_text("5")], model="qwen2.5", owned_by="me") as srv:
+def test_native_requests_never_carry_a_grammar_nor_pay_for_the_probe() -> None:
+    with ScriptedServer([reply_text("5")], model="qwen2.5", owned_by="me") as srv:
         with _agent(srv, tool_mode="native") as agent:
             agent.run("add 2 and 3")
-        probe, body = [r.body for r in srv.requests]
+        (body,) = [r.body for r in srv.requests]
     assert "tools" in body and "grammar" not in body and "stop" not in body
 
 

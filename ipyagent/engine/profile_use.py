@@ -10,12 +10,13 @@ card: which profile, tested or not, why, and whether calls are constrained.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 from ..context.events import Notice
 from ..errors import ConfigError
+from ..models.base import ModelRequest
 from ..models.profiles.catalog import GENERIC, Profile
 from ..models.profiles.detect import ServerFacts, choose_profile
 from ..models.providers import is_local_host
@@ -23,20 +24,32 @@ from ..models.providers import is_local_host
 if TYPE_CHECKING:
     from .agent import Agent
 
-__all__ = ["ProfileChoice", "resolve", "text_from_the_start"]
+__all__ = ["ProfileChoice", "resolve", "for_text", "text_from_the_start"]
 
 
 @dataclass(frozen=True)
 class ProfileChoice:
-    """The profile in force and whether text-mode replies are constrained by a grammar."""
+    """The profile in force and whether text-mode replies are constrained by a grammar
+    (``None``: not asked yet — asked before the first text-mode request, never before)."""
 
     profile: Profile = GENERIC
-    grammar: bool = False
+    grammar: bool | None = False
     key: tuple[Any, ...] = ()
 
     def describe(self) -> str:
         constrained = "; calls constrained by a grammar" if self.grammar else ""
         return self.profile.describe() + constrained
+
+
+def _client(agent: Agent) -> Any:
+    try:
+        return agent.client
+    except ConfigError:  # e.g. no key: the request says so in its one line, not this
+        return None
+
+
+def _local(agent: Agent) -> bool:
+    return is_local_host(urlsplit(agent.endpoint.base_url).hostname or "")
 
 
 async def resolve(agent: Agent, emit: Callable[[Notice], None]) -> ProfileChoice:
@@ -46,27 +59,46 @@ async def resolve(agent: Agent, emit: Callable[[Notice], None]) -> ProfileChoice
     held = agent.profile_choice
     if held is not None and held.key == key:
         return held
-    try:
-        client: Any = agent.client
-    except ConfigError:  # e.g. no key: the request says so in its one line, not this
-        client = None
-    local = is_local_host(urlsplit(endpoint.base_url).hostname or "")
+    client = _client(agent)
     facts: ServerFacts | None = None
     asks = callable(getattr(client, "server_facts", None))  # an OpenAI chat client
-    if asks and agent.model_profile == "auto" and local:
+    if asks and agent.model_profile == "auto" and _local(agent):
         facts = await client.server_facts(local=True)
     profile = choose_profile(agent.model_profile, agent.model, facts)
-    grammar = False
+    grammar: bool | None = False
     if agent.constrain_calls is True:
         grammar = asks  # only chat completions carries the field
-    elif agent.constrain_calls == "auto" and asks and local:
-        facts = facts or await client.server_facts(local=True)
-        grammar = facts.llama_cpp and await client.takes_grammar()
-    choice = ProfileChoice(profile, bool(grammar), key)
+    elif agent.constrain_calls == "auto" and asks and _local(agent):
+        grammar = None  # probed before the first text-mode request
+    choice = ProfileChoice(profile, grammar, key)
     agent.profile_choice = choice
     if profile.name != GENERIC.name or grammar:
         emit(Notice(f"Model profile {choice.describe()}.", "info"))
     return choice
+
+
+async def for_text(agent: Agent, choice: ProfileChoice, emit: Callable[[Notice], None],
+                   request: ModelRequest) -> ProfileChoice:
+    """``choice`` with its grammar question answered: the text-mode ``request`` is about to go.
+
+    Under ``constrain_calls = "auto"`` a server that looks like llama.cpp's is asked once
+    (a request of a few output tokens with ``request``'s messages, so the server's prompt
+    cache is kept); a native conversation never pays for the question.
+    """
+    if choice.grammar is not None:
+        return choice
+    client = _client(agent)
+    grammar = False
+    if client is not None:
+        facts = await client.server_facts(local=True)
+        grammar = facts.llama_cpp and await client.takes_grammar(request)
+    answered = replace(choice, grammar=bool(grammar))
+    agent.profile_choice = answered
+    if grammar:
+        emit(Notice("Calls constrained by a grammar: the server obeys one (llama.cpp's "
+                    "'grammar' field), so a call it writes is well-formed "
+                    "(Agent.constrain_calls = 'auto').", "info"))
+    return answered
 
 
 def text_from_the_start(agent: Agent, choice: ProfileChoice) -> str | None:

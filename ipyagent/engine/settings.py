@@ -128,9 +128,10 @@ class AgentSettings(LoggingConfigurable):
         "Constrain text-mode replies with a GBNF grammar built from the tool schemas (free "
         "text, or well-formed calls of offered tools), sent as the 'grammar' field that "
         "llama.cpp's servers (llama-cpp-python, llama-server) take. 'auto': when a server on "
-        "this machine or network looks like llama.cpp's and one tiny probe request shows it "
-        "obeys a grammar (asked once per server); True: always send it (chat completions "
-        "only); False: never."
+        "this machine or network looks like llama.cpp's and one probe (the conversation's "
+        "messages, a few output tokens, before the first text-mode request) shows it obeys "
+        "a grammar (asked once per server); True: always send it (chat completions only); "
+        "False: never."
     )).tag(config=True)
     first_token_timeout = Float(None, allow_none=True, help=(
         "Seconds a model request may wait for the reply's first token (text, reasoning or a "

@@ -53,7 +53,7 @@ from ..tools.base import Executor, Toolbox
 from ..trust.redaction import LiveRedactor, redact_result, redaction_notice
 from ..trust.secrets import key_envs, secret_values
 from .compaction import fit_window
-from .profile_use import ProfileChoice, resolve, text_from_the_start
+from .profile_use import ProfileChoice, for_text, resolve, text_from_the_start
 
 if TYPE_CHECKING:
     import logging
@@ -255,8 +255,12 @@ async def request(run: StepRun) -> tuple[Turn, int]:
         tools_raw = agent.context.counter.specs(req.tools)
         estimated_raw = agent.context.raw_tokens + tools_raw
         auto_native = run.wire == "native" and agent.tool_mode == "auto" and bool(req.tools)
+        if run.wire == "text" and run.profile.grammar is None:  # asked once, when first needed
+            run.profile = await for_text(agent, run.profile, run.emit,
+                                         as_text_request(req, run.profile.profile))
         try:
-            turn = await _stream(run, as_text_request(req, run.profile.profile, grammar=run.profile.grammar)
+            turn = await _stream(run, as_text_request(req, run.profile.profile,
+                                                      grammar=bool(run.profile.grammar))
                                  if run.wire == "text" else req)
         except (ModelError, ConfigError) as exc:  # ConfigError: e.g. the API key is not set
             overflow = context_overflow(exc)

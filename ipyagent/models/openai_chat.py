@@ -503,10 +503,13 @@ class OpenAIChatModel(StreamingHTTPModel):
         async with self._side_client() as http:
             return await _server.gather(http, self.base_url, self.name, auth=self._auth(), local=local)
 
-    async def takes_grammar(self) -> bool:
-        """Whether the server constrains decoding to a GBNF ``grammar`` (one probe, cached)."""
+    async def takes_grammar(self, request: ModelRequest | None = None) -> bool:
+        """Whether the server constrains decoding to a GBNF ``grammar`` (one probe, cached);
+        ``request``: the one about to be sent, whose messages the probe reuses."""
+        messages = to_chat_messages(request.system, request.items) if request is not None else None
         async with self._side_client() as http:
-            return await _server.takes_grammar(http, self.base_url, self.name, auth=self._auth())
+            return await _server.takes_grammar(http, self.base_url, self.name, auth=self._auth(),
+                                               messages=messages)
 
     def _side_client(self) -> contextlib.AbstractAsyncContextManager[httpx.AsyncClient]:
         """A client of its own for these few questions: the replies' connections stay as

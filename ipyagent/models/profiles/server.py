@@ -22,7 +22,7 @@ __all__ = ["gather", "takes_grammar", "PROBE_GRAMMAR", "PROBE_WORD", "forget"]
 
 PROBE_WORD = "zq7"  # a word no model answers unasked
 PROBE_GRAMMAR = f'root ::= "{PROBE_WORD}"'
-_TIMEOUT = httpx.Timeout(10.0, read=120.0)  # a CPU server may be busy with another prompt
+_TIMEOUT = httpx.Timeout(10.0, read=900.0)  # a CPU server reads a long prompt for minutes
 _MAX_IDS = 20
 _MAX_TEMPLATE = 64_000
 
@@ -98,12 +98,20 @@ async def gather(http: httpx.AsyncClient, base_url: str, model: str, *,
 
 
 async def takes_grammar(http: httpx.AsyncClient, base_url: str, model: str, *,
-                        auth: httpx.Auth | None = None) -> bool:
-    """Whether the server constrains decoding to a ``grammar`` field (one tiny request, cached)."""
+                        auth: httpx.Auth | None = None,
+                        messages: list[dict[str, Any]] | None = None) -> bool:
+    """Whether the server constrains decoding to a ``grammar`` field (one request of a few
+    output tokens, cached).
+
+    ``messages``: the conversation about to be sent. Why: llama.cpp's servers keep the last
+    prompt's evaluation, and a probe with a prompt of its own would throw that away (the
+    next request then reads its whole prompt again); with the same messages the probe reads
+    the prompt the request is about to reuse.
+    """
     key = (base_url, model)
     if key in _grammar:
         return _grammar[key]
-    body = {"model": model, "messages": [{"role": "user", "content": "Say hello."}],
+    body = {"model": model, "messages": messages or [{"role": "user", "content": "Say hello."}],
             "max_tokens": 8, "temperature": 0, "stream": False, "grammar": PROBE_GRAMMAR}
     answer = False
     try:
