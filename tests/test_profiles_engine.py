@@ -138,3 +138,60 @@ def test_the_payload_carries_grammar_and_stop_only_when_set() -> None:
     shaped = client.payload(ModelRequest("", [Message("user", "hi")], grammar='root ::= "x"',
                                          stop=("<tool_response>",)))
     assert shaped["grammar"] == 'root ::= "x"' and shaped["stop"] == ["<tool_response>"]
+
+
+# -- what a server says is data -------------------------------------------------------------
+def _facts_from(routes: dict[str, Any], model: str = "m") -> Any:
+    import asyncio
+
+    import httpx
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        found = routes.get(request.url.path)
+        if found is None:
+            return httpx.Response(404, json={"error": "no"})
+        return found if isinstance(found, httpx.Response) else httpx.Response(200, json=found)
+
+    async def go() -> Any:
+        server.forget()  # the answers are cached per server and model
+        async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as http:
+            return await server.gather(http, "http://127.0.0.1:1/v1", model, local=True)
+
+    return asyncio.run(go())
+
+
+def test_garbage_from_the_server_gives_no_facts_and_no_error(tmp_path: Path) -> None:
+    import os
+
+    import httpx
+
+    fifo = tmp_path / "pipe.gguf"
+    os.mkfifo(fifo)  # would block a reader forever: never opened
+    not_gguf = tmp_path / "notes.gguf"
+    not_gguf.write_text("hello")
+    facts = _facts_from({
+        "/v1/models": {"data": [{"id": str(fifo), "owned_by": "me"}, {"id": 7}, "x",
+                                {"id": str(not_gguf)}, {"id": "/etc/passwd"}]},
+        "/props": httpx.Response(200, content=b"{not json"),
+    })
+    assert facts.model_ids == (str(fifo), str(not_gguf), "/etc/passwd") and facts.owners == ("me",)
+    assert facts.gguf is None and facts.gguf_path == "" and not facts.props
+    empty = _facts_from({"/v1/models": ["not", "a", "listing"], "/props": ["nor", "this"]})
+    assert empty.model_ids == () and not empty.props and not empty.llama_cpp
+
+
+def test_props_give_the_template_and_a_local_model_file_its_header(tmp_path: Path) -> None:
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(_gguf([("general.architecture", 8, _str("qwen2")),
+                            ("general.name", 8, _str("Qwen2.5 Coder 1.5B Instruct"))]))
+    template = "{%- if tools %}<|im_start|>system <tool_call>{% endif %}" + "x" * 100_000
+    facts = _facts_from({"/v1/models": {"data": [{"id": "local", "owned_by": "llamacpp"}]},
+                         "/props": {"model_path": str(gguf), "chat_template": template}},
+                        model="local")
+    assert facts.props and facts.llama_cpp and facts.gguf_path == str(gguf)
+    assert facts.gguf is not None and facts.gguf.name == "Qwen2.5 Coder 1.5B Instruct"
+    assert facts.chat_template == template[:64_000]  # bounded
+    from ipyagent.models.profiles.detect import choose_profile
+
+    chosen = choose_profile("auto", "local", facts)
+    assert chosen.name == "qwen2.5" and chosen.template_tools is True

@@ -80,7 +80,7 @@ async def gather(http: httpx.AsyncClient, base_url: str, model: str, *,
     if isinstance(listing, dict) and isinstance(listing.get("data"), list):
         entries = [m for m in listing["data"][:_MAX_IDS] if isinstance(m, dict) and _text(m.get("id"))]
         ids = tuple(_text(m.get("id")) for m in entries)
-        owners = tuple(dict.fromkeys(_text(m.get("owned_by"), 40) for m in entries))
+        owners = tuple(dict.fromkeys(o for o in (_text(m.get("owned_by"), 40) for m in entries) if o))
     facts = ServerFacts(model_ids=ids, owners=owners)
     if local:
         props = await _get_json(http, f"{_root(base_url)}/props", auth)
