@@ -54,6 +54,7 @@ def test_a_llama_cpp_server_is_probed_once_and_text_requests_carry_the_grammar()
                         model="qwen2.5-coder-0.5b", owned_by="me") as srv:
         with _agent(srv) as agent:
             result = agent.run("add 2 and 3", on_event=events.append)
+            context = list(agent.context)
         bodies = [r.body for r in srv.requests]
         gets = [r.path for r in srv.gets]
     assert result.stop_reason == "done" and "5" in result.text
@@ -70,6 +71,9 @@ def test_a_llama_cpp_server_is_probed_once_and_text_requests_carry_the_grammar()
     assert "Model profile qwen2.5 (Qwen2.5 / Qwen2.5-Coder; tested on qwen2.5-coder-0.5b, " \
            "qwen2.5-coder-1.5b): the server's model id 'qwen2.5-coder-0.5b'." in said
     assert sum(m.startswith("Calls constrained by a grammar") for m in said) == 1
+    turns_meta = [i.meta["turn"] for i in context if "turn" in i.meta]
+    assert [(t["tool_mode"], t["profile"], t["grammar"]) for t in turns_meta] == [
+        ("text", "qwen2.5", True)] * 2  # recorded with the transcript
 
 
 @pytest.mark.parametrize("probe", [_probe_answer("Hello! How can I help?"), http_error(500, {"error": "grammar?"})])

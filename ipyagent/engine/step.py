@@ -394,7 +394,12 @@ def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
     agent.context[first].meta["turn"] = {"step": step.index, "finish_reason": turn.finish_reason,
                                          "usage": turn.usage, "model": turn.model,
                                          MODE_KEY: run.wire,
-                                         **({SWITCH_KEY: run.switched} if run.switched else {})}
+                                         **({SWITCH_KEY: run.switched} if run.switched else {}),
+                                         # Which profile shaped a text-mode request, and
+                                         # whether a grammar constrained its reply.
+                                         **({"profile": run.profile.profile.name,
+                                             "grammar": bool(run.profile.grammar)}
+                                            if run.wire == "text" else {})}
     if run.wire == "text" and not agent.tool_mode_state.text_because:
         # As a load would read it: a conversation that went as text goes on as text under auto.
         agent.tool_mode_state.text_because = TEXT_ALREADY
