@@ -37,6 +37,7 @@ from ..instructions.skills import TOOL_NAME, Found, Skill, SkillTable, load_skil
 from ..memory import Memory, remember_tool
 from ..memory.run import recall, write_outcome
 from ..models.base import Model
+from ..models.profiles.choice import ProfileChoice
 from ..models.retry import safe_url
 from ..models.tool_mode import ToolModeState, Wire
 from ..tools.base import Tool, Toolbox
@@ -203,6 +204,8 @@ class Agent(AgentSettings):
         self._context: Context = value
         # A new conversation starts native; a loaded one goes on in the mode it was in.
         self.tool_mode_state = ToolModeState.of(value)
+        # The model profile in force (``engine.profile_use``): found before the next request.
+        self.profile_choice: ProfileChoice | None = None
 
     @property
     def policy(self) -> ApprovalPolicy:

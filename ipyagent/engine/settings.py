@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, Union, validate
 from traitlets.config import LoggingConfigurable
 
+from ..models.profiles.catalog import PROFILES
 from ..models.providers import APIS, PRESETS, Endpoint, is_local_host, resolve
 from ..models.timeouts import Timeouts
 from .approval import MODES
@@ -114,6 +115,23 @@ class AgentSettings(LoggingConfigurable):
         "saying why, when the server refuses or drops the tools or the model writes its "
         "calls as text. Calls written as text are recovered in every mode, each approved "
         "like any call."
+    )).tag(config=True)
+    model_profile = Enum(["auto", *PROFILES], default_value="auto", help=(
+        "The model family's profile: the call syntax a text-mode prompt shows and reads first, "
+        "the stop strings, and whether its chat template carries tools (a template without "
+        "them starts a conversation in text mode under tool_mode 'auto'). 'auto' reads the "
+        "model name, the server's /v1/models and, for a server on this machine or network, "
+        "llama.cpp's /props and the GGUF file's metadata; a profile name forces it. Profiles "
+        "not tested against a real recording of their family say 'untested'."
+    )).tag(config=True)
+    constrain_calls = Union([Bool(), Enum(["auto"])], default_value="auto", help=(
+        "Constrain text-mode replies with a GBNF grammar built from the tool schemas (free "
+        "text, or well-formed calls of offered tools), sent as the 'grammar' field that "
+        "llama.cpp's servers (llama-cpp-python, llama-server) take. 'auto': when a server on "
+        "this machine or network looks like llama.cpp's and one probe (the conversation's "
+        "messages, a few output tokens, before the first text-mode request) shows it obeys "
+        "a grammar (asked once per server); True: always send it (chat completions only); "
+        "False: never."
     )).tag(config=True)
     first_token_timeout = Float(None, allow_none=True, help=(
         "Seconds a model request may wait for the reply's first token (text, reasoning or a "

@@ -38,6 +38,7 @@ from ..errors import ConfigError, ModelConnectionError, ModelError
 from ..kernel.copies import MAX_COPIES_PER_CALL, copy_missing
 from ..models.base import ClientNotice, Discarded, ModelRequest, Retrying, Turn, TurnComplete
 from ..models.overflow import context_overflow, overflow_hint
+from ..models.profiles.choice import ProfileChoice
 from ..models.scaffolding import Cut, cut_notice, cut_scaffolding
 from ..models.text_tools import FINAL_ANSWER, as_text_request, example_arguments
 from ..models.tool_mode import (
@@ -49,12 +50,14 @@ from ..models.tool_mode import (
     empty_stream,
     refused_tools,
     switch_notice,
+    text_start_notice,
 )
 from ..models.written_calls import PROBLEM, flat_answer, how_to_call, recover_calls
 from ..tools.base import Executor, Toolbox
 from ..trust.redaction import LiveRedactor, redact_result, redaction_notice
 from ..trust.secrets import key_envs, secret_values
 from .compaction import fit_window
+from .profile_use import for_text, resolve, text_from_the_start
 from .verify import look_again
 
 if TYPE_CHECKING:
@@ -141,6 +144,7 @@ class StepRun:
         self.records: dict[str, dict[str, Any]] = {}  # running calls' decisions, by call id
         self.wire: Wire = agent.tool_mode_in_force  # how this step's request carries the tools
         self.switched: str | None = None  # why "auto" switched to text in this step
+        self.profile = ProfileChoice()  # the model profile (``request`` finds it)
 
     def emit(self, event: Event) -> None:
         """Tell every listener."""
@@ -233,6 +237,12 @@ async def request(run: StepRun) -> tuple[Turn, int]:
     """
     agent = run.agent
     overflow_tried = False
+    run.profile = await resolve(agent, run.emit)
+    why_text = text_from_the_start(agent, run.profile) if run.wire == "native" else None
+    if why_text:  # its template cannot carry tools: they go as text from the first request
+        agent.tool_mode_state.text_because = run.switched = why_text
+        run.wire = "text"
+        run.emit(Notice(text_start_notice(why_text), "info"))
     while True:
         if agent.context_window:
             problem = await fit_window(agent, run.emit)
@@ -250,8 +260,13 @@ async def request(run: StepRun) -> tuple[Turn, int]:
         tools_raw = agent.context.counter.specs(req.tools)
         estimated_raw = agent.context.raw_tokens + tools_raw
         auto_native = run.wire == "native" and agent.tool_mode == "auto" and bool(req.tools)
+        if run.wire == "text" and run.profile.grammar is None:  # asked once, when first needed
+            run.profile = await for_text(agent, run.profile, run.emit,
+                                         as_text_request(req, run.profile.profile))
         try:
-            turn = await _stream(run, as_text_request(req) if run.wire == "text" else req)
+            turn = await _stream(run, as_text_request(req, run.profile.profile,
+                                                      grammar=bool(run.profile.grammar))
+                                 if run.wire == "text" else req)
         except (ModelError, ConfigError) as exc:  # ConfigError: e.g. the API key is not set
             overflow = context_overflow(exc)
             if overflow is not None and agent.context_window and not overflow_tried:
@@ -386,7 +401,12 @@ def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
     agent.context[first].meta["turn"] = {"step": step.index, "finish_reason": turn.finish_reason,
                                          "usage": turn.usage, "model": turn.model,
                                          MODE_KEY: run.wire,
-                                         **({SWITCH_KEY: run.switched} if run.switched else {})}
+                                         **({SWITCH_KEY: run.switched} if run.switched else {}),
+                                         # Which profile shaped a text-mode request, and
+                                         # whether a grammar constrained its reply.
+                                         **({"profile": run.profile.profile.name,
+                                             "grammar": bool(run.profile.grammar)}
+                                            if run.wire == "text" else {})}
     if run.wire == "text" and not agent.tool_mode_state.text_because:
         # As a load would read it: a conversation that went as text goes on as text under auto.
         agent.tool_mode_state.text_because = TEXT_ALREADY
@@ -420,7 +440,8 @@ def _recover_written_calls(run: StepRun, turn: Turn) -> None:
         tools = agent.text_mode_offer(tools, agent.context.system)[0]
     offered = [t.name for t in tools]
     text_wire = run.wire == "text" and bool(offered)
-    around, calls = recover_calls(turn.text, offered + ([FINAL_ANSWER] if text_wire else []))
+    around, calls = recover_calls(turn.text, offered + ([FINAL_ANSWER] if text_wire else []),
+                                  run.profile.profile.syntax.shape)
     answers = [c for c in calls if c.name == FINAL_ANSWER and FINAL_ANSWER not in offered]
     if answers:  # runs nothing: the answer the text-mode prompt offered a way to give
         if len(answers) < len(calls):

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ..context.events import Notice, Usage
     from ..kernel.base import Kernel
     from ..models.base import Model
+    from ..models.profiles.choice import ProfileChoice
     from ..models.providers import Endpoint
     from ..models.timeouts import Timeouts
     from ..models.tool_mode import ToolModeState, Wire
@@ -140,6 +141,11 @@ class AgentView(Protocol):
     def workspace_path(self) -> Path: ...
     @property
     def verify_answers(self) -> bool | str: ...
+    @property
+    def model_profile(self) -> str: ...
+    @property
+    def constrain_calls(self) -> bool | str: ...
+    profile_choice: ProfileChoice | None
     @property
     def kernel_if_started(self) -> Kernel | None: ...
     @property

@@ -9,7 +9,8 @@ text and context-window errors; ``providers`` the presets (where a provider live
 it speaks, which variable holds its key). For servers without native tool calling:
 ``text_tools`` rewrites a request so any chat template carries it, ``written_calls`` finds
 the calls the model wrote as text (``lenient_json`` parses them), ``tool_mode`` decides
-which way the tools travel, ``reply_checks`` flags final replies that deserve a word.
+which way the tools travel, ``reply_checks`` flags final replies that deserve a word;
+``profiles/`` says what works per model family and builds the grammar for constrained calls.
 
 May import: ``context``, ``trust``, ``_util``.
 """

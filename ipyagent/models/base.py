@@ -63,6 +63,10 @@ class ModelRequest:
     # Mark prompt-cache breakpoints where the API takes them (Anthropic's cache_control);
     # it changes what the server keeps, never the reply.
     prompt_cache: bool = False
+    # Where the server constrains decoding (llama.cpp's GBNF, ``models.profiles.grammar``):
+    # the reply must match this grammar. Sent only by clients whose servers take it.
+    grammar: str | None = None
+    stop: tuple[str, ...] = ()  # stop strings (a profile's, in text mode)
 
 
 @dataclass

@@ -13,6 +13,7 @@ split across chunks.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Sequence
@@ -24,6 +25,8 @@ from ..context.items import Item, Message, Reasoning, Summary, ToolCall, ToolRes
 from ..errors import ModelResponseError, RequestRejected
 from .base import ModelEvent, ModelRequest, ReasoningDelta, ToolCallDelta, Turn
 from .http import ProviderError, StreamingHTTPModel
+from .profiles import server as _server
+from .profiles.detect import ServerFacts
 from .retry import _add_note
 from .think import ThinkSplitter, split_unopened_think
 from .wire_cache import WireCache, WireList, cached
@@ -491,6 +494,30 @@ class OpenAIChatModel(StreamingHTTPModel):
                 _add_note(exc, EMPTY_STREAM_WITH_TOOLS)
             raise
 
+    def _auth(self) -> httpx.Auth | None:
+        key = self._key_source()
+        return self.make_auth(key) if key else None
+
+    async def server_facts(self, *, local: bool) -> ServerFacts:
+        """What the server says about its model (``models.profiles.server.gather``, cached)."""
+        async with self._side_client() as http:
+            return await _server.gather(http, self.base_url, self.name, auth=self._auth(), local=local)
+
+    async def takes_grammar(self, request: ModelRequest | None = None) -> bool:
+        """Whether the server constrains decoding to a GBNF ``grammar`` (one probe, cached);
+        ``request``: the one about to be sent, whose messages the probe reuses."""
+        messages = to_chat_messages(request.system, request.items) if request is not None else None
+        async with self._side_client() as http:
+            return await _server.takes_grammar(http, self.base_url, self.name, auth=self._auth(),
+                                               messages=messages)
+
+    def _side_client(self) -> contextlib.AbstractAsyncContextManager[httpx.AsyncClient]:
+        """A client of its own for these few questions: the replies' connections stay as
+        they were. An injected client (a test's transport) is used as it is."""
+        if self._owns_client:
+            return httpx.AsyncClient()
+        return contextlib.nullcontext(self._http())
+
     def payload(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for ``request``."""
         body: dict[str, Any] = {
@@ -506,6 +533,10 @@ class OpenAIChatModel(StreamingHTTPModel):
             body["tool_choice"] = _tool_choice(request.tool_choice)
         if request.temperature is not None:
             body["temperature"] = request.temperature
+        if request.grammar:  # llama.cpp's servers (llama-cpp-python, llama-server) read it
+            body["grammar"] = request.grammar
+        if request.stop:
+            body["stop"] = list(request.stop)
         if request.max_tokens is not None:
             # OpenAI itself deprecated max_tokens (reasoning models reject it); every other
             # OpenAI-compatible server still reads max_tokens.

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..errors import ConfigError, ModelError
 
 __all__ = ["TOOL_MODES", "Wire", "MODE_KEY", "SWITCH_KEY", "TEXT_ALREADY", "ToolModeState",
-           "refused_tools", "empty_stream", "dropped_tools", "switch_notice"]
+           "refused_tools", "empty_stream", "dropped_tools", "switch_notice", "text_start_notice"]
 
 TOOL_MODES = ("auto", "native", "text")
 Wire = Literal["native", "text"]
@@ -127,3 +127,10 @@ def switch_notice(why: str, *, resend: bool) -> str:
     return (f"Tool calls as text from now on: {why}; {then} in the system prompt and calls "
             "are read from the reply, for the rest of this conversation (Agent.tool_mode="
             "'auto'; set 'text' to start that way, or 'native' to never switch).")
+
+
+def text_start_notice(why: str) -> str:
+    """The one line that says a new conversation carries its tools as text from the start."""
+    return (f"Tool calls as text from the start: {why}; the tools go in the system prompt and "
+            "calls are read from the reply, for this conversation (Agent.tool_mode='auto'; set "
+            "'native' to send them in the tools field anyway).")

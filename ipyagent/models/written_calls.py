@@ -4,7 +4,7 @@ Why: served without a tool-call parser (llama-cpp-python with the model's own te
 a llama.cpp server without ``--jinja``, any server in ``Agent.tool_mode = "text"``), a
 model *writes* its calls: ``<tool_call>{…}</tool_call>`` (Hermes, Qwen), a ```` ```json ````
 or ```` ```tool_call ```` fence, ``<|python_tag|>`` (Llama 3.1), ``<function=NAME>{…}</function>``,
-``functions.NAME: {…}``, Mistral's ``[TOOL_CALLS] […]``, or a bare ``{"name": …, "arguments": …}`` object. The stream then
+``functions.NAME: {…}``, Mistral's ``[TOOL_CALLS] […]``, Phi-4-mini's ``<|tool_call|>[…]``, or a bare ``{"name": …, "arguments": …}`` object. The stream then
 carries only text and the run would end ``done`` with a call as its "answer".
 
 Only the assistant's own reply text is read (never a tool result, never reasoning), and
@@ -25,7 +25,7 @@ from typing import Any, Iterable
 from ..context.items import ToolCall, new_call_id
 from .lenient_json import LenientJSONError, loads, parse_prefix
 
-__all__ = ["WrittenCall", "find_written_calls", "recover_calls", "how_to_call", "canonical_call",
+__all__ = ["WrittenCall", "SHAPES", "find_written_calls", "recover_calls", "how_to_call", "canonical_call",
            "flat_answer",
            "FROM_TEXT", "PROBLEM"]
 
@@ -35,6 +35,7 @@ PROBLEM = "written_problem"  # ToolCall.meta key: why its written arguments coul
 _TAGS = re.compile(r"<(tool_call|function_call)>(.*?)(?:</\1>|$)", re.S)
 _FUNCTION_TAG = re.compile(r"<function=([\w.-]+)>(.*?)(?:</function>|$)", re.S)
 _MISTRAL = re.compile(r"\[TOOL_CALLS\](.*?)(?:</s>|$)", re.S)
+_PHI_TAG = re.compile(r"<\|tool_call\|>(.*?)(?:<\|/tool_call\|>|$)", re.S)
 _PYTHON_TAG = re.compile(r"<\|python_tag\|>(.*?)(?:<\|eom_id\|>|<\|eot_id\|>|$)", re.S)
 _FENCE = re.compile(r"```[ \t]*([\w-]*)[^\n]*\n(.*?)(?:```|$)", re.S)
 _FUNCTIONS_DOT = re.compile(r"\bfunctions\.([\w-]+)(?:\s*:\s*|\s*(?=\{))")
@@ -68,17 +69,19 @@ def how_to_call(name: str, problem: str, example: dict[str, Any] | None = None) 
             + canonical_call(name, sample))
 
 
-def find_written_calls(text: str, offered: Iterable[str]) -> tuple[str, list[WrittenCall]]:
+def find_written_calls(text: str, offered: Iterable[str],
+                       first: str | None = None) -> tuple[str, list[WrittenCall]]:
     """``(the text around the calls, the calls)``, in the order written; ``text`` unchanged
-    and no calls when it holds no call of an offered tool."""
+    and no calls when it holds no call of an offered tool. ``first``: the shape (one of
+    ``SHAPES``) the model's profile writes, looked for before the others."""
     tools = set(offered)
     if not tools or not text.strip():
         return text, []
-    around, calls = _find(text, tools)
+    around, calls = _find(text, tools, first)
     if not calls and _ESCAPED_TAG.search(text):
         # A chat template that HTML-escapes messages (llama-cpp-python's
         # chatml-function-calling) teaches the model to write its calls escaped too.
-        around, calls = _find(html.unescape(text), tools)
+        around, calls = _find(html.unescape(text), tools, first)
         if not calls:
             return text, []
     return around, calls
@@ -87,7 +90,10 @@ def find_written_calls(text: str, offered: Iterable[str]) -> tuple[str, list[Wri
 _ESCAPED_TAG = re.compile(r"&lt;/?(?:tool_call|function_call)&gt;|&#34;name&#34;|&quot;name&quot;")
 
 
-def _find(text: str, tools: set[str]) -> tuple[str, list[WrittenCall]]:
+SHAPES = ("tags", "mistral", "phi", "function_tag", "python_tag", "fence", "functions_dot", "bare")
+
+
+def _find(text: str, tools: set[str], first: str | None = None) -> tuple[str, list[WrittenCall]]:
     found: list[tuple[int, int, list[WrittenCall]]] = []  # (start, end, calls) spans
     taken: list[tuple[int, int]] = []
 
@@ -99,31 +105,49 @@ def _find(text: str, tools: set[str]) -> tuple[str, list[WrittenCall]]:
         if calls:
             found.append((start, end, calls))
 
-    for m in _TAGS.finditer(text):
-        take(m.start(), m.end(), _calls_in(m.group(2), tools, tagged=True))
-    for m in _MISTRAL.finditer(text):
-        if free(m.start(), m.end()):
-            take(m.start(), m.end(), _calls_in(m.group(1), tools, tagged=True))
-    for m in _FUNCTION_TAG.finditer(text):
-        if free(m.start(), m.end()):
-            calls = _named(m.group(1), m.group(2), tools, m.group(0))
-            take(m.start(), m.end(), calls)
-    for m in _PYTHON_TAG.finditer(text):
-        if free(m.start(), m.end()):
-            take(m.start(), m.end(), _python_tag(m.group(1), tools, m.group(0)))
-    for m in _FENCE.finditer(text):
-        if not free(m.start(), m.end()):
-            continue
-        language = m.group(1).lower()
-        if language in _CALL_FENCES:
-            take(m.start(), m.end(), _calls_in(m.group(2), tools, tagged=language.startswith("tool")))
-        else:
-            taken.append((m.start(), m.end()))  # code shown, not called: never looked into
-    for m in _FUNCTIONS_DOT.finditer(text):
-        if free(m.start(), m.end()):
-            end, calls = _after_name(text, m.end(), m.group(1), tools)
-            take(m.start(), end, calls)
-    _bare_objects(text, tools, free, take)
+    def tags() -> None:
+        for m in _TAGS.finditer(text):
+            if free(m.start(), m.end()):
+                take(m.start(), m.end(), _calls_in(m.group(2), tools, tagged=True))
+
+    def tagged(pattern: re.Pattern[str]) -> None:
+        for m in pattern.finditer(text):
+            if free(m.start(), m.end()):
+                take(m.start(), m.end(), _calls_in(m.group(1), tools, tagged=True))
+
+    def function_tag() -> None:
+        for m in _FUNCTION_TAG.finditer(text):
+            if free(m.start(), m.end()):
+                take(m.start(), m.end(), _named(m.group(1), m.group(2), tools, m.group(0)))
+
+    def python_tag() -> None:
+        for m in _PYTHON_TAG.finditer(text):
+            if free(m.start(), m.end()):
+                take(m.start(), m.end(), _python_tag(m.group(1), tools, m.group(0)))
+
+    def fence() -> None:
+        for m in _FENCE.finditer(text):
+            if not free(m.start(), m.end()):
+                continue
+            language = m.group(1).lower()
+            if language in _CALL_FENCES:
+                take(m.start(), m.end(), _calls_in(m.group(2), tools, tagged=language.startswith("tool")))
+            else:
+                taken.append((m.start(), m.end()))  # code shown, not called: never looked into
+
+    def functions_dot() -> None:
+        for m in _FUNCTIONS_DOT.finditer(text):
+            if free(m.start(), m.end()):
+                end, calls = _after_name(text, m.end(), m.group(1), tools)
+                take(m.start(), end, calls)
+
+    finders = {"tags": tags, "mistral": lambda: tagged(_MISTRAL), "phi": lambda: tagged(_PHI_TAG),
+               "function_tag": function_tag, "python_tag": python_tag, "fence": fence,
+               "functions_dot": functions_dot,
+               "bare": lambda: _bare_objects(text, tools, free, take)}
+    # The profile's own shape is looked for first: where two shapes overlap, it wins.
+    for shape in sorted(SHAPES, key=lambda s: s != first):
+        finders[shape]()
     if not found:
         return text, []
     found.sort(key=lambda span: span[0])
@@ -138,10 +162,11 @@ def _find(text: str, tools: set[str]) -> tuple[str, list[WrittenCall]]:
     return around, [call for _, _, calls in found for call in calls]
 
 
-def recover_calls(text: str, offered: Iterable[str]) -> tuple[str, list[ToolCall]]:
+def recover_calls(text: str, offered: Iterable[str],
+                  first: str | None = None) -> tuple[str, list[ToolCall]]:
     """``find_written_calls`` as ``ToolCall``s marked ``meta["from_text"]``; a call whose
     arguments could not be read keeps what was written in ``raw_arguments``."""
-    around, written = find_written_calls(text, offered)
+    around, written = find_written_calls(text, offered, first)
     calls = []
     for w in written:
         meta: dict[str, Any] = {FROM_TEXT: True}

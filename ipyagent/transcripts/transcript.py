@@ -54,7 +54,8 @@ SETTINGS = ("model", "provider", "api", "base_url", "approval", "allow", "max_st
             "max_tokens", "circuit_breaker", "temperature", "request_max_tokens", "tool_choice",
             "on_length", "context_window", "compact_threshold", "compact_keep_recent",
             "compact_target", "prompt_cache", "python_tool", "tool_output_limit", "kernel_name",
-            "tool_timeout", "memory_limit", "api_key_env", "tool_mode", "shell_tool", "kernel_url")
+            "tool_timeout", "memory_limit", "api_key_env", "tool_mode", "shell_tool", "kernel_url",
+            "model_profile", "constrain_calls")
 # Restored by ``from_transcript``. Trust decisions (approval, allow) and where requests,
 # the key and the code go (base_url, api_key_env, kernel_url) stay with the person loading the file; a preset
 # (provider) fixes its own host and key, and a loopback base_url stays on this machine,
@@ -63,7 +64,7 @@ RESTORED = ("model", "provider", "api", "max_steps", "max_tokens", "circuit_brea
             "request_max_tokens", "tool_choice", "on_length", "context_window",
             "compact_threshold", "compact_keep_recent", "compact_target", "prompt_cache",
             "python_tool", "tool_output_limit", "kernel_name", "tool_timeout", "memory_limit",
-            "tool_mode", "shell_tool")
+            "tool_mode", "shell_tool", "model_profile", "constrain_calls")
 
 
 @dataclass

@@ -440,9 +440,13 @@ class _Handler(BaseHTTPRequestHandler):
         return self.server.owner._record(Received(self.command, self.path, headers, body))
 
     def do_GET(self) -> None:
-        self._record(None)
+        # Apart from the POSTs: a client may look at /models and /props (model profiles,
+        # ``ipyagent.models.profiles.server``) without shifting the scripted exchanges.
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self.server.owner.gets.append(Received(self.command, self.path, headers, None))
         if self.path.rstrip("/").endswith("/models"):
-            model = {"id": self.server.owner.model, "object": "model", "owned_by": "scripted"}
+            owner = self.server.owner
+            model = {"id": owner.model, "object": "model", "owned_by": owner.owned_by}
             self.send_json(200, {"object": "list", "data": [model]})
         else:
             self.send_json(404, {"error": {"message": f"ScriptedServer: no GET {self.path}"}})
@@ -478,10 +482,13 @@ class ScriptedServer:
         *,
         fallback: Callable[[Any], Reply] | None = None,
         model: str = "scripted-model",
+        owned_by: str = "scripted",  # "me": what llama-cpp-python's /v1/models says
     ) -> None:
         self.model = model
+        self.owned_by = owned_by
         self.fallback = fallback
-        self.requests: list[Received] = []
+        self.requests: list[Received] = []  # the POSTs, in order
+        self.gets: list[Received] = []  # the GETs
         self._script: list[Script] = list(replies)
         self._lock = threading.Lock()
         self._httpd: _Server | None = None
