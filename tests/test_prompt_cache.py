@@ -29,7 +29,7 @@ from ipyagent.engine.compaction import (
     plan,
     render_for_summary,
 )
-from tests.helpers.scripted_apis import AnthropicReply, ResponsesReply, any_api_reply
+from tests.helpers.scripted_apis import AnthropicReply, ResponsesReply, any_api_reply, asks_summary
 from tests.helpers.scripted_server import Completion, ScriptedServer
 
 WINDOW = 4096
@@ -44,7 +44,7 @@ def page(n: int) -> str:
 
 
 def _is_summary(body: dict[str, Any]) -> bool:
-    return not body.get("tools")  # the summary request offers no tools
+    return asks_summary(body)
 
 
 def paging_server() -> ScriptedServer:

@@ -28,6 +28,9 @@ __all__ = [
     "ModelEvent",
     "Model",
     "SUMMARY_PROMPT",
+    "SUMMARY_REQUEST",
+    "new_cache_key",
+    "asks_summary",
     "OUTCOME_PROMPT",
 ]
 
@@ -44,6 +47,18 @@ and what they hold;
 - errors met and how they were resolved;
 - open questions and the next steps that were planned.
 Do not invent anything. No preamble: start with the first bullet."""
+
+# The last message of a compaction request made in the conversation itself
+# (``Agent.compact_summary = "conversation"``): the request the step would send, with this
+# appended, so that a server's prompt cache reads the whole conversation back. It starts
+# with ``[ipyagent]``, as every message of ipyagent's own in the conversation does.
+SUMMARY_REQUEST = """\
+[ipyagent] The context window is nearly full: the older turns above are about to be \
+replaced by a summary that you write now. Do not call a tool. Write concise bullet points \
+that keep the facts and numbers found (with their values), decisions made and why, file \
+names and paths, Python variable and function names and what they hold, errors met and \
+how they were resolved, and what is left to do. Do not invent anything. No preamble: \
+start with the first bullet."""
 
 # The system prompt of the request ``Agent.memory_write = "model"`` makes after a run
 # (``ipyagent.memory``): one short note for later sessions. Here for the same reason.
@@ -63,6 +78,23 @@ class ModelRequest:
     # Mark prompt-cache breakpoints where the API takes them (Anthropic's cache_control);
     # it changes what the server keeps, never the reply.
     prompt_cache: bool = False
+    # A stable key per conversation, for servers that route by it to the machine holding
+    # the cached prefix (OpenAI's ``prompt_cache_key``); None: none sent.
+    cache_key: str | None = None
+
+
+def asks_summary(request: ModelRequest) -> bool:
+    """True for a compaction's summary request, in either form: its own (``SUMMARY_PROMPT``)
+    or the step's request with ``SUMMARY_REQUEST`` as its last message."""
+    last = request.items[-1] if request.items else None
+    return request.system == SUMMARY_PROMPT or getattr(last, "content", None) == SUMMARY_REQUEST
+
+
+def new_cache_key() -> str:
+    """A fresh ``ModelRequest.cache_key``: one per conversation, random (it says nothing)."""
+    import uuid
+
+    return "ipyagent-" + uuid.uuid4().hex[:16]
 
 
 @dataclass
