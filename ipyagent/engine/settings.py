@@ -206,9 +206,10 @@ class AgentSettings(LoggingConfigurable):
     )).tag(config=True)
     prompt_cache = Bool(True, help=(
         "Mark prompt-cache breakpoints on Anthropic (cache_control on the system prompt, "
-        "the last tool and the last message), so the unchanged prefix of the next request "
-        "is read from the cache. Other servers cache prefixes on their own. Cache reads and "
-        "writes show in Usage and the footers either way."
+        "the last tool, the last message and the previous request's last message), and send "
+        "OpenAI's API one prompt_cache_key per conversation, so the unchanged prefix of the "
+        "next request is read from the cache. Other servers cache prefixes on their own. "
+        "Cache reads and writes show in Usage and the footers either way."
     )).tag(config=True)
     on_length = Enum(["continue", "stop"], default_value="continue", help=(
         "When a reply is cut at request_max_tokens: 'continue' asks the model to go on, "

@@ -53,12 +53,10 @@ Do not invent anything. No preamble: start with the first bullet."""
 # appended, so that a server's prompt cache reads the whole conversation back. It starts
 # with ``[ipyagent]``, as every message of ipyagent's own in the conversation does.
 SUMMARY_REQUEST = """\
-[ipyagent] The context window is nearly full: the older turns above are about to be \
-replaced by a summary that you write now. Do not call a tool. Write concise bullet points \
-that keep the facts and numbers found (with their values), decisions made and why, file \
-names and paths, Python variable and function names and what they hold, errors met and \
-how they were resolved, and what is left to do. Do not invent anything. No preamble: \
-start with the first bullet."""
+[ipyagent] The context window is nearly full: the older turns above will be replaced by \
+your summary. Do not call a tool. In short bullets keep the facts and numbers found, \
+decisions, file and variable names, errors and their fixes, and what is left to do. \
+Invent nothing; start with the first bullet."""
 
 # The system prompt of the request ``Agent.memory_write = "model"`` makes after a run
 # (``ipyagent.memory``): one short note for later sessions. Here for the same reason.
