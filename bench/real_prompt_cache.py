@@ -29,7 +29,7 @@ summary requests and by the first turn after each, seconds, and the ratio. Token
 measure; seconds move with whatever else the machine runs.
 
 Run: ``python bench/real_prompt_cache.py [--steps 24] [--model smollm2-135m]
-[--result-chars 3000] [--shallow] [--per-request]``; the server's
+[--result-chars 3000] [--window 4096] [--shallow] [--per-request]``; the server's
 python is ``$IPYAGENT_LLAMA_PYTHON`` (or ``--llama-python``), the models are in
 ``$IPYAGENT_LLAMA_MODELS`` (default ``~/.cache/ipyagent-ci/models``, ``.ci/local_models.py``
 fetches them). Without them it says so in one line and exits 0.
@@ -369,9 +369,10 @@ def main() -> None:
     parser.add_argument("--per-request", action="store_true", help="print every request's tokens")
     parser.add_argument("--result-chars", type=int, default=3000, help="characters of each page")
     parser.add_argument("--shallow", action="store_true", help="the old shallow compaction too")
+    parser.add_argument("--window", type=int, default=WINDOW, help="Agent.context_window")
     args = parser.parse_args()
-    global PAGE
-    PAGE = TEXT[:args.result_chars]
+    global PAGE, WINDOW
+    PAGE, WINDOW = TEXT[:args.result_chars], args.window
     python = Path(args.llama_python) if args.llama_python else (
         Path(__file__).resolve().parents[1] / ".venv-llama" / "bin" / "python")  # the repo's, as .ci/run makes it
     model = Path(args.models) / MODELS[args.model]
