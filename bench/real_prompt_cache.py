@@ -360,6 +360,7 @@ def per_request(name: str, sent: list[Sent]) -> None:
 
 
 def main() -> None:
+    global PAGE, WINDOW
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=24)
     parser.add_argument("--model", default="smollm2-135m", choices=sorted(MODELS))
@@ -371,7 +372,6 @@ def main() -> None:
     parser.add_argument("--shallow", action="store_true", help="the old shallow compaction too")
     parser.add_argument("--window", type=int, default=WINDOW, help="Agent.context_window")
     args = parser.parse_args()
-    global PAGE, WINDOW
     PAGE, WINDOW = TEXT[:args.result_chars], args.window
     python = Path(args.llama_python) if args.llama_python else (
         Path(__file__).resolve().parents[1] / ".venv-llama" / "bin" / "python")  # the repo's, as .ci/run makes it
