@@ -19,8 +19,12 @@ a server's prompt cache reuses: llama.cpp, vLLM, OpenAI, Anthropic's ``cache_con
   more than the low-water mark leaves — so that a compaction leaves headroom instead of
   running again at the next step);
 * summarised by a model call (a prompt that keeps facts, decisions, file and variable
-  names, open questions); when that fails or is not enough, **hard-truncated**: the oldest
-  items go first, then fewer recent turns are kept, then the biggest tool result is cut;
+  names, open questions), asked by default at the end of the request the step would send
+  (``Agent.compact_summary = "conversation"``), so the server's prompt cache reads the
+  conversation back and a server that keeps one cached prompt keeps it; else, or when
+  there is no room or no text, by a request of its own; when that fails or is not enough,
+  **hard-truncated**: the oldest items go first, then fewer recent turns are kept, then
+  the biggest tool result is cut;
 * the unit is a *turn group* (an assistant turn with its tool calls and their results, or
   one user message), so a tool call and its result are never separated;
 * the ``Summary`` keeps every replaced item (``Summary.replaced``), so nothing is lost from
