@@ -22,8 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ipyagent import Agent, ToolCall, tool  # noqa: E402
 from ipyagent._util import eventloop as _eventloop
 from ipyagent.context.tokens import TokenCounter  # noqa: E402
-from ipyagent.engine.compaction import SUMMARY_PROMPT  # noqa: E402
-from ipyagent.models.base import ToolCallDelta, Turn, TurnComplete  # noqa: E402
+from ipyagent.models.base import ToolCallDelta, Turn, TurnComplete, asks_summary  # noqa: E402
 
 STEPS = 1000
 
@@ -41,7 +40,7 @@ class ZeroLatencyModel:
         return None
 
     async def stream(self, request):  # type: ignore[no-untyped-def]
-        if request.system == SUMMARY_PROMPT:
+        if asks_summary(request):  # either form (Agent.compact_summary)
             yield TurnComplete(Turn(text="- ran the no-op tool many times; all returned ok"))
             return
         self.sent.append(self.context.tokens if self.context is not None else 0)

@@ -36,8 +36,7 @@ from ipyagent import Agent, Message, ToolCall, ToolResult, tool
 from ipyagent._util import eventloop as _eventloop  # noqa: E402
 from ipyagent._util.atomic import write_atomic  # noqa: E402
 from ipyagent.context.tokens import TokenCounter  # noqa: E402
-from ipyagent.engine.compaction import SUMMARY_PROMPT  # noqa: E402
-from ipyagent.models.base import Turn, TurnComplete  # noqa: E402
+from ipyagent.models.base import Turn, TurnComplete, asks_summary  # noqa: E402
 from ipyagent.models.openai_chat import to_chat_messages  # noqa: E402
 from ipyagent.transcripts.export import notebook_dict  # noqa: E402
 from ipyagent.transcripts.transcript import Autosave, _parts, read, save, to_notebook  # noqa: E402
@@ -320,7 +319,7 @@ class CompactingModel:
     async def stream(self, request):  # type: ignore[no-untyped-def]
         wire = json.dumps(to_chat_messages(request.system, request.items), ensure_ascii=False)
         usage = {"prompt_tokens": int(len(wire) / 3.5) + 1, "completion_tokens": 20}
-        if request.system == SUMMARY_PROMPT:
+        if asks_summary(request):  # either form (Agent.compact_summary)
             self.summaries += 1
             yield TurnComplete(Turn(text="- fetched pages; each held the same text", usage=usage))
             return

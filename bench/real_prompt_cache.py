@@ -17,13 +17,19 @@ has its own fresh server; their requests take turns (one at a time: old, default
 so that both meet the same load on a shared machine.
 
 Per request: prompt tokens (usage), tokens the server evaluated (its log line; a request
-with no prefix-match line evaluated its whole prompt) and wall time. Printed side by side
-for the old shallow compaction (``compact_target`` at ``compact_threshold``) and the
-default: requests, total prompt tokens, total evaluated, the share reused, the tokens
-evaluated by summary requests and by the first turn after each, seconds, and the ratio.
-Tokens are the measure; seconds move with whatever else the machine runs.
+with no prefix-match line evaluated its whole prompt), whether its messages start with the
+previous request's (JSON) and wall time. Printed side by side for before (the summary
+asked in a request of its own, ``compact_summary = "separate"``; ``--shallow`` adds the
+old shallow compaction, ``compact_target`` at ``compact_threshold``) and the default:
+requests, total prompt tokens, total evaluated, the share reused, the share a perfect
+cache could reuse (each request evaluating only the turn it added: the ceiling, since a
+new result has to be read once), exact appends (the server reused the whole previous
+prompt, tokens and all) while the window is not full and in all, the tokens evaluated by
+summary requests and by the first turn after each, seconds, and the ratio. Tokens are the
+measure; seconds move with whatever else the machine runs.
 
-Run: ``python bench/real_prompt_cache.py [--steps 24] [--model smollm2-135m]``; the server's
+Run: ``python bench/real_prompt_cache.py [--steps 24] [--model smollm2-135m]
+[--result-chars 3000] [--window 4096] [--shallow] [--per-request]``; the server's
 python is ``$IPYAGENT_LLAMA_PYTHON`` (or ``--llama-python``), the models are in
 ``$IPYAGENT_LLAMA_MODELS`` (default ``~/.cache/ipyagent-ci/models``, ``.ci/local_models.py``
 fetches them). Without them it says so in one line and exits 0.
@@ -52,9 +58,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ipyagent import Agent, tool  # noqa: E402
 from ipyagent.engine.compaction import SUMMARY_PROMPT  # noqa: E402
+from ipyagent.models.base import SUMMARY_REQUEST  # noqa: E402
 
 WINDOW = 4096  # the tests' and bench/long_run.py's long-run window
-PAGE = ("a page of tool output, about three thousand characters long; " * 50)[:3000]
+TEXT = "a page of tool output, about three thousand characters long; " * 200
+PAGE = TEXT[:3000]  # --result-chars sets it
 MODELS = {"smollm2-135m": "smollm2-135m.gguf", "qwen2.5-coder-0.5b": "qwen2.5-coder-0.5b.gguf"}
 HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens to eval")
 WHOLE = "Llama.generate: full prompt already cached"
@@ -74,6 +82,7 @@ class Sent:
     prompt: int  # prompt tokens the server reported
     evaluated: int  # prompt tokens it evaluated (the rest came from its cache)
     seconds: float
+    appended: bool = False  # its messages start with the previous request's, byte for byte
 
 
 def free_port() -> int:
@@ -168,6 +177,7 @@ class Proxy:
         self.server = server
         self.turns, self.name = turns, name
         self.sent: list[Sent] = []
+        self.bodies: list[list[Any]] = []  # each request's messages, as posted
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -192,12 +202,16 @@ class Proxy:
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         """The server's usage, with a scripted reply: a summary, or text and a call of ``page``."""
         messages = body["messages"]
-        summary = messages[0]["role"] == "system" and messages[0]["content"] == SUMMARY_PROMPT
+        summary = (messages[0]["role"] == "system" and messages[0]["content"] == SUMMARY_PROMPT
+                   or messages[-1].get("content") == SUMMARY_REQUEST)
         self.turns.wait(self.name)
         try:
             sent = self.server.complete(body, summary)
         finally:
             self.turns.passed(self.name)
+        before = self.bodies[-1] if self.bodies else None
+        sent.appended = before is not None and messages[:len(before)] == before
+        self.bodies.append(messages)
         self.sent.append(sent)
         turns = sum(not s.summary for s in self.sent)
         if summary:
@@ -242,10 +256,14 @@ def run(server: LlamaServer, turns: Turns, name: str, steps: int, out: dict[str,
     out[name] = proxy.sent
 
 
-def both(python: Path, model: Path, steps: int) -> dict[str, list[Sent]]:
-    """The old shallow and the default run, each on its own fresh server, their requests
-    taking turns (old, default, old, ...)."""
-    runs = {"old": {"compact_target": Agent.compact_threshold.default_value}, "default": {}}
+def both(python: Path, model: Path, steps: int, shallow: bool = False) -> dict[str, list[Sent]]:
+    """Before (the summary asked in a request of its own; with ``shallow``, the old shallow
+    compaction too) and the default, each on its own fresh server, their requests taking
+    turns (before, default, before, ...)."""
+    runs: dict[str, dict[str, Any]] = {"before": {"compact_summary": "separate"}, "default": {}}
+    if shallow:
+        runs = {"old": {"compact_target": Agent.compact_threshold.default_value,
+                        "compact_summary": "separate"}, **runs}
     out: dict[str, list[Sent]] = {}
     with tempfile.TemporaryDirectory() as d:
         servers: dict[str, LlamaServer] = {}
@@ -267,10 +285,32 @@ def both(python: Path, model: Path, steps: int) -> dict[str, list[Sent]]:
     return out
 
 
+def appends(sent: list[Sent]) -> tuple[int, int, int, int]:
+    """(exact appends, requests) while the window was not full (before the first request
+    whose messages do not start with the previous one's), and in all: a request is an
+    exact append when the server reused the whole previous prompt (tokens and all)."""
+    first = next((i for i, s in enumerate(sent) if i and not s.appended), len(sent))
+    exact = [i > 0 and s.prompt - s.evaluated >= sent[i - 1].prompt for i, s in enumerate(sent)]
+    return sum(exact[1:first]), max(0, first - 1), sum(exact[1:]), len(sent) - 1
+
+
+def ceiling(sent: list[Sent]) -> float:
+    """The share of prompt tokens a perfect cache could reuse: every request evaluates only
+    what it added (the turn before it and its results; estimated for a request after a
+    compaction as the median added by an append)."""
+    turns = [s for s in sent if not s.summary]
+    grown = sorted(b.prompt - a.prompt for a, b in zip(turns, turns[1:]) if b.appended)
+    median = grown[len(grown) // 2] if grown else 0
+    new = turns[0].prompt + sum(b.prompt - a.prompt if b.appended else median
+                                for a, b in zip(turns, turns[1:]))
+    return 1 - new / sum(s.prompt for s in turns)
+
+
 def totals(sent: list[Sent]) -> dict[str, float]:
     after = [b for a, b in zip(sent, sent[1:]) if a.summary and not b.summary]
     prompt = sum(s.prompt for s in sent)
     evaluated = sum(s.evaluated for s in sent)
+    exact, before_full, exact_all, requests = appends(sent)
     return {
         "requests (turns + summaries)": len(sent),
         "summary requests": sum(s.summary for s in sent),
@@ -279,34 +319,48 @@ def totals(sent: list[Sent]) -> dict[str, float]:
         "  by summary requests": sum(s.evaluated for s in sent if s.summary),
         "  by the first turn after a summary": sum(s.evaluated for s in after),
         "share of prompt tokens reused from the cache": 1 - evaluated / prompt,
+        "  the same, turn requests only": 1 - sum(s.evaluated for s in sent if not s.summary)
+        / sum(s.prompt for s in sent if not s.summary),
+        "  of turn requests, the share a perfect cache could reuse (estimate)": ceiling(sent),
+        "exact appends while the window is not full (of requests)": exact,
+        "  requests while the window is not full": before_full,
+        "exact appends in all (of requests after the first)": exact_all,
+        "  requests after the first": requests,
         "server seconds": sum(s.seconds for s in sent),
         # a token evaluated after a long cached prefix attends to all of it: dearer on CPU
         "server seconds per 1,000 tokens evaluated": sum(s.seconds for s in sent) / evaluated * 1000,
     }
 
 
-def report(steps: int, model: str, old: list[Sent], new: list[Sent]) -> None:
-    print(f"{steps} steps in a {WINDOW}-token window, ~3,000-character results, {model} on "
-          f"llama-cpp-python (one cached prompt){'':4}old shallow   default   default/old")
-    before, after = totals(old), totals(new)
-    for name, a in before.items():
-        b = after[name]
-        ratio = f"{b / a:10.2f}" if a else f"{'':10}"
-        if name.startswith("share"):
-            print(f"  {name:96}{a:10.0%} {b:9.0%}")
+def report(steps: int, model: str, runs: dict[str, list[Sent]]) -> None:
+    names = list(runs)
+    print(f"{steps} steps in a {WINDOW}-token window, ~{len(PAGE):,}-character results, {model} "
+          f"on llama-cpp-python (one cached prompt)")
+    print(f"  {'':90}" + "".join(f"{n:>12}" for n in names) + f"{'default/' + names[0]:>16}")
+    table = {n: totals(sent) for n, sent in runs.items()}
+    for name in table[names[0]]:
+        values = [table[n][name] for n in names]
+        a, b = values[0], values[-1]
+        ratio = f"{b / a:16.2f}" if a and not ("share" in name or "exact" in name or "same" in name
+                                                 or name.startswith("  req")) else ""
+        if "share" in name or name.startswith("  the same"):
+            cells = "".join(f"{v:12.1%}" for v in values)
         elif "seconds" in name:
-            print(f"  {name:96}{a:10.1f} {b:9.1f} {ratio}")
+            cells = "".join(f"{v:12.1f}" for v in values)
         else:
-            print(f"  {name:96}{a:10.0f} {b:9.0f} {ratio}")
+            cells = "".join(f"{v:12.0f}" for v in values)
+        print(f"  {name:90}{cells}{ratio}")
 
 
 def per_request(name: str, sent: list[Sent]) -> None:
-    print(f"{name}: per request (S = summary) prompt/evaluated tokens, seconds")
-    print("  " + "  ".join(f"{'S' if s.summary else ''}{s.prompt}/{s.evaluated} {s.seconds:.0f}s"
-                           for s in sent))
+    print(f"{name}: per request (S = summary, + = its messages append to the previous "
+          "request's) prompt/evaluated tokens, seconds")
+    print("  " + "  ".join(f"{'S' if s.summary else ''}{'+' if s.appended else ''}"
+                           f"{s.prompt}/{s.evaluated} {s.seconds:.0f}s" for s in sent))
 
 
 def main() -> None:
+    global PAGE, WINDOW
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=24)
     parser.add_argument("--model", default="smollm2-135m", choices=sorted(MODELS))
@@ -314,7 +368,11 @@ def main() -> None:
     parser.add_argument("--models", default=os.environ.get("IPYAGENT_LLAMA_MODELS")
                         or str(Path.home() / ".cache" / "ipyagent-ci" / "models"))
     parser.add_argument("--per-request", action="store_true", help="print every request's tokens")
+    parser.add_argument("--result-chars", type=int, default=3000, help="characters of each page")
+    parser.add_argument("--shallow", action="store_true", help="the old shallow compaction too")
+    parser.add_argument("--window", type=int, default=WINDOW, help="Agent.context_window")
     args = parser.parse_args()
+    PAGE, WINDOW = TEXT[:args.result_chars], args.window
     python = Path(args.llama_python) if args.llama_python else (
         Path(__file__).resolve().parents[1] / ".venv-llama" / "bin" / "python")  # the repo's, as .ci/run makes it
     model = Path(args.models) / MODELS[args.model]
@@ -323,12 +381,11 @@ def main() -> None:
         print(f"skipped: no {missing}; set IPYAGENT_LLAMA_PYTHON and IPYAGENT_LLAMA_MODELS "
               "(.ci/run installs them)")
         return
-    runs = both(python, model, args.steps)
-    old, new = runs["old"], runs["default"]
-    report(args.steps, args.model, old, new)
+    runs = both(python, model, args.steps, args.shallow)
+    report(args.steps, args.model, runs)
     if args.per_request:
-        per_request("old shallow", old)
-        per_request("default", new)
+        for name, sent in runs.items():
+            per_request(name, sent)
 
 
 if __name__ == "__main__":

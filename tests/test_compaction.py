@@ -13,7 +13,6 @@ from ipyagent.context.buffer import Context
 from ipyagent.context.events import ContextCompacted, Notice, StepFinished
 from ipyagent.context.tokens import TokenCounter
 from ipyagent.engine.compaction import (
-    SUMMARY_PROMPT,
     fit_window,
     plan,
     replaced_items,
@@ -21,7 +20,9 @@ from ipyagent.engine.compaction import (
     turn_groups,
 )
 from ipyagent.models.base import ModelRequest
+from ipyagent.models.base import asks_summary as asks_summary_request
 from ipyagent.models.demo import DemoModel
+from tests.helpers.scripted_apis import asks_summary
 from tests.helpers.scripted_model import ScriptedModel, calls, text
 from tests.helpers.scripted_server import ScriptedServer, http_error, reply_text, reply_tool_calls
 
@@ -110,7 +111,7 @@ def make_server(fail_summary: bool = False) -> tuple[ScriptedServer, dict]:
             stats["over"].append(used)
             return http_error(400, {"error": {"message": f"context length exceeded: {used}"}})
         usage = {"prompt_tokens": server_tokens(body), "completion_tokens": 20}
-        if body["messages"][0]["content"] == SUMMARY_PROMPT:
+        if asks_summary(body):
             stats["summaries"] += 1
             if fail_summary:
                 return http_error(400, {"error": {"message": "summaries are broken today"}})
@@ -349,7 +350,7 @@ def test_merging_reuses_the_replaced_dicts():
 
 def test_300_steps_stay_in_a_2048_window_at_a_flat_cost():
     def reply(request):
-        if request.system == SUMMARY_PROMPT:
+        if asks_summary_request(request):
             return text("- ran the work steps; each returned lorem ipsum")
         n = sum(isinstance(i, ToolCall) for i in request.items)
         return calls(("work", {"i": n}), text=f"Step {n}.")

@@ -23,13 +23,15 @@ from ipyagent.context.events import ContextCompacted, Usage, compaction_line
 from ipyagent.context.tokens import TokenCounter
 from ipyagent.engine.compaction import (
     CLEARED_NOTE,
+    SUMMARY_PROMPT,
     clear_results,
     cleared,
     fit_window,
     plan,
     render_for_summary,
 )
-from tests.helpers.scripted_apis import AnthropicReply, ResponsesReply, any_api_reply
+from ipyagent.models.base import SUMMARY_REQUEST
+from tests.helpers.scripted_apis import AnthropicReply, ResponsesReply, any_api_reply, asks_summary
 from tests.helpers.scripted_server import Completion, ScriptedServer
 
 WINDOW = 4096
@@ -44,7 +46,7 @@ def page(n: int) -> str:
 
 
 def _is_summary(body: dict[str, Any]) -> bool:
-    return not body.get("tools")  # the summary request offers no tools
+    return asks_summary(body)
 
 
 def paging_server() -> ScriptedServer:
@@ -310,19 +312,23 @@ def test_anthropic_breakpoints_only_when_prompt_cache_is_on(on: bool, monkeypatc
         agent.run("read page 1")
         agent.close()
         bodies = server.bodies
-    for body in bodies:
+    for n, body in enumerate(bodies):
         text = json.dumps(body)
         if not on:
             assert "cache_control" not in text and isinstance(body["system"], str)
             continue
-        assert text.count("cache_control") == 3  # Anthropic allows 4
+        # Anthropic allows 4: the second request marks the first one's last message too.
+        assert text.count("cache_control") == 3 + n
         assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
         assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
         assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
-    # The mark moves to the newest message; the earlier ones are sent as they were.
+    # The mark moves to the newest message; the earlier ones are sent as they were, and the
+    # last message of the first request keeps a mark where its cache was written.
     if on:
         first, second = (_strip_cache_control(b["messages"]) for b in bodies)
         assert second[:len(first)] == first
+        stable = bodies[1]["messages"][len(first) - 1]
+        assert stable["role"] == "user" and stable["content"][-1]["cache_control"] == {"type": "ephemeral"}
 
 
 def test_the_breakpoint_skips_a_thinking_block() -> None:
@@ -464,3 +470,156 @@ def test_clearing_a_result_clears_its_images_for_the_model_too() -> None:
     stub = ctx[3]
     assert isinstance(stub, ToolResult) and cleared(stub) and stub.meta["cleared_images"] == [image]
     assert "aGVsbG8=" not in json.dumps(to_chat_messages("s", list(ctx)))
+
+
+# -- prefix-stable requests: each one starts with the whole previous one -------------------
+SHORT = ("a short result line of about forty chars\n" * 10)[:400]
+
+
+@tool
+def short(n: int) -> str:
+    """Read item n (a few lines)."""
+    return f"item {n}: " + SHORT
+
+
+@pytest.mark.parametrize("tool_mode", ["native", "text"])
+def test_every_request_starts_with_the_previous_one_until_a_compaction(
+        tool_mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Byte-equal JSON: each request's messages start with the previous request's messages,
+    except right after a compaction; the summary request is an append too (asked in the
+    conversation, it reuses the cache); compactions are few (24 steps, 4,096 tokens)."""
+    monkeypatch.setenv("IPYAGENT_TEST_KEY", KEY)
+    seen = {"steps": 0}
+
+    def reply(body: dict[str, Any]) -> Any:
+        if asks_summary(body):
+            return Completion(text="- read items 1 to 20; each held the same lines")
+        seen["steps"] += 1
+        n = seen["steps"]
+        if tool_mode == "text":
+            return Completion(text=f'Reading item {n}.\n<tool_call>{{"name": "short", '
+                                   f'"arguments": {{"n": {n}}}}}</tool_call>')
+        return Completion(text=f"Reading item {n}.", tool_calls=[("short", {"n": n})])
+
+    events: list[Any] = []
+    after: set[int] = set()  # the requests a compaction came just before
+    with ScriptedServer(fallback=reply) as server:
+        def listen(event: Any) -> None:
+            events.append(event)
+            if isinstance(event, ContextCompacted):
+                after.add(len(server.bodies))
+
+        agent = Agent(model="m", base_url=server.base_url, api_key_env="IPYAGENT_TEST_KEY",
+                      tools=[short], python_tool=False, file_tools=False, context_window=WINDOW,
+                      request_max_tokens=256, max_steps=24, circuit_breaker=0, max_retries=0,
+                      tool_mode=tool_mode, output_lines=5)  # a note on every result, too
+        agent.context.counter = TokenCounter(use_tokenizer=False)
+        result = agent.run("read the items", on_event=listen)
+        agent.close()
+        bodies = list(server.bodies)
+    assert result.stop_reason == "max_steps", result
+    compactions = [e for e in events if isinstance(e, ContextCompacted)]
+    # The window fills, and is made room in a few steps (measured: 12 results cleared at
+    # step 14, then 4, 2 and 1 as the stubs fill the window, then one summary; the clearings
+    # shrink as stubs pile up: not yet the "large, rare steps" issue 33 asks for).
+    assert 1 <= len(compactions) <= 5, [(e.before, e.after, e.cleared, e.summary is not None) for e in compactions]
+    heads = {json.dumps([b["messages"][0], b.get("tools")]) for b in bodies}
+    assert len(heads) == 1  # the system prompt and the tools never change
+    changed = []
+    for i in range(1, len(bodies)):
+        old = [json.dumps(m) for m in bodies[i - 1]["messages"]]
+        new = [json.dumps(m) for m in bodies[i]["messages"]]
+        if new[:len(old)] != old:
+            changed.append(i)
+            assert not asks_summary(bodies[i])  # the summary request itself appends
+            assert "read the items" in new[1]  # the task stays first, verbatim
+    # Only a compaction changes what was sent: every other request is an exact append.
+    assert changed and set(changed) <= after, (changed, after)
+    assert min(changed) >= 8  # the window held the first steps whole
+    summaries = [b for b in bodies if asks_summary(b)]
+    assert all(b["messages"][-1]["content"] == SUMMARY_REQUEST for b in summaries)
+
+
+def test_a_summary_asked_in_the_conversation_falls_back_when_the_reply_has_no_text(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model that only calls a tool when asked for the summary: nothing runs, and the
+    summary is asked the separate way."""
+    monkeypatch.setenv("IPYAGENT_TEST_KEY", KEY)
+    asked: list[str] = []
+
+    def reply(body: dict[str, Any]) -> Any:
+        if asks_summary(body):
+            separate = body["messages"][0]["content"] == SUMMARY_PROMPT
+            asked.append("separate" if separate else "conversation")
+            if separate:
+                return Completion(text="- read pages")
+            return Completion(tool_calls=[("short", {"n": 99})])
+        n = sum(1 for m in body["messages"] if m["role"] == "tool") + 1
+        return Completion(text="", tool_calls=[("short", {"n": n})])
+
+    with ScriptedServer(fallback=reply) as server:
+        agent = Agent(model="m", base_url=server.base_url, api_key_env="IPYAGENT_TEST_KEY",
+                      tools=[short], python_tool=False, file_tools=False, context_window=WINDOW,
+                      request_max_tokens=256, max_steps=40, circuit_breaker=0, max_retries=0)
+        agent.context.counter = TokenCounter(use_tokenizer=False)
+        agent.run("read the items")
+        agent.close()
+    assert asked[:2] == ["conversation", "separate"]
+    summary = next(i for i in agent.context if isinstance(i, Summary))
+    assert summary.content == "- read pages"
+    ran = [i for i in agent.context if isinstance(i, ToolCall)]
+    assert all(c.arguments.get("n") != 99 for c in ran)  # the summary's call never ran
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_prompt_cache_key_goes_to_openai_only_and_stays_for_the_conversation(
+        api: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ipyagent.models.base import ModelRequest
+    from ipyagent.models.openai_chat import OpenAIChatModel
+    from ipyagent.models.openai_responses import OpenAIResponsesModel
+
+    kind = OpenAIChatModel if api == "chat" else OpenAIResponsesModel
+    req = ModelRequest(system="s", items=[Message("user", "hi")], cache_key="ipyagent-abc")
+    assert kind("m", "https://api.openai.com/v1", "k").payload(req)["prompt_cache_key"] == "ipyagent-abc"
+    for url in ("http://127.0.0.1:8000/v1", "https://api.groq.com/openai/v1"):
+        assert "prompt_cache_key" not in kind("m", url, "k").payload(req)
+    # An agent: one key for all the requests of a conversation, a new one after reset; none
+    # on the wire to a local server (llama-cpp-python ignores unknown fields, others refuse).
+    monkeypatch.setenv("IPYAGENT_TEST_KEY", KEY)
+    with ScriptedServer([any_api_reply("", [("page", {"n": 1})]), any_api_reply("done")]) as server:
+        agent = Agent(model="m", api=api, base_url=server.base_url, api_key_env="IPYAGENT_TEST_KEY",
+                      tools=[page], python_tool=False, file_tools=False)
+        keys: list[str | None] = []
+        real = agent.client.stream
+
+        def spy(request: Any) -> Any:
+            keys.append(request.cache_key)
+            return real(request)
+
+        monkeypatch.setattr(agent.client, "stream", spy)
+        agent.run("read page 1")
+        bodies = server.bodies
+        key = agent.prompt_cache_key
+        agent.reset()
+        assert agent.prompt_cache_key != key and agent.prompt_cache_key.startswith("ipyagent-")
+        agent.prompt_cache = False
+        agent.close()
+    assert keys == [key, key] and all("prompt_cache_key" not in b for b in bodies)
+
+
+def test_anthropic_marks_at_most_four_breakpoints_and_the_previous_request_s_end() -> None:
+    """A turn of many calls is more blocks than the server looks back over: the previous
+    request's last message keeps its mark."""
+    from ipyagent.models.anthropic import mark_cache_breakpoints
+
+    messages = [{"role": "user", "content": [{"type": "text", "text": "task"}]},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{i}", "name": "page",
+                                                   "input": {}} for i in range(30)]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}",
+                                              "content": "x"} for i in range(30)]}]
+    body = {"system": "s", "tools": [{"name": "page"}], "messages": messages}
+    mark_cache_breakpoints(body)
+    assert json.dumps(body).count("cache_control") == 4
+    assert body["messages"][0]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert body["messages"][2]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" not in json.dumps(messages)  # the caller's lists are untouched

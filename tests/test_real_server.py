@@ -198,3 +198,55 @@ def test_an_answer_after_a_failed_call_gets_one_look_again(
     assert [i.role for i in items[at + 1:] if isinstance(i, Message)] == ["assistant"]
     assert result.stop_reason == "done", result.steps[-1].error
     assert len(result.steps) == 2 and _posts(log)[before:] == ["200", "200"]
+
+
+# -- the prompt cache: each request appends to the previous one, tokens and all ----------
+HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens to eval")
+
+
+def test_each_request_reuses_the_whole_previous_prompt_from_the_server_s_cache(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A scripted model in front of the real server (it plays the turns, the server counts
+    the prompts): with the model's own chat template, each request's prompt starts with the
+    whole previous prompt, so the server evaluates only the newest turn and its result."""
+    import httpx
+
+    from ipyagent import tool
+    from tests.helpers.scripted_server import Completion, ScriptedServer
+
+    @tool
+    def item(n: int) -> str:
+        """Read item n."""
+        return f"item {n}: " + "a line of the item's text\n" * 8
+
+    logs = tmp_path_factory.mktemp("llama")
+    seen: list[tuple[int, int]] = []  # (prompt tokens, of them reused from the cache)
+    with llama_server("smollm2-135m", log_dir=logs, verbose=True) as url:
+        (log,) = logs.glob("llama-*.log")
+        real = httpx.Client(timeout=300)
+
+        def forward(body: dict[str, Any]) -> Completion:
+            body = {**body, "stream": False, "max_tokens": 1, "temperature": 0}
+            body.pop("stream_options", None)
+            start = log.stat().st_size
+            reply = real.post(f"{url}/chat/completions", json=body)
+            reply.raise_for_status()
+            prompt = int(reply.json()["usage"]["prompt_tokens"])
+            with log.open("rb") as f:
+                f.seek(start)
+                hit = HIT.search(f.read().decode("utf-8", "replace"))
+            seen.append((prompt, int(hit.group(1)) if hit else 0))
+            n = len(seen)
+            return Completion(text=f"Reading item {n}.", tool_calls=[("item", {"n": n})],
+                              usage={"prompt_tokens": prompt, "completion_tokens": 8})
+
+        with ScriptedServer(fallback=forward) as model:
+            agent = Agent(model="smollm2-135m", base_url=model.base_url, tools=[item],
+                          python_tool=False, file_tools=False, approval="auto", max_steps=4,
+                          circuit_breaker=0, context_window=4096, request_max_tokens=256)
+            result = agent.run("read the items")
+            agent.close()
+        real.close()
+    assert result.stop_reason == "max_steps" and len(seen) == 4, result
+    for (before, _), (prompt, reused) in zip(seen, seen[1:]):
+        assert prompt > before and reused >= before, seen  # the whole previous prompt, reused

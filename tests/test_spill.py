@@ -475,8 +475,8 @@ def test_an_autosaved_run_that_compacts_spills_its_summary_and_the_file_keeps_ev
     still holds every plot."""
     from ipyagent import Summary
     from ipyagent.context.tokens import TokenCounter
-    from ipyagent.models.base import SUMMARY_PROMPT
     from ipyagent.transcripts.transcript import read
+    from tests.helpers.scripted_apis import asks_summary
     from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
 
     @tool
@@ -491,7 +491,7 @@ def test_an_autosaved_run_that_compacts_spills_its_summary_and_the_file_keeps_ev
 
     def reply(body):
         usage = {"prompt_tokens": 10, "completion_tokens": 5}
-        if body["messages"][0]["content"] == SUMMARY_PROMPT:
+        if asks_summary(body):
             return reply_text("- drew the earlier plots", usage=usage)
         return reply_tool_calls([("big_plot", {"i": next(count)})], usage=usage)
 

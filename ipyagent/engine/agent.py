@@ -36,7 +36,7 @@ from ..instructions.personas import PersonaState
 from ..instructions.skills import TOOL_NAME, Found, Skill, SkillTable, load_skill_tool, skills_of
 from ..memory import Memory, remember_tool
 from ..memory.run import recall, write_outcome
-from ..models.base import Model
+from ..models.base import Model, new_cache_key
 from ..models.profiles.choice import ProfileChoice
 from ..models.retry import safe_url
 from ..models.tool_mode import ToolModeState, Wire
@@ -95,6 +95,9 @@ class Agent(AgentSettings):
 
             switch(self, self.persona)
         self.context = Context(system=self._effective_system())
+        # One per conversation: a server that routes by it (OpenAI's prompt_cache_key) sends
+        # its requests to the machine that holds their cached prefix. Random: it says nothing.
+        self.prompt_cache_key = new_cache_key()
         self.tools = Toolbox(tools)
         self.listeners: list[Listener] = []
         self.usage = Usage()
@@ -839,6 +842,7 @@ class Agent(AgentSettings):
         """Start a new conversation (the sibling kernel is kept unless ``kernel=True``)."""
         self.resources.forget_agents_md()  # a new conversation looks for AGENTS.md again
         self.context = Context(system=self._effective_system())
+        self.prompt_cache_key = new_cache_key()
         self.usage = Usage()
         self._history_replaced()
         self.memories.written.clear()  # the notes this conversation's runs kept

@@ -19,8 +19,12 @@ a server's prompt cache reuses: llama.cpp, vLLM, OpenAI, Anthropic's ``cache_con
   more than the low-water mark leaves — so that a compaction leaves headroom instead of
   running again at the next step);
 * summarised by a model call (a prompt that keeps facts, decisions, file and variable
-  names, open questions); when that fails or is not enough, **hard-truncated**: the oldest
-  items go first, then fewer recent turns are kept, then the biggest tool result is cut;
+  names, open questions), asked by default at the end of the request the step would send
+  (``Agent.compact_summary = "conversation"``), so the server's prompt cache reads the
+  conversation back and a server that keeps one cached prompt keeps it; else, or when
+  there is no room or no text, by a request of its own; when that fails or is not enough,
+  **hard-truncated**: the oldest items go first, then fewer recent turns are kept, then
+  the biggest tool result is cut;
 * the unit is a *turn group* (an assistant turn with its tool calls and their results, or
   one user message), so a tool call and its result are never separated;
 * the ``Summary`` keeps every replaced item (``Summary.replaced``), so nothing is lost from
@@ -37,13 +41,13 @@ from __future__ import annotations
 import html
 import json
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from .._util.text import head_tail, one_line
 from ..context.items import Item, Message, Summary, ToolCall, ToolResult, code_of, turn_spans, unfold_dicts
 from ..context.spill import held_dict, raw_outputs, raw_replaced
-from ..models.base import SUMMARY_PROMPT
+from ..models.base import SUMMARY_PROMPT, SUMMARY_REQUEST, ModelRequest
 
 if TYPE_CHECKING:
     from ..context.buffer import Context
@@ -384,8 +388,13 @@ def bind_settings(context: Context, agent: AgentView) -> None:
     context.settings_source = source
 
 
-async def fit_window(agent: AgentView, emit: Callable[[Any], None]) -> str | None:
-    """Compact ``agent.context`` until the next request fits; a one-line problem, or None."""
+async def fit_window(agent: AgentView, emit: Callable[[Any], None],
+                     asked: Callable[[], ModelRequest] | None = None) -> str | None:
+    """Compact ``agent.context`` until the next request fits; a one-line problem, or None.
+
+    ``asked``: the request the step would send now (as it goes on the wire: text mode's
+    rewrite too), for a summary asked in the conversation itself (``compact_summary``).
+    """
     from ..context.events import ContextCompacted
 
     ctx = agent.context
@@ -402,7 +411,7 @@ async def fit_window(agent: AgentView, emit: Callable[[Any], None]) -> str | Non
         return None
     # A middle that is only an earlier summary has nothing new to summarise.
     if any(not isinstance(ctx[i], Summary) for i in p.middle):
-        summary = await _summarise(agent, [ctx[i] for i in p.middle], p, emit)
+        summary = await _summarise(agent, [ctx[i] for i in p.middle], p, emit, asked)
         _replace(ctx, p.middle, summary)
     _hard_truncate(ctx, settings)  # a huge recent turn, or a summary that was not enough
     after = plan(ctx, **settings).prompt_tokens
@@ -414,16 +423,23 @@ async def fit_window(agent: AgentView, emit: Callable[[Any], None]) -> str | Non
 
 
 async def _summarise(agent: AgentView, items: list[Item], p: CompactionPlan,
-                     emit: Callable[[Any], None]) -> Summary:
+                     emit: Callable[[Any], None],
+                     asked: Callable[[], ModelRequest] | None = None) -> Summary:
     """A model-written Summary of ``items``; a truncation Summary if that fails."""
     from ..context.events import Notice, Usage
-    from ..models.base import ModelRequest, TurnComplete
+    from ..models.base import TurnComplete
 
     counter = agent.context.counter
     # No longer than the room left once the middle is gone, so it fits without truncation.
     # A deep compaction's summary fits under the low-water mark too.
     free = (p.low or p.limit) - p.reserve - (p.prompt_tokens - p.middle_tokens)
     summary_tokens = max(64, min(1024, p.limit // 4, free))
+    if agent.compact_summary == "conversation" and asked is not None:
+        text = await _summary_in_conversation(agent, asked(), p, summary_tokens, emit)
+        if text:
+            return Summary(text, replaced=replaced_items(items),
+                           meta={"method": "summary", "asked": "conversation",
+                                 "tokens_replaced": p.middle_tokens})
     max_chars = int(max(200, p.limit - summary_tokens - 300) * 4 / counter.scale * 0.8)
     request = ModelRequest(system=SUMMARY_PROMPT, items=[Message(
         "user", render_for_summary(items, max_chars))], tools=[], temperature=0,
@@ -442,6 +458,40 @@ async def _summarise(agent: AgentView, items: list[Item], p: CompactionPlan,
         emit(Notice(f"Summarising for compaction failed ({one_line(exc)}); "
                     "dropping the oldest items instead.", "warning"))
         return truncation_summary(items, "summary failed")
+
+
+async def _summary_in_conversation(agent: AgentView, request: ModelRequest, p: CompactionPlan,
+                                   max_tokens: int, emit: Callable[[Any], None]) -> str:
+    """The summary asked at the end of the request the step would send ('' when it cannot
+    be asked so, or its reply has no text: the caller then asks the separate way).
+
+    Why: the request shares the previous one's whole prefix, so a server's prompt cache
+    reads it back (measured: a separate summary request shares ~4 tokens with the
+    conversation, and on a server that keeps one cached prompt it also evicts the
+    conversation's, so the turn after it evaluates its whole prompt again). Tools and
+    ``tool_choice`` stay as they were (a change of either is a new prefix, for Anthropic
+    too); a call in the reply is not run, only its text is kept.
+    """
+    from ..context.events import Notice, Usage
+    from ..models.base import TurnComplete
+    from ..models.written_calls import recover_calls
+
+    counter = agent.context.counter
+    ask = Message("user", SUMMARY_REQUEST)
+    if p.window and p.prompt_tokens + counter.scaled(counter.item(ask)) + max_tokens > p.window:
+        return ""  # no room for the question and its answer: the separate request is smaller
+    request = replace(request, items=[*request.items, ask], max_tokens=max_tokens)
+    try:
+        text, names = "", [t["name"] for t in request.tools] or agent.tools.names
+        async for event in agent.client.stream(request):
+            if isinstance(event, TurnComplete):
+                text = recover_calls(event.turn.text, list(names))[0].strip()
+                agent.usage.add(Usage.from_server(event.turn.usage) or Usage(requests=1))
+        return text
+    except Exception as exc:  # the separate request is tried next
+        emit(Notice(f"Summarising in the conversation failed ({one_line(exc)}); asking "
+                    "for it separately.", "warning"))
+        return ""
 
 
 def _hard_truncate(ctx: Context, settings: dict[str, Any]) -> None:

@@ -213,11 +213,21 @@ class AgentSettings(LoggingConfigurable):
         "their prefix (a server's prompt cache). At or above compact_threshold: compact "
         "only just under the threshold, and never clear results."
     )).tag(config=True)
+    compact_summary = Enum(["conversation", "separate"], default_value="conversation", help=(
+        "How a compaction asks for its summary. 'conversation': the request the step would "
+        "send, with one instruction of ipyagent's appended, so a server's prompt cache reads "
+        "the whole conversation back and a server that keeps one cached prompt "
+        "(llama.cpp, llama-cpp-python) keeps it. 'separate': a request of its own (a "
+        "summariser's system prompt, the old turns as text, cleared results in full). "
+        "'conversation' falls back to 'separate' when its reply has no text or the request "
+        "would not fit the window."
+    )).tag(config=True)
     prompt_cache = Bool(True, help=(
         "Mark prompt-cache breakpoints on Anthropic (cache_control on the system prompt, "
-        "the last tool and the last message), so the unchanged prefix of the next request "
-        "is read from the cache. Other servers cache prefixes on their own. Cache reads and "
-        "writes show in Usage and the footers either way."
+        "the last tool, the last message and the previous request's last message), and send "
+        "OpenAI's API one prompt_cache_key per conversation, so the unchanged prefix of the "
+        "next request is read from the cache. Other servers cache prefixes on their own. "
+        "Cache reads and writes show in Usage and the footers either way."
     )).tag(config=True)
     on_length = Enum(["continue", "stop"], default_value="continue", help=(
         "When a reply is cut at request_max_tokens: 'continue' asks the model to go on, "

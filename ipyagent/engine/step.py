@@ -245,18 +245,10 @@ async def request(run: StepRun) -> tuple[Turn, int]:
         run.emit(Notice(text_start_notice(why_text), "info"))
     while True:
         if agent.context_window:
-            problem = await fit_window(agent, run.emit)
+            problem = await fit_window(agent, run.emit, lambda: _on_wire(run, _build(run)))
             if problem:
                 raise Stop("error", problem)
-        tools, system = agent.offered_tools(), agent.context.system
-        if run.wire == "text":
-            tools, system, left_out = agent.text_mode_offer(tools, system)
-            run.say_text_mode_leaves_out(left_out)
-        req = ModelRequest(
-            system=system, items=list(agent.context),
-            tools=[t.spec() for t in tools],
-            temperature=agent.temperature, max_tokens=agent.request_max_tokens,
-            tool_choice=agent.tool_choice, prompt_cache=agent.prompt_cache)
+        req = _build(run, say=True)
         tools_raw = agent.context.counter.specs(req.tools)
         estimated_raw = agent.context.raw_tokens + tools_raw
         auto_native = run.wire == "native" and agent.tool_mode == "auto" and bool(req.tools)
@@ -264,9 +256,7 @@ async def request(run: StepRun) -> tuple[Turn, int]:
             run.profile = await for_text(agent, run.profile, run.emit,
                                          as_text_request(req, run.profile.profile))
         try:
-            turn = await _stream(run, as_text_request(req, run.profile.profile,
-                                                      grammar=bool(run.profile.grammar))
-                                 if run.wire == "text" else req)
+            turn = await _stream(run, _on_wire(run, req))
         except (ModelError, ConfigError) as exc:  # ConfigError: e.g. the API key is not set
             overflow = context_overflow(exc)
             if overflow is not None and agent.context_window and not overflow_tried:
@@ -299,6 +289,31 @@ async def request(run: StepRun) -> tuple[Turn, int]:
             run.switch_to_text(dropped + "; the reply above is discarded", resend=True)
             continue
         return turn, estimated_raw
+
+
+def _build(run: StepRun, say: bool = False) -> ModelRequest:
+    """The step's request from the context as it is now (``say``: tell what text mode
+    leaves out, once)."""
+    agent = run.agent
+    tools, system = agent.offered_tools(), agent.context.system
+    if run.wire == "text":
+        tools, system, left_out = agent.text_mode_offer(tools, system)
+        if say:
+            run.say_text_mode_leaves_out(left_out)
+    return ModelRequest(
+        system=system, items=list(agent.context),
+        tools=[t.spec() for t in tools],
+        temperature=agent.temperature, max_tokens=agent.request_max_tokens,
+        tool_choice=agent.tool_choice, prompt_cache=agent.prompt_cache,
+        cache_key=agent.prompt_cache_key if agent.prompt_cache else None)
+
+
+def _on_wire(run: StepRun, req: ModelRequest) -> ModelRequest:
+    """``req`` as this step sends it (text mode carries the tools in the prompt, in the
+    profile's call format, constrained by its grammar where the server takes one)."""
+    if run.wire != "text":
+        return req
+    return as_text_request(req, run.profile.profile, grammar=bool(run.profile.grammar))
 
 
 def _dropped(run: StepRun, req: ModelRequest, turn: Turn, without_tools: int,

@@ -142,25 +142,37 @@ CACHE_CONTROL = {"type": "ephemeral"}
 
 
 def mark_cache_breakpoints(body: dict[str, Any]) -> None:
-    """Put ``cache_control`` on the system prompt, the last tool and the last message.
+    """Put ``cache_control`` on the system prompt, the last tool, the last message and the
+    last stable message (the last one of the previous request: the user message before the
+    newest assistant turn).
 
-    Three of the four breakpoints the API allows: the server caches the prefix up to each,
-    and the next request (the same prefix plus the newest turns) reads it back. The marks
-    are made on copies, so nothing the caller holds changes.
+    The four breakpoints the API allows: the server caches the prefix up to each, and the
+    next request (the same prefix plus the newest turns) reads it back. The server looks
+    for an earlier cached prefix only some 20 blocks back from a breakpoint, and a turn of
+    many calls and results is more than that: the mark on the previous request's last
+    message is where that request's cache was written, so it is found however long the
+    newest turn is. The marks are made on copies, so nothing the caller holds changes.
     """
     if body.get("system"):
         body["system"] = [{"type": "text", "text": body["system"], "cache_control": dict(CACHE_CONTROL)}]
     if body.get("tools"):
         body["tools"] = [*body["tools"][:-1], {**body["tools"][-1], "cache_control": dict(CACHE_CONTROL)}]
-    messages = body.get("messages") or []
-    if messages:
-        last = messages[-1]
-        blocks = list(last["content"])
+    messages = list(body.get("messages") or [])
+    if not messages:
+        return
+    marks = [len(messages) - 1]
+    reply = next((i for i in range(len(messages) - 2, -1, -1)
+                  if messages[i].get("role") == "assistant"), None)
+    if reply is not None and reply > 0 and messages[reply - 1].get("role") == "user":
+        marks.append(reply - 1)
+    for m in marks:
+        blocks = list(messages[m]["content"])
         for i in range(len(blocks) - 1, -1, -1):
             if blocks[i].get("type") not in _SIGNED:  # the API refuses cache_control there
                 blocks[i] = {**blocks[i], "cache_control": dict(CACHE_CONTROL)}
-                body["messages"] = [*messages[:-1], {**last, "content": blocks}]
+                messages[m] = {**messages[m], "content": blocks}
                 break
+    body["messages"] = messages
 
 
 def to_anthropic_tools(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -28,6 +28,9 @@ __all__ = [
     "ModelEvent",
     "Model",
     "SUMMARY_PROMPT",
+    "SUMMARY_REQUEST",
+    "new_cache_key",
+    "asks_summary",
     "OUTCOME_PROMPT",
 ]
 
@@ -44,6 +47,16 @@ and what they hold;
 - errors met and how they were resolved;
 - open questions and the next steps that were planned.
 Do not invent anything. No preamble: start with the first bullet."""
+
+# The last message of a compaction request made in the conversation itself
+# (``Agent.compact_summary = "conversation"``): the request the step would send, with this
+# appended, so that a server's prompt cache reads the whole conversation back. It starts
+# with ``[ipyagent]``, as every message of ipyagent's own in the conversation does.
+SUMMARY_REQUEST = """\
+[ipyagent] The context window is nearly full: the older turns above will be replaced by \
+your summary. Do not call a tool. In short bullets keep the facts and numbers found, \
+decisions, file and variable names, errors and their fixes, and what is left to do. \
+Invent nothing; start with the first bullet."""
 
 # The system prompt of the request ``Agent.memory_write = "model"`` makes after a run
 # (``ipyagent.memory``): one short note for later sessions. Here for the same reason.
@@ -67,6 +80,23 @@ class ModelRequest:
     # the reply must match this grammar. Sent only by clients whose servers take it.
     grammar: str | None = None
     stop: tuple[str, ...] = ()  # stop strings (a profile's, in text mode)
+    # A stable key per conversation, for servers that route by it to the machine holding
+    # the cached prefix (OpenAI's ``prompt_cache_key``); None: none sent.
+    cache_key: str | None = None
+
+
+def asks_summary(request: ModelRequest) -> bool:
+    """True for a compaction's summary request, in either form: its own (``SUMMARY_PROMPT``)
+    or the step's request with ``SUMMARY_REQUEST`` as its last message."""
+    last = request.items[-1] if request.items else None
+    return request.system == SUMMARY_PROMPT or getattr(last, "content", None) == SUMMARY_REQUEST
+
+
+def new_cache_key() -> str:
+    """A fresh ``ModelRequest.cache_key``: one per conversation, random (it says nothing)."""
+    import uuid
+
+    return "ipyagent-" + uuid.uuid4().hex[:16]
 
 
 @dataclass

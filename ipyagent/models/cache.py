@@ -91,11 +91,11 @@ def request_key(model: str, request: ModelRequest) -> str:
         return ["other", repr(item)]
 
     # Every other request field is a sampling setting (temperature, max_tokens, tool_choice,
-    # and whatever is added later): all of them count. A prompt-cache breakpoint does not
-    # shape the reply (and leaving it out keeps the keys of older caches).
+    # and whatever is added later): all of them count. A prompt-cache breakpoint or key does
+    # not shape the reply (and leaving them out keeps the keys of older caches).
     # A grammar and stop strings count when set (left out when not: older keys stay valid).
     settings = {f.name: getattr(request, f.name) for f in dataclasses.fields(request)
-                if f.name not in ("system", "items", "tools", "prompt_cache")
+                if f.name not in ("system", "items", "tools", "prompt_cache", "cache_key")
                 and not (f.name in ("grammar", "stop") and not getattr(request, f.name))}
     body = {"v": KEY_VERSION, "model": model, "system": request.system,
             "items": [wire(i) for i in request.items], "tools": request.tools, **settings}

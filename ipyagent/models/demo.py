@@ -53,6 +53,7 @@ from .base import (
     ToolCallDelta,
     Turn,
     TurnComplete,
+    asks_summary,
 )
 from .demo_fix import fix_request, propose_fix
 from .demo_flows import (
@@ -113,7 +114,10 @@ class DemoModel:
     # -- planning ------------------------------------------------------------------
     def _plan(self, request: ModelRequest) -> tuple[str, list[ToolCall]]:
         items = list(request.items)
-        if request.system == SUMMARY_PROMPT:
+        if asks_summary(request):  # its own request, or the question after the conversation
+            if request.system != SUMMARY_PROMPT:  # the items themselves, as blocks of text
+                items = [Message("user", "\n\n".join(f"[{getattr(it, 'label', 'item')}]\n{it}"
+                                                      for it in items[:-1]))]
             return _summarise(items), []
         if request.system == OUTCOME_PROMPT:  # the memory note: the facts it was given
             facts = str(getattr(items[-1], "content", "")).split("\n\n")[0] if items else ""

@@ -542,4 +542,8 @@ class OpenAIChatModel(StreamingHTTPModel):
             # OpenAI-compatible server still reads max_tokens.
             official = httpx.URL(self.url).host == "api.openai.com"
             body["max_completion_tokens" if official else "max_tokens"] = request.max_tokens
+        if request.cache_key and httpx.URL(self.url).host == "api.openai.com":
+            # OpenAI's own API only: it routes by the key to the machine holding the prefix;
+            # other servers ignore the field at best and refuse it at worst.
+            body["prompt_cache_key"] = request.cache_key
         return body

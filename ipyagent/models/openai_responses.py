@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+import httpx
+
 from ..context.items import Item, Message, Reasoning, Summary, ToolCall, ToolResult, new_call_id
 from .base import ModelEvent, ModelRequest, ReasoningDelta, ToolCallDelta, Turn
 from .http import ProviderError, StreamingHTTPModel
@@ -376,6 +378,10 @@ class OpenAIResponsesModel(StreamingHTTPModel):
             body["temperature"] = request.temperature
         if request.max_tokens is not None:
             body["max_output_tokens"] = request.max_tokens
+        if request.cache_key and httpx.URL(self.url).host == "api.openai.com":
+            # OpenAI's own API only: it routes by the key to the machine holding the prefix;
+            # other servers ignore the field at best and refuse it at worst.
+            body["prompt_cache_key"] = request.cache_key
         return body
 
     def new_assembler(self) -> ResponsesTurnAssembler:

@@ -28,6 +28,7 @@ from ipyagent.models.sse import sse_response
 from tests.helpers.scripted_server import Completion, RawSSE, Reply, ToolCallSpec, _split, _words, sse_event
 
 __all__ = [
+    "asks_summary",
     "ResponsesReply",
     "AnthropicReply",
     "AnyAPIReply",
@@ -51,6 +52,19 @@ DATA = Path(__file__).parents[1] / "data"
 CORPUS = Path(os.environ.get("IPYAGENT_CORPUS") or DATA / "corpus")
 # Recordings from a real llama-cpp-python server, in the same format, beside the corpus.
 LOCAL_CORPUS = Path(os.environ.get("IPYAGENT_CORPUS_LOCAL") or CORPUS.parent / "corpus-llama-cpp-python")
+
+
+def asks_summary(body: dict[str, Any]) -> bool:
+    """A compaction's summary request, in either form (``Agent.compact_summary``): its own
+    (the summariser's system prompt, no tools) or the step's request with ipyagent's summary
+    question as the last message (every wire protocol: chat, Responses, Anthropic)."""
+    from ipyagent.models.base import SUMMARY_PROMPT, SUMMARY_REQUEST
+
+    items = body.get("messages") or body.get("input") or []
+    first = json.dumps(items[0], ensure_ascii=False) if items else ""
+    last = json.dumps(items[-1], ensure_ascii=False) if items else ""
+    system = json.dumps(body.get("system") or body.get("instructions") or "", ensure_ascii=False)
+    return json.dumps(SUMMARY_PROMPT)[1:-1] in first + system or SUMMARY_REQUEST in last
 
 
 def corpus_files() -> list[Path]:

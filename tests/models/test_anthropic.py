@@ -60,8 +60,8 @@ def test_two_step_tool_loop_through_the_agent(scripted_server: ScriptedServer, m
     assert first.path == "/v1/messages"
     assert first.headers["x-api-key"] == KEY and "authorization" not in first.headers
     assert first.headers["anthropic-version"] == ANTHROPIC_VERSION
-    # Agent.prompt_cache (on by default) marks the system prompt, the last tool and the
-    # last message as cache breakpoints.
+    # Agent.prompt_cache (on by default) marks the system prompt, the last tool, the last
+    # message and the previous request's last message as cache breakpoints.
     ephemeral = {"type": "ephemeral"}
     assert first.body["system"] == [{"type": "text", "text": agent.context.system,
                                      "cache_control": ephemeral}]
@@ -71,7 +71,9 @@ def test_two_step_tool_loop_through_the_agent(scripted_server: ScriptedServer, m
     marks = [t.get("cache_control") for t in first.body["tools"]]
     assert marks == [None] * (len(marks) - 1) + [ephemeral]
     assert second.body["messages"] == [
-        {"role": "user", "content": [{"type": "text", "text": "Add 2 and 3, and explode 1."}]},
+        # The first request's last message: marked where its cache was written.
+        {"role": "user", "content": [{"type": "text", "text": "Add 2 and 3, and explode 1.",
+                                      "cache_control": ephemeral}]},
         {"role": "assistant", "content": [
             # The signed thinking block goes back unchanged, before the tool_use blocks.
             {"type": "thinking", "thinking": "Two sums; call the tool twice.", "signature": "SIG-1"},
