@@ -9,6 +9,8 @@ from ipyagent.context.evidence import (
     error_ignored,
     files_to_write,
     findings,
+    last_call_failed,
+    no_call_ran,
     numbers_in,
     own_constants,
     run_items,
@@ -198,3 +200,35 @@ def test_a_staged_run_that_wrote_nothing() -> None:
     assert findings(items, "Done.", staged=False) == []  # nothing to tell a write by
     wrote = [*items[:2], result("", changes=[{"path": "note.txt", "kind": "new"}])]
     assert findings(wrote, "Done.", staged=True) == []
+
+
+# -- measured at 1.5B (bench/local_models.py): a reported failure, and no call at all ------
+MODULE = ("ModuleNotFoundError                       Traceback (most recent call last)\n"
+          "----> 1 import sympy\n\nModuleNotFoundError: No module named 'sympy'")
+
+
+def test_a_reported_failure_is_still_worth_one_more_try() -> None:
+    answer = "The error indicates that the sympy module is not installed. Install it with pip."
+    assert error_ignored(answer, result(MODULE, error=True)) is None  # it said so
+    found = last_call_failed(answer, result(MODULE, error=True))
+    assert found is not None and "ModuleNotFoundError" in found.said
+    assert "standard library" in found.ask
+    items = [Message("user", "How many primes are below 1000? Use Python."),
+             ToolCall("c1", "python", {"code": "import sympy"}), result(MODULE, error=True)]
+    assert [f.rule for f in findings(items, answer)] == ["last_call_failed"]
+    assert last_call_failed("168", result("168")) is None
+
+
+@pytest.mark.parametrize("task, asks", [
+    ("Use Python to compute 2**100. Reply with the number.", True),
+    ("How many primes are below 1000? Use Python to count them.", True),
+    ("Compute it with Python and reply.", True),
+    ("Run some code to check.", True),
+    ("What is the capital of France?", False),
+    ("Is Python a good first language?", False),
+])
+def test_an_answer_without_a_call_when_the_task_asks_for_python(task: str, asks: bool) -> None:
+    assert (no_call_ran(task, "1024") is not None) == asks
+    found = findings([Message("user", task)], "1024", can_run=True)
+    assert [f.rule for f in found] == (["no_call"] if asks else [])
+    assert findings([Message("user", task)], "1024") == []  # nothing that runs code offered

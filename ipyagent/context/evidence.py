@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from .items import Item, Message, ToolCall, ToolResult
 
-__all__ = ["Finding", "findings", "run_items", "error_ignored", "suspicious_value",
+__all__ = ["Finding", "findings", "run_items", "error_ignored", "last_call_failed", "no_call_ran",
+           "suspicious_value",
            "unsupported_numbers", "unchanged_files", "single_look", "own_constants", "numbers_in",
            "files_to_write", "CHECK_KEY", "CONTINUE_KEY"]
 
@@ -28,7 +29,8 @@ CONTINUE_KEY = "continue"  # meta key of ipyagent's "go on" after a reply cut at
 class Finding:
     """One thing the evidence says against the answer."""
 
-    rule: str  # error_ignored | empty | zero | nan | unsupported_number | file_unchanged | units
+    rule: str  # error_ignored | last_call_failed | no_call | empty | zero | nan |
+    #            unsupported_number | file_unchanged | units
     said: str  # for the person: "the last output was a traceback"
     ask: str  # for the model: what to look at again
 
@@ -71,6 +73,34 @@ def error_ignored(answer: str, last: ToolResult) -> Finding | None:
                    f"Your last tool call failed with {what}, and your answer does not say so: "
                    "the answer cannot rest on that call. Read the error, fix the call and run it "
                    "again, or tell the user it failed.")
+
+
+def last_call_failed(answer: str, last: ToolResult) -> Finding | None:
+    """The last call failed and the answer reports it: told once that another way may work
+    (a small model gives up on the first ModuleNotFoundError or wrong name it meets)."""
+    if not (last.error or _TRACEBACK.search(last.output)):
+        return None
+    name = [n for n in _ERROR_NAME.findall(last.output) if n not in ("Error", "Exception")]
+    what = f"an error ({name[-1]})" if name else "an error"
+    return Finding("last_call_failed", f"the last call ended in {what}",
+                   f"Your last tool call failed with {what}. If another way can work (a module "
+                   "that is installed, the standard library, a corrected name, path or "
+                   "separator), write it and run it; only if none can, answer that it failed.")
+
+
+_ASKS_FOR_CODE = re.compile(
+    r"\b(?:use|using|with|run|write|in)\s+(?:some\s+|a\s+)?(?:python|code|the python tool|a script)\b"
+    r"|\bpython\s+to\b", re.I)
+
+
+def no_call_ran(task: str, answer: str) -> Finding | None:
+    """The task asks for Python and the model answered without running any."""
+    if not _ASKS_FOR_CODE.search(task) or not answer.strip():
+        return None
+    return Finding("no_call", "no code ran though the task asks for Python",
+                   "The task asks you to use Python, and you answered without running any: "
+                   "the answer is a guess. Call the python tool with code that computes it, "
+                   "then answer from its output.")
 
 
 # Not an empty list or dict: "[]" is as often the answer ("no keys match") as a slip.
@@ -274,16 +304,19 @@ def single_look(answer: str, calls_run: int, constants: Sequence[str]) -> Findin
 
 
 # -- all of them -----------------------------------------------------------------------------
-def findings(items: Sequence[Item], answer: str, *, staged: bool = False) -> list[Finding]:
+def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
+             can_run: bool = False) -> list[Finding]:
     """What the run in progress (``items``: the context; the answer may be in it already)
     says against ``answer``, the most telling first; [] when no call ran or nothing is amiss.
 
     ``staged``: the sibling writes to a staged workspace, whose change sets record every file
-    a call wrote (without it, a file written by code leaves no trace to check)."""
+    a call wrote (without it, a file written by code leaves no trace to check). ``can_run``:
+    a tool that runs code is offered (so an answer to "use Python" with no call is a guess)."""
     task, items_now = run_items(items)
     results = [i for i in items_now if _ran(i)]
     if not results:
-        return []
+        asked = no_call_ran(task, answer) if can_run else None
+        return [asked] if asked else []
     last = results[-1]
     assert isinstance(last, ToolResult)
     # What the tools gave, also where compaction has since cleared it from the model's view.
@@ -293,7 +326,7 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False) -> lis
     inputs = [task, *[_code(c) for c in items_now if isinstance(c, ToolCall)],
               *[i.content for i in items if isinstance(i, Message) and i.role != "assistant"],
               *earlier]
-    found: list[Finding | None] = [error_ignored(answer, last)]
+    found: list[Finding | None] = [error_ignored(answer, last) or last_call_failed(answer, last)]
     written = [str(c.get("path")) for r in results for c in (r.meta.get("changes") or [])
                if isinstance(c, dict) and c.get("kind") != "deleted"]
     written += [str(r.meta["file"].get("path")) for r in results

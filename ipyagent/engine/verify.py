@@ -74,7 +74,8 @@ def look_again(agent: AgentView, answer: str, *, room: bool) -> str | None:
     if sum(CHECK_KEY in i.meta for i in this_run if isinstance(i, Message)) >= MAX_CHECKS:
         return None
     staged = getattr(agent.kernel_if_started, "stage", None) is not None
-    found = findings(items, answer, staged=staged)
+    can_run = any(t.name in ("python", "shell") for t in agent.offered_tools())
+    found = findings(items, answer, staged=staged, can_run=can_run)
     if not found:
         return None
     agent.context.append(check_message(found))

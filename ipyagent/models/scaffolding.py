@@ -23,7 +23,7 @@ __all__ = ["Cut", "cut_scaffolding", "cut_notice"]
 # <tool_response>; ipyagent's note, as it is written now and as it was before), and the
 # chat templates' turn markers (a reply that writes one is writing the next turn).
 _FRAMING: dict[str, str] = {
-    "a <tool_response> block": r"</?tool_response>",
+    "a <tool_response> block": r"</?tool[ _]?response>",
     "ipyagent's note": r"Note from ipyagent\b|\[ipyagent note\b",
     "a [tool output] label": r"\[tool output\]",
     "a chat turn marker": r"<\|im_start\|>|<\|start_header_id\|>|<\|eot_id\|>|<start_of_turn>",

@@ -33,6 +33,8 @@ def test_the_measured_echo_is_cut_after_the_answer() -> None:
     ("\n\nNote from ipyagent (not tool output): the user approved", "ipyagent's note"),
     ("\n[ipyagent note, not tool output: files changed]", "ipyagent's note"),
     ("<|im_start|>user\nthanks<|im_end|>", "a chat turn marker"),
+    # measured at 1.5B (bench primes): its own spelling of the block
+    ("\n<tool Response>\nThe error indicates that sympy is not installed", "a <tool_response> block"),
     ("\n" + TRACEBACK, "a traceback after the answer"),
 ])
 def test_each_framing_is_cut(tail: str, why: str) -> None:
