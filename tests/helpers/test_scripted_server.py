@@ -14,7 +14,7 @@ def test_models_endpoint_and_request_log() -> None:
     with ScriptedServer(model="demo-7b") as srv:
         response = httpx.get(f"{srv.base_url}/models", headers={"X-Probe": "1"})
         assert response.json()["data"][0]["id"] == "demo-7b"
-        (received,) = srv.requests
+        (received,) = srv.gets  # GETs are kept apart from the POSTs (srv.requests)
         assert (received.method, received.path, received.headers["x-probe"]) == ("GET", "/v1/models", "1")
 
 
