@@ -90,9 +90,11 @@ def _settle(future: asyncio.Future[bool | str], answer: bool | str) -> None:
         future.set_result(answer)
 
 
-async def ask_changes_in_notebook(dispatcher: Any, headless: bool, timeout: float, request: Any,
-                                  show: Callable[[Any], Any] | None = None) -> bool | str:
-    """True (apply), False (keep in the sandbox), or why nobody answered (they wait)."""
+async def ask_in_notebook(make_panel: Callable[[Callable[[bool | str], None]], Any],
+                          dispatcher: Any, headless: bool, timeout: float,
+                          show: Callable[[Any], Any] | None = None) -> bool | str:
+    """Show the yes/no panel ``make_panel(resolve)`` builds (it has ``widget``, ``answer`` and
+    ``settle(why)``) in the cell and wait: True, False, or why nobody answered."""
     if dispatcher is None:
         return "no notebook cell to ask in"
     if headless:
@@ -103,11 +105,10 @@ async def ask_changes_in_notebook(dispatcher: Any, headless: bool, timeout: floa
     def resolve(answer: bool | str) -> None:  # main thread -> engine loop
         loop.call_soon_threadsafe(_settle, future, answer)
 
-    holder: list[ChangesPanel] = []
+    holder: list[Any] = []
 
     def open_panel() -> None:
-        panel = ChangesPanel(request, resolve, f" (left waiting after {timeout:g} s without an "
-                                               "answer)" if timeout else "")
+        panel = make_panel(resolve)
         holder.append(panel)
         if show is not None:
             show(panel.widget)
@@ -133,3 +134,11 @@ async def ask_changes_in_notebook(dispatcher: Any, headless: bool, timeout: floa
     except asyncio.CancelledError:
         dispatcher.call(settle_open, "interrupted")
         raise
+
+
+async def ask_changes_in_notebook(dispatcher: Any, headless: bool, timeout: float, request: Any,
+                                  show: Callable[[Any], Any] | None = None) -> bool | str:
+    """True (apply), False (keep in the sandbox), or why nobody answered (they wait)."""
+    waiting = f" (left waiting after {timeout:g} s without an answer)" if timeout else ""
+    return await ask_in_notebook(lambda resolve: ChangesPanel(request, resolve, waiting),
+                                 dispatcher, headless, timeout, show)

@@ -4,11 +4,11 @@ name is escaped text with its control characters made visible."""
 
 from __future__ import annotations
 
-import asyncio
 import html
 from typing import Any, Callable
 
 from .._util.text import visible
+from .changes_panel import ask_in_notebook
 
 __all__ = ["PreviewPanel", "ask_preview_in_notebook"]
 
@@ -54,51 +54,9 @@ class PreviewPanel:
                              f"… not sent: {html.escape(str(answer))}")
 
 
-def _settle(future: asyncio.Future[bool | str], answer: bool | str) -> None:
-    if not future.done():
-        future.set_result(answer)
-
-
 async def ask_preview_in_notebook(dispatcher: Any, headless: bool, timeout: float, request: Any,
                                   show: Callable[[Any], Any] | None = None) -> bool | str:
     """True (send), False (don't), or why nobody answered (then nothing is sent)."""
-    if dispatcher is None:
-        return "no notebook cell to ask in"
-    if headless:
-        return "the notebook runs without a frontend to ask in (nbclient, papermill or CI)"
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[bool | str] = loop.create_future()
-
-    def resolve(answer: bool | str) -> None:  # main thread -> engine loop
-        loop.call_soon_threadsafe(_settle, future, answer)
-
-    holder: list[PreviewPanel] = []
-
-    def open_panel() -> None:
-        panel = PreviewPanel(request, resolve, f" (not sent after {timeout:g} s without an "
-                                               "answer)" if timeout else "")
-        holder.append(panel)
-        if show is not None:
-            show(panel.widget)
-        else:
-            from IPython.display import display
-
-            display(panel.widget)
-
-    def settle_open(why: str) -> None:
-        for panel in holder:
-            if panel.answer is None:
-                panel.settle(why)
-
-    dispatcher.call(open_panel)
-    try:
-        return await (asyncio.wait_for(asyncio.shield(future), timeout) if timeout else future)
-    except asyncio.TimeoutError:
-        if future.done() and not future.cancelled():
-            return future.result()
-        why = f"nobody answered within {timeout:g} s (Agent.approval_timeout)"
-        dispatcher.call(settle_open, why)
-        return why
-    except asyncio.CancelledError:
-        dispatcher.call(settle_open, "interrupted")
-        raise
+    waiting = f" (not sent after {timeout:g} s without an answer)" if timeout else ""
+    return await ask_in_notebook(lambda resolve: PreviewPanel(request, resolve, waiting),
+                                 dispatcher, headless, timeout, show)
