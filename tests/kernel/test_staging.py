@@ -18,10 +18,9 @@ from pathlib import Path
 import pytest
 
 from ipyagent import Agent
-from ipyagent._util import eventloop as _eventloop
-from ipyagent.context.items import ToolCall, ToolResult
 from ipyagent.kernel import sandbox
 from ipyagent.kernel.staging import Stage, code_risk, probe_overlay
+from tests.helpers.staging import call, changes
 
 FLAGS, WHY = sandbox.probe()
 STAGE_WHY = probe_overlay() if FLAGS is not None else WHY
@@ -49,15 +48,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Agent, Pat
                    sandbox_env=["IPYAGENT_TEST_PASSED"]) as agent:
             agent.kernel.start()
             yield agent, ws
-
-
-def call(agent: Agent, code: str, tool: str = "python") -> ToolResult:
-    args = {"code": code} if tool == "python" else {"command": code}
-    return _eventloop.run_sync(agent.tools.execute(ToolCall("c1", tool, args)))
-
-
-def changes(result: ToolResult) -> dict[str, dict]:
-    return {c["path"]: c for c in result.meta.get("changes", [])}
 
 
 @needs_stage

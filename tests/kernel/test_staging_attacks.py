@@ -27,13 +27,13 @@ import pytest
 
 from ipyagent import Agent
 from ipyagent._util import eventloop as _eventloop
-from ipyagent.context.items import ToolCall, ToolResult
 from ipyagent.engine.approval import TerminalApprover
 from ipyagent.frontends.changes_panel import changes_html
 from ipyagent.kernel import sandbox
 from ipyagent.kernel.sandbox import MAX_PROCESSES
 from ipyagent.kernel.staging import Change, code_risk, probe_overlay
 from ipyagent.tools.changes import ChangeRequest, never_applied
+from tests.helpers.staging import call, changes
 
 FLAGS, WHY = sandbox.probe()
 STAGE_WHY = probe_overlay() if FLAGS is not None else WHY
@@ -51,15 +51,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Agent, Pat
     with Agent(file_tools=False, cwd=str(ws), tool_timeout=60, sandbox="bwrap") as agent:
         agent.kernel.start()
         yield agent, ws
-
-
-def call(agent: Agent, code: str, tool: str = "python") -> ToolResult:
-    args = {"code": code} if tool == "python" else {"command": code}
-    return _eventloop.run_sync(agent.tools.execute(ToolCall("c1", tool, args)))
-
-
-def changes(result: ToolResult) -> dict[str, dict]:
-    return {c["path"]: c for c in result.meta.get("changes", [])}
 
 
 @needs_stage
