@@ -155,6 +155,7 @@ def _workdir(task: Task) -> Iterator[Path]:
 
 
 ANSWERS: list[str] = []  # what each run answered, for --answers
+TRANSCRIPTS: Path | None = None  # where each ipyagent run's transcript goes, for --transcripts
 
 
 def run_ipyagent(task: Task, base_url: str, model: str, max_steps: int) -> tuple[bool, int, float, str]:
@@ -166,6 +167,8 @@ def run_ipyagent(task: Task, base_url: str, model: str, max_steps: int) -> tuple
             result = agent.run(task.prompt)
             answer = result.steps[-1].text if result.steps else ""
             steps, why = len(result.steps), result.stop_reason
+            if TRANSCRIPTS is not None:
+                agent.save(TRANSCRIPTS / f"{task.name}.ipynb")
         finally:
             agent.close()
         seconds = time.perf_counter() - start
@@ -221,6 +224,8 @@ def run_smol_code(task: Task, base_url: str, model: str, max_steps: int) -> tupl
 # llama-cpp-python's server (verbose, its default) prints one line a completion with the
 # prompt tokens it evaluated: those the prompt cache did not already hold.
 EVALUATED = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
+# ... and, before it, the tokens of the prompt its cache already held (no line: none).
+REUSED = re.compile(r"Llama\.generate: (\d+) prefix-match hit")
 
 
 class Server:
@@ -252,6 +257,9 @@ class Server:
     def evaluated(self) -> int:
         return sum(int(n) for n in EVALUATED.findall(self.log.read_text(errors="replace")))
 
+    def reused(self) -> int:
+        return sum(int(n) for n in REUSED.findall(self.log.read_text(errors="replace")))
+
     def close(self) -> None:
         self.process.terminate()
         self.process.wait(30)
@@ -276,7 +284,13 @@ def main() -> None:
     parser.add_argument("--runners", default=",".join(RUNNERS), help="comma-separated, of: "
                         + ", ".join(RUNNERS))
     parser.add_argument("--answers", action="store_true", help="print each answer under its row")
+    parser.add_argument("--transcripts", type=Path,
+                        help="save each ipyagent run as a notebook transcript in this folder")
     args = parser.parse_args()
+    global TRANSCRIPTS
+    if args.transcripts:
+        args.transcripts.mkdir(parents=True, exist_ok=True)
+        TRANSCRIPTS = args.transcripts.resolve()
     pool = [t for name, tasks in SETS.items() if args.set in (name, "all") for t in tasks]
     tasks = [t for t in pool if not args.only or t.name in args.only.split(",")]
     runners = {n: RUNNERS[n] for n in args.runners.split(",")}
@@ -293,16 +307,17 @@ def main() -> None:
         log = Path(tempfile.mkdtemp(prefix="bench-llama-")) / "server.log"
         server = Server(args.llama_python, args.gguf, args.n_ctx, log)
         args.base_url, args.model = server.base_url, "local"
-    totals = {name: [0, 0, 0.0, 0] for name in runners}
+    totals = {name: [0, 0, 0.0, 0, 0] for name in runners}
     width = 40
     print(f"{'task':<15}" + "".join(f"{name:>{width}}" for name in runners))
     try:
         for task in tasks:
             row = f"{task.name:<15}"
             for name, runner in runners.items():
-                before = server.evaluated() if server else 0
+                before = (server.evaluated(), server.reused()) if server else (0, 0)
                 ok, steps, seconds, why = runner(task, args.base_url, args.model, args.max_steps)
-                evaluated = server.evaluated() - before if server else 0
+                evaluated = server.evaluated() - before[0] if server else 0
+                totals[name][4] += server.reused() - before[1] if server else 0
                 totals[name][0] += ok
                 totals[name][1] += steps
                 totals[name][2] += seconds
@@ -320,7 +335,11 @@ def main() -> None:
             server.close()
     print(f"{'total':<15}" + "".join(
         f"{f'{s}/{len(tasks)} solved, {n} steps, {e} tokens, {t:.0f}s':>{width}}"
-        for s, n, t, e in totals.values()))
+        for s, n, t, e, _ in totals.values()))
+    if server:  # the share of prompt tokens the server's cache held
+        print(f"{'reused':<15}" + "".join(
+            f"{f'{r / max(r + e, 1):.1%} of {r + e} prompt tokens':>{width}}"
+            for _, _, _, e, r in totals.values()))
 
 
 if __name__ == "__main__":

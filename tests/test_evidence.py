@@ -6,6 +6,7 @@ import pytest
 
 from ipyagent.context.evidence import (
     CHECK_KEY,
+    empty_answer,
     error_ignored,
     files_to_write,
     findings,
@@ -54,13 +55,16 @@ def test_an_answer_that_reports_the_error_is_fine(answer: str) -> None:
     ("0", "zero"), ("The total amount: 0", "zero"), ("0.0\n", "zero"),
     ("nan", "nan"), ("mean: NaN", "nan"), ("None", "nan"),
     ("Empty DataFrame\nColumns: []\nIndex: []", "nan"), ("-inf", "nan"),
+    # measured at 1.5B: a unit converted twice, printed with 2 decimals
+    ("Average speed: 0.00 m/s", "zero"), ("g = 0 m/s^2", "zero"), ("0.0 km/h\n", "zero"),
 ])
 def test_zero_nan_and_empty_values_are_suspicious(output: str, rule: str) -> None:
     found = suspicious_value("The total is 0.", result(output), [])
     assert found is not None and found.rule == rule, found
 
 
-@pytest.mark.parametrize("output", ["3695", "mean 14.6", "0 errors, 12 rows\nok", "x = 10.5", "[]"])
+@pytest.mark.parametrize("output", ["3695", "mean 14.6", "0 errors, 12 rows\nok", "x = 10.5", "[]",
+                                    "found 0 errors", "speed: 4.17 m/s"])
 def test_ordinary_values_are_not(output: str) -> None:
     assert suspicious_value("The answer.", result(output), []) is None
 
@@ -232,3 +236,15 @@ def test_an_answer_without_a_call_when_the_task_asks_for_python(task: str, asks:
     found = findings([Message("user", task)], "1024", can_run=True)
     assert [f.rule for f in found] == (["no_call"] if asks else [])
     assert findings([Message("user", task)], "1024") == []  # nothing that runs code offered
+
+
+# -- measured at 1.5B: an empty final reply right after the result that held the answer ------
+def test_an_empty_answer_is_asked_for_again() -> None:
+    assert empty_answer("The file says hello.") is None
+    found = empty_answer("  \n")
+    assert found is not None and found.rule == "empty_answer" and "empty" in found.ask
+    items = [Message("user", "Write 'hello' to note.txt, read it back and reply with it."),
+             ToolCall("c1", "read_file", {"path": "note.txt"}), result("hello")]
+    assert [f.rule for f in findings(items, "")] == ["empty_answer"]
+    assert [f.rule for f in findings([Message("user", "Hi?")], "")] == ["empty_answer"]
+    assert findings(items, "It says hello.") == []

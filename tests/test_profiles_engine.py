@@ -135,6 +135,30 @@ def test_a_template_without_tools_starts_in_text_mode(tmp_path: Path) -> None:
             "general.name 'Smollm2 135M'; the chat template in the GGUF file has no tool calling") in said
 
 
+def test_on_llama_cpp_python_a_conversation_starts_in_text_mode_with_the_grammar() -> None:
+    """llama-cpp-python's server returns calls as text under tool_choice 'auto' (measured:
+    Qwen2.5-Coder-1.5B wrote them in a ```json fence): starting native would cost the
+    server's prompt cache at the switch and leave the first call unconstrained."""
+    events: list[Any] = []
+    call = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'
+    with ScriptedServer([_probe_answer(), reply_text(call), reply_text("5")],
+                        model="qwen2.5-coder-1.5b", owned_by="me") as srv:
+        with _agent(srv, tool_mode="auto") as agent:
+            result = agent.run("add 2 and 3", on_event=events.append)
+        probe, *turns = [r.body for r in srv.requests]
+    assert result.stop_reason == "done" and len(turns) == 2
+    assert all("tools" not in b and b["grammar"].startswith("root ::=") for b in turns)
+    # One system prompt for the whole conversation: the second request extends the first.
+    assert turns[1]["messages"][:2] == turns[0]["messages"][:2]
+    said = " ".join(getattr(e, "message", "") for e in events)
+    assert "Tool calls as text from the start: llama-cpp-python's server returns" in said
+    # llama-server (it answers /props) parses calls itself: native, as before.
+    with ScriptedServer([reply_text("5")], model="qwen2.5-coder-1.5b", owned_by="llamacpp") as srv:
+        with _agent(srv, tool_mode="auto") as agent:
+            agent.run("add 2 and 3")
+        assert "tools" in srv.requests[-1].body
+
+
 def test_the_payload_carries_grammar_and_stop_only_when_set() -> None:
     client = OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1")
     plain = client.payload(ModelRequest("", [Message("user", "hi")]))

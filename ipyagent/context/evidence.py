@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .items import Item, Message, ToolCall, ToolResult
 
-__all__ = ["Finding", "findings", "run_items", "error_ignored", "last_call_failed", "no_call_ran",
+__all__ = ["Finding", "findings", "run_items", "empty_answer", "error_ignored", "last_call_failed", "no_call_ran",
            "suspicious_value",
            "unsupported_numbers", "unchanged_files", "single_look", "own_constants", "numbers_in",
            "files_to_write", "CHECK_KEY", "CONTINUE_KEY"]
@@ -29,7 +29,7 @@ CONTINUE_KEY = "continue"  # meta key of ipyagent's "go on" after a reply cut at
 class Finding:
     """One thing the evidence says against the answer."""
 
-    rule: str  # error_ignored | last_call_failed | no_call | empty | zero | nan |
+    rule: str  # empty_answer | error_ignored | last_call_failed | no_call | empty | zero | nan |
     #            unsupported_number | file_unchanged | units
     said: str  # for the person: "the last output was a traceback"
     ask: str  # for the model: what to look at again
@@ -51,6 +51,17 @@ def _ran(item: Item) -> bool:
     meta = item.meta if isinstance(item, ToolResult) else {}
     return isinstance(item, ToolResult) and not any(
         meta.get(k) for k in ("denied", "skipped", "interrupted", "unreadable"))
+
+
+def empty_answer(answer: str) -> Finding | None:
+    """The final reply says nothing: the person would get an empty answer (seen at 1.5B
+    right after a result that held the answer)."""
+    if answer.strip():
+        return None
+    return Finding("empty_answer", "the answer was empty",
+                   "Your reply was empty, so the user got no answer. Answer the user's "
+                   "question now, from the tool results above (or call a tool if you still "
+                   "need one).")
 
 
 # -- the last output: an error the answer ignores, or a value that looks wrong --------------
@@ -105,7 +116,10 @@ def no_call_ran(task: str, answer: str) -> Finding | None:
 
 # Not an empty list or dict: "[]" is as often the answer ("no keys match") as a slip.
 _NAN = re.compile(r"^(?:nan|-?inf|none|null|empty (?:dataframe|series)\b.*)$", re.I)
-_LAST_VALUE = re.compile(r"(?:^|[\s:=(\[,])(-?\d+(?:\.\d+)?(?:e[-+]?\d+)?|nan|-?inf|None)\W*$", re.I)
+# The last value of a line, a unit after it or not ("Average speed: 0.00 m/s"); a word after
+# it is not a unit ("0 errors" is a count).
+_LAST_VALUE = re.compile(r"(?:^|[\s:=(\[,])(-?\d+(?:\.\d+)?(?:e[-+]?\d+)?|nan|-?inf|None)"
+                         r"(?:\s?[a-zA-Z°µ%][a-zA-Z]{0,3}(?:[/^*·][\w²³^]{1,5})*[²³]?)?\W*$", re.I)
 
 
 def suspicious_value(answer: str, last: ToolResult, outputs_before: Sequence[str]) -> Finding | None:
@@ -137,9 +151,11 @@ def suspicious_value(answer: str, last: ToolResult, outputs_before: Sequence[str
     if not zero:
         return None
     return Finding("zero", f"the last output was {_short(line)}",
-                   f"Your last tool call gave {_short(line)}: a zero often means the data was "
-                   "not read as intended (a wrong separator, column or filter). Look at the data "
-                   "(print a few rows) and check before answering.")
+                   f"Your last tool call gave {_short(line)}: a zero (or a small value the "
+                   "format rounded to zero) often means the data was not read as intended (a "
+                   "wrong separator, column or filter) or a unit was converted twice. Call the "
+                   "tool again to print the data or each intermediate value, check them, and "
+                   "then answer.")
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -314,6 +330,8 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
     a tool that runs code is offered (so an answer to "use Python" with no call is a guess)."""
     task, items_now = run_items(items)
     results = [i for i in items_now if _ran(i)]
+    if not answer.strip():
+        return [empty_answer(answer)]  # type: ignore[list-item]  # never None here
     if not results:
         asked = no_call_ran(task, answer) if can_run else None
         return [asked] if asked else []

@@ -55,7 +55,7 @@ async def resolve(agent: AgentView, emit: Callable[[Notice], None]) -> ProfileCh
         grammar = asks  # only chat completions carries the field
     elif agent.constrain_calls == "auto" and asks and _local(agent):
         grammar = None  # probed before the first text-mode request
-    choice = ProfileChoice(profile, grammar, key)
+    choice = ProfileChoice(profile, grammar, key, facts.calls_come_as_text if facts else "")
     agent.profile_choice = choice
     if profile.name != GENERIC.name or grammar:
         emit(Notice(f"Model profile {choice.describe()}.", "info"))
@@ -87,10 +87,16 @@ async def for_text(agent: AgentView, choice: ProfileChoice, emit: Callable[[Noti
 
 
 def text_from_the_start(agent: AgentView, choice: ProfileChoice) -> str | None:
-    """Why a new conversation under ``tool_mode = "auto"`` starts in text mode (its chat
-    template cannot carry tools), or None."""
-    if agent.tool_mode != "auto" or choice.profile.template_tools is not False:
+    """Why a new conversation under ``tool_mode = "auto"`` starts in text mode, or None:
+    its chat template cannot carry tools, or the server would return the calls as text
+    anyway. Why the second: switching after the first reply changes the system prompt, so
+    the server's prompt cache is lost at step 2, and the first call would go unconstrained."""
+    if agent.tool_mode != "auto":
+        return None
+    if choice.profile.template_tools is not False and not choice.calls_as_text:
         return None
     if agent.tool_mode_state.text_because or any("turn" in item.meta for item in agent.context):
         return None  # already text, or a conversation under way goes on as it went
-    return f"the model profile {choice.profile.name}: {choice.profile.why}"
+    if choice.profile.template_tools is False:
+        return f"the model profile {choice.profile.name}: {choice.profile.why}"
+    return choice.calls_as_text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..context.events import ToolOutput, live_emitter
@@ -14,7 +15,7 @@ from .changes import settle_changes
 if TYPE_CHECKING:
     from ..kernel.base import Kernel
 
-__all__ = ["python_tool", "python_description", "PythonHost"]
+__all__ = ["python_tool", "python_description", "PythonHost", "missing_module"]
 
 
 class PythonHost(Protocol):
@@ -60,6 +61,9 @@ def python_tool(agent: PythonHost) -> Tool:
             call_id=call.id, name=call.name, output=execution.text or "(no output)",
             error=execution.status != "ok", outputs=list(execution.outputs),
             execution_count=execution.execution_count, meta=meta)
+        missing = missing_module(execution.outputs)
+        if missing:
+            result.meta["note"] = missing
         await settle_changes(agent, result)  # the staged workspace: what reaches your folder
         return result
 
@@ -69,6 +73,25 @@ def python_tool(agent: PythonHost) -> Tool:
             "type": "string", "description": "Python source to execute."}},
             "required": ["code"], "additionalProperties": False},
         handler=run_python)
+
+
+_NO_MODULE = re.compile(r"^No module named '([\w.]{1,100})'")
+
+
+def missing_module(outputs: list[dict[str, Any]]) -> str:
+    """ipyagent's note for a ``ModuleNotFoundError``, or "".
+
+    Why: a small model meets ``No module named 'sympy'`` and either gives up or answers from
+    memory (measured at 1.5B, issue 33); the error alone does not tell it that the standard
+    library can do the job.
+    """
+    for out in outputs:
+        if out.get("output_type") == "error" and out.get("ename") == "ModuleNotFoundError":
+            found = _NO_MODULE.match(str(out.get("evalue", "")))
+            name = repr(found.group(1)) if found else "The module"
+            return (f"{name} is not installed where your code runs: do it with the "
+                    "standard library or a module that is installed, and run the call again.")
+    return ""
 
 
 def _images(outputs: list[dict[str, Any]], limit: int = 4) -> list[dict[str, str]]:

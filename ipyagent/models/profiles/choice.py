@@ -18,6 +18,9 @@ class ProfileChoice:
     profile: Profile = GENERIC
     grammar: bool | None = False
     key: tuple[Any, ...] = ()
+    # Why native requests would get their calls back as text on this server ("" if not
+    # known so): a conversation then starts in text mode (``ServerFacts.calls_come_as_text``).
+    calls_as_text: str = ""
 
     def describe(self) -> str:
         constrained = "; calls constrained by a grammar" if self.grammar else ""

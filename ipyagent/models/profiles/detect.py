@@ -41,6 +41,19 @@ class ServerFacts:
         grammar probe."""
         return self.props or any(o in LLAMA_CPP_OWNERS for o in self.owners)
 
+    @property
+    def calls_come_as_text(self) -> str:
+        """Why a native request's calls would come back as text anyway, or "".
+
+        llama-cpp-python's server (``owned_by: "me"``, no ``/props``) renders the tools with
+        the model's template but parses calls from the reply only for a forced
+        ``tool_choice``: under ``"auto"`` every call it returns is text in the content.
+        """
+        if "me" in self.owners and not self.props:
+            return ("llama-cpp-python's server returns a call in the tool_calls field only "
+                    "for a forced tool_choice; under 'auto' its calls come back as text")
+        return ""
+
 
 # Name patterns, most specific first (SmolLM2 is a "llama" architecture; Qwen3 before Qwen2).
 _NAMES = (
