@@ -285,3 +285,14 @@ def test_the_real_model_files_read_as_their_recordings_say() -> None:
         gguf = _recording(recording)["model_file"]["gguf"]
         assert info == GGUFInfo(gguf["general.architecture"], gguf["general.name"],
                                 gguf["tokenizer.chat_template"])
+
+
+def test_families_by_their_one_token_markers() -> None:
+    from ipyagent.models.profiles.detect import family_of_tokens
+
+    # Measured with llama-cpp-python 0.3.36 on the three GGUFs of .ci/local_models.py.
+    assert family_of_tokens(("<|im_start|>", "<tool_call>")) == "qwen2.5"  # 0.5B and 1.5B
+    assert family_of_tokens(("<|im_start|>",)) is None  # SmolLM2-135M: ChatML only
+    assert family_of_tokens(("<|im_start|>", "<tool_call>", "<think>")) == "qwen3"
+    assert family_of_tokens(("<|start_header_id|>", "<|eom_id|>")) == "llama3"
+    assert family_of_tokens(()) is None

@@ -159,6 +159,34 @@ def test_on_llama_cpp_python_a_conversation_starts_in_text_mode_with_the_grammar
         assert "tools" in srv.requests[-1].body
 
 
+def test_a_model_served_under_an_alias_is_known_by_its_tokenizer() -> None:
+    """llama-cpp-python serving a model as ``--model_alias local`` names nothing: its
+    tokenizer (/extras/tokenize) tells Qwen2.5 (<|im_start|> and <tool_call> one token each)."""
+    events: list[Any] = []
+    with ScriptedServer([_probe_answer(), reply_text("5")], model="local", owned_by="me",
+                        special_tokens=("<|im_start|>", "<tool_call>")) as srv:
+        with _agent(srv, tool_mode="auto") as agent:
+            agent.run("add 2 and 3", on_event=events.append)
+            agent.run("and again", on_event=events.append)
+        asked = [g.body["input"] for g in srv.gets if g.path == "/extras/tokenize"]
+        system = srv.requests[-1].body["messages"][0]["content"]
+    assert asked[0] == "" and "<tool_call>" in asked and len(asked) == len(set(asked))  # once
+    said = " ".join(getattr(e, "message", "") for e in events)
+    assert ("Model profile qwen2.5 (Qwen2.5 / Qwen2.5-Coder; tested on qwen2.5-coder-0.5b, "
+            "qwen2.5-coder-1.5b): the server's tokenizer (one token each: <|im_start|>, "
+            "<tool_call>).") in said
+    assert "For each function call, return a json object" in system  # Qwen's own wording
+    # ChatML alone (SmolLM2's vocabulary) names no family; nor does a tokenizer that breaks.
+    for tokens in [("<|im_start|>",), ()]:
+        server.forget()
+        with ScriptedServer([_probe_answer(), reply_text("5")], model="local", owned_by="me",
+                            special_tokens=tokens) as srv:
+            with _agent(srv, tool_mode="auto") as agent:
+                agent.run("add 2 and 3")
+                assert agent.profile_choice is not None
+                assert agent.profile_choice.profile.name == "generic"
+
+
 def test_the_payload_carries_grammar_and_stop_only_when_set() -> None:
     client = OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1")
     plain = client.payload(ModelRequest("", [Message("user", "hi")]))

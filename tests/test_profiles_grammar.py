@@ -234,3 +234,12 @@ def test_llama_cpp_parses_every_grammar_made_here(tmp_path: Path) -> None:
     # The check can fail: a grammar with an undefined rule is refused.
     broken = call_grammar([PYTHON]).replace("body ::=", "bodx ::=")
     assert _llama_parses([*grammars, broken], tmp_path) == ["parsed"] * len(grammars) + ["REFUSED"]
+
+
+def test_strings_may_hold_raw_newlines_and_tabs_but_no_other_control() -> None:
+    # Measured at 1.5B: forbidding the raw newlines Qwen2.5-Coder writes in its code made it
+    # write the code on one line (a SyntaxError); lenient_json reads them.
+    raw_class = _rules(call_grammar([PYTHON]))["char"].split(" | ")[0]
+    char = re.compile(raw_class)  # a GBNF character class reads the same as a Python one
+    assert all(char.fullmatch(c) for c in "a\n\t\r é😀")
+    assert not any(char.fullmatch(c) for c in '"\\\x00\x07\x0b\x1b\x7f')

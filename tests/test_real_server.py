@@ -104,8 +104,10 @@ def _calls(result: Any) -> list[ToolCall]:
 
 def test_with_the_model_s_own_template_a_call_it_writes_runs_and_the_answer_follows(
         qwen_own_template: str, tmp_path: Path) -> None:
-    """The usual start (no --chat_format): the server parses no calls, the model writes one
-    as text; ipyagent's defaults run it in the sibling, send the result back, get the answer."""
+    """The usual start (no --chat_format): the server parses no calls, so ipyagent's defaults
+    send the tools as text from the first request (one system prompt for the whole
+    conversation, calls constrained by a grammar); the model writes a call, the sibling runs
+    it, the result goes back, the answer follows."""
     events: list[Any] = []
     agent = _agent(qwen_own_template, cwd=str(tmp_path), workspace=str(tmp_path))  # the defaults
     result = agent.run("Use Python to compute 2**100", on_event=events.append)
@@ -116,8 +118,10 @@ def test_with_the_model_s_own_template_a_call_it_writes_runs_and_the_answer_foll
     assert call.name == "python" and call.meta.get("from_text") is True
     assert TWO_TO_THE_100 in result.steps[0].results[0].output  # computed by the sibling
     assert TWO_TO_THE_100 in result.text.replace(",", "")
-    assert "tool_mode=auto(text)" in state  # switched, and said so once
-    assert sum("Tool calls as text from now on" in getattr(e, "message", "") for e in events) == 1
+    assert "tool_mode=auto(text)" in state  # text from the start, and said so once
+    said = [getattr(e, "message", "") for e in events]
+    assert sum(m.startswith("Tool calls as text from the start: llama-cpp-python's") for m in said) == 1
+    assert not any("Tool calls as text from now on" in m for m in said)
 
 
 def test_a_multi_step_task_writes_a_file_and_reads_it_back(qwen_own_template: str, tmp_path: Path) -> None:

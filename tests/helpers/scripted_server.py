@@ -453,6 +453,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self._read_body()
+        owner = self.server.owner
+        if self.path == "/extras/tokenize" and owner.owned_by == "me":
+            # llama-cpp-python's tokenizer, apart from the script like the GETs: one token a
+            # character, but the special tokens the test gave it.
+            owner.gets.append(Received(self.command, self.path, {}, body))
+            text = str((body or {}).get("input", "")) if isinstance(body, dict) else ""
+            count = 1 if text in owner.special_tokens else len(text)
+            self.send_json(200, {"tokens": list(range(count))})
+            return
         seq = self._record(body)
         reply = self.server.owner._next(body, f"POST {self.path}")
         try:
@@ -483,9 +492,11 @@ class ScriptedServer:
         fallback: Callable[[Any], Reply] | None = None,
         model: str = "scripted-model",
         owned_by: str = "scripted",  # "me": what llama-cpp-python's /v1/models says
+        special_tokens: tuple[str, ...] = (),  # "me" only: what /extras/tokenize reads as one token
     ) -> None:
         self.model = model
         self.owned_by = owned_by
+        self.special_tokens = special_tokens
         self.fallback = fallback
         self.requests: list[Received] = []  # the POSTs, in order
         self.gets: list[Received] = []  # the GETs

@@ -1,9 +1,11 @@
 """Which profile a model gets: forced by ``Agent.model_profile``, or read from what is known.
 
 What is known (``ServerFacts``): the configured model name, the ids ``/v1/models`` lists,
-llama.cpp's ``/props`` (model path, chat template) where the server has it, and the GGUF
+llama.cpp's ``/props`` (model path, chat template) where the server has it, the GGUF
 header (``general.name``, ``general.architecture``, ``tokenizer.chat_template``) where the
-file is on this machine. All of it is text we did not write: it is only matched against
+file is on this machine, and, for llama-cpp-python's server, which of the families' marker
+tokens its tokenizer reads as one token (``/extras/tokenize``: a model served under an
+alias such as ``local`` names nothing else). All of it is text we did not write: it is only matched against
 patterns here, and shown only made visible and cut to one short line.
 """
 
@@ -17,7 +19,7 @@ from .catalog import GENERIC, PROFILES, Profile, profile_named
 from .gguf import GGUFInfo
 
 __all__ = ["ServerFacts", "choose_profile", "family_of_name", "family_of_template",
-           "LLAMA_CPP_OWNERS"]
+           "family_of_tokens", "LLAMA_CPP_OWNERS", "VOCAB_MARKERS"]
 
 LLAMA_CPP_OWNERS = ("me", "llamacpp")  # how llama-cpp-python and llama-server list their model
 
@@ -34,6 +36,7 @@ class ServerFacts:
     template_from: str = ""  # where chat_template was read
     gguf: GGUFInfo | None = None
     gguf_path: str = ""
+    special_tokens: tuple[str, ...] = ()  # of VOCAB_MARKERS, those the tokenizer reads as one token
 
     @property
     def llama_cpp(self) -> bool:
@@ -80,6 +83,26 @@ _TEMPLATES = (
 )
 
 
+# Marker tokens of each family's vocabulary (checked in this order; all must be one token).
+# Qwen3 and Qwen2.5 share ChatML and <tool_call>; Qwen3 adds <think>. SmolLM2 has ChatML
+# without <tool_call>: no profile is chosen from its vocabulary alone.
+_VOCABULARY = (
+    ("qwen3", ("<|im_start|>", "<tool_call>", "<think>")),
+    ("qwen2.5", ("<|im_start|>", "<tool_call>")),
+    ("llama3", ("<|start_header_id|>", "<|eom_id|>")),
+    ("mistral", ("[TOOL_CALLS]",)),
+    ("gemma3", ("<start_of_turn>",)),
+    ("phi", ("<|tool_call|>",)),
+)
+VOCAB_MARKERS = tuple(dict.fromkeys(m for _, marks in _VOCABULARY for m in marks))
+
+
+def family_of_tokens(tokens: tuple[str, ...]) -> str | None:
+    """The profile whose marker tokens are all in ``tokens``, or None."""
+    return next((profile for profile, marks in _VOCABULARY if all(m in tokens for m in marks)),
+                None)
+
+
 def family_of_name(name: str) -> str | None:
     """The profile a model name points to, or None."""
     return next((profile for profile, pattern in _NAMES if pattern.search(name)), None)
@@ -122,6 +145,11 @@ def choose_profile(setting: str, model: str, facts: ServerFacts | None = None) -
     found = family_of_template(template) if template else None
     if found:
         return _chosen(found, f"the chat template in {where}", template, where, template_tools)
+    found = family_of_tokens(facts.special_tokens)
+    if found:
+        marks = ", ".join(next(m for p, m in _VOCABULARY if p == found))
+        return _chosen(found, f"the server's tokenizer (one token each: {marks})", template, where,
+                       template_tools)
     return GENERIC.chosen("no family recognised", template_tools=template_tools)
 
 

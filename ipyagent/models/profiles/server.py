@@ -2,7 +2,9 @@
 
 ``gather`` asks ``/v1/models`` and, for a server on this machine or network, llama.cpp's
 ``/props`` (llama-server has it; llama-cpp-python's server answers 404) and reads the GGUF
-header of a model file the server names, if that file is here. ``takes_grammar`` sends one
+header of a model file the server names, if that file is here; when neither names the
+model (llama-cpp-python serving it under an alias), it asks that server's tokenizer which
+family marker tokens it holds (``/extras/tokenize``, a few short requests). ``takes_grammar`` sends one
 tiny request with a one-word grammar: a server that constrains decoding answers exactly that
 word. Both answers are cached per base URL (and model) for the life of the process; a
 failure of either is an answer too (no facts, no grammar), never an error of the run.
@@ -15,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from .detect import ServerFacts
+from .detect import VOCAB_MARKERS, ServerFacts, family_of_name
 from .gguf import read_gguf
 
 __all__ = ["gather", "takes_grammar", "PROBE_GRAMMAR", "PROBE_WORD", "forget"]
@@ -90,11 +92,38 @@ async def gather(http: httpx.AsyncClient, base_url: str, model: str, *,
             props_model = _text(props.get("model_alias")) or path_from_props
             template = _text(props.get("chat_template"), _MAX_TEMPLATE)
         path, info = _local_gguf(path_from_props, model, *ids)
+        tokens: tuple[str, ...] = ()
+        named = any(family_of_name(text) for text in (model, *ids))
+        if info is None and not isinstance(props, dict) and "me" in owners and not named:
+            tokens = await _one_token_markers(http, base_url, model, auth)
         facts = ServerFacts(model_ids=ids, owners=owners, props=isinstance(props, dict), props_model=props_model,
                             chat_template=template, template_from="the server's /props" if template else "",
-                            gguf=info, gguf_path=path)
+                            gguf=info, gguf_path=path, special_tokens=tokens)
     _facts[key] = facts
     return facts
+
+
+async def _one_token_markers(http: httpx.AsyncClient, base_url: str, model: str,
+                             auth: httpx.Auth | None) -> tuple[str, ...]:
+    """Of ``VOCAB_MARKERS``, those llama-cpp-python's tokenizer reads as one token (its
+    ``/extras/tokenize`` reads special tokens); () when the server has no such endpoint.
+    The empty text is asked first: what the tokenizer adds to any text (a BOS) is not the
+    marker's."""
+    url = f"{_root(base_url)}/extras/tokenize"
+    counts: list[int] = []
+    for text in ("", *VOCAB_MARKERS):
+        body = {"input": text, "model": model}
+        try:
+            response = await (http.post(url, json=body, auth=auth, timeout=_TIMEOUT) if auth
+                              else http.post(url, json=body, timeout=_TIMEOUT))
+            tokens = response.json().get("tokens") if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            tokens = None
+        if not isinstance(tokens, list):
+            return ()
+        counts.append(len(tokens))
+    added = counts[0]
+    return tuple(m for m, n in zip(VOCAB_MARKERS, counts[1:]) if n == added + 1)
 
 
 async def takes_grammar(http: httpx.AsyncClient, base_url: str, model: str, *,
