@@ -187,6 +187,35 @@ def test_a_model_served_under_an_alias_is_known_by_its_tokenizer() -> None:
                 assert agent.profile_choice.profile.name == "generic"
 
 
+def test_the_reply_to_an_answer_check_is_constrained_to_what_it_asks() -> None:
+    """After "use Python" answered with no call, the reply to ipyagent's check must be a call
+    (no final_answer: measured at 1.5B, asked in words it showed a ```python block instead);
+    after an empty answer, it must say something."""
+    def python(code: str) -> str:
+        """Run Python (a stand-in: the check needs a tool that runs code)."""
+        return "5"
+
+    call = '<tool_call>\n{"name": "python", "arguments": {"code": "print(2 + 3)"}}\n</tool_call>'
+    with ScriptedServer([_probe_answer(), reply_text("1024"), reply_text(call), reply_text("5")],
+                        model="qwen2.5-coder-1.5b", owned_by="me") as srv:
+        with _agent(srv, verify_answers=True, tools=[python]) as agent:
+            result = agent.run("Use Python to add 2 and 3.")
+        _, first, checked, after = [r.body for r in srv.requests]
+    assert result.text == "5" and len(result.steps) == 3
+    assert first["grammar"].startswith("root ::= text0 calls?")
+    assert checked["grammar"].startswith("root ::= ws calls\n")
+    assert '"\\"final_answer\\""' not in checked["grammar"] and '"\\"python\\""' in checked["grammar"]
+    assert after["grammar"].startswith("root ::= text0 calls?")  # the check answered: as before
+    server.forget()
+    with ScriptedServer([_probe_answer(), reply_text(""), reply_text("It is 5.")],
+                        model="qwen2.5-coder-1.5b", owned_by="me") as srv:
+        with _agent(srv, verify_answers=True) as agent:
+            result = agent.run("What is 2 + 3?")
+        said = srv.requests[-1].body["grammar"]
+    assert result.text == "It is 5."
+    assert said.startswith("root ::= ws ( [^<` \\t\\n] text0 calls? | calls )")
+
+
 def test_the_payload_carries_grammar_and_stop_only_when_set() -> None:
     client = OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1")
     plain = client.payload(ModelRequest("", [Message("user", "hi")]))

@@ -52,3 +52,24 @@ def test_a_grammar_constrained_call_is_made_and_parses(qwen: str, tmp_path: Path
     assert call.name == "python" and call.meta.get(FROM_TEXT) and PROBLEM not in call.meta
     assert set(call.arguments) == {"code"}
     assert TWO_TO_THE_100 in first.results[0].output  # it ran, in the sibling
+
+
+def test_a_model_served_as_local_is_known_by_the_real_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``--model_alias local`` names no family; the server's /extras/tokenize still does."""
+    import asyncio
+
+    import httpx
+
+    from ipyagent.models.profiles.detect import choose_profile
+
+    server.forget()
+    with llama_server(QWEN, log_dir=tmp_path_factory.mktemp("llama"), alias="local") as url:
+        async def ask() -> Any:
+            async with httpx.AsyncClient() as http:
+                return await server.gather(http, url, "local", local=True)
+        facts = asyncio.run(ask())
+    assert facts.model_ids == ("local",) and facts.gguf is None and not facts.props
+    assert facts.special_tokens == ("<|im_start|>", "<tool_call>")
+    chosen = choose_profile("auto", "local", facts)
+    assert chosen.name == "qwen2.5" and "tokenizer" in chosen.why
+    assert facts.calls_come_as_text  # llama-cpp-python: a conversation starts in text mode

@@ -32,7 +32,7 @@ from ..context.events import (
     Usage,
     live_emitter,
 )
-from ..context.evidence import CONTINUE_KEY
+from ..context.evidence import CHECK_KEY, CONTINUE_KEY
 from ..context.items import Message, Summary, ToolCall, ToolResult
 from ..errors import ConfigError, ModelConnectionError, ModelError
 from ..kernel.copies import MAX_COPIES_PER_CALL, copy_missing
@@ -313,7 +313,17 @@ def _on_wire(run: StepRun, req: ModelRequest) -> ModelRequest:
     profile's call format, constrained by its grammar where the server takes one)."""
     if run.wire != "text":
         return req
-    return as_text_request(req, run.profile.profile, grammar=bool(run.profile.grammar))
+    return as_text_request(req, run.profile.profile, grammar=bool(run.profile.grammar),
+                           reply_must=_reply_must(run.agent))
+
+
+def _reply_must(agent: AgentView) -> str:
+    """What the grammar demands of the reply to ipyagent's answer check, if that is what the
+    model is answering: a call after "use Python" was answered with none (measured at 1.5B:
+    asked in words, it showed a ```python block instead, twice), words after an empty reply."""
+    last = agent.context[-1] if len(agent.context) else None
+    rules = last.meta.get(CHECK_KEY, {}).get("rules", []) if isinstance(last, Message) else []
+    return "call" if "no_call" in rules else "say" if "empty_answer" in rules else ""
 
 
 def _dropped(run: StepRun, req: ModelRequest, turn: Turn, without_tools: int,

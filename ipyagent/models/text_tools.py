@@ -45,10 +45,12 @@ AFTER_RESULTS = (f"Answer the user with these results (call {FINAL_ANSWER} with 
 
 
 def as_text_request(request: ModelRequest, profile: Profile = GENERIC, *,
-                    grammar: bool = False) -> ModelRequest:
+                    grammar: bool = False, reply_must: str = "") -> ModelRequest:
     """``request`` for text mode: no ``tools``/``tool_choice``, specs in the system prompt,
     calls in ``profile``'s syntax, its stop strings; ``grammar``: the reply constrained to
-    text or well-formed calls of the offered tools (for a server that takes GBNF)."""
+    text or well-formed calls of the offered tools (for a server that takes GBNF), and
+    further by ``reply_must``: ``"call"`` (calls of the offered tools only, no
+    ``final_answer``) or ``"say"`` (not empty)."""
     system, constrain = request.system, None
     syntax = profile.syntax
     if request.tools:
@@ -56,7 +58,10 @@ def as_text_request(request: ModelRequest, profile: Profile = GENERIC, *,
         section = (qwen_tools_prompt(specs) if profile.name in QWEN_WORDING
                    else tools_prompt(specs, syntax))
         system = (system.rstrip() + "\n\n" if system.strip() else "") + section
-        constrain = call_grammar(specs, syntax) if grammar else None
+        if grammar and reply_must == "call":
+            constrain = call_grammar(request.tools, syntax, allow_text=False)
+        elif grammar:
+            constrain = call_grammar(specs, syntax, say_something=reply_must == "say")
     return replace(request, system=system, items=render_items(request.items, syntax), tools=[],
                    tool_choice=None, grammar=constrain or request.grammar,
                    stop=tuple(dict.fromkeys((*request.stop, *profile.stop))))

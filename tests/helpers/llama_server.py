@@ -69,17 +69,19 @@ def _free_port() -> int:
 
 @contextmanager
 def llama_server(model: str, *, chat_format: str | None = None, n_ctx: int = 4096,
-                 log_dir: Path | None = None, verbose: bool = False) -> Iterator[str]:
+                 log_dir: Path | None = None, verbose: bool = False,
+                 alias: str | None = None) -> Iterator[str]:
     """Start ``python -m llama_cpp.server`` the usual way; yield its ``/v1`` base URL.
 
     ``chat_format=None`` is the most common start: the model's own chat template from the
     GGUF. One thread: measured faster than two on a 2-core machine that also runs kernels.
     ``verbose``: the server logs its prompt cache's reuse per request (``Llama.generate: N
-    prefix-match hit, remaining M prompt tokens to eval``).
+    prefix-match hit, remaining M prompt tokens to eval``). ``alias``: the name the server
+    lists the model by (default: ``model``).
     """
     python, path = require_llama(model)
     port = _free_port()
-    command = [str(python), "-m", "llama_cpp.server", "--model", str(path), "--model_alias", model,
+    command = [str(python), "-m", "llama_cpp.server", "--model", str(path), "--model_alias", alias or model,
                "--host", "127.0.0.1", "--port", str(port), "--n_threads", "1",
                "--n_ctx", str(n_ctx), "--verbose", str(verbose)]
     if chat_format:

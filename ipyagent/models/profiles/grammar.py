@@ -180,12 +180,13 @@ FENCE = "```json"
 
 
 def call_grammar(specs: Sequence[dict[str, Any]], syntax: CallSyntax = HERMES, *,
-                 allow_text: bool = True) -> str:
+                 allow_text: bool = True, say_something: bool = False) -> str:
     """The GBNF grammar of a reply to a request offering the tools ``specs``.
 
     A call is written in ``syntax`` or as one object in a ```` ```json ```` fence.
     ``allow_text``: free text (without ``syntax.reserved_text`` or the fence) is a reply
-    too, alone or before the calls; else only calls.
+    too, alone or before the calls; else only calls. ``say_something``: the reply is not
+    empty (text that starts with a visible character other than ``<`` and a backtick, or calls).
     """
     rules = _Rules()
     bodies = []
@@ -217,6 +218,8 @@ def call_grammar(specs: Sequence[dict[str, Any]], syntax: CallSyntax = HERMES, *
     reserved = (*syntax.reserved_text, FENCE)
     if not allow_text:
         root = "ws calls"
+    elif open_tag and say_something:
+        root = f"ws ( [^<` \\t\\n] {_without(reserved, rules)} calls? | calls )"
     elif open_tag:
         root = f"{_without(reserved, rules)} calls?"
     else:  # a bare JSON call: text is a reply that does not start as JSON does
