@@ -6,7 +6,14 @@ import json
 
 import pytest
 
-from ipyagent.models.written_calls import canonical_call, find_written_calls, how_to_call, recover_calls
+from ipyagent.models.written_calls import (
+    REPAIRED,
+    canonical_call,
+    find_written_calls,
+    how_to_call,
+    line_breaks_in_strings_repaired,
+    recover_calls,
+)
 
 TOOLS = {"python", "read_file"}
 CALL = {"name": "python", "arguments": {"code": "2**100"}}
@@ -130,3 +137,34 @@ def test_a_call_written_html_escaped_is_read_unescaped() -> None:
     # Escaped text that holds no call of an offered tool stays exactly as it was.
     shown = "Use &lt;b&gt; for bold: {&#34;name&#34;: &#34;bold&#34;, &#34;arguments&#34;: {}}"
     assert find_written_calls(shown, ["python"]) == (shown, [])
+
+
+# -- measured at 1.5B: "\n" meant for Python, read by JSON as a line break in a string -------
+def test_a_line_break_that_splits_a_string_literal_is_written_back_as_backslash_n() -> None:
+    written = ('<tool_call>\n{"name": "python", "arguments": {"code": "lines = open(\'a.ini\')'
+               '.readlines()\\nlines[2] = \'threshold = 0.75\\n\'\\nprint(lines)"}}\n</tool_call>')
+    _, (call,) = recover_calls(written, ["python"])
+    assert call.arguments["code"] == ("lines = open('a.ini').readlines()\n"
+                                      "lines[2] = 'threshold = 0.75\\n'\nprint(lines)")
+    compile(call.arguments["code"], "<t>", "exec")
+    assert call.meta[REPAIRED].startswith("line breaks inside a string literal")
+
+
+@pytest.mark.parametrize("code", [
+    "print(1)\nx = 2",  # compiles: untouched
+    'x = """a\nb"""',  # a line break inside a triple-quoted string is fine
+    "def (",  # another SyntaxError: not ours to fix
+    "print('a\nb' +\n)",  # joined, it still does not compile
+    "x = 'never closed",  # no line after it to join
+])
+def test_code_that_compiles_or_that_this_cannot_fix_is_left_alone(code: str) -> None:
+    assert line_breaks_in_strings_repaired(code) is None
+    _, (call,) = recover_calls(json.dumps({"name": "python", "arguments": {"code": code}}), ["python"])
+    assert call.arguments["code"] == code and REPAIRED not in call.meta
+
+
+def test_two_broken_strings_and_other_tools_untouched() -> None:
+    assert line_breaks_in_strings_repaired("a = 'x\n'\nb = \"y\n\"") == "a = 'x\\n'\nb = \"y\\n\""
+    _, (call,) = recover_calls('{"name": "write_file", "arguments": {"path": "a.py", '
+                               '"content": "x = \'a\\nb\'"}}', ["write_file"])
+    assert call.arguments["content"] == "x = 'a\nb'"  # file content is data: never changed

@@ -52,7 +52,7 @@ from ..models.tool_mode import (
     switch_notice,
     text_start_notice,
 )
-from ..models.written_calls import PROBLEM, flat_answer, how_to_call, recover_calls
+from ..models.written_calls import PROBLEM, REPAIRED, flat_answer, how_to_call, recover_calls
 from ..tools.base import Executor, Toolbox
 from ..trust.redaction import LiveRedactor, redact_result, redaction_notice
 from ..trust.secrets import key_envs, secret_values
@@ -481,6 +481,10 @@ def _recover_written_calls(run: StepRun, turn: Turn) -> None:
             turn.text = flat_answer(turn.text, FINAL_ANSWER) or turn.text
         return
     turn.text, turn.tool_calls = around, calls
+    for call in calls:
+        if call.meta.get(REPAIRED):
+            run.emit(Notice(f"In the {call.name} call the model wrote, {call.meta[REPAIRED]} "
+                            "(so it compiles; the code shown is what runs).", "info"))
     if run.wire == "native" and agent.tool_mode == "auto":
         run.switch_to_text("the model wrote its tool call as text instead of using native "
                            "tool calling", resend=False)
