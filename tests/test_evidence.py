@@ -241,8 +241,12 @@ def test_an_answer_without_a_call_when_the_task_asks_for_python(task: str, asks:
 # -- measured at 1.5B: an empty final reply right after the result that held the answer ------
 def test_an_empty_answer_is_asked_for_again() -> None:
     assert empty_answer("The file says hello.") is None
-    found = empty_answer("  \n")
-    assert found is not None and found.rule == "empty_answer" and "empty" in found.ask
+    found = empty_answer("  \n", "Read note.txt and reply with it.")
+    assert found is not None and found.rule == "empty_answer" and found.said == "the answer was empty"
+    # The task again, not the word "empty": told its reply was empty, the 1.5B model
+    # answered "The answer was empty, so the user got no answer."
+    assert found.ask == ("You have not answered yet. The task was: Read note.txt and reply with "
+                         "it. Reply with the answer, from the tool results above.")
     items = [Message("user", "Write 'hello' to note.txt, read it back and reply with it."),
              ToolCall("c1", "read_file", {"path": "note.txt"}), result("hello")]
     assert [f.rule for f in findings(items, "")] == ["empty_answer"]

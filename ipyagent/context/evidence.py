@@ -19,9 +19,13 @@ from .items import Item, Message, ToolCall, ToolResult
 __all__ = ["Finding", "findings", "run_items", "empty_answer", "error_ignored", "last_call_failed", "no_call_ran",
            "suspicious_value",
            "unsupported_numbers", "unchanged_files", "single_look", "own_constants", "numbers_in",
-           "files_to_write", "CHECK_KEY", "CONTINUE_KEY"]
+           "files_to_write", "CHECK_KEY", "CONTINUE_KEY", "ASKS_FOR_A_CALL"]
 
 CHECK_KEY = "check"  # meta key of the message that carries the check to the model
+# The rules whose ask is to run something again: where calls go under a grammar, the reply
+# to such a check must be a call (measured at 1.5B: asked in words, the model repeated its
+# answer, or showed a ```python block, without running anything).
+ASKS_FOR_A_CALL = ("no_call", "units", "zero", "nan", "empty", "unsupported_number")
 CONTINUE_KEY = "continue"  # meta key of ipyagent's "go on" after a reply cut at the limit
 
 
@@ -53,15 +57,18 @@ def _ran(item: Item) -> bool:
         meta.get(k) for k in ("denied", "skipped", "interrupted", "unreadable"))
 
 
-def empty_answer(answer: str) -> Finding | None:
+def empty_answer(answer: str, task: str = "") -> Finding | None:
     """The final reply says nothing: the person would get an empty answer (seen at 1.5B
-    right after a result that held the answer)."""
+    right after a result that held the answer). The ask repeats the task: told only that
+    its reply was empty, the 1.5B model answered "The answer was empty"."""
     if answer.strip():
         return None
+    asked = " ".join(task.split())
+    asked = asked if len(asked) <= 300 else asked[:299] + "…"
     return Finding("empty_answer", "the answer was empty",
-                   "Your reply was empty, so the user got no answer. Answer the user's "
-                   "question now, from the tool results above (or call a tool if you still "
-                   "need one).")
+                   (f"You have not answered yet. The task was: {asked} " if asked else
+                    "You have not answered yet. ") +
+                   "Reply with the answer, from the tool results above.")
 
 
 # -- the last output: an error the answer ignores, or a value that looks wrong --------------
@@ -314,9 +321,9 @@ def single_look(answer: str, calls_run: int, constants: Sequence[str]) -> Findin
     shown = ", ".join(constants[:4])
     return Finding("units", f"a physical quantity computed once, from constants the model chose ({shown})",
                    f"You computed this physical quantity in a single step, from values you "
-                   f"chose yourself ({shown}). Check the unit of each of them (km or m, g or "
-                   "kg, hours or seconds) and whether the size of the result is plausible; "
-                   "then answer again.")
+                   f"chose yourself ({shown}). Run it again, printing each intermediate value "
+                   "with its unit (km or m, g or kg, hours or seconds), check whether the size "
+                   "of the result is plausible, and then answer.")
 
 
 # -- all of them -----------------------------------------------------------------------------
@@ -331,7 +338,7 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
     task, items_now = run_items(items)
     results = [i for i in items_now if _ran(i)]
     if not answer.strip():
-        return [empty_answer(answer)]  # type: ignore[list-item]  # never None here
+        return [empty_answer(answer, task)]  # type: ignore[list-item]  # never None here
     if not results:
         asked = no_call_ran(task, answer) if can_run else None
         return [asked] if asked else []

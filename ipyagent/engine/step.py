@@ -32,7 +32,7 @@ from ..context.events import (
     Usage,
     live_emitter,
 )
-from ..context.evidence import CHECK_KEY, CONTINUE_KEY
+from ..context.evidence import ASKS_FOR_A_CALL, CHECK_KEY, CONTINUE_KEY
 from ..context.items import Message, Summary, ToolCall, ToolResult
 from ..errors import ConfigError, ModelConnectionError, ModelError
 from ..kernel.copies import MAX_COPIES_PER_CALL, copy_missing
@@ -319,11 +319,13 @@ def _on_wire(run: StepRun, req: ModelRequest) -> ModelRequest:
 
 def _reply_must(agent: AgentView) -> str:
     """What the grammar demands of the reply to ipyagent's answer check, if that is what the
-    model is answering: a call after "use Python" was answered with none (measured at 1.5B:
-    asked in words, it showed a ```python block instead, twice), words after an empty reply."""
+    model is answering: a call where the check asks to run something (``ASKS_FOR_A_CALL``),
+    words after an empty reply."""
     last = agent.context[-1] if len(agent.context) else None
     rules = last.meta.get(CHECK_KEY, {}).get("rules", []) if isinstance(last, Message) else []
-    return "call" if "no_call" in rules else "say" if "empty_answer" in rules else ""
+    if any(rule in ASKS_FOR_A_CALL for rule in rules):
+        return "call"
+    return "say" if "empty_answer" in rules else ""
 
 
 def _dropped(run: StepRun, req: ModelRequest, turn: Turn, without_tools: int,

@@ -189,31 +189,30 @@ _UNTERMINATED = re.compile(r"unterminated (?:f-)?string literal")
 
 def line_breaks_in_strings_repaired(code: str, limit: int = 20) -> str | None:
     """``code`` with each line break that splits a one-line string literal written as
-    ``\\n``, when that is what keeps it from compiling; None when it compiles already or
-    that does not fix it.
+    ``\\n``; None when no such break keeps it from compiling.
 
     Why: a model writing Python inside JSON writes ``'a\\n'`` as ``"'a\n'"``, which JSON
     reads as a real line break in the string: ``SyntaxError: unterminated string literal``
-    (measured at 1.5B, editing an .ini file, in two runs of two). Only compiled, never run;
-    the repaired code is what the person approves.
+    (measured at 1.5B, editing an .ini file, in two runs of two). Such a break is never
+    valid Python, so the repair is safe even when another error remains (the model then
+    reads that one). Only compiled, never run; the repaired code is what the person approves.
     """
     if len(code) > 100_000:
         return None
     lines = code.split("\n")
-    for _ in range(limit + 1):
+    for _ in range(limit):
         try:
             compile("\n".join(lines), "<call>", "exec", dont_inherit=True)
+            break
         except SyntaxError as exc:
             at = (exc.lineno or 0) - 1
             if not _UNTERMINATED.search(str(exc.msg)) or not 0 <= at < len(lines) - 1:
-                return None
+                break
             lines[at:at + 2] = [lines[at] + "\\n" + lines[at + 1]]
-            continue
         except (ValueError, OverflowError, RecursionError, MemoryError):
             return None
-        repaired = "\n".join(lines)
-        return repaired if repaired != code else None
-    return None
+    repaired = "\n".join(lines)
+    return repaired if repaired != code else None
 
 
 def flat_answer(text: str, name: str) -> str | None:
