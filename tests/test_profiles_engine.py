@@ -280,3 +280,21 @@ def test_props_give_the_template_and_a_local_model_file_its_header(tmp_path: Pat
 
     chosen = choose_profile("auto", "local", facts)
     assert chosen.name == "qwen2.5" and chosen.template_tools is True
+
+
+@pytest.mark.parametrize("rules, must", [
+    (["no_call"], "call"), (["units"], "call"), (["zero"], "call"), (["unsupported_number"], "call"),
+    (["empty_answer"], "say"), (["error_ignored"], ""), (["last_call_failed"], ""),
+    (["file_unchanged"], ""),
+])
+def test_which_checks_hold_the_reply_to_a_call(rules: list[str], must: str) -> None:
+    """A check that asks to run something gets a call; one that lets the model say the call
+    failed (or that it wrote the file) leaves the reply free."""
+    from ipyagent.context.evidence import CHECK_KEY
+    from ipyagent.engine.step import _reply_must
+
+    with Agent(model="demo", python_tool=False, file_tools=False) as agent:
+        agent.context.append(Message("user", "task"))
+        assert _reply_must(agent) == ""
+        agent.context.append(Message("user", "check", meta={CHECK_KEY: {"rules": rules}}))
+        assert _reply_must(agent) == must
