@@ -284,12 +284,13 @@ def test_props_give_the_template_and_a_local_model_file_its_header(tmp_path: Pat
 
 @pytest.mark.parametrize("rules, must", [
     (["no_call"], "call"), (["units"], "call"), (["zero"], "call"), (["unsupported_number"], "call"),
-    (["empty_answer"], "say"), (["error_ignored"], ""), (["last_call_failed"], ""),
+    (["empty_answer"], "say"), (["error_ignored"], "call"), (["last_call_failed"], "call"),
     (["file_unchanged"], ""),
 ])
 def test_which_checks_hold_the_reply_to_a_call(rules: list[str], must: str) -> None:
-    """A check that asks to run something gets a call; one that lets the model say the call
-    failed (or that it wrote the file) leaves the reply free."""
+    """A check that asks to run something gets a call (a failed call too: the answer after
+    the next call can still say it failed); an unwritten file leaves the reply free (the
+    model may say why it did not write it)."""
     from ipyagent.context.evidence import CHECK_KEY
     from ipyagent.engine.step import _reply_must
 

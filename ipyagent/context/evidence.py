@@ -24,8 +24,10 @@ __all__ = ["Finding", "findings", "run_items", "empty_answer", "error_ignored", 
 CHECK_KEY = "check"  # meta key of the message that carries the check to the model
 # The rules whose ask is to run something again: where calls go under a grammar, the reply
 # to such a check must be a call (measured at 1.5B: asked in words, the model repeated its
-# answer, or showed a ```python block, without running anything).
-ASKS_FOR_A_CALL = ("no_call", "units", "zero", "nan", "empty", "unsupported_number")
+# answer, explained how to fix its SyntaxError, or showed a ```python block, without running
+# anything). It can still say the call failed in the answer after that call's result.
+ASKS_FOR_A_CALL = ("no_call", "units", "zero", "nan", "empty", "unsupported_number",
+                   "error_ignored", "last_call_failed")
 CONTINUE_KEY = "continue"  # meta key of ipyagent's "go on" after a reply cut at the limit
 
 
