@@ -203,7 +203,7 @@ def test_the_reply_to_an_answer_check_is_constrained_to_what_it_asks() -> None:
         _, first, checked, after = [r.body for r in srv.requests]
     assert result.text == "5" and len(result.steps) == 3
     assert first["grammar"].startswith("root ::= text0 calls?")
-    assert checked["grammar"].startswith("root ::= ws calls\n")
+    assert checked["grammar"].startswith("root ::= ws call ws\n")  # one call, no more
     assert '"\\"final_answer\\""' not in checked["grammar"] and '"\\"python\\""' in checked["grammar"]
     assert after["grammar"].startswith("root ::= text0 calls?")  # the check answered: as before
     server.forget()

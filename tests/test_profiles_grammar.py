@@ -229,7 +229,8 @@ def test_llama_cpp_parses_every_grammar_made_here(tmp_path: Path) -> None:
     nasty_spec = {"name": NASTY[3], "parameters": {"type": "object", "properties": {
         n: {"type": "string", "enum": NASTY} for n in NASTY}, "required": NASTY[:3]}}
     grammars = [call_grammar([PYTHON, FINAL_ANSWER_SPEC]), call_grammar([RICH, nasty_spec]),
-                call_grammar([PYTHON], allow_text=False), call_grammar([PYTHON], say_something=True)]
+                call_grammar([PYTHON], allow_text=False), call_grammar([PYTHON], say_something=True),
+                call_grammar([PYTHON], allow_text=False, one_call=True)]
     grammars += [call_grammar([PYTHON, RICH], s) for s in (HERMES, LLAMA3_JSON, MISTRAL, PHI4)]
     # The check can fail: a grammar with an undefined rule is refused.
     broken = call_grammar([PYTHON]).replace("body ::=", "bodx ::=")

@@ -49,7 +49,7 @@ def as_text_request(request: ModelRequest, profile: Profile = GENERIC, *,
     """``request`` for text mode: no ``tools``/``tool_choice``, specs in the system prompt,
     calls in ``profile``'s syntax, its stop strings; ``grammar``: the reply constrained to
     text or well-formed calls of the offered tools (for a server that takes GBNF), and
-    further by ``reply_must``: ``"call"`` (calls of the offered tools only, no
+    further by ``reply_must``: ``"call"`` (one call of an offered tool, not
     ``final_answer``) or ``"say"`` (not empty)."""
     system, constrain = request.system, None
     syntax = profile.syntax
@@ -59,7 +59,7 @@ def as_text_request(request: ModelRequest, profile: Profile = GENERIC, *,
                    else tools_prompt(specs, syntax))
         system = (system.rstrip() + "\n\n" if system.strip() else "") + section
         if grammar and reply_must == "call":
-            constrain = call_grammar(request.tools, syntax, allow_text=False)
+            constrain = call_grammar(request.tools, syntax, allow_text=False, one_call=True)
         elif grammar:
             constrain = call_grammar(specs, syntax, say_something=reply_must == "say")
     return replace(request, system=system, items=render_items(request.items, syntax), tools=[],

@@ -180,13 +180,16 @@ FENCE = "```json"
 
 
 def call_grammar(specs: Sequence[dict[str, Any]], syntax: CallSyntax = HERMES, *,
-                 allow_text: bool = True, say_something: bool = False) -> str:
+                 allow_text: bool = True, say_something: bool = False,
+                 one_call: bool = False) -> str:
     """The GBNF grammar of a reply to a request offering the tools ``specs``.
 
     A call is written in ``syntax`` or as one object in a ```` ```json ```` fence.
     ``allow_text``: free text (without ``syntax.reserved_text`` or the fence) is a reply
     too, alone or before the calls; else only calls. ``say_something``: the reply is not
     empty (text that starts with a visible character other than ``<`` and a backtick, or calls).
+    ``one_call`` (with ``allow_text=False``): exactly one call (measured at 1.5B: held to
+    calls, the model wrote the same failing call five times in one reply).
     """
     rules = _Rules()
     bodies = []
@@ -217,7 +220,7 @@ def call_grammar(specs: Sequence[dict[str, Any]], syntax: CallSyntax = HERMES, *
     rules.add("calls", "call ( ws call )* ws")
     reserved = (*syntax.reserved_text, FENCE)
     if not allow_text:
-        root = "ws calls"
+        root = "ws call ws" if one_call else "ws calls"
     elif open_tag and say_something:
         root = f"ws ( [^<` \\t\\n] {_without(reserved, rules)} calls? | calls )"
     elif open_tag:
