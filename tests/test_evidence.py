@@ -121,6 +121,12 @@ def test_a_number_no_output_shows_is_found() -> None:
     ("sales.csv is separated by semicolons. Use Python to compute the total.", []),
     ("Load sales.csv, plot revenue by month, and save the plot as plot.png", ["plot.png"]),
     ("Read data.csv and write the mean to out/mean.txt. Fix the bug in utils.py", ["out/mean.txt", "utils.py"]),
+    # The file first, the edit right after it (at 1.5B: the renamed table printed, not written).
+    ("In table.csv, rename the column qty to quantity and leave everything else as it is.", ["table.csv"]),
+    ("In settings.ini, change threshold from 0.5 to 0.75.", ["settings.ini"]),
+    ("In the file 'config.yaml': set debug to true", ["config.yaml"]),
+    ("In data.csv, how many rows have a price above 10?", []),
+    ("In report.md, changes are listed by date. Count them.", []),
 ])
 def test_files_the_task_asks_to_write(task: str, files: list[str]) -> None:
     assert files_to_write(task) == files

@@ -276,14 +276,22 @@ _INTO = re.compile(r"(?:\b(?:to|into|as|named|called|in|write|save|create|overwr
                    r"(?:named\s+|called\s+)?[`'\"]?)$", re.I)
 
 
+# "In settings.ini, change threshold …": the file first, the edit right after it.
+_IN_FILE = re.compile(r"(?:^|\b(?:in|inside)\s+(?:the\s+)?(?:file\s+)?)[`'\"]?$", re.I)
+_EDIT_AFTER = re.compile(r"^[`'\"]?\s*[,:]?\s*(?:please\s+)?(?:change|rename|replace|set|update|"
+                         r"add|remove|delete|fix|edit|modify|append|insert)\b", re.I)
+
+
 def files_to_write(task: str) -> list[str]:
-    """Files the task asks to write or change ("write … to a file named note.txt")."""
+    """Files the task asks to write or change ("write … to a file named note.txt", "In
+    settings.ini, change threshold …")."""
     out: list[str] = []
     for m in _FILE.finditer(task):
         before = task[:m.start()]
         clause = re.split(r"[;!?\n]|\.\s", before)[-1][-120:]
         verbs = list(_WRITE_VERB.finditer(clause))
-        if verbs and _INTO.search(clause) and m.group(1) not in out:
+        edit_after = _IN_FILE.search(clause) and _EDIT_AFTER.match(task[m.end():m.end() + 60])
+        if ((verbs and _INTO.search(clause)) or edit_after) and m.group(1) not in out:
             out.append(m.group(1))
     return out
 

@@ -15,7 +15,7 @@ from .changes import settle_changes
 if TYPE_CHECKING:
     from ..kernel.base import Kernel
 
-__all__ = ["python_tool", "python_description", "PythonHost", "missing_module"]
+__all__ = ["python_tool", "python_description", "PythonHost", "missing_module", "undefined_name"]
 
 
 class PythonHost(Protocol):
@@ -61,9 +61,9 @@ def python_tool(agent: PythonHost) -> Tool:
             call_id=call.id, name=call.name, output=execution.text or "(no output)",
             error=execution.status != "ok", outputs=list(execution.outputs),
             execution_count=execution.execution_count, meta=meta)
-        missing = missing_module(execution.outputs)
-        if missing:
-            result.meta["note"] = missing
+        note = missing_module(execution.outputs) or undefined_name(execution.outputs)
+        if note:
+            result.meta["note"] = note
         await settle_changes(agent, result)  # the staged workspace: what reaches your folder
         return result
 
@@ -91,6 +91,24 @@ def missing_module(outputs: list[dict[str, Any]]) -> str:
             name = repr(found.group(1)) if found else "The module"
             return (f"{name} is not installed where your code runs: do it with the "
                     "standard library or a module that is installed, and run the call again.")
+    return ""
+
+
+_NOT_DEFINED = re.compile(r"^name '([A-Za-z_]\w{0,99})' is not defined")
+
+
+def undefined_name(outputs: list[dict[str, Any]]) -> str:
+    """ipyagent's note for a ``NameError``, or "".
+
+    Why: shown a file's preview, a 1.5B model used the file's name as a variable
+    (``users`` for users.json) and, told of the NameError, ran the same code again.
+    """
+    for out in outputs:
+        if out.get("output_type") == "error" and out.get("ename") == "NameError":
+            found = _NOT_DEFINED.match(str(out.get("evalue", "")))
+            if found:
+                return (f"nothing your code ran so far defined {found.group(1)!r}: define it "
+                        "first (a file the task names is not loaded until your code reads it).")
     return ""
 
 
