@@ -95,6 +95,8 @@ def text_from_the_start(agent: AgentView, choice: ProfileChoice) -> str | None:
         return None
     if choice.profile.template_tools is not False and not choice.calls_as_text:
         return None
+    if not agent.offered_tools():
+        return None  # no call to come back as text: the messages go as they are
     if agent.tool_mode_state.text_because or any("turn" in item.meta for item in agent.context):
         return None  # already text, or a conversation under way goes on as it went
     if choice.profile.template_tools is False:
