@@ -10,6 +10,7 @@ from ipyagent.models.written_calls import (
     REPAIRED,
     canonical_call,
     find_written_calls,
+    flat_answer,
     how_to_call,
     line_breaks_in_strings_repaired,
     recover_calls,
@@ -174,3 +175,15 @@ def test_two_broken_strings_and_other_tools_untouched() -> None:
     _, (call,) = recover_calls('{"name": "write_file", "arguments": {"path": "a.py", '
                                '"content": "x = \'a\\nb\'"}}', ["write_file"])
     assert call.arguments["content"] == "x = 'a\nb'"  # file content is data: never changed
+
+
+@pytest.mark.parametrize("reply, answer", [
+    ('{"name": "final_answer", "answer": "3.03 s"}', "3.03 s"),
+    ('{"final_answer": "2.142857142857143"}', "2.142857142857143"),  # measured at 0.5B
+    ('```json\n{"final_answer": 42}\n```', "42"),
+    ('{"final_answer": "x", "other": 1}', None),  # not only the answer: not read as one
+    ('{"answer": "x"}', None),
+    ("The answer is 4.", None),
+])
+def test_an_answer_tool_call_written_flat(reply: str, answer: str | None) -> None:
+    assert flat_answer(reply, "final_answer") == answer

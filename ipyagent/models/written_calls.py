@@ -216,9 +216,9 @@ def line_breaks_in_strings_repaired(code: str, limit: int = 20) -> str | None:
 
 
 def flat_answer(text: str, name: str) -> str | None:
-    """The answer of a reply that is only ``{"name": NAME, "answer": …}`` — an answer tool's
-    call with its arguments not nested (Qwen2.5-Coder-0.5B writes ``final_answer`` so);
-    None for anything else. An answer tool runs nothing, so reading it this leniently
+    """The answer of a reply that is only ``{"name": NAME, "answer": …}`` or ``{NAME: …}`` —
+    an answer tool's call with its arguments not nested (Qwen2.5-Coder-0.5B writes
+    ``final_answer`` both ways); None for anything else. An answer tool runs nothing, so reading it this leniently
     risks only the answer's text."""
     body = text.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
     if not body.startswith("{"):
@@ -229,8 +229,11 @@ def flat_answer(text: str, name: str) -> str | None:
         return None
     if isinstance(value, dict) and value.get("name") == name and "answer" in value:
         answer = value["answer"]
-        return answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
-    return None
+    elif isinstance(value, dict) and list(value) == [name]:  # {"final_answer": "2.14"} (0.5B)
+        answer = value[name]
+    else:
+        return None
+    return answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
 
 
 # -- the shapes ------------------------------------------------------------------------------
