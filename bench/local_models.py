@@ -32,6 +32,7 @@ import contextlib
 import math
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -333,6 +334,8 @@ def main() -> None:
         except ImportError:
             print("smolagents is not installed: ipyagent alone (pip install 'smolagents[openai]')")
             runners = {n: r for n, r in runners.items() if not n.startswith("smol")}
+    # A terminated bench takes its server with it (the finally below closes it).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     server = None
     if args.gguf:
         if not args.llama_python:
