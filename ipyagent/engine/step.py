@@ -40,7 +40,7 @@ from ..models.base import ClientNotice, Discarded, ModelRequest, Retrying, Turn,
 from ..models.overflow import context_overflow, overflow_hint
 from ..models.profiles.choice import ProfileChoice
 from ..models.scaffolding import Cut, cut_notice, cut_scaffolding
-from ..models.text_tools import AS_WRITTEN, FINAL_ANSWER, as_text_request, as_written, example_arguments
+from ..models.text_tools import FINAL_ANSWER, as_text_request, example_arguments
 from ..models.tool_mode import (
     MODE_KEY,
     SWITCH_KEY,
@@ -482,8 +482,6 @@ def _recover_written_calls(run: StepRun, turn: Turn) -> None:
         if text_wire:
             turn.text = flat_answer(turn.text, FINAL_ANSWER) or turn.text
         return
-    if run.wire == "text" and not any(REPAIRED in c.meta or PROBLEM in c.meta for c in calls):
-        calls[0].meta[AS_WRITTEN] = as_written(turn.text, around, calls)
     turn.text, turn.tool_calls = around, calls
     for call in calls:
         if call.meta.get(REPAIRED):

@@ -21,36 +21,7 @@ from .profiles.catalog import GENERIC, Profile
 from .profiles.grammar import call_grammar
 from .profiles.syntax import HERMES, CallSyntax
 
-__all__ = ["as_text_request", "tools_prompt", "render_items", "example_arguments", "AFTER_RESULTS",
-           "FINAL_ANSWER", "AS_WRITTEN", "as_written"]
-
-# ToolCall.meta key (on a text-mode turn's first call): the reply as the model wrote it, and
-# the text and calls read from it. Why: written back in ipyagent's canonical form (a ```json
-# fence rewritten as <tool_call>, its spacing changed), the turn no longer matches what the
-# server's prompt cache holds, and the turn and all after it are read again at every step.
-AS_WRITTEN = "as_written"
-
-
-def as_written(reply: str, around: str, calls: Sequence[ToolCall]) -> dict[str, Any]:
-    """What ``AS_WRITTEN`` keeps: the reply, and what was read from it (to tell an edit)."""
-    return {"text": reply, "around": around,
-            "calls": [[c.name, c.arguments] for c in calls]}
-
-
-def _written_turn(items: Sequence[Item], position: int, around: str) -> str | None:
-    """The reply as the model wrote it, for the turn whose first call is at ``position``,
-    when the turn is still what was read from it (no edit of its text or calls since)."""
-    kept = items[position].meta.get(AS_WRITTEN)
-    if not isinstance(kept, dict) or not isinstance(kept.get("text"), str):
-        return None
-    calls = []
-    for item in items[position:]:
-        if not isinstance(item, ToolCall):
-            break
-        calls.append([item.name, item.arguments])
-    if kept.get("around") != around or kept.get("calls") != calls:
-        return None
-    return str(kept["text"])
+__all__ = ["as_text_request", "tools_prompt", "render_items", "example_arguments", "AFTER_RESULTS", "FINAL_ANSWER"]
 
 
 # In text mode a small model writes tool calls, answer or not (Qwen2.5-Coder-0.5B called
@@ -160,8 +131,6 @@ def render_items(items: Sequence[Item], syntax: CallSyntax = HERMES) -> list[Ite
     as user messages."""
     out: list[Item] = []
     reply: Message | None = None  # the assistant message of the current turn
-    written = False  # the current turn is written back as the model wrote it
-    around = ""  # the current turn's text, as the items hold it
 
     def user(text: str) -> None:
         last = out[-1] if out else None
@@ -172,32 +141,28 @@ def render_items(items: Sequence[Item], syntax: CallSyntax = HERMES) -> list[Ite
 
     for position, item in enumerate(items):
         if isinstance(item, ToolCall):
+            written = syntax.write(item.name, item.raw_arguments if item.raw_arguments is not None
+                                   else item.arguments)
             if reply is None:
-                reply, around = Message("assistant", ""), ""
+                reply = Message("assistant", "")
                 out.append(reply)
-            as_model_wrote = _written_turn(items, position, around) if not written else None
-            if as_model_wrote is not None:
-                reply.content, written = as_model_wrote, True
-            elif not written:
-                call = syntax.write(item.name, item.raw_arguments if item.raw_arguments is not None
-                                    else item.arguments)
-                reply.content = (reply.content.rstrip() + "\n\n" if reply.content.strip() else "") + call
+            reply.content = (reply.content.rstrip() + "\n\n" if reply.content.strip() else "") + written
         elif isinstance(item, Message) and item.role == "assistant":
-            reply, around, written = Message("assistant", item.content), item.content, False  # a new turn
+            reply = Message("assistant", item.content)  # a new turn
             out.append(reply)
         elif isinstance(item, ToolResult):
-            reply, written = None, False
+            reply = None
             user(_response(item))
             if position + 1 == len(items) or not isinstance(items[position + 1], ToolResult):
                 user(AFTER_RESULTS)
         elif isinstance(item, Reasoning):
-            reply, written = None, False
+            reply = None
             out.append(item)
         elif isinstance(item, Message) and item.role == "user":
-            reply, written = None, False
+            reply = None
             user(item.content)
         else:
-            reply, written = None, False
+            reply = None
             out.append(item)
     return out
 
