@@ -77,13 +77,23 @@ def example_arguments(spec: dict[str, Any]) -> dict[str, Any]:
     return {n: "..." for n in names}
 
 
+def _plain(specs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The specs without a ``{"type": "function", "function": …}`` wrapper."""
+    return [s.get("function", s) if s.get("type") == "function" else s for s in specs]
+
+
+def _listing(plain: Sequence[dict[str, Any]]) -> str:
+    """The specs one JSON line each, wrapped as chat templates write them."""
+    return "\n".join(json.dumps({"type": "function", "function": s}, ensure_ascii=False)
+                     for s in plain)
+
+
 def tools_prompt(specs: Sequence[dict[str, Any]], syntax: CallSyntax = HERMES) -> str:
     """The system prompt's tool section: the specs and exactly how to call one (in
     ``syntax``, the call format the model's family is trained on)."""
-    plain = [s.get("function", s) if s.get("type") == "function" else s for s in specs]
+    plain = _plain(specs)
     first = plain[0]
-    listing = "\n".join(json.dumps({"type": "function", "function": s}, ensure_ascii=False)
-                        for s in plain)
+    listing = _listing(plain)
     example = syntax.write(str(first.get("name", "tool")), example_arguments(first))
     if syntax is HERMES:  # measured on Qwen2.5-Coder: kept word for word
         how = ("To call a tool, write a JSON object with its name and arguments within "
@@ -115,9 +125,7 @@ def qwen_tools_prompt(specs: Sequence[dict[str, Any]]) -> str:
     wording and 10 of 12 with ``tools_prompt``'s, so neither is known to call more often.
     The listing is ``tools_prompt``'s.
     """
-    plain = [s.get("function", s) if s.get("type") == "function" else s for s in specs]
-    listing = "\n".join(json.dumps({"type": "function", "function": s}, ensure_ascii=False)
-                        for s in plain)
+    listing = _listing(_plain(specs))
     return ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
             "You are provided with function signatures within <tools></tools> XML tags:\n"
             f"<tools>\n{listing}\n</tools>\n\n"

@@ -15,7 +15,7 @@ from .changes import settle_changes
 if TYPE_CHECKING:
     from ..kernel.base import Kernel
 
-__all__ = ["python_tool", "python_description", "PythonHost", "missing_module", "undefined_name"]
+__all__ = ["python_tool", "python_description", "PythonHost", "error_note"]
 
 
 class PythonHost(Protocol):
@@ -61,7 +61,7 @@ def python_tool(agent: PythonHost) -> Tool:
             call_id=call.id, name=call.name, output=execution.text or "(no output)",
             error=execution.status != "ok", outputs=list(execution.outputs),
             execution_count=execution.execution_count, meta=meta)
-        note = missing_module(execution.outputs) or undefined_name(execution.outputs)
+        note = error_note(execution.outputs)
         if note:
             result.meta["note"] = note
         await settle_changes(agent, result)  # the staged workspace: what reaches your folder
@@ -75,40 +75,31 @@ def python_tool(agent: PythonHost) -> Tool:
         handler=run_python)
 
 
-_NO_MODULE = re.compile(r"^No module named '([\w.]{1,100})'")
+# ipyagent's note for an error the model can act on: the error's name, the pattern that reads
+# the one name in its message (nothing else of the message reaches the note), the note.
+# Why: measured at 1.5B (issue 33), after "No module named 'sympy'" the model answered from
+# memory (the error alone does not say the standard library can do the job); shown a file's
+# preview it used the file's name as a variable (``users`` for users.json), twice.
+_ERROR_NOTES = (
+    ("ModuleNotFoundError", re.compile(r"^No module named '([\w.]{1,100})'"),
+     "{name} is not installed where your code runs: do it with the standard library or a "
+     "module that is installed, and run the call again.", "The module"),
+    ("NameError", re.compile(r"^name '([A-Za-z_]\w{0,99})' is not defined"),
+     "nothing your code ran so far defined {name}: define it first (a file the task names "
+     "is not loaded until your code reads it).", ""),
+)
 
 
-def missing_module(outputs: list[dict[str, Any]]) -> str:
-    """ipyagent's note for a ``ModuleNotFoundError``, or "".
-
-    Why: a small model meets ``No module named 'sympy'`` and either gives up or answers from
-    memory (measured at 1.5B, issue 33); the error alone does not tell it that the standard
-    library can do the job.
-    """
+def error_note(outputs: list[dict[str, Any]]) -> str:
+    """ipyagent's note for the error in ``outputs`` (``_ERROR_NOTES``), or ""."""
     for out in outputs:
-        if out.get("output_type") == "error" and out.get("ename") == "ModuleNotFoundError":
-            found = _NO_MODULE.match(str(out.get("evalue", "")))
-            name = repr(found.group(1)) if found else "The module"
-            return (f"{name} is not installed where your code runs: do it with the "
-                    "standard library or a module that is installed, and run the call again.")
-    return ""
-
-
-_NOT_DEFINED = re.compile(r"^name '([A-Za-z_]\w{0,99})' is not defined")
-
-
-def undefined_name(outputs: list[dict[str, Any]]) -> str:
-    """ipyagent's note for a ``NameError``, or "".
-
-    Why: shown a file's preview, a 1.5B model used the file's name as a variable
-    (``users`` for users.json) and, told of the NameError, ran the same code again.
-    """
-    for out in outputs:
-        if out.get("output_type") == "error" and out.get("ename") == "NameError":
-            found = _NOT_DEFINED.match(str(out.get("evalue", "")))
-            if found:
-                return (f"nothing your code ran so far defined {found.group(1)!r}: define it "
-                        "first (a file the task names is not loaded until your code reads it).")
+        if out.get("output_type") != "error":
+            continue
+        for ename, pattern, note, unnamed in _ERROR_NOTES:
+            if out.get("ename") == ename:
+                found = pattern.match(str(out.get("evalue", "")))
+                if found or unnamed:
+                    return note.format(name=repr(found.group(1)) if found else unnamed)
     return ""
 
 

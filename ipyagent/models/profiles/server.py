@@ -55,6 +55,13 @@ async def _get_json(http: httpx.AsyncClient, url: str, auth: httpx.Auth | None) 
         return None
 
 
+async def _post(http: httpx.AsyncClient, url: str, body: Any, auth: httpx.Auth | None) -> httpx.Response:
+    """POST ``body``; ``auth`` only when given (an injected client keeps its own otherwise)."""
+    if auth:
+        return await http.post(url, json=body, auth=auth, timeout=_TIMEOUT)
+    return await http.post(url, json=body, timeout=_TIMEOUT)
+
+
 def _text(value: Any, limit: int = 500) -> str:
     return value[:limit] if isinstance(value, str) else ""
 
@@ -114,8 +121,7 @@ async def _one_token_markers(http: httpx.AsyncClient, base_url: str, model: str,
     for text in ("", *VOCAB_MARKERS):
         body = {"input": text, "model": model}
         try:
-            response = await (http.post(url, json=body, auth=auth, timeout=_TIMEOUT) if auth
-                              else http.post(url, json=body, timeout=_TIMEOUT))
+            response = await _post(http, url, body, auth)
             tokens = response.json().get("tokens") if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError, AttributeError):
             tokens = None
@@ -145,8 +151,7 @@ async def takes_grammar(http: httpx.AsyncClient, base_url: str, model: str, *,
     answer = False
     try:
         url = f"{base_url.rstrip('/')}/chat/completions"
-        response = await (http.post(url, json=body, auth=auth, timeout=_TIMEOUT) if auth
-                          else http.post(url, json=body, timeout=_TIMEOUT))
+        response = await _post(http, url, body, auth)
         if response.status_code == 200:
             content = response.json()["choices"][0]["message"]["content"]
             answer = isinstance(content, str) and content.strip() == PROBE_WORD
