@@ -299,3 +299,30 @@ def test_which_checks_hold_the_reply_to_a_call(rules: list[str], must: str) -> N
         assert _reply_must(agent) == ""
         agent.context.append(Message("user", "check", meta={CHECK_KEY: {"rules": rules}}))
         assert _reply_must(agent) == must
+
+
+@pytest.mark.parametrize("reply, tokens", [
+    (lambda body: __import__("httpx").Response(500, text="<script>alert(1)</script>"), ()),
+    (lambda body: __import__("httpx").Response(200, text="not json"), ()),
+    (lambda body: __import__("httpx").Response(200, json={"tokens": "\u202e<|im_start|>"}), ()),
+    (lambda body: __import__("httpx").Response(200, json=[1, 2]), ()),
+    # A server that calls every marker one token picks a profile: only the call format, never
+    # a setting, an endpoint or a key, follows from it.
+    (lambda body: __import__("httpx").Response(200, json={"tokens": [7] if body["input"] else []}),
+     ("<|im_start|>", "<tool_call>", "<think>", "<|start_header_id|>", "<|eom_id|>",
+      "[TOOL_CALLS]", "<start_of_turn>", "<|tool_call|>")),
+])
+def test_a_hostile_tokenizer_gives_no_facts_or_only_marker_names(reply: Any, tokens: tuple[str, ...]) -> None:
+    import asyncio
+    import json as json_module
+
+    import httpx
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        return reply(json_module.loads(request.content))
+
+    async def ask() -> tuple[str, ...]:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handle)) as http:
+            return await server._one_token_markers(http, "http://127.0.0.1:9/v1", "local", None)
+
+    assert asyncio.run(ask()) == tokens
