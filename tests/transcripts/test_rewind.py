@@ -309,7 +309,9 @@ def test_interrupting_the_rerun_keeps_what_is_done_and_stops_the_kernel(tmp_path
     from ipyagent._util import eventloop as _eventloop
     from ipyagent.context.events import ToolCallRequested
 
-    script = [python("import time\ntime.sleep(0.5)\nslow = 1", "i1"),
+    # 3 s: the interrupt must land while it sleeps, and under load it took over 0.5 s (a CI
+    # rehearsal failed so). Were it not interrupted, the check below would wait for the cell.
+    script = [python("import time\ntime.sleep(3)\nslow = 1", "i1"),
               python("print('two')", "i2"), reply_text("Done.")]
     with ScriptedServer(script) as srv, agent_in(tmp_path, srv) as agent:
         agent.run("slow then fast")
