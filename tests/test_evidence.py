@@ -14,11 +14,13 @@ from ipyagent.context.evidence import (
     no_call_ran,
     numbers_in,
     own_constants,
+    places_asked,
     run_items,
     single_look,
     suspicious_value,
     unchanged_files,
     unsupported_numbers,
+    wrong_places,
 )
 from ipyagent.context.items import Message, ToolCall, ToolResult
 
@@ -258,3 +260,35 @@ def test_an_empty_answer_is_asked_for_again() -> None:
     assert [f.rule for f in findings(items, "")] == ["empty_answer"]
     assert [f.rule for f in findings([Message("user", "Hi?")], "")] == ["empty_answer"]
     assert findings(items, "It says hello.") == []
+
+
+# -- the decimal places the task asked for ---------------------------------------------------
+@pytest.mark.parametrize("task, places", [
+    ("Use Python to compute the mean price and reply with it, 2 decimals.", 2),
+    ("Give the time in seconds to two decimal places.", 2),
+    ("Round to 1 decimal place.", 1), ("three-decimal accuracy", 3),
+    ("Reply with the number.", None), ("Use 2 decimals for prices and 3 decimals for rates.", None),
+])
+def test_the_places_a_task_asks_for(task: str, places: int | None) -> None:
+    assert places_asked(task) == places
+
+
+def test_an_answer_with_other_places_than_asked_is_found() -> None:
+    """Seen at 0.5B: "reply with it, 2 decimals" answered "14.6"; told to format it in words,
+    it gave 14.6 again; given the call that prints it (the model's own number in it), 14.60."""
+    task = "The file prices.csv has a column named price. Compute the mean, 2 decimals."
+    found = wrong_places(task, "Final answer: 14.6")
+    assert found is not None and found.rule == "decimals"
+    assert found.said == "the task asks for 2 decimal places; the answer writes 14.6"
+    assert 'print(f"{14.6:.2f}")' in found.ask
+    assert 'print(f"{1234.5:.2f}")' in wrong_places(task, "It is 1,234.5 EUR.").ask  # type: ignore[union-attr]
+    for fine in ["Final answer: 14.60", "The mean of 5 prices is 14.60.", "It is 3 apples.",
+                 "No prices could be read.", "50%"]:
+        assert wrong_places(task, fine) is None, fine
+    assert wrong_places("Compute the mean.", "14.6") is None
+    # Through ``findings``: only when nothing else is amiss (one check a run).
+    items = [Message("user", task), ToolCall("c1", "python", {"code": "print(df.price.mean())"}),
+             result("14.6")]
+    assert [f.rule for f in findings(items, "14.6")] == ["decimals"]
+    assert [f.rule for f in findings(items, "14.60")] == []
+    assert [f.rule for f in findings([*items[:2], result("0.0")], "0.0")] == ["zero"]

@@ -216,6 +216,51 @@ def test_the_reply_to_an_answer_check_is_constrained_to_what_it_asks() -> None:
     assert said.startswith("root ::= ws ( [^<` \\t\\n] text0 calls? | calls )")
 
 
+def test_a_reply_that_repeats_the_last_call_is_asked_again_for_words() -> None:
+    """Measured at 0.5B: with its answer printed, the model wrote the same call again, and
+    again until the circuit breaker. Such a reply is discarded (shown so, recorded on the
+    turn) and the same prompt asked again with the grammar holding the reply to words; the
+    tool ran once. Not when the check is off, nor after a failed call (running it again
+    can be the fix's first step)."""
+    call = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'
+    events: list[Any] = []
+    with ScriptedServer([_probe_answer(), reply_text(call), reply_text(call), reply_text("It is 5.")],
+                        model="qwen2.5-coder-0.5b", owned_by="me") as srv:
+        with _agent(srv, verify_answers=True) as agent:
+            result = agent.run("What is 2 + 3? Use the add tool.", on_event=events.append)
+            items = list(agent.context)
+        _, first, repeated, asked_again = [r.body for r in srv.requests]
+    assert result.text == "It is 5." and result.stop_reason == "done"
+    assert sum(1 for i in items if type(i).__name__ == "ToolResult") == 1  # ran once
+    assert asked_again["messages"] == repeated["messages"]  # the same prompt: all of it cached
+    assert repeated["grammar"].startswith("root ::= text0 calls?")
+    assert asked_again["grammar"].startswith("root ::= ws [^{<` \\t\\n] text0\n")
+    answer = items[-1]
+    assert answer.meta["turn"]["discarded"] == [call]
+    lines = [e.line for e in events if type(e).__name__ == "Discarded"]
+    assert lines == ["discarded: the model made its last add call again, whose result it has; "
+                     "asked for its answer instead; asking again"]
+    # The check off: the repeat runs (the circuit breaker's note tells the model).
+    for settings, first_result in [({"verify_answers": False}, "5"),
+                                   ({"verify_answers": True, "tools": [_fails]}, None)]:
+        server.forget()
+        with ScriptedServer([_probe_answer(), reply_text(call.replace("add", settings.get(
+                "tools", [add])[0].__name__)), reply_text(call.replace("add", settings.get(
+                "tools", [add])[0].__name__)), reply_text("done")],
+                model="qwen2.5-coder-0.5b", owned_by="me") as srv:
+            with _agent(srv, **settings) as agent:
+                agent.run("What is 2 + 3?")
+                results = [i for i in agent.context if type(i).__name__ == "ToolResult"]
+        assert len(results) == 2, settings
+        if first_result:
+            assert results[0].output == first_result
+
+
+def _fails(a: int, b: int) -> int:
+    """Add two numbers (a stand-in that fails)."""
+    raise ValueError("no")
+
+
 def test_the_payload_carries_grammar_and_stop_only_when_set() -> None:
     client = OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1")
     plain = client.payload(ModelRequest("", [Message("user", "hi")]))
@@ -285,7 +330,7 @@ def test_props_give_the_template_and_a_local_model_file_its_header(tmp_path: Pat
 @pytest.mark.parametrize("rules, must", [
     (["no_call"], "call"), (["units"], "call"), (["zero"], "call"), (["unsupported_number"], "call"),
     (["empty_answer"], "say"), (["error_ignored"], "call"), (["last_call_failed"], "call"),
-    (["file_unchanged"], ""),
+    (["file_unchanged"], ""), (["decimals"], "call"),
 ])
 def test_which_checks_hold_the_reply_to_a_call(rules: list[str], must: str) -> None:
     """A check that asks to run something gets a call (a failed call too: the answer after

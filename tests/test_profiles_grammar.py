@@ -90,6 +90,19 @@ def test_a_reply_is_text_then_optional_calls_of_the_offered_tools() -> None:
     assert used <= set(rules), used - set(rules)
 
 
+@pytest.mark.parametrize("syntax", [HERMES, LLAMA3_JSON, MISTRAL, PHI4])
+def test_words_only_is_text_that_opens_no_call_and_no_json(syntax) -> None:  # type: ignore[no-untyped-def]
+    """The reply after a repeated call (``engine/step._repeats_last_call``): words, nothing
+    else. Its first visible character cannot start a tag, a fence or a JSON object, and the
+    text after it is the same automaton that never holds the reserved text."""
+    rules = _rules(call_grammar([PYTHON, FINAL_ANSWER_SPEC], syntax, words_only=True))
+    assert rules["root"] == "ws [^{<` \\t\\n] text0"
+    assert "calls" not in rules["root"] and "call" not in rules["root"]
+    free = _rules(call_grammar([PYTHON, FINAL_ANSWER_SPEC], syntax))
+    assert {k: v for k, v in rules.items() if k.startswith("text")} == {
+        k: v for k, v in free.items() if k.startswith("text")}
+
+
 def test_free_text_can_never_hold_the_reserved_text() -> None:
     """Walk the text automaton: every prefix of a reserved word is a state, and no state has
     a way on with the character that completes one."""
@@ -230,7 +243,8 @@ def test_llama_cpp_parses_every_grammar_made_here(tmp_path: Path) -> None:
         n: {"type": "string", "enum": NASTY} for n in NASTY}, "required": NASTY[:3]}}
     grammars = [call_grammar([PYTHON, FINAL_ANSWER_SPEC]), call_grammar([RICH, nasty_spec]),
                 call_grammar([PYTHON], allow_text=False), call_grammar([PYTHON], say_something=True),
-                call_grammar([PYTHON], allow_text=False, one_call=True)]
+                call_grammar([PYTHON], allow_text=False, one_call=True),
+                call_grammar([PYTHON], words_only=True), call_grammar([PYTHON], LLAMA3_JSON, words_only=True)]
     grammars += [call_grammar([PYTHON, RICH], s) for s in (HERMES, LLAMA3_JSON, MISTRAL, PHI4)]
     # The check can fail: a grammar with an undefined rule is refused.
     broken = call_grammar([PYTHON]).replace("body ::=", "bodx ::=")

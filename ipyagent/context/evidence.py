@@ -19,6 +19,7 @@ from .items import Item, Message, ToolCall, ToolResult
 __all__ = ["Finding", "findings", "run_items", "empty_answer", "error_ignored", "last_call_failed", "no_call_ran",
            "suspicious_value",
            "unsupported_numbers", "unchanged_files", "single_look", "own_constants", "numbers_in",
+           "places_asked", "wrong_places",
            "files_to_write", "CHECK_KEY", "CONTINUE_KEY", "ASKS_FOR_A_CALL"]
 
 CHECK_KEY = "check"  # meta key of the message that carries the check to the model
@@ -27,7 +28,7 @@ CHECK_KEY = "check"  # meta key of the message that carries the check to the mod
 # answer, explained how to fix its SyntaxError, or showed a ```python block, without running
 # anything). It can still say the call failed in the answer after that call's result.
 ASKS_FOR_A_CALL = ("no_call", "units", "zero", "nan", "empty", "unsupported_number",
-                   "error_ignored", "last_call_failed")
+                   "error_ignored", "last_call_failed", "decimals")
 CONTINUE_KEY = "continue"  # meta key of ipyagent's "go on" after a reply cut at the limit
 
 
@@ -36,7 +37,7 @@ class Finding:
     """One thing the evidence says against the answer."""
 
     rule: str  # empty_answer | error_ignored | last_call_failed | no_call | empty | zero | nan |
-    #            unsupported_number | file_unchanged | units
+    #            unsupported_number | file_unchanged | units | decimals
     said: str  # for the person: "the last output was a traceback"
     ask: str  # for the model: what to look at again
 
@@ -336,6 +337,42 @@ def single_look(answer: str, calls_run: int, constants: Sequence[str]) -> Findin
                    "of the result is plausible, and then answer.")
 
 
+# -- the places the task asked for ----------------------------------------------------------
+_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+_PLACES = re.compile(r"\b(\d|one|two|three|four|five|six)[ -]?(?:decimals?|decimal places?|"
+                     r"digits? after the (?:decimal )?point|dp)\b", re.I)
+
+
+def places_asked(task: str) -> int | None:
+    """The decimal places the task asks for ("reply with 2 decimals", "to two decimal
+    places"); None when it names none, or names two different counts."""
+    asked = {int(n) if n.isdigit() else _WORDS[n.lower()] for n in _PLACES.findall(task)}
+    return asked.pop() if len(asked) == 1 else None
+
+
+def _plain_number(text: str) -> str:
+    """``text`` as a Python literal: "1,234.5" -> "1234.5"."""
+    return re.sub(r"[, _  ]", "", text).replace("−", "-")
+
+
+def wrong_places(task: str, answer: str) -> Finding | None:
+    """The task asks for N decimal places and no number in the answer is written with N
+    (seen at 0.5B: "reply with it, 2 decimals" answered 14.6)."""
+    places = places_asked(task)
+    if places is None:
+        return None
+    claims = [n for n in numbers_in(_FENCED.sub("", answer))
+              if not _trivial(n) and "%" not in n.text and "e" not in n.text.lower()]
+    if not claims or any(len(n.text.partition(".")[2]) == places for n in claims):
+        return None
+    shown = claims[-1].text
+    return Finding("decimals", f"the task asks for {places} decimal places; the answer writes {shown}",
+                   f"The task asks for {places} decimal place{'s' if places != 1 else ''}, and "
+                   f"your answer writes {shown}. Print the value with the python tool formatted "
+                   f"to exactly {places} decimal places (for example print(f\"{{{_plain_number(shown)}:.{places}f}}\")), then "
+                   "answer with what it prints.")
+
+
 # -- all of them -----------------------------------------------------------------------------
 def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
              can_run: bool = False) -> list[Finding]:
@@ -374,7 +411,8 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
     kept = [f for f in found if f is not None]
     if not kept:
         code = " ".join(_code(c) for c in items_now if isinstance(c, ToolCall))
-        single = single_look(answer, len(results), own_constants(code, [task]))
+        single = (single_look(answer, len(results), own_constants(code, [task]))
+                  or wrong_places(task, answer))
         kept = [single] if single else []
     return kept
 

@@ -58,7 +58,7 @@ from ..trust.redaction import LiveRedactor, redact_result, redaction_notice
 from ..trust.secrets import key_envs, secret_values
 from .compaction import fit_window
 from .profile_use import for_text, resolve, text_from_the_start
-from .verify import look_again
+from .verify import look_again, verify_on
 
 if TYPE_CHECKING:
     import logging
@@ -145,6 +145,8 @@ class StepRun:
         self.wire: Wire = agent.tool_mode_in_force  # how this step's request carries the tools
         self.switched: str | None = None  # why "auto" switched to text in this step
         self.profile = ProfileChoice()  # the model profile (``request`` finds it)
+        self.reply_must = ""  # what the grammar demands of the reply, beyond ``_reply_must``
+        self.discarded: list[str] = []  # replies asked again in this step (``_repeats_last_call``)
 
     def emit(self, event: Event) -> None:
         """Tell every listener."""
@@ -288,7 +290,40 @@ async def request(run: StepRun) -> tuple[Turn, int]:
             run.emit(Discarded("the tools did not reach the model"))  # displays strike it
             run.switch_to_text(dropped + "; the reply above is discarded", resend=True)
             continue
+        repeat = _repeats_last_call(run, turn)
+        if repeat:
+            _bill(run, Usage.from_server(turn.usage))
+            run.discarded.append(turn.text)
+            run.reply_must = "answer"
+            run.emit(Discarded(f"the model made its last {repeat} call again, whose result it "
+                               "has; asked for its answer instead"))
+            continue
         return turn, estimated_raw
+
+
+def _repeats_last_call(run: StepRun, turn: Turn) -> str | None:
+    """The tool's name when this text-mode reply starts with the very call the model made
+    last, whose result came back without an error (measured at 0.5B: with its answer
+    printed, it wrote the same call again, then again until the circuit breaker; asked
+    once more with the grammar holding the reply to words, it answered). Only under a
+    grammar, with ``verify_answers`` in force, once a step, and never for a reply that
+    answers a check (the check asked for a call)."""
+    agent = run.agent
+    if (run.wire != "text" or not run.profile.grammar or run.reply_must
+            or _reply_must(agent) == "call" or not verify_on(agent)):
+        return None
+    items = list(agent.context)
+    if len(items) < 2 or not isinstance(items[-1], ToolResult) or items[-1].error:
+        return None
+    last_call = items[-2]
+    if not isinstance(last_call, ToolCall) or last_call.id != items[-1].call_id:
+        return None
+    names = [t.name for t in agent.text_mode_offer(agent.offered_tools(), agent.context.system)[0]]
+    calls = turn.tool_calls or recover_calls(turn.text, names,
+                                             run.profile.profile.syntax.shape)[1]
+    if not calls or (calls[0].name, calls[0].arguments) != (last_call.name, last_call.arguments):
+        return None
+    return last_call.name
 
 
 def _build(run: StepRun, say: bool = False) -> ModelRequest:
@@ -314,7 +349,7 @@ def _on_wire(run: StepRun, req: ModelRequest) -> ModelRequest:
     if run.wire != "text":
         return req
     return as_text_request(req, run.profile.profile, grammar=bool(run.profile.grammar),
-                           reply_must=_reply_must(run.agent))
+                           reply_must=run.reply_must or _reply_must(run.agent))
 
 
 def _reply_must(agent: AgentView) -> str:
@@ -433,7 +468,9 @@ def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
                                          # whether a grammar constrained its reply.
                                          **({"profile": run.profile.profile.name,
                                              "grammar": bool(run.profile.grammar)}
-                                            if run.wire == "text" else {})}
+                                            if run.wire == "text" else {}),
+                                         # Replies asked again (``_repeats_last_call``).
+                                         **({"discarded": run.discarded} if run.discarded else {})}
     if run.wire == "text" and not agent.tool_mode_state.text_because:
         # As a load would read it: a conversation that went as text goes on as text under auto.
         agent.tool_mode_state.text_because = TEXT_ALREADY

@@ -50,7 +50,7 @@ def as_text_request(request: ModelRequest, profile: Profile = GENERIC, *,
     calls in ``profile``'s syntax, its stop strings; ``grammar``: the reply constrained to
     text or well-formed calls of the offered tools (for a server that takes GBNF), and
     further by ``reply_must``: ``"call"`` (one call of an offered tool, not
-    ``final_answer``) or ``"say"`` (not empty)."""
+    ``final_answer``), ``"say"`` (not empty) or ``"answer"`` (words, no call)."""
     system, constrain = request.system, None
     syntax = profile.syntax
     if request.tools:
@@ -61,7 +61,8 @@ def as_text_request(request: ModelRequest, profile: Profile = GENERIC, *,
         if grammar and reply_must == "call":
             constrain = call_grammar(request.tools, syntax, allow_text=False, one_call=True)
         elif grammar:
-            constrain = call_grammar(specs, syntax, say_something=reply_must == "say")
+            constrain = call_grammar(specs, syntax, say_something=reply_must == "say",
+                                     words_only=reply_must == "answer")
     return replace(request, system=system, items=render_items(request.items, syntax), tools=[],
                    tool_choice=None, grammar=constrain or request.grammar,
                    stop=tuple(dict.fromkeys((*request.stop, *profile.stop))))

@@ -181,7 +181,7 @@ FENCE = "```json"
 
 def call_grammar(specs: Sequence[dict[str, Any]], syntax: CallSyntax = HERMES, *,
                  allow_text: bool = True, say_something: bool = False,
-                 one_call: bool = False) -> str:
+                 one_call: bool = False, words_only: bool = False) -> str:
     """The GBNF grammar of a reply to a request offering the tools ``specs``.
 
     A call is written in ``syntax`` or as one object in a ```` ```json ```` fence.
@@ -189,7 +189,8 @@ def call_grammar(specs: Sequence[dict[str, Any]], syntax: CallSyntax = HERMES, *
     too, alone or before the calls; else only calls. ``say_something``: the reply is not
     empty (text that starts with a visible character other than ``<`` and a backtick, or calls).
     ``one_call`` (with ``allow_text=False``): exactly one call (measured at 1.5B: held to
-    calls, the model wrote the same failing call five times in one reply).
+    calls, the model wrote the same failing call five times in one reply). ``words_only``:
+    text alone, starting with a visible character that opens neither a call nor JSON.
     """
     rules = _Rules()
     bodies = []
@@ -219,7 +220,9 @@ def call_grammar(specs: Sequence[dict[str, Any]], syntax: CallSyntax = HERMES, *
     rules.add("call", f'{call} | {gbnf_literal(FENCE)} ws body ws "```"')
     rules.add("calls", "call ( ws call )* ws")
     reserved = (*syntax.reserved_text, FENCE)
-    if not allow_text:
+    if words_only:
+        root = f"ws [^{{<` \\t\\n] {_without(reserved, rules)}"
+    elif not allow_text:
         root = "ws call ws" if one_call else "ws calls"
     elif open_tag and say_something:
         root = f"ws ( [^<` \\t\\n] {_without(reserved, rules)} calls? | calls )"
