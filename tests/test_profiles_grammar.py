@@ -108,7 +108,7 @@ def test_free_text_can_never_hold_the_reserved_text() -> None:
     a way on with the character that completes one."""
     rules = _rules(call_grammar([PYTHON]))
     texts = {n: b for n, b in rules.items() if n.startswith("text")}
-    reserved = ("<tool_", FENCE)
+    reserved = ("<tool", FENCE)
 
     def run(text: str) -> bool:  # True: the automaton accepts ``text`` as free text
         state = "text0"
@@ -131,10 +131,11 @@ def test_free_text_can_never_hold_the_reserved_text() -> None:
         return True
 
     assert run("The answer is 42 < 43, see `x` and ``` code ```.")
-    assert run("<tool <to ol ```js ```python\nprint(1)\n``` <toolResponse>")
+    assert run("<to ol < tool ```js ```python\nprint(1)\n``` <t <too")
     for word in reserved:
         assert not run(word) and not run("hi " + word + " there") and not run("<" + word)
     assert not run("<tool_response>2**100</tool_response>")  # a result it imagines
+    assert not run("<toolResponse>\n</toolResponse>\n3")  # its variant, seen at 1.5B
 
 
 @pytest.mark.parametrize("syntax", list(SYNTAXES.values()), ids=list(SYNTAXES))

@@ -4,7 +4,7 @@ llama.cpp's servers constrain decoding to a GBNF grammar (llama-cpp-python's ``g
 field; llama-server's ``grammar``). The grammar made here allows exactly two kinds of reply,
 so a small model can still answer in words but cannot write a malformed call:
 
-- text that never contains the syntax's reserved text (``<tool_`` for ``<tool_call>``) or
+- text that never contains the syntax's reserved text (``<tool`` for ``<tool_call>``) or
   a ```` ```json ```` fence, and
 - such text, then one or more calls in the profile's ``CallSyntax`` (or in a ```` ```json ````
   fence, the way small models write them unasked), each naming an offered

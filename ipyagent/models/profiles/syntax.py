@@ -26,8 +26,10 @@ class CallSyntax:
     arguments_key: str = "arguments"
     as_list: bool = False
     # What free text may never contain under a call grammar (default: the opening tag).
-    # Hermes reserves "<tool_": a reply can then neither write a malformed call nor imitate
-    # a <tool_response> (Qwen2.5-Coder-0.5B writes one after its code, recorded).
+    # Hermes reserves "<tool": a reply can then neither write a malformed call nor imitate
+    # a <tool_response> (Qwen2.5-Coder-0.5B writes one after its code, recorded) nor its
+    # <toolResponse> variant (with "<tool_" reserved, both the 0.5B recording and a 1.5B
+    # answer wrote "<toolResponse>…</toolResponse>" and then the number).
     reserved: tuple[str, ...] = ()
 
     @property
@@ -46,7 +48,7 @@ class CallSyntax:
 
 # Qwen2.5/Qwen3 and Hermes: the Qwen2.5 chat template's own instruction ("return a json
 # object with function name and arguments within <tool_call></tool_call> XML tags").
-HERMES = CallSyntax("hermes", "<tool_call>\n", "\n</tool_call>", "tags", reserved=("<tool_",))
+HERMES = CallSyntax("hermes", "<tool_call>\n", "\n</tool_call>", "tags", reserved=("<tool",))
 # Llama 3.1/3.2 JSON tool calling (llama.com, "Llama 3.2 ... prompt format", JSON based tool
 # calling): a bare object, the arguments under "parameters".
 LLAMA3_JSON = CallSyntax("llama3_json", "", "", "bare", arguments_key="parameters")
