@@ -478,8 +478,54 @@ def test_a_refused_over_long_request_is_compacted_and_asked_again():
     assert agent.context.counter.scale > 1.5  # it counts as the server does from now on
 
 
+def test_a_server_that_says_its_window_sets_the_one_compaction_fits():
+    """llama-cpp-python reports no n_ctx anywhere but in its refusal (measured: a 0.5B run
+    that printed 998 lines outgrew the server's 8192 tokens and ended in an error). With
+    ``context_window`` 0, the window the refusal names is fitted from then on, for this
+    endpoint and model; the setting itself stays 0."""
+    too_long = {"error": {"message": "This model's maximum context length is 3072 tokens. However, "
+                          "you requested 3500 tokens (3100 in the messages, 400 in the completion). "
+                          "Please reduce the length of the messages or completion.",
+                          "type": "invalid_request_error", "code": "context_length_exceeded"}}
+    with ScriptedServer([http_error(400, too_long), reply_text("Summary of the notes."),
+                         reply_text("Done."), reply_text("Again.")]) as server:
+        agent = Agent(model="m", base_url=server.base_url, python_tool=False, file_tools=False,
+                      skills_enabled=False)
+        agent.context.counter = TokenCounter(use_tokenizer=False)
+        _long_history(agent)
+        events: list = []
+        result = agent.run("and now?", on_event=events.append)
+        assert agent.context_window == 0 and agent.window_in_force == 3072
+        agent.model = "another"  # another model: not known there
+        assert agent.window_in_force == 0
+        agent.close()
+    assert result.stop_reason == "done" and result.text == "Done.", result
+    notices = [e.message for e in events if isinstance(e, Notice)]
+    assert any("refused the request as longer than its context window of 3,072 tokens; "
+               "Agent.context_window is 0 (unknown), so the context is compacted to fit 3,072 "
+               "from now on (set Agent.context_window to choose) (it counted 3,100 tokens)" in n
+               for n in notices), notices
+    assert any(isinstance(e, ContextCompacted) for e in events)
+    assert len(json.dumps(server.bodies[2])) < len(json.dumps(server.bodies[0])) / 2
+
+
+@pytest.mark.parametrize("claimed", [1, 512, 10**9])
+def test_an_implausible_window_is_not_believed(claimed: int) -> None:
+    """A server cannot shrink the window to nothing (every result would be cleared) nor
+    claim one no model has: the run ends with the refusal, as without a window."""
+    too_long = {"error": {"message": f"This model's maximum context length is {claimed} tokens."}}
+    with ScriptedServer([http_error(400, too_long)]) as server:
+        agent = Agent(model="m", base_url=server.base_url, python_tool=False, file_tools=False)
+        result = agent.run("hello")
+        assert agent.window_in_force == 0
+        agent.close()
+    assert result.stop_reason == "error" and len(server.bodies) == 1
+
+
 def test_without_a_window_the_refusal_says_to_set_one():
-    with ScriptedServer([http_error(400, LLAMA_TOO_LONG)]) as server:
+    too_long = {"error": {"code": 400, "type": "exceed_context_size_error", "n_prompt_tokens": 3100,
+                          "message": "the request exceeds the available context size, try increasing it"}}
+    with ScriptedServer([http_error(400, too_long)]) as server:
         agent = Agent(model="m", base_url=server.base_url, python_tool=False, file_tools=False)
         result = agent.run("hello")
         agent.close()

@@ -64,7 +64,7 @@ def test_a_llama_cpp_server_is_probed_once_and_text_requests_carry_the_grammar()
     # The probe reads the very prompt the request then sends: the server's prompt cache stays.
     assert probe["messages"] == turns[0]["messages"]
     for body in turns:
-        assert body["grammar"].startswith("root ::= text0 calls?") and '"\\"add\\""' in body["grammar"]
+        assert body["grammar"].startswith("root ::= ws ( lead calls? | calls )?\n") and '"\\"add\\""' in body["grammar"]
         assert body["stop"] == ["<tool_response>"]
     assert gets == ["/v1/models", "/props"]  # once per server, not per step
     said = [e.message for e in events if isinstance(e, Notice)]
@@ -202,10 +202,10 @@ def test_the_reply_to_an_answer_check_is_constrained_to_what_it_asks() -> None:
             result = agent.run("Use Python to add 2 and 3.")
         _, first, checked, after = [r.body for r in srv.requests]
     assert result.text == "5" and len(result.steps) == 3
-    assert first["grammar"].startswith("root ::= text0 calls?")
+    assert first["grammar"].startswith("root ::= ws ( lead calls? | calls )?\n")
     assert checked["grammar"].startswith("root ::= ws call ws\n")  # one call, no more
     assert '"\\"final_answer\\""' not in checked["grammar"] and '"\\"python\\""' in checked["grammar"]
-    assert after["grammar"].startswith("root ::= text0 calls?")  # the check answered: as before
+    assert after["grammar"].startswith("root ::= ws ( lead calls? | calls )?\n")  # the check answered: as before
     server.forget()
     with ScriptedServer([_probe_answer(), reply_text(""), reply_text("It is 5.")],
                         model="qwen2.5-coder-1.5b", owned_by="me") as srv:
@@ -213,7 +213,7 @@ def test_the_reply_to_an_answer_check_is_constrained_to_what_it_asks() -> None:
             result = agent.run("What is 2 + 3?")
         said = srv.requests[-1].body["grammar"]
     assert result.text == "It is 5."
-    assert said.startswith("root ::= ws ( [^<` \\t\\n] text0 calls? | calls )")
+    assert said.startswith("root ::= ws ( lead calls? | calls )\n")
 
 
 def test_a_reply_that_repeats_the_last_call_is_asked_again_for_words() -> None:
@@ -233,7 +233,7 @@ def test_a_reply_that_repeats_the_last_call_is_asked_again_for_words() -> None:
     assert result.text == "It is 5." and result.stop_reason == "done"
     assert sum(1 for i in items if type(i).__name__ == "ToolResult") == 1  # ran once
     assert asked_again["messages"] == repeated["messages"]  # the same prompt: all of it cached
-    assert repeated["grammar"].startswith("root ::= text0 calls?")
+    assert repeated["grammar"].startswith("root ::= ws ( lead calls? | calls )?\n")
     assert asked_again["grammar"].startswith("root ::= ws [^{<` \\t\\n] text0\n")
     answer = items[-1]
     assert answer.meta["turn"]["discarded"] == [call]

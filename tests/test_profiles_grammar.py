@@ -79,7 +79,12 @@ def _rules(grammar: str) -> dict[str, str]:
 
 def test_a_reply_is_text_then_optional_calls_of_the_offered_tools() -> None:
     rules = _rules(call_grammar([PYTHON, FINAL_ANSWER_SPEC]))
-    assert rules["root"] == "text0 calls?"
+    assert rules["root"] == "ws ( lead calls? | calls )?"
+    # The first character of text is not "{" (nor space): a call written as bare JSON would
+    # be text the grammar does not hold; "<" and "`" go on in the automaton's own states.
+    assert rules["lead"] == '"<" text1 | "`" text2 | [^<`{ \\u0009\\u000A] text0'
+    assert rules["text0"] == '"" | "<" text1 | "`" text2 | [^<`] text0'
+    assert _rules(call_grammar([PYTHON], say_something=True))["root"] == "ws ( lead calls? | calls )"
     assert rules["body"] == "t0-call | t1-call"
     assert rules["call"] == '"<tool_call>" ws body ws "</tool_call>" | "```json" ws body ws "```"'
     assert '"\\"python\\""' in rules["t0-call"] and "t0-args" in rules["t0-call"]

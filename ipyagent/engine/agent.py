@@ -105,6 +105,8 @@ class Agent(AgentSettings):
         if approval_hook is not None:
             self.approval_hook = approval_hook
         self._breaker = CircuitBreaker()
+        # Windows servers said they have, refusing a request as too long (``window_in_force``).
+        self._server_windows: dict[tuple[str, str], int] = {}
         self._step_counter = 0
         # What ran here after a yes: a rewind re-runs it without asking (shared by branches).
         self.ran_here = RanHere()
@@ -890,6 +892,18 @@ class Agent(AgentSettings):
     def _tool_mode_short(self) -> str:
         in_force = self.tool_mode_in_force
         return f"{self.tool_mode}({in_force})" if self.tool_mode == "auto" else in_force
+
+    @property
+    def window_in_force(self) -> int:
+        """The window compaction fits: ``Agent.context_window``, or when that is 0 (unknown),
+        the one this endpoint's server said it has when it refused a request as too long."""
+        return self.context_window or self._server_windows.get(
+            (self.endpoint.base_url, self.model), 0)
+
+    def learn_window(self, tokens: int) -> None:
+        """Remember the window this endpoint's server said it has (only used while
+        ``Agent.context_window`` is 0; never changes the setting)."""
+        self._server_windows[(self.endpoint.base_url, self.model)] = tokens
 
     @property
     def tool_mode_in_force(self) -> Wire:

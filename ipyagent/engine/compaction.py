@@ -365,7 +365,7 @@ def shrink_largest_result(context: Context, over: int, keep_last: bool = True) -
 def settings_for(agent: AgentView, context: Context | None = None) -> dict[str, Any]:
     """``plan`` settings from an agent's current traits (window, threshold, reserve…)."""
     ctx = agent.context if context is None else context
-    window = agent.context_window
+    window = agent.window_in_force
     reserve = agent.request_max_tokens or min(2048, window // 4)
     tools_tokens = ctx.counter.scaled(ctx.counter.specs(agent.tools.specs()))
     return dict(window=window, threshold=agent.compact_threshold, reserve=reserve,

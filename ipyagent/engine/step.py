@@ -246,7 +246,7 @@ async def request(run: StepRun) -> tuple[Turn, int]:
         run.wire = "text"
         run.emit(Notice(text_start_notice(why_text), "info"))
     while True:
-        if agent.context_window:
+        if agent.window_in_force:
             problem = await fit_window(agent, run.emit, lambda: _on_wire(run, _build(run)))
             if problem:
                 raise Stop("error", problem)
@@ -261,14 +261,21 @@ async def request(run: StepRun) -> tuple[Turn, int]:
             turn = await _stream(run, _on_wire(run, req))
         except (ModelError, ConfigError) as exc:  # ConfigError: e.g. the API key is not set
             overflow = context_overflow(exc)
-            if overflow is not None and agent.context_window and not overflow_tried:
+            said = overflow.window if overflow is not None else None
+            learns = said if said and not agent.window_in_force else None
+            if overflow is not None and (agent.window_in_force or learns) and not overflow_tried:
                 overflow_tried = True
+                if learns:  # "0: unknown" until the server said it
+                    agent.learn_window(learns)
                 scale = agent.context.counter.count_denser(estimated_raw, overflow.prompt_tokens)
                 counted = (f" (it counted {overflow.prompt_tokens:,} tokens)"
                            if overflow.prompt_tokens else "")
+                learned = (f" of {learns:,} tokens; Agent.context_window is 0 (unknown), so the "
+                           f"context is compacted to fit {learns:,} from now on (set "
+                           "Agent.context_window to choose)" if learns else "")
                 run.emit(Notice(
                     f"The server refused the request as longer than its context "
-                    f"window{counted}; counting tokens ×{scale:.2f}, compacting and "
+                    f"window{learned}{counted}; counting tokens ×{scale:.2f}, compacting and "
                     "trying once more.", "warning"))
                 continue
             _bill_failed_reply(run, exc)

@@ -43,7 +43,7 @@ def request_meter(agent: Agent) -> tuple[int, int]:
     are a large share: without them the meter read a quarter full when nothing fit)."""
     from ..engine.compaction import settings_for
 
-    return agent.context.tokens + int(settings_for(agent)["extra_tokens"]), agent.context_window
+    return agent.context.tokens + int(settings_for(agent)["extra_tokens"]), agent.window_in_force
 
 
 @dataclass

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..errors import ModelError, ModelHTTPError
 
-__all__ = ["Overflow", "context_overflow", "overflow_hint"]
+__all__ = ["Overflow", "context_overflow", "overflow_hint", "WINDOW_BOUNDS"]
 
 # How servers say it (matched case-insensitively against the message and the body):
 # OpenAI, Groq, vLLM, DeepSeek: "maximum context length is 8192 tokens. However, your
@@ -33,6 +33,20 @@ _PROMPT_TOKENS = (
     re.compile(r"prompt is too long: (\d+) tokens", re.IGNORECASE),
     re.compile(r'"n_prompt_tokens":\s*(\d+)'),
 )
+# The server's own window, where its refusal says it (OpenAI, vLLM and llama-cpp-python:
+# "maximum context length is 8192 tokens"; llama.cpp: "n_ctx": 8192; Anthropic: "> 200000
+# maximum"; LM Studio: "context length of only 4096 tokens"; llama-cpp-python's own
+# message: "exceed context window of 8192").
+_WINDOW = (
+    re.compile(r"maximum context length is (\d+)", re.IGNORECASE),
+    re.compile(r'"n_ctx":\s*(\d+)'),
+    re.compile(r"tokens > (\d+) maximum", re.IGNORECASE),
+    re.compile(r"context length of only (\d+)", re.IGNORECASE),
+    re.compile(r"exceeds? context window of (\d+)", re.IGNORECASE),
+)
+# A window outside these bounds is not believed (a server cannot shrink the window to
+# nothing, which would clear every result, nor claim one no model has).
+WINDOW_BOUNDS = (1024, 10_000_000)
 
 
 @dataclass
@@ -40,6 +54,7 @@ class Overflow:
     """The server's refusal of an over-long prompt, and its own count when it gave one."""
 
     prompt_tokens: int | None = None
+    window: int | None = None  # the server's context window, when it says it (and it is plausible)
 
 
 def context_overflow(exc: BaseException) -> Overflow | None:
@@ -50,13 +65,20 @@ def context_overflow(exc: BaseException) -> Overflow | None:
         return None  # auth, rate limits and the like never mean "too long"
     body = getattr(exc, "body", None)
     text = str(exc) + " " + (body if isinstance(body, str) else json.dumps(body, default=str))
-    if not _SAYS_OVERFLOW.search(text):
+    if not _SAYS_OVERFLOW.search(text) and not _WINDOW[-1].search(text):
         return None
+    found = Overflow()
     for pattern in _PROMPT_TOKENS:
-        found = pattern.search(text)
-        if found:
-            return Overflow(int(found.group(1)))
-    return Overflow()
+        match = pattern.search(text)
+        if match:
+            found.prompt_tokens = int(match.group(1))
+            break
+    for pattern in _WINDOW:
+        match = pattern.search(text)
+        if match and WINDOW_BOUNDS[0] <= int(match.group(1)) <= WINDOW_BOUNDS[1]:
+            found.window = int(match.group(1))
+            break
+    return found
 
 
 def overflow_hint(context_window: int) -> str:

@@ -29,6 +29,22 @@ def test_llama_cpp_counts_from_the_body() -> None:
     assert found is not None and found.prompt_tokens == 5123
 
 
+@pytest.mark.parametrize("message, window", [
+    ("This model's maximum context length is 8192 tokens. However, you requested 9000 tokens "
+     "(8600 in the messages, 400 in the completion).", 8192),  # llama-cpp-python, OpenAI
+    ('{"type": "exceed_context_size_error", "n_prompt_tokens": 5123, "n_ctx": 4096}', 4096),
+    ("prompt is too long: 210000 tokens > 200000 maximum", 200000),
+    ("The model is loaded with context length of only 4096 tokens", 4096),
+    ("Requested tokens (9000) exceed context window of 8192", 8192),
+    ("This model's maximum context length is 100 tokens.", None),  # implausible: not believed
+    ("This model's maximum context length is 99999999999 tokens.", None),
+    ("Your input exceeds the context window of this model.", None),
+])
+def test_the_window_a_refusal_names(message: str, window: int | None) -> None:
+    found = context_overflow(RequestRejected(message, status_code=400))
+    assert found is not None and found.window == window
+
+
 def test_only_statuses_that_can_mean_too_long_count() -> None:
     too_long = "This model's maximum context length is 8192 tokens"
     assert context_overflow(RateLimitError(too_long, status_code=429)) is None

@@ -137,9 +137,11 @@ class _Rules:
         return self.add(name, f'"{{" ws {name}-head0 ws "}}"')
 
 
-def _without(words: tuple[str, ...], rules: _Rules) -> str:
+def _without(words: tuple[str, ...], rules: _Rules, lead: str = "") -> str:
     """Rules for text that never contains any of ``words``: an automaton whose states are
-    the words' prefixes (the longest one the text ends with), one rule per state."""
+    the words' prefixes (the longest one the text ends with), one rule per state.
+    ``lead``: the text is not empty and its first character is none of these (the rule
+    returned is then ``lead``, which goes on as ``text0``)."""
     prefixes = sorted({w[:i] for w in words for i in range(len(w))}, key=lambda p: (len(p), p))
     number = {p: i for i, p in enumerate(prefixes)}
 
@@ -160,7 +162,10 @@ def _without(words: tuple[str, ...], rules: _Rules) -> str:
         listed = "".join(_class_char(c) for c, t in moves.items() if t != "")
         options.append(f"[^{listed}] text0")
         rules.add(f"text{number[state]}", " | ".join(options))
-    return "text0"
+        if state == "" and lead:  # the first character: not empty, and none of ``lead``
+            extra = "".join(_class_char(c) for c in lead if c not in listed)
+            rules.add("lead", " | ".join(options[1:-1] + [f"[^{listed}{extra}] text0"]))
+    return "lead" if lead else "text0"
 
 
 def _class_char(ch: str) -> str:
@@ -185,8 +190,11 @@ def call_grammar(specs: Sequence[dict[str, Any]], syntax: CallSyntax = HERMES, *
     """The GBNF grammar of a reply to a request offering the tools ``specs``.
 
     A call is written in ``syntax`` or as one object in a ```` ```json ```` fence.
-    ``allow_text``: free text (without ``syntax.reserved_text`` or the fence) is a reply
-    too, alone or before the calls; else only calls. ``say_something``: the reply is not
+    ``allow_text``: free text (without ``syntax.reserved_text`` or the fence, and not
+    starting with ``{``) is a reply too, alone or before the calls; else only calls.
+    Measured at 0.5B: free text that could start with ``{`` held calls written as bare
+    JSON, outside the grammar (``{"name": "final_answer", "answer": "14.6"}``, arguments
+    cut off mid-string); without it, the same reply came as a held ```` ```json ```` call. ``say_something``: the reply is not
     empty (text that starts with a visible character other than ``<`` and a backtick, or calls).
     ``one_call`` (with ``allow_text=False``): exactly one call (measured at 1.5B: held to
     calls, the model wrote the same failing call five times in one reply). ``words_only``:
@@ -224,10 +232,9 @@ def call_grammar(specs: Sequence[dict[str, Any]], syntax: CallSyntax = HERMES, *
         root = f"ws [^{{<` \\t\\n] {_without(reserved, rules)}"
     elif not allow_text:
         root = "ws call ws" if one_call else "ws calls"
-    elif open_tag and say_something:
-        root = f"ws ( [^<` \\t\\n] {_without(reserved, rules)} calls? | calls )"
-    elif open_tag:
-        root = f"{_without(reserved, rules)} calls?"
+    elif open_tag:  # text never starts as JSON does: a call is written in a form held here
+        lead = _without(reserved, rules, lead="{ \t\n")
+        root = f"ws ( {lead} calls? | calls )" + ("" if say_something else "?")
     else:  # a bare JSON call: text is a reply that does not start as JSON does
         rules.add("prose", f'"" | [^{{ \\t\\n] {_without(reserved, rules)}')
         root = "ws calls | prose"
