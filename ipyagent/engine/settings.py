@@ -196,7 +196,8 @@ class AgentSettings(LoggingConfigurable):
     )).tag(config=True)
     context_window = Int(0, help=(
         "The model's context window in tokens; before each request the context is compacted "
-        "to fit it. 0: unknown, never compact."
+        "to fit it. 0: unknown, no compaction until the server refuses a request as too long "
+        "and names its window (then that one, for this endpoint and model)."
     )).tag(config=True)
     compact_threshold = Float(0.8, help=(
         "Compact when prompt + request_max_tokens would pass this fraction of context_window."
