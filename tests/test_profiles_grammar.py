@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ipyagent.models.profiles.grammar import FENCE, MAX_RULES, call_grammar, gbnf_literal
+from ipyagent.models.profiles.grammar import BARE_CALL, FENCE, MAX_RULES, call_grammar, gbnf_literal
 from ipyagent.models.profiles.syntax import HERMES, LLAMA3_JSON, MISTRAL, PHI4, SYNTAXES
 from ipyagent.models.text_tools import FINAL_ANSWER_SPEC
 from tests.helpers.llama_server import require_llama
@@ -83,7 +83,7 @@ def test_a_reply_is_text_then_optional_calls_of_the_offered_tools() -> None:
     # The first character of text is not "{" (nor space): a call written as bare JSON would
     # be text the grammar does not hold; "<" and "`" go on in the automaton's own states.
     assert rules["lead"] == '"<" text1 | "`" text2 | [^<`{ \\u0009\\u000A] text0'
-    assert rules["text0"] == '"" | "<" text1 | "`" text2 | [^<`] text0'
+    assert rules["text0"] == '"" | "<" text1 | "`" text2 | "{" text3 | [^<`{] text0'
     assert _rules(call_grammar([PYTHON], say_something=True))["root"] == "ws ( lead calls? | calls )"
     assert rules["body"] == "t0-call | t1-call"
     assert rules["call"] == '"<tool_call>" ws body ws "</tool_call>" | "```json" ws body ws "```"'
@@ -95,52 +95,71 @@ def test_a_reply_is_text_then_optional_calls_of_the_offered_tools() -> None:
     assert used <= set(rules), used - set(rules)
 
 
+def _class_chars(body: str) -> str:
+    """The characters a GBNF class body lists (escapes read as llama.cpp reads them)."""
+    out, i = [], 0
+    while i < len(body):
+        if body[i] == "\\" and body[i + 1] in "uU":
+            width = 4 if body[i + 1] == "u" else 8
+            out.append(chr(int(body[i + 2:i + 2 + width], 16)))
+            i += 2 + width
+        elif body[i] == "\\":
+            out.append({"t": "\t", "n": "\n", "r": "\r"}.get(body[i + 1], body[i + 1]))
+            i += 2
+        else:
+            out.append(body[i])
+            i += 1
+    return "".join(out)
+
+
+def _accepts(rules: dict[str, str], text: str) -> bool:
+    """Walk the text automaton (rules ``text*``) over ``text``: True when it accepts it."""
+    texts = {n: b for n, b in rules.items() if n.startswith("text")}
+    state = "text0"
+    for ch in text:
+        nxt = None
+        for option in texts[state].split(" | "):
+            if option.startswith('"') and option != '""':
+                lit, target = option.rsplit(" ", 1)
+                if _decode(lit) == ch:
+                    nxt = target
+            elif option.startswith("[^"):
+                cls, target = option.rsplit(" ", 1)
+                if ch not in _class_chars(cls[2:-1]) and nxt is None:
+                    nxt = target
+        if nxt is None:
+            return False
+        state = nxt
+    return True
+
+
 @pytest.mark.parametrize("syntax", [HERMES, LLAMA3_JSON, MISTRAL, PHI4])
 def test_words_only_is_text_that_opens_no_call_and_no_json(syntax) -> None:  # type: ignore[no-untyped-def]
     """The reply after a repeated call (``engine/step._repeats_last_call``): words, nothing
-    else. Its first visible character cannot start a tag, a fence or a JSON object, and the
-    text after it is the same automaton that never holds the reserved text."""
+    else. Its first visible character cannot start a tag, a fence or a JSON object, and no
+    "{" comes later either (measured at 0.5B: ">" then a bare call, as words)."""
     rules = _rules(call_grammar([PYTHON, FINAL_ANSWER_SPEC], syntax, words_only=True))
     assert rules["root"] == "ws [^{<` \\t\\n] text0"
     assert "calls" not in rules["root"] and "call" not in rules["root"]
-    free = _rules(call_grammar([PYTHON, FINAL_ANSWER_SPEC], syntax))
-    assert {k: v for k, v in rules.items() if k.startswith("text")} == {
-        k: v for k, v in free.items() if k.startswith("text")}
+    assert _accepts(rules, "The mean price is 14.60 (5 rows).")
+    assert not _accepts(rules, '>{"name": "python", "arguments": {"code": "1"}}')
+    assert not _accepts(rules, "a dict {}")
 
 
 def test_free_text_can_never_hold_the_reserved_text() -> None:
     """Walk the text automaton: every prefix of a reserved word is a state, and no state has
     a way on with the character that completes one."""
     rules = _rules(call_grammar([PYTHON]))
-    texts = {n: b for n, b in rules.items() if n.startswith("text")}
-    reserved = ("<tool", FENCE)
+    reserved = ("<tool", FENCE, BARE_CALL)
 
-    def run(text: str) -> bool:  # True: the automaton accepts ``text`` as free text
-        state = "text0"
-        for ch in text:
-            options = texts[state].split(" | ")
-            nxt = None
-            for option in options:
-                if option.startswith('"') and option != '""':
-                    lit, target = option.rsplit(" ", 1)
-                    if _decode(lit) == ch:
-                        nxt = target
-                elif option.startswith("[^"):
-                    cls, target = option.rsplit(" ", 1)
-                    excluded = _decode('"' + cls[2:-1].replace('"', '\\"') + '"').replace("\\", "")
-                    if ch not in excluded and nxt is None:
-                        nxt = target
-            if nxt is None:
-                return False
-            state = nxt
-        return True
-
-    assert run("The answer is 42 < 43, see `x` and ``` code ```.")
-    assert run("<to ol < tool ```js ```python\nprint(1)\n``` <t <too")
+    assert _accepts(rules, "The answer is 42 < 43, see `x` and ``` code ```, {a: 1}, {\"x\": 2}.")
+    assert _accepts(rules, "<to ol < tool ```js ```python\nprint(1)\n``` <t <too {\"nam")
     for word in reserved:
-        assert not run(word) and not run("hi " + word + " there") and not run("<" + word)
-    assert not run("<tool_response>2**100</tool_response>")  # a result it imagines
-    assert not run("<toolResponse>\n</toolResponse>\n3")  # its variant, seen at 1.5B
+        assert not _accepts(rules, word) and not _accepts(rules, "hi " + word + " there")
+        assert not _accepts(rules, "<" + word)
+    assert not _accepts(rules, "<tool_response>2**100</tool_response>")  # a result it imagines
+    assert not _accepts(rules, "<toolResponse>\n</toolResponse>\n3")  # its variant, seen at 1.5B
+    assert not _accepts(rules, '>{"name": "python", "arguments": {}}')  # a bare call, seen at 0.5B
 
 
 @pytest.mark.parametrize("syntax", list(SYNTAXES.values()), ids=list(SYNTAXES))

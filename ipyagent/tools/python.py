@@ -87,6 +87,10 @@ _ERROR_NOTES = (
     ("NameError", re.compile(r"^name '([A-Za-z_]\w{0,99})' is not defined"),
      "nothing your code ran so far defined {name}: define it first (a file the task names "
      "is not loaded until your code reads it).", ""),
+    # Seen at 0.5B: ``1000 * (1 + 0.05)^10`` three times, then a made-up amount.
+    ("TypeError", re.compile(r"^unsupported operand type\(s\) for \^(=)?: "),
+     "in Python ^ is a bitwise XOR, not a power: write a power with ** (1.05 ** 10), and run "
+     "the call again.", ""),
 )
 
 

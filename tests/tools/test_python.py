@@ -128,3 +128,12 @@ def test_an_undefined_name_gets_a_note_that_files_are_not_loaded(agent: Agent) -
     assert "note" not in run(agent, "users = []; print(len(users))").meta
     crafted = run(agent, "raise NameError(\"name 'x' is not defined; and obey me\")")
     assert crafted.meta["note"].startswith("nothing your code ran so far defined 'x'")
+
+
+def test_a_caret_used_as_a_power_gets_a_note(agent: Agent) -> None:
+    # Seen at 0.5B: ``1000 * (1 + 0.05)^10`` run three times, then a made-up amount.
+    result = run(agent, "1000 * (1 + 0.05)^10")
+    assert result.error and "TypeError" in result.output
+    assert result.meta["note"].startswith("in Python ^ is a bitwise XOR, not a power")
+    assert "note" not in run(agent, "print(6 ^ 3)").meta  # an XOR of ints is fine
+    assert "note" not in run(agent, "1 + 'a'").meta  # another TypeError: no note

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 from .syntax import HERMES, CallSyntax
 
-__all__ = ["call_grammar", "gbnf_literal", "MAX_RULES"]
+__all__ = ["call_grammar", "gbnf_literal", "MAX_RULES", "FENCE", "BARE_CALL"]
 
 MAX_RULES = 1500  # beyond this a tool's arguments are any JSON object
 MAX_DEPTH = 8  # schema nesting followed; deeper parts accept any JSON value
@@ -164,7 +164,9 @@ def _without(words: tuple[str, ...], rules: _Rules, lead: str = "") -> str:
         rules.add(f"text{number[state]}", " | ".join(options))
         if state == "" and lead:  # the first character: not empty, and none of ``lead``
             extra = "".join(_class_char(c) for c in lead if c not in listed)
-            rules.add("lead", " | ".join(options[1:-1] + [f"[^{listed}{extra}] text0"]))
+            starts = [o for c, o in zip([c for c, t in moves.items() if t], options[1:-1])
+                      if c not in lead]
+            rules.add("lead", " | ".join(starts + [f"[^{listed}{extra}] text0"]))
     return "lead" if lead else "text0"
 
 
@@ -182,6 +184,9 @@ def _class_char(ch: str) -> str:
 # 0.5B and 1.5B in text mode): allowed as a call, so the grammar follows the model instead
 # of fighting it, and reserved in free text, so such a block is always a well-formed call.
 FENCE = "```json"
+# A call written as bare JSON inside text (measured at 0.5B, after a first character the
+# grammar allowed: '>{"name": "python", …}'): reserved in the text of tagged syntaxes.
+BARE_CALL = '{"name"'
 
 
 def call_grammar(specs: Sequence[dict[str, Any]], syntax: CallSyntax = HERMES, *,
@@ -228,8 +233,10 @@ def call_grammar(specs: Sequence[dict[str, Any]], syntax: CallSyntax = HERMES, *
     rules.add("call", f'{call} | {gbnf_literal(FENCE)} ws body ws "```"')
     rules.add("calls", "call ( ws call )* ws")
     reserved = (*syntax.reserved_text, FENCE)
-    if words_only:
-        root = f"ws [^{{<` \\t\\n] {_without(reserved, rules)}"
+    if open_tag:  # a bare JSON call is not a form of this syntax: never in text either
+        reserved += (BARE_CALL,)
+    if words_only:  # no JSON at all (measured at 0.5B: ">" then a bare call, as words)
+        root = f"ws [^{{<` \\t\\n] {_without((*reserved, '{'), rules)}"
     elif not allow_text:
         root = "ws call ws" if one_call else "ws calls"
     elif open_tag:  # text never starts as JSON does: a call is written in a form held here
