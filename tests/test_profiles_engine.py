@@ -240,6 +240,15 @@ def test_a_reply_that_repeats_the_last_call_is_asked_again_for_words() -> None:
     lines = [e.line for e in events if type(e).__name__ == "Discarded"]
     assert lines == ["discarded: the model made its last add call again, whose result it has; "
                      "asked for its answer instead; asking again"]
+    # Its result written back as code (the 0.5B ran 2**100's value as code): the same.
+    server.forget()
+    echo = '<tool_call>\n{"name": "python", "arguments": {"code": "5"}}\n</tool_call>'
+    with ScriptedServer([_probe_answer(), reply_text(echo.replace('"5"', '"2 + 3"')),
+                         reply_text(echo), reply_text("It is 5.")],
+                        model="qwen2.5-coder-0.5b", owned_by="me") as srv:
+        with _agent(srv, verify_answers=True, tools=[python]) as agent:
+            assert agent.run("What is 2 + 3?").text == "It is 5."
+            assert sum(1 for i in agent.context if type(i).__name__ == "ToolResult") == 1
     # The check off: the repeat runs (the circuit breaker's note tells the model).
     for settings, first_result in [({"verify_answers": False}, "5"),
                                    ({"verify_answers": True, "tools": [_fails]}, None)]:
@@ -254,6 +263,11 @@ def test_a_reply_that_repeats_the_last_call_is_asked_again_for_words() -> None:
         assert len(results) == 2, settings
         if first_result:
             assert results[0].output == first_result
+
+
+def python(code: str) -> str:
+    """Run Python (a stand-in that prints 5)."""
+    return "5"
 
 
 def _fails(a: int, b: int) -> int:

@@ -310,9 +310,10 @@ async def request(run: StepRun) -> tuple[Turn, int]:
 
 def _repeats_last_call(run: StepRun, turn: Turn) -> str | None:
     """The tool's name when this text-mode reply starts with the very call the model made
-    last, whose result came back without an error (measured at 0.5B: with its answer
-    printed, it wrote the same call again, then again until the circuit breaker; asked
-    once more with the grammar holding the reply to words, it answered). Only under a
+    last, whose result came back without an error, or with a python call whose code is
+    that result (measured at 0.5B: with its answer printed, it wrote the same call again,
+    then again until the circuit breaker, or ran 1267650600228229401496703205376 as code;
+    asked once more with the grammar holding the reply to words, it answered). Only under a
     grammar, with ``verify_answers`` in force, once a step, and never for a reply that
     answers a check (the check asked for a call)."""
     agent = run.agent
@@ -328,7 +329,12 @@ def _repeats_last_call(run: StepRun, turn: Turn) -> str | None:
     names = [t.name for t in agent.text_mode_offer(agent.offered_tools(), agent.context.system)[0]]
     calls = turn.tool_calls or recover_calls(turn.text, names,
                                              run.profile.profile.syntax.shape)[1]
-    if not calls or (calls[0].name, calls[0].arguments) != (last_call.name, last_call.arguments):
+    if not calls:
+        return None
+    first, printed = calls[0], items[-1].output.strip()
+    echoed = (first.name == "python" and bool(printed)
+              and str(first.arguments.get("code", "")).strip() == printed)
+    if (first.name, first.arguments) != (last_call.name, last_call.arguments) and not echoed:
         return None
     return last_call.name
 
