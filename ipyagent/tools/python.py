@@ -91,7 +91,15 @@ _ERROR_NOTES = (
     ("TypeError", re.compile(r"^unsupported operand type\(s\) for \^(=)?: "),
      "in Python ^ is a bitwise XOR, not a power: write a power with ** (1.05 ** 10), and run "
      "the call again.", ""),
+    # Seen at 1.5B: ``with open(…) as f: lines = f.readlines(); …; with open(…, 'w') as f: …``
+    # on one line, run twice unchanged; read from the traceback's code line, not the message.
+    ("SyntaxError", re.compile(r";\s*(with|for|if|while|def|class|try)\b[^\n]*:", re.M),
+     "a {name} statement cannot follow ';' on one line: write the code on several lines (a "
+     "line break inside the JSON string is \\n), indented, and run the call again.", ""),
 )
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def error_note(outputs: list[dict[str, Any]]) -> str:
@@ -101,7 +109,10 @@ def error_note(outputs: list[dict[str, Any]]) -> str:
             continue
         for ename, pattern, note, unnamed in _ERROR_NOTES:
             if out.get("ename") == ename:
-                found = pattern.match(str(out.get("evalue", "")))
+                code_line = ename == "SyntaxError"  # what it says is in the code it shows
+                text = (_ANSI.sub("", "\n".join(map(str, out.get("traceback") or [])))
+                        if code_line else str(out.get("evalue", "")))
+                found = pattern.search(text) if code_line else pattern.match(text)
                 if found or unnamed:
                     return note.format(name=repr(found.group(1)) if found else unnamed)
     return ""

@@ -137,3 +137,14 @@ def test_a_caret_used_as_a_power_gets_a_note(agent: Agent) -> None:
     assert result.meta["note"].startswith("in Python ^ is a bitwise XOR, not a power")
     assert "note" not in run(agent, "print(6 ^ 3)").meta  # an XOR of ints is fine
     assert "note" not in run(agent, "1 + 'a'").meta  # another TypeError: no note
+
+
+def test_a_block_statement_after_a_semicolon_gets_a_note(agent: Agent) -> None:
+    # Seen at 1.5B: two ``with`` blocks joined by ';' on one line, run twice unchanged.
+    code = ("with open('x.txt', 'w') as f: f.write('a'); with open('x.txt') as f: "
+            "print(f.read())")
+    result = run(agent, code)
+    assert result.error and "SyntaxError" in result.output
+    assert result.meta["note"].startswith("a 'with' statement cannot follow ';' on one line")
+    assert "note" not in run(agent, "x = 1; y = (").meta  # another SyntaxError: no note
+    assert "note" not in run(agent, "x = 1; print(x)").meta
