@@ -312,6 +312,15 @@ def test_table_shape_leaves_out_a_cut_last_line() -> None:
     ("[]", "array of 0 items"),
     ("[1, 2, 3]", "array of 3 items; the first is a number"),
     ('[{"x": 1}]', "array of 1 item; the first is an object with keys x"),
+    # Nested arrays: their lengths across the items (at 1.5B, items[0] alone was summed).
+    ('[{"id": 1, "items": [{"sku": "a", "qty": 2}, {"sku": "b", "qty": 1}]}, {"id": 2, "items": '
+     '[{"sku": "c", "qty": 4}]}]', "array of 2 items; the first is an object with keys id, items; "
+     "in each item, items is an array of 1–2 objects with keys sku, qty"),
+    ('[{"t": [1, 2]}, {"t": [3, 4]}, {"t": "x"}]',
+     "array of 3 items; the first is an object with keys t; in each item, t is an array of 2 "
+     "items, the first a number"),
+    ('[{"t": []}]', "array of 1 item; the first is an object with keys t; in each item, t is an "
+     "array of 0 items"),
     ('"s"', "a string"),
     ("{not json", None),
 ])

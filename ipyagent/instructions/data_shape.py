@@ -127,9 +127,37 @@ def _outline(value: Any) -> str:
             return head
         first = value[0]
         if isinstance(first, dict):
-            return f"{head}; the first is an object with keys {_keys(first)}"
+            nested = _nested_arrays(value[:SCANNED], first)
+            return f"{head}; the first is an object with keys {_keys(first)}" + (
+                f"; in each item, {nested}" if nested else "")
         return f"{head}; the first is {_kind(first)}"
     return _kind(value)
+
+
+SCANNED = 1000  # items of an array looked at for the lengths of the arrays nested in them
+
+
+def _nested_arrays(items: list[Any], first: dict[str, Any], limit: int = 3) -> str:
+    """``items is an array of 1–2 objects with keys sku, qty, price``: the arrays the
+    first object holds, their lengths across ``items`` and what the first one holds.
+    Why: at 1.5B, shown orders whose items lists differ in length, the model summed
+    ``order['items'][0]`` only."""
+    parts = []
+    for key, inner in first.items():
+        if not isinstance(inner, list):
+            continue
+        lengths = [len(obj[key]) for obj in items
+                   if isinstance(obj, dict) and isinstance(obj.get(key), list)]
+        span = (f"{min(lengths)}–{max(lengths)}" if min(lengths) != max(lengths)
+                else str(lengths[0]))
+        holds = next((x for obj in items if isinstance(obj, dict)
+                      for x in (obj.get(key) or [])[:1]), None)
+        what = ("objects with keys " + _keys(holds) if isinstance(holds, dict)
+                else f"items, the first {_kind(holds)}" if holds is not None else "items")
+        parts.append(f"{str(key)[:40]} is an array of {span} {what}")
+        if len(parts) == limit:
+            break
+    return "; ".join(parts)
 
 
 def _keys(obj: dict[str, Any], limit: int = 20) -> str:
