@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..context.events import ToolOutput, live_emitter
@@ -25,6 +28,10 @@ class PythonHost(Protocol):
     def kernel(self) -> Kernel: ...
     tool_timeout: float
     send_images: bool
+    workspace: str
+
+    @property
+    def workspace_path(self) -> Path: ...
 
 DESCRIPTION = ("Run Python code in a persistent, isolated IPython kernel and return what it "
                "prints, the value of the last expression, or the error.")
@@ -61,7 +68,7 @@ def python_tool(agent: PythonHost) -> Tool:
             call_id=call.id, name=call.name, output=execution.text or "(no output)",
             error=execution.status != "ok", outputs=list(execution.outputs),
             execution_count=execution.execution_count, meta=meta)
-        note = error_note(execution.outputs)
+        note = error_note(execution.outputs, _names_here(agent, execution.outputs))
         if note:
             result.meta["note"] = note
         await settle_changes(agent, result)  # the staged workspace: what reaches your folder
@@ -89,8 +96,8 @@ _ERROR_NOTES = (
      "is not loaded until your code reads it).", ""),
     # Seen at 0.5B: ``1000 * (1 + 0.05)^10`` three times, then a made-up amount.
     ("TypeError", re.compile(r"^unsupported operand type\(s\) for \^(=)?: "),
-     "in Python ^ is a bitwise XOR, not a power: write a power with ** (1.05 ** 10), and run "
-     "the call again.", ""),
+     "in Python ^ is a bitwise XOR, not a power: write a power with **{example}, and run the "
+     "call again.", ""),
     # Seen at 1.5B: ``with open(…) as f: lines = f.readlines(); …; with open(…, 'w') as f: …``
     # on one line, run twice unchanged; read from the traceback's code line, not the message.
     ("SyntaxError", re.compile(r";\s*(with|for|if|while|def|class|try)\b[^\n]*:", re.M),
@@ -102,8 +109,27 @@ _ERROR_NOTES = (
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def error_note(outputs: list[dict[str, Any]]) -> str:
-    """ipyagent's note for the error in ``outputs`` (``_ERROR_NOTES``), or ""."""
+# How code reads a file, by extension (the NameError note's example).
+_READ_AS = {".csv": "pd.read_csv({f!r})", ".tsv": "pd.read_csv({f!r}, sep='\\t')",
+            ".json": "json.load(open({f!r}))", ".parquet": "pd.read_parquet({f!r})",
+            ".xlsx": "pd.read_excel({f!r})"}
+_PLAIN_FILE = re.compile(r"^[A-Za-z_]\w{0,99}\.[A-Za-z0-9]{1,10}$")
+
+
+def error_note(outputs: list[dict[str, Any]], files: Sequence[str] = ()) -> str:
+    """ipyagent's note for the error in ``outputs`` (``_ERROR_NOTES``), or "". ``files``:
+    the names in the workspace folder, for a NameError whose name is one's stem (at 0.5B,
+    ``StringIO(scores.csv)`` failed three times on the note alone)."""
+    for out in outputs:
+        if out.get("ename") == "NameError" and files:
+            found = _ERROR_NOTES[1][1].match(str(out.get("evalue", "")))
+            named = [f for f in files if found and _PLAIN_FILE.match(f)
+                     and f.rsplit(".", 1)[0] == found.group(1)]
+            if found and named:
+                how = _READ_AS.get("." + named[0].rsplit(".", 1)[1].lower(), "open({f!r}).read()")
+                return (f"nothing your code ran so far defined {found.group(1)!r}; the workspace "
+                        f"has a file {named[0]}: read it in your code first, for example "
+                        f"{found.group(1)} = {how.format(f=named[0])}, and run the call again.")
     for out in outputs:
         if out.get("output_type") != "error":
             continue
@@ -114,8 +140,36 @@ def error_note(outputs: list[dict[str, Any]]) -> str:
                         if code_line else str(out.get("evalue", "")))
                 found = pattern.search(text) if code_line else pattern.match(text)
                 if found or unnamed:
-                    return note.format(name=repr(found.group(1)) if found else unnamed)
+                    return note.format(name=repr(found.group(1)) if found else unnamed,
+                                       example=_power_example(out) if ename == "TypeError" else "")
     return ""
+
+
+_ARROW = re.compile(r"^-+> ?\d+ (.{1,200})$", re.M)
+_ARITHMETIC = re.compile(r"^[\w .+\-*/%()=,\[\]^]+$")
+
+
+def _power_example(out: dict[str, Any]) -> str:
+    """``, as in: 1000 * (1 + 0.05)**10``: the failing line with ** for ^ (the 0.5B copied
+    the note's own example, ``** (1.05 ** 10)``, as its code)."""
+    line = _ARROW.search(_ANSI.sub("", "\n".join(map(str, out.get("traceback") or []))))
+    code = line.group(1).strip() if line else ""
+    # Only arithmetic is quoted back in ipyagent's note: no strings, no comments.
+    if "^" not in code or len(code) > 120 or not _ARITHMETIC.match(code):
+        return " (as in 2 ** 10)"
+    return ", as in: " + code.replace("^", "**")
+
+
+def _names_here(agent: PythonHost, outputs: list[dict[str, Any]], limit: int = 500) -> list[str]:
+    """The names in the workspace folder (not below it), only after a NameError, and only
+    for a local workspace; [] when it cannot be listed."""
+    if agent.workspace == "remote" or not any(o.get("ename") == "NameError" for o in outputs):
+        return []
+    try:
+        with os.scandir(agent.workspace_path) as entries:
+            return [e.name for _, e in zip(range(limit), entries) if e.is_file(follow_symlinks=False)]
+    except OSError:
+        return []
 
 
 def _images(outputs: list[dict[str, Any]], limit: int = 4) -> list[dict[str, str]]:

@@ -194,7 +194,8 @@ def call_grammar(specs: Sequence[dict[str, Any]], syntax: CallSyntax = HERMES, *
                  one_call: bool = False, words_only: bool = False) -> str:
     """The GBNF grammar of a reply to a request offering the tools ``specs``.
 
-    A call is written in ``syntax`` or as one object in a ```` ```json ```` fence.
+    A call is written in ``syntax``, as one object in a ```` ```json ```` fence, or (where
+    the syntax has a tag) as one bare object.
     ``allow_text``: free text (without ``syntax.reserved_text`` or the fence, and not
     starting with ``{``) is a reply too, alone or before the calls; else only calls.
     Measured at 0.5B: free text that could start with ``{`` held calls written as bare
@@ -230,7 +231,10 @@ def call_grammar(specs: Sequence[dict[str, Any]], syntax: CallSyntax = HERMES, *
     inner = 'ws "[" ws body ( ws "," ws body )* ws "]" ws' if syntax.as_list else "ws body ws"
     call = " ".join(p for p in (gbnf_literal(open_tag) if open_tag else "", inner,
                                 gbnf_literal(close_tag) if close_tag else "") if p)
-    rules.add("call", f'{call} | {gbnf_literal(FENCE)} ws body ws "```"')
+    # Also a bare object where the syntax has a tag (measured at 0.5B: its calls come bare;
+    # refused that form, it wrote a fence whose code gained a stray '}' before the quote).
+    bare = " | body" if open_tag else ""
+    rules.add("call", f'{call} | {gbnf_literal(FENCE)} ws body ws "```"{bare}')
     rules.add("calls", "call ( ws call )* ws")
     reserved = (*syntax.reserved_text, FENCE)
     if open_tag:  # a bare JSON call is not a form of this syntax: never in text either
