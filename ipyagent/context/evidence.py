@@ -326,15 +326,18 @@ def own_constants(code: str, given: Iterable[str]) -> list[str]:
 def single_look(answer: str, calls_run: int, constants: Sequence[str]) -> Finding | None:
     """A physical quantity computed in one call from constants the model supplied itself
     (``constants``): where a unit slip (a radius in km among SI values) gives a confident,
-    plausible-looking wrong number that no other rule sees."""
+    plausible-looking wrong number that no other rule sees. The ask names variables by unit:
+    measured at 1.5B (metres over hours called m/s), "print each intermediate value with its
+    unit" or "write each value in SI units first" got the same call back; this got
+    ``time_s = 1 + 48/60`` printed as "Time: 1.8 seconds", the slip in plain view."""
     if calls_run != 1 or not constants or not _UNIT.search(answer):
         return None
     shown = ", ".join(constants[:4])
     return Finding("units", f"a physical quantity computed once, from constants the model chose ({shown})",
                    f"You computed this physical quantity in a single step, from values you "
-                   f"chose yourself ({shown}). Run it again, printing each intermediate value "
-                   "with its unit (km or m, g or kg, hours or seconds), check whether the size "
-                   "of the result is plausible, and then answer.")
+                   f"chose yourself ({shown}). Run it again with one variable per quantity, "
+                   "named with its unit (distance_m, time_s, mass_kg), printing each, then the "
+                   "result; check whether its size is plausible, and then answer.")
 
 
 # -- the places the task asked for ----------------------------------------------------------
