@@ -1,12 +1,14 @@
 """Small tool tasks against a real local server: ipyagent beside smolagents, same model.
 
-Three sets of six tasks a notebook user asks a small local model, each with a checker that
+Four sets of six tasks a notebook user asks a small local model, each with a checker that
 reads the answer (and the file it wrote): ``bench`` (compute 2**100, a physics formula, primes,
 a CSV mean, a semicolon-delimited CSV, write a file then read it back), ``unseen`` (nested
 JSON, a TSV, dates, a config edit, units, missing cells: written before issue 33's work; issue
 33 counts the two sets separately) and ``fresh`` (a percentage, a group-by, a median, a JSON
 count, a column rename, compound interest: written once the first two sets' failures had
-been read, and run as they were written). ipyagent runs with its defaults (python in
+been read, and run as they were written) and ``fresh2`` (a word count, a standard deviation,
+Fahrenheit to Celsius, a JSON group-by, writing a CSV, a TSV filter: written and committed a
+session later, before their first run). ipyagent runs with its defaults (python in
 the sandboxed sibling kernel, approval auto); smolagents' ``ToolCallingAgent`` (its python tool)
 and ``CodeAgent`` run the same tasks against the same server and model, side by side in this
 process, when smolagents is installed. Per task and runner: solved or not, steps, prompt tokens
@@ -159,7 +161,44 @@ FRESH = [
          "Use Python to compute the final amount and reply with 2 decimals.",
          lambda a, _: _has_number(a, 1000 * 1.05 ** 10), {}),
 ]
-SETS = {"bench": TASKS, "unseen": UNSEEN, "fresh": FRESH}
+# Six more, written on 2026-12-03 (the next session) and committed before any run, after the
+# three sets above had all been read: the unseen set of that session's table.
+FRESH2 = [
+    Task("words", "How many words does poem.txt contain? Use Python to count them and reply "
+         "with the number.",
+         lambda a, _: _only_number(a, "12"),
+         {"poem.txt": "The quick brown fox\njumps over the lazy dog\n\nand runs away\n"}),
+    Task("std-dev", "Use Python to compute the population standard deviation of 1, 2, 3, 4 "
+         "and 10, and reply with it, 2 decimals.",
+         lambda a, _: _has_number(a, 10 ** 0.5), {}),
+    Task("fahrenheit", "Use Python to convert 98.6 degrees Fahrenheit to Celsius and reply "
+         "with 1 decimal.",
+         lambda a, _: "37.0" in a or _only_number(a, "37"), {}),
+    Task("json-category", "expenses.json is a list of expenses, each with a category and an "
+         "amount. Use Python to find the category with the largest total amount and reply "
+         "with its name.",
+         lambda a, _: "fun" in a.lower() and "food" not in a.lower() and "travel" not in a.lower(),
+         {"expenses.json": '[{"category": "food", "amount": 12.5}, {"category": "fun", '
+                           '"amount": 45.5}, {"category": "travel", "amount": 100}, '
+                           '{"category": "food", "amount": 30}, {"category": "fun", '
+                           '"amount": 60}, {"category": "food", "amount": 20}, '
+                           '{"category": "food", "amount": 40}]\n'}),
+    Task("write-csv", "Use Python to write a file squares.csv with the header n,square and one "
+         "row for each n from 1 to 5, then reply with the number of lines in the file.",
+         lambda a, d: _lines(d / "squares.csv") == ["n,square", "1,1", "2,4", "3,9", "4,16",
+                                                    "5,25"] and "6" in a, {}),
+    Task("tsv-count", "temps.tsv is tab-separated with columns city and temp. Use Python to "
+         "count the cities with a temp above 20 and reply with the number.",
+         lambda a, _: _only_number(a, "3", allowed=("20",)),
+         {"temps.tsv": "city\ttemp\noslo\t12\nrome\t24\ncairo\t31\nlima\t19\nnice\t21\n"}),
+]
+SETS = {"bench": TASKS, "unseen": UNSEEN, "fresh": FRESH, "fresh2": FRESH2}
+
+
+def _only_number(answer: str, number: str, allowed: tuple[str, ...] = ()) -> bool:
+    """True when ``number`` is in the answer and no other number is (but ``allowed``)."""
+    found = re.findall(r"\d+(?:\.\d+)?", answer.replace(",", ""))
+    return number in found and all(n in (number, *allowed) for n in found)
 
 
 def _lines(source: Path | str) -> list[str] | None:
