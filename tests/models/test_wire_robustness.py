@@ -119,8 +119,11 @@ async def test_error_line_split_across_network_reads_is_still_read(scripted_serv
 
 
 def test_agent_run_ends_in_error_not_done_on_a_mid_stream_error_line(scripted_server) -> None:
-    scripted_server.script([raw_sse(chunk({"role": "assistant", "content": "The answer is"})
-                                    + LLAMA_ERROR + "data: [DONE]\n\n")])
+    # The error names the server's window (n_ctx): fitted, and asked once more; the same error
+    # again ends the run with the server's message.
+    broken = raw_sse(chunk({"role": "assistant", "content": "The answer is"})
+                     + LLAMA_ERROR + "data: [DONE]\n\n")
+    scripted_server.script([broken, broken])
     with Agent(model="m", base_url=scripted_server.base_url, python_tool=False, file_tools=False) as agent:
         result = agent.run("go")
     assert result.stop_reason == "error" and "exceeds the available context size" in (result.error or "")
