@@ -96,6 +96,56 @@ def _data_text(data: dict[str, Any], metadata: dict[str, Any] | None) -> str:
     return ""
 
 
+_CHAINED = re.compile(r"\n\s*(?:The above exception was the direct cause of the following "
+                      r"exception:|During handling of the above exception, another exception "
+                      r"occurred:)\s*\n")
+_FRAME = re.compile(r"^File (.+?):\d+, in ")
+_PACKAGE = re.compile(r"[/\\](?:site|dist)-packages[/\\]([\w.-]+)|^([\w.-]+)[/\\][\w/\\.-]+\.(?:pyx|pxi|pxd)$")
+_STDLIB = re.compile(r"[/\\]lib[/\\]python3[\d.]*[/\\]|^<frozen ")
+
+
+def _library(path: str) -> str | None:
+    """The package a traceback frame's file belongs to ("" for the standard library), or
+    None for the user's own code."""
+    package = _PACKAGE.search(path)
+    if package:
+        return (package.group(1) or package.group(2)).split(".")[0]
+    return "" if _STDLIB.search(path) else None
+
+
+def short_traceback(tb: str) -> str:
+    """An IPython traceback as the model needs it: the last exception of a chain, the frames
+    of the user's code (``Cell In[…]``, files outside the installed packages), a line for
+    the frames inside libraries, and the error. Why: a pandas ``KeyError`` is ~50 lines of
+    pandas internals; at 0.5B the model then called ``read_file`` on pandas' own source
+    paths instead of fixing its column. The notebook keeps the whole traceback."""
+    chains = _CHAINED.split(tb)
+    blocks = [b for b in re.split(r"\n[ \t]*\n", chains[-1].strip("\n")) if b.strip()]
+    if len(blocks) < 2:
+        return tb
+    kept: list[str] = []
+    skipped: list[str] = []  # the libraries of the frames left out, in a row
+
+    def flush() -> None:
+        if skipped:
+            names = ", ".join(dict.fromkeys(n for n in skipped if n)) or "the standard library"
+            kept.append(f"[… {len(skipped)} frame{'s' * (len(skipped) != 1)} inside {names} …]")
+            skipped.clear()
+
+    for block in blocks:
+        first = block.lstrip("\n").splitlines()[0]
+        frame = _FRAME.match(first)
+        library = _library(frame.group(1)) if frame else None
+        if library is not None:
+            skipped.append(library)
+            continue
+        flush()
+        kept.append(block)
+    flush()
+    earlier = "[… an earlier exception inside a library led to this one …]\n\n" if len(chains) > 1 else ""
+    return earlier + "\n\n".join(kept)
+
+
 def model_text(outputs: Sequence[Mapping[str, Any]], max_chars: int = 10_000) -> str:
     """The text the model sees for a list of nbformat outputs."""
     parts: list[str] = []
@@ -107,7 +157,7 @@ def model_text(outputs: Sequence[Mapping[str, Any]], max_chars: int = 10_000) ->
             text = strip_ansi(_data_text(out.get("data", {}), out.get("metadata")))
             parts.append(text if text.endswith("\n") else text + "\n")
         elif kind == "error":
-            tb = strip_ansi("\n".join(out.get("traceback", [])))
+            tb = short_traceback(strip_ansi("\n".join(out.get("traceback", []))))
             parts.append((tb or f"{out.get('ename')}: {out.get('evalue')}") + "\n")
     return head_tail("".join(parts).rstrip("\n"), max_chars)
 
