@@ -260,6 +260,11 @@ def test_an_empty_answer_is_asked_for_again() -> None:
     assert [f.rule for f in findings(items, "")] == ["empty_answer"]
     assert [f.rule for f in findings([Message("user", "Hi?")], "")] == ["empty_answer"]
     assert findings(items, "It says hello.") == []
+    # Nothing said, in other ways (seen at 0.5B, held to words: "NULL", ">").
+    for nothing in ["NULL", ">", "None.", "`null`", "...", " - "]:
+        assert [f.rule for f in findings(items, nothing)] == ["empty_answer"], nothing
+    for something in ["0", "N/A: the file is empty", "none of them", "hello"]:
+        assert empty_answer(something) is None, something
 
 
 # -- the decimal places the task asked for ---------------------------------------------------

@@ -60,11 +60,16 @@ def _ran(item: Item) -> bool:
         meta.get(k) for k in ("denied", "skipped", "interrupted", "unreadable"))
 
 
+_NOTHING = ("", "null", "none", "nil", "undefined", "nan")
+
+
 def empty_answer(answer: str, task: str = "") -> Finding | None:
     """The final reply says nothing: the person would get an empty answer (seen at 1.5B
     right after a result that held the answer). The ask repeats the task: told only that
-    its reply was empty, the 1.5B model answered "The answer was empty"."""
-    if answer.strip():
+    its reply was empty, the 1.5B model answered "The answer was empty". A reply with no
+    word or number in it, or only a null ("NULL", ">", "None": seen at 0.5B when held to
+    words), says nothing either."""
+    if re.sub(r"[\W_]+", "", answer).lower() not in _NOTHING:
         return None
     asked = " ".join(task.split())
     asked = asked if len(asked) <= 300 else asked[:299] + "…"
@@ -387,8 +392,9 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
     a tool that runs code is offered (so an answer to "use Python" with no call is a guess)."""
     task, items_now = run_items(items)
     results = [i for i in items_now if _ran(i)]
-    if not answer.strip():
-        return [empty_answer(answer, task)]  # type: ignore[list-item]  # never None here
+    said_nothing = empty_answer(answer, task)
+    if said_nothing:
+        return [said_nothing]
     if not results:
         asked = no_call_ran(task, answer) if can_run else None
         return [asked] if asked else []
