@@ -29,6 +29,12 @@ def interrupted(timeout: float) -> str:
     return f"[Interrupted after {timeout:g} s (timeout). The kernel's variables are kept.]"
 
 
+def stopped_call_restarted() -> str:
+    """A call that was stopped would not end before this one: the kernel was restarted."""
+    return ("[A call stopped earlier would not end, so the kernel was restarted before this "
+            "one: variables from earlier calls are lost.]")
+
+
 def stuck_restarted(timeout: float) -> str:
     """The call ran past its time limit and the interrupt did not stop it."""
     return (f"[Still running {timeout:g} s after the timeout and the interrupt did not stop it "

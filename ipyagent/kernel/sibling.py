@@ -60,6 +60,7 @@ NO_NETWORK_STACK = (
     "network. Or set Agent.sandbox_network = False")
 
 _POLL = 0.15  # seconds between liveness checks: a dead kernel is noticed within a second
+_SETTLE = 5.0  # seconds a cancelled request's cell may take to start, beyond interrupt_grace
 
 
 class SiblingKernel(SyncForms):
@@ -123,6 +124,10 @@ class SiblingKernel(SyncForms):
         self._handle = _Handle()
         self._state = "not started"
         self._on_stream: Callable[[str, str], None] | None = None
+        # A request given up (cancelled) before its cell finished, and whether it had started.
+        self._abandoned: tuple[str, bool] | None = None
+        self._started: str | None = None  # the msg_id whose cell the kernel said it began
+        self._ended: str | None = None  # the msg_id whose cell the kernel said it ended
         self._lock: asyncio.Lock | None = None  # made on the engine loop
         self._closed = False
         self._finalizer = weakref.finalize(self, _finalize, self._handle)
@@ -417,6 +422,8 @@ class SiblingKernel(SyncForms):
             await self._restart() if km is not None else await self._start()
             km, kc = handle.km, handle.kc
             assert km is not None and kc is not None
+        if self._abandoned is not None:
+            pre_note = await self._settle_abandoned() or pre_note
         started = time.monotonic()
         collector = OutputCollector(self.max_output_bytes)
         msg_id = kc.execute(
@@ -459,9 +466,13 @@ class SiblingKernel(SyncForms):
                 except KernelError as exc:
                     note += notes.restart_failed(exc)
         except asyncio.CancelledError:
-            # The caller gave up (Ctrl-C, a stopped run): do not leave the code running.
+            # The caller gave up (Ctrl-C, a stopped run): do not leave the code running. An
+            # interrupt that lands before the cell starts is lost, so the next request first
+            # settles this one (``_settle_abandoned``).
             if km.has_kernel:
                 asyncio.ensure_future(km.interrupt_kernel())
+            if self._ended != msg_id:  # given up while its reply was read: nothing runs
+                self._abandoned = (msg_id, self._started == msg_id)
             self._state = "idle"
             raise
         if self._state == "busy":
@@ -498,8 +509,12 @@ class SiblingKernel(SyncForms):
             if msg is None or msg.get("parent_header", {}).get("msg_id") != msg_id:
                 continue
             if msg["msg_type"] == "status":
-                if msg["content"].get("execution_state") == "idle":
+                state = msg["content"].get("execution_state")
+                if state == "idle":
+                    self._ended = msg_id
                     return "idle"
+                if state == "busy":
+                    self._started = msg_id
                 continue
             try:
                 collector.add(msg)
@@ -513,6 +528,38 @@ class SiblingKernel(SyncForms):
                     self._on_stream(msg["content"].get("name", "stdout"), msg["content"].get("text", ""))
                 except Exception:  # a display problem must not lose the output
                     log.debug("on_stream callback failed", exc_info=True)
+
+    async def _settle_abandoned(self) -> str:
+        """Before a new request: end the one given up earlier, whose cell may not have started
+        when its interrupt came (an idle kernel ignores it; the cell then ran whole, seen when
+        a rewind's re-run was stopped under load). Interrupt it once it runs, wait for it to
+        end; restart the kernel if it will not (the note says so, "" otherwise)."""
+        assert self._abandoned is not None
+        msg_id, began = self._abandoned
+        self._abandoned = None
+        km, kc = self._handle.km, self._handle.kc
+        if km is None or kc is None:
+            return ""
+        if began:
+            await km.interrupt_kernel()  # harmless if it already stopped: the kernel is idle
+        give_up = time.monotonic() + self.interrupt_grace + _SETTLE
+        while time.monotonic() < give_up:
+            try:
+                msg = await kc.get_iopub_msg(timeout=_POLL)
+            except (queue.Empty, ValueError):
+                if not await km.is_alive():
+                    return ""  # the next request restarts it and says so
+                continue
+            if msg.get("parent_header", {}).get("msg_id") != msg_id or msg["msg_type"] != "status":
+                continue
+            state = msg["content"].get("execution_state")
+            if state == "busy" and not began:
+                began = True
+                await km.interrupt_kernel()
+            elif state == "idle":
+                return ""
+        await self._restart()
+        return notes.stopped_call_restarted()
 
     async def _reply(self, msg_id: str, patience: float = 5.0) -> dict[str, Any]:
         """The execute_reply content for ``msg_id`` (stale replies of earlier requests skipped)."""

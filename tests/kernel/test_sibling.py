@@ -448,6 +448,24 @@ async def test_cancelled_execute_interrupts_the_kernel(kernel: SiblingKernel) ->
     assert r.text == "'next'" and r.duration < 30  # the sleep was interrupted, not waited out
 
 
+async def test_a_call_cancelled_before_its_cell_started_does_not_run_later(kernel: SiblingKernel) -> None:
+    """An interrupt that reaches an idle kernel is lost: a cell given up while still queued
+    then ran whole (seen when a rewind's re-run was stopped under load). The next request
+    first interrupts it once it starts, and the kernel keeps its variables."""
+    await kernel.execute_async("kept = 1; late = None")
+    kc = kernel._handle.kc
+    assert kc is not None
+    kc.execute("import time; time.sleep(1.5)")  # keeps the kernel busy: the next cell queues
+    task = asyncio.ensure_future(kernel.execute_async("import time; time.sleep(3); late = 1"))
+    await asyncio.sleep(0.3)  # sent, still queued behind the sleep
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    r = await kernel.execute_async("print(late, kept)")
+    assert r.text.strip() == "None 1" and r.status == "ok", r.text
+    assert "restarted" not in r.text
+
+
 async def test_stream_text_arrives_live_while_the_code_runs(kernel: SiblingKernel) -> None:
     seen: list[tuple[float, str, str]] = []
     r = await kernel.execute_async(
