@@ -110,9 +110,19 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 # How code reads a file, by extension (the NameError note's example).
-_READ_AS = {".csv": "pd.read_csv({f!r})", ".tsv": "pd.read_csv({f!r}, sep='\\t')",
-            ".json": "json.load(open({f!r}))", ".parquet": "pd.read_parquet({f!r})",
-            ".xlsx": "pd.read_excel({f!r})"}
+# With its import: the 1.5B copied ``users = json.load(…)`` as it was and met "name 'json'
+# is not defined".
+_READ_AS = {".csv": "import pandas as pd; {v} = pd.read_csv({f!r})",
+            ".tsv": "import pandas as pd; {v} = pd.read_csv({f!r}, sep='\\t')",
+            ".json": "import json; {v} = json.load(open({f!r}))",
+            ".parquet": "import pandas as pd; {v} = pd.read_parquet({f!r})",
+            ".xlsx": "import pandas as pd; {v} = pd.read_excel({f!r})"}
+# A module used without its import (the usual names), and the import it needs.
+_IMPORTS = {"json": "import json", "pd": "import pandas as pd", "np": "import numpy as np",
+            "math": "import math", "re": "import re", "os": "import os", "csv": "import csv",
+            "datetime": "import datetime", "statistics": "import statistics",
+            "plt": "import matplotlib.pyplot as plt", "time": "import time",
+            "random": "import random", "sys": "import sys", "pathlib": "import pathlib"}
 _PLAIN_FILE = re.compile(r"^[A-Za-z_]\w{0,99}\.[A-Za-z0-9]{1,10}$")
 
 
@@ -121,15 +131,18 @@ def error_note(outputs: list[dict[str, Any]], files: Sequence[str] = ()) -> str:
     the names in the workspace folder, for a NameError whose name is one's stem (at 0.5B,
     ``StringIO(scores.csv)`` failed three times on the note alone)."""
     for out in outputs:
-        if out.get("ename") == "NameError" and files:
-            found = _ERROR_NOTES[1][1].match(str(out.get("evalue", "")))
-            named = [f for f in files if found and _PLAIN_FILE.match(f)
-                     and f.rsplit(".", 1)[0] == found.group(1)]
-            if found and named:
-                how = _READ_AS.get("." + named[0].rsplit(".", 1)[1].lower(), "open({f!r}).read()")
-                return (f"nothing your code ran so far defined {found.group(1)!r}; the workspace "
-                        f"has a file {named[0]}: read it in your code first, for example "
-                        f"{found.group(1)} = {how.format(f=named[0])}, and run the call again.")
+        found = (_ERROR_NOTES[1][1].match(str(out.get("evalue", "")))
+                 if out.get("ename") == "NameError" else None)
+        if found and found.group(1) in _IMPORTS:
+            return (f"{found.group(1)!r} is a module your code did not import: start the code "
+                    f"with {_IMPORTS[found.group(1)]}, and run the call again.")
+        named = [f for f in files if found and _PLAIN_FILE.match(f)
+                 and f.rsplit(".", 1)[0] == found.group(1)]
+        if found and named:
+            how = _READ_AS.get("." + named[0].rsplit(".", 1)[1].lower(), "{v} = open({f!r}).read()")
+            return (f"nothing your code ran so far defined {found.group(1)!r}; the workspace "
+                    f"has a file {named[0]}: read it in your code first, for example "
+                    f"{how.format(v=found.group(1), f=named[0])}, and run the call again.")
     for out in outputs:
         if out.get("output_type") != "error":
             continue
