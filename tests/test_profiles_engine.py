@@ -216,15 +216,17 @@ def test_the_reply_to_an_answer_check_is_constrained_to_what_it_asks() -> None:
     assert said.startswith("root ::= ws ( lead calls? | calls )\n")
 
 
-def test_a_reply_that_repeats_the_last_call_is_asked_again_for_words() -> None:
+def test_a_reply_that_repeats_the_last_call_is_asked_again_for_the_answer() -> None:
     """Measured at 0.5B: with its answer printed, the model wrote the same call again, and
     again until the circuit breaker. Such a reply is discarded (shown so, recorded on the
-    turn) and the same prompt asked again with the grammar holding the reply to words; the
+    turn) and the same prompt asked again with the grammar holding the reply to one
+    final_answer call; the
     tool ran once. Not when the check is off, nor after a failed call (running it again
     can be the fix's first step)."""
     call = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'
     events: list[Any] = []
-    with ScriptedServer([_probe_answer(), reply_text(call), reply_text(call), reply_text("It is 5.")],
+    final = '{"name": "final_answer", "arguments": {"answer": "It is 5."}}'
+    with ScriptedServer([_probe_answer(), reply_text(call), reply_text(call), reply_text(final)],
                         model="qwen2.5-coder-0.5b", owned_by="me") as srv:
         with _agent(srv, verify_answers=True) as agent:
             result = agent.run("What is 2 + 3? Use the add tool.", on_event=events.append)
@@ -234,7 +236,11 @@ def test_a_reply_that_repeats_the_last_call_is_asked_again_for_words() -> None:
     assert sum(1 for i in items if type(i).__name__ == "ToolResult") == 1  # ran once
     assert asked_again["messages"] == repeated["messages"]  # the same prompt: all of it cached
     assert repeated["grammar"].startswith("root ::= ws ( lead calls? | calls )?\n")
-    assert asked_again["grammar"].startswith("root ::= ws [^{<` \\t\\n] text0\n")
+    # One final_answer call and nothing else (held to words, the 0.5B wrote "NULL" or
+    # imitated the tool's result).
+    assert asked_again["grammar"].startswith("root ::= ws call ws\n")
+    assert '"\\"final_answer\\""' in asked_again["grammar"]
+    assert '"\\"add\\""' not in asked_again["grammar"]
     answer = items[-1]
     assert answer.meta["turn"]["discarded"] == [call]
     lines = [e.line for e in events if type(e).__name__ == "Discarded"]
@@ -244,7 +250,7 @@ def test_a_reply_that_repeats_the_last_call_is_asked_again_for_words() -> None:
     server.forget()
     echo = '<tool_call>\n{"name": "python", "arguments": {"code": "5"}}\n</tool_call>'
     with ScriptedServer([_probe_answer(), reply_text(echo.replace('"5"', '"2 + 3"')),
-                         reply_text(echo), reply_text("It is 5.")],
+                         reply_text(echo), reply_text(final)],
                         model="qwen2.5-coder-0.5b", owned_by="me") as srv:
         with _agent(srv, verify_answers=True, tools=[python]) as agent:
             assert agent.run("What is 2 + 3?").text == "It is 5."

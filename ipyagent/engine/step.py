@@ -301,7 +301,7 @@ async def request(run: StepRun) -> tuple[Turn, int]:
         if repeat:
             _bill(run, Usage.from_server(turn.usage))
             run.discarded.append(turn.text)
-            run.reply_must = "answer"
+            run.reply_must = "final"
             run.emit(Discarded(f"the model made its last {repeat} call again, whose result it "
                                "has; asked for its answer instead"))
             continue
@@ -313,7 +313,8 @@ def _repeats_last_call(run: StepRun, turn: Turn) -> str | None:
     last, whose result came back without an error, or with a python call whose code is
     that result (measured at 0.5B: with its answer printed, it wrote the same call again,
     then again until the circuit breaker, or ran 1267650600228229401496703205376 as code;
-    asked once more with the grammar holding the reply to words, it answered). Only under a
+    asked once more with the grammar holding the reply to one ``final_answer`` call, it
+    answered; held to words instead, it wrote "NULL" or imitated the tool's result). Only under a
     grammar, with ``verify_answers`` in force, once a step, and never for a reply that
     answers a check (the check asked for a call)."""
     agent = run.agent

@@ -50,7 +50,8 @@ def as_text_request(request: ModelRequest, profile: Profile = GENERIC, *,
     calls in ``profile``'s syntax, its stop strings; ``grammar``: the reply constrained to
     text or well-formed calls of the offered tools (for a server that takes GBNF), and
     further by ``reply_must``: ``"call"`` (one call of an offered tool, not
-    ``final_answer``), ``"say"`` (not empty) or ``"answer"`` (words, no call)."""
+    ``final_answer``), ``"say"`` (not empty), ``"answer"`` (words, no call) or ``"final"``
+    (one ``final_answer`` call: the answer, in the form the prompt offers for it)."""
     system, constrain = request.system, None
     syntax = profile.syntax
     if request.tools:
@@ -60,6 +61,8 @@ def as_text_request(request: ModelRequest, profile: Profile = GENERIC, *,
         system = (system.rstrip() + "\n\n" if system.strip() else "") + section
         if grammar and reply_must == "call":
             constrain = call_grammar(request.tools, syntax, allow_text=False, one_call=True)
+        elif grammar and reply_must == "final":
+            constrain = call_grammar([FINAL_ANSWER_SPEC], syntax, allow_text=False, one_call=True)
         elif grammar:
             constrain = call_grammar(specs, syntax, say_something=reply_must == "say",
                                      words_only=reply_must == "answer")
