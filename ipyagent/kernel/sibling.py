@@ -128,6 +128,7 @@ class SiblingKernel(SyncForms):
         self._abandoned: tuple[str, bool] | None = None
         self._started: str | None = None  # the msg_id whose cell the kernel said it began
         self._ended: str | None = None  # the msg_id whose cell the kernel said it ended
+        self._settle_note = ""  # what settling a cancelled request did, for the next result
         self._lock: asyncio.Lock | None = None  # made on the engine loop
         self._closed = False
         self._finalizer = weakref.finalize(self, _finalize, self._handle)
@@ -422,8 +423,10 @@ class SiblingKernel(SyncForms):
             await self._restart() if km is not None else await self._start()
             km, kc = handle.km, handle.kc
             assert km is not None and kc is not None
-        if self._abandoned is not None:
+        if self._abandoned is not None:  # its own settling has not had the lock yet
             pre_note = await self._settle_abandoned() or pre_note
+        if self._settle_note:
+            pre_note, self._settle_note = self._settle_note, ""
         started = time.monotonic()
         collector = OutputCollector(self.max_output_bytes)
         msg_id = kc.execute(
@@ -469,10 +472,14 @@ class SiblingKernel(SyncForms):
             # The caller gave up (Ctrl-C, a stopped run): do not leave the code running. An
             # interrupt that lands before the cell starts is lost, so the next request first
             # settles this one (``_settle_abandoned``).
-            if km.has_kernel:
+            began = self._started == msg_id
+            if km.has_kernel and began:
                 asyncio.ensure_future(km.interrupt_kernel())
             if self._ended != msg_id:  # given up while its reply was read: nothing runs
-                self._abandoned = (msg_id, self._started == msg_id)
+                # One interrupt per cell: a second one can land on the next cell (seen: a
+                # KeyboardInterrupt in the compile of the request after).
+                self._abandoned = (msg_id, began)
+                asyncio.ensure_future(self._settle_soon())
             self._state = "idle"
             raise
         if self._state == "busy":
@@ -529,19 +536,30 @@ class SiblingKernel(SyncForms):
                 except Exception:  # a display problem must not lose the output
                     log.debug("on_stream callback failed", exc_info=True)
 
+    async def _settle_soon(self) -> None:
+        """Settle a cancelled request right away (under the lock, so no request reads the
+        kernel's messages meanwhile); the next request waits for it."""
+        assert self._lock is not None
+        async with self._lock:
+            if self._abandoned is None:
+                return
+            try:
+                self._settle_note = await self._settle_abandoned()
+            except Exception:  # a kernel gone meanwhile: the next request finds and says it
+                log.debug("settling a cancelled request failed", exc_info=True)
+
     async def _settle_abandoned(self) -> str:
-        """Before a new request: end the one given up earlier, whose cell may not have started
-        when its interrupt came (an idle kernel ignores it; the cell then ran whole, seen when
-        a rewind's re-run was stopped under load). Interrupt it once it runs, wait for it to
-        end; restart the kernel if it will not (the note says so, "" otherwise)."""
+        """End the request given up earlier: a cell that had not started is interrupted once
+        it does (an interrupt sent to an idle kernel is lost; the cell then ran whole, seen
+        when a rewind's re-run was stopped under load); one that had, got its interrupt when
+        it was given up. Wait for it to end; restart the kernel if it will not (the note
+        says so, "" otherwise)."""
         assert self._abandoned is not None
         msg_id, began = self._abandoned
         self._abandoned = None
         km, kc = self._handle.km, self._handle.kc
         if km is None or kc is None:
             return ""
-        if began:
-            await km.interrupt_kernel()  # harmless if it already stopped: the kernel is idle
         give_up = time.monotonic() + self.interrupt_grace + _SETTLE
         while time.monotonic() < give_up:
             try:
