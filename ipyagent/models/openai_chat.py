@@ -3,7 +3,7 @@
 ``OpenAIChatModel.stream`` turns provider-neutral items into chat messages, POSTs
 ``/chat/completions`` with ``stream: true`` and yields events as chunks arrive.
 ``ChatTurnAssembler`` is the part that survives the wire quirks listed in
-``shared/corpus/README.md``: tool calls built by ``index`` (id and name set once, only
+``tests/data/corpus/README.md``: tool calls built by ``index`` (id and name set once, only
 ``arguments`` appended), ids synthesized when empty, usage taken from wherever it comes
 last, errors inside a 200 stream, a missing ``[DONE]``, a JSON body instead of a stream,
 parallel calls that all claim ``index`` 0 (Ollama), ``<think>`` reasoning inside the
