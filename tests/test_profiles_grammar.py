@@ -134,19 +134,6 @@ def _accepts(rules: dict[str, str], text: str) -> bool:
     return True
 
 
-@pytest.mark.parametrize("syntax", [HERMES, LLAMA3_JSON, MISTRAL, PHI4])
-def test_words_only_is_text_that_opens_no_call_and_no_json(syntax) -> None:  # type: ignore[no-untyped-def]
-    """The reply after a repeated call (``engine/step._repeats_last_call``): words, nothing
-    else. Its first visible character cannot start a tag, a fence or a JSON object, and no
-    "{" comes later either (measured at 0.5B: ">" then a bare call, as words)."""
-    rules = _rules(call_grammar([PYTHON, FINAL_ANSWER_SPEC], syntax, words_only=True))
-    assert rules["root"] == "ws [^{<` \\t\\n] text0"
-    assert "calls" not in rules["root"] and "call" not in rules["root"]
-    assert _accepts(rules, "The mean price is 14.60 (5 rows).")
-    assert not _accepts(rules, '>{"name": "python", "arguments": {"code": "1"}}')
-    assert not _accepts(rules, "a dict {}")
-
-
 def test_free_text_can_never_hold_the_reserved_text() -> None:
     """Walk the text automaton: every prefix of a reserved word is a state, and no state has
     a way on with the character that completes one."""
@@ -269,8 +256,7 @@ def test_llama_cpp_parses_every_grammar_made_here(tmp_path: Path) -> None:
         n: {"type": "string", "enum": NASTY} for n in NASTY}, "required": NASTY[:3]}}
     grammars = [call_grammar([PYTHON, FINAL_ANSWER_SPEC]), call_grammar([RICH, nasty_spec]),
                 call_grammar([PYTHON], allow_text=False), call_grammar([PYTHON], say_something=True),
-                call_grammar([PYTHON], allow_text=False, one_call=True),
-                call_grammar([PYTHON], words_only=True), call_grammar([PYTHON], LLAMA3_JSON, words_only=True)]
+                call_grammar([PYTHON], allow_text=False, one_call=True)]
     grammars += [call_grammar([PYTHON, RICH], s) for s in (HERMES, LLAMA3_JSON, MISTRAL, PHI4)]
     # The check can fail: a grammar with an undefined rule is refused.
     broken = call_grammar([PYTHON]).replace("body ::=", "bodx ::=")

@@ -327,8 +327,7 @@ def _repeats_last_call(run: StepRun, turn: Turn) -> str | None:
     last_call = items[-2]
     if not isinstance(last_call, ToolCall) or last_call.id != items[-1].call_id:
         return None
-    names = [t.name for t in agent.text_mode_offer(agent.offered_tools(), agent.context.system)[0]]
-    calls = turn.tool_calls or recover_calls(turn.text, names,
+    calls = turn.tool_calls or recover_calls(turn.text, _offered_names(run),
                                              run.profile.profile.syntax.shape)[1]
     if not calls:
         return None
@@ -509,14 +508,20 @@ def _cut_scaffolding(run: StepRun, turn: Turn) -> Cut | None:
     return cut
 
 
+def _offered_names(run: StepRun) -> list[str]:
+    """The tools this step's request offered (in text mode: what it offered, not what it
+    left out)."""
+    agent = run.agent
+    tools = agent.offered_tools()
+    if run.wire == "text":
+        tools = agent.text_mode_offer(tools, agent.context.system)[0]
+    return [t.name for t in tools]
+
+
 def _recover_written_calls(run: StepRun, turn: Turn) -> None:
     """Calls of offered tools the model wrote in its reply become the turn's calls (marked
     ``meta["from_text"]``; run like any other, after approval); the text around stays."""
-    agent = run.agent
-    tools = agent.offered_tools()
-    if run.wire == "text":  # what the text-mode request offered, not what it left out
-        tools = agent.text_mode_offer(tools, agent.context.system)[0]
-    offered = [t.name for t in tools]
+    offered = _offered_names(run)
     text_wire = run.wire == "text" and bool(offered)
     around, calls = recover_calls(turn.text, offered + ([FINAL_ANSWER] if text_wire else []),
                                   run.profile.profile.syntax.shape)
@@ -538,7 +543,7 @@ def _recover_written_calls(run: StepRun, turn: Turn) -> None:
         if call.meta.get(REPAIRED):
             run.emit(Notice(f"In the {call.name} call the model wrote, {call.meta[REPAIRED]} "
                             "(so it compiles; the code shown is what runs).", "info"))
-    if run.wire == "native" and agent.tool_mode == "auto":
+    if run.wire == "native" and run.agent.tool_mode == "auto":
         run.switch_to_text("the model wrote its tool call as text instead of using native "
                            "tool calling", resend=False)
 

@@ -50,7 +50,7 @@ def as_text_request(request: ModelRequest, profile: Profile = GENERIC, *,
     calls in ``profile``'s syntax, its stop strings; ``grammar``: the reply constrained to
     text or well-formed calls of the offered tools (for a server that takes GBNF), and
     further by ``reply_must``: ``"call"`` (one call of an offered tool, not
-    ``final_answer``), ``"say"`` (not empty), ``"answer"`` (words, no call) or ``"final"``
+    ``final_answer``), ``"say"`` (not empty) or ``"final"``
     (one ``final_answer`` call: the answer, in the form the prompt offers for it)."""
     system, constrain = request.system, None
     syntax = profile.syntax
@@ -64,8 +64,7 @@ def as_text_request(request: ModelRequest, profile: Profile = GENERIC, *,
         elif grammar and reply_must == "final":
             constrain = call_grammar([FINAL_ANSWER_SPEC], syntax, allow_text=False, one_call=True)
         elif grammar:
-            constrain = call_grammar(specs, syntax, say_something=reply_must == "say",
-                                     words_only=reply_must == "answer")
+            constrain = call_grammar(specs, syntax, say_something=reply_must == "say")
     return replace(request, system=system, items=render_items(request.items, syntax), tools=[],
                    tool_choice=None, grammar=constrain or request.grammar,
                    stop=tuple(dict.fromkeys((*request.stop, *profile.stop))))

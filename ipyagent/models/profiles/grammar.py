@@ -191,7 +191,7 @@ BARE_CALL = '{"name"'
 
 def call_grammar(specs: Sequence[dict[str, Any]], syntax: CallSyntax = HERMES, *,
                  allow_text: bool = True, say_something: bool = False,
-                 one_call: bool = False, words_only: bool = False) -> str:
+                 one_call: bool = False) -> str:
     """The GBNF grammar of a reply to a request offering the tools ``specs``.
 
     A call is written in ``syntax``, as one object in a ```` ```json ```` fence, or (where
@@ -203,8 +203,7 @@ def call_grammar(specs: Sequence[dict[str, Any]], syntax: CallSyntax = HERMES, *
     cut off mid-string); without it, the same reply came as a held ```` ```json ```` call. ``say_something``: the reply is not
     empty (text that starts with a visible character other than ``<`` and a backtick, or calls).
     ``one_call`` (with ``allow_text=False``): exactly one call (measured at 1.5B: held to
-    calls, the model wrote the same failing call five times in one reply). ``words_only``:
-    text alone, starting with a visible character that opens neither a call nor JSON.
+    calls, the model wrote the same failing call five times in one reply).
     """
     rules = _Rules()
     bodies = []
@@ -239,9 +238,7 @@ def call_grammar(specs: Sequence[dict[str, Any]], syntax: CallSyntax = HERMES, *
     reserved = (*syntax.reserved_text, FENCE)
     if open_tag:  # a bare JSON call is not a form of this syntax: never in text either
         reserved += (BARE_CALL,)
-    if words_only:  # no JSON at all (measured at 0.5B: ">" then a bare call, as words)
-        root = f"ws [^{{<` \\t\\n] {_without((*reserved, '{'), rules)}"
-    elif not allow_text:
+    if not allow_text:
         root = "ws call ws" if one_call else "ws calls"
     elif open_tag:  # text never starts as JSON does: a call is written in a form held here
         lead = _without(reserved, rules, lead="{ \t\n")
