@@ -12,6 +12,7 @@ from ..context.events import ToolOutput, live_emitter
 from ..context.items import ToolCall, ToolResult
 from ..errors import KernelError
 from ..kernel.base import confinement, for_the_model
+from ..kernel.outputs import strip_ansi
 from .base import Tool
 from .changes import settle_changes
 
@@ -106,9 +107,6 @@ _ERROR_NOTES = (
 )
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
 # How code reads a file, by extension (the NameError note's example).
 # With its import: the 1.5B copied ``users = json.load(…)`` as it was and met "name 'json'
 # is not defined".
@@ -149,7 +147,7 @@ def error_note(outputs: list[dict[str, Any]], files: Sequence[str] = ()) -> str:
         for ename, pattern, note, unnamed in _ERROR_NOTES:
             if out.get("ename") == ename:
                 code_line = ename == "SyntaxError"  # what it says is in the code it shows
-                text = (_ANSI.sub("", "\n".join(map(str, out.get("traceback") or [])))
+                text = (strip_ansi("\n".join(map(str, out.get("traceback") or [])))
                         if code_line else str(out.get("evalue", "")))
                 found = pattern.search(text) if code_line else pattern.match(text)
                 if found or unnamed:
@@ -165,7 +163,7 @@ _ARITHMETIC = re.compile(r"^[\w .+\-*/%()=,\[\]^]+$")
 def _power_example(out: dict[str, Any]) -> str:
     """``, as in: 1000 * (1 + 0.05)**10``: the failing line with ** for ^ (the 0.5B copied
     the note's own example, ``** (1.05 ** 10)``, as its code)."""
-    line = _ARROW.search(_ANSI.sub("", "\n".join(map(str, out.get("traceback") or []))))
+    line = _ARROW.search(strip_ansi("\n".join(map(str, out.get("traceback") or []))))
     code = line.group(1).strip() if line else ""
     # Only arithmetic is quoted back in ipyagent's note: no strings, no comments.
     if "^" not in code or len(code) > 120 or not _ARITHMETIC.match(code):
