@@ -15,15 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ipyagent.models.profiles.grammar import (
-    BARE_CALL,
-    CODE_FENCE,
-    CODE_RESERVED,
-    FENCE,
-    MAX_RULES,
-    call_grammar,
-    gbnf_literal,
-)
+from ipyagent.models.profiles.grammar import BARE_CALL, FENCE, MAX_RULES, call_grammar, gbnf_literal
 from ipyagent.models.profiles.syntax import HERMES, LLAMA3_JSON, MISTRAL, PHI4, SYNTAXES
 from ipyagent.models.text_tools import FINAL_ANSWER_SPEC
 from tests.helpers.llama_server import require_llama
@@ -266,9 +258,6 @@ def test_llama_cpp_parses_every_grammar_made_here(tmp_path: Path) -> None:
                 call_grammar([PYTHON], allow_text=False), call_grammar([PYTHON], say_something=True),
                 call_grammar([PYTHON], allow_text=False, one_call=True)]
     grammars += [call_grammar([PYTHON, RICH], s) for s in (HERMES, LLAMA3_JSON, MISTRAL, PHI4)]
-    grammars += [call_grammar([PYTHON, FINAL_ANSWER_SPEC], code_blocks=True),
-                 call_grammar([FINAL_ANSWER_SPEC], code_blocks=True, say_something=True),
-                 call_grammar([], allow_text=False, one_call=True, code_blocks=True)]
     # The check can fail: a grammar with an undefined rule is refused.
     broken = call_grammar([PYTHON]).replace("body ::=", "bodx ::=")
     assert _llama_parses([*grammars, broken], tmp_path) == ["parsed"] * len(grammars) + ["REFUSED"]
@@ -281,24 +270,3 @@ def test_strings_may_hold_raw_newlines_and_tabs_but_no_other_control() -> None:
     char = re.compile(raw_class)  # a GBNF character class reads the same as a Python one
     assert all(char.fullmatch(c) for c in "a\n\t\r é😀")
     assert not any(char.fullmatch(c) for c in '"\\\x00\x07\x0b\x1b\x7f')
-
-
-def test_a_python_block_is_a_call_and_free_text_never_opens_one() -> None:
-    """With code blocks, ```python then code without three backticks then ``` is a call;
-    free text cannot write ```py at all (so no block is ever shown and not run)."""
-    rules = _rules(call_grammar([PYTHON, FINAL_ANSWER_SPEC], code_blocks=True))
-    block = f'{gbnf_literal(CODE_FENCE)} code0 "```"'
-    assert block == '"```python\\u000A" code0 "```"' and rules["call"].split(" | ")[2] == block
-    code = {n.replace("code", "text", 1): b.replace(" code", " text") for n, b in rules.items()
-            if n.startswith("code")}  # the code automaton, walked with the text walker
-    assert _accepts(code, "import json\nprint(`a` + '``')\n")
-    assert not _accepts(code, "print(1)\n```\nmore")
-    assert _accepts(rules, "Here: ```js x ``` and ```pandas")
-    assert not _accepts(rules, "Here:\n```py\nprint(1)\n```")
-    assert not _accepts(rules, "```python\nprint(1)\n```")
-    plain = _rules(call_grammar([PYTHON, FINAL_ANSWER_SPEC]))
-    assert _accepts(plain, "```python\nprint(1)\n```") and "code0" not in plain
-    assert CODE_RESERVED == "```py"
-    # Only blocks (no JSON tool): the call is the block alone.
-    only = _rules(call_grammar([], allow_text=False, one_call=True, code_blocks=True))
-    assert only["call"] == block and "body" not in only

@@ -133,12 +133,6 @@ class AgentSettings(LoggingConfigurable):
         "a grammar (asked once per server); True: always send it (chat completions only); "
         "False: never."
     )).tag(config=True)
-    python_blocks = Enum(["auto", "also", "only", "off"], default_value="auto", help=(
-        "In text mode, how the model calls python: 'also', by writing its code in a "
-        "```python block as well as by a JSON call; 'only', by a block alone (python leaves "
-        "the prompt's JSON tool listing); 'off', by a JSON call alone. A block is a call only "
-        "where the prompt offers it, and is approved like any call. 'auto': 'also'."
-    )).tag(config=True)
     first_token_timeout = Float(None, allow_none=True, help=(
         "Seconds a model request may wait for the reply's first token (text, reasoning or a "
         "tool call): the server reading the prompt, a reasoning model thinking. Keep-alive "

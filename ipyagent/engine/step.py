@@ -328,8 +328,7 @@ def _repeats_last_call(run: StepRun, turn: Turn) -> str | None:
     if not isinstance(last_call, ToolCall) or last_call.id != items[-1].call_id:
         return None
     calls = turn.tool_calls or recover_calls(turn.text, _offered_names(run),
-                                             run.profile.profile.syntax.shape,
-                                             bool(_code_blocks(run)))[1]
+                                             run.profile.profile.syntax.shape)[1]
     if not calls:
         return None
     first, printed = calls[0], items[-1].output.strip()
@@ -363,16 +362,7 @@ def _on_wire(run: StepRun, req: ModelRequest) -> ModelRequest:
     if run.wire != "text":
         return req
     return as_text_request(req, run.profile.profile, grammar=bool(run.profile.grammar),
-                           reply_must=run.reply_must or _reply_must(run.agent),
-                           code_blocks=_code_blocks(run))
-
-
-def _code_blocks(run: StepRun) -> str:
-    """How this step's text-mode request offers python as a ```python block (``python_blocks``)."""
-    setting = run.agent.python_blocks
-    if run.wire != "text" or setting == "off":
-        return ""
-    return "also" if setting == "auto" else setting
+                           reply_must=run.reply_must or _reply_must(run.agent))
 
 
 def _reply_must(agent: AgentView) -> str:
@@ -542,7 +532,7 @@ def _recover_written_calls(run: StepRun, turn: Turn) -> None:
     offered = _offered_names(run)
     text_wire = run.wire == "text" and bool(offered)
     around, calls = recover_calls(turn.text, offered + ([FINAL_ANSWER] if text_wire else []),
-                                  run.profile.profile.syntax.shape, bool(_code_blocks(run)))
+                                  run.profile.profile.syntax.shape)
     answers = [c for c in calls if c.name == FINAL_ANSWER and FINAL_ANSWER not in offered]
     if answers:  # runs nothing: the answer the text-mode prompt offered a way to give
         if len(answers) < len(calls):

@@ -47,53 +47,29 @@ AFTER_RESULTS = (f"Answer the user with these results (call {FINAL_ANSWER} with 
 
 
 def as_text_request(request: ModelRequest, profile: Profile = GENERIC, *,
-                    grammar: bool = False, reply_must: str = "",
-                    code_blocks: str = "") -> ModelRequest:
+                    grammar: bool = False, reply_must: str = "") -> ModelRequest:
     """``request`` for text mode: no ``tools``/``tool_choice``, specs in the system prompt,
     calls in ``profile``'s syntax, its stop strings; ``grammar``: the reply constrained to
     text or well-formed calls of the offered tools (for a server that takes GBNF), and
     further by ``reply_must``: ``"call"`` (one call of an offered tool, not
     ``final_answer``), ``"say"`` (not empty) or ``"final"``
-    (one ``final_answer`` call: the answer, in the form the prompt offers for it).
-    ``code_blocks`` (with ``python`` offered): ``"also"``, python may be called by writing
-    a ```` ```python ```` block; ``"only"``, that is the one way (python leaves the JSON
-    listing); ``""``, not at all."""
+    (one ``final_answer`` call: the answer, in the form the prompt offers for it)."""
     system, constrain = request.system, None
     syntax = profile.syntax
-    blocks = code_blocks if any(_plain([t])[0].get("name") == PYTHON for t in request.tools) else ""
     if request.tools:
-        tools = [t for t in request.tools if blocks != "only" or _plain([t])[0].get("name") != PYTHON]
-        specs = [*tools, FINAL_ANSWER_SPEC]
+        specs = [*request.tools, FINAL_ANSWER_SPEC]
         section = (qwen_tools_prompt(specs) if profile.name in QWEN_WORDING
                    else tools_prompt(specs, syntax))
-        if blocks:
-            section += "\n\n" + (CODE_BLOCKS_ONLY if blocks == "only" else CODE_BLOCKS_ALSO)
         system = (system.rstrip() + "\n\n" if system.strip() else "") + section
         if grammar and reply_must == "call":
-            constrain = call_grammar(tools, syntax, allow_text=False, one_call=True,
-                                     code_blocks=bool(blocks))
+            constrain = call_grammar(request.tools, syntax, allow_text=False, one_call=True)
         elif grammar and reply_must == "final":
             constrain = call_grammar([FINAL_ANSWER_SPEC], syntax, allow_text=False, one_call=True)
         elif grammar:
-            constrain = call_grammar(specs, syntax, say_something=reply_must == "say",
-                                     code_blocks=bool(blocks))
-    return replace(request, system=system,
-                   items=render_items(request.items, syntax, code_blocks=bool(blocks)), tools=[],
+            constrain = call_grammar(specs, syntax, say_something=reply_must == "say")
+    return replace(request, system=system, items=render_items(request.items, syntax), tools=[],
                    tool_choice=None, grammar=constrain or request.grammar,
                    stop=tuple(dict.fromkeys((*request.stop, *profile.stop))))
-
-
-PYTHON = "python"
-# The code-block way to call python (``code_blocks``). Why: measured at 1.5B on the bench's
-# first turns, code it wrote in a ```python block was right where the same code written
-# inside a JSON string was not (escaped quotes and newlines, a one-line `…; with …`).
-CODE_BLOCKS_ALSO = ("To run Python, you can also write the code in a ```python block and "
-                    "stop: it runs in the python tool, and its output comes back in a "
-                    "<tool_response> block.")
-CODE_BLOCKS_ONLY = ("# Python\n\nTo run Python, write the code in a ```python block and stop: "
-                    "it runs in a persistent, isolated IPython kernel, and what it prints (or "
-                    "the error) comes back in a <tool_response> block. Use print() to see a "
-                    "value.")
 
 
 def example_arguments(spec: dict[str, Any]) -> dict[str, Any]:
@@ -202,11 +178,9 @@ def _written_turn(items: Sequence[Item], position: int) -> tuple[str, int] | Non
     return meta["reply"], end
 
 
-def render_items(items: Sequence[Item], syntax: CallSyntax = HERMES, *,
-                 code_blocks: bool = False) -> list[Item]:
-    """The items with calls written into assistant messages (in ``syntax``, a python call
-    as a ```` ```python ```` block with ``code_blocks``, or as the model wrote them:
-    ``AS_WRITTEN``) and results as user messages."""
+def render_items(items: Sequence[Item], syntax: CallSyntax = HERMES) -> list[Item]:
+    """The items with calls written into assistant messages (in ``syntax``, or as the model
+    wrote them: ``AS_WRITTEN``) and results as user messages."""
     out: list[Item] = []
     reply: Message | None = None  # the assistant message of the current turn
     skip_to = 0  # items before this were written with their turn's reply
@@ -228,12 +202,8 @@ def render_items(items: Sequence[Item], syntax: CallSyntax = HERMES, *,
             skip_to = as_was[1]
             continue
         if isinstance(item, ToolCall):
-            code = item.arguments.get("code") if item.name == PYTHON else None
-            if code_blocks and isinstance(code, str) and "```" not in code:
-                written = f"```python\n{code}\n```"
-            else:
-                written = syntax.write(item.name, item.raw_arguments if item.raw_arguments is not None
-                                       else item.arguments)
+            written = syntax.write(item.name, item.raw_arguments if item.raw_arguments is not None
+                                   else item.arguments)
             if reply is None:
                 reply = Message("assistant", "")
                 out.append(reply)

@@ -43,7 +43,6 @@ _FUNCTIONS_DOT = re.compile(r"\bfunctions\.([\w-]+)(?:\s*:\s*|\s*(?=\{))")
 _NAME = re.compile(r"""["']?name["']?\s*:\s*["']([^"'\n]+)["']""")
 # Fences whose language says "this is a call" (or says nothing); other languages are code.
 _CALL_FENCES = {"", "json", "json5", "tool_call", "tool_code", "tool", "function_call"}
-_PYTHON_FENCES = {"python", "py", "python3"}  # a call of python, where ``code_blocks`` says so
 
 
 @dataclass
@@ -71,21 +70,19 @@ def how_to_call(name: str, problem: str, example: dict[str, Any] | None = None) 
             + canonical_call(name, sample))
 
 
-def find_written_calls(text: str, offered: Iterable[str], first: str | None = None,
-                       code_blocks: bool = False) -> tuple[str, list[WrittenCall]]:
+def find_written_calls(text: str, offered: Iterable[str],
+                       first: str | None = None) -> tuple[str, list[WrittenCall]]:
     """``(the text around the calls, the calls)``, in the order written; ``text`` unchanged
     and no calls when it holds no call of an offered tool. ``first``: the shape (one of
-    ``SHAPES``) the model's profile writes, looked for before the others. ``code_blocks``:
-    a ```` ```python ```` block is a call of ``python`` (when offered) with its code; only
-    where the prompt said so, else such a block is code shown, never run."""
+    ``SHAPES``) the model's profile writes, looked for before the others."""
     tools = set(offered)
     if not tools or not text.strip():
         return text, []
-    around, calls = _find(text, tools, first, code_blocks)
+    around, calls = _find(text, tools, first)
     if not calls and _ESCAPED_TAG.search(text):
         # A chat template that HTML-escapes messages (llama-cpp-python's
         # chatml-function-calling) teaches the model to write its calls escaped too.
-        around, calls = _find(html.unescape(text), tools, first, code_blocks)
+        around, calls = _find(html.unescape(text), tools, first)
         if not calls:
             return text, []
     return around, calls
@@ -97,8 +94,7 @@ _ESCAPED_TAG = re.compile(r"&lt;/?(?:tool_call|function_call)&gt;|&#34;name&#34;
 SHAPES = ("tags", "mistral", "phi", "function_tag", "python_tag", "fence", "functions_dot", "bare")
 
 
-def _find(text: str, tools: set[str], first: str | None = None,
-          code_blocks: bool = False) -> tuple[str, list[WrittenCall]]:
+def _find(text: str, tools: set[str], first: str | None = None) -> tuple[str, list[WrittenCall]]:
     found: list[tuple[int, int, list[WrittenCall]]] = []  # (start, end, calls) spans
     taken: list[tuple[int, int]] = []
 
@@ -137,8 +133,6 @@ def _find(text: str, tools: set[str], first: str | None = None,
             language = m.group(1).lower()
             if language in _CALL_FENCES:
                 take(m.start(), m.end(), _calls_in(m.group(2), tools, tagged=language.startswith("tool")))
-            elif code_blocks and language in _PYTHON_FENCES and "python" in tools:
-                take(m.start(), m.end(), [WrittenCall("python", {"code": m.group(2).rstrip()}, m.group(0))])
             else:
                 taken.append((m.start(), m.end()))  # code shown, not called: never looked into
 
@@ -169,11 +163,11 @@ def _find(text: str, tools: set[str], first: str | None = None,
     return around, [call for _, _, calls in found for call in calls]
 
 
-def recover_calls(text: str, offered: Iterable[str], first: str | None = None,
-                  code_blocks: bool = False) -> tuple[str, list[ToolCall]]:
+def recover_calls(text: str, offered: Iterable[str],
+                  first: str | None = None) -> tuple[str, list[ToolCall]]:
     """``find_written_calls`` as ``ToolCall``s marked ``meta["from_text"]``; a call whose
     arguments could not be read keeps what was written in ``raw_arguments``."""
-    around, written = find_written_calls(text, offered, first, code_blocks)
+    around, written = find_written_calls(text, offered, first)
     calls = []
     for w in written:
         meta: dict[str, Any] = {FROM_TEXT: True}

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 from .syntax import HERMES, CallSyntax
 
-__all__ = ["call_grammar", "gbnf_literal", "MAX_RULES", "FENCE", "BARE_CALL", "CODE_FENCE", "CODE_RESERVED"]
+__all__ = ["call_grammar", "gbnf_literal", "MAX_RULES", "FENCE", "BARE_CALL"]
 
 MAX_RULES = 1500  # beyond this a tool's arguments are any JSON object
 MAX_DEPTH = 8  # schema nesting followed; deeper parts accept any JSON value
@@ -137,12 +137,11 @@ class _Rules:
         return self.add(name, f'"{{" ws {name}-head0 ws "}}"')
 
 
-def _without(words: tuple[str, ...], rules: _Rules, lead: str = "", name: str = "text") -> str:
+def _without(words: tuple[str, ...], rules: _Rules, lead: str = "") -> str:
     """Rules for text that never contains any of ``words``: an automaton whose states are
-    the words' prefixes (the longest one the text ends with), one rule per state, named
-    ``name`` and the state's number. ``lead``: the text is not empty and its first
-    character is none of these (the rule returned is then ``lead``, which goes on as
-    ``text0``)."""
+    the words' prefixes (the longest one the text ends with), one rule per state.
+    ``lead``: the text is not empty and its first character is none of these (the rule
+    returned is then ``lead``, which goes on as ``text0``)."""
     prefixes = sorted({w[:i] for w in words for i in range(len(w))}, key=lambda p: (len(p), p))
     number = {p: i for i, p in enumerate(prefixes)}
 
@@ -158,17 +157,17 @@ def _without(words: tuple[str, ...], rules: _Rules, lead: str = "", name: str = 
         moves = {ch: step(state, ch) for ch in alphabet}
         for ch, target in moves.items():
             if target:  # a longer prefix; None (a word) has no way on
-                options.append(f"{gbnf_literal(ch)} {name}{number[target]}")
+                options.append(f"{gbnf_literal(ch)} text{number[target]}")
         # Every other character starts over.
         listed = "".join(_class_char(c) for c, t in moves.items() if t != "")
-        options.append(f"[^{listed}] {name}0")
-        rules.add(f"{name}{number[state]}", " | ".join(options))
+        options.append(f"[^{listed}] text0")
+        rules.add(f"text{number[state]}", " | ".join(options))
         if state == "" and lead:  # the first character: not empty, and none of ``lead``
             extra = "".join(_class_char(c) for c in lead if c not in listed)
             starts = [o for c, o in zip([c for c, t in moves.items() if t], options[1:-1])
                       if c not in lead]
-            rules.add("lead", " | ".join(starts + [f"[^{listed}{extra}] {name}0"]))
-    return "lead" if lead else f"{name}0"
+            rules.add("lead", " | ".join(starts + [f"[^{listed}{extra}] text0"]))
+    return "lead" if lead else "text0"
 
 
 def _class_char(ch: str) -> str:
@@ -188,15 +187,11 @@ FENCE = "```json"
 # A call written as bare JSON inside text (measured at 0.5B, after a first character the
 # grammar allowed: '>{"name": "python", …}'): reserved in the text of tagged syntaxes.
 BARE_CALL = '{"name"'
-# Python written in a fenced block (``code_blocks``): the block is the call; its opening is
-# reserved in free text, so every such block is one.
-CODE_FENCE = "```python\n"
-CODE_RESERVED = "```py"
 
 
 def call_grammar(specs: Sequence[dict[str, Any]], syntax: CallSyntax = HERMES, *,
                  allow_text: bool = True, say_something: bool = False,
-                 one_call: bool = False, code_blocks: bool = False) -> str:
+                 one_call: bool = False) -> str:
     """The GBNF grammar of a reply to a request offering the tools ``specs``.
 
     A call is written in ``syntax``, as one object in a ```` ```json ```` fence, or (where
@@ -209,8 +204,6 @@ def call_grammar(specs: Sequence[dict[str, Any]], syntax: CallSyntax = HERMES, *
     empty (text that starts with a visible character other than ``<`` and a backtick, or calls).
     ``one_call`` (with ``allow_text=False``): exactly one call (measured at 1.5B: held to
     calls, the model wrote the same failing call five times in one reply).
-    ``code_blocks``: a ```` ```python ```` block (code without three backticks) is a call
-    too, of the tool the caller maps it to; ```` ```py ```` is reserved in free text.
     """
     rules = _Rules()
     bodies = []
@@ -230,10 +223,9 @@ def call_grammar(specs: Sequence[dict[str, Any]], syntax: CallSyntax = HERMES, *
         rules.add(f"t{i}-call", f'"{{" ws "\\"name\\"" ws ":" ws {_json_literal(name)} ws "," ws '
                                 f'{gbnf_literal(json.dumps(syntax.arguments_key))} ws ":" ws {args} ws "}}"')
         bodies.append(f"t{i}-call")
-    if not bodies and not code_blocks:
+    if not bodies:
         raise ValueError("no tool with a name to build a call grammar for")
-    if bodies:
-        rules.add("body", " | ".join(bodies))
+    rules.add("body", " | ".join(bodies))
     open_tag, close_tag = syntax.open.strip(), syntax.close.strip()
     inner = 'ws "[" ws body ( ws "," ws body )* ws "]" ws' if syntax.as_list else "ws body ws"
     call = " ".join(p for p in (gbnf_literal(open_tag) if open_tag else "", inner,
@@ -241,12 +233,9 @@ def call_grammar(specs: Sequence[dict[str, Any]], syntax: CallSyntax = HERMES, *
     # Also a bare object where the syntax has a tag (measured at 0.5B: its calls come bare;
     # refused that form, it wrote a fence whose code gained a stray '}' before the quote).
     bare = " | body" if open_tag else ""
-    forms = [call, f'{gbnf_literal(FENCE)} ws body ws "```"'] if bodies else []
-    if code_blocks:
-        forms.append(f'{gbnf_literal(CODE_FENCE)} {_without(("```",), rules, name="code")} "```"')
-    rules.add("call", " | ".join(forms) + (bare if bodies else ""))
+    rules.add("call", f'{call} | {gbnf_literal(FENCE)} ws body ws "```"{bare}')
     rules.add("calls", "call ( ws call )* ws")
-    reserved = (*syntax.reserved_text, FENCE, *((CODE_RESERVED,) if code_blocks else ()))
+    reserved = (*syntax.reserved_text, FENCE)
     if open_tag:  # a bare JSON call is not a form of this syntax: never in text either
         reserved += (BARE_CALL,)
     if not allow_text:
