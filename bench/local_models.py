@@ -229,12 +229,14 @@ def _workdir(task: Task) -> Iterator[Path]:
 
 ANSWERS: list[str] = []  # what each run answered, for --answers
 TRANSCRIPTS: Path | None = None  # where each ipyagent run's transcript goes, for --transcripts
+SETTINGS: dict[str, str] = {}  # Agent settings other than the defaults, for --option
 
 
 def run_ipyagent(task: Task, base_url: str, model: str, max_steps: int) -> tuple[bool, int, float, str]:
     with _workdir(task) as where:
         agent = Agent(model=model, base_url=base_url, approval="auto", cwd=str(where),
-                      temperature=0, max_steps=max_steps, request_max_tokens=400)
+                      temperature=0, max_steps=max_steps, request_max_tokens=400,
+                      **SETTINGS)
         start = time.perf_counter()
         try:
             result = agent.run(task.prompt)
@@ -357,10 +359,13 @@ def main() -> None:
     parser.add_argument("--runners", default=",".join(RUNNERS), help="comma-separated, of: "
                         + ", ".join(RUNNERS))
     parser.add_argument("--answers", action="store_true", help="print each answer under its row")
+    parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                        help="an Agent setting other than its default (a string), e.g. python_blocks=off")
     parser.add_argument("--transcripts", type=Path,
                         help="save each ipyagent run as a notebook transcript in this folder")
     args = parser.parse_args()
     global TRANSCRIPTS
+    SETTINGS.update(option.split("=", 1) for option in args.option)
     if args.transcripts:
         args.transcripts.mkdir(parents=True, exist_ok=True)
         TRANSCRIPTS = args.transcripts.resolve()
