@@ -100,6 +100,7 @@ _CHAINED = re.compile(r"\n\s*(?:The above exception was the direct cause of the 
                       r"exception:|During handling of the above exception, another exception "
                       r"occurred:)\s*\n")
 _FRAME = re.compile(r"^File (.+?):\d+, in ")
+_CELL = re.compile(r"^Cell (In\[\d+\], line \d+)(, in <\w+>)?", re.M)
 _PACKAGE = re.compile(r"[/\\](?:site|dist)-packages[/\\]([\w.-]+)|^([\w.-]+)[/\\][\w/\\.-]+\.(?:pyx|pxi|pxd)$")
 _STDLIB = re.compile(r"[/\\]lib[/\\]python3[\d.]*[/\\]|^<frozen ")
 
@@ -132,8 +133,15 @@ def short_traceback(tb: str) -> str:
             kept.append(f"[… {len(skipped)} frame{'s' * (len(skipped) != 1)} inside {names} …]")
             skipped.clear()
 
+    last_cell = None  # "Cell In[N], line L" of the frame kept last
     for block in blocks:
         first = block.lstrip("\n").splitlines()[0]
+        cell = _CELL.search(block)
+        if cell is not None and cell.group(1) == last_cell and cell.group(2):
+            # A generator or lambda on the line just shown: nothing new, and IPython may
+            # print the cell's first line under it (measured: "----> 3 import json").
+            continue
+        last_cell = cell.group(1) if cell is not None else None
         frame = _FRAME.match(first)
         library = _library(frame.group(1)) if frame else None
         if library is not None:

@@ -203,3 +203,10 @@ def test_the_model_reads_a_library_traceback_without_the_librarys_frames(agent: 
     own = run(agent, "def f():\n    raise ValueError('bad')\nf()")
     assert "----> 3 f()" in own.output and "----> 2     raise ValueError('bad')" in own.output
     assert "frames inside" not in own.output
+    # A generator on the line shown adds a frame of that same line: left out (IPython printed
+    # the cell's first line under it, "----> 3 import json", and the model read that).
+    generator = run(agent, "import json\nrows = [[1]]\ntotal = sum(r[1] for r in rows)")
+    assert generator.output.count("Cell In[") == 1 and "<genexpr>" not in generator.output
+    assert "----> 3 total = sum(r[1] for r in rows)" in generator.output
+    assert generator.output.rstrip().endswith("IndexError: list index out of range")
+    assert "<genexpr>" in "\n".join(generator.outputs[-1]["traceback"])  # the notebook keeps it
