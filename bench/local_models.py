@@ -360,12 +360,16 @@ def main() -> None:
                         + ", ".join(RUNNERS))
     parser.add_argument("--answers", action="store_true", help="print each answer under its row")
     parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
-                        help="an Agent setting other than its default (a string), e.g. python_blocks=off")
+                        help="an Agent setting other than its default (a string), e.g. model_profile=qwen2.5")
     parser.add_argument("--transcripts", type=Path,
                         help="save each ipyagent run as a notebook transcript in this folder")
     args = parser.parse_args()
     global TRANSCRIPTS
-    SETTINGS.update(option.split("=", 1) for option in args.option)
+    for option in args.option:
+        name, equals, value = option.partition("=")
+        if not equals or not name:
+            parser.error(f"--option takes NAME=VALUE, not {option!r}")
+        SETTINGS[name] = value
     if args.transcripts:
         args.transcripts.mkdir(parents=True, exist_ok=True)
         TRANSCRIPTS = args.transcripts.resolve()
