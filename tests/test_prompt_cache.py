@@ -623,3 +623,51 @@ def test_anthropic_marks_at_most_four_breakpoints_and_the_previous_request_s_end
     assert body["messages"][0]["content"][-1]["cache_control"] == {"type": "ephemeral"}
     assert body["messages"][2]["content"][-1]["cache_control"] == {"type": "ephemeral"}
     assert "cache_control" not in json.dumps(messages)  # the caller's lists are untouched
+
+
+def test_a_text_mode_reply_goes_back_exactly_as_the_model_wrote_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model's calls (a ```json fence, its own spacing) and its final_answer call are
+    written back in the next request byte for byte, so the server's cache reuses them; a
+    call the person edited at approval is written back as it ran, in the canonical form."""
+    from ipyagent.context.decisions import Decision
+
+    monkeypatch.setenv("IPYAGENT_TEST_KEY", KEY)
+    replies = iter([
+        'Let me look.\n```json\n{"name": "short",  "arguments": {"n": 1}}\n```\n',
+        '<tool_call>\n{"name":"short","arguments":{"n":2}}\n</tool_call>',
+        '<tool_call>{"name": "final_answer", "arguments": {"answer": "Items 1 and 20."}}</tool_call>',
+        "Nothing more.",
+    ])
+    with ScriptedServer(fallback=lambda body: Completion(text=next(replies))) as server:
+        agent = Agent(model="m", base_url=server.base_url, api_key_env="IPYAGENT_TEST_KEY",
+                      tools=[short], python_tool=False, file_tools=False, max_retries=0,
+                      tool_mode="text", approval="ask", verify_answers=False)
+        edits = iter([None, Decision("edit", arguments={"n": 20}, by="user")])
+        agent.approval_hook = lambda call: next(edits) or True
+        first = agent.run("read the items")
+        second = agent.run("anything else?")
+        agent.close()
+        bodies = list(server.bodies)
+    assert (first.stop_reason, first.text, second.text) == ("done", "Items 1 and 20.", "Nothing more.")
+    said = [[m["content"] for m in b["messages"] if m["role"] == "assistant"] for b in bodies]
+    assert said[1] == ['Let me look.\n```json\n{"name": "short",  "arguments": {"n": 1}}\n```\n']
+    # Edited to n=20 at approval: what ran is written, not what the model wrote.
+    assert said[2][1] == '<tool_call>\n{"name": "short", "arguments": {"n": 20}}\n</tool_call>'
+    assert said[3] == said[2] + ['<tool_call>{"name": "final_answer", "arguments": '
+                                 '{"answer": "Items 1 and 20."}}</tool_call>']
+    # The buffer still holds what was read: the answer, and the calls as ToolCalls.
+    assert [type(i).__name__ for i in agent.context][:4] == ["Message", "Message", "ToolCall", "ToolResult"]
+
+
+def test_a_reply_edited_in_the_buffer_is_written_as_it_now_reads() -> None:
+    from ipyagent.models.text_tools import as_written, render_items
+
+    call = ToolCall("c1", "short", {"n": 1})
+    message = Message("assistant", "Let me look.")
+    message.meta["as_written"] = as_written('Let me look.\n```json\n{"name": "short", "arguments": {"n": 1}}\n```',
+                                            "Let me look.", [call])
+    items = [Message("user", "go"), message, call, ToolResult("c1", "item 1", name="short")]
+    assert render_items(items)[1].content.endswith("```")
+    message.content = "I will read item 1."  # edited by the person in the buffer
+    assert render_items(items)[1].content == (
+        'I will read item 1.\n\n<tool_call>\n{"name": "short", "arguments": {"n": 1}}\n</tool_call>')

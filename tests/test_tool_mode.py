@@ -195,7 +195,8 @@ def test_text_mode_sends_no_tools_and_renders_the_history_as_text(counter):
         assert system["role"] == "system" and '"name": "add"' in system["content"]
         assert "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": \"...\", \"b\": \"...\"}}" in system["content"]
     assert bodies[1]["messages"][2:] == [
-        {"role": "assistant", "content": 'Adding.\n\n<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'},
+        # The reply as the model wrote it (its cache entry is reused), not re-spaced.
+        {"role": "assistant", "content": 'Adding.\n<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'},
         {"role": "user", "content": '<tool_response>\n5\n</tool_response>\n\n' + AFTER_RESULTS}]
     assert not any(SWITCHED in n for n in notices(events))  # chosen, not switched to
 

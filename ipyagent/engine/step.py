@@ -33,14 +33,14 @@ from ..context.events import (
     live_emitter,
 )
 from ..context.evidence import ASKS_FOR_A_CALL, CHECK_KEY, CONTINUE_KEY
-from ..context.items import Message, Summary, ToolCall, ToolResult
+from ..context.items import Message, Reasoning, Summary, ToolCall, ToolResult
 from ..errors import ConfigError, ModelConnectionError, ModelError
 from ..kernel.copies import MAX_COPIES_PER_CALL, copy_missing
 from ..models.base import ClientNotice, Discarded, ModelRequest, Retrying, Turn, TurnComplete
 from ..models.overflow import context_overflow, overflow_hint
 from ..models.profiles.choice import ProfileChoice
 from ..models.scaffolding import Cut, cut_notice, cut_scaffolding
-from ..models.text_tools import FINAL_ANSWER, as_text_request, example_arguments
+from ..models.text_tools import AS_WRITTEN, FINAL_ANSWER, as_text_request, as_written, example_arguments
 from ..models.tool_mode import (
     MODE_KEY,
     SWITCH_KEY,
@@ -444,6 +444,7 @@ def _bounded_call(call: ToolCall) -> ToolCall:
 def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
     """Bill and calibrate, append the turn's items; True when the reply was cut at the limit."""
     agent, step = run.agent, run.step
+    written, native_calls = turn.text, bool(turn.tool_calls)
     if not turn.tool_calls and turn.text:
         _recover_written_calls(run, turn)
     cut = _cut_scaffolding(run, turn)
@@ -471,6 +472,13 @@ def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
                                      meta={"cut": cut.as_meta()} if cut else {}))
     for call in turn.tool_calls:
         agent.context.append(_bounded_call(call))
+    made = [item for item in list(agent.context)[first:] if not isinstance(item, Reasoning)]
+    if (run.wire == "text" and not native_calls and cut is None and made and written.strip()
+            and (turn.tool_calls or turn.text != written)):
+        # Calls or an answer read from the reply: the next request writes it back as it was.
+        content = made[0].content if isinstance(made[0], Message) else ""
+        made[0].meta[AS_WRITTEN] = as_written(
+            written, content, [c for c in made if isinstance(c, ToolCall)])
     # What a replay needs beyond the items: the turn's usage and finish reason.
     # And the mode its request went in, and why "auto" switched at this turn (tool_mode).
     agent.context[first].meta["turn"] = {"step": step.index, "finish_reason": turn.finish_reason,
