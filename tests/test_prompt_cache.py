@@ -668,6 +668,8 @@ def test_a_reply_edited_in_the_buffer_is_written_as_it_now_reads() -> None:
                                             "Let me look.", [call])
     items = [Message("user", "go"), message, call, ToolResult("c1", "item 1", name="short")]
     assert render_items(items)[1].content.endswith("```")
+    failed = [*items[:3], ToolResult("c1", "no such item", error=True, name="short")]
+    assert render_items(failed)[1].content.endswith("</tool_call>")  # a failed call: rewritten
     message.content = "I will read item 1."  # edited by the person in the buffer
     assert render_items(items)[1].content == (
         'I will read item 1.\n\n<tool_call>\n{"name": "short", "arguments": {"n": 1}}\n</tool_call>')
