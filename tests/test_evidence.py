@@ -15,6 +15,7 @@ from ipyagent.context.evidence import (
     numbers_in,
     own_constants,
     places_asked,
+    receipt_answer,
     run_items,
     single_look,
     suspicious_value,
@@ -139,6 +140,37 @@ def test_an_unwritten_file_is_found() -> None:
     found = unchanged_files(task, ["raw.csv"])
     assert found is not None and found.said == "clean.csv was not written"
     assert unchanged_files(task, ["data/clean.csv"]) is None
+
+
+WRITE_READ = ("Use Python to write the text 'hello from the agent' to a file named note.txt, "
+              "then read the file back and reply with its contents.")
+
+
+def test_an_answer_that_is_the_writes_receipt_is_found() -> None:
+    """Measured at 0.5B: it wrote the file with write_file and answered with the receipt."""
+    wrote = ToolResult("c1", "created note.txt (20 bytes, 1 line)", name="write_file",
+                       meta={"file": {"path": "note.txt", "text": "hello from the agent"}})
+    found = receipt_answer(WRITE_READ, "created note.txt (20 bytes, 1 line)", wrote)
+    assert found is not None and found.rule == "receipt"
+    assert "created note.txt (20 bytes, 1 line)" in found.ask
+    assert receipt_answer(WRITE_READ, "Created note.txt (20 bytes, 1 line).", wrote) is not None
+    # the contents are in it: that answers the task
+    assert receipt_answer(WRITE_READ, "created note.txt (20 bytes, 1 line): hello from the agent",
+                          wrote) is None
+    assert receipt_answer(WRITE_READ, "hello from the agent", wrote) is None
+    # a task that asks for nothing back may well be answered with the receipt
+    assert receipt_answer("Write 'hi' to note.txt", "created note.txt (20 bytes, 1 line)",
+                          wrote) is None
+    # not a write, or a failed one
+    assert receipt_answer(WRITE_READ, "created note.txt (20 bytes, 1 line)",
+                          result("created note.txt (20 bytes, 1 line)")) is None
+    failed = ToolResult("c1", "created note.txt (20 bytes, 1 line)", error=True, name="write_file",
+                        meta={"file": {"path": "note.txt", "text": "x"}})
+    assert receipt_answer(WRITE_READ, "created note.txt (20 bytes, 1 line)", failed) is None
+    # and findings() carries it
+    call = ToolCall("c1", "write_file", {"path": "note.txt", "content": "hello from the agent"})
+    items = [Message("user", WRITE_READ), call, wrote]
+    assert [f.rule for f in findings(items, "created note.txt (20 bytes, 1 line)")] == ["receipt"]
 
 
 ISS_CODE = ("G = 6.674e-11\nM = 5.972e24\nR = 6371 + 408  # km\ng = G * M / R**2\n"

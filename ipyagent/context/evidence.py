@@ -19,7 +19,7 @@ from .items import Item, Message, ToolCall, ToolResult
 __all__ = ["Finding", "findings", "run_items", "empty_answer", "error_ignored", "last_call_failed", "no_call_ran",
            "suspicious_value",
            "unsupported_numbers", "unchanged_files", "single_look", "own_constants", "numbers_in",
-           "places_asked", "wrong_places",
+           "places_asked", "wrong_places", "receipt_answer",
            "files_to_write", "CHECK_KEY", "CONTINUE_KEY", "ASKS_FOR_A_CALL"]
 
 CHECK_KEY = "check"  # meta key of the message that carries the check to the model
@@ -28,7 +28,7 @@ CHECK_KEY = "check"  # meta key of the message that carries the check to the mod
 # answer, explained how to fix its SyntaxError, or showed a ```python block, without running
 # anything). It can still say the call failed in the answer after that call's result.
 ASKS_FOR_A_CALL = ("no_call", "units", "zero", "nan", "empty", "unsupported_number",
-                   "error_ignored", "last_call_failed", "decimals")
+                   "error_ignored", "last_call_failed", "decimals", "receipt")
 CONTINUE_KEY = "continue"  # meta key of ipyagent's "go on" after a reply cut at the limit
 
 
@@ -37,7 +37,7 @@ class Finding:
     """One thing the evidence says against the answer."""
 
     rule: str  # empty_answer | error_ignored | last_call_failed | no_call | empty | zero | nan |
-    #            unsupported_number | file_unchanged | units | decimals
+    #            unsupported_number | file_unchanged | units | decimals | receipt
     said: str  # for the person: "the last output was a traceback"
     ask: str  # for the model: what to look at again
 
@@ -316,6 +316,31 @@ def unchanged_files(task: str, written: Iterable[str]) -> Finding | None:
                    "wrote it. Write it with a tool (and check it), or tell the user why not.")
 
 
+_ASKS_BACK = re.compile(r"\b(?:read|reply|answer|respond|return|tell|show|report|print|"
+                        r"contents?|says?|contains?|what|which|how)\b|\?", re.I)
+
+
+def receipt_answer(task: str, answer: str, last: ToolResult) -> Finding | None:
+    """The answer is the receipt of the write just made ("created note.txt (20 bytes, 1
+    line)"), where the task asks for something back (measured at 0.5B: asked to write a file,
+    read it back and reply with its contents, it answered with write_file's receipt). An
+    answer that also holds what was written is not one."""
+    file = last.meta.get("file")
+    receipt = " ".join(last.output.split())
+    if (last.error or not isinstance(file, dict) or not receipt
+            or not _ASKS_BACK.search(task)):
+        return None
+    said = " ".join(answer.split()).casefold()
+    written = " ".join(str(file.get("text") or "").split()).casefold()
+    if receipt.casefold().rstrip(".") not in said or (written and written in said):
+        return None
+    return Finding("receipt", "the answer was the write's receipt",
+                   f"Your answer repeats the receipt of your last call ({_short(receipt)!r}): "
+                   "it says that a file was written, not what the task asks for. Do the rest "
+                   "of the task (read the file back if it asks for its contents), then answer "
+                   "with what it asks for.")
+
+
 # -- one computation of a physical quantity, from constants the model brought ----------------
 _UNIT = re.compile(r"\d\s*(?:(?:m/s\^?2|m/s²|m/s|km/h|km|cm|mm|kg|g|N|J|W|kW|Pa|K|°C|Hz|eV|m|s)"
                    r"(?![\w/])|(?i:seconds?|meters?|metres?|kilometers?|newtons?|joules?)\b)")
@@ -415,6 +440,7 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
     if staged or any(isinstance(r.meta.get("file"), dict) for r in results):
         found.append(unchanged_files(task, written))
     if found[0] is None:
+        found.append(receipt_answer(task, answer, last))
         found.append(suspicious_value(answer, last, outputs[:-1]))
         found.append(unsupported_numbers(answer, outputs, inputs))
     kept = [f for f in found if f is not None]
