@@ -128,6 +128,16 @@ def test_the_same_call_with_the_same_result_is_pointed_out_then_stops_the_run():
     assert other.run("go").stop_reason == "done"
 
 
+def test_the_same_failing_call_again_is_told_to_change_not_to_answer():
+    """A repeated failure is not an answer (0.5B ran the same KeyError three times): the note
+    says to change what the error points at, or to say that it failed."""
+    agent, _ = make([calls(("flaky", {"x": 1}))] * 2 + [text("it failed")], circuit_breaker=3)
+    assert agent.run("go").stop_reason == "done"
+    results = [i for i in agent.context if isinstance(i, ToolResult)]
+    assert results[1].error and "failed the same way" in results[1].for_model()
+    assert "reply to the user with it now" not in results[1].for_model()
+
+
 def test_budget_stop():
     agent, model = make([calls(("add", {"a": 1, "b": 1}), prompt_tokens=80, completion_tokens=30)] * 5,
                         max_tokens=200)

@@ -76,6 +76,11 @@ CONTINUE_PROMPT = ("[ipyagent] Your reply was cut off by the output token limit.
 # model that has its answer often calls the tool again instead of answering).
 REPEAT_NOTE = ("this is the same call as the one before, with the same result: if it answers "
                "the task, reply to the user with it now instead of calling a tool again")
+# A failing call made again: "if it answers the task" would invite the failure as an answer.
+REPEAT_FAILED_NOTE = ("this is the same call as the one before, and it failed the same way: as "
+                      "written it cannot work. Change what the error points at (a name, a path, "
+                      "a separator, the syntax) and call again, or, if no other way can work, "
+                      "tell the user it failed")
 REPEAT_STOP = "the same call and result again: the run stops here"
 _PRINTED_KEPT = 4000  # characters of an interrupted call's output the model is told
 
@@ -583,7 +588,8 @@ async def run_calls(run: StepRun, breaker: CircuitBreaker) -> None:
             raise
         repeats = breaker.repeated(call, result) if not result.meta.get("denied") else 0
         if repeats:  # told before it is appended: the note is part of what the model reads
-            note = REPEAT_NOTE if repeats < agent.circuit_breaker else REPEAT_STOP
+            note = (REPEAT_STOP if repeats >= agent.circuit_breaker
+                    else REPEAT_FAILED_NOTE if result.error else REPEAT_NOTE)
             result.meta["note"] = "; ".join(filter(None, [result.meta.get("note"), note]))
         agent.context.append(result)
         step.results.append(result)
