@@ -1,6 +1,6 @@
 """Small tool tasks against a real local server: ipyagent beside smolagents, same model.
 
-Four sets of six tasks a notebook user asks a small local model, each with a checker that
+Five sets of six tasks a notebook user asks a small local model, each with a checker that
 reads the answer (and the file it wrote): ``bench`` (compute 2**100, a physics formula, primes,
 a CSV mean, a semicolon-delimited CSV, write a file then read it back), ``unseen`` (nested
 JSON, a TSV, dates, a config edit, units, missing cells: written before issue 33's work; issue
@@ -8,7 +8,8 @@ JSON, a TSV, dates, a config edit, units, missing cells: written before issue 33
 count, a column rename, compound interest: written once the first two sets' failures had
 been read, and run as they were written) and ``fresh2`` (a word count, a standard deviation,
 Fahrenheit to Celsius, a JSON group-by, writing a CSV, a TSV filter: written and committed a
-session later, before their first run). ipyagent runs with its defaults (python in
+session later, before their first run) and ``fresh3`` (a clock, a stock value, a log count, a
+sensor mean, appending a line, a BMI: the same, on 2026-12-06). ipyagent runs with its defaults (python in
 the sandboxed sibling kernel, approval auto); smolagents' ``ToolCallingAgent`` (its python tool)
 and ``CodeAgent`` run the same tasks against the same server and model, side by side in this
 process, when smolagents is installed. Per task and runner: solved or not, steps, prompt tokens
@@ -192,7 +193,36 @@ FRESH2 = [
          lambda a, _: _only_number(a, "3", allowed=("20",)),
          {"temps.tsv": "city\ttemp\noslo\t12\nrome\t24\ncairo\t31\nlima\t19\nnice\t21\n"}),
 ]
-SETS = {"bench": TASKS, "unseen": UNSEEN, "fresh": FRESH, "fresh2": FRESH2}
+# Six more, written on 2026-12-06 and committed before any run, after the four sets above
+# had all been read: the unseen set of that session's table.
+FRESH3 = [
+    Task("clock", "Use Python to convert 7384 seconds to hours, minutes and seconds and reply "
+         "in the form H:MM:SS.",
+         lambda a, _: "2:03:04" in a, {}),
+    Task("stock-value", "inventory.csv has columns item, stock and price. Use Python to find "
+         "the item whose stock is worth the most (stock times price) and reply with its name.",
+         lambda a, _: "lamp" in a.lower() and not any(w in a.lower() for w in ("bolt", "desk", "chair")),
+         {"inventory.csv": "item,stock,price\nbolt,900,0.1\ndesk,3,120\nlamp,14,35\nchair,8,45\n"}),
+    Task("log-errors", "app.log holds one event per line. Use Python to count the lines that "
+         "contain the word ERROR and reply with the number.",
+         lambda a, _: _only_number(a, "3"),
+         {"app.log": "INFO start\nERROR disk full\nINFO retry\nWARN slow\nERROR disk full\n"
+                     "INFO ok\nERROR timeout\n"}),
+    Task("sensor-mean", "readings.json maps each sensor name to a list of readings. Use Python "
+         "to find the sensor with the highest mean reading and reply with its name.",
+         lambda a, _: "s2" in a.lower() and "s1" not in a.lower() and "s3" not in a.lower(),
+         {"readings.json": '{"s1": [10, 50, 12], "s2": [30, 31, 29, 30], "s3": [5, 52]}\n'}),
+    Task("append-line", "Append the line 'done = true' to the end of status.txt and leave the "
+         "lines already there as they are. Use Python. Reply with the number of lines the "
+         "file now has.",
+         lambda a, d: _lines(d / "status.txt") == ["step = 3", "ok = yes", "done = true"]
+         and _only_number(a, "3"),
+         {"status.txt": "step = 3\nok = yes\n"}),
+    Task("bmi", "A person weighs 72 kg and is 180 cm tall. Use Python to compute their body "
+         "mass index and reply with 1 decimal.",
+         lambda a, _: "22.2" in a, {}),
+]
+SETS = {"bench": TASKS, "unseen": UNSEEN, "fresh": FRESH, "fresh2": FRESH2, "fresh3": FRESH3}
 
 
 def _only_number(answer: str, number: str, allowed: tuple[str, ...] = ()) -> bool:
