@@ -335,7 +335,7 @@ def receipt_answer(task: str, answer: str, last: ToolResult) -> Finding | None:
     if receipt.casefold().rstrip(".") not in said or (written and written in said):
         return None
     return Finding("receipt", "the answer was the write's receipt",
-                   f"Your answer repeats the receipt of your last call ({_short(receipt)!r}): "
+                   f"Your answer repeats the receipt of your last call ({_short(receipt)}): "
                    "it says that a file was written, not what the task asks for. Do the rest "
                    "of the task (read the file back if it asks for its contents), then answer "
                    "with what it asks for.")
