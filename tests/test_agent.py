@@ -138,6 +138,35 @@ def test_the_same_failing_call_again_is_told_to_change_not_to_answer():
     assert "reply to the user with it now" not in results[1].for_model()
 
 
+def test_the_failing_call_made_again_after_a_check_is_not_run():
+    """Measured at 1.5B: asked to fix its failing call, the model wrote it again word for
+    word. With answer checks in force it is not run; the model is told why, once more."""
+    replies = [calls(("flaky", {"x": 1})), text("7"), calls(("flaky", {"x": 1})),
+               calls(("flaky", {"x": 2})), text("it failed")]
+    agent, model = make(replies, verify_answers=True, circuit_breaker=5)
+    assert agent.run("go").stop_reason == "done"
+    results = [i for i in agent.context if isinstance(i, ToolResult)]
+    first, again, other = results
+    assert again.error and again.meta["skipped"] == "the same failing call again"
+    assert again.output.startswith("Not run: this is the call that failed just before")
+    assert "flaky broke on 1" in again.output and "flaky broke on 1" in first.output
+    assert again.meta["repeat_of"] == first.call_id
+    assert "flaky broke on 2" in other.output  # another call runs
+    assert_valid(agent)
+    # The transcript and the audit say why it did not run.
+    from ipyagent.context.audit import audit_rows
+
+    rows = audit_rows(agent.context)
+    assert [r.note for r in rows if not r.ran] == ["not run: the same failing call again"]
+
+
+def test_the_same_failing_call_runs_again_without_answer_checks():
+    agent, _ = make([calls(("flaky", {"x": 1}))] * 2 + [text("it failed")], verify_answers=False)
+    agent.run("go")
+    results = [i for i in agent.context if isinstance(i, ToolResult)]
+    assert "skipped" not in results[1].meta and "flaky broke on 1" in results[1].output
+
+
 def test_budget_stop():
     agent, model = make([calls(("add", {"a": 1, "b": 1}), prompt_tokens=80, completion_tokens=30)] * 5,
                         max_tokens=200)

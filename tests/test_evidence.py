@@ -76,6 +76,9 @@ def test_an_empty_output_counts_only_when_nothing_was_printed() -> None:
     assert suspicious_value("It is 42.", result(""), []).rule == "empty"  # type: ignore[union-attr]
     assert suspicious_value("It is 42.", result(""), ["42"]) is None  # printed by an earlier call
     assert suspicious_value("Written.", result("", changes=[{"path": "a.txt"}]), []) is None
+    # what the python tool says when nothing was printed is no output either
+    assert suspicious_value("It is 27.0.", result("(no output)"), []).rule == "empty"  # type: ignore[union-attr]
+    assert suspicious_value("It is 27.0.", result("(no output)"), ["(no output)"]).rule == "empty"  # type: ignore[union-attr]
 
 
 # -- numbers no output shows ---------------------------------------------------------------------

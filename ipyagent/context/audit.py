@@ -23,7 +23,7 @@ from typing import Any
 
 from .._util.text import one_line
 from .decisions import DECIDED, Decision, person_decided
-from .items import Item, ToolCall, ToolResult, unfold
+from .items import Item, ToolCall, ToolResult, skip_reason, unfold
 
 __all__ = ["Audit", "AuditRow", "audit_rows", "decision_record", "person_decided"]
 
@@ -131,7 +131,7 @@ def audit_rows(items: Iterable[Item]) -> list[AuditRow]:
                 ran=action in ("approve", "edit"), always=record.get("scope") == "always"))
             continue
         note = ("not answered" if result is None else
-                "skipped: an earlier call was denied" if meta.get("skipped") else
+                f"not run: {skip_reason(meta)}" if meta.get("skipped") else
                 "interrupted before a decision" if meta.get("interrupted") else
                 "not offered to the model" if result.error and "status" not in meta
                 and not meta.get("denied") and result.execution_count is None else

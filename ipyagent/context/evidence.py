@@ -137,13 +137,19 @@ _LAST_VALUE = re.compile(r"(?:^|[\s:=(\[,])(-?\d+(?:\.\d+)?(?:e[-+]?\d+)?|nan|-?
                          r"(?:\s?[a-zA-Z°µ%][a-zA-Z]{0,3}(?:[/^*·][\w²³^]{1,5})*[²³]?)?\W*$", re.I)
 
 
+# What the python and shell tools say when the code printed nothing.
+_NO_OUTPUT = ("(no output)", "(no output; exit code 0)")
+
+
 def suspicious_value(answer: str, last: ToolResult, outputs_before: Sequence[str]) -> Finding | None:
     """The last output is empty (and nothing was printed before it), or its value is 0, NaN,
     infinite, None or an empty table."""
     text = last.output.strip()
+    text = "" if text in _NO_OUTPUT else text
     wrote = bool(last.meta.get("changes") or last.meta.get("file"))
     if not text:
-        if wrote or any(o.strip() for o in outputs_before) or not answer.strip():
+        if wrote or any(o.strip() not in ("", *_NO_OUTPUT) for o in outputs_before) \
+                or not answer.strip():
             return None
         return Finding("empty", "the last output was empty",
                        "Your last tool call printed nothing, and no call before it printed a "

@@ -24,6 +24,7 @@ __all__ = [
     "NOTE_LEAD",
     "code_of",
     "note_line",
+    "skip_reason",
     "Message",
     "ToolCall",
     "ToolResult",
@@ -237,6 +238,15 @@ class ToolResult(_ItemBase):
 
     def _repr_markdown_(self) -> str:
         return f"**{self.label}** ({markdown_literal(self.call_id)})\n\n{fence(self.output)}"
+
+
+def skip_reason(meta: dict[str, Any]) -> str:
+    """Why a result's call was not run (``meta["skipped"]``: True for a call after a denied
+    one in the same turn, else ipyagent's words); "" when it was not skipped."""
+    skipped = meta.get("skipped")
+    if not skipped:
+        return ""
+    return "an earlier call in the same turn was denied" if skipped is True else str(skipped)
 
 
 # ipyagent's note on a tool result, as the model reads it: plain words on one line AFTER the

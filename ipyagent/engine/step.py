@@ -10,6 +10,7 @@ and the secret redaction and audit record around it, happen here.
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -612,6 +613,9 @@ async def run_one(run: StepRun, call: ToolCall) -> ToolResult:
     if call.name in agent.tools and call.name not in [t.name for t in offered]:
         # Hidden by the persona: refused without asking, like an unknown tool.
         return await Toolbox(offered).execute(call)
+    again = _failed_just_before(agent, call)
+    if again is not None:
+        return again
     if call.meta.get(PROBLEM):  # written as text, unreadable: nothing to approve or run
         spec = next((t.spec() for t in offered if t.name == call.name), {})
         return ToolResult(call.id, how_to_call(call.name, call.meta[PROBLEM], example_arguments(spec)),
@@ -644,6 +648,50 @@ async def run_one(run: StepRun, call: ToolCall) -> ToolResult:
         result = await execute(run, call, decision)  # again, now that the value is there
         result.meta["copies"] = copied + result.meta.get("copies", [])
     return result
+
+
+SAME_FAILURE = "the same failing call again"  # meta["skipped"] of a call not run so
+
+
+def _failed_just_before(agent: AgentView, call: ToolCall) -> ToolResult | None:
+    """A result that does not run ``call`` when it is, word for word, the call that failed
+    just before it (with only messages between: an answer, ipyagent's check); None otherwise.
+
+    Measured at 1.5B: asked to fix a failing call (a SyntaxError, an AttributeError), the
+    model wrote the same call again, which failed the same way, and answered with a guess;
+    at 0.5B the same until the circuit breaker. Told instead that it was not run and why, it
+    sees a prompt it has not answered yet. Only where ``verify_answers`` is in force."""
+    items = list(agent.context)
+    at = next((i for i, item in reversed(list(enumerate(items)))
+               if isinstance(item, ToolCall) and item.id == call.id), len(items))
+    for before in range(at - 1, -1, -1):
+        item = items[before]
+        if isinstance(item, (Message, Reasoning)):
+            continue
+        if not isinstance(item, ToolResult) or not item.error or any(
+                item.meta.get(k) for k in ("denied", "skipped", "interrupted", "unreadable")):
+            return None
+        failed = next((c for c in items[:before] if isinstance(c, ToolCall)
+                       and c.id == item.call_id), None)
+        if (failed is None or (failed.name, failed.arguments) != (call.name, call.arguments)
+                or not verify_on(agent)):
+            return None
+        said = _error_line(item.output)
+        return ToolResult(call.id, (
+            f"Not run: this is the call that failed just before, word for word, and it would "
+            f"fail the same way{f' ({said})' if said else ''}. Change what the error points at "
+            "(a name, a path, a separator, the syntax) and call again, or, if no other way "
+            "can work, answer that it failed."), error=True, name=call.name,
+            meta={"skipped": SAME_FAILURE, "repeat_of": failed.id})
+    return None
+
+
+def _error_line(output: str) -> str:
+    """The line of a failed output that names the error ("KeyError: 'amount'"), shortened."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    named = [line for line in lines if re.match(r"\w*(?:Error|Exception)\b", line)]
+    line = (named or lines or [""])[-1]
+    return line if len(line) <= 160 else line[:159] + "…"
 
 
 def _denied(call: ToolCall, decision: Decision, step_index: int) -> ToolResult:

@@ -40,7 +40,7 @@ from ..context.events import (
     ToolOutput,
     compaction_line,
 )
-from ..context.items import ToolCall, ToolResult, code_of, note_line
+from ..context.items import ToolCall, ToolResult, code_of, note_line, skip_reason
 from ..context.spill import outputs_of
 from ..engine.approval import Decision
 from ..kernel.outputs import collapse_carriage_returns, strip_ansi
@@ -645,7 +645,7 @@ class NotebookDisplay:
         card = self.cards.get(call.id)
         if result.meta.get("denied") or result.meta.get("skipped"):
             if card is not None and result.meta.get("skipped"):
-                card.status("✗ not run (an earlier call was denied)", final=True)
+                card.status(f"✗ not run ({skip_reason(result.meta)})", final=True)
             return
         # What it printed goes inside its card's frame; what it displayed (a figure, a
         # table) follows the card, as outputs of their own.

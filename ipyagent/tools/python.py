@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 from collections.abc import Sequence
@@ -73,6 +74,10 @@ def python_tool(agent: PythonHost) -> Tool:
         if note:
             result.meta["note"] = note
         await settle_changes(agent, result)  # the staged workspace: what reaches your folder
+        silent = (not execution.text and not execution.outputs and not result.error
+                  and not result.meta.get("changes"))
+        if silent and silent_note(str(call.arguments["code"])):
+            result.meta["note"] = silent_note(str(call.arguments["code"]))
         return result
 
     return Tool(
@@ -154,6 +159,26 @@ def error_note(outputs: list[dict[str, Any]], files: Sequence[str] = ()) -> str:
                     return note.format(name=repr(found.group(1)) if found else unnamed,
                                        example=_power_example(out) if ename == "TypeError" else "")
     return ""
+
+
+def silent_note(code: str) -> str:
+    """ipyagent's note on code that ran, printed nothing and wrote no file: the value its
+    last line computed, to print ("" when it ends otherwise).
+
+    Measured at 1.5B: ``bmi = weight / height ** 2; bmi_rounded = round(bmi, 1)`` ran
+    silently, the model answered a number it never saw, and asked to look again it ran the
+    same silent code again."""
+    try:
+        last = ast.parse(code).body[-1:]
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        last = []
+    targets = (last[0].targets if isinstance(last[0], ast.Assign) else [last[0].target]
+               if isinstance(last[0], (ast.AugAssign, ast.AnnAssign)) else []) if last else []
+    names = [t.id for t in targets if isinstance(t, ast.Name)]
+    # Only then: code that wrote a file where nothing records it, or set something up,
+    # has nothing to print.
+    return (f"the code printed nothing: to see the value it computed, print it, as in "
+            f"print({names[-1]}).") if names else ""
 
 
 _ARROW = re.compile(r"^-+> ?\d+ (.{1,200})$", re.M)

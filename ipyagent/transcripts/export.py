@@ -33,6 +33,7 @@ from ..context.items import (
     ToolResult,
     code_of,
     item_from_dict,
+    skip_reason,
     unfold,
 )
 from ..context.spill import outputs_of, raw_replaced
@@ -238,7 +239,7 @@ def _not_run_reason(result: ToolResult | None) -> str:
         reason = meta.get("reason")
         return f"denied by {by}" + (f": {reason}" if reason else "")
     if meta.get("skipped"):
-        return "not run (an earlier call in the same turn was denied)"
+        return f"not run ({skip_reason(meta)})"
     if meta.get("interrupted"):
         return "interrupted by the user"
     if meta.get("status") == "timeout":

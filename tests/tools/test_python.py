@@ -154,6 +154,18 @@ def test_a_block_statement_after_a_semicolon_gets_a_note(agent: Agent) -> None:
     assert "note" not in run(agent, "x = 1; print(x)").meta
 
 
+def test_code_that_printed_nothing_is_told_what_to_print(agent: Agent) -> None:
+    """Measured at 1.5B: a silent ``bmi_rounded = round(bmi, 1)``, then an answer no output
+    showed; the note names the value to print."""
+    result = run(agent, "weight = 72\nheight = 180 / 100\nbmi_rounded = round(weight / height ** 2, 1)")
+    assert result.output == "(no output)" and not result.error
+    assert result.meta["note"] == ("the code printed nothing: to see the value it computed, "
+                                   "print it, as in print(bmi_rounded).")
+    assert run(agent, "total: int = 3").meta["note"].endswith("print(total).")
+    assert "note" not in run(agent, "import math").meta  # nothing computed to show
+    assert "note" not in run(agent, "x = 2\nx").meta  # its value is shown
+
+
 def test_a_name_that_is_a_files_stem_gets_the_way_to_read_it(tmp_path: Any) -> None:
     # Seen at 0.5B: ``pd.read_csv(StringIO(scores.csv))`` three times on the plain note.
     (tmp_path / "scores.csv").write_text("name,score\nana,81\n")
