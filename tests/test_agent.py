@@ -158,6 +158,31 @@ def test_the_failing_call_made_again_after_a_check_is_not_run():
 
     rows = audit_rows(agent.context)
     assert [r.note for r in rows if not r.ran] == ["not run: the same failing call again"]
+    # A new task is a new run: its first call runs, whatever the last one was.
+    model.replies += [calls(("flaky", {"x": 2})), text("no")]
+    agent.run("again")
+    assert "skipped" not in [i for i in agent.context if isinstance(i, ToolResult)][-1].meta
+
+
+@tool
+def quiet(x: int) -> None:
+    """Prints nothing."""
+
+
+def test_the_silent_call_made_again_after_a_check_is_not_run():
+    """Measured at 1.5B: asked to print the value it answered with, it ran the same silent
+    code again."""
+    model = ScriptedModel([calls(("quiet", {"x": 1})), text("27.0"), calls(("quiet", {"x": 1})),
+                           calls(("quiet", {"x": 2})), text("22.2")])
+    agent = Agent(client=model, tools=[quiet], python_tool=False, file_tools=False,
+                  skills_enabled=False, verify_answers=True)
+    assert agent.run("go").stop_reason == "done"
+    first, again, other = [i for i in agent.context if isinstance(i, ToolResult)]
+    assert first.output == "(no output)" and not first.error
+    assert again.meta["skipped"] == "the same silent call again" and again.error
+    assert "printed nothing and would print nothing again" in again.output
+    assert "skipped" not in other.meta
+    assert_valid(agent)
 
 
 def test_the_same_failing_call_runs_again_without_answer_checks():

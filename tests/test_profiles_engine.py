@@ -15,7 +15,7 @@ import pytest
 
 from ipyagent import Agent
 from ipyagent.context.events import Notice
-from ipyagent.context.items import Message
+from ipyagent.context.items import Message, ToolCall, ToolResult
 from ipyagent.models.base import ModelRequest
 from ipyagent.models.openai_chat import OpenAIChatModel
 from ipyagent.models.profiles import server
@@ -364,6 +364,20 @@ def test_which_checks_hold_the_reply_to_a_call(rules: list[str], must: str) -> N
         assert _reply_must(agent) == ""
         agent.context.append(Message("user", "check", meta={CHECK_KEY: {"rules": rules}}))
         assert _reply_must(agent) == must
+
+
+def test_the_reply_after_a_failing_call_not_run_again_is_held_to_a_call() -> None:
+    """Told in words that its failing call was not run, the 1.5B restated the note."""
+    from ipyagent.engine.step import SAME_FAILURE, _reply_must
+
+    with Agent(model="demo", python_tool=False, file_tools=False) as agent:
+        agent.context.extend([Message("user", "task"), ToolCall("c1", "python", {"code": "1/0"}),
+                              ToolResult("c1", "ZeroDivisionError", error=True, name="python")])
+        assert _reply_must(agent) == ""  # a failure alone leaves the reply free
+        agent.context.extend([ToolCall("c2", "python", {"code": "1/0"}),
+                              ToolResult("c2", "Not run", error=True, name="python",
+                                         meta={"skipped": SAME_FAILURE})])
+        assert _reply_must(agent) == "call"
 
 
 @pytest.mark.parametrize("reply, tokens", [

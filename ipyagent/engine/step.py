@@ -373,9 +373,13 @@ def _on_wire(run: StepRun, req: ModelRequest) -> ModelRequest:
 
 def _reply_must(agent: AgentView) -> str:
     """What the grammar demands of the reply to ipyagent's answer check, if that is what the
-    model is answering: a call where the check asks to run something (``ASKS_FOR_A_CALL``),
-    words after an empty reply."""
+    model is answering: a call where the check asks to run something (``ASKS_FOR_A_CALL``)
+    or after its failing call was not run again, words after an empty reply."""
     last = agent.context[-1] if len(agent.context) else None
+    if isinstance(last, ToolResult) and last.meta.get("skipped") in NOT_RUN_AGAIN:
+        # Told that its failing call was not run, in words the 1.5B restated the note ("The
+        # error points at … call again") instead of changing the call.
+        return "call"
     rules = last.meta.get(CHECK_KEY, {}).get("rules", []) if isinstance(last, Message) else []
     if any(rule in ASKS_FOR_A_CALL for rule in rules):
         return "call"
@@ -613,7 +617,7 @@ async def run_one(run: StepRun, call: ToolCall) -> ToolResult:
     if call.name in agent.tools and call.name not in [t.name for t in offered]:
         # Hidden by the persona: refused without asking, like an unknown tool.
         return await Toolbox(offered).execute(call)
-    again = _failed_just_before(agent, call)
+    again = _not_run_again(agent, call)
     if again is not None:
         return again
     if call.meta.get(PROBLEM):  # written as text, unreadable: nothing to approve or run
@@ -651,38 +655,50 @@ async def run_one(run: StepRun, call: ToolCall) -> ToolResult:
 
 
 SAME_FAILURE = "the same failing call again"  # meta["skipped"] of a call not run so
+SAME_SILENCE = "the same silent call again"  # … and of a call that printed nothing before
+NOT_RUN_AGAIN = (SAME_FAILURE, SAME_SILENCE)
 
 
-def _failed_just_before(agent: AgentView, call: ToolCall) -> ToolResult | None:
-    """A result that does not run ``call`` when it is, word for word, the call that failed
-    just before it (with only messages between: an answer, ipyagent's check); None otherwise.
+def _not_run_again(agent: AgentView, call: ToolCall) -> ToolResult | None:
+    """A result that does not run ``call`` when it is, word for word, the call made just
+    before it (with only its answer and ipyagent's check between) and that one failed, or
+    printed nothing and wrote nothing; None otherwise.
 
     Measured at 1.5B: asked to fix a failing call (a SyntaxError, an AttributeError), the
     model wrote the same call again, which failed the same way, and answered with a guess;
-    at 0.5B the same until the circuit breaker. Told instead that it was not run and why, it
-    sees a prompt it has not answered yet. Only where ``verify_answers`` is in force."""
+    asked to print the value it answered with, it ran the same silent code again; at 0.5B
+    the same until the circuit breaker. Told instead that it was not run and why, held to a
+    call (``_reply_must``), it has to write another. Only where ``verify_answers`` is in force."""
     items = list(agent.context)
     at = next((i for i, item in reversed(list(enumerate(items)))
                if isinstance(item, ToolCall) and item.id == call.id), len(items))
     for before in range(at - 1, -1, -1):
         item = items[before]
-        if isinstance(item, (Message, Reasoning)):
-            continue
-        if not isinstance(item, ToolResult) or not item.error or any(
+        if isinstance(item, Reasoning) or (isinstance(item, Message) and (
+                item.role == "assistant" or CHECK_KEY in item.meta or CONTINUE_KEY in item.meta)):
+            continue  # a new task from the person is a new run: its calls start afresh
+        if not isinstance(item, ToolResult) or any(
                 item.meta.get(k) for k in ("denied", "skipped", "interrupted", "unreadable")):
             return None
-        failed = next((c for c in items[:before] if isinstance(c, ToolCall)
-                       and c.id == item.call_id), None)
-        if (failed is None or (failed.name, failed.arguments) != (call.name, call.arguments)
-                or not verify_on(agent)):
+        silent = (not item.error and item.output.strip() in ("", "(no output)")
+                  and not item.meta.get("changes") and not item.meta.get("file"))
+        made = next((c for c in items[:before] if isinstance(c, ToolCall)
+                     and c.id == item.call_id), None)
+        if ((not item.error and not silent) or made is None or not verify_on(agent)
+                or (made.name, made.arguments) != (call.name, call.arguments)):
             return None
-        said = _error_line(item.output)
-        return ToolResult(call.id, (
-            f"Not run: this is the call that failed just before, word for word, and it would "
-            f"fail the same way{f' ({said})' if said else ''}. Change what the error points at "
-            "(a name, a path, a separator, the syntax) and call again, or, if no other way "
-            "can work, answer that it failed."), error=True, name=call.name,
-            meta={"skipped": SAME_FAILURE, "repeat_of": failed.id})
+        if silent:
+            shown = re.search(r"print\(\w+\)", str(item.meta.get("note") or ""))
+            how = f", as in {shown.group(0)}" if shown else ""
+            text = ("Not run: this is the call made just before, word for word; it printed "
+                    f"nothing and would print nothing again. Print what you need to see{how}.")
+        else:
+            said = _error_line(item.output)
+            text = ("Not run: this is the call that failed just before, word for word; it "
+                    f"would fail the same way{f' ({said})' if said else ''}. Write the call "
+                    "differently.")
+        return ToolResult(call.id, text, error=True, name=call.name, meta={
+            "skipped": SAME_SILENCE if silent else SAME_FAILURE, "repeat_of": made.id})
     return None
 
 
