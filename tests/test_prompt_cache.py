@@ -659,6 +659,31 @@ def test_a_text_mode_reply_goes_back_exactly_as_the_model_wrote_it(monkeypatch: 
     assert [type(i).__name__ for i in agent.context][:4] == ["Message", "Message", "ToolCall", "ToolResult"]
 
 
+def test_a_repaired_call_goes_back_as_it_ran(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ipyagent moved a block after ';' to a line of its own: the model is shown the code
+    that ran, not the one that cannot."""
+    from ipyagent import tool
+
+    @tool(name="python")
+    def fake_python(code: str) -> str:
+        """Echoes the code (a stand-in for the sibling kernel)."""
+        return "ran"
+
+    monkeypatch.setenv("IPYAGENT_TEST_KEY", KEY)
+    code = "import re; with open('a') as f: print(f.read())"
+    replies = iter(['```json\n' + json.dumps({"name": "python", "arguments": {"code": code}}) + '\n```',
+                    "Done."])
+    with ScriptedServer(fallback=lambda body: Completion(text=next(replies))) as server:
+        agent = Agent(model="m", base_url=server.base_url, api_key_env="IPYAGENT_TEST_KEY",
+                      tools=[fake_python], python_tool=False, file_tools=False, max_retries=0,
+                      tool_mode="text", approval="auto", verify_answers=False)
+        agent.run("read a")
+        agent.close()
+        bodies = list(server.bodies)
+    said = [m["content"] for m in bodies[1]["messages"] if m["role"] == "assistant"]
+    assert len(said) == 1 and "import re\\nwith open" in said[0] and "```" not in said[0]
+
+
 def test_a_reply_edited_in_the_buffer_is_written_as_it_now_reads() -> None:
     from ipyagent.models.text_tools import as_written, render_items
 

@@ -8,6 +8,7 @@ import pytest
 
 from ipyagent.models.written_calls import (
     REPAIRED,
+    blocks_after_semicolons_repaired,
     canonical_call,
     find_written_calls,
     flat_answer,
@@ -168,6 +169,42 @@ def test_the_repair_stands_when_another_error_remains() -> None:
     # a SyntaxError after the repair too, but now the one the model has to fix.
     code = "x = 1; s = 'a\n'; with open('f') as f: pass"
     assert line_breaks_in_strings_repaired(code) == "x = 1; s = 'a\\n'; with open('f') as f: pass"
+
+
+# -- measured at 1.5B: a block statement after ';', written again word for word when asked ---
+def test_a_block_after_a_semicolon_goes_to_a_line_of_its_own() -> None:
+    code = "import re; with open('app.log') as f: print(len(re.findall(r'ERROR', f.read())))"
+    _, (call,) = recover_calls(json.dumps({"name": "python", "arguments": {"code": code}}), ["python"])
+    assert call.arguments["code"] == ("import re\nwith open('app.log') as f: "
+                                      "print(len(re.findall(r'ERROR', f.read())))")
+    assert call.meta[REPAIRED] == "a block statement after ';' moved to a line of its own"
+    # two blocks one after the other, at the line's own indentation
+    assert blocks_after_semicolons_repaired(
+        "def f():\n    x = 1; for i in range(3): print(i)\nf()") == (
+        "def f():\n    x = 1\n    for i in range(3): print(i)\nf()")
+    assert blocks_after_semicolons_repaired(
+        "with open('a') as f: s = f.read(); with open('b', 'w') as g: g.write(s)") == (
+        "with open('a') as f: s = f.read()\nwith open('b', 'w') as g: g.write(s)")
+
+
+def test_both_repairs_in_one_call() -> None:
+    """The edit-config call of issue 33 at 1.5B: a '\\n' read as a line break, then a block."""
+    code = "x = 1; s = 'a\n'; with open('f') as f: pass"
+    _, (call,) = recover_calls(json.dumps({"name": "python", "arguments": {"code": code}}), ["python"])
+    assert call.arguments["code"] == "x = 1; s = 'a\\n'\nwith open('f') as f: pass"
+    assert call.meta[REPAIRED] == ("line breaks inside a string literal written as \\n; "
+                                   "a block statement after ';' moved to a line of its own")
+
+
+@pytest.mark.parametrize("code", [
+    "x = 1; print(x)",  # compiles
+    "x = 1; y = (",  # another SyntaxError
+    "s = 'a; with b: c'; t = (",  # the ';' in a string is not one
+    "f(a; with b: c)",  # inside brackets: no statement boundary
+    "x = 1; with open('f') as f: y = (",  # split, it still does not compile: left as written
+])
+def test_a_semicolon_this_cannot_help_is_left_alone(code: str) -> None:
+    assert blocks_after_semicolons_repaired(code) is None
 
 
 def test_two_broken_strings_and_other_tools_untouched() -> None:

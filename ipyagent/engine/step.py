@@ -484,7 +484,8 @@ def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
         agent.context.append(_bounded_call(call))
     made = [item for item in list(agent.context)[first:] if not isinstance(item, Reasoning)]
     if (run.wire == "text" and not native_calls and cut is None and made and written.strip()
-            and (turn.tool_calls or turn.text != written)):
+            and (turn.tool_calls or turn.text != written)
+            and not any(REPAIRED in c.meta for c in turn.tool_calls)):  # it goes back as it ran
         # Calls or an answer read from the reply: the next request writes it back as it was.
         content = made[0].content if isinstance(made[0], Message) else ""
         made[0].meta[AS_WRITTEN] = as_written(
