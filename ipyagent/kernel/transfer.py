@@ -177,6 +177,20 @@ class Transfers:
         """The kernel's ``name`` encoded as data there, not yet decoded here (untrusted bytes)."""
         return await _eventloop.run_async(pull_payload(self._evaluate, name, self.max_transfer_bytes))
 
+    async def short_repr_async(self, name: str, limit: int = 200) -> str | None:
+        """``reprlib.repr`` of the kernel's variable ``name``, made there (bounded however
+        large the value); None when there is no such name or it cannot be shown. Untrusted
+        text: the object's own ``__repr__`` wrote it."""
+        if not name.isidentifier():
+            return None
+        try:
+            result = await self._evaluate(f"__import__('reprlib').repr({name})", "a short repr")
+            text = (result.get("data") or {}).get("text/plain")
+            value = ast.literal_eval(text) if isinstance(text, str) and len(text) <= 4 * limit else None
+        except (KernelError, ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return None
+        return value if isinstance(value, str) and len(value) <= limit else None
+
     async def _evaluate(self, expr: str, what: str) -> dict[str, Any]:
         """One silent ``user_expressions`` evaluation (``Evaluate``)."""
         execution, reply = await self._run("", self.timeout, silent=True, user_expressions={"x": expr})

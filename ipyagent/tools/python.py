@@ -76,8 +76,17 @@ def python_tool(agent: PythonHost) -> Tool:
         await settle_changes(agent, result)  # the staged workspace: what reaches your folder
         silent = (not execution.text and not execution.outputs and not result.error
                   and not result.meta.get("changes"))
-        if silent and silent_note(str(call.arguments["code"])):
-            result.meta["note"] = silent_note(str(call.arguments["code"]))
+        name = last_assigned(str(call.arguments["code"])) if silent else None
+        if name:
+            # What the last line set, as the kernel shows it (Jupyter would show the value
+            # of a last expression; a small model often ends on an assignment and then
+            # answers a number it never saw).
+            shown = await kernel.short_repr_async(name)
+            if shown is not None:
+                result.output = f"(no output; {name} = {shown})"
+            else:
+                result.meta["note"] = (f"the code printed nothing: to see the value it "
+                                       f"computed, print it, as in print({name}).")
         return result
 
     return Tool(
@@ -161,24 +170,21 @@ def error_note(outputs: list[dict[str, Any]], files: Sequence[str] = ()) -> str:
     return ""
 
 
-def silent_note(code: str) -> str:
-    """ipyagent's note on code that ran, printed nothing and wrote no file: the value its
-    last line computed, to print ("" when it ends otherwise).
-
-    Measured at 1.5B: ``bmi = weight / height ** 2; bmi_rounded = round(bmi, 1)`` ran
-    silently, the model answered a number it never saw, and asked to look again it ran the
-    same silent code again."""
+def last_assigned(code: str) -> str | None:
+    """The name the code's last statement assigns (``x = …``, ``x += …``, ``x: int = …``);
+    None when it ends otherwise or does not parse."""
     try:
         last = ast.parse(code).body[-1:]
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        last = []
-    targets = (last[0].targets if isinstance(last[0], ast.Assign) else [last[0].target]
-               if isinstance(last[0], (ast.AugAssign, ast.AnnAssign)) else []) if last else []
+        return None
+    if not last:
+        return None
+    node = last[0]
+    targets = (node.targets if isinstance(node, ast.Assign) else [node.target]
+               if isinstance(node, ast.AugAssign)
+               or (isinstance(node, ast.AnnAssign) and node.value is not None) else [])
     names = [t.id for t in targets if isinstance(t, ast.Name)]
-    # Only then: code that wrote a file where nothing records it, or set something up,
-    # has nothing to print.
-    return (f"the code printed nothing: to see the value it computed, print it, as in "
-            f"print({names[-1]}).") if names else ""
+    return names[-1] if names else None
 
 
 _ARROW = re.compile(r"^-+> ?\d+ (.{1,200})$", re.M)
