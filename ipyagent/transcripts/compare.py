@@ -51,13 +51,15 @@ class Difference:
 def observed(result: ToolResult) -> str:
     """What the kernel produced: the full outputs' text (the model's copy may have been cut
     to fit the context window or to ``tool_output_limit``), else the result's text without
-    ipyagent's note on the files the call changed."""
+    ipyagent's note on the files the call changed or the value it showed of a silent call."""
     outputs = outputs_of(result)
     if outputs:
         from ..kernel.outputs import model_text
 
         return model_text(outputs, 0)
     text = result.output
+    if text.startswith("(no output; "):  # the value a silent last line set: shown by ipyagent
+        return "(no output)"
     at = text.find(_FILES_NOTE)
     return text[:at].rstrip("\n") if at >= 0 else text
 
