@@ -169,6 +169,20 @@ def quiet(x: int) -> None:
     """Prints nothing."""
 
 
+def test_a_call_not_run_again_is_no_failure_for_the_circuit_breaker():
+    """Measured at 1.5B: fail, not run, the same failing call run again: counted as three
+    failures the breaker ended the run with no answer, where the model answered next."""
+    replies = [calls(("flaky", {"x": 1})), text("7"), calls(("flaky", {"x": 1})),
+               calls(("flaky", {"x": 1})), text("fun")]
+    agent, _ = make(replies, verify_answers=True, circuit_breaker=3)
+    result = agent.run("go")
+    assert (result.stop_reason, result.text) == ("done", "fun")
+    # two real failures and one call not run; a third real failure trips it
+    agent, _ = make([*replies[:4], calls(("flaky", {"x": 3})), text("x")], verify_answers=True,
+                    circuit_breaker=3)
+    assert agent.run("go").stop_reason == "circuit_breaker"
+
+
 def test_the_silent_call_made_again_after_a_check_is_not_run():
     """Measured at 1.5B: asked to print the value it answered with, it ran the same silent
     code again."""

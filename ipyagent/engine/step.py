@@ -126,8 +126,8 @@ class CircuitBreaker:
 
     def count(self, call: ToolCall, result: ToolResult, limit: int) -> bool:
         """Count ``result``; True when ``call``'s tool has now failed ``limit`` times in a row."""
-        if result.meta.get("denied") or not limit:
-            return False
+        if result.meta.get("denied") or result.meta.get("skipped") or not limit:
+            return False  # nothing ran: neither a failure of the tool nor a success
         if result.error:
             name, count = self.row
             count = count + 1 if name == call.name else 1
