@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .items import Item, Message, ToolCall, ToolResult
+from .items import NO_OUTPUT, Item, Message, ToolCall, ToolResult
 
 __all__ = ["Finding", "findings", "run_items", "empty_answer", "error_ignored", "last_call_failed", "no_call_ran",
            "suspicious_value",
@@ -138,7 +138,7 @@ _LAST_VALUE = re.compile(r"(?:^|[\s:=(\[,])(-?\d+(?:\.\d+)?(?:e[-+]?\d+)?|nan|-?
 
 
 # What the python and shell tools say when the code printed nothing.
-_NO_OUTPUT = ("(no output)", "(no output; exit code 0)")
+_NO_OUTPUT = (NO_OUTPUT, "(no output; exit code 0)")
 
 
 def suspicious_value(answer: str, last: ToolResult, outputs_before: Sequence[str]) -> Finding | None:

@@ -25,6 +25,8 @@ __all__ = [
     "code_of",
     "note_line",
     "skip_reason",
+    "NO_OUTPUT",
+    "SHOWN",
     "Message",
     "ToolCall",
     "ToolResult",
@@ -238,6 +240,12 @@ class ToolResult(_ItemBase):
 
     def _repr_markdown_(self) -> str:
         return f"**{self.label}** ({markdown_literal(self.call_id)})\n\n{fence(self.output)}"
+
+
+NO_OUTPUT = "(no output)"  # a result's text when its call printed nothing
+# ToolResult.meta: the name whose value ipyagent showed in the text of a call that printed
+# nothing ("(no output; x = 3)"): not the kernel's output, so a re-run is not compared on it.
+SHOWN = "shown"
 
 
 def skip_reason(meta: dict[str, Any]) -> str:

@@ -34,7 +34,7 @@ from ..context.events import (
     live_emitter,
 )
 from ..context.evidence import ASKS_FOR_A_CALL, CHECK_KEY, CONTINUE_KEY
-from ..context.items import Message, Reasoning, Summary, ToolCall, ToolResult
+from ..context.items import NO_OUTPUT, Message, Reasoning, Summary, ToolCall, ToolResult
 from ..errors import ConfigError, ModelConnectionError, ModelError
 from ..kernel.copies import MAX_COPIES_PER_CALL, copy_missing
 from ..models.base import ClientNotice, Discarded, ModelRequest, Retrying, Turn, TurnComplete
@@ -55,6 +55,7 @@ from ..models.tool_mode import (
 )
 from ..models.written_calls import PROBLEM, REPAIRED, flat_answer, how_to_call, recover_calls
 from ..tools.base import Executor, Toolbox
+from ..tools.python import last_assigned
 from ..trust.redaction import LiveRedactor, redact_result, redaction_notice
 from ..trust.secrets import key_envs, secret_values
 from .compaction import fit_window
@@ -681,7 +682,7 @@ def _not_run_again(agent: AgentView, call: ToolCall) -> ToolResult | None:
         if not isinstance(item, ToolResult) or any(
                 item.meta.get(k) for k in ("denied", "skipped", "interrupted", "unreadable")):
             return None
-        silent = (not item.error and item.output.strip() in ("", "(no output)")
+        silent = (not item.error and item.output.strip() in ("", NO_OUTPUT)
                   and not item.meta.get("changes") and not item.meta.get("file"))
         made = next((c for c in items[:before] if isinstance(c, ToolCall)
                      and c.id == item.call_id), None)
@@ -689,8 +690,8 @@ def _not_run_again(agent: AgentView, call: ToolCall) -> ToolResult | None:
                 or (made.name, made.arguments) != (call.name, call.arguments)):
             return None
         if silent:
-            shown = re.search(r"print\(\w+\)", str(item.meta.get("note") or ""))
-            how = f", as in {shown.group(0)}" if shown else ""
+            name = last_assigned(str(call.arguments.get("code", ""))) if call.name == "python" else None
+            how = f", as in print({name})" if name else ""
             text = ("Not run: this is the call made just before, word for word; it printed "
                     f"nothing and would print nothing again. Print what you need to see{how}.")
         else:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterator, Union
 
 from .._util.text import one_line
-from ..context.items import ToolCall, ToolResult
+from ..context.items import NO_OUTPUT, ToolCall, ToolResult
 from ..trust.untrusted import fence, inline_code, markdown_text
 
 __all__ = ["Tool", "tool", "Toolbox", "Executor", "in_daemon_thread"]
@@ -373,7 +373,7 @@ def _error(call: ToolCall, message: str) -> ToolResult:
 
 def _to_text(value: Any) -> str:
     if value is None:
-        return "(no output)"
+        return NO_OUTPUT
     if isinstance(value, str):
         return value
     try:

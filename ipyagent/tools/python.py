@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..context.events import ToolOutput, live_emitter
-from ..context.items import ToolCall, ToolResult
+from ..context.items import NO_OUTPUT, SHOWN, ToolCall, ToolResult
 from ..errors import KernelError
 from ..kernel.base import confinement, for_the_model
 from ..kernel.outputs import strip_ansi
@@ -67,7 +67,7 @@ def python_tool(agent: PythonHost) -> Tool:
         if agent.send_images:
             meta["images"] = _images(execution.outputs)
         result = ToolResult(
-            call_id=call.id, name=call.name, output=execution.text or "(no output)",
+            call_id=call.id, name=call.name, output=execution.text or NO_OUTPUT,
             error=execution.status != "ok", outputs=list(execution.outputs),
             execution_count=execution.execution_count, meta=meta)
         note = error_note(execution.outputs, _names_here(agent, execution.outputs))
@@ -83,7 +83,8 @@ def python_tool(agent: PythonHost) -> Tool:
             # answers a number it never saw).
             shown = await kernel.short_repr_async(name)
             if shown is not None:
-                result.output = f"(no output; {name} = {shown})"
+                result.output = f"{NO_OUTPUT[:-1]}; {name} = {shown})"
+                result.meta[SHOWN] = name
             else:
                 result.meta["note"] = (f"the code printed nothing: to see the value it "
                                        f"computed, print it, as in print({name}).")

@@ -11,7 +11,7 @@ import difflib
 from dataclasses import dataclass
 
 from .._util.normalise import normalise
-from ..context.items import ToolResult
+from ..context.items import NO_OUTPUT, SHOWN, ToolResult
 from ..context.spill import outputs_of
 
 __all__ = ["Difference", "observed", "differs"]
@@ -58,8 +58,8 @@ def observed(result: ToolResult) -> str:
 
         return model_text(outputs, 0)
     text = result.output
-    if text.startswith("(no output; "):  # the value a silent last line set: shown by ipyagent
-        return "(no output)"
+    if result.meta.get(SHOWN):  # the value a silent last line set: shown by ipyagent
+        return NO_OUTPUT
     at = text.find(_FILES_NOTE)
     return text[:at].rstrip("\n") if at >= 0 else text
 

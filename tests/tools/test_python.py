@@ -160,6 +160,7 @@ def test_code_that_ends_on_an_assignment_and_printed_nothing_shows_its_value(age
     result = run(agent, "weight = 72\nheight = 180 / 100\nbmi_rounded = round(weight / height ** 2, 1)")
     assert result.output == "(no output; bmi_rounded = 22.2)" and not result.error
     assert result.outputs == []  # the notebook cell has no output of its own
+    assert result.meta["shown"] == "bmi_rounded"  # a re-run is not compared on it
     assert run(agent, "total: int = 3").output == "(no output; total = 3)"
     assert run(agent, "total += 1").output == "(no output; total = 4)"
     big = run(agent, "big = list(range(10**6))").output
