@@ -367,7 +367,8 @@ def test_load_ext_and_agent_in_one_cell(tmp_path: Path, allow_stdin: bool) -> No
             fe.click(fe.wait_for_button("Approve"))
             fe.pump_until(lambda: "value = 64" in cell.text())
             fe.click(fe.wait_for_button("Approve"))  # the demo's second call (its first fails)
-            fe.pump_until(lambda: "✓ done" in cell.text())
+            # the run's footer, not the call card's "✓ done": the run still answers after the card
+            fe.pump_until(lambda: "✓ done · 3 steps" in cell.text())
             assert not fe.stray, [m["msg_type"] for m in fe.stray]  # all of it in that cell
         else:
             assert "nobody could approve this call" in cell.text()
