@@ -238,6 +238,10 @@ def test_denied_calls_are_no_evidence() -> None:
     items = [Message("user", "go"), ToolCall("c1", "python", {"code": "x"}),
              result("The user denied this tool call.", error=True, denied=True)]
     assert findings(items, "OK, I will not run it. 1234") == []
+    # Nor is the person's denial a cue to ask for Python again.
+    items[0] = Message("user", "Use Python to compute 2**100.")
+    assert findings(items, "I did not run it.", can_run=True) == []
+    assert [f.rule for f in findings(items[:1], "I did not run it.", can_run=True)] == ["no_call"]
 
 
 def test_a_staged_run_that_wrote_nothing() -> None:

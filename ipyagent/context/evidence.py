@@ -20,7 +20,7 @@ __all__ = ["Finding", "findings", "run_items", "empty_answer", "error_ignored", 
            "suspicious_value",
            "unsupported_numbers", "unchanged_files", "single_look", "own_constants", "numbers_in",
            "places_asked", "wrong_places", "receipt_answer",
-           "files_to_write", "CHECK_KEY", "CONTINUE_KEY", "ASKS_FOR_A_CALL"]
+           "files_to_write", "asks_for_code", "code_ran_cleanly", "CHECK_KEY", "CONTINUE_KEY", "ASKS_FOR_A_CALL"]
 
 CHECK_KEY = "check"  # meta key of the message that carries the check to the model
 # The rules whose ask is to run something again: where calls go under a grammar, the reply
@@ -119,9 +119,20 @@ _ASKS_FOR_CODE = re.compile(
     r"|\bpython\s+to\b", re.I)
 
 
+def asks_for_code(task: str) -> bool:
+    """The task says to use Python (or code, or a script)."""
+    return bool(_ASKS_FOR_CODE.search(task))
+
+
+def code_ran_cleanly(items: Iterable[Item]) -> bool:
+    """A python or shell call among ``items`` ran and neither failed nor printed a traceback."""
+    return any(_ran(i) and isinstance(i, ToolResult) and i.name in ("python", "shell")
+               and not i.error and not _TRACEBACK.search(i.output) for i in items)
+
+
 def no_call_ran(task: str, answer: str) -> Finding | None:
     """The task asks for Python and the model answered without running any."""
-    if not _ASKS_FOR_CODE.search(task) or not answer.strip():
+    if not asks_for_code(task) or not answer.strip():
         return None
     return Finding("no_call", "no code ran though the task asks for Python",
                    "The task asks you to use Python, and you answered without running any: "
@@ -427,7 +438,9 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
     if said_nothing:
         return [said_nothing]
     if not results:
-        asked = no_call_ran(task, answer) if can_run else None
+        # A call the person denied is their say, not the model's guess: no asking it to run.
+        denied = any(isinstance(i, ToolResult) and i.meta.get("denied") for i in items_now)
+        asked = no_call_ran(task, answer) if can_run and not denied else None
         return [asked] if asked else []
     last = results[-1]
     assert isinstance(last, ToolResult)

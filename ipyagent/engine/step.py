@@ -60,7 +60,7 @@ from ..trust.redaction import LiveRedactor, redact_result, redaction_notice
 from ..trust.secrets import key_envs, secret_values
 from .compaction import fit_window
 from .profile_use import for_text, resolve, text_from_the_start
-from .verify import look_again, verify_on
+from .verify import look_again, shown_code_call, verify_on
 
 if TYPE_CHECKING:
     import logging
@@ -458,6 +458,8 @@ def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
     written, native_calls = turn.text, bool(turn.tool_calls)
     if not turn.tool_calls and turn.text:
         _recover_written_calls(run, turn)
+    if not turn.tool_calls and turn.text:
+        _run_shown_code(run, turn)
     cut = _cut_scaffolding(run, turn)
     if deeper(turn.usage):  # kept in the items' meta: it would make every later save fail
         turn.usage = None
@@ -566,6 +568,19 @@ def _recover_written_calls(run: StepRun, turn: Turn) -> None:
     if run.wire == "native" and run.agent.tool_mode == "auto":
         run.switch_to_text("the model wrote its tool call as text instead of using native "
                            "tool calling", resend=False)
+
+
+def _run_shown_code(run: StepRun, turn: Turn) -> None:
+    """A reply that shows the Python the task asks to run, instead of calling the tool: its
+    block becomes the turn's call (``engine/verify.shown_code_call``)."""
+    shown = shown_code_call(run.agent, turn.text, _offered_names(run))
+    if shown is None:
+        return
+    turn.text, call = shown
+    turn.tool_calls = [call]
+    run.emit(Notice("The model showed Python code instead of running it, and the task asks "
+                    "for Python: that code is the call (shown for approval like any other).",
+                    "info"))
 
 
 # -- run calls -----------------------------------------------------------------------------

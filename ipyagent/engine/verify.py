@@ -19,18 +19,21 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-from ..context.evidence import CHECK_KEY, Finding, findings, run_items
-from ..context.items import Message
+from ..context.evidence import CHECK_KEY, Finding, asks_for_code, code_ran_cleanly, findings, run_items
+from ..context.items import Message, ToolCall, new_call_id
 from ..models.providers import is_local_host
+from ..models.written_calls import FROM_TEXT, shown_code
 from .view import AgentView
 
-__all__ = ["MAX_CHECKS", "verify_on", "small_model", "look_again", "check_message", "CHECK_LEAD"]
+__all__ = ["MAX_CHECKS", "verify_on", "small_model", "look_again", "check_message", "CHECK_LEAD",
+           "shown_code_call", "FROM_BLOCK"]
 
 MAX_CHECKS = 1  # verification turns per run: a model that answers the same again is done
 CHECK_LEAD = "Note from ipyagent (an automatic check of your answer, not a message from the user):"
 # A size in the model id: "qwen2.5-coder-1.5b", "llama3.2:3b", "smollm2-135m", "phi-3-mini-3.8B".
 _SIZE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.I)
 SMALL_B = 8.0  # billions of parameters: at most this counts as small
+FROM_BLOCK = "from_block"  # ToolCall.meta key: the code is the block the reply showed
 
 
 def small_model(model: str) -> bool:
@@ -80,3 +83,26 @@ def look_again(agent: AgentView, answer: str, *, room: bool) -> str | None:
         return None
     agent.context.append(check_message(found))
     return f"checked the answer: {'; '.join(f.said for f in found)}; asked the model to look again"
+
+
+def shown_code_call(agent: AgentView, text: str, offered: list[str]) -> tuple[str, ToolCall] | None:
+    """``(the reply's other text, a python call of the block it showed)`` when a reply that
+    would be the final answer shows Python instead of running it, the task asks for Python
+    and no code of this run has run cleanly yet; None otherwise.
+
+    Why: asked to use Python, a small model shows a ```` ```python ```` block ("when you run
+    this code, it will output …"); asked to run it, the 1.5B rewrote it as a one-line call
+    and dropped a line. The block is the model's own code; the call goes to approval like
+    any other, and the card says where it came from. Only where answers are checked
+    (``verify_on``): the same small or local models."""
+    if "python" not in offered or not verify_on(agent):
+        return None
+    task, this_run = run_items(list(agent.context))
+    if not asks_for_code(task) or code_ran_cleanly(this_run):
+        return None
+    shown = shown_code(text)
+    if shown is None:
+        return None
+    around, code = shown
+    return around, ToolCall(new_call_id(), "python", {"code": code},
+                            meta={FROM_TEXT: True, FROM_BLOCK: True})

@@ -28,7 +28,7 @@ from ..context.items import ToolCall, new_call_id
 from .lenient_json import LenientJSONError, loads, parse_prefix
 
 __all__ = ["WrittenCall", "SHAPES", "find_written_calls", "recover_calls", "how_to_call", "canonical_call",
-           "flat_answer",
+           "flat_answer", "shown_code",
            "line_breaks_in_strings_repaired", "blocks_after_semicolons_repaired", "FROM_TEXT", "PROBLEM", "REPAIRED"]
 
 FROM_TEXT = "from_text"  # ToolCall.meta key: the call was recovered from the reply's text
@@ -309,6 +309,33 @@ def flat_answer(text: str, name: str) -> str | None:
     else:
         return None
     return answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
+
+
+_PYTHON_FENCE = re.compile(r"^```[ \t]*(?:python3?|py|ipython)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M | re.I)
+
+
+def shown_code(text: str) -> tuple[str, str] | None:
+    """``(the text around, the code)`` of the one complete ```` ```python ```` block in a
+    reply, when the code compiles; None for no block, several (alternatives as often as
+    steps) or code that does not compile.
+
+    Why: asked to use Python, Qwen2.5-Coder-1.5B answers three tasks of thirty with a block
+    and "when you run this code, it will output …" instead of a call; asked again, it rewrote
+    one as a one-line call and dropped the line that made the column it sorts by. The engine
+    decides when a shown block is taken as the call (``engine/step``); only compiled here,
+    never run."""
+    blocks = list(_PYTHON_FENCE.finditer(text))
+    if len(blocks) != 1 or len(text) > 100_000:
+        return None
+    code = blocks[0].group(1).rstrip("\n")
+    if not code.strip():
+        return None
+    try:
+        compile(code, "<block>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError):
+        return None
+    around = (text[:blocks[0].start()].rstrip() + "\n\n" + text[blocks[0].end():].lstrip()).strip()
+    return around, code
 
 
 # -- the shapes ------------------------------------------------------------------------------
