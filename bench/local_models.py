@@ -331,6 +331,26 @@ def run_smol_code(task: Task, base_url: str, model: str, max_steps: int) -> tupl
 EVALUATED = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
 # ... and, before it, the tokens of the prompt its cache already held (no line: none).
 REUSED = re.compile(r"Llama\.generate: (\d+) prefix-match hit")
+# One completion in the log: its prefix hit (if any), the prompt tokens it evaluated, the
+# tokens it generated.
+COMPLETION = re.compile(r"(?:Llama\.generate: (\d+) prefix-match hit[^\n]*\n(?:.*\n)*?)?"
+                        r"llama_perf_context_print: prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens"
+                        r".*\nllama_perf_context_print:\s+eval time =\s*[\d.]+ ms /\s*(\d+) runs")
+
+
+def exact_appends(completions: list[tuple[int, int, int]]) -> tuple[int, int]:
+    """Of a task's requests after its first, how many reused the whole previous prompt and
+    the reply generated to it (all but its last token, which the server never evaluated):
+    (exact appends, requests). A request that reused less read again what it had sent
+    (or ipyagent changed the reply it sends back: a cut, a repaired call)."""
+    appended = 0
+    for (hit0, evaluated0, generated0), (hit, evaluated, _) in zip(completions, completions[1:]):
+        prompt0 = hit0 + evaluated0
+        # The same prompt again (ipyagent's grammar probe sends the first request's own
+        # messages, then the request) reuses all of it but the token it must evaluate.
+        again = hit + evaluated == prompt0 and hit >= prompt0 - 1
+        appended += again or hit >= prompt0 + generated0 - 1
+    return appended, max(len(completions) - 1, 0)
 
 
 class Server:
@@ -364,6 +384,11 @@ class Server:
 
     def reused(self) -> int:
         return sum(int(n) for n in REUSED.findall(self.log.read_text(errors="replace")))
+
+    def completions(self) -> list[tuple[int, int, int]]:
+        """(prefix hit, prompt tokens evaluated, tokens generated) of each completion so far."""
+        return [(int(h or 0), int(e), int(g))
+                for h, e, g in COMPLETION.findall(self.log.read_text(errors="replace"))]
 
     def close(self) -> None:
         self.process.terminate()
@@ -422,6 +447,7 @@ def main() -> None:
         server = Server(args.llama_python, args.gguf, args.n_ctx, log)
         args.base_url, args.model = server.base_url, "local"
     totals = {name: [0, 0, 0.0, 0, 0] for name in runners}
+    appends = {name: [0, 0] for name in runners}  # exact appends, requests after a task's first
     width = 40
     print(f"{'task':<15}" + "".join(f"{name:>{width}}" for name in runners))
     try:
@@ -429,7 +455,11 @@ def main() -> None:
             row = f"{task.name:<15}"
             for name, runner in runners.items():
                 before = (server.evaluated(), server.reused()) if server else (0, 0)
+                first = len(server.completions()) if server else 0
                 ok, steps, seconds, why = runner(task, args.base_url, args.model, args.max_steps)
+                if server:
+                    for i, n in enumerate(exact_appends(server.completions()[first:])):
+                        appends[name][i] += n
                 evaluated = server.evaluated() - before[0] if server else 0
                 totals[name][4] += server.reused() - before[1] if server else 0
                 totals[name][0] += ok
@@ -454,6 +484,8 @@ def main() -> None:
         print(f"{'reused':<15}" + "".join(
             f"{f'{r / max(r + e, 1):.1%} of {r + e} prompt tokens':>{width}}"
             for _, _, _, e, r in totals.values()))
+        print(f"{'exact appends':<15}" + "".join(  # the rest is new text, read once
+            f"{f'{a} of {n} requests after a first':>{width}}" for a, n in appends.values()))
 
 
 if __name__ == "__main__":
