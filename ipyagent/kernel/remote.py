@@ -38,6 +38,7 @@ log = logging.getLogger("ipyagent.kernel.remote")
 _POLL = 0.25  # seconds between checks of the websocket while a call runs
 _CHECK = 2.0  # seconds of silence during a call before the server is asked whether the kernel lives
 _IDLE_CHECK = 1.0  # seconds without a call after which one GET checks the kernel before the next
+_SETTLE = 5.0  # seconds a cancelled request's cell may take to start, beyond interrupt_grace
 _RECONNECTS = 3  # tries to reconnect a dropped websocket (0.2 s, 0.6 s, 1.8 s apart)
 # The largest websocket message read: room for a pull of max_transfer_bytes (base64 in a
 # reply), never under this floor; a larger one closes the websocket unread (_channels).
@@ -97,6 +98,10 @@ class RemoteKernel(SyncForms):
         self._state = "not started"
         self._last_seen = 0.0  # when the last call ended (monotonic)
         self._died: str | None = None  # why the kernel died while no call ran (told at the next call)
+        # A call given up (cancelled) before its cell ended: (msg_id, whether it had begun).
+        self._abandoned: tuple[str, bool] | None = None
+        self._started = self._ended = ""  # msg_ids of the last cell seen busy, seen idle
+        self._settle_note = ""  # what settling a cancelled request did, for the next result
         self._start_task: asyncio.Future[None] | None = None
         self._lock: asyncio.Lock | None = None
         self._closed = False
@@ -321,7 +326,11 @@ class RemoteKernel(SyncForms):
     async def _run_locked(self, code: str, timeout: float | None, silent: bool,
                           user_expressions: dict[str, str] | None,
                           on_stream: Callable[[str, str], None] | None) -> tuple[Execution, dict[str, Any]]:
+        if self._abandoned is not None:  # its own settling has not had the lock yet
+            self._settle_note = await self._settle_abandoned() or self._settle_note
         pre_note = await self._before_call()
+        if self._settle_note:  # a death found since says more than the restart did
+            pre_note, self._settle_note = pre_note or self._settle_note, ""
         channels = self._channels
         assert channels is not None
         started = time.monotonic()
@@ -367,9 +376,15 @@ class RemoteKernel(SyncForms):
                 self._state = "idle"
                 return self._unknown(collector, started, pre_note, why), {}
         except asyncio.CancelledError:
-            # The caller gave up (Ctrl-C, a stopped run): do not leave the code running.
-            if self.kernel_id is not None:
+            # The caller gave up (Ctrl-C, a stopped run): do not leave the code running. An
+            # interrupt that lands before the cell starts is lost (the cell then runs whole),
+            # so the cell is settled before the next request (``_settle_abandoned``).
+            began = self._started == msg_id
+            if self.kernel_id is not None and began:
                 asyncio.ensure_future(self._interrupt())
+            if self._ended != msg_id:  # given up while its reply was read: nothing runs
+                self._abandoned = (msg_id, began)
+                asyncio.ensure_future(self._settle_soon())
             self._state = "idle"
             raise
         if self._state == "busy":
@@ -451,8 +466,11 @@ class RemoteKernel(SyncForms):
             if channel != "iopub":
                 continue
             if kind == "status":
-                if (msg.get("content") or {}).get("execution_state") == "idle":
-                    idle_at = now
+                state = (msg.get("content") or {}).get("execution_state")
+                if state == "busy":
+                    self._started = msg_id
+                elif state == "idle":
+                    idle_at, self._ended = now, msg_id
                 continue
             try:
                 collector.add(msg)
@@ -467,6 +485,55 @@ class RemoteKernel(SyncForms):
                     on_stream(content.get("name", "stdout"), content.get("text", ""))
                 except Exception:  # a display problem must not lose the output
                     log.debug("on_stream callback failed", exc_info=True)
+
+    async def _settle_soon(self) -> None:
+        """Settle a cancelled request right away (under the lock, so no request reads the
+        websocket meanwhile); the next request waits for it."""
+        assert self._lock is not None
+        async with self._lock:
+            if self._abandoned is None:
+                return
+            try:
+                self._settle_note = await self._settle_abandoned()
+            except Exception:  # a kernel gone meanwhile: the next request finds and says it
+                log.debug("settling a cancelled request failed", exc_info=True)
+
+    async def _settle_abandoned(self) -> str:
+        """End the request given up earlier: a cell that had not started is interrupted once
+        it does; one that had got its interrupt when it was given up. Wait for it to end;
+        restart the kernel if it will not (the note says so, "" otherwise). A closed
+        websocket or a death is left to the next request's own checks (``_before_call``)."""
+        assert self._abandoned is not None
+        msg_id, began = self._abandoned
+        self._abandoned = None
+        channels = self._channels
+        if channels is None or channels.closed or self.kernel_id is None:
+            return ""
+        give_up = time.monotonic() + self.interrupt_grace + _SETTLE
+        while time.monotonic() < give_up:
+            try:
+                msg = await channels.recv(_POLL)
+            except ChannelsClosed:
+                return ""
+            if msg is None:
+                continue
+            death = _death(msg)
+            if death:
+                self._died = death
+                return ""
+            parent = (msg.get("parent_header") or {}).get("msg_id")
+            kind = msg.get("msg_type") or (msg.get("header") or {}).get("msg_type")
+            if parent != msg_id or msg.get("channel") != "iopub" or kind != "status":
+                continue
+            state = (msg.get("content") or {}).get("execution_state")
+            if state == "busy" and not began:
+                began = True
+                await self._interrupt()
+            elif state == "idle":
+                self._last_seen = time.monotonic()
+                return ""
+        await self._restart()
+        return notes.stopped_call_restarted()
 
     async def _closed_during_call(self, why: str) -> tuple[str, str]:
         """The websocket closed mid-call: the kernel died ('died'), or the connection dropped."""

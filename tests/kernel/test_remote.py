@@ -275,6 +275,31 @@ def test_a_cancelled_call_interrupts_the_remote_code(kernel: RemoteKernel):
     assert quick.ok and quick.text == "'free'"  # the loop was interrupted, not waited out
 
 
+def test_a_call_cancelled_before_its_cell_started_does_not_run_later(kernel: RemoteKernel):
+    """An interrupt that reaches an idle kernel is lost: a cell given up while still queued
+    behind another would then run whole. The next request first interrupts it once it
+    starts, and the kernel keeps its variables."""
+    from ipyagent._util import eventloop as _eventloop
+
+    kernel.execute("kept = 1; late = None")
+    channels = kernel._channels
+    assert channels is not None
+    # Another client's cell keeps the kernel busy, so the next one queues behind it.
+    _eventloop.run_sync(_send(channels, "import time; time.sleep(2)"))
+    future = _eventloop.submit(kernel.execute_async("import time; time.sleep(3); late = 1"))
+    time.sleep(0.5)  # sent, still queued behind the sleep
+    future.cancel()
+    after = kernel.execute("print(late, kept)", timeout=30)
+    assert after.ok and after.text.strip() == "None 1", after.text
+    assert "restarted" not in after.text
+
+
+async def _send(channels: object, code: str) -> None:
+    channels.send("shell", "execute_request", {  # type: ignore[attr-defined]
+        "code": code, "silent": False, "store_history": True, "user_expressions": {},
+        "allow_stdin": False, "stop_on_error": False})
+
+
 def test_a_redirect_is_not_followed_and_the_token_not_sent_on(token: str, monkeypatch: pytest.MonkeyPatch):
     """A server (or something in front of it) answering 302 to another host: no request follows."""
     import http.server
