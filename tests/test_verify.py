@@ -77,6 +77,29 @@ def test_no_second_nudge_a_model_that_answers_the_same_still_ends() -> None:
     assert sum(CHECK_KEY in i.meta for i in agent.context if isinstance(i, Message)) == 2
 
 
+def test_a_new_finding_after_new_evidence_is_said_once_more_then_no_more() -> None:
+    """Measured at 1.5B: checked for answering without Python, the model appended a line and
+    answered "4 lines" it never counted (the file had 3); the one check was spent."""
+    agent, model = make([WRONG, text("The total is 1234."), RIGHT, text("The total is 4000."),
+                         text("The total is 3,695.")])
+    result = agent.run(TASK)
+    assert result.text == "The total is 3,695." and len(model.requests) == 5
+    checks = [i for i in agent.context if isinstance(i, Message) and CHECK_KEY in i.meta]
+    assert [c.meta[CHECK_KEY]["rules"] for c in checks] == [["error_ignored"], ["unsupported_number"]]
+    # Two at most: a third finding is not asked about.
+    agent, model = make([WRONG, text("The total is 1234."), RIGHT, text("The total is 4000."),
+                         text("The total is 5000.")])
+    assert agent.run(TASK).text == "The total is 5000." and len(model.requests) == 5
+
+
+def test_the_same_finding_is_never_said_twice_nor_a_kindred_one() -> None:
+    # The error ignored, then reported: "last call failed" reads the same error, not asked.
+    agent, model = make([WRONG, text("The total is 1234."), WRONG, text("It failed.")])
+    assert agent.run(TASK).text == "It failed." and len(model.requests) == 4
+    agent, model = make([WRONG, text("The total is 1234."), WRONG, text("The total is 1234.")])
+    assert agent.run(TASK).text == "The total is 1234." and len(model.requests) == 4
+
+
 def test_off_when_the_setting_is_off_and_nothing_to_say_when_it_agrees() -> None:
     agent, model = make([WRONG, text("The total is 1234.")], verify_answers=False)
     assert agent.run(TASK).text == "The total is 1234." and len(model.requests) == 2

@@ -3,8 +3,8 @@
 A turn with no tool calls is the model's final answer. Before the run ends ``done`` on it,
 the rules of ``context.evidence`` hold it against what the run's tools returned (an error
 it ignored, an empty, zero or NaN result, a number no output shows, a file it was asked to
-write that nothing wrote). When one finds something, the loop tells the model so, ONCE per
-run, as data: a user-role message that says it is ipyagent's automatic check and not the
+write that nothing wrote). When one finds something, the loop tells the model so, once per
+kind of finding and at most ``MAX_CHECKS`` times a run, as data: a user-role message that says it is ipyagent's automatic check and not the
 person (``meta["check"]`` marks it; chat APIs have no other role a local template accepts
 mid-conversation), and the run goes on for the model to look again. The card and the
 terminal show one line; the message is in the context, so a save keeps it and a replay
@@ -20,7 +20,7 @@ import re
 from urllib.parse import urlsplit
 
 from ..context.evidence import CHECK_KEY, Finding, asks_for_code, code_ran_cleanly, findings, run_items
-from ..context.items import Message, ToolCall, new_call_id
+from ..context.items import Item, Message, ToolCall, ToolResult, new_call_id
 from ..models.providers import is_local_host
 from ..models.written_calls import FROM_TEXT, shown_code
 from .view import AgentView
@@ -28,7 +28,9 @@ from .view import AgentView
 __all__ = ["MAX_CHECKS", "verify_on", "small_model", "look_again", "check_message", "CHECK_LEAD",
            "shown_code_call", "FROM_BLOCK"]
 
-MAX_CHECKS = 1  # verification turns per run: a model that answers the same again is done
+MAX_CHECKS = 2  # verification turns per run, each on something not said before in it
+# Rules that read the same evidence (the last call's error): one of them said is both said.
+_SAME_EVIDENCE = ({"error_ignored", "last_call_failed"},)
 CHECK_LEAD = "Note from ipyagent (an automatic check of your answer, not a message from the user):"
 # A size in the model id: "qwen2.5-coder-1.5b", "llama3.2:3b", "smollm2-135m", "phi-3-mini-3.8B".
 _SIZE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.I)
@@ -74,11 +76,14 @@ def look_again(agent: AgentView, answer: str, *, room: bool) -> str | None:
         return None
     items = list(agent.context)
     _, this_run = run_items(items)
-    if sum(CHECK_KEY in i.meta for i in this_run if isinstance(i, Message)) >= MAX_CHECKS:
-        return None
+    checks = [i for i in this_run if isinstance(i, Message) and CHECK_KEY in i.meta]
+    if len(checks) >= MAX_CHECKS or (checks and _answered_the_same(this_run, checks[-1], answer)):
+        return None  # a model that gives the same answer again stands by it
+    said = {rule for check in checks for rule in _rules(check)}
+    said |= {rule for group in _SAME_EVIDENCE if said & group for rule in group}
     staged = getattr(agent.kernel_if_started, "stage", None) is not None
     can_run = any(t.name in ("python", "shell") for t in agent.offered_tools())
-    found = findings(items, answer, staged=staged, can_run=can_run)
+    found = [f for f in findings(items, answer, staged=staged, can_run=can_run) if f.rule not in said]
     if not found:
         return None
     agent.context.append(check_message(found))
@@ -106,3 +111,19 @@ def shown_code_call(agent: AgentView, text: str, offered: list[str]) -> tuple[st
     around, code = shown
     return around, ToolCall(new_call_id(), "python", {"code": code},
                             meta={FROM_TEXT: True, FROM_BLOCK: True})
+
+
+def _rules(check: Message) -> list[str]:
+    meta = check.meta.get(CHECK_KEY)
+    rules = meta.get("rules") if isinstance(meta, dict) else None
+    return [r for r in rules if isinstance(r, str)] if isinstance(rules, list) else []
+
+
+def _answered_the_same(this_run: list[Item], check: Message, answer: str) -> bool:
+    """The answer is the one the last check was about, word for word (spacing aside), and
+    no call ran since that check (so there is no new evidence to hold it against)."""
+    at = next(i for i, item in enumerate(this_run) if item is check)
+    if any(isinstance(i, ToolResult) for i in this_run[at:]):
+        return False
+    before = [i for i in this_run[:at] if isinstance(i, Message) and i.role == "assistant"]
+    return bool(before) and " ".join(before[-1].content.split()) == " ".join(answer.split())
