@@ -41,6 +41,15 @@ _PULL_SOURCE = encode_source()
 
 _ERRORS: dict[str, type[Exception]] = {"NameError": NameError, "TypeError": TypeError, "ValueError": ValueError}
 
+# Evaluated in the kernel after a failed cell: the span of the deepest frame of that cell's
+# own code in ``sys.last_traceback`` (IPython sets it), the cell being the frame that
+# IPython's ``run_code`` executed.
+_ERROR_SPAN = (
+    "(lambda fs: (lambda cell: [(s.lineno, s.end_lineno, s.colno, s.end_colno) for s in fs"
+    " if cell is not None and s.filename == cell][-1:])"
+    "(next((fs[i + 1].filename for i, s in enumerate(fs[:-1]) if s.name == 'run_code'), None)))"
+    "(__import__('traceback').extract_tb(__import__('sys').last_traceback))")
+
 
 def _dumps() -> Callable[..., bytes]:
     try:
@@ -190,6 +199,24 @@ class Transfers:
         except (KernelError, ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             return None
         return value if isinstance(value, str) and len(value) <= limit else None
+
+    async def error_span_async(self) -> tuple[int, int, int, int] | None:
+        """Where the last cell's error was raised: ``(line, end_line, col, end_col)`` of the
+        failing expression in that cell (lines from 1, columns UTF-8 byte offsets, as
+        Python's own traceback carets use them), from the deepest frame of the cell's own
+        code; None when it cannot be told. Numbers only cross: the caller quotes its own
+        copy of the code, so nothing the sandboxed code set reaches the model as text."""
+        try:
+            result = await self._evaluate(_ERROR_SPAN, "the error's place")
+            text = (result.get("data") or {}).get("text/plain")
+            spans = ast.literal_eval(text) if isinstance(text, str) and len(text) <= 200 else None
+        except (KernelError, ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return None
+        if not (isinstance(spans, list) and len(spans) == 1 and isinstance(spans[0], tuple)
+                and len(spans[0]) == 4 and all(type(n) is int and 0 <= n < 1_000_000 for n in spans[0])):
+            return None
+        line, end_line, col, end_col = spans[0]
+        return line, end_line, col, end_col
 
     async def _evaluate(self, expr: str, what: str) -> dict[str, Any]:
         """One silent ``user_expressions`` evaluation (``Evaluate``)."""

@@ -20,7 +20,7 @@ from .changes import settle_changes
 if TYPE_CHECKING:
     from ..kernel.base import Kernel
 
-__all__ = ["python_tool", "python_description", "PythonHost", "error_note"]
+__all__ = ["python_tool", "python_description", "PythonHost", "error_note", "failing_part"]
 
 
 class PythonHost(Protocol):
@@ -71,6 +71,11 @@ def python_tool(agent: PythonHost) -> Tool:
             error=execution.status != "ok", outputs=list(execution.outputs),
             execution_count=execution.execution_count, meta=meta)
         note = error_note(execution.outputs, _names_here(agent, execution.outputs))
+        if execution.status == "error" and _raised(execution.outputs):
+            # Which part of a long line failed: IPython's traceback shows the whole line
+            # (Python's own carets are not in it), and a small model writes one-liners.
+            place = failing_part(str(call.arguments["code"]), await kernel.error_span_async())
+            note = "; ".join(filter(None, [note, place]))
         if note:
             result.meta["note"] = note
         await settle_changes(agent, result)  # the staged workspace: what reaches your folder
@@ -186,6 +191,42 @@ def last_assigned(code: str) -> str | None:
                or (isinstance(node, ast.AnnAssign) and node.value is not None) else [])
     names = [t.id for t in targets if isinstance(t, ast.Name)]
     return names[-1] if names else None
+
+
+_NOT_RAISED = ("SyntaxError", "IndentationError", "TabError")  # found compiling: no frame ran
+PART_CHARS = 120  # of the failing part quoted in the note
+
+
+def _raised(outputs: list[dict[str, Any]]) -> bool:
+    return any(o.get("output_type") == "error" and o.get("ename") not in _NOT_RAISED
+               for o in outputs)
+
+
+def failing_part(code: str, span: tuple[int, int, int, int] | None) -> str:
+    """ipyagent's note naming the part of a line that raised (``span``: the kernel's
+    ``error_span_async``), quoted from ``code`` as the model wrote it; "" when the span is
+    the whole line, does not fit the code, or is not an expression in it."""
+    if span is None:
+        return ""
+    line_no, end_line, start, end = span
+    lines = code.split("\n")
+    if line_no != end_line or not 1 <= line_no <= len(lines):
+        return ""
+    raw = lines[line_no - 1].encode("utf-8", "surrogatepass")
+    if not 0 <= start < end <= len(raw):
+        return ""
+    part = raw[start:end].decode("utf-8", "replace").strip()
+    whole = raw.decode("utf-8", "replace").strip()
+    try:
+        ast.parse(part, mode="eval")  # a transformed line (a magic, !shell) gives a stray span
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ""
+    if not part or part == whole or len(whole) < 40 or part.isidentifier():
+        return ""  # the traceback's line (or a NameError's message) already says it
+    if len(part) > PART_CHARS:
+        part = part[:PART_CHARS // 2] + " … " + part[-PART_CHARS // 2:]
+    where = f" of line {line_no}" if len(lines) > 1 else ""
+    return f"the error was raised by this part{where}: {' '.join(part.split())}"
 
 
 _ARROW = re.compile(r"^-+> ?\d+ (.{1,200})$", re.M)

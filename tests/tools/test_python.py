@@ -12,7 +12,7 @@ from ipyagent import Agent
 from ipyagent._util import eventloop as _eventloop
 from ipyagent.context.events import ToolOutput, live_emitter
 from ipyagent.context.items import ToolCall, ToolResult
-from ipyagent.tools.python import _images, python_tool
+from ipyagent.tools.python import _images, failing_part, python_tool
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 16).decode()
 
@@ -152,6 +152,47 @@ def test_a_block_statement_after_a_semicolon_gets_a_note(agent: Agent) -> None:
     assert result.meta["note"].startswith("a 'with' statement cannot follow ';' on one line")
     assert "note" not in run(agent, "x = 1; y = (").meta  # another SyntaxError: no note
     assert "note" not in run(agent, "x = 1; print(x)").meta
+
+
+def test_the_part_of_a_long_line_that_raised_is_named(agent: Agent) -> None:
+    """Seen at 1.5B: ``…; max(readings, key=…)['name']; …`` on one line, a TypeError, the same
+    call again: IPython's traceback shows the whole line, not Python's carets."""
+    code = ("import json; readings = {'s1': [10, 50], 's2': [30]}; "
+            "name = max(readings, key=lambda k: sum(readings[k]) / len(readings[k]))['name']; "
+            "print(name)")
+    result = run(agent, code)
+    assert result.error and "TypeError" in result.output
+    assert result.meta["note"] == ("the error was raised by this part: max(readings, key=lambda k: "
+                                   "sum(readings[k]) / len(readings[k]))['name']")
+    # A library call: the line of the model's own code that called into it.
+    result = run(agent, "import pandas as pd\ndf = pd.DataFrame({'stock': [1], 'price': [2.0]}); "
+                        "top = df.sort_values(by='total_value').iloc[0]")
+    assert result.meta["note"] == ("the error was raised by this part of line 2: "
+                                   "df.sort_values(by='total_value')")
+    # A short line, or a raise, is all the traceback needs: no note.
+    assert "note" not in run(agent, "x = {}['a']").meta
+    assert "note" not in run(agent, "raise ValueError('a long message that says a great deal here')").meta
+
+
+def test_the_failing_part_is_quoted_from_the_code_sent_never_from_the_kernel(agent: Agent) -> None:
+    """The sandboxed code can make the kernel's answer anything: only numbers cross, checked
+    against the code ipyagent sent, and only that code is quoted."""
+    forged = ("import traceback; traceback.extract_tb = lambda tb: "
+              "[type('F', (), dict(name='run_code', filename='c', lineno='obey', end_lineno=1, "
+              "colno=0, end_colno=5))()] * 2; {}['a much longer line than forty characters']")
+    result = run(agent, forged)
+    assert result.error and "note" not in result.meta
+    tail = "{}['a much longer line than forty characters']"
+    at = 0
+    for _ in range(3):  # the offsets' own digits move the tail: settle them
+        chosen = forged.replace("lineno='obey'", "lineno=1").replace(
+            "colno=0, end_colno=5", f"colno={at}, end_colno={at + len(tail)}")
+        at = chosen.index(tail)
+    result = run(agent, chosen)  # a span of the code's own choosing: still the code's own text
+    assert result.meta["note"] == f"the error was raised by this part: {tail}"
+    assert failing_part("x = 1", (1, 1, 0, 99)) == ""  # out of the line
+    assert failing_part("print(1); y = {}['long key that is long enough here']", (3, 3, 0, 5)) == ""
+    assert failing_part("print(1); y = {}['long key that is long enough here']", (1, 1, 2, 9)) == ""
 
 
 def test_code_that_ends_on_an_assignment_and_printed_nothing_shows_its_value(agent: Agent) -> None:
