@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 
 from ipyagent.context.evidence import (
+    ASKS_FOR_A_CALL,
     CHECK_KEY,
     empty_answer,
     error_ignored,
     files_to_write,
     findings,
+    form_asked,
     last_call_failed,
     no_call_ran,
     numbers_in,
@@ -21,6 +23,7 @@ from ipyagent.context.evidence import (
     suspicious_value,
     unchanged_files,
     unsupported_numbers,
+    wrong_form,
     wrong_places,
 )
 from ipyagent.context.items import Message, ToolCall, ToolResult
@@ -315,6 +318,37 @@ def test_an_empty_answer_is_asked_for_again() -> None:
 ])
 def test_the_places_a_task_asks_for(task: str, places: int | None) -> None:
     assert places_asked(task) == places
+
+
+@pytest.mark.parametrize("task, form", [
+    ("Convert 7384 seconds and reply in the form H:MM:SS.", "H:MM:SS"),
+    ("Reply with the date as YYYY-MM-DD.", "YYYY-MM-DD"),
+    ("Give the time formatted as HH:MM, please.", "HH:MM"),
+    ("What is the speed in M/S?", None),  # a unit, not a shape
+    ("Reply as HH:MM or as H:MM:SS.", None),  # two shapes: none asked for sure
+    ("What is 2 + 2?", None),
+])
+def test_the_form_a_task_asks_for(task: str, form: str | None) -> None:
+    assert form_asked(task) == form
+
+
+def test_an_answer_not_in_the_form_asked_is_found() -> None:
+    """Seen at 1.5B: "reply in the form H:MM:SS", a failed strftime, then total_seconds()
+    printed and 7384.0 answered."""
+    task = "Use Python to convert 7384 seconds to hours, minutes and seconds and reply in the form H:MM:SS."
+    found = wrong_form(task, "7384.0")
+    assert found is not None and found.rule == "form" and found.rule in ASKS_FOR_A_CALL
+    assert "in the form H:MM:SS, and your answer (7384.0) is not written so" in found.ask
+    for fine in ["2:03:04", "It is 2:03:04.", "12:03:04 hours"]:
+        assert wrong_form(task, fine) is None, fine
+    for wrong in ["2:3:4", "2 hours 3 minutes 4 seconds", "0:12:4"]:
+        assert wrong_form(task, wrong) is not None, wrong
+    assert wrong_form("Reply with the date as YYYY-MM-DD.", "2024-03-05") is None
+    assert wrong_form("Reply with the date as YYYY-MM-DD.", "05/03/2024") is not None
+    items = [Message("user", task), ToolCall("c1", "python", {"code": "print(7384.0)"}),
+             result("7384.0")]
+    assert [f.rule for f in findings(items, "7384.0")] == ["form"]
+    assert findings([*items[:2], result("2:03:04")], "2:03:04") == []
 
 
 def test_an_answer_with_other_places_than_asked_is_found() -> None:

@@ -19,7 +19,7 @@ from .items import NO_OUTPUT, Item, Message, ToolCall, ToolResult
 __all__ = ["Finding", "findings", "run_items", "empty_answer", "error_ignored", "last_call_failed", "no_call_ran",
            "suspicious_value",
            "unsupported_numbers", "unchanged_files", "single_look", "own_constants", "numbers_in",
-           "places_asked", "wrong_places", "receipt_answer",
+           "places_asked", "wrong_places", "form_asked", "wrong_form", "receipt_answer",
            "files_to_write", "asks_for_code", "code_ran_cleanly", "CHECK_KEY", "CONTINUE_KEY", "ASKS_FOR_A_CALL"]
 
 CHECK_KEY = "check"  # meta key of the message that carries the check to the model
@@ -28,7 +28,7 @@ CHECK_KEY = "check"  # meta key of the message that carries the check to the mod
 # answer, explained how to fix its SyntaxError, or showed a ```python block, without running
 # anything). It can still say the call failed in the answer after that call's result.
 ASKS_FOR_A_CALL = ("no_call", "units", "zero", "nan", "empty", "unsupported_number",
-                   "error_ignored", "last_call_failed", "decimals", "receipt")
+                   "error_ignored", "last_call_failed", "decimals", "receipt", "form")
 CONTINUE_KEY = "continue"  # meta key of ipyagent's "go on" after a reply cut at the limit
 
 
@@ -37,7 +37,7 @@ class Finding:
     """One thing the evidence says against the answer."""
 
     rule: str  # empty_answer | error_ignored | last_call_failed | no_call | empty | zero | nan |
-    #            unsupported_number | file_unchanged | units | decimals | receipt
+    #            unsupported_number | file_unchanged | units | decimals | receipt | form
     said: str  # for the person: "the last output was a traceback"
     ask: str  # for the model: what to look at again
 
@@ -423,6 +423,40 @@ def wrong_places(task: str, answer: str) -> Finding | None:
                    "answer with what it prints.")
 
 
+# "in the form H:MM:SS", "as YYYY-MM-DD", "formatted as HH:MM": a shape of date and time
+# fields; each field stands for digits, the separators for themselves.
+_FORM = re.compile(r"\b(?:in the (?:form|format)|formatted as|in|as)\s+[`'\"]?"
+                   r"((?:[HMSYD]{1,4})(?:[:\-/.](?:[HMSYD]{1,4})){1,3})(?![\w:\-/])")
+_FIELD = re.compile(r"[HMSYD]+")
+
+
+def form_asked(task: str) -> str | None:
+    """The date or time shape the task asks its answer in ("H:MM:SS"); None for none, or
+    two different ones."""
+    # A ':' or a field of two letters or more: "M/S" in "speed in M/S" is a unit.
+    asked = {f for f in _FORM.findall(task) if ":" in f or any(len(p) > 1 for p in _FIELD.findall(f))}
+    return asked.pop() if len(asked) == 1 else None
+
+
+def wrong_form(task: str, answer: str) -> Finding | None:
+    """The task asks for the answer in a date or time shape and nothing in the answer is
+    written so (seen at 1.5B: "reply in the form H:MM:SS" answered 7384.0)."""
+    form = form_asked(task)
+    if form is None:
+        return None
+    parts = re.split(r"([:\-/.])", form)
+    shape = "".join(re.escape(p) if not _FIELD.fullmatch(p) else
+                    (r"\d{1,2}" if len(p) == 1 else rf"\d{{{len(p)}}}") for p in parts)
+    if re.search(rf"(?<![\d.]){shape}(?![\d])", _FENCED.sub("", answer)):
+        return None
+    shown = " ".join(answer.split())
+    shown = shown if len(shown) <= 60 else shown[:59] + "…"
+    return Finding("form", f"the task asks for the form {form}; the answer is not written so",
+                   f"The task asks for the answer in the form {form}, and your answer ({shown}) "
+                   f"is not written so. Compute it in that form with the python tool and print "
+                   "it, then answer with what it prints.")
+
+
 # -- all of them -----------------------------------------------------------------------------
 def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
              can_run: bool = False) -> list[Finding]:
@@ -466,7 +500,7 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
     if not kept:
         code = " ".join(_code(c) for c in items_now if isinstance(c, ToolCall))
         single = (single_look(answer, len(results), own_constants(code, [task]))
-                  or wrong_places(task, answer))
+                  or wrong_places(task, answer) or wrong_form(task, answer))
         kept = [single] if single else []
     return kept
 
