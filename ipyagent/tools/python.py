@@ -135,6 +135,7 @@ _READ_AS = {".csv": "import pandas as pd; {v} = pd.read_csv({f!r})",
             ".json": "import json; {v} = json.load(open({f!r}))",
             ".parquet": "import pandas as pd; {v} = pd.read_parquet({f!r})",
             ".xlsx": "import pandas as pd; {v} = pd.read_excel({f!r})"}
+_READ_INTO = {".csv": "df", ".tsv": "df", ".parquet": "df", ".xlsx": "df", ".json": "data"}
 # A module used without its import (the usual names), and the import it needs.
 _IMPORTS = {"json": "import json", "pd": "import pandas as pd", "np": "import numpy as np",
             "math": "import math", "re": "import re", "os": "import os", "csv": "import csv",
@@ -157,7 +158,17 @@ def error_note(outputs: list[dict[str, Any]], files: Sequence[str] = ()) -> str:
         named = [f for f in files if found and _PLAIN_FILE.match(f)
                  and f.rsplit(".", 1)[0] == found.group(1)]
         if found and named:
-            how = _READ_AS.get("." + named[0].rsplit(".", 1)[1].lower(), "{v} = open({f!r}).read()")
+            extension = "." + named[0].rsplit(".", 1)[1].lower()
+            how = _READ_AS.get(extension, "{v} = open({f!r}).read()")
+            code = strip_ansi("\n".join(map(str, out.get("traceback") or [])))
+            if re.search(rf"(?<![\w'\"./]){re.escape(named[0])}(?![\w'\"])", code):
+                # ``app.log.split(…)``: the file's name written as code. Read into a name of
+                # its own (seen at 0.5B: the stem's name then met "str has no attribute log").
+                name = _READ_INTO.get(extension, "text")
+                return (f"{named[0]} is the name of a file in the workspace, not a name in "
+                        f"Python: read the file in your code first, for example "
+                        f"{how.format(v=name, f=named[0])}, use {name} where your code wrote "
+                        f"{named[0]}, and run the call again.")
             return (f"nothing your code ran so far defined {found.group(1)!r}; the workspace "
                     f"has a file {named[0]}: read it in your code first, for example "
                     f"{how.format(v=found.group(1), f=named[0])}, and run the call again.")

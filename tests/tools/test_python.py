@@ -237,10 +237,27 @@ def test_a_name_that_is_a_files_stem_gets_the_way_to_read_it(tmp_path: Any) -> N
         result = run(here, "import pandas as pd\nfrom io import StringIO\n"
                            "df = pd.read_csv(StringIO(scores.csv))")
         assert result.meta["note"] == (
+            "scores.csv is the name of a file in the workspace, not a name in Python: read the "
+            "file in your code first, for example import pandas as pd; df = "
+            "pd.read_csv('scores.csv'), use df where your code wrote scores.csv, and run the "
+            "call again.")
+        assert run(here, "print(scores.head())").meta["note"] == (
             "nothing your code ran so far defined 'scores'; the workspace has a file scores.csv: "
             "read it in your code first, for example import pandas as pd; scores = "
             "pd.read_csv('scores.csv'), and run the call again.")
         assert "import json; users = json.load(open('users.json'))" in run(here, "len(users)").meta["note"]
+        # The file's name written as code: read into a name of its own (seen at 0.5B:
+        # ``app.log.split('\n')``; read into ``app``, ``app.log`` would fail again).
+        (tmp_path / "app.log").write_text("ERROR a\nok\n")
+        result = run(here, "lines = [l for l in app.log.split('\\n') if 'ERROR' in l]; print(len(lines))")
+        assert result.meta["note"] == (
+            "app.log is the name of a file in the workspace, not a name in Python: read the file "
+            "in your code first, for example text = open('app.log').read(), use text where your "
+            "code wrote app.log, and run the call again.")
+        fixed = run(here, "text = open('app.log').read(); lines = [l for l in text.split('\\n') "
+                          "if 'ERROR' in l]; print(len(lines))")
+        assert fixed.output.strip() == "1"
+        assert "df = pd.read_csv('scores.csv'), use df where" in run(here, "print(scores.csv)").meta["note"]
         # A module used without its import (the 1.5B copied the example without one once).
         assert run(here, "json.dumps(1)").meta["note"] == (
             "'json' is a module your code did not import: start the code with import json, "
