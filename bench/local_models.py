@@ -1,6 +1,6 @@
 """Small tool tasks against a real local server: ipyagent beside smolagents, same model.
 
-Five sets of six tasks a notebook user asks a small local model, each with a checker that
+Six sets of six tasks a notebook user asks a small local model, each with a checker that
 reads the answer (and the file it wrote): ``bench`` (compute 2**100, a physics formula, primes,
 a CSV mean, a semicolon-delimited CSV, write a file then read it back), ``unseen`` (nested
 JSON, a TSV, dates, a config edit, units, missing cells: written before issue 33's work; issue
@@ -9,7 +9,9 @@ count, a column rename, compound interest: written once the first two sets' fail
 been read, and run as they were written) and ``fresh2`` (a word count, a standard deviation,
 Fahrenheit to Celsius, a JSON group-by, writing a CSV, a TSV filter: written and committed a
 session later, before their first run) and ``fresh3`` (a clock, a stock value, a log count, a
-sensor mean, appending a line, a BMI: the same, on 2026-12-06). ipyagent runs with its defaults (python in
+sensor mean, appending a line, a BMI: the same, on 2026-12-06) and ``fresh4`` (a pass count, a
+circle's area from its diameter, the longest word, items out of stock, writing even numbers, the
+largest rise: the same, a session later). ipyagent runs with its defaults (python in
 the sandboxed sibling kernel, approval auto); smolagents' ``ToolCallingAgent`` (its python tool)
 and ``CodeAgent`` run the same tasks against the same server and model, side by side in this
 process, when smolagents is installed. Per task and runner: solved or not, steps, prompt tokens
@@ -222,7 +224,36 @@ FRESH3 = [
          "mass index and reply with 1 decimal.",
          lambda a, _: "22.2" in a, {}),
 ]
-SETS = {"bench": TASKS, "unseen": UNSEEN, "fresh": FRESH, "fresh2": FRESH2, "fresh3": FRESH3}
+# Written and committed on 2026-12-06 (the session after fresh3's), before their first run.
+FRESH4 = [
+    Task("pass-count", "scores.csv has columns name and score. Use Python to count the students "
+         "who scored at least 50 and reply with the number.",
+         lambda a, _: _only_number(a, "5", ("50",)),
+         {"scores.csv": "name,score\nana,72\nben,49\ncleo,50\ndan,91\neve,38\nfay,66\ngus,50\n"}),
+    Task("circle-area", "Use Python to compute the area of a circle whose diameter is 7.5 cm and "
+         "reply in cm² with 2 decimals.",
+         lambda a, _: "44.18" in a, {}),
+    Task("longest-word", "words.txt has one word per line. Use Python to find the longest word and "
+         "reply with it.",
+         lambda a, _: "strawberry" in a.lower() and "blueberry" not in a.lower(),
+         {"words.txt": "pear\nbanana\nfig\nstrawberry\nkiwi\nblueberry\n"}),
+    Task("zero-stock", "inventory.json maps item names to quantities. Use Python to find the items "
+         "with a quantity of zero and reply with their names in alphabetical order, separated by "
+         "commas.",
+         lambda a, _: re.search(r"glue\W+ink\W+tape", a.lower()) is not None
+         and not any(w in a.lower() for w in ("pens", "clips", "paper")),
+         {"inventory.json": '{"pens": 12, "tape": 0, "clips": 3, "glue": 0, "ink": 0, "paper": 40}\n'}),
+    Task("even-file", "Use Python to write the even numbers from 2 to 20, one per line, to a file "
+         "named even.txt, then reply with the sum of the numbers in the file.",
+         lambda a, d: _lines(d / "even.txt") == [str(n) for n in range(2, 21, 2)]
+         and _only_number(a, "110", ("2", "20")), {}),
+    Task("temp-rise", "temps.csv has columns day and temp_c. Use Python to find the day with the "
+         "largest rise in temperature from the day before and reply with that day.",
+         lambda a, _: "thu" in a.lower() and not any(d in a.lower() for d in ("mon", "tue", "fri")),
+         {"temps.csv": "day,temp_c\nmon,12.5\ntue,14.0\nwed,11.0\nthu,16.5\nfri,17.0\n"}),
+]
+SETS = {"bench": TASKS, "unseen": UNSEEN, "fresh": FRESH, "fresh2": FRESH2, "fresh3": FRESH3,
+        "fresh4": FRESH4}
 
 
 def _only_number(answer: str, number: str, allowed: tuple[str, ...] = ()) -> bool:
