@@ -20,7 +20,7 @@ __all__ = ["Finding", "findings", "run_items", "empty_answer", "error_ignored", 
            "suspicious_value",
            "unsupported_numbers", "unchanged_files", "single_look", "own_constants", "numbers_in",
            "places_asked", "wrong_places", "form_asked", "wrong_form", "receipt_answer",
-           "files_to_write", "asks_for_code", "code_ran_cleanly", "CHECK_KEY", "CONTINUE_KEY", "ASKS_FOR_A_CALL"]
+           "files_to_write", "asks_to_run_code", "code_ran_cleanly", "CHECK_KEY", "CONTINUE_KEY", "ASKS_FOR_A_CALL"]
 
 CHECK_KEY = "check"  # meta key of the message that carries the check to the model
 # The rules whose ask is to run something again: where calls go under a grammar, the reply
@@ -114,14 +114,20 @@ def last_call_failed(answer: str, last: ToolResult) -> Finding | None:
                    "separator), write it and run it; only if none can, answer that it failed.")
 
 
-_ASKS_FOR_CODE = re.compile(
-    r"\b(?:use|using|with|run|write|in)\s+(?:some\s+|a\s+)?(?:python|code|the python tool|a script)\b"
-    r"|\bpython\s+to\b", re.I)
+# To run code, not to be shown it: "Use Python to …", "compute it with Python", "run some
+# code"; not "write a Python script that …" or "how do I … in Python?".
+_ASKS_TO_RUN = re.compile(
+    r"\b(?:use|using|with)\s+(?:some\s+)?(?:python|the python tool)\b(?!\s+(?:script|function|"
+    r"class|program|module|package|code\b))|\bpython\s+to\s+(?:compute|calculate|count|find|"
+    r"convert|work out|check|read|add|sum|get|determine)\b|\brun\s+(?:some\s+)?(?:python|code)\b",
+    re.I)
+_ASKS_TO_SEE = re.compile(r"\b(?:write|show|give|draft|explain)\b[^.?!\n]{0,40}\b(?:script|function|"
+                          r"class|program|snippet|example|code)\b", re.I)
 
 
-def asks_for_code(task: str) -> bool:
-    """The task says to use Python (or code, or a script)."""
-    return bool(_ASKS_FOR_CODE.search(task))
+def asks_to_run_code(task: str) -> bool:
+    """The task asks for something computed by running Python, not for code to read."""
+    return bool(_ASKS_TO_RUN.search(task)) and not _ASKS_TO_SEE.search(task)
 
 
 def code_ran_cleanly(items: Iterable[Item]) -> bool:
@@ -132,7 +138,7 @@ def code_ran_cleanly(items: Iterable[Item]) -> bool:
 
 def no_call_ran(task: str, answer: str) -> Finding | None:
     """The task asks for Python and the model answered without running any."""
-    if not asks_for_code(task) or not answer.strip():
+    if not asks_to_run_code(task) or not answer.strip():
         return None
     return Finding("no_call", "no code ran though the task asks for Python",
                    "The task asks you to use Python, and you answered without running any: "
@@ -426,16 +432,28 @@ def wrong_places(task: str, answer: str) -> Finding | None:
 # "in the form H:MM:SS", "as YYYY-MM-DD", "formatted as HH:MM": a shape of date and time
 # fields; each field stands for digits, the separators for themselves.
 _FORM = re.compile(r"\b(?:in the (?:form|format)|formatted as|in|as)\s+[`'\"]?"
-                   r"((?:[HMSYD]{1,4})(?:[:\-/.](?:[HMSYD]{1,4})){1,3})(?![\w:\-/])")
+                   r"((?:[HMSYD]{1,4})(?:[:\-/.](?:[HMSYD]{1,4})){1,3})(?![\w:\-/]|\.\w)")
 _FIELD = re.compile(r"[HMSYD]+")
 
 
 def form_asked(task: str) -> str | None:
     """The date or time shape the task asks its answer in ("H:MM:SS"); None for none, or
     two different ones."""
-    # A ':' or a field of two letters or more: "M/S" in "speed in M/S" is a unit.
-    asked = {f for f in _FORM.findall(task) if ":" in f or any(len(p) > 1 for p in _FIELD.findall(f))}
+    # A time (its fields joined by ':') or a date (a year, a month and a day): "M/S" in
+    # "speed in M/S" is a unit, "HDD/SSD" a pair of words.
+    asked = {f for f in _FORM.findall(task) if _is_time(f) or _is_date(f)}
     return asked.pop() if len(asked) == 1 else None
+
+
+def _is_time(form: str) -> bool:
+    fields = _FIELD.findall(form)
+    return ":" in form and all(set(f) <= {"H", "M", "S"} and len(set(f)) == 1 for f in fields)
+
+
+def _is_date(form: str) -> bool:
+    fields = _FIELD.findall(form)
+    return (all(len(set(f)) == 1 for f in fields)
+            and sorted(f[0] for f in fields) == ["D", "M", "Y"])
 
 
 def wrong_form(task: str, answer: str) -> Finding | None:
@@ -445,8 +463,10 @@ def wrong_form(task: str, answer: str) -> Finding | None:
     if form is None:
         return None
     parts = re.split(r"([:\-/.])", form)
+    # The first field of a time may run past 99 (a duration of 123:45:06).
     shape = "".join(re.escape(p) if not _FIELD.fullmatch(p) else
-                    (r"\d{1,2}" if len(p) == 1 else rf"\d{{{len(p)}}}") for p in parts)
+                    r"\d+" if i == 0 and _is_time(form) else
+                    (r"\d{1,2}" if len(p) == 1 else rf"\d{{{len(p)}}}") for i, p in enumerate(parts))
     if re.search(rf"(?<![\d.]){shape}(?![\d])", _FENCED.sub("", answer)):
         return None
     shown = " ".join(answer.split())
@@ -459,23 +479,24 @@ def wrong_form(task: str, answer: str) -> Finding | None:
 
 # -- all of them -----------------------------------------------------------------------------
 def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
-             can_run: bool = False) -> list[Finding]:
+             can_run: bool = False, said: frozenset[str] = frozenset()) -> list[Finding]:
     """What the run in progress (``items``: the context; the answer may be in it already)
     says against ``answer``, the most telling first; [] when no call ran or nothing is amiss.
 
     ``staged``: the sibling writes to a staged workspace, whose change sets record every file
     a call wrote (without it, a file written by code leaves no trace to check). ``can_run``:
-    a tool that runs code is offered (so an answer to "use Python" with no call is a guess)."""
+    a tool that runs code is offered (so an answer to "use Python" with no call is a guess).
+    ``said``: rules already told this run, left out (so one behind them can be found)."""
     task, items_now = run_items(items)
     results = [i for i in items_now if _ran(i)]
     said_nothing = empty_answer(answer, task)
-    if said_nothing:
+    if said_nothing and said_nothing.rule not in said:
         return [said_nothing]
     if not results:
         # A call the person denied is their say, not the model's guess: no asking it to run.
         denied = any(isinstance(i, ToolResult) and i.meta.get("denied") for i in items_now)
         asked = no_call_ran(task, answer) if can_run and not denied else None
-        return [asked] if asked else []
+        return [asked] if asked and asked.rule not in said else []
     last = results[-1]
     assert isinstance(last, ToolResult)
     # What the tools gave, also where compaction has since cleared it from the model's view.
@@ -496,12 +517,13 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
         found.append(receipt_answer(task, answer, last))
         found.append(suspicious_value(answer, last, outputs[:-1]))
         found.append(unsupported_numbers(answer, outputs, inputs))
-    kept = [f for f in found if f is not None]
+    kept = [f for f in found if f is not None and f.rule not in said]
     if not kept:
         code = " ".join(_code(c) for c in items_now if isinstance(c, ToolCall))
-        single = (single_look(answer, len(results), own_constants(code, [task]))
-                  or wrong_places(task, answer) or wrong_form(task, answer))
-        kept = [single] if single else []
+        single = [f for f in (single_look(answer, len(results), own_constants(code, [task])),
+                              wrong_places(task, answer), wrong_form(task, answer))
+                  if f is not None and f.rule not in said]
+        kept = single[:1]
     return kept
 
 

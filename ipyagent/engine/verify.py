@@ -19,7 +19,15 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-from ..context.evidence import CHECK_KEY, Finding, asks_for_code, code_ran_cleanly, findings, run_items
+from ..context.evidence import (
+    ASKS_FOR_A_CALL,
+    CHECK_KEY,
+    Finding,
+    asks_to_run_code,
+    code_ran_cleanly,
+    findings,
+    run_items,
+)
 from ..context.items import Item, Message, ToolCall, ToolResult, new_call_id
 from ..models.providers import is_local_host
 from ..models.written_calls import FROM_TEXT, shown_code
@@ -83,7 +91,9 @@ def look_again(agent: AgentView, answer: str, *, room: bool) -> str | None:
     said |= {rule for group in _SAME_EVIDENCE if said & group for rule in group}
     staged = getattr(agent.kernel_if_started, "stage", None) is not None
     can_run = any(t.name in ("python", "shell") for t in agent.offered_tools())
-    found = [f for f in findings(items, answer, staged=staged, can_run=can_run) if f.rule not in said]
+    if agent.approval == "deny":  # no call can run: a check that asks for one would end the run
+        said |= set(ASKS_FOR_A_CALL)
+    found = findings(items, answer, staged=staged, can_run=can_run, said=frozenset(said))
     if not found:
         return None
     agent.context.append(check_message(found))
@@ -100,11 +110,13 @@ def shown_code_call(agent: AgentView, text: str, offered: list[str]) -> tuple[st
     and dropped a line. The block is the model's own code; the call goes to approval like
     any other, and the card says where it came from. Only where answers are checked
     (``verify_on``): the same small or local models."""
-    if "python" not in offered or not verify_on(agent):
-        return None
+    if "python" not in offered or not verify_on(agent) or agent.approval == "deny":
+        return None  # under "deny" the call would only end the run: the block stays an answer
     task, this_run = run_items(list(agent.context))
-    if not asks_for_code(task) or code_ran_cleanly(this_run):
+    if not asks_to_run_code(task) or code_ran_cleanly(this_run):
         return None
+    if any(isinstance(i, ToolResult) and i.meta.get("denied") for i in this_run):
+        return None  # the person said no to a call: code they are shown is theirs to run
     shown = shown_code(text)
     if shown is None:
         return None

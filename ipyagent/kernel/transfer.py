@@ -193,10 +193,9 @@ class Transfers:
         if not name.isidentifier():
             return None
         try:
-            result = await self._evaluate(f"__import__('reprlib').repr({name})", "a short repr")
-            text = (result.get("data") or {}).get("text/plain")
+            text = _plain_text(await self._evaluate(f"__import__('reprlib').repr({name})", "a short repr"))
             value = ast.literal_eval(text) if isinstance(text, str) and len(text) <= 4 * limit else None
-        except (KernelError, ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        except Exception:  # the sandboxed code shapes the kernel's answer: any of it may be off
             return None
         return value if isinstance(value, str) and len(value) <= limit else None
 
@@ -207,10 +206,9 @@ class Transfers:
         code; None when it cannot be told. Numbers only cross: the caller quotes its own
         copy of the code, so nothing the sandboxed code set reaches the model as text."""
         try:
-            result = await self._evaluate(_ERROR_SPAN, "the error's place")
-            text = (result.get("data") or {}).get("text/plain")
+            text = _plain_text(await self._evaluate(_ERROR_SPAN, "the error's place"))
             spans = ast.literal_eval(text) if isinstance(text, str) and len(text) <= 200 else None
-        except (KernelError, ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        except Exception:  # the sandboxed code shapes the kernel's answer: any of it may be off
             return None
         if not (isinstance(spans, list) and len(spans) == 1 and isinstance(spans[0], tuple)
                 and len(spans[0]) == 4 and all(type(n) is int and 0 <= n < 1_000_000 for n in spans[0])):
@@ -227,3 +225,10 @@ class Transfers:
             why = execution.text or ("its answer held no result" if execution.status == "ok" else execution.status)
             raise KernelError(f"{what} failed in {self._kernel_word}: {why}")
         return result
+
+
+def _plain_text(result: Any) -> str | None:
+    """The ``text/plain`` of an evaluation's result, if it has one of the right types."""
+    data = result.get("data") if isinstance(result, dict) else None
+    text = data.get("text/plain") if isinstance(data, dict) else None
+    return text if isinstance(text, str) else None

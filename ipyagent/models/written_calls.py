@@ -311,30 +311,44 @@ def flat_answer(text: str, name: str) -> str | None:
     return answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
 
 
-_PYTHON_FENCE = re.compile(r"^```[ \t]*(?:python3?|py|ipython)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M | re.I)
+_PYTHON_OPEN = re.compile(r"```[ \t]*(?:python3?|py|ipython)[ \t]*", re.I)
 
 
 def shown_code(text: str) -> tuple[str, str] | None:
     """``(the text around, the code)`` of the one complete ```` ```python ```` block in a
     reply, when the code compiles; None for no block, several (alternatives as often as
-    steps) or code that does not compile.
+    steps), one left open, or code that does not compile.
 
     Why: asked to use Python, Qwen2.5-Coder-1.5B answers three tasks of thirty with a block
     and "when you run this code, it will output …" instead of a call; asked again, it rewrote
     one as a one-line call and dropped the line that made the column it sorts by. The engine
     decides when a shown block is taken as the call (``engine/step``); only compiled here,
-    never run."""
-    blocks = list(_PYTHON_FENCE.finditer(text))
-    if len(blocks) != 1 or len(text) > 100_000:
+    never run. One pass over the lines (a reply of repeated fences is read in linear time)."""
+    if len(text) > 100_000:
         return None
-    code = blocks[0].group(1).rstrip("\n")
+    lines = text.split("\n")
+    blocks: list[tuple[int, int]] = []  # (opening line, closing line)
+    opened: int | None = None
+    for i, line in enumerate(lines):
+        if opened is None:
+            if _PYTHON_OPEN.fullmatch(line):
+                opened = i
+            elif line.lstrip().startswith("```"):
+                return None  # another fence: a reply of several parts is not one block shown
+        elif line.strip() == "```":
+            blocks.append((opened, i))
+            opened = None
+    if opened is not None or len(blocks) != 1:
+        return None
+    first, last = blocks[0]
+    code = "\n".join(lines[first + 1:last]).rstrip("\n")
     if not code.strip():
         return None
     try:
         compile(code, "<block>", "exec", dont_inherit=True)
     except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError):
         return None
-    around = (text[:blocks[0].start()].rstrip() + "\n\n" + text[blocks[0].end():].lstrip()).strip()
+    around = ("\n".join(lines[:first]).rstrip() + "\n\n" + "\n".join(lines[last + 1:]).lstrip()).strip()
     return around, code
 
 

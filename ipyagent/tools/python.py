@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import io
 import os
 import re
+import tokenize
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -220,8 +222,8 @@ def failing_part(code: str, span: tuple[int, int, int, int] | None) -> str:
     if span is None:
         return ""
     line_no, end_line, start, end = span
-    lines = code.split("\n")
-    if line_no != end_line or not 1 <= line_no <= len(lines):
+    lines = re.split(r"\r\n|\r|\n", code)  # as Python counts lines
+    if line_no != end_line or not 1 <= line_no <= len(lines) or _transformed(lines):
         return ""
     raw = lines[line_no - 1].encode("utf-8", "surrogatepass")
     if not 0 <= start < end <= len(raw):
@@ -229,8 +231,12 @@ def failing_part(code: str, span: tuple[int, int, int, int] | None) -> str:
     part = raw[start:end].decode("utf-8", "replace").strip()
     whole = raw.decode("utf-8", "replace").strip()
     try:
-        ast.parse(part, mode="eval")  # a transformed line (a magic, !shell) gives a stray span
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        ast.parse(part, mode="eval")  # a span that is not an expression there: not the one
+        comment = any(t.type == tokenize.COMMENT
+                      for t in tokenize.generate_tokens(io.StringIO(part).readline))
+    except (SyntaxError, ValueError, RecursionError, MemoryError, tokenize.TokenError):
+        return ""
+    if comment:  # only the expression is quoted in ipyagent's note, never words beside it
         return ""
     if not part or part == whole or len(whole) < 40 or part.isidentifier():
         return ""  # the traceback's line (or a NameError's message) already says it
@@ -238,6 +244,15 @@ def failing_part(code: str, span: tuple[int, int, int, int] | None) -> str:
         part = part[:PART_CHARS // 2] + " … " + part[-PART_CHARS // 2:]
     where = f" of line {line_no}" if len(lines) > 1 else ""
     return f"the error was raised by this part{where}: {' '.join(part.split())}"
+
+
+def _transformed(lines: list[str]) -> bool:
+    """IPython changes such a cell before it compiles it (a common indent taken off, prompts,
+    magics, ``!`` commands, ``?`` help), so the kernel's columns do not fit the code sent."""
+    first = next((line for line in lines if line.strip()), "")
+    return first[:1].isspace() or any(
+        line.lstrip().startswith((">>>", "...", "%", "!")) or line.rstrip().endswith("?")
+        for line in lines)
 
 
 _ARROW = re.compile(r"^-+> ?\d+ (.{1,200})$", re.M)
