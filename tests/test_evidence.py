@@ -370,3 +370,18 @@ def test_an_answer_with_other_places_than_asked_is_found() -> None:
     assert [f.rule for f in findings(items, "14.6")] == ["decimals"]
     assert [f.rule for f in findings(items, "14.60")] == []
     assert [f.rule for f in findings([*items[:2], result("0.0")], "0.0")] == ["zero"]
+
+
+# -- the form rule on ordinary tasks (found by a review of its first version) ---------------
+@pytest.mark.parametrize("task", [
+    "Split the log into one file per day, each saved as YYYY-MM-DD.log, and say how many files.",
+    "Export each day's rows, named as YYYY-MM-DD.csv, and tell me how many rows in total.",
+    "Is the drive in HDD/SSD mode according to the report? Use Python.",
+])
+def test_the_form_rule_does_not_read_a_file_name_or_a_pair_of_words_as_a_form(task: str) -> None:
+    assert form_asked(task) is None
+    assert wrong_form(task, "Wrote 3 files.") is None
+
+
+def test_a_duration_over_99_hours_is_written_in_h_mm_ss() -> None:
+    assert wrong_form("Give the total runtime in H:MM:SS.", "The total runtime is 123:45:06.") is None

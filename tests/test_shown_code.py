@@ -11,6 +11,7 @@ import pytest
 from ipyagent import Agent, Message, ToolCall, ToolResult
 from ipyagent.context.decisions import Decision
 from ipyagent.context.events import Notice
+from ipyagent.context.evidence import asks_to_run_code
 from ipyagent.engine.verify import FROM_BLOCK
 from ipyagent.models.written_calls import shown_code
 from tests.helpers.scripted_server import ScriptedServer, reply_text
@@ -65,13 +66,19 @@ def test_the_block_a_reply_shows_runs_as_the_call_and_goes_back_as_written(agent
     assert "28" in bodies[1]["messages"][-1]["content"]
 
 
-def test_a_denied_block_runs_nothing(agent):
+def denier(reason: str) -> tuple[list[ToolCall], Any]:
+    """An approval hook that denies every call by a click (and the calls it was asked)."""
     asked: list[ToolCall] = []
 
     async def deny(call: ToolCall) -> Decision:
         asked.append(call)
-        return Decision("deny", reason="not now", by="click")
+        return Decision("deny", reason=reason, by="click")
 
+    return asked, deny
+
+
+def test_a_denied_block_runs_nothing(agent):
+    asked, deny = denier("not now")
     marker = "import pathlib; pathlib.Path('ran.txt').write_text('x')"
     shown = f"```python\n{marker}\n```"
     result, _, _ = run(agent, [reply_text(shown), reply_text("I did not run it.")],
@@ -129,3 +136,51 @@ def test_after_a_failed_call_the_corrected_block_runs(agent):
 def test_shown_code(text: str, code: str | None) -> None:
     found = shown_code(text)
     assert (found[1] if found else None) == code
+
+
+# -- the careless user's and the attacker's angle (found by a review of the first version) ----
+def test_a_task_to_write_a_script_does_not_run_it(agent):
+    """"Write a Python script that deletes …" asks for code to read: the block is the answer,
+    under the default approval too, and no check asks the model to run it."""
+    agent.reset()
+    agent.kernel.execute("open('old.tmp', 'w').write('keep me')")
+    script = "import pathlib\nfor p in pathlib.Path('.').glob('*.tmp'):\n    p.unlink()"
+    reply = f"Here is the script:\n\n```python\n{script}\n```\n\nRun it in the folder to clean it."
+    result, _, _ = run(agent, [reply_text(reply), reply_text("Done.")],
+                       "Write a Python script that deletes every .tmp file in the current folder.")
+    assert agent.kernel.execute("import os; os.path.exists('old.tmp')").text == "True"
+    assert not [i for i in agent.context if isinstance(i, ToolCall)]
+    assert "p.unlink()" in result.text and len(result.steps) == 1
+
+
+@pytest.mark.parametrize("task", [
+    "How do I reverse a list in Python?",
+    "Write a Python function that tells whether a number is prime.",
+    "Write code to parse an ISO date; I will run it myself.",
+])
+def test_a_request_for_code_to_read_is_not_a_request_to_run_python(task: str) -> None:
+    assert not asks_to_run_code(task)
+
+
+def test_after_the_person_denied_a_call_shown_code_is_not_asked_again(agent):
+    asked, deny = denier("do not run it, just show me the code")
+    block = "Here is the code:\n\n```python\nprint(sum(range(10)))\n```"
+    first = reply_text('```json\n{"name": "python", "arguments": {"code": "print(sum(range(10)))"}}\n```')
+    result, _, _ = run(agent, [first, reply_text(block), reply_text(block)],
+                       "Use Python to add up 0..9.", approval="ask", approval_hook=deny)
+    assert len(asked) == 1 and "```python" in result.text
+
+
+def test_under_approval_deny_a_shown_block_is_the_answer(agent):
+    reply = "```python\nprint(2 * (3 + 4 + 7))\n```\n\nIt prints 28."
+    result, _, _ = run(agent, [reply_text(reply), reply_text("28")], approval="deny")
+    assert result.stop_reason == "done" and "```python" in result.text
+
+
+def test_a_huge_reply_is_not_scanned() -> None:
+    """A small model stuck repeating a fence up to its output limit: read in linear time."""
+    import time
+
+    started = time.perf_counter()
+    assert shown_code("```python\n" * 10_001) is None and shown_code("```python\n" * 9_000) is None
+    assert time.perf_counter() - started < 1.0

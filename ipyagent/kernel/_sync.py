@@ -6,6 +6,7 @@ do, never in how they are reached (``transfer.Transfers`` does the same for push
 from __future__ import annotations
 
 import asyncio
+import logging
 import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -15,6 +16,8 @@ from .outputs import Execution
 from .transfer import Transfers
 
 __all__ = ["SyncForms"]
+
+log = logging.getLogger("ipyagent.kernel")
 
 K = TypeVar("K", bound="SyncForms")
 
@@ -28,9 +31,27 @@ class SyncForms(Transfers):
     _lock: asyncio.Lock | None
     _finalizer: weakref.finalize[Any, Any]
 
+    _abandoned: tuple[str, bool] | None  # a call given up before its cell ended: (msg_id, begun)
+    _settle_note: str  # what settling it did, for the next result
+
     # ---- what each kernel does on the engine loop ------------------------------
     async def _ensure_ready(self) -> None:
         raise NotImplementedError
+
+    async def _settle_abandoned(self) -> str:
+        raise NotImplementedError
+
+    async def _settle_soon(self) -> None:
+        """Settle a cancelled request right away (under the lock, so no request reads the
+        kernel's messages meanwhile); the next request waits for it."""
+        assert self._lock is not None
+        async with self._lock:
+            if self._abandoned is None:
+                return
+            try:
+                self._settle_note = await self._settle_abandoned()
+            except Exception:  # a kernel gone meanwhile: the next request finds and says it
+                log.debug("settling a cancelled request failed", exc_info=True)
 
     async def _restart(self) -> None:
         raise NotImplementedError

@@ -536,18 +536,6 @@ class SiblingKernel(SyncForms):
                 except Exception:  # a display problem must not lose the output
                     log.debug("on_stream callback failed", exc_info=True)
 
-    async def _settle_soon(self) -> None:
-        """Settle a cancelled request right away (under the lock, so no request reads the
-        kernel's messages meanwhile); the next request waits for it."""
-        assert self._lock is not None
-        async with self._lock:
-            if self._abandoned is None:
-                return
-            try:
-                self._settle_note = await self._settle_abandoned()
-            except Exception:  # a kernel gone meanwhile: the next request finds and says it
-                log.debug("settling a cancelled request failed", exc_info=True)
-
     async def _settle_abandoned(self) -> str:
         """End the request given up earlier: a cell that had not started is interrupted once
         it does (an interrupt sent to an idle kernel is lost; the cell then ran whole, seen
