@@ -36,6 +36,7 @@ __all__ = [
     "RunFinished",
     "Notice",
     "AnswerCut",
+    "ReplyRead",
     "ContextCompacted",
     "MemoryRecalled",
     "FilesPreviewed",
@@ -358,6 +359,16 @@ class AnswerCut(Notice):
 
 
 @dataclass
+class ReplyRead:
+    """The reply was read as other than it streamed: calls written as text taken out (their
+    cards follow), an answer written as a ``final_answer`` call, a shown block taken as the
+    call. ``text`` is the reply's text as read, so a display that showed the stream (or
+    held part of it back) can show what was read."""
+
+    text: str
+
+
+@dataclass
 class ToolOutput:
     """Text a running tool printed (stdout/stderr), as it arrives: live progress."""
 
@@ -433,5 +444,5 @@ def _things(n: int, thing: str) -> str:
 Event = Union[
     TextDelta, ReasoningDelta, ToolCallDelta, Discarded, RunStarted, StepStarted, ToolCallRequested,
     ToolCallDecided, ToolCallFinished, StepFinished, RunFinished, Notice, ContextCompacted,
-    ToolOutput, MemoryRecalled, FilesPreviewed,
+    ToolOutput, MemoryRecalled, FilesPreviewed, ReplyRead,
 ]

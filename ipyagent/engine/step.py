@@ -22,6 +22,7 @@ from ..context.events import (
     AnswerCut,
     Event,
     Notice,
+    ReplyRead,
     Step,
     StepFinished,
     StepStarted,
@@ -460,6 +461,8 @@ def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
         _recover_written_calls(run, turn)
     if not turn.tool_calls and turn.text:
         _run_shown_code(run, turn)
+    if turn.text != written:  # a display that streamed the reply shows it as read
+        run.emit(ReplyRead(turn.text))
     cut = _cut_scaffolding(run, turn)
     if deeper(turn.usage):  # kept in the items' meta: it would make every later save fail
         turn.usage = None

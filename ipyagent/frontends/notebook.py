@@ -29,6 +29,7 @@ from ..context.events import (
     FilesPreviewed,
     MemoryRecalled,
     Notice,
+    ReplyRead,
     RunFinished,
     RunResult,
     Step,
@@ -581,6 +582,8 @@ class NotebookDisplay:
             self._decided(event.call, event.decision)
         elif isinstance(event, ToolCallFinished):
             self._finished(event.call, event.result)
+        elif isinstance(event, ReplyRead):
+            self._cut(event.text)  # a call written as text has its own card: not its JSON
         elif isinstance(event, Notice):
             if isinstance(event, AnswerCut):
                 self._cut(event.kept)
@@ -688,7 +691,8 @@ class NotebookDisplay:
         self.writing = []
 
     def _cut(self, kept: str) -> None:
-        """The answer streamed so far goes on to imitate a tool result: show it as kept."""
+        """Show the reply streamed so far as kept: an answer cut where it went on to imitate
+        a tool result, or a reply read as calls (their cards follow) or as an answer."""
         for stream, label in self.reply:
             if not label:  # the text, not the reasoning
                 before = stream.renders

@@ -23,6 +23,7 @@ from ..context.events import (
     FilesPreviewed,
     MemoryRecalled,
     Notice,
+    ReplyRead,
     RunFinished,
     StepFinished,
     StepStarted,
@@ -36,6 +37,7 @@ from ..context.items import ToolCall, ToolResult, code_of
 from ..context.spill import outputs_of
 from ..kernel.outputs import model_text
 from ..models.base import ReasoningDelta, TextDelta
+from .held_reply import HeldReply
 
 __all__ = ["TerminalDisplay", "traceback_colours"]
 
@@ -60,6 +62,7 @@ class TerminalDisplay:
         self._errors_shown: list[str] = []  # said once as a notice: the footer points up
         self._live: dict[str, _Live] = {}  # what running calls printed, by call id
         self._reply_shown = False  # model text was written since the step (or a discard) began
+        self._held = HeldReply()  # a call the model writes as text is not printed as JSON
 
     @property
     def out(self) -> IO[str]:
@@ -148,9 +151,19 @@ class TerminalDisplay:
             live.lines += piece.endswith("\n")
 
     def __call__(self, event: Any) -> None:
+        if isinstance(event, ReplyRead):  # what was held back (a written call) as it was read
+            shown = self._held.read(event.text)
+            self._write(shown)
+            self._reply_shown = self._reply_shown or bool(shown)
+            return
+        if isinstance(event, (Discarded, StepStarted)):
+            self._held.reset()  # void, or a new reply: nothing held is shown
+        elif not isinstance(event, (TextDelta, ReasoningDelta)) and self._held.holding:
+            self._write(self._held.release())  # it was not read as a call: plain text
         if isinstance(event, TextDelta):
-            self._write(event.text)
-            self._reply_shown = self._reply_shown or bool(event.text)
+            shown = self._held.feed(event.text)
+            self._write(shown)
+            self._reply_shown = self._reply_shown or bool(shown)
         elif isinstance(event, ReasoningDelta):
             if self.show_reasoning:
                 self._write(event.text)

@@ -355,3 +355,27 @@ def test_a_cut_answer_is_shown_as_kept_with_the_line_under_it(published: list[di
     shown = [o["data"].get("text/plain", "") for o in published]
     assert any("cut 41 characters that imitated tool output" in s for s in shown), shown
     assert live(published) == []
+
+
+def test_a_call_written_as_text_is_redrawn_as_read(published: list[dict[str, Any]]) -> None:
+    """The card shows the call written as text as its own card, not its JSON as well; an
+    answer written as a final_answer call shows as the answer."""
+    from ipyagent import tool
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    model = ScriptedModel([text('I will add them.\n```json\n{"name": "add", "arguments": '
+                                '{"a": 2, "b": 3}}\n```'),
+                           text('```json\n{"name": "final_answer", "arguments": {"answer": '
+                                '"The sum is 5."}}\n```')])
+    agent = Agent(client=model, tools=[add], python_tool=False, file_tools=False,
+                  approval="auto", tool_mode="text", verify_answers=False)
+    run(agent, "add 2 and 3")
+    answers = [o["data"]["text/plain"] for o in published if "text/markdown" in o["data"]]
+    assert "I will add them." in answers and answers[-1] == "The sum is 5.", answers
+    # Each stream's last drawing is what was read: no call's JSON is left on the card.
+    assert '"name"' not in answers[answers.index("I will add them.")] and '"name"' not in answers[-1]
+    assert live(published) == []

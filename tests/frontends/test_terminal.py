@@ -257,3 +257,40 @@ def test_the_answer_check_and_a_cut_are_one_line_each() -> None:
             "model to look again") in lines
     assert ("[info] cut 35 characters that imitated tool output (a <tool_response> block) from "
             "the end of the answer; the transcript keeps them") in lines
+
+
+def test_a_call_written_as_text_shows_as_its_card_and_an_answer_as_read() -> None:
+    """In text mode a small model writes its call (and its answer) as a ```json call: the
+    terminal, which cannot take back what it printed, holds such a line back until the reply
+    is read, then shows the call's card and the answer, never the raw JSON."""
+    from ipyagent import tool
+    from tests.helpers.scripted_server import ScriptedServer, reply_text
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    call = 'I will add them.\n```json\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n```'
+    answer = '```json\n{"name": "final_answer", "arguments": {"answer": "The sum is 5."}}\n```'
+    out = io.StringIO()
+    with ScriptedServer([reply_text(call), reply_text(answer)]) as srv:
+        with Agent(model="m", base_url=srv.base_url, tools=[add], python_tool=False,
+                   file_tools=False, approval="auto", tool_mode="text", verify_answers=False) as agent:
+            result = agent.run("add 2 and 3", on_event=TerminalDisplay(out, colour=False))
+    shown = out.getvalue()
+    assert result.text == "The sum is 5."
+    assert '"name"' not in shown and "```" not in shown, shown
+    lines = [line for line in shown.splitlines() if not line.startswith("[info] Text mode")]
+    assert lines[0] == "I will add them."
+    assert any(line.startswith('  ┌ add({"a": 2, "b": 3})') for line in lines)
+    assert "The sum is 5." in lines and lines[-1].startswith("── ")
+
+
+def test_a_fence_that_is_not_a_call_is_printed_as_it_came() -> None:
+    reply = 'Here is some JSON:\n```json\n{"city": "Lyon"}\n```\nand a block:\n```python\nprint(1)\n```'
+    out = io.StringIO()
+    model = ScriptedModel([text(reply)])
+    with Agent(client=model, python_tool=False, file_tools=False) as agent:
+        agent.run("go", on_event=TerminalDisplay(out, colour=False))
+    assert out.getvalue().startswith(reply)
