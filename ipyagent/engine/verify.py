@@ -4,9 +4,10 @@ A turn with no tool calls is the model's final answer. Before the run ends ``don
 the rules of ``context.evidence`` hold it against what the run's tools returned (an error
 it ignored, an empty, zero or NaN result, a number no output shows, a file it was asked to
 write that nothing wrote). When one finds something, the loop tells the model so, once per
-kind of finding and at most ``MAX_CHECKS`` times a run, as data: a user-role message that says it is ipyagent's automatic check and not the
-person (``meta["check"]`` marks it; chat APIs have no other role a local template accepts
-mid-conversation), and the run goes on for the model to look again. The card and the
+kind of finding and at most ``MAX_CHECKS`` times a run, as data: a user-role message that
+says it is ipyagent's automatic check and not the person (``meta["check"]`` marks it; chat
+APIs have no other role a local template accepts mid-conversation), and the run goes on for
+the model to look again. The card and the
 terminal show one line; the message is in the context, so a save keeps it and a replay
 feeds it back as it was (replay runs with the check off, so it never asks twice).
 
