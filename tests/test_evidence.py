@@ -79,6 +79,14 @@ def test_an_empty_output_counts_only_when_nothing_was_printed() -> None:
     assert suspicious_value("It is 42.", result(""), []).rule == "empty"  # type: ignore[union-attr]
     assert suspicious_value("It is 42.", result(""), ["42"]) is None  # printed by an earlier call
     assert suspicious_value("Written.", result("", changes=[{"path": "a.txt"}]), []) is None
+    # ... unless the task asks for a number back and the answer gives one from no output
+    # (seen at 1.5B: a silent append, then "The file now has 4 lines"; it has 3).
+    count = "Append a line to status.txt. Use Python. Reply with the number of lines the file now has."
+    wrote = result("(no output)", changes=[{"path": "status.txt"}])
+    assert suspicious_value("The file now has 4 lines.", wrote, [], count).rule == "empty"  # type: ignore[union-attr]
+    assert suspicious_value("Done.", wrote, [], count) is None
+    assert suspicious_value("It has 4 lines.", wrote, ["3"], count) is None  # printed before
+    assert suspicious_value("4 lines.", wrote, [], "Append a line to status.txt.") is None
     # what the python tool says when nothing was printed is no output either
     assert suspicious_value("It is 27.0.", result("(no output)"), []).rule == "empty"  # type: ignore[union-attr]
     assert suspicious_value("It is 27.0.", result("(no output)"), ["(no output)"]).rule == "empty"  # type: ignore[union-attr]

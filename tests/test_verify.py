@@ -78,8 +78,8 @@ def test_no_second_nudge_a_model_that_answers_the_same_still_ends() -> None:
 
 
 def test_a_new_finding_after_new_evidence_is_said_once_more_then_no_more() -> None:
-    """Measured at 1.5B: checked for answering without Python, the model appended a line and
-    answered "4 lines" it never counted (the file had 3); the one check was spent."""
+    """Measured at 1.5B: checked for ignoring a failed ``strftime``, the model printed
+    ``total_seconds()`` and answered 7384.0 for H:MM:SS; the one check was spent."""
     agent, model = make([WRONG, text("The total is 1234."), RIGHT, text("The total is 4000."),
                          text("The total is 3,695.")])
     result = agent.run(TASK)

@@ -158,14 +158,23 @@ _LAST_VALUE = re.compile(r"(?:^|[\s:=(\[,])(-?\d+(?:\.\d+)?(?:e[-+]?\d+)?|nan|-?
 _NO_OUTPUT = (NO_OUTPUT, "(no output; exit code 0)")
 
 
-def suspicious_value(answer: str, last: ToolResult, outputs_before: Sequence[str]) -> Finding | None:
+# A task that asks for a count or an amount back: "reply with the number of lines", "how many".
+_ASKS_A_NUMBER = re.compile(r"\b(?:reply|answer|respond)\s+with\s+(?:the\s+)?(?:number|count|"
+                            r"total|sum|amount)\b|\bhow\s+many\b", re.I)
+
+
+def suspicious_value(answer: str, last: ToolResult, outputs_before: Sequence[str],
+                     task: str = "") -> Finding | None:
     """The last output is empty (and nothing was printed before it), or its value is 0, NaN,
-    infinite, None or an empty table."""
+    infinite, None or an empty table. A silent call that wrote a file is no finding, unless
+    the task asks for a number back and the answer gives one (seen at 1.5B: it appended a
+    line without printing anything and answered "The file now has 4 lines"; it has 3)."""
     text = last.output.strip()
     text = "" if text in _NO_OUTPUT else text
     wrote = bool(last.meta.get("changes") or last.meta.get("file"))
     if not text:
-        if wrote or any(o.strip() not in ("", *_NO_OUTPUT) for o in outputs_before) \
+        counted = bool(_ASKS_A_NUMBER.search(task)) and bool(numbers_in(answer))
+        if (wrote and not counted) or any(o.strip() not in ("", *_NO_OUTPUT) for o in outputs_before) \
                 or not answer.strip():
             return None
         return Finding("empty", "the last output was empty",
@@ -515,7 +524,7 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
         found.append(unchanged_files(task, written))
     if found[0] is None:
         found.append(receipt_answer(task, answer, last))
-        found.append(suspicious_value(answer, last, outputs[:-1]))
+        found.append(suspicious_value(answer, last, outputs[:-1], task))
         found.append(unsupported_numbers(answer, outputs, inputs))
     kept = [f for f in found if f is not None and f.rule not in said]
     if not kept:
