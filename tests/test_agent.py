@@ -177,10 +177,28 @@ def test_a_call_not_run_again_is_no_failure_for_the_circuit_breaker():
     agent, _ = make(replies, verify_answers=True, circuit_breaker=3)
     result = agent.run("go")
     assert (result.stop_reason, result.text) == ("done", "fun")
-    # two real failures and one call not run; a third real failure trips it
-    agent, _ = make([*replies[:4], calls(("flaky", {"x": 3})), text("x")], verify_answers=True,
-                    circuit_breaker=3)
+    # one real failure and two calls not run; two more real failures trip it
+    agent, _ = make([*replies[:4], calls(("flaky", {"x": 3})), calls(("flaky", {"x": 4})),
+                     text("x")], verify_answers=True, circuit_breaker=3)
     assert agent.run("go").stop_reason == "circuit_breaker"
+
+
+def test_the_call_not_run_written_yet_again_is_not_run_either():
+    """Seen at 1.5B in a terminal: fail, not run, the same call a third time ran, failed the
+    same way, and the person was asked to approve it again. Written again and again, the
+    same result each time ends the run."""
+    replies = [calls(("flaky", {"x": 1})), text("7"), *[calls(("flaky", {"x": 1}))] * 2,
+               text("it failed")]
+    agent, _ = make(replies, verify_answers=True, circuit_breaker=3)
+    assert agent.run("go").text == "it failed"
+    first, *again = [i for i in agent.context if isinstance(i, ToolResult)]
+    assert "flaky broke on 1" in first.output and len(again) == 2
+    assert all(r.meta["skipped"] == "the same failing call again" and r.meta["repeat_of"] == first.call_id
+               for r in again)
+    assert_valid(agent)
+    looping, _ = make([calls(("flaky", {"x": 1})), text("7"), *[calls(("flaky", {"x": 1}))] * 5,
+                       text("never")], verify_answers=True, circuit_breaker=3, max_steps=10)
+    assert looping.run("go").stop_reason == "circuit_breaker"
 
 
 def test_the_silent_call_made_again_after_a_check_is_not_run():

@@ -697,14 +697,20 @@ def _not_run_again(agent: AgentView, call: ToolCall) -> ToolResult | None:
         if isinstance(item, Reasoning) or (isinstance(item, Message) and (
                 item.role == "assistant" or CHECK_KEY in item.meta or CONTINUE_KEY in item.meta)):
             continue  # a new task from the person is a new run: its calls start afresh
-        if not isinstance(item, ToolResult) or any(
-                item.meta.get(k) for k in ("denied", "skipped", "interrupted", "unreadable")):
+        again = isinstance(item, ToolResult) and item.meta.get("skipped") in NOT_RUN_AGAIN
+        if not isinstance(item, ToolResult) or (not again and any(
+                item.meta.get(k) for k in ("denied", "skipped", "interrupted", "unreadable"))):
             return None
-        silent = (not item.error and item.output.strip() in ("", NO_OUTPUT)
-                  and not item.meta.get("changes") and not item.meta.get("file"))
         made = next((c for c in items[:before] if isinstance(c, ToolCall)
                      and c.id == item.call_id), None)
-        if ((not item.error and not silent) or made is None or not verify_on(agent)
+        if again and made is not None and (made.name, made.arguments) == (call.name, call.arguments):
+            # The call not run, written yet again (seen at 1.5B: then it ran, failed the same
+            # way, and the person was asked to approve it a third time): not run either.
+            return ToolResult(call.id, item.output, error=True, name=call.name, meta={
+                "skipped": item.meta["skipped"], "repeat_of": item.meta.get("repeat_of", made.id)})
+        silent = (not item.error and item.output.strip() in ("", NO_OUTPUT)
+                  and not item.meta.get("changes") and not item.meta.get("file"))
+        if ((not item.error and not silent) or again or made is None or not verify_on(agent)
                 or (made.name, made.arguments) != (call.name, call.arguments)):
             return None
         if silent:
