@@ -187,6 +187,25 @@ def test_a_block_after_a_semicolon_goes_to_a_line_of_its_own() -> None:
         "with open('a') as f: s = f.read()\nwith open('b', 'w') as g: g.write(s)")
 
 
+def test_a_block_after_another_blocks_colon_goes_one_level_deeper() -> None:
+    """Seen at 1.5B: ``for item, quantity in inventory.items(): if quantity == 0: print(item)``,
+    a SyntaxError, then the same call again."""
+    code = "for item, quantity in inventory.items(): if quantity == 0: print(item)"
+    _, (call,) = recover_calls(json.dumps({"name": "python", "arguments": {"code": code}}), ["python"])
+    assert call.arguments["code"] == ("for item, quantity in inventory.items():\n"
+                                      "    if quantity == 0: print(item)")
+    assert call.meta[REPAIRED] == "a block statement after another block's ':' moved to a line of its own"
+    assert blocks_after_semicolons_repaired("if x: print(1)\nelse: if y: print(2)") == (
+        "if x: print(1)\nelse:\n    if y: print(2)")
+    both = "import json; for k, v in d.items(): if v: print(k)"
+    kinds: set[str] = set()
+    assert blocks_after_semicolons_repaired(both, kinds=kinds) == (
+        "import json\nfor k, v in d.items():\n    if v: print(k)") and kinds == {";", ":"}
+    # A colon inside brackets (a dict, a slice) or a lambda's is no block's.
+    assert blocks_after_semicolons_repaired("x = {'if': 1}; print(x[1:2])") is None
+    assert blocks_after_semicolons_repaired("f = lambda v: v if v else 0") is None
+
+
 def test_both_repairs_in_one_call() -> None:
     """The edit-config call of issue 33 at 1.5B: a '\\n' read as a line break, then a block."""
     code = "x = 1; s = 'a\n'; with open('f') as f: pass"
