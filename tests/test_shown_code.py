@@ -23,9 +23,9 @@ SHOWN = (f"To do this, we add them and double the sum:\n\n```python\n{CODE}\n```
 
 
 @pytest.fixture(scope="module")
-def agent():
-    with Agent(model="m", approval="auto", file_tools=False, max_retries=0,
-               tool_mode="text") as agent:
+def agent(tmp_path_factory: pytest.TempPathFactory):
+    with Agent(model="m", approval="auto", file_tools=False, max_retries=0, tool_mode="text",
+               cwd=str(tmp_path_factory.mktemp("shown"))) as agent:
         yield agent
 
 
