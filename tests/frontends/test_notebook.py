@@ -379,3 +379,25 @@ def test_a_call_written_as_text_is_redrawn_as_read(published: list[dict[str, Any
     # Each stream's last drawing is what was read: no call's JSON is left on the card.
     assert '"name"' not in answers[answers.index("I will add them.")] and '"name"' not in answers[-1]
     assert live(published) == []
+
+
+def test_an_answer_read_from_a_written_call_is_drawn_as_inert_text(published: list[dict[str, Any]]) -> None:
+    """The redraw goes through the same Markdown as streamed text: no script, no handler."""
+    import json
+
+    from ipyagent import tool
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    hostile = "5 <script>window.__pwned=1</script><img src=x onerror=alert(1)>\u202eevil\x1b[2J"
+    model = ScriptedModel([text("```json\n" + json.dumps(
+        {"name": "final_answer", "arguments": {"answer": hostile}}) + "\n```")])
+    agent = Agent(client=model, tools=[add], python_tool=False, file_tools=False,
+                  tool_mode="text", verify_answers=False)
+    run(agent, "add 2 and 3")
+    answers = [o["data"] for o in published if "text/markdown" in o["data"]]
+    assert answers[-1]["text/plain"] == hostile
+    assert bundle_problems(answers[-1]) == [] and live(published) == []

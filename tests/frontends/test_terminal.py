@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 from typing import Any
 
@@ -294,3 +295,29 @@ def test_a_fence_that_is_not_a_call_is_printed_as_it_came() -> None:
     with Agent(client=model, python_tool=False, file_tools=False) as agent:
         agent.run("go", on_event=TerminalDisplay(out, colour=False))
     assert out.getvalue().startswith(reply)
+
+
+def test_held_and_read_text_reaches_the_terminal_made_visible() -> None:
+    """What a held line turns into (the answer as read, or the held text released) goes out
+    the same way as streamed text: no control, bidi or escape is obeyed."""
+    from ipyagent import tool
+    from tests.helpers.scripted_server import ScriptedServer, reply_text
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    answer = json.dumps({"name": "final_answer", "arguments": {
+        "answer": "5\x1b[2J<script>alert(1)</script>\u202eevil"}})
+    released = "Data:\n{not a call\x1b]0;title\x07 \u2066x}\n"
+    out = io.StringIO()
+    with ScriptedServer([reply_text(f"```json\n{answer}\n```"), reply_text(released)]) as srv:
+        with Agent(model="m", base_url=srv.base_url, tools=[add], python_tool=False,
+                   file_tools=False, approval="auto", tool_mode="text", verify_answers=False) as agent:
+            agent.run("add 2 and 3", on_event=TerminalDisplay(out, colour=False))
+            agent.run("show it", on_event=TerminalDisplay(out, colour=False))
+    shown = out.getvalue()
+    assert harmless(shown), repr(shown)
+    assert "5␛[2J<script>alert(1)</script>⟨U+202E⟩evil" in shown
+    assert "{not a call␛]0;title␇ ⟨U+2066⟩x}" in shown
