@@ -8,7 +8,7 @@ import pytest
 
 from ipyagent.models.written_calls import (
     REPAIRED,
-    blocks_after_semicolons_repaired,
+    blocks_on_one_line_repaired,
     canonical_call,
     find_written_calls,
     flat_answer,
@@ -179,10 +179,10 @@ def test_a_block_after_a_semicolon_goes_to_a_line_of_its_own() -> None:
                                       "print(len(re.findall(r'ERROR', f.read())))")
     assert call.meta[REPAIRED] == "a block statement after ';' moved to a line of its own"
     # two blocks one after the other, at the line's own indentation
-    assert blocks_after_semicolons_repaired(
+    assert blocks_on_one_line_repaired(
         "def f():\n    x = 1; for i in range(3): print(i)\nf()") == (
         "def f():\n    x = 1\n    for i in range(3): print(i)\nf()")
-    assert blocks_after_semicolons_repaired(
+    assert blocks_on_one_line_repaired(
         "with open('a') as f: s = f.read(); with open('b', 'w') as g: g.write(s)") == (
         "with open('a') as f: s = f.read()\nwith open('b', 'w') as g: g.write(s)")
 
@@ -195,15 +195,15 @@ def test_a_block_after_another_blocks_colon_goes_one_level_deeper() -> None:
     assert call.arguments["code"] == ("for item, quantity in inventory.items():\n"
                                       "    if quantity == 0: print(item)")
     assert call.meta[REPAIRED] == "a block statement after another block's ':' moved to a line of its own"
-    assert blocks_after_semicolons_repaired("if x: print(1)\nelse: if y: print(2)") == (
+    assert blocks_on_one_line_repaired("if x: print(1)\nelse: if y: print(2)") == (
         "if x: print(1)\nelse:\n    if y: print(2)")
     both = "import json; for k, v in d.items(): if v: print(k)"
     kinds: set[str] = set()
-    assert blocks_after_semicolons_repaired(both, kinds=kinds) == (
+    assert blocks_on_one_line_repaired(both, kinds=kinds) == (
         "import json\nfor k, v in d.items():\n    if v: print(k)") and kinds == {";", ":"}
     # A colon inside brackets (a dict, a slice) or a lambda's is no block's.
-    assert blocks_after_semicolons_repaired("x = {'if': 1}; print(x[1:2])") is None
-    assert blocks_after_semicolons_repaired("f = lambda v: v if v else 0") is None
+    assert blocks_on_one_line_repaired("x = {'if': 1}; print(x[1:2])") is None
+    assert blocks_on_one_line_repaired("f = lambda v: v if v else 0") is None
 
 
 def test_both_repairs_in_one_call() -> None:
@@ -223,7 +223,7 @@ def test_both_repairs_in_one_call() -> None:
     "x = 1; with open('f') as f: y = (",  # split, it still does not compile: left as written
 ])
 def test_a_semicolon_this_cannot_help_is_left_alone(code: str) -> None:
-    assert blocks_after_semicolons_repaired(code) is None
+    assert blocks_on_one_line_repaired(code) is None
 
 
 def test_two_broken_strings_and_other_tools_untouched() -> None:

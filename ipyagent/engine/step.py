@@ -458,9 +458,10 @@ def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
     agent, step = run.agent, run.step
     written, native_calls = turn.text, bool(turn.tool_calls)
     if not turn.tool_calls and turn.text:
-        _recover_written_calls(run, turn)
-    if not turn.tool_calls and turn.text:
-        _run_shown_code(run, turn)
+        offered = _offered_names(run)
+        _recover_written_calls(run, turn, offered)
+        if not turn.tool_calls and turn.text:
+            _run_shown_code(run, turn, offered)
     if turn.text != written:  # a display that streamed the reply shows it as read
         run.emit(ReplyRead(turn.text))
     cut = _cut_scaffolding(run, turn)
@@ -543,10 +544,9 @@ def _offered_names(run: StepRun) -> list[str]:
     return [t.name for t in tools]
 
 
-def _recover_written_calls(run: StepRun, turn: Turn) -> None:
+def _recover_written_calls(run: StepRun, turn: Turn, offered: list[str]) -> None:
     """Calls of offered tools the model wrote in its reply become the turn's calls (marked
     ``meta["from_text"]``; run like any other, after approval); the text around stays."""
-    offered = _offered_names(run)
     text_wire = run.wire == "text" and bool(offered)
     around, calls = recover_calls(turn.text, offered + ([FINAL_ANSWER] if text_wire else []),
                                   run.profile.profile.syntax.shape)
@@ -573,10 +573,10 @@ def _recover_written_calls(run: StepRun, turn: Turn) -> None:
                            "tool calling", resend=False)
 
 
-def _run_shown_code(run: StepRun, turn: Turn) -> None:
+def _run_shown_code(run: StepRun, turn: Turn, offered: list[str]) -> None:
     """A reply that shows the Python the task asks to run, instead of calling the tool: its
     block becomes the turn's call (``engine/verify.shown_code_call``)."""
-    shown = shown_code_call(run.agent, turn.text, _offered_names(run))
+    shown = shown_code_call(run.agent, turn.text, offered)
     if shown is None:
         return
     turn.text, call = shown

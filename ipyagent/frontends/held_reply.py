@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import re
 
+from ..models.written_calls import CALL_FENCES, CALL_STARTS
+
 __all__ = ["HeldReply"]
 
-# How a written call starts a line (``models.written_calls`` reads them).
-_STARTS = ("<tool_call>", "<function_call>", "<|python_tag|>", "<function=", "[TOOL_CALLS]",
-           "<|tool_call|>", "{", "functions.")
 _FENCE = "```"
-_CALL_FENCES = {"", "json", "json5", "tool_call", "tool_code", "tool", "function_call"}
 
 
 def _kind(line: str) -> str:
@@ -29,10 +27,10 @@ def _kind(line: str) -> str:
         if "\n" not in text:
             return "maybe"  # the fence's language is not known yet
         words = text[len(_FENCE):text.index("\n")].split()
-        return "call" if (words[0].lower() if words else "") in _CALL_FENCES else "text"
-    if text.startswith(_STARTS):
+        return "call" if (words[0].lower() if words else "") in CALL_FENCES else "text"
+    if text.startswith(CALL_STARTS):
         return "call"
-    if "\n" not in text and any(start.startswith(text) for start in (*_STARTS, _FENCE)):
+    if "\n" not in text and any(start.startswith(text) for start in (*CALL_STARTS, _FENCE)):
         return "maybe"
     return "text"
 

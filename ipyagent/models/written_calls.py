@@ -28,8 +28,8 @@ from ..context.items import ToolCall, new_call_id
 from .lenient_json import LenientJSONError, loads, parse_prefix
 
 __all__ = ["WrittenCall", "SHAPES", "find_written_calls", "recover_calls", "how_to_call", "canonical_call",
-           "flat_answer", "shown_code",
-           "line_breaks_in_strings_repaired", "blocks_after_semicolons_repaired", "FROM_TEXT", "PROBLEM", "REPAIRED"]
+           "flat_answer", "shown_code", "CALL_FENCES", "CALL_STARTS",
+           "line_breaks_in_strings_repaired", "blocks_on_one_line_repaired", "FROM_TEXT", "PROBLEM", "REPAIRED"]
 
 FROM_TEXT = "from_text"  # ToolCall.meta key: the call was recovered from the reply's text
 REPAIRED = "repaired"  # ToolCall.meta key: what ipyagent changed in the written code, and why
@@ -44,7 +44,10 @@ _FENCE = re.compile(r"```[ \t]*([\w-]*)[^\n]*\n(.*?)(?:```|$)", re.S)
 _FUNCTIONS_DOT = re.compile(r"\bfunctions\.([\w-]+)(?:\s*:\s*|\s*(?=\{))")
 _NAME = re.compile(r"""["']?name["']?\s*:\s*["']([^"'\n]+)["']""")
 # Fences whose language says "this is a call" (or says nothing); other languages are code.
-_CALL_FENCES = {"", "json", "json5", "tool_call", "tool_code", "tool", "function_call"}
+CALL_FENCES = frozenset({"", "json", "json5", "tool_call", "tool_code", "tool", "function_call"})
+# How a written call (other than in a fence) starts: the tags and forms ``SHAPES`` reads.
+CALL_STARTS = ("<tool_call>", "<function_call>", "<|python_tag|>", "<function=", "[TOOL_CALLS]",
+               "<|tool_call|>", "{", "functions.")
 
 
 @dataclass
@@ -133,7 +136,7 @@ def _find(text: str, tools: set[str], first: str | None = None) -> tuple[str, li
             if not free(m.start(), m.end()):
                 continue
             language = m.group(1).lower()
-            if language in _CALL_FENCES:
+            if language in CALL_FENCES:
                 take(m.start(), m.end(), _calls_in(m.group(2), tools, tagged=language.startswith("tool")))
             else:
                 taken.append((m.start(), m.end()))  # code shown, not called: never looked into
@@ -183,7 +186,7 @@ def recover_calls(text: str, offered: Iterable[str],
                 code = repaired
                 why.append("line breaks inside a string literal written as \\n")
             kinds: set[str] = set()
-            repaired = blocks_after_semicolons_repaired(code, kinds=kinds)
+            repaired = blocks_on_one_line_repaired(code, kinds=kinds)
             if repaired is not None:
                 code = repaired
                 after = " or ".join(w for k, w in ((";", "';'"), (":", "another block's ':'"))
@@ -231,7 +234,7 @@ def line_breaks_in_strings_repaired(code: str, limit: int = 20) -> str | None:
 _BLOCKS = frozenset({"with", "for", "if", "while", "try", "def", "class", "async"})
 
 
-def blocks_after_semicolons_repaired(code: str, limit: int = 20,
+def blocks_on_one_line_repaired(code: str, limit: int = 20,
                                      kinds: set[str] | None = None) -> str | None:
     """``code`` with each block statement that follows ``;`` on one line moved to a line of
     its own, at that line's indentation, and each that follows another block's ``:`` (``for
@@ -258,7 +261,7 @@ def blocks_after_semicolons_repaired(code: str, limit: int = 20,
     lines = code.split("\n")
     moved: set[str] = set()
     for _ in range(limit):
-        spot = _block_after_semicolon(lines)
+        spot = _block_on_one_line(lines)
         if spot is None:
             return None
         row, cut, block, nested = spot
@@ -278,7 +281,7 @@ def blocks_after_semicolons_repaired(code: str, limit: int = 20,
     return None
 
 
-def _block_after_semicolon(lines: list[str]) -> tuple[int, int, int, bool] | None:
+def _block_on_one_line(lines: list[str]) -> tuple[int, int, int, bool] | None:
     """(line index, column of the ';' or ':', column of the keyword, whether it follows a
     ':') of the first ``; with``- or ``: if``-like spot outside brackets and strings; None
     when there is none (or the code cannot be tokenized)."""
