@@ -20,7 +20,7 @@ __all__ = ["Finding", "findings", "run_items", "empty_answer", "error_ignored", 
            "suspicious_value",
            "unsupported_numbers", "unchanged_files", "single_look", "own_constants", "numbers_in",
            "places_asked", "wrong_places", "form_asked", "wrong_form", "receipt_answer",
-           "files_to_write", "asks_to_run_code", "code_ran_cleanly", "CHECK_KEY", "CONTINUE_KEY", "ASKS_FOR_A_CALL"]
+           "files_to_write", "asks_to_run_code", "code_ran_cleanly", "person_denied", "CHECK_KEY", "CONTINUE_KEY", "ASKS_FOR_A_CALL"]
 
 CHECK_KEY = "check"  # meta key of the message that carries the check to the model
 # The rules whose ask is to run something again: where calls go under a grammar, the reply
@@ -128,6 +128,11 @@ _ASKS_TO_SEE = re.compile(r"\b(?:write|show|give|draft|explain)\b[^.?!\n]{0,40}\
 def asks_to_run_code(task: str) -> bool:
     """The task asks for something computed by running Python, not for code to read."""
     return bool(_ASKS_TO_RUN.search(task)) and not _ASKS_TO_SEE.search(task)
+
+
+def person_denied(items: Iterable[Item]) -> bool:
+    """The person denied a call among ``items``: their say, not the model's guess."""
+    return any(isinstance(i, ToolResult) and i.meta.get("denied") for i in items)
 
 
 def code_ran_cleanly(items: Iterable[Item]) -> bool:
@@ -502,9 +507,8 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
     if said_nothing and said_nothing.rule not in said:
         return [said_nothing]
     if not results:
-        # A call the person denied is their say, not the model's guess: no asking it to run.
-        denied = any(isinstance(i, ToolResult) and i.meta.get("denied") for i in items_now)
-        asked = no_call_ran(task, answer) if can_run and not denied else None
+        # A call the person denied: no asking the model to run one.
+        asked = no_call_ran(task, answer) if can_run and not person_denied(items_now) else None
         return [asked] if asked and asked.rule not in said else []
     last = results[-1]
     assert isinstance(last, ToolResult)

@@ -1,4 +1,4 @@
-"""Look before answering: when the run's evidence contradicts the final answer, ask once more.
+"""Look before answering: when the run's evidence contradicts the final answer, ask again.
 
 A turn with no tool calls is the model's final answer. Before the run ends ``done`` on it,
 the rules of ``context.evidence`` hold it against what the run's tools returned (an error
@@ -7,9 +7,8 @@ write that nothing wrote). When one finds something, the loop tells the model so
 kind of finding and at most ``MAX_CHECKS`` times a run, as data: a user-role message that
 says it is ipyagent's automatic check and not the person (``meta["check"]`` marks it; chat
 APIs have no other role a local template accepts mid-conversation), and the run goes on for
-the model to look again. The card and the
-terminal show one line; the message is in the context, so a save keeps it and a replay
-feeds it back as it was (replay runs with the check off, so it never asks twice).
+the model to look again. The card and the terminal show one line; the message is in the
+context, so a save keeps it and a replay feeds it back as it was (replay runs with the check off, so it never asks twice).
 
 On by default for small or local models (``Agent.verify_answers = "auto"``): a loopback or
 private-network endpoint, or a model id that names a size up to 8B; off for others.
@@ -27,6 +26,7 @@ from ..context.evidence import (
     asks_to_run_code,
     code_ran_cleanly,
     findings,
+    person_denied,
     run_items,
 )
 from ..context.items import Item, Message, ToolCall, ToolResult, new_call_id
@@ -116,7 +116,7 @@ def shown_code_call(agent: AgentView, text: str, offered: list[str]) -> tuple[st
     task, this_run = run_items(list(agent.context))
     if not asks_to_run_code(task) or code_ran_cleanly(this_run):
         return None
-    if any(isinstance(i, ToolResult) and i.meta.get("denied") for i in this_run):
+    if person_denied(this_run):
         return None  # the person said no to a call: code they are shown is theirs to run
     shown = shown_code(text)
     if shown is None:
