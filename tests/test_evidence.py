@@ -13,8 +13,10 @@ from ipyagent.context.evidence import (
     findings,
     form_asked,
     last_call_failed,
+    listed_items,
     no_call_ran,
     numbers_in,
+    order_asked,
     own_constants,
     places_asked,
     receipt_answer,
@@ -24,6 +26,7 @@ from ipyagent.context.evidence import (
     unchanged_files,
     unsupported_numbers,
     wrong_form,
+    wrong_order,
     wrong_places,
 )
 from ipyagent.context.items import Message, ToolCall, ToolResult
@@ -393,3 +396,59 @@ def test_the_form_rule_does_not_read_a_file_name_or_a_pair_of_words_as_a_form(ta
 
 def test_a_duration_over_99_hours_is_written_in_h_mm_ss() -> None:
     assert wrong_form("Give the total runtime in H:MM:SS.", "The total runtime is 123:45:06.") is None
+
+
+# -- the order the task asked for -----------------------------------------------------------
+ZERO = ("inventory.json maps item names to quantities. Use Python to find the items with a "
+        "quantity of zero and reply with their names in alphabetical order, separated by commas.")
+
+
+@pytest.mark.parametrize("task, order", [
+    (ZERO, "alphabetical"),
+    ("List the files alphabetically.", "alphabetical"),
+    ("Reply with the names in reverse alphabetical order.", "reverse alphabetical"),
+    ("Give the scores in descending order.", "descending"),
+    ("List the sizes from smallest to largest.", "ascending"),
+    ("List the sizes from the highest to the lowest.", "descending"),
+    ("Sort the names.", None),  # sorted how: the answer alone cannot tell
+    ("Alphabetically first, then by size in descending order.", None),  # two orders
+])
+def test_the_order_a_task_asks_for(task: str, order: str | None) -> None:
+    assert order_asked(task) == order
+
+
+@pytest.mark.parametrize("answer, items", [
+    ("tape, glue, ink", ["tape", "glue", "ink"]),
+    ("The items with zero quantity are tape, glue and ink.", ["tape", "glue", "ink"]),
+    ("Items: `glue`, `ink`, and `tape`.", ["glue", "ink", "tape"]),
+    ("- tape\n- glue\n- ink", ["tape", "glue", "ink"]),
+    ("1. tape\n2. glue", ["tape", "glue"]),
+    ("glue", []),
+    ("I looked at the file, and then I counted every line of it twice, to be sure of it.", []),
+    ("tape, glue\nink, pens", []),  # two lists: which one
+])
+def test_the_list_an_answer_gives(answer: str, items: list[str]) -> None:
+    assert listed_items(answer) == items
+
+
+def test_a_list_out_of_the_order_asked_is_found() -> None:
+    """Seen at 1.5B: "in alphabetical order", a loop printed tape, glue, ink in the file's
+    order, and the answer was "tape, glue, ink"."""
+    found = wrong_order(ZERO, "tape, glue, ink")
+    assert found is not None and found.rule == "order" and found.rule in ASKS_FOR_A_CALL
+    assert "your answer lists tape, glue, ink, which is not in that order" in found.ask
+    assert "sorted(…)" in found.ask
+    for fine in ["glue, ink, tape", "Glue, ink, Tape.", "glue", "There are none."]:
+        assert wrong_order(ZERO, fine) is None, fine
+    down = "Give the scores in descending order."
+    assert wrong_order(down, "3, 10, 2") is not None and wrong_order(down, "10, 3, 2") is None
+    assert "reverse=True" in wrong_order(down, "3, 10, 2").ask  # type: ignore[union-attr]
+    assert wrong_order("Name the cities from smallest to largest.", "Paris, Lyon") is None  # by size
+    assert wrong_order("Sort the names.", "b, a") is None
+    # Through ``findings``: after the rules that look at the evidence.
+    items = [Message("user", ZERO), ToolCall("c1", "python", {"code": "print(...)"}),
+             result("tape\nglue\nink")]
+    assert [f.rule for f in findings(items, "tape, glue, ink")] == ["order"]
+    assert findings(items, "glue, ink, tape") == []
+    assert [f.rule for f in findings([*items[:2], result(KEYERROR, error=True)],
+                                     "tape, glue, ink")] == ["error_ignored"]

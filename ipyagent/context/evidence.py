@@ -19,7 +19,8 @@ from .items import NO_OUTPUT, Item, Message, ToolCall, ToolResult
 __all__ = ["Finding", "findings", "run_items", "empty_answer", "error_ignored", "last_call_failed", "no_call_ran",
            "suspicious_value",
            "unsupported_numbers", "unchanged_files", "single_look", "own_constants", "numbers_in",
-           "places_asked", "wrong_places", "form_asked", "wrong_form", "receipt_answer",
+           "places_asked", "wrong_places", "form_asked", "wrong_form", "order_asked", "listed_items",
+           "wrong_order", "receipt_answer",
            "files_to_write", "asks_to_run_code", "code_ran_cleanly", "person_denied", "CHECK_KEY", "CONTINUE_KEY", "ASKS_FOR_A_CALL"]
 
 CHECK_KEY = "check"  # meta key of the message that carries the check to the model
@@ -28,7 +29,7 @@ CHECK_KEY = "check"  # meta key of the message that carries the check to the mod
 # answer, explained how to fix its SyntaxError, or showed a ```python block, without running
 # anything). It can still say the call failed in the answer after that call's result.
 ASKS_FOR_A_CALL = ("no_call", "units", "zero", "nan", "empty", "unsupported_number",
-                   "error_ignored", "last_call_failed", "decimals", "receipt", "form")
+                   "error_ignored", "last_call_failed", "decimals", "receipt", "form", "order")
 CONTINUE_KEY = "continue"  # meta key of ipyagent's "go on" after a reply cut at the limit
 
 
@@ -37,7 +38,7 @@ class Finding:
     """One thing the evidence says against the answer."""
 
     rule: str  # empty_answer | error_ignored | last_call_failed | no_call | empty | zero | nan |
-    #            unsupported_number | file_unchanged | units | decimals | receipt | form
+    #            unsupported_number | file_unchanged | units | decimals | receipt | form | order
     said: str  # for the person: "the last output was a traceback"
     ask: str  # for the model: what to look at again
 
@@ -491,6 +492,83 @@ def wrong_form(task: str, answer: str) -> Finding | None:
                    "it, then answer with what it prints.")
 
 
+# -- the order the task asked for -----------------------------------------------------------
+_ORDER = re.compile(
+    r"\b(?:(?P<reverse>reverse(?:d)?\s+)?alphabetical(?:ly)?(?:\s+order)?"
+    r"|(?P<up>ascending|increasing)\s+order|(?P<down>descending|decreasing)\s+order"
+    r"|from\s+(?:the\s+)?(?:smallest|lowest|least|fewest)\s+to\s+(?:the\s+)?(?:largest|highest|most|greatest)"
+    r"|(?P<down2>from\s+(?:the\s+)?(?:largest|highest|most|greatest)\s+to\s+(?:the\s+)?(?:smallest|lowest|least|fewest)))",
+    re.I)
+_LIST_LINE = re.compile(r"^[ \t]*(?:[-*•]|\d{1,3}[.)])[ \t]+(\S.*)$", re.M)
+_LEAD = re.compile(r"^.*(?::|\b(?:are|is|were|was)\b)\s+", re.I)  # "The items are tape" -> "tape"
+
+
+def order_asked(task: str) -> str | None:
+    """The order the task asks its list in: "alphabetical", "reverse alphabetical",
+    "ascending", "descending"; None for none, or two different ones."""
+    asked = set()
+    for m in _ORDER.finditer(task):
+        word = m.group(0).lower()
+        asked.add(("reverse alphabetical" if m.group("reverse") else "alphabetical")
+                  if "alphabetical" in word else
+                  "descending" if m.group("down") or m.group("down2") else "ascending")
+    return asked.pop() if len(asked) == 1 else None
+
+
+def listed_items(answer: str) -> list[str]:
+    """The items of the one list an answer gives ("tape, glue and ink", or one per line
+    under "-", "*" or "1."), as written; [] when it gives none, or it cannot tell."""
+    text = _FENCED.sub("", answer)
+    bullets = _LIST_LINE.findall(text)
+    if len(bullets) >= 2:
+        items = bullets
+    else:
+        lines = [line for line in text.splitlines() if "," in line]
+        if len(lines) != 1:
+            return []
+        items = re.split(r"\s*,\s*(?:and\s+|or\s+)?", lines[0].strip())
+        items[-1:] = re.split(r"\s+(?:and|or)\s+", items[-1]) if items else []
+        items[0] = _LEAD.sub("", items[0])
+        items[-1] = items[-1].rstrip(".!")
+    items = [i.strip().strip("`'\"*_").strip() for i in items]
+    if len(items) < 2 or any(not i or len(i.split()) > 4 or len(i) > 60 for i in items):
+        return []  # a sentence with commas in it, not a list
+    return items
+
+
+def _as_number(text: str) -> float | None:
+    try:
+        return float(_plain_number(text))
+    except ValueError:
+        return None
+
+
+def wrong_order(task: str, answer: str) -> Finding | None:
+    """The task asks for a list in an order and the list in the answer is not in it (seen at
+    1.5B: "in alphabetical order" answered "tape, glue, ink", as the loop printed them)."""
+    order = order_asked(task)
+    items = listed_items(answer) if order else []
+    if not order or not items:
+        return None
+    if order.endswith("alphabetical"):
+        keys: list[object] = [i.casefold() for i in items]
+    else:
+        numbers = [_as_number(i) for i in items]
+        if any(n is None for n in numbers):
+            return None  # names in an order of their values: the answer alone cannot tell
+        keys = list(numbers)
+    down = order in ("descending", "reverse alphabetical")
+    if keys == sorted(keys, reverse=down):  # type: ignore[type-var]
+        return None
+    shown = ", ".join(items)
+    shown = shown if len(shown) <= 80 else shown[:79] + "…"
+    how = "sorted(…, reverse=True)" if down else "sorted(…)"
+    return Finding("order", f"the task asks for {order} order; the answer's list is not in it",
+                   f"The task asks for the list in {order} order, and your answer lists {shown}, "
+                   f"which is not in that order. Sort it with the python tool ({how}) and print "
+                   "it, then answer with what it prints.")
+
+
 # -- all of them -----------------------------------------------------------------------------
 def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
              can_run: bool = False, said: frozenset[str] = frozenset()) -> list[Finding]:
@@ -534,7 +612,8 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
     if not kept:
         code = " ".join(_code(c) for c in items_now if isinstance(c, ToolCall))
         single = [f for f in (single_look(answer, len(results), own_constants(code, [task])),
-                              wrong_places(task, answer), wrong_form(task, answer))
+                              wrong_places(task, answer), wrong_form(task, answer),
+                              wrong_order(task, answer))
                   if f is not None and f.rule not in said]
         kept = single[:1]
     return kept

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 __all__ = ["Change", "ChangeSet", "Stage", "canonical", "code_risk", "probe_overlay", "STAGE_EXEC",
-           "APPLY_MODES", "UndoReport"]
+           "APPLY_MODES", "UndoReport", "text_lines"]
 
 STAGE_EXEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_stage_exec.py")
 APPLY_MODES = ("ask", "data", "never")
@@ -61,6 +61,7 @@ class Change:
     status: Status = "pending"
     mode: int | None = None  # permission bits as listed (the apply writes these, not later ones)
     problem: str | None = None  # why the last apply could not make it (it stays pending)
+    lines: int | None = None  # of a staged text file read whole (the model's note says it)
 
     @property
     def full(self) -> str:
@@ -78,7 +79,7 @@ class Change:
     def as_dict(self) -> dict[str, Any]:
         """For a result's meta and the transcript (plain JSON)."""
         out: dict[str, Any] = {"path": self.path, "kind": self.kind, "status": self.status}
-        for key in ("size", "sha256", "risk", "diff", "link", "problem"):
+        for key in ("size", "sha256", "risk", "diff", "link", "problem", "lines"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -405,12 +406,18 @@ _DIFF_SECONDS = 2.0  # of diffing per scan; later changes of that scan are liste
 _HUNK = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
 
 
+def text_lines(text: str) -> list[str]:
+    """Lines with their ends, broken where a file's lines break (``\\n``, ``\\r\\n``, ``\\r``;
+    not at a form feed or U+2028, as ``str.splitlines`` would): the numbers are an editor's."""
+    return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z", text)
+
+
 def _diff(before: bytes | None, after: bytes | None, rel: str) -> str | None:
     if after is None and before is None:
         return None
     try:
-        old = (before or b"").decode("utf-8").splitlines(keepends=True)
-        new = (after or b"").decode("utf-8").splitlines(keepends=True)
+        old = text_lines((before or b"").decode("utf-8"))
+        new = text_lines((after or b"").decode("utf-8"))
     except UnicodeDecodeError:
         return None  # binary: its size and sha256 say enough
     # Only the changed middle goes to difflib (linear trims first): a rewrite of 40,000
@@ -437,6 +444,18 @@ def _diff(before: bytes | None, after: bytes | None, rel: str) -> str | None:
         half = _DIFF_LINES // 2
         lines = lines[:half] + [f"... {len(lines) - _DIFF_LINES} more diff lines ...\n"] + lines[-half:]
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines) or None
+
+
+def _line_count(data: bytes | None) -> int | None:
+    """Lines of a text file as ``open(…).readlines()`` counts them ("a\\nb\\n" and "a\\nb":
+    2); None for a file not read whole or not UTF-8 text."""
+    if data is None:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return len(text_lines(text))
 
 
 class _Layer:
@@ -623,7 +642,7 @@ class Stage:
                       risk=code_risk(rel, layer.root, executable=bool(fst.st_mode & 0o111),
                                      existed=existed),
                       diff=_diff(before, after, rel) if after is not None and
-                      time.monotonic() < self._diff_until else None)
+                      time.monotonic() < self._diff_until else None, lines=_line_count(after))
 
     def pending(self) -> list[Change]:
         """Every change not applied, discarded or undone yet."""

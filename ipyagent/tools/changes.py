@@ -9,13 +9,14 @@ ipyagent's own state (``.ipyagent/``) is never applied from the sandbox, whoever
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .._util.text import visible_name
 from ..context.items import ToolResult
-from ..kernel.staging import Change, Stage, canonical
+from ..kernel.staging import Change, Stage, canonical, text_lines
 
 __all__ = ["ChangeRequest", "settle_changes", "never_applied", "model_note"]
 
@@ -61,27 +62,120 @@ def _named(group: Sequence[Change], say: Any) -> str:
     return shown + (f", and {more} more (%agent changes lists them)" if more > 0 else "")
 
 
+NOTE_DETAILED = 3  # files whose changed lines the model's note quotes
+NOTE_LINES = 4  # changed lines quoted per file
+NOTE_LINE_CHARS = 60  # of each quoted line
+
+
+def _quoted(line: str) -> str:
+    """A line of the file as the note quotes it: short, and as a Python literal (its quotes
+    and escapes keep what the file says apart from ipyagent's words; control and bidi
+    characters show escaped)."""
+    line = line.rstrip("\r\n")
+    if len(line) > NOTE_LINE_CHARS:
+        line = line[:NOTE_LINE_CHARS - 1] + "…"
+    return repr(line)
+
+
+def changed_lines(diff: str) -> tuple[list[str], int]:
+    """What a unified diff (``Change.diff``) did, line by line as a reader says it ("line 6
+    was '[data]', now 'threshold = 0.75'", "line 3 added: 'done = true'"): the first
+    ``NOTE_LINES`` and how many more lines changed (-1: more, a folded diff does not say
+    how many)."""
+    said: list[str] = []
+    more = 0
+    folded = False
+    old_no = new_no = 0
+    removed: list[tuple[int, str]] = []
+    added: list[tuple[int, str]] = []
+
+    def flush() -> None:
+        nonlocal more
+        pairs = min(len(removed), len(added))
+        words = [f"line {n} was {_quoted(a)}, now {_quoted(b)}"
+                 if a.rstrip("\r\n") != b.rstrip("\r\n") else f"line {n}: its line ending changed"
+                 for (_, a), (n, b) in zip(removed[:pairs], added[:pairs])]
+        words += [f"line {n} removed: {_quoted(a)}" for n, a in removed[pairs:]]
+        words += [f"line {n} added: {_quoted(b)}" for n, b in added[pairs:]]
+        room = max(0, NOTE_LINES - len(said))
+        said.extend(words[:room])
+        more += len(words) - len(words[:room])
+        removed.clear()
+        added.clear()
+
+    in_hunk = False
+    for line in text_lines(diff):
+        hunk = re.match(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@", line)
+        if hunk:
+            flush()
+            in_hunk = True
+            old_no, new_no = int(hunk[1]), int(hunk[2])
+            # A hunk of an empty side starts at 0 ("@@ -0,0 +1,3 @@").
+            old_no, new_no = max(old_no, 1), max(new_no, 1)
+        elif not in_hunk:
+            continue  # the ---/+++ header
+        elif line.startswith("-"):
+            removed.append((old_no, line[1:]))
+            old_no += 1
+        elif line.startswith("+"):
+            added.append((new_no, line[1:]))
+            new_no += 1
+        elif line.startswith(" "):
+            flush()
+            old_no += 1
+            new_no += 1
+        elif line.startswith("..."):  # folded (``staging._DIFF_LINES``): the rest not known
+            flush()
+            in_hunk, folded = False, True
+        # "\ No newline at end of file" and anything else: nothing to say
+    flush()
+    return said, -1 if folded and said else more
+
+
+def _detail(change: Change, quote: bool) -> str:
+    """``(modified, now 7 lines: line 6 was '[data]', now 'threshold = 0.75')``.
+
+    Measured at 1.5B (issue 33): told only "settings.ini (modified)", the model answered for
+    an edit that had overwritten the wrong line, and counted 4 lines in a file of 3."""
+    words: str = change.kind
+    if change.lines is not None and change.kind != "deleted":
+        lines = f"{change.lines} line{'s' if change.lines != 1 else ''}"
+        words += f", now {lines}" if change.kind == "modified" else f", {lines}"
+    if quote and change.kind == "modified" and change.diff:
+        said, more = changed_lines(change.diff)
+        if said:
+            rest = "; and more changed lines" if more < 0 else (
+                f"; and {more} more changed line{'s' if more != 1 else ''}" if more else "")
+            words += ": " + "; ".join(said) + rest
+    return f"({words})"
+
+
 def model_note(changes: Sequence[Change]) -> str:
     """What the model is told (as the result's note): which changes reached the user's
-    folder and which did not."""
+    folder and which did not, with how many lines each text file has now and, for the first
+    few, which lines changed."""
     if not changes:
         return ""
+    quoted = {id(c) for c in changes[:NOTE_DETAILED]}
+
+    def say(c: Change) -> str:
+        return f"{visible_name(c.path)} {_detail(c, id(c) in quoted)}"
+
     applied = [c for c in changes if c.status == "applied"]
     failed = [c for c in changes if c.status == "pending" and c.problem]
     waiting = [c for c in changes if c.status == "pending" and not c.problem]
     kept = [c for c in changes if c.status in ("discarded", "undone")]
     parts = []
     if applied:
-        parts.append("applied to the user's folder: " + _named(applied, lambda c: f"{visible_name(c.path)} ({c.kind})"))
+        parts.append("applied to the user's folder: " + _named(applied, say))
     if failed:
         parts.append("NOT applied, could not be applied: "
                      + _named(failed, lambda c: f"{visible_name(c.path)} ({c.kind}: {c.problem})"))
     if waiting:
-        parts.append("NOT applied, waiting for the user (they can run code): "
-                     + _named(waiting, lambda c: f"{visible_name(c.path)} ({c.kind})"))
+        parts.append("NOT applied, waiting for the user (they can run code): " + _named(waiting, say))
     if kept:
         parts.append("NOT applied (the user said no; only your sandbox sees them): "
-                     + _named(kept, lambda c: f"{visible_name(c.path)} ({c.kind})"))
+                     + _named(kept, say))
     return "files changed: " + "; ".join(parts)
 
 

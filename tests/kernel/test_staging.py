@@ -81,10 +81,24 @@ def test_a_data_file_reaches_the_folder_and_undo_removes_it(world: tuple[Agent, 
     result = call(agent, "import csv\nwith open('sales.csv', 'w', newline='') as f:\n"
                          "    csv.writer(f).writerows([['month', 'revenue'], ['jan', 3]])")
     assert changes(result)["sales.csv"]["status"] == "applied", result.meta
-    assert "applied to the user's folder: sales.csv (new)" in result.meta["note"]
+    assert "applied to the user's folder: sales.csv (new, 2 lines)" in result.meta["note"]
     assert (ws / "sales.csv").read_text().splitlines() == ["month,revenue", "jan,3"]  # the user's side
     report = agent.undo()
     assert report.restored == ["sales.csv"] and not (ws / "sales.csv").exists()
+
+
+@needs_stage
+def test_the_model_is_told_which_lines_its_code_changed(world: tuple[Agent, Path]) -> None:
+    # Issue 33, at 1.5B: told only "settings.ini (modified)", the model answered for an edit
+    # that had overwritten the wrong line, and counted 4 lines in a file of 3.
+    agent, ws = world
+    (ws / "settings.ini").write_text("[model]\nthreshold = 0.5\n\n[data]\npath = d.csv\n")
+    result = call(agent, "lines = open('settings.ini').readlines()\nlines[3] = 'threshold = 0.75\\n'\n"
+                         "open('settings.ini', 'w').writelines(lines)")
+    assert ("settings.ini (modified, now 5 lines: line 4 was '[data]', now 'threshold = 0.75')"
+            in result.for_model()), result.for_model()
+    result = call(agent, "open('settings.ini', 'a').write('seed = 1\\n')")
+    assert "(modified, now 6 lines: line 6 added: 'seed = 1')" in result.for_model()
 
 
 @needs_stage
