@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -172,6 +173,29 @@ def test_the_part_of_a_long_line_that_raised_is_named(agent: Agent) -> None:
     # A short line, or a raise, is all the traceback needs: no note.
     assert "note" not in run(agent, "x = {}['a']").meta
     assert "note" not in run(agent, "raise ValueError('a long message that says a great deal here')").meta
+
+
+def test_the_same_failing_call_written_again_is_told_which_part_raised(tmp_path: Path) -> None:
+    """Seen at 1.5B: the one-liner that failed in ``max(…)['name']`` written four times more,
+    each told only "string indices must be integers": the part is said again."""
+    from ipyagent.engine.step import SAME_FAILURE
+    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
+
+    code = ("import json; readings = {'s1': [10, 50], 's2': [30]}; "
+            "name = max(readings, key=lambda k: sum(readings[k]) / len(readings[k]))['name']; print(name)")
+    script = [reply_tool_calls([("python", {"code": code})]), reply_text("s1"),
+              reply_tool_calls([("python", {"code": code})]), reply_text("It failed.")]
+    with ScriptedServer(script) as srv, Agent(model="m", base_url=srv.base_url, approval="auto",
+                                              file_tools=False, verify_answers=True,
+                                              cwd=str(tmp_path)) as agent:
+        assert agent.run("Use Python to find the sensor with the highest mean.").stop_reason == "done"
+        first, again = [i for i in agent.context if isinstance(i, ToolResult)]
+    assert first.meta["raised_by"] in again.output
+    assert again.meta["skipped"] == SAME_FAILURE
+    assert again.output == ("Not run: this is the call that failed just before, word for word; it "
+                            "would fail the same way (TypeError: string indices must be integers, "
+                            "not 'str'); the error was raised by this part: max(readings, key=lambda "
+                            "k: sum(readings[k]) / len(readings[k]))['name']. Write the call differently.")
 
 
 def test_the_failing_part_is_quoted_from_the_code_sent_never_from_the_kernel(agent: Agent) -> None:
