@@ -1,6 +1,6 @@
 """Small tool tasks against a real local server: ipyagent beside smolagents, same model.
 
-Six sets of six tasks a notebook user asks a small local model, each with a checker that
+Seven sets of six tasks a notebook user asks a small local model, each with a checker that
 reads the answer (and the file it wrote): ``bench`` (compute 2**100, a physics formula, primes,
 a CSV mean, a semicolon-delimited CSV, write a file then read it back), ``unseen`` (nested
 JSON, a TSV, dates, a config edit, units, missing cells: written before issue 33's work; issue
@@ -11,7 +11,9 @@ Fahrenheit to Celsius, a JSON group-by, writing a CSV, a TSV filter: written and
 session later, before their first run) and ``fresh3`` (a clock, a stock value, a log count, a
 sensor mean, appending a line, a BMI: the same, on 2026-12-06) and ``fresh4`` (a pass count, a
 circle's area from its diameter, the longest word, items out of stock, writing even numbers, the
-largest rise: the same, a session later). ipyagent runs with its defaults (python in
+largest rise: the same, a session later) and ``fresh5`` (the top month, the most common word, a
+word replaced in a file, days between dates, a cart's item count, distinct emails: the same, on
+2026-12-06 again, a session later). ipyagent runs with its defaults (python in
 the sandboxed sibling kernel, approval auto); smolagents' ``ToolCallingAgent`` (its python tool)
 and ``CodeAgent`` run the same tasks against the same server and model, side by side in this
 process, when smolagents is installed. Per task and runner: solved or not, steps, prompt tokens
@@ -252,8 +254,40 @@ FRESH4 = [
          lambda a, _: "thu" in a.lower() and not any(d in a.lower() for d in ("mon", "tue", "fri")),
          {"temps.csv": "day,temp_c\nmon,12.5\ntue,14.0\nwed,11.0\nthu,16.5\nfri,17.0\n"}),
 ]
+FRESH5 = [
+    Task("top-month", "sales.csv has columns month and revenue. Use Python to find the month with "
+         "the highest revenue and reply with it.",
+         lambda a, _: "mar" in a.lower() and not any(m in a.lower() for m in ("jan", "feb", "apr")),
+         {"sales.csv": "month,revenue\njan,1200\nfeb,950\nmar,1430\napr,1390\n"}),
+    Task("common-word", "text.txt holds a short paragraph. Use Python to find the most common word, "
+         "ignoring case and punctuation, and reply with it.",
+         lambda a, _: re.search(r"\bthe\b", a.lower()) is not None
+         and not any(w in a.lower().split() for w in ("cat", "dog")),
+         {"text.txt": "The cat sat. The dog ran! A cat and the dog, the end.\n"}),
+    Task("replace-word", "In notes.txt, replace every 'colour' with 'color' and leave the rest as "
+         "it is. Use Python. Reply with the number of replacements made.",
+         lambda a, d: _lines(d / "notes.txt") == ["The color of the sky.", "A colorful day.",
+                                                 "No change here.", "color, color!"]
+         and _only_number(a, "4"),
+         {"notes.txt": "The colour of the sky.\nA colourful day.\nNo change here.\ncolour, colour!\n"}),
+    Task("age-days", "Use Python to compute how many days there are from 1990-05-17 to 2026-12-06 "
+         "and reply with the number.",
+         lambda a, _: _only_number(a, "13352", ("1990", "05", "17", "2026", "12", "06", "5", "6")), {}),
+    Task("cart-items", "cart.json is a list of products, each with a name, a price and a quantity. "
+         "Use Python to compute how many items the cart holds in total (the sum of the quantities) "
+         "and reply with the number.",
+         lambda a, _: _only_number(a, "9"),
+         {"cart.json": '[{"name": "pen", "price": 1.2, "quantity": 3}, {"name": "book", "price": '
+                       '12.5, "quantity": 1}, {"name": "mug", "price": 6.0, "quantity": 2}, '
+                       '{"name": "clip", "price": 0.1, "quantity": 3}]\n'}),
+    Task("distinct-emails", "emails.txt has one email address per line, some repeated with "
+         "different capitalisation. Use Python to count the distinct addresses, ignoring case, "
+         "and reply with the number.",
+         lambda a, _: _only_number(a, "4"),
+         {"emails.txt": "ana@x.org\nBen@Y.com\nana@x.org\nANA@X.ORG\ncy@z.net\nben@y.com\ndee@x.org\n"}),
+]
 SETS = {"bench": TASKS, "unseen": UNSEEN, "fresh": FRESH, "fresh2": FRESH2, "fresh3": FRESH3,
-        "fresh4": FRESH4}
+        "fresh4": FRESH4, "fresh5": FRESH5}
 
 
 def _only_number(answer: str, number: str, allowed: tuple[str, ...] = ()) -> bool:
