@@ -256,7 +256,8 @@ def test_under_bwrap_nothing_outside_the_workspace_can_be_written(world: tuple[A
     assert not (Path.home() / "escaped.txt").exists()
     # The workspace's own write is a data file: applied to the folder under the default.
     assert result.meta["changes"] == [{"path": "inside.txt", "kind": "new", "status": "applied",
-                                       "size": 0, "sha256": result.meta["changes"][0]["sha256"]}]
+                                       "size": 0, "sha256": result.meta["changes"][0]["sha256"],
+                                       "lines": 0}]
     assert (Path(agent.kernel.cwd) / "inside.txt").exists()
 
 
