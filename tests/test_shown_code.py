@@ -162,6 +162,17 @@ def test_a_request_for_code_to_read_is_not_a_request_to_run_python(task: str) ->
     assert not asks_to_run_code(task)
 
 
+@pytest.mark.parametrize("task, runs", [
+    ("Write a Python script that counts the lines of app.log and run it.", True),
+    ("Write a function that checks primes, then execute it on 97.", True),
+    ("Write code to parse an ISO date and run it myself later.", False),
+    ("Write a Python script; I will run it.", False),
+    ("Use Python to count the lines of app.log.", True),
+])
+def test_code_to_read_and_run_is_a_request_to_run_python(task: str, runs: bool) -> None:
+    assert asks_to_run_code(task) is runs
+
+
 def test_after_the_person_denied_a_call_shown_code_is_not_asked_again(agent):
     asked, deny = denier("do not run it, just show me the code")
     block = "Here is the code:\n\n```python\nprint(sum(range(10)))\n```"

@@ -126,8 +126,15 @@ _ASKS_TO_SEE = re.compile(r"\b(?:write|show|give|draft|explain)\b[^.?!\n]{0,40}\
                           r"class|program|snippet|example|code)\b", re.I)
 
 
+# "Write a script that … and run it", "… then execute it": code to read, and to run.
+_AND_RUN_IT = re.compile(r"\b(?:and|then)\s+(?:also\s+)?(?:run|execute)\s+(?:it|them)\b(?!\s+(?:myself|yourself|later))",
+                         re.I)
+
+
 def asks_to_run_code(task: str) -> bool:
     """The task asks for something computed by running Python, not for code to read."""
+    if _AND_RUN_IT.search(task) and (_ASKS_TO_RUN.search(task) or _ASKS_TO_SEE.search(task)):
+        return True
     return bool(_ASKS_TO_RUN.search(task)) and not _ASKS_TO_SEE.search(task)
 
 
