@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 import io
 import os
 import re
@@ -139,6 +140,21 @@ _READ_AS = {".csv": "import pandas as pd; {v} = pd.read_csv({f!r})",
             ".json": "import json; {v} = json.load(open({f!r}))",
             ".parquet": "import pandas as pd; {v} = pd.read_parquet({f!r})",
             ".xlsx": "import pandas as pd; {v} = pd.read_excel({f!r})"}
+# Without pandas where the code runs (a fresh ``pip install ipyagent`` has none): the
+# standard library's reading, so the note's example does not fail in turn.
+_READ_PLAIN = {".csv": "import csv; {v} = list(csv.DictReader(open({f!r})))",
+               ".tsv": "import csv; {v} = list(csv.DictReader(open({f!r}), delimiter='\\t'))"}
+
+
+def _read_as(extension: str) -> str:
+    """How the note's example reads a file of ``extension`` (pandas only where installed:
+    the sibling runs this Python's environment)."""
+    how = _READ_AS.get(extension, "{v} = open({f!r}).read()")
+    if extension in _READ_PLAIN and importlib.util.find_spec("pandas") is None:
+        return _READ_PLAIN[extension]
+    return how
+
+
 _READ_INTO = {".csv": "df", ".tsv": "df", ".parquet": "df", ".xlsx": "df", ".json": "data"}
 # A module used without its import (the usual names), and the import it needs.
 _IMPORTS = {"json": "import json", "pd": "import pandas as pd", "np": "import numpy as np",
@@ -163,7 +179,7 @@ def error_note(outputs: list[dict[str, Any]], files: Sequence[str] = ()) -> str:
                  and f.rsplit(".", 1)[0] == found.group(1)]
         if found and named:
             extension = "." + named[0].rsplit(".", 1)[1].lower()
-            how = _READ_AS.get(extension, "{v} = open({f!r}).read()")
+            how = _read_as(extension)
             code = strip_ansi("\n".join(map(str, out.get("traceback") or [])))
             if re.search(rf"(?<![\w'\"./]){re.escape(named[0])}(?![\w'\"])", code):
                 # ``app.log.split(…)``: the file's name written as code. Read into a name of

@@ -252,6 +252,27 @@ def test_code_that_ends_on_an_assignment_and_printed_nothing_shows_its_value(age
     assert run(agent, "x = 2\nx").output == "2"  # its value is shown already
 
 
+def test_without_pandas_the_notes_example_reads_a_table_with_the_standard_library(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen in a fresh ``pip install -e .`` venv (no pandas): the note's ``pd.read_csv``
+    example would fail in turn."""
+    import importlib.util
+
+    from ipyagent.tools.python import error_note
+
+    name_error = [{"output_type": "error", "ename": "NameError", "evalue": "name 'scores' is not defined",
+                   "traceback": ["print(scores)"]}]
+    assert "pd.read_csv('scores.csv')" in error_note(name_error, ["scores.csv"])
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "pandas" else real(n, *a))
+    note = error_note(name_error, ["scores.csv"])
+    assert "import csv; scores = list(csv.DictReader(open('scores.csv')))" in note
+    tsv = error_note([{**name_error[0], "evalue": "name 'temps' is not defined"}], ["temps.tsv"])
+    assert "list(csv.DictReader(open('temps.tsv'), delimiter='\\t'))" in tsv
+    xlsx = error_note([{**name_error[0], "evalue": "name 'book' is not defined"}], ["book.xlsx"])
+    assert "pd.read_excel('book.xlsx')" in xlsx  # no reading it without pandas: still pandas
+
+
 def test_a_name_that_is_a_files_stem_gets_the_way_to_read_it(tmp_path: Any) -> None:
     # Seen at 0.5B: ``pd.read_csv(StringIO(scores.csv))`` three times on the plain note.
     (tmp_path / "scores.csv").write_text("name,score\nana,81\n")
