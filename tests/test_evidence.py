@@ -27,6 +27,7 @@ from ipyagent.context.evidence import (
     unchanged_files,
     unsupported_numbers,
     wrong_form,
+    wrong_line_changed,
     wrong_order,
     wrong_places,
 )
@@ -485,3 +486,50 @@ def test_an_answer_read_off_a_file_where_the_task_asks_for_python_is_found() -> 
                         meta={"denied": True})
     assert findings([*items, ToolCall("c9", "python", {"code": "1"}), denied], "banana",
                     can_run=True) == []  # the person said no to Python: not asked again
+
+
+# -- an edit that changed a line the task did not ask to change -----------------------------
+EDIT = ("In settings.ini, change threshold from 0.5 to 0.75 and leave every other line as it "
+        "is. Use Python. Reply with the new threshold line.")
+INI = "[model]\nname = ridge\nthreshold = 0.5\nalpha = 0.5\n\n[data]\npath = data.csv\n"
+
+
+def _edited(after: str, before: str = INI, path: str = "settings.ini") -> ToolResult:
+    from ipyagent.kernel.staging import _diff
+
+    diff = _diff(before.encode(), after.encode(), path)
+    return result("(no output)", changes=[{"path": path, "kind": "modified", "status": "applied",
+                                           "diff": diff}])
+
+
+def test_an_edit_that_overwrote_another_line_is_found() -> None:
+    """Seen at 1.5B: ``lines[5] = 'threshold = 0.75\\n'`` overwrote '[data]' (0-based index
+    off by three), and the answer was the new line."""
+    found = wrong_line_changed(EDIT, [_edited(INI.replace("[data]", "threshold = 0.75"))])
+    assert found is not None and found.rule == "file_edit" and found.rule in ASKS_FOR_A_CALL
+    assert found.said == ("a call changed the line '[data]' of settings.ini, which the task did "
+                          "not ask to change")
+    assert found.ask.startswith("The task asks to change threshold from 0.5 to 0.75, but your "
+                                "code also changed the line '[data]' of settings.ini")
+    # The change asked, and nothing else: fine; another file the code wrote: not looked at.
+    assert wrong_line_changed(EDIT, [_edited(INI.replace("= 0.5\nalpha", "= 0.75\nalpha"))]) is None
+    assert wrong_line_changed(EDIT, [_edited(INI.replace("[data]", "x"), path="other.ini")]) is None
+    assert wrong_line_changed("Make the plot nicer.", [_edited(INI.replace("[data]", "x"))]) is None
+    # "replace 'a' with 'b'": every line that held it may change, no other.
+    text = "The colour of the sky.\nA colourful day.\nNo change here.\n"
+    task = "In notes.txt, replace every 'colour' with 'color' and leave the rest as it is."
+    assert wrong_line_changed(task, [_edited(text.replace("colour", "color"), text, "notes.txt")]) is None
+    wrong = wrong_line_changed(task, [_edited(text.replace("colour", "color").replace("No change", "A change"),
+                                              text, "notes.txt")])
+    assert wrong is not None and "replace 'colour' with 'color'" in wrong.ask and "'No change here.'" in wrong.ask
+    # Through ``findings``: before the answer's own rules.
+    items = [Message("user", EDIT), ToolCall("c1", "python", {"code": "..."}),
+             _edited(INI.replace("[data]", "threshold = 0.75"))]
+    assert [f.rule for f in findings(items, "threshold = 0.75", staged=True)] == ["file_edit"]
+
+
+def test_the_line_quoted_from_a_file_is_cut_and_escaped() -> None:
+    long_line = "\u202e" + "x" * 200
+    found = wrong_line_changed(EDIT, [_edited(INI.replace("[data]", "y"), INI.replace("[data]", long_line))])
+    assert found is not None and "\\u202e" in found.ask and "\u202e" not in found.ask
+    assert "x" * 60 not in found.ask

@@ -21,7 +21,7 @@ __all__ = ["Finding", "findings", "run_items", "empty_answer", "error_ignored", 
            "unsupported_numbers", "unchanged_files", "single_look", "own_constants", "numbers_in",
            "places_asked", "wrong_places", "form_asked", "wrong_form", "order_asked", "listed_items",
            "wrong_order", "receipt_answer",
-           "files_to_write", "asks_to_run_code", "code_ran_cleanly", "person_denied", "CHECK_KEY", "CONTINUE_KEY", "ASKS_FOR_A_CALL"]
+           "files_to_write", "wrong_line_changed", "asks_to_run_code", "code_ran_cleanly", "person_denied", "CHECK_KEY", "CONTINUE_KEY", "ASKS_FOR_A_CALL"]
 
 CHECK_KEY = "check"  # meta key of the message that carries the check to the model
 # The rules whose ask is to run something again: where calls go under a grammar, the reply
@@ -29,7 +29,8 @@ CHECK_KEY = "check"  # meta key of the message that carries the check to the mod
 # answer, explained how to fix its SyntaxError, or showed a ```python block, without running
 # anything). It can still say the call failed in the answer after that call's result.
 ASKS_FOR_A_CALL = ("no_call", "units", "zero", "nan", "empty", "unsupported_number",
-                   "error_ignored", "last_call_failed", "decimals", "receipt", "form", "order")
+                   "error_ignored", "last_call_failed", "decimals", "receipt", "form", "order",
+                   "file_edit")
 CONTINUE_KEY = "continue"  # meta key of ipyagent's "go on" after a reply cut at the limit
 
 
@@ -38,7 +39,8 @@ class Finding:
     """One thing the evidence says against the answer."""
 
     rule: str  # empty_answer | error_ignored | last_call_failed | no_call | empty | zero | nan |
-    #            unsupported_number | file_unchanged | units | decimals | receipt | form | order
+    #            unsupported_number | file_unchanged | file_edit | units | decimals | receipt |
+    #            form | order
     said: str  # for the person: "the last output was a traceback"
     ask: str  # for the model: what to look at again
 
@@ -380,6 +382,62 @@ def unchanged_files(task: str, written: Iterable[str]) -> Finding | None:
                    "wrote it. Write it with a tool (and check it), or tell the user why not.")
 
 
+# "change threshold from 0.5 to 0.75", "replace 'colour' with 'color'": what may change.
+_CHANGE_FROM = re.compile(r"\bchange\s+(?:the\s+)?[`'\"]?([\w.-]{1,40})[`'\"]?\s+from\s+[`'\"]?"
+                          r"([^\s`'\"]{1,40}?)[`'\"]?\s+to\s+[`'\"]?([^\s`'\"]{1,40}?)[`'\"]?(?=[\s,;]|\.?$|\.\s)",
+                          re.I)
+_REPLACE = re.compile(r"\breplace\s+(?:every\s+|all\s+|each\s+)?(?:the\s+)?[`'\"]([^`'\"\n]{1,40})[`'\"]"
+                      r"\s+(?:with|by)\s+[`'\"]([^`'\"\n]{0,40})[`'\"]", re.I)
+_HUNK_AT = re.compile(r"^@@ ", re.M)
+
+
+def _removed_lines(diff: str) -> list[str]:
+    """The lines a unified diff (``Change.diff``) takes out (or changes), without its header."""
+    start = _HUNK_AT.search(diff)
+    if start is None:
+        return []
+    return [line[1:].rstrip("\r") for line in diff[start.start():].split("\n")
+            if line.startswith("-")]
+
+
+def wrong_line_changed(task: str, results: Sequence[Item]) -> Finding | None:
+    """The task asks to change one thing in a file ("change threshold from 0.5 to 0.75",
+    "replace 'colour' with 'color'") and a call changed a line of it that holds neither the
+    thing nor its old value (seen at 1.5B: ``lines[5] = 'threshold = 0.75\\n'`` overwrote
+    '[data]', the line after the one asked, and the answer was the new line)."""
+    changed = _CHANGE_FROM.search(task)
+    replaced = _REPLACE.search(task)
+    if replaced:
+        keys, what = [replaced.group(1)], f"replace {replaced.group(1)!r} with {replaced.group(2)!r}"
+    elif changed:
+        keys = [changed.group(1), changed.group(2)]
+        what = f"change {changed.group(1)} from {changed.group(2)} to {changed.group(3)}"
+    else:
+        return None
+    named = files_to_write(task)
+    for result in results:
+        if not isinstance(result, ToolResult):
+            continue
+        for change in result.meta.get("changes") or []:
+            if not isinstance(change, dict) or change.get("kind") != "modified":
+                continue
+            path = str(change.get("path"))
+            if named and not any(path == n or path.endswith("/" + n) for n in named):
+                continue  # another file the code wrote: not the one the task is about
+            wrong = [line for line in _removed_lines(str(change.get("diff") or ""))
+                     if line.strip() and not any(k.casefold() in line.casefold() for k in keys)]
+            if wrong:
+                line = wrong[0] if len(wrong[0]) <= 60 else wrong[0][:59] + "…"
+                return Finding(
+                    "file_edit", f"a call changed the line {line!r} of {path}, which the task "
+                    "did not ask to change",
+                    f"The task asks to {what}, but your code also changed the line {line!r} of "
+                    f"{path}, which the task did not ask to change. Look at the file with the "
+                    "python tool, put that line back as it was, make only the change asked, and "
+                    "print the file; then answer.")
+    return None
+
+
 _ASKS_BACK = re.compile(r"\b(?:read|reply|answer|respond|return|tell|show|report|print|"
                         r"contents?|says?|contains?|what|which|how)\b|\?", re.I)
 
@@ -630,6 +688,7 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
                 if isinstance(r.meta.get("file"), dict)]
     if staged or any(isinstance(r.meta.get("file"), dict) for r in results):
         found.append(unchanged_files(task, written))
+    found.append(wrong_line_changed(task, results))
     if found[0] is None:
         if can_run and not person_denied(items_now):
             found.append(read_not_computed(task, answer, results))
