@@ -7,6 +7,7 @@ import importlib.util
 import io
 import os
 import re
+import stat
 import tokenize
 from collections.abc import Sequence
 from pathlib import Path
@@ -73,7 +74,8 @@ def python_tool(agent: PythonHost) -> Tool:
             call_id=call.id, name=call.name, output=execution.text or NO_OUTPUT,
             error=execution.status != "ok", outputs=list(execution.outputs),
             execution_count=execution.execution_count, meta=meta)
-        note = error_note(execution.outputs, _names_here(agent, execution.outputs))
+        note = (error_note(execution.outputs, _names_here(agent, execution.outputs))
+                or separator_note(str(call.arguments["code"]), execution.outputs, _folder(agent)))
         if execution.status == "error" and _raised(execution.outputs):
             # Which part of a long line failed: IPython's traceback shows the whole line
             # (Python's own carets are not in it), and a small model writes one-liners.
@@ -287,6 +289,61 @@ def _power_example(out: dict[str, Any]) -> str:
     if "^" not in code or len(code) > 120 or not _ARITHMETIC.match(code):
         return " (as in 2 ** 10)"
     return ", as in: " + code.replace("^", "**")
+
+
+# A table read with the default separator: ``pd.read_csv('sales.csv')``, ``csv.DictReader(
+# open('sales.csv'))`` with no ``sep=`` / ``delimiter=`` in the call.
+_TABLE_READ = re.compile(r"""(?:read_csv|DictReader)\(\s*(?:open\(\s*)?['"]([A-Za-z_][\w.-]{0,99})['"]""")
+_OTHER_SEPARATORS = {";": "';'", "\t": "'\\t'", "|": "'|'"}
+
+
+def separator_note(code: str, outputs: list[dict[str, Any]], folder: Path | None) -> str:
+    """ipyagent's note for a ``KeyError`` after a table was read with the default ``,`` from a
+    workspace file whose first line has no comma but another separator, or "" (seen at 0.5B:
+    ``pd.read_csv('sales.csv')`` of a ``;`` file, ``KeyError: 'amount'``, the same call four
+    more times; the 1.5B answered 0 from such a read)."""
+    if folder is None or not any(o.get("ename") == "KeyError" for o in outputs):
+        return ""
+    for found in _TABLE_READ.finditer(code):
+        call = code[found.start():found.start() + 300].split(")\n", 1)[0]
+        if re.search(r"\b(?:sep|delimiter|delim_whitespace)\s*=", call):
+            continue
+        name = found.group(1)
+        first = _first_line(folder / name)
+        if first is None or "," in first:
+            continue
+        seps = [sep for sep in _OTHER_SEPARATORS if sep in first]
+        if len(seps) != 1:
+            continue
+        sep = _OTHER_SEPARATORS[seps[0]]
+        how = (f"pd.read_csv({name!r}, sep={sep})" if "read_csv" in found.group(0)
+               else f"csv.DictReader(open({name!r}), delimiter={sep})")
+        shown = first if len(first) <= 60 else first[:59] + "…"
+        return (f"{name}'s first line is {shown!r}: its columns are separated by {sep}, not by "
+                f"commas, so the read gave one column. Read it with {how}, and run the call again.")
+    return ""
+
+
+def _first_line(path: Path, limit: int = 4096) -> str | None:
+    """The first line of a regular file of the workspace (never through a symlink), or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        head = os.read(fd, limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return head.decode("utf-8", "replace").lstrip("\ufeff").split("\n", 1)[0].rstrip("\r")
+
+
+def _folder(agent: PythonHost) -> Path | None:
+    """The local workspace folder, or None (a remote one is not ours to read)."""
+    return None if agent.workspace == "remote" else agent.workspace_path
 
 
 def _names_here(agent: PythonHost, outputs: list[dict[str, Any]], limit: int = 500) -> list[str]:

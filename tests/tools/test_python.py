@@ -252,6 +252,31 @@ def test_code_that_ends_on_an_assignment_and_printed_nothing_shows_its_value(age
     assert run(agent, "x = 2\nx").output == "2"  # its value is shown already
 
 
+def test_a_table_read_with_the_wrong_separator_gets_the_read_that_fits(tmp_path: Path) -> None:
+    """Seen at 0.5B: ``pd.read_csv('sales.csv')`` of a ``;`` file, ``KeyError: 'amount'``, and
+    the same call four more times (in the issue, the 1.5B answered 0 from such a read)."""
+    (tmp_path / "sales.csv").write_text("region;amount\nnorth;1250\nsouth;340\n")
+    (tmp_path / "temps.tsv").write_text("city\ttemp\noslo\t12\n")
+    (tmp_path / "link.csv").symlink_to(tmp_path / "sales.csv")
+    with Agent(file_tools=False, cwd=str(tmp_path)) as here:
+        result = run(here, "import pandas as pd\nsales = pd.read_csv('sales.csv')\n"
+                           "print(sales['amount'].sum())")
+        assert result.error and "KeyError" in result.output
+        assert result.meta["note"] == (
+            "sales.csv's first line is 'region;amount': its columns are separated by ';', not by "
+            "commas, so the read gave one column. Read it with pd.read_csv('sales.csv', "
+            "sep=';'), and run the call again.")
+        fixed = run(here, "import pandas as pd\nprint(pd.read_csv('sales.csv', sep=';')['amount'].sum())")
+        assert fixed.output.strip() == "1590"
+        rows = run(here, "import csv\nprint(sum(int(r['temp']) for r in csv.DictReader(open('temps.tsv'))))")
+        assert "csv.DictReader(open('temps.tsv'), delimiter='\\t')" in rows.meta["note"]
+        # A read that names its separator, a symlink, another error: nothing said.
+        for code in ["import pandas as pd; pd.read_csv('sales.csv', sep=',')['amount']",
+                     "import pandas as pd; pd.read_csv('link.csv')['amount']",
+                     "import pandas as pd; pd.read_csv('sales.csv').amount"]:
+            assert "separated by" not in run(here, code).meta.get("note", ""), code
+
+
 def test_without_pandas_the_notes_example_reads_a_table_with_the_standard_library(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Seen in a fresh ``pip install -e .`` venv (no pandas): the note's ``pd.read_csv``
