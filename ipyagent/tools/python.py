@@ -128,6 +128,10 @@ _ERROR_NOTES = (
      "call again.", ""),
     # Seen at 1.5B: ``with open(…) as f: lines = f.readlines(); …; with open(…, 'w') as f: …``
     # on one line, run twice unchanged; read from the traceback's code line, not the message.
+    # Seen at 0.5B: ``…; above_20_count = len(…); return above_20_count`` as the cell.
+    ("SyntaxError", re.compile(r"'(return)' outside function"),
+     "a python call runs as a notebook cell, not as a function: print the value (as in "
+     "print(x)) instead of returning it, and run the call again.", ""),
     ("SyntaxError", re.compile(r";\s*(with|for|if|while|def|class|try)\b[^\n]*:", re.M),
      "a {name} statement cannot follow ';' on one line: write the code on several lines (a "
      "line break inside the JSON string is \\n), indented, and run the call again.", ""),

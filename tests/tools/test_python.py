@@ -152,6 +152,10 @@ def test_a_block_statement_after_a_semicolon_gets_a_note(agent: Agent) -> None:
     assert result.error and "SyntaxError" in result.output
     assert result.meta["note"].startswith("a 'with' statement cannot follow ';' on one line")
     assert "note" not in run(agent, "x = 1; y = (").meta  # another SyntaxError: no note
+    # Seen at 0.5B: the cell ended on ``return above_20_count``.
+    assert run(agent, "n = 3; return n").meta["note"].startswith(
+        "a python call runs as a notebook cell, not as a function: print the value")
+    assert "note" not in run(agent, "def f():\n    return 1\nprint(f())").meta
     assert "note" not in run(agent, "x = 1; print(x)").meta
 
 
