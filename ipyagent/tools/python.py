@@ -128,6 +128,10 @@ _ERROR_NOTES = (
      "call again.", ""),
     # Seen at 1.5B: ``with open(…) as f: lines = f.readlines(); …; with open(…, 'w') as f: …``
     # on one line, run twice unchanged; read from the traceback's code line, not the message.
+    # Seen at 0.5B: ``print(mean_score:.2f)``, "invalid decimal literal", four times.
+    ("SyntaxError", re.compile(r"\(\s*([A-Za-z_][\w.]*(?:\[[^\]\n]{0,40}\])?)\s*:\s*[<>^=]?[+-]?,?\.\d+[fe%]?\s*\)"),
+     "a format such as :.2f goes inside an f-string's braces: write print(f\"{{value:.2f}}\"), "
+     "not print(value:.2f), and run the call again.", ""),
     # Seen at 0.5B: ``…; above_20_count = len(…); return above_20_count`` as the cell.
     ("SyntaxError", re.compile(r"'(return)' outside function"),
      "a python call runs as a notebook cell, not as a function: print the value (as in "

@@ -152,6 +152,11 @@ def test_a_block_statement_after_a_semicolon_gets_a_note(agent: Agent) -> None:
     assert result.error and "SyntaxError" in result.output
     assert result.meta["note"].startswith("a 'with' statement cannot follow ';' on one line")
     assert "note" not in run(agent, "x = 1; y = (").meta  # another SyntaxError: no note
+    # Seen at 0.5B: ``print(mean_score:.2f)``, "invalid decimal literal", four times.
+    assert run(agent, "mean_score = 2 / 3\nprint(mean_score:.2f)").meta["note"] == (
+        "a format such as :.2f goes inside an f-string's braces: write print(f\"{value:.2f}\"), "
+        "not print(value:.2f), and run the call again.")
+    assert "note" not in run(agent, "x = {'a': .5, 'b': (1, 2)}").meta
     # Seen at 0.5B: the cell ended on ``return above_20_count``.
     assert run(agent, "n = 3; return n").meta["note"].startswith(
         "a python call runs as a notebook cell, not as a function: print the value")
