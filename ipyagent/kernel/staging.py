@@ -15,6 +15,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import difflib
 import errno
@@ -29,12 +30,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 __all__ = ["Change", "ChangeSet", "Stage", "canonical", "code_risk", "probe_overlay", "STAGE_EXEC",
-           "APPLY_MODES", "UndoReport", "text_lines"]
+           "APPLY_MODES", "UndoReport", "text_lines", "read_head"]
 
 STAGE_EXEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_stage_exec.py")
 APPLY_MODES = ("ask", "data", "never")
@@ -346,33 +347,39 @@ def _sparse(st: os.stat_result) -> bool:
     return st.st_size - st.st_blocks * 512 > max(16 << 20, st.st_size // 2)
 
 
-def _sha(path: str) -> str | None:
-    h = hashlib.sha256()
+@contextlib.contextmanager
+def _regular(path: str | os.PathLike[str]) -> Iterator[tuple[int, os.stat_result] | None]:
+    """An open descriptor of a regular file and its fstat (never through a symlink, never a
+    fifo that would block), or None; closed on leaving."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
     except OSError:
-        return None
+        yield None
+        return
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        while chunk := os.read(fd, 1 << 20):
-            h.update(chunk)
+        st = os.fstat(fd)
+        yield (fd, st) if stat.S_ISREG(st.st_mode) else None
     finally:
         os.close(fd)
+
+
+def _sha(path: str) -> str | None:
+    h = hashlib.sha256()
+    with _regular(path) as opened:
+        if opened is None:
+            return None
+        while chunk := os.read(opened[0], 1 << 20):
+            h.update(chunk)
     return h.hexdigest()
 
 
 def _look(path: str, keep: int) -> tuple[str, bytes | None, os.stat_result] | None:
     """(sha256, the bytes when at most ``keep``, fstat) of a regular file, all from one
     open file; None if it is not one."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
+    with _regular(path) as opened:
+        if opened is None:
             return None
+        fd, st = opened
         h, kept, size = hashlib.sha256(), [], 0
         while chunk := os.read(fd, 1 << 20):
             h.update(chunk)
@@ -380,25 +387,27 @@ def _look(path: str, keep: int) -> tuple[str, bytes | None, os.stat_result] | No
             if size <= keep:
                 kept.append(chunk)
         return h.hexdigest(), b"".join(kept) if size <= keep else None, st
-    finally:
-        os.close(fd)
 
 
 def _read(path: str, limit: int | None = None) -> bytes | None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or (limit is not None and st.st_size > limit):
+    with _regular(path) as opened:
+        if opened is None or (limit is not None and opened[1].st_size > limit):
             return None
         chunks = []
-        while chunk := os.read(fd, 1 << 20):
+        while chunk := os.read(opened[0], 1 << 20):
             chunks.append(chunk)
         return b"".join(chunks)
-    finally:
-        os.close(fd)
+
+
+def read_head(path: str | os.PathLike[str], limit: int) -> bytes | None:
+    """The first ``limit`` bytes of a regular file (never through a symlink), or None."""
+    with _regular(path) as opened:
+        if opened is None:
+            return None
+        try:
+            return os.read(opened[0], limit)
+        except OSError:
+            return None
 
 
 _DIFF_MATCH = 1000  # changed lines difflib matches; past that, one hunk (its matcher is ~cubic)

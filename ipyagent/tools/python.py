@@ -7,7 +7,6 @@ import importlib.util
 import io
 import os
 import re
-import stat
 import tokenize
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ from ..context.items import NO_OUTPUT, SHOWN, ToolCall, ToolResult
 from ..errors import KernelError
 from ..kernel.base import confinement, for_the_model
 from ..kernel.outputs import strip_ansi
+from ..kernel.staging import read_head
 from .base import Tool
 from .changes import settle_changes
 
@@ -126,8 +126,6 @@ _ERROR_NOTES = (
     ("TypeError", re.compile(r"^unsupported operand type\(s\) for \^(=)?: "),
      "in Python ^ is a bitwise XOR, not a power: write a power with **{example}, and run the "
      "call again.", ""),
-    # Seen at 1.5B: ``with open(…) as f: lines = f.readlines(); …; with open(…, 'w') as f: …``
-    # on one line, run twice unchanged; read from the traceback's code line, not the message.
     # Seen at 0.5B: ``print(mean_score:.2f)``, "invalid decimal literal", four times.
     ("SyntaxError", re.compile(r"\(\s*([A-Za-z_][\w.]*(?:\[[^\]\n]{0,40}\])?)\s*:\s*[<>^=]?[+-]?,?\.\d+[fe%]?\s*\)"),
      "a format such as :.2f goes inside an f-string's braces: write print(f\"{{value:.2f}}\"), "
@@ -136,6 +134,8 @@ _ERROR_NOTES = (
     ("SyntaxError", re.compile(r"'(return)' outside function"),
      "a python call runs as a notebook cell, not as a function: print the value (as in "
      "print(x)) instead of returning it, and run the call again.", ""),
+    # Seen at 1.5B: ``with open(…) as f: lines = f.readlines(); …; with open(…, 'w') as f: …``
+    # on one line, run twice unchanged; read from the traceback's code line, not the message.
     ("SyntaxError", re.compile(r";\s*(with|for|if|while|def|class|try)\b[^\n]*:", re.M),
      "a {name} statement cannot follow ';' on one line: write the code on several lines (a "
      "line break inside the JSON string is \\n), indented, and run the call again.", ""),
@@ -334,18 +334,9 @@ def separator_note(code: str, outputs: list[dict[str, Any]], folder: Path | None
 
 def _first_line(path: Path, limit: int = 4096) -> str | None:
     """The first line of a regular file of the workspace (never through a symlink), or None."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
+    head = read_head(path, limit)
+    if head is None:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        head = os.read(fd, limit)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
     return head.decode("utf-8", "replace").lstrip("\ufeff").split("\n", 1)[0].rstrip("\r")
 
 
