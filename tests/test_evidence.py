@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ipyagent.context.evidence import (
@@ -433,6 +435,30 @@ def test_the_list_an_answer_gives(answer: str, items: list[str]) -> None:
     assert listed_items(answer) == items
 
 
+@pytest.mark.parametrize("answer", [
+    # Found by a review of the first version: each is in the order asked.
+    "Sure, here it is: apple, banana, cherry",
+    "README.md, app.py, setup.py",  # Python's sorted(): capitals first
+    "Zoe, adam, bob",
+    "`_private`, `public`",
+    "- apple\n  - red\n  - green\n- banana",  # the outer list
+    "Dune, The Hobbit, Ivanhoe",  # a leading article aside
+    "apple, banana, salt and pepper",
+])
+def test_a_list_in_an_order_a_person_or_python_gives_is_fine(answer: str) -> None:
+    assert wrong_order("List them in alphabetical order.", answer) is None, listed_items(answer)
+
+
+def test_numbers_with_thousands_separators_and_orders_by_something_else() -> None:
+    down = "Give the amounts in descending order."
+    assert wrong_order(down, "1,200, 950, 80") is None and wrong_order(down, "12,500, 9,800, 7,250") is None
+    assert wrong_order(down, "950, 1,200, 80") is not None
+    assert order_asked("List the names alphabetically by last name.") is None
+    assert order_asked("Sort the sales by date in ascending order and give the top 3 amounts.") is None
+    assert order_asked("Reply with the names in alphabetical order, separated by commas.") == "alphabetical"
+    assert listed_items("a, b" + " " * 5000 + "c") == []  # a line that long is no list
+
+
 def test_a_list_out_of_the_order_asked_is_found() -> None:
     """Seen at 1.5B: "in alphabetical order", a loop printed tape, glue, ink in the file's
     order, and the answer was "tape, glue, ink"."""
@@ -476,6 +502,10 @@ def test_an_answer_read_off_a_file_where_the_task_asks_for_python_is_found() -> 
     for tools in [("read_file", "python"), ("shell",), ("write_file",), ("lookup_price",)]:
         assert read_not_computed(LONGEST, "banana", _looked(*tools)) is None, tools
     assert read_not_computed("What is the longest word in words.txt?", "banana", _looked("read_file")) is None
+    # What read_file shows is the answer: "show me the first line", "print its contents".
+    for task in ["Use Python to show me the first line of log.txt.",
+                 "Use Python to print the contents of note.txt."]:
+        assert read_not_computed(task, "hello", _looked("read_file")) is None, task
     assert read_not_computed(LONGEST, " ", _looked("read_file")) is None
     items = [Message("user", LONGEST), ToolCall("c0", "read_file", {"path": "words.txt"}),
              *_looked("read_file")]
@@ -507,10 +537,10 @@ def test_an_edit_that_overwrote_another_line_is_found() -> None:
     off by three), and the answer was the new line."""
     found = wrong_line_changed(EDIT, [_edited(INI.replace("[data]", "threshold = 0.75"))])
     assert found is not None and found.rule == "file_edit" and found.rule in ASKS_FOR_A_CALL
-    assert found.said == ("a call changed the line '[data]' of settings.ini, which the task did "
-                          "not ask to change")
+    assert found.said == ("a call changed the line '[data]' of settings.ini, not the one the "
+                          "task asked to change")
     assert found.ask.startswith("The task asks to change threshold from 0.5 to 0.75, but your "
-                                "code also changed the line '[data]' of settings.ini")
+                                "code changed the line '[data]' of settings.ini instead")
     # The change asked, and nothing else: fine; another file the code wrote: not looked at.
     assert wrong_line_changed(EDIT, [_edited(INI.replace("= 0.5\nalpha", "= 0.75\nalpha"))]) is None
     assert wrong_line_changed(EDIT, [_edited(INI.replace("[data]", "x"), path="other.ini")]) is None
@@ -519,8 +549,7 @@ def test_an_edit_that_overwrote_another_line_is_found() -> None:
     text = "The colour of the sky.\nA colourful day.\nNo change here.\n"
     task = "In notes.txt, replace every 'colour' with 'color' and leave the rest as it is."
     assert wrong_line_changed(task, [_edited(text.replace("colour", "color"), text, "notes.txt")]) is None
-    wrong = wrong_line_changed(task, [_edited(text.replace("colour", "color").replace("No change", "A change"),
-                                              text, "notes.txt")])
+    wrong = wrong_line_changed(task, [_edited(text.replace("No change", "A change"), text, "notes.txt")])
     assert wrong is not None and "replace 'colour' with 'color'" in wrong.ask and "'No change here.'" in wrong.ask
     # Through ``findings``: before the answer's own rules.
     items = [Message("user", EDIT), ToolCall("c1", "python", {"code": "..."}),
@@ -533,3 +562,35 @@ def test_the_line_quoted_from_a_file_is_cut_and_escaped() -> None:
     found = wrong_line_changed(EDIT, [_edited(INI.replace("[data]", "y"), INI.replace("[data]", long_line))])
     assert found is not None and "\\u202e" in found.ask and "\u202e" not in found.ask
     assert "x" * 60 not in found.ask
+
+
+@pytest.mark.parametrize("task, before, after", [
+    # Found by a review of the first version: each of these is a right edit.
+    (EDIT, INI, INI.replace("= 0.5\nalpha", "= 0.75\nalpha").rstrip("\n")),  # final newline dropped
+    (EDIT, INI.rstrip("\n"), INI.replace("= 0.5\nalpha", "= 0.75\nalpha")),  # one added
+    (EDIT, INI.replace("\n", "\r\n"), INI.replace("= 0.5\nalpha", "= 0.75\nalpha")),  # CRLF to LF
+    ("In temps.csv, change the temperatures from Fahrenheit to Celsius.",
+     "day,t\nmon,50\ntue,68\nwed,86\nthu,104\n", "day,t\nmon,10\ntue,20\nwed,30\nthu,40\n"),
+    ("In data.tsv, replace '\\t' with ',' everywhere.", "a\tb\nc\td\n", "a,b\nc,d\n"),
+])
+def test_a_right_edit_is_not_found_wrong(task: str, before: str, after: str) -> None:
+    path = next(iter(re.findall(r"\w+\.\w+", task)), "settings.ini")
+    assert wrong_line_changed(task, [_edited(after, before, path)]) is None
+
+
+def test_the_last_change_of_a_file_is_the_one_judged_and_only_line_by_line() -> None:
+    wrong = _edited(INI.replace("[data]", "threshold = 0.75"))
+    fixed = INI.replace("= 0.5\nalpha", "= 0.75\nalpha")
+    # A later call put it right (its diff from the wrong version): the first is not held against it.
+    assert wrong_line_changed(EDIT, [wrong, _edited(fixed, INI.replace("[data]", "threshold = 0.75"))]) is None
+    # A diff that does not say line by line (folded, or one hunk for the whole middle).
+    big = "".join(f"line {i}\n" for i in range(600))
+    far = big.replace("line 3\n", "colour\n").replace("line 590\n", "colour\n")
+    task = "In doc.md, replace 'colour' with 'color'."
+    assert wrong_line_changed(task, [_edited(far.replace("colour", "color"), far, "doc.md")]) is None
+    # Another file the task names is not the one judged; a name with a newline stays one line.
+    both = "Replace 'foo' with 'bar' in main.py and update test_main.py."
+    assert wrong_line_changed(both, [_edited("x = 2\n", "x = 1\n", "main.py")]) is not None
+    assert wrong_line_changed(both, [_edited("x = 2\n", "x = 1\n", "other.py")]) is None
+    odd = wrong_line_changed("Change port from 80 to 81.", [_edited("b\n", "a\n", "x\n\u202ey.ini")])
+    assert odd is not None and "\n" not in odd.said + odd.ask and "\u202e" not in odd.said + odd.ask

@@ -168,6 +168,13 @@ def test_a_request_for_code_to_read_is_not_a_request_to_run_python(task: str) ->
     ("Write code to parse an ISO date and run it myself later.", False),
     ("Write a Python script; I will run it.", False),
     ("Use Python to count the lines of app.log.", True),
+    # Found by a review of the first version: someone else runs it, or later, or elsewhere.
+    ("Draft a script for the migration; I'll review and then run it.", False),
+    ("Write a bash script that starts the server and run it in the background.", False),
+    ("Write a Python script that backs up my notes and run it daily.", False),
+    ("Write a Python script I can copy and run it on my laptop.", False),
+    ("Give me the code to train the model and run it on the GPU.", False),
+    ("Write a script that sums data.csv and run it on data.csv.", True),
 ])
 def test_code_to_read_and_run_is_a_request_to_run_python(task: str, runs: bool) -> None:
     assert asks_to_run_code(task) is runs

@@ -13,7 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from .._util.diffs import line_edits
+from .._util.text import visible_name
 from .items import NO_OUTPUT, Item, Message, ToolCall, ToolResult
 
 __all__ = ["Finding", "findings", "run_items", "empty_answer", "error_ignored", "last_call_failed", "no_call_ran",
@@ -128,14 +131,18 @@ _ASKS_TO_SEE = re.compile(r"\b(?:write|show|give|draft|explain)\b[^.?!\n]{0,40}\
                           r"class|program|snippet|example|code)\b", re.I)
 
 
-# "Write a script that … and run it", "… then execute it": code to read, and to run.
-_AND_RUN_IT = re.compile(r"\b(?:and|then)\s+(?:also\s+)?(?:run|execute)\s+(?:it|them)\b(?!\s+(?:myself|yourself|later))",
-                         re.I)
+# "Write a script that … and run it", "… then execute it": code to read, and to run; not
+# "… and run it in the background / daily / on my laptop", nor "I'll review and then run it".
+_AND_RUN_IT = re.compile(r"\b(?:and|then)\s+(?:also\s+)?(?:run|execute)\s+(?:it|them)"
+                         r"(?:\s+on\s+(?!(?:my|our|your|a|an|the)\b)[\w.'-]+)?\s*(?:[.!]|$)", re.I | re.M)
+_I_RUN = re.compile(r"\b(?:I|I'll|I'd|we|we'll|me)\b[^.;!?\n]*$", re.I)
 
 
 def asks_to_run_code(task: str) -> bool:
     """The task asks for something computed by running Python, not for code to read."""
-    if _AND_RUN_IT.search(task) and (_ASKS_TO_RUN.search(task) or _ASKS_TO_SEE.search(task)):
+    run_it = _AND_RUN_IT.search(task)
+    if run_it and not _I_RUN.search(task[:run_it.start()]) and (
+            _ASKS_TO_RUN.search(task) or _ASKS_TO_SEE.search(task)):
         return True
     return bool(_ASKS_TO_RUN.search(task)) and not _ASKS_TO_SEE.search(task)
 
@@ -162,6 +169,9 @@ def no_call_ran(task: str, answer: str) -> Finding | None:
 
 
 _ONLY_LOOKS = ("read_file", "list_files", "load_skill")  # tools that compute nothing
+# "show me the first line of log.txt": what read_file shows is the answer.
+_ASKS_FOR_CONTENT = re.compile(r"\b(?:show|print|read|display|give|quote)\b[^.?!\n]{0,30}\b(?:contents?|"
+                               r"(?:first|last) lines?|header|text)\b", re.I)
 
 
 def read_not_computed(task: str, answer: str, results: Sequence[Item]) -> Finding | None:
@@ -171,7 +181,7 @@ def read_not_computed(task: str, answer: str, results: Sequence[Item]) -> Findin
     ``list_files``, then "paper"). A file written, or a tool of the user's, is work done."""
     tools = [r.name for r in results if isinstance(r, ToolResult)]
     if not tools or not asks_to_run_code(task) or not answer.strip() or any(
-            name not in _ONLY_LOOKS for name in tools):
+            name not in _ONLY_LOOKS for name in tools) or _ASKS_FOR_CONTENT.search(task):
         return None
     used = ", ".join(dict.fromkeys(tools))
     return Finding("no_call", f"no code ran though the task asks for Python (only {used})",
@@ -388,23 +398,22 @@ _CHANGE_FROM = re.compile(r"\bchange\s+(?:the\s+)?[`'\"]?([\w.-]{1,40})[`'\"]?\s
                           re.I)
 _REPLACE = re.compile(r"\breplace\s+(?:every\s+|all\s+|each\s+)?(?:the\s+)?[`'\"]([^`'\"\n]{1,40})[`'\"]"
                       r"\s+(?:with|by)\s+[`'\"]([^`'\"\n]{0,40})[`'\"]", re.I)
-_HUNK_AT = re.compile(r"^@@ ", re.M)
+MAX_EDITED_LINES = 3  # an edit of one thing; a conversion of the whole file is not judged
 
 
-def _removed_lines(diff: str) -> list[str]:
-    """The lines a unified diff (``Change.diff``) takes out (or changes), without its header."""
-    start = _HUNK_AT.search(diff)
-    if start is None:
-        return []
-    return [line[1:].rstrip("\r") for line in diff[start.start():].split("\n")
-            if line.startswith("-")]
+def _unescaped(text: str) -> str:
+    r"""``	`` and ``
+`` as a task writes them in quotes ("replace '	' with ','")."""
+    return text.replace("\\t", "\t").replace("\\n", "\n")
 
 
 def wrong_line_changed(task: str, results: Sequence[Item]) -> Finding | None:
     """The task asks to change one thing in a file ("change threshold from 0.5 to 0.75",
-    "replace 'colour' with 'color'") and a call changed a line of it that holds neither the
-    thing nor its old value (seen at 1.5B: ``lines[5] = 'threshold = 0.75\\n'`` overwrote
-    '[data]', the line after the one asked, and the answer was the new line)."""
+    "replace 'colour' with 'color'") and the last change of that file touched no line that
+    holds the thing or its old value, but up to ``MAX_EDITED_LINES`` others (seen at 1.5B:
+    ``lines[5] = 'threshold = 0.75\\n'`` overwrote '[data]', the line after the one asked,
+    and the answer was the new line). Line endings, a diff that does not say line by line
+    (``_util.diffs``), and files the task does not name are left alone."""
     changed = _CHANGE_FROM.search(task)
     replaced = _REPLACE.search(task)
     if replaced:
@@ -414,27 +423,30 @@ def wrong_line_changed(task: str, results: Sequence[Item]) -> Finding | None:
         what = f"change {changed.group(1)} from {changed.group(2)} to {changed.group(3)}"
     else:
         return None
-    named = files_to_write(task)
+    keys = [_unescaped(k).casefold() for k in keys]
+    named = [m.group(1) for m in _FILE.finditer(task)]  # any file the task names
+    last: dict[str, dict[str, Any]] = {}  # each file's latest change: a later call may fix it
     for result in results:
-        if not isinstance(result, ToolResult):
+        for change in (result.meta.get("changes") or []) if isinstance(result, ToolResult) else []:
+            if isinstance(change, dict) and isinstance(change.get("path"), str):
+                last[change["path"]] = change
+    for path, change in last.items():
+        if change.get("kind") != "modified" or (named and not any(
+                path == n or path.endswith("/" + n) for n in named)):
             continue
-        for change in result.meta.get("changes") or []:
-            if not isinstance(change, dict) or change.get("kind") != "modified":
-                continue
-            path = str(change.get("path"))
-            if named and not any(path == n or path.endswith("/" + n) for n in named):
-                continue  # another file the code wrote: not the one the task is about
-            wrong = [line for line in _removed_lines(str(change.get("diff") or ""))
-                     if line.strip() and not any(k.casefold() in line.casefold() for k in keys)]
-            if wrong:
-                line = wrong[0] if len(wrong[0]) <= 60 else wrong[0][:59] + "…"
-                return Finding(
-                    "file_edit", f"a call changed the line {line!r} of {path}, which the task "
-                    "did not ask to change",
-                    f"The task asks to {what}, but your code also changed the line {line!r} of "
-                    f"{path}, which the task did not ask to change. Look at the file with the "
-                    "python tool, put that line back as it was, make only the change asked, and "
-                    "print the file; then answer.")
+        edits = line_edits(str(change.get("diff") or ""))
+        gone = [e.old for e in edits or [] if e.kind in ("replaced", "removed")]
+        if not gone or len(gone) > MAX_EDITED_LINES or any(
+                k in line.casefold() for line in gone for k in keys):
+            continue
+        line = repr(gone[0] if len(gone[0]) <= 60 else gone[0][:59] + "…")
+        where = visible_name(path)
+        return Finding(
+            "file_edit", f"a call changed the line {line} of {where}, not the one the task "
+            "asked to change",
+            f"The task asks to {what}, but your code changed the line {line} of {where} "
+            "instead. Look at the file with the python tool, put that line back as it was, "
+            "make only the change asked, and print the file; then answer.")
     return None
 
 
@@ -583,13 +595,25 @@ _ORDER = re.compile(
     r"|from\s+(?:the\s+)?(?:smallest|lowest|least|fewest)\s+to\s+(?:the\s+)?(?:largest|highest|most|greatest)"
     r"|(?P<down2>from\s+(?:the\s+)?(?:largest|highest|most|greatest)\s+to\s+(?:the\s+)?(?:smallest|lowest|least|fewest)))",
     re.I)
-_LIST_LINE = re.compile(r"^[ \t]*(?:[-*•]|\d{1,3}[.)])[ \t]+(\S.*)$", re.M)
-_LEAD = re.compile(r"^.*(?::|\b(?:are|is|were|was)\b)\s+", re.I)  # "The items are tape" -> "tape"
+_LIST_LINE = re.compile(r"^([ \t]*)(?:[-*•]|\d{1,3}[.)])[ \t]+(\S.*)$", re.M)
+# "Sure, here it is: tape, glue" -> "tape, glue"; "The items are tape, glue" -> "tape, glue".
+_LEAD = re.compile(r"^[^:\n]{0,200}?(?::\s|\b(?:are|is|were|was)\s)", re.I)
+# "sorted by last name", "by date in ascending order": an order of something the answer
+# does not show.
+_BY_WHAT = r"(?<!separated )(?<!delimited )(?<!joined )(?<!split )\bby\s+(?!alphabet|commas?\b|new ?lines?\b)\w+"
+_BY = re.compile(rf"\b(?:sort(?:ed)?|order(?:ed)?|rank(?:ed)?|ascending|descending|alphabetical(?:ly)?)\b"
+                 rf"[^.?!\n]{{0,40}}?{_BY_WHAT}|{_BY_WHAT}[^.?!\n]{{0,40}}?\b(?:ascending|descending|"
+                 r"alphabetical)", re.I)
+_ARTICLE = re.compile(r"^(?:the|a|an)\s+", re.I)
+LIST_LINE_CHARS = 1000  # a longer line is prose, not a list (and is not split)
 
 
 def order_asked(task: str) -> str | None:
     """The order the task asks its list in: "alphabetical", "reverse alphabetical",
-    "ascending", "descending"; None for none, or two different ones."""
+    "ascending", "descending"; None for none, two different ones, or an order "by" something
+    else ("alphabetically by last name")."""
+    if _BY.search(task):
+        return None
     asked = set()
     for m in _ORDER.finditer(task):
         word = m.group(0).lower()
@@ -601,20 +625,25 @@ def order_asked(task: str) -> str | None:
 
 def listed_items(answer: str) -> list[str]:
     """The items of the one list an answer gives ("tape, glue and ink", or one per line
-    under "-", "*" or "1."), as written; [] when it gives none, or it cannot tell."""
+    under "-", "*" or "1.", the outer level), as written; [] when it gives none, or it
+    cannot tell."""
     text = _FENCED.sub("", answer)
     bullets = _LIST_LINE.findall(text)
     if len(bullets) >= 2:
-        items = bullets
+        outer = min(len(indent) for indent, _ in bullets)
+        items = [item for indent, item in bullets if len(indent) == outer]
     else:
-        lines = [line for line in text.splitlines() if "," in line]
-        if len(lines) != 1:
+        lines = [line.strip() for line in text.splitlines() if "," in line]
+        if len(lines) != 1 or len(lines[0]) > LIST_LINE_CHARS:
             return []
-        items = re.split(r"\s*,\s*(?:and\s+|or\s+)?", lines[0].strip())
-        items[-1:] = re.split(r"\s+(?:and|or)\s+", items[-1]) if items else []
-        items[0] = _LEAD.sub("", items[0])
+        line = _LEAD.sub("", lines[0], count=1)
+        # "1,200, 950": with ", " between the items, a bare comma is a thousands separator.
+        items = line.split(", ") if ", " in line else line.split(",")
+        items = [re.sub(r"^(?:and|or)\s+", "", i.strip()) for i in items]
+        if not re.search(r",\s*(?:and|or)\s", line):  # "tape, glue and ink": the last pair
+            items[-1:] = re.split(r"\s+(?:and|or)\s+", items[-1])
         items[-1] = items[-1].rstrip(".!")
-    items = [i.strip().strip("`'\"*_").strip() for i in items]
+    items = [i.strip().strip("`'\"").strip("*").strip() for i in items]
     if len(items) < 2 or any(not i or len(i.split()) > 4 or len(i) > 60 for i in items):
         return []  # a sentence with commas in it, not a list
     return items
@@ -634,15 +663,20 @@ def wrong_order(task: str, answer: str) -> Finding | None:
     items = listed_items(answer) if order else []
     if not order or not items:
         return None
+    down = order in ("descending", "reverse alphabetical")
     if order.endswith("alphabetical"):
-        keys: list[object] = [i.casefold() for i in items]
+        # As a person sorts (case aside, or a leading "The" aside) or as Python's sorted() does;
+        # "…, salt and pepper" may be one item.
+        joined = items[:-2] + [f"{items[-2]} and {items[-1]}"] if len(items) > 2 else items
+        orders: list[list[Any]] = [[i.casefold() for i in items], list(items),
+                                   [_ARTICLE.sub("", i).casefold() for i in items],
+                                   [i.casefold() for i in joined]]
     else:
         numbers = [_as_number(i) for i in items]
         if any(n is None for n in numbers):
             return None  # names in an order of their values: the answer alone cannot tell
-        keys = list(numbers)
-    down = order in ("descending", "reverse alphabetical")
-    if keys == sorted(keys, reverse=down):  # type: ignore[type-var]
+        orders = [list(numbers)]
+    if any(keys == sorted(keys, reverse=down) for keys in orders):
         return None
     shown = ", ".join(items)
     shown = shown if len(shown) <= 80 else shown[:79] + "…"

@@ -34,8 +34,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from .._util.diffs import ONE_HUNK, folded, lines_of
+
 __all__ = ["Change", "ChangeSet", "Stage", "canonical", "code_risk", "probe_overlay", "STAGE_EXEC",
-           "APPLY_MODES", "UndoReport", "text_lines", "read_head"]
+           "APPLY_MODES", "UndoReport", "read_head"]
 
 STAGE_EXEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_stage_exec.py")
 APPLY_MODES = ("ask", "data", "never")
@@ -415,18 +417,12 @@ _DIFF_SECONDS = 2.0  # of diffing per scan; later changes of that scan are liste
 _HUNK = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
 
 
-def text_lines(text: str) -> list[str]:
-    """Lines with their ends, broken where a file's lines break (``\\n``, ``\\r\\n``, ``\\r``;
-    not at a form feed or U+2028, as ``str.splitlines`` would): the numbers are an editor's."""
-    return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z", text)
-
-
 def _diff(before: bytes | None, after: bytes | None, rel: str) -> str | None:
     if after is None and before is None:
         return None
     try:
-        old = text_lines((before or b"").decode("utf-8"))
-        new = text_lines((after or b"").decode("utf-8"))
+        old = lines_of((before or b"").decode("utf-8"))
+        new = lines_of((after or b"").decode("utf-8"))
     except UnicodeDecodeError:
         return None  # binary: its size and sha256 say enough
     # Only the changed middle goes to difflib (linear trims first): a rewrite of 40,000
@@ -439,11 +435,14 @@ def _diff(before: bytes | None, after: bytes | None, rel: str) -> str | None:
         tail += 1
     start = max(0, head - 2)
     a, b = old[start:len(old) - max(0, tail - 2)], new[start:len(new) - max(0, tail - 2)]
+    # A name with a line break must not make diff lines of its own (what shows the diff
+    # makes the rest of it visible).
+    name = rel.replace("\r", "\\r").replace("\n", "\\n")
     if len(a) + len(b) - 8 <= _DIFF_MATCH:
-        body = list(difflib.unified_diff(a, b, f"a/{rel}", f"b/{rel}", n=2))
+        body = list(difflib.unified_diff(a, b, f"a/{name}", f"b/{name}", n=2))
     else:  # one hunk: the middle removed and added, its context around it
         keep_a, keep_b = old[start:head], old[len(old) - tail:len(old) - tail + 2]
-        body = [f"--- a/{rel}\n", f"+++ b/{rel}\n", f"@@ -1,{len(a)} +1,{len(b)} @@\n"]
+        body = [f"--- a/{name}\n", f"+++ b/{name}\n", f"@@ -1,{len(a)} +1,{len(b)} @@ {ONE_HUNK}\n"]
         body += [" " + line for line in keep_a] + ["-" + line for line in old[head:len(old) - tail]]
         body += ["+" + line for line in new[head:len(new) - tail]] + [" " + line for line in keep_b]
     lines = [_HUNK.sub(lambda m: (f"@@ -{int(m[1]) + start}{m[2] or ''} "
@@ -451,20 +450,22 @@ def _diff(before: bytes | None, after: bytes | None, rel: str) -> str | None:
              if line.startswith("@@") else line for line in body]
     if len(lines) > _DIFF_LINES:
         half = _DIFF_LINES // 2
-        lines = lines[:half] + [f"... {len(lines) - _DIFF_LINES} more diff lines ...\n"] + lines[-half:]
+        lines = lines[:half] + [folded(len(lines) - _DIFF_LINES)] + lines[-half:]
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines) or None
 
 
 def _line_count(data: bytes | None) -> int | None:
     """Lines of a text file as ``open(…).readlines()`` counts them ("a\\nb\\n" and "a\\nb":
-    2); None for a file not read whole or not UTF-8 text."""
+    2); None for a file not read whole or not UTF-8 text. Counted on the bytes: a scan may
+    meet thousands of files, and this runs outside the diff's time budget."""
     if data is None:
         return None
     try:
-        text = data.decode("utf-8")
+        data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    return len(text_lines(text))
+    breaks = data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+    return breaks + (1 if data and not data.endswith((b"\n", b"\r")) else 0)
 
 
 class _Layer:
@@ -646,11 +647,14 @@ class Stage:
                 and _now(layer.root, rel) == digest:  # sizes first: never hash 50 GB of yours
             return None  # the same bytes as yours (copied back, or written unchanged)
         before = _read_in(layer.root, rel, _DIFF_BYTES) if existed else None
+        # Yours could not be read (too large, not a plain file): no diff rather than one that
+        # shows every line as added.
+        diffable = after is not None and (before is not None or not existed)
         return Change(rel, layer.root, kind, size=fst.st_size, sha256=digest,
                       mode=fst.st_mode & 0o777,
                       risk=code_risk(rel, layer.root, executable=bool(fst.st_mode & 0o111),
                                      existed=existed),
-                      diff=_diff(before, after, rel) if after is not None and
+                      diff=_diff(before, after, rel) if diffable and
                       time.monotonic() < self._diff_until else None, lines=_line_count(after))
 
     def pending(self) -> list[Change]:

@@ -9,14 +9,14 @@ ipyagent's own state (``.ipyagent/``) is never applied from the sandbox, whoever
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._util.diffs import LineEdit, line_edits
 from .._util.text import visible_name
 from ..context.items import ToolResult
-from ..kernel.staging import Change, Stage, canonical, text_lines
+from ..kernel.staging import Change, Stage, canonical
 
 __all__ = ["ChangeRequest", "settle_changes", "never_applied", "model_note"]
 
@@ -68,68 +68,31 @@ NOTE_LINE_CHARS = 60  # of each quoted line
 
 
 def _quoted(line: str) -> str:
-    """A line of the file as the note quotes it: short, and as a Python literal (its quotes
-    and escapes keep what the file says apart from ipyagent's words; control and bidi
-    characters show escaped)."""
-    line = line.rstrip("\r\n")
-    if len(line) > NOTE_LINE_CHARS:
-        line = line[:NOTE_LINE_CHARS - 1] + "…"
-    return repr(line)
+    """A line of the file as the note quotes it: as a Python literal (its quotes and escapes
+    keep what the file says apart from ipyagent's words; control, bidi and tag characters
+    show escaped), at most ``NOTE_LINE_CHARS`` long as written (escapes count)."""
+    keep = len(line)
+    while len(repr(line[:keep])) + (keep < len(line)) > NOTE_LINE_CHARS and keep:
+        keep = max(0, min(keep - 1, keep * NOTE_LINE_CHARS // len(repr(line[:keep]))))
+    return repr(line[:keep] + ("…" if keep < len(line) else ""))
+
+
+def _said(edit: LineEdit) -> str:
+    if edit.kind == "replaced":
+        return f"line {edit.line} was {_quoted(edit.old)}, now {_quoted(edit.new)}"
+    if edit.kind == "added":
+        return f"line {edit.line} added: {_quoted(edit.new)}"
+    if edit.kind == "removed":
+        return f"removed: {_quoted(edit.old)} (it was line {edit.line})"
+    return f"line {edit.line}: its line ending changed"
 
 
 def changed_lines(diff: str) -> tuple[list[str], int]:
     """What a unified diff (``Change.diff``) did, line by line as a reader says it ("line 6
     was '[data]', now 'threshold = 0.75'", "line 3 added: 'done = true'"): the first
-    ``NOTE_LINES`` and how many more lines changed (-1: more, a folded diff does not say
-    how many)."""
-    said: list[str] = []
-    more = 0
-    folded = False
-    old_no = new_no = 0
-    removed: list[tuple[int, str]] = []
-    added: list[tuple[int, str]] = []
-
-    def flush() -> None:
-        nonlocal more
-        pairs = min(len(removed), len(added))
-        words = [f"line {n} was {_quoted(a)}, now {_quoted(b)}"
-                 if a.rstrip("\r\n") != b.rstrip("\r\n") else f"line {n}: its line ending changed"
-                 for (_, a), (n, b) in zip(removed[:pairs], added[:pairs])]
-        words += [f"line {n} removed: {_quoted(a)}" for n, a in removed[pairs:]]
-        words += [f"line {n} added: {_quoted(b)}" for n, b in added[pairs:]]
-        room = max(0, NOTE_LINES - len(said))
-        said.extend(words[:room])
-        more += len(words) - len(words[:room])
-        removed.clear()
-        added.clear()
-
-    in_hunk = False
-    for line in text_lines(diff):
-        hunk = re.match(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@", line)
-        if hunk:
-            flush()
-            in_hunk = True
-            old_no, new_no = int(hunk[1]), int(hunk[2])
-            # A hunk of an empty side starts at 0 ("@@ -0,0 +1,3 @@").
-            old_no, new_no = max(old_no, 1), max(new_no, 1)
-        elif not in_hunk:
-            continue  # the ---/+++ header
-        elif line.startswith("-"):
-            removed.append((old_no, line[1:]))
-            old_no += 1
-        elif line.startswith("+"):
-            added.append((new_no, line[1:]))
-            new_no += 1
-        elif line.startswith(" "):
-            flush()
-            old_no += 1
-            new_no += 1
-        elif line.startswith("..."):  # folded (``staging._DIFF_LINES``): the rest not known
-            flush()
-            in_hunk, folded = False, True
-        # "\ No newline at end of file" and anything else: nothing to say
-    flush()
-    return said, -1 if folded and said else more
+    ``NOTE_LINES`` and how many more lines changed; nothing for an abridged diff."""
+    edits = line_edits(diff) or []
+    return [_said(e) for e in edits[:NOTE_LINES]], max(0, len(edits) - NOTE_LINES)
 
 
 def _detail(change: Change, quote: bool) -> str:
@@ -144,8 +107,7 @@ def _detail(change: Change, quote: bool) -> str:
     if quote and change.kind == "modified" and change.diff:
         said, more = changed_lines(change.diff)
         if said:
-            rest = "; and more changed lines" if more < 0 else (
-                f"; and {more} more changed line{'s' if more != 1 else ''}" if more else "")
+            rest = f"; and {more} more changed line{'s' if more != 1 else ''}" if more else ""
             words += ": " + "; ".join(said) + rest
     return f"({words})"
 

@@ -317,11 +317,14 @@ def separator_note(code: str, outputs: list[dict[str, Any]], folder: Path | None
         if re.search(r"\b(?:sep|delimiter|delim_whitespace)\s*=", call):
             continue
         name = found.group(1)
-        first = _first_line(folder / name)
-        if first is None or "," in first:
+        lines = _first_lines(folder / name)
+        if not lines or "," in lines[0]:
             continue
-        seps = [sep for sep in _OTHER_SEPARATORS if sep in first]
-        if len(seps) != 1:
+        first = lines[0]
+        # The same count on the next line too: a table, not a sentence with one ';' in it.
+        seps = [sep for sep in _OTHER_SEPARATORS if first.count(sep)
+                and all(line.count(sep) == first.count(sep) for line in lines[1:2])]
+        if len(seps) != 1 or len(lines) < 2:
             continue
         sep = _OTHER_SEPARATORS[seps[0]]
         how = (f"pd.read_csv({name!r}, sep={sep})" if "read_csv" in found.group(0)
@@ -332,12 +335,13 @@ def separator_note(code: str, outputs: list[dict[str, Any]], folder: Path | None
     return ""
 
 
-def _first_line(path: Path, limit: int = 4096) -> str | None:
-    """The first line of a regular file of the workspace (never through a symlink), or None."""
+def _first_lines(path: Path, limit: int = 4096) -> list[str]:
+    """The first two lines of a regular file of the workspace (never through a symlink)."""
     head = read_head(path, limit)
     if head is None:
-        return None
-    return head.decode("utf-8", "replace").lstrip("\ufeff").split("\n", 1)[0].rstrip("\r")
+        return []
+    text = head.decode("utf-8", "replace").lstrip("\ufeff")
+    return [line.rstrip("\r") for line in text.split("\n")[:2] if line.strip()]
 
 
 def _folder(agent: PythonHost) -> Path | None:
