@@ -1,6 +1,7 @@
 """Small private helpers every layer may use; nothing here knows an agent.
 
-``atomic`` writes a file all at once or not at all, ``eventloop`` is the one background
+``atomic`` writes a file all at once or not at all, ``diffs`` reads back the staged
+workspace's diffs line by line, ``eventloop`` is the one background
 event loop that owns every async resource, ``mainthread`` runs display and prompt work on
 the user's main thread, ``nesting`` bounds how deep a JSON value may nest, ``normalise``
 replaces what legitimately varies between two runs, ``sqlite`` sets a damaged database of
