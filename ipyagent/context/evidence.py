@@ -402,8 +402,7 @@ MAX_EDITED_LINES = 3  # an edit of one thing; a conversion of the whole file is 
 
 
 def _unescaped(text: str) -> str:
-    r"""``	`` and ``
-`` as a task writes them in quotes ("replace '	' with ','")."""
+    r"""``\t`` and ``\n`` as a task writes them in quotes ("replace '\t' with ','")."""
     return text.replace("\\t", "\t").replace("\\n", "\n")
 
 
