@@ -56,7 +56,7 @@ from ..models.tool_mode import (
 )
 from ..models.written_calls import PROBLEM, REPAIRED, flat_answer, how_to_call, recover_calls
 from ..tools.base import Executor, Toolbox
-from ..tools.python import RAISED_BY, last_assigned
+from ..tools.python import ERROR_NOTE, last_assigned
 from ..trust.redaction import LiveRedactor, redact_result, redaction_notice
 from ..trust.secrets import key_envs, secret_values
 from .compaction import fit_window
@@ -720,12 +720,14 @@ def _not_run_again(agent: AgentView, call: ToolCall) -> ToolResult | None:
                     f"nothing and would print nothing again. Print what you need to see{how}.")
         else:
             said = _error_line(item.output)
-            # Where a long line failed, said again (seen at 1.5B: the same one-liner written
-            # four times after "string indices must be integers" alone).
-            place = item.meta.get(RAISED_BY)
+            # ipyagent's note on the error (the part of a long line that raised, the read
+            # that fits a ';' file) said again: at 1.5B a one-liner was written four more
+            # times after "string indices must be integers" alone, at 0.5B the same
+            # separator-less read of a ';' file four more times.
+            place = str(item.meta.get(ERROR_NOTE) or "").rstrip(". ")
             text = ("Not run: this is the call that failed just before, word for word; it "
                     f"would fail the same way{f' ({said})' if said else ''}"
-                    f"{f'; {place}' if isinstance(place, str) and place else ''}. Write the "
+                    f"{f'; {place}' if place else ''}. Write the "
                     "call differently.")
         return ToolResult(call.id, text, error=True, name=call.name, meta={
             "skipped": SAME_SILENCE if silent else SAME_FAILURE, "repeat_of": made.id})

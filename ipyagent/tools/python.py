@@ -81,10 +81,10 @@ def python_tool(agent: PythonHost) -> Tool:
             # (Python's own carets are not in it), and a small model writes one-liners.
             place = failing_part(str(call.arguments["code"]), await kernel.error_span_async())
             note = "; ".join(filter(None, [note, place]))
-            if place:
-                result.meta[RAISED_BY] = place  # said again if the same call is written again
         if note:
             result.meta["note"] = note
+            if result.error:
+                result.meta[ERROR_NOTE] = note  # said again if the same call is written again
         await settle_changes(agent, result)  # the staged workspace: what reaches your folder
         silent = (not execution.text and not execution.outputs and not result.error
                   and not result.meta.get("changes"))
@@ -234,7 +234,7 @@ def last_assigned(code: str) -> str | None:
     return names[-1] if names else None
 
 
-RAISED_BY = "raised_by"  # ToolResult.meta: ipyagent's sentence naming the part that raised
+ERROR_NOTE = "error_note"  # ToolResult.meta: ipyagent's note on a failed call's error
 _NOT_RAISED = ("SyntaxError", "IndentationError", "TabError")  # found compiling: no frame ran
 PART_CHARS = 120  # of the failing part quoted in the note
 

@@ -199,12 +199,32 @@ def test_the_same_failing_call_written_again_is_told_which_part_raised(tmp_path:
                                               cwd=str(tmp_path)) as agent:
         assert agent.run("Use Python to find the sensor with the highest mean.").stop_reason == "done"
         first, again = [i for i in agent.context if isinstance(i, ToolResult)]
-    assert first.meta["raised_by"] in again.output
+    assert first.meta["error_note"] in again.output
     assert again.meta["skipped"] == SAME_FAILURE
     assert again.output == ("Not run: this is the call that failed just before, word for word; it "
                             "would fail the same way (TypeError: string indices must be integers, "
                             "not 'str'); the error was raised by this part: max(readings, key=lambda "
                             "k: sum(readings[k]) / len(readings[k]))['name']. Write the call differently.")
+
+
+def test_the_same_failing_read_written_again_is_told_the_read_that_fits(tmp_path: Path) -> None:
+    """Seen at 0.5B: told the read that fits a ';' file, it wrote the same read four more
+    times; each not-run says the note again."""
+    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
+
+    (tmp_path / "sales.csv").write_text("region;amount\nnorth;1250\nsouth;340\n")
+    code = "import pandas as pd\nsales = pd.read_csv('sales.csv')\nprint(sales['amount'].sum())"
+    script = [reply_tool_calls([("python", {"code": code})]), reply_text("1590"),
+              reply_tool_calls([("python", {"code": code})]), reply_text("It failed.")]
+    with ScriptedServer(script) as srv, Agent(model="m", base_url=srv.base_url, approval="auto",
+                                              file_tools=False, verify_answers=True,
+                                              cwd=str(tmp_path)) as agent:
+        agent.run("Use Python to total the amount column of sales.csv.")
+        first, again = [i for i in agent.context if isinstance(i, ToolResult)]
+    assert first.meta["error_note"].startswith("sales.csv's first line is 'region;amount'")
+    assert again.output == ("Not run: this is the call that failed just before, word for word; it "
+                            f"would fail the same way (KeyError: 'amount'); {first.meta['error_note'][:-1]}. "
+                            "Write the call differently.")
 
 
 def test_the_failing_part_is_quoted_from_the_code_sent_never_from_the_kernel(agent: Agent) -> None:
