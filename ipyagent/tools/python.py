@@ -172,6 +172,18 @@ _IMPORTS = {"json": "import json", "pd": "import pandas as pd", "np": "import nu
             "datetime": "import datetime", "statistics": "import statistics",
             "plt": "import matplotlib.pyplot as plt", "time": "import time",
             "random": "import random", "sys": "import sys", "pathlib": "import pathlib"}
+# A tool's name called as a Python function (seen at 0.5B: ``print(len(read_file('orders.csv')))``,
+# then the same call twice more), and what does its work in Python.
+_TOOLS_IN_PYTHON = {
+    "read_file": "in Python, read a file with open(path).read(), and run the call again.",
+    "write_file": "in Python, write a file with open(path, 'w').write(text), and run the call again.",
+    "edit_file": "in Python, read the file with open(path).read(), change the text, write it back "
+                 "with open(path, 'w').write(text), and run the call again.",
+    "list_files": "in Python, list a folder with import os; print(os.listdir('.')), and run the "
+                  "call again.",
+    "final_answer": "print the value in your code, run the call again, and give your answer "
+                    "after its result.",
+}
 _PLAIN_FILE = re.compile(r"^[A-Za-z_]\w{0,99}\.[A-Za-z0-9]{1,10}$")
 
 
@@ -185,6 +197,9 @@ def error_note(outputs: list[dict[str, Any]], files: Sequence[str] = ()) -> str:
         if found and found.group(1) in _IMPORTS:
             return (f"{found.group(1)!r} is a module your code did not import: start the code "
                     f"with {_IMPORTS[found.group(1)]}, and run the call again.")
+        if found and found.group(1) in _TOOLS_IN_PYTHON:
+            return (f"{found.group(1)} is one of your tools, not a Python function: "
+                    f"{_TOOLS_IN_PYTHON[found.group(1)]}")
         named = [f for f in files if found and _PLAIN_FILE.match(f)
                  and f.rsplit(".", 1)[0] == found.group(1)]
         if found and named:

@@ -308,6 +308,16 @@ def test_a_table_read_with_the_wrong_separator_gets_the_read_that_fits(tmp_path:
             assert "separated by" not in run(here, code).meta.get("note", ""), code
 
 
+def test_a_tool_called_as_a_python_function_gets_what_does_its_work(agent: Agent) -> None:
+    """Seen at 0.5B: ``print(len(read_file('orders.csv')))``, then the same call twice more."""
+    assert run(agent, "print(len(read_file('orders.csv')))").meta["note"] == (
+        "read_file is one of your tools, not a Python function: in Python, read a file with "
+        "open(path).read(), and run the call again.")
+    assert run(agent, "final_answer(3)").meta["note"].startswith(
+        "final_answer is one of your tools, not a Python function: print the value")
+    assert "one of your tools" not in run(agent, "print(read_files)").meta.get("note", "")
+
+
 def test_without_pandas_the_notes_example_reads_a_table_with_the_standard_library(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Seen in a fresh ``pip install -e .`` venv (no pandas): the note's ``pd.read_csv``
