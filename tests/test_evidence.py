@@ -21,7 +21,6 @@ from ipyagent.context.evidence import (
     order_asked,
     own_constants,
     places_asked,
-    read_not_computed,
     receipt_answer,
     run_items,
     single_look,
@@ -480,42 +479,6 @@ def test_a_list_out_of_the_order_asked_is_found() -> None:
     assert findings(items, "glue, ink, tape") == []
     assert [f.rule for f in findings([*items[:2], result(KEYERROR, error=True)],
                                      "tape, glue, ink")] == ["error_ignored"]
-
-
-# -- an answer read off a file where the task asks for Python --------------------------------
-LONGEST = "words.txt has one word per line. Use Python to find the longest word and reply with it."
-
-
-def _looked(*tools: str) -> list[ToolResult]:
-    return [ToolResult(f"c{i}", "pear\nbanana\n", name=t) for i, t in enumerate(tools)]
-
-
-def test_an_answer_read_off_a_file_where_the_task_asks_for_python_is_found() -> None:
-    """Seen at 0.5B in eleven of thirty-six runs: read_file (or list_files), then an answer."""
-    found = read_not_computed(LONGEST, "banana", _looked("read_file"))
-    assert found is not None and found.rule == "no_call" and found.rule in ASKS_FOR_A_CALL
-    assert found.said == "no code ran though the task asks for Python (only read_file)"
-    assert "your answer comes from what read_file showed" in found.ask
-    assert "list_files, read_file showed" in read_not_computed(  # type: ignore[union-attr]
-        LONGEST, "banana", _looked("list_files", "read_file", "read_file")).ask
-    # Code ran, a file was written, a tool of the user's did the work, no Python asked for.
-    for tools in [("read_file", "python"), ("shell",), ("write_file",), ("lookup_price",)]:
-        assert read_not_computed(LONGEST, "banana", _looked(*tools)) is None, tools
-    assert read_not_computed("What is the longest word in words.txt?", "banana", _looked("read_file")) is None
-    # What read_file shows is the answer: "show me the first line", "print its contents".
-    for task in ["Use Python to show me the first line of log.txt.",
-                 "Use Python to print the contents of note.txt."]:
-        assert read_not_computed(task, "hello", _looked("read_file")) is None, task
-    assert read_not_computed(LONGEST, " ", _looked("read_file")) is None
-    items = [Message("user", LONGEST), ToolCall("c0", "read_file", {"path": "words.txt"}),
-             *_looked("read_file")]
-    assert [f.rule for f in findings(items, "banana", can_run=True)] == ["no_call"]
-    assert findings(items, "banana", can_run=False) == []  # no tool that runs code offered
-    assert findings(items, "banana", can_run=True, said=frozenset({"no_call"})) == []
-    denied = ToolResult("c9", "The user denied this tool call.", name="python", error=True,
-                        meta={"denied": True})
-    assert findings([*items, ToolCall("c9", "python", {"code": "1"}), denied], "banana",
-                    can_run=True) == []  # the person said no to Python: not asked again
 
 
 # -- an edit that changed a line the task did not ask to change -----------------------------

@@ -20,7 +20,7 @@ from .._util.text import visible_name
 from .items import NO_OUTPUT, Item, Message, ToolCall, ToolResult
 
 __all__ = ["Finding", "findings", "run_items", "empty_answer", "error_ignored", "last_call_failed", "no_call_ran",
-           "read_not_computed", "suspicious_value",
+           "suspicious_value",
            "unsupported_numbers", "unchanged_files", "single_look", "own_constants", "numbers_in",
            "places_asked", "wrong_places", "form_asked", "wrong_form", "order_asked", "listed_items",
            "wrong_order", "receipt_answer",
@@ -166,28 +166,6 @@ def no_call_ran(task: str, answer: str) -> Finding | None:
                    "The task asks you to use Python, and you answered without running any: "
                    "the answer is a guess. Call the python tool with code that computes it, "
                    "then answer from its output.")
-
-
-_ONLY_LOOKS = ("read_file", "list_files", "load_skill")  # tools that compute nothing
-# "show me the first line of log.txt": what read_file shows is the answer.
-_ASKS_FOR_CONTENT = re.compile(r"\b(?:show|print|read|display|give|quote)\b[^.?!\n]{0,30}\b(?:contents?|"
-                               r"(?:first|last) lines?|header|text)\b", re.I)
-
-
-def read_not_computed(task: str, answer: str, results: Sequence[Item]) -> Finding | None:
-    """The task asks for Python, and every call that ran only looked (read a file, listed a
-    folder, loaded a skill): the answer was read off, not computed (seen at 0.5B, in eleven
-    of thirty-six runs: ``read_file``, then the wrong longest word, the wrong category; a
-    ``list_files``, then "paper"). A file written, or a tool of the user's, is work done."""
-    tools = [r.name for r in results if isinstance(r, ToolResult)]
-    if not tools or not asks_to_run_code(task) or not answer.strip() or any(
-            name not in _ONLY_LOOKS for name in tools) or _ASKS_FOR_CONTENT.search(task):
-        return None
-    used = ", ".join(dict.fromkeys(tools))
-    return Finding("no_call", f"no code ran though the task asks for Python (only {used})",
-                   f"The task asks you to use Python, and no Python ran in this run: your answer "
-                   f"comes from what {used} showed, not from code that computes it. Call the "
-                   "python tool with code that computes it, then answer from its output.")
 
 
 # Not an empty list or dict: "[]" is as often the answer ("no keys match") as a slip.
@@ -723,8 +701,6 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
         found.append(unchanged_files(task, written))
     found.append(wrong_line_changed(task, results))
     if found[0] is None:
-        if can_run and not person_denied(items_now):
-            found.append(read_not_computed(task, answer, results))
         found.append(receipt_answer(task, answer, last))
         found.append(suspicious_value(answer, last, outputs[:-1], task))
         found.append(unsupported_numbers(answer, outputs, inputs))
