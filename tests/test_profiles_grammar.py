@@ -270,3 +270,13 @@ def test_strings_may_hold_raw_newlines_and_tabs_but_no_other_control() -> None:
     char = re.compile(raw_class)  # a GBNF character class reads the same as a Python one
     assert all(char.fullmatch(c) for c in "a\n\t\r é😀")
     assert not any(char.fullmatch(c) for c in '"\\\x00\x07\x0b\x1b\x7f')
+
+
+def test_strings_may_hold_a_backslash_before_any_printable_character() -> None:
+    """At 1.5B, strict JSON escapes only left no way to write a regex's ``\\w`` with one
+    backslash: the model wrote ``re.findall(r'', …)``. lenient_json keeps ``\\w`` as written."""
+    from ipyagent.models.lenient_json import loads
+
+    char = _rules(call_grammar([PYTHON]))["char"]
+    assert '"\\\\" ( ["\\\\/bfnrt] | "u" hex hex hex hex | [^"\\\\/bfnrtu\\x00-\\x1F\\x7F] )' in char
+    assert loads('{"code": "re.findall(r\'\\w+\\.\\d\', t)"}') == {"code": "re.findall(r'\\w+\\.\\d', t)"}

@@ -215,6 +215,17 @@ def test_both_repairs_in_one_call() -> None:
                                    "a block statement after ';' moved to a line of its own")
 
 
+def test_a_regex_word_boundary_that_json_read_as_a_backspace_is_written_back() -> None:
+    r"""A model writes ``r'\b\w+\b'`` in its JSON with one backslash: JSON reads ``\b`` as a
+    backspace (``\w`` is kept as written), which no code means."""
+    written = '{"name": "python", "arguments": {"code": "import re\\nprint(re.findall(r\'\\b\\w+\\b\', t))"}}'
+    _, (call,) = recover_calls(written, ["python"])
+    assert call.arguments["code"] == "import re\nprint(re.findall(r'\\b\\w+\\b', t))"
+    assert call.meta[REPAIRED] == "\\b and \\f that JSON read as control characters written back"
+    _, (plain,) = recover_calls('{"name": "python", "arguments": {"code": "print(1)"}}', ["python"])
+    assert REPAIRED not in plain.meta
+
+
 @pytest.mark.parametrize("code", [
     "x = 1; print(x)",  # compiles
     "x = 1; y = (",  # another SyntaxError

@@ -181,6 +181,11 @@ def recover_calls(text: str, offered: Iterable[str],
             meta[PROBLEM] = w.problem or "unreadable arguments"
         elif w.name == "python" and isinstance(arguments.get("code"), str):
             code, why = arguments["code"], []
+            if "\b" in code or "\f" in code:
+                # JSON reads a regex's \b as a backspace (and \f as a form feed): never
+                # meant as such in code, and a raw one breaks r'\b\w+\b'.
+                code = code.replace("\b", "\\b").replace("\f", "\\f")
+                why.append("\\b and \\f that JSON read as control characters written back")
             repaired = line_breaks_in_strings_repaired(code)
             if repaired is not None:
                 code = repaired

@@ -33,6 +33,9 @@ MAX_DEPTH = 8  # schema nesting followed; deeper parts accept any JSON value
 # A string may hold raw newlines, tabs and carriage returns (strict JSON may not). Why:
 # Qwen2.5-Coder writes its code with raw newlines (``lenient_json`` reads them); a grammar
 # that forbade them made it write the code on one line: a SyntaxError (measured at 1.5B).
+# And a backslash before any other printable character (``\w``, ``\d``, ``\.``), kept as
+# written by ``lenient_json``: strict JSON's escapes only left the 1.5B no way to write a
+# regex's ``\w`` with one backslash, and it wrote ``re.findall(r'', …)`` (a fresh5 task).
 
 _BASE = r'''
 ws ::= [ \t\n]{0,20}
@@ -40,7 +43,7 @@ value ::= object | array | string | number | "true" | "false" | "null"
 object ::= "{" ws ( string ws ":" ws value ( ws "," ws string ws ":" ws value )* )? ws "}"
 array ::= "[" ws ( value ( ws "," ws value )* )? ws "]"
 string ::= "\"" char* "\""
-char ::= [^"\\\x7F\x00-\x08\x0B\x0C\x0E-\x1F] | "\\" ( ["\\/bfnrt] | "u" hex hex hex hex )
+char ::= [^"\\\x7F\x00-\x08\x0B\x0C\x0E-\x1F] | "\\" ( ["\\/bfnrt] | "u" hex hex hex hex | [^"\\/bfnrtu\x00-\x1F\x7F] )
 hex ::= [0-9a-fA-F]
 integer ::= "-"? ( "0" | [1-9] [0-9]{0,15} )
 number ::= integer ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
