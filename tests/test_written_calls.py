@@ -13,6 +13,7 @@ from ipyagent.models.written_calls import (
     find_written_calls,
     flat_answer,
     how_to_call,
+    leading_zeros_repaired,
     line_breaks_in_strings_repaired,
     recover_calls,
 )
@@ -213,6 +214,18 @@ def test_both_repairs_in_one_call() -> None:
     assert call.arguments["code"] == "x = 1; s = 'a\\n'\nwith open('f') as f: pass"
     assert call.meta[REPAIRED] == ("line breaks inside a string literal written as \\n; "
                                    "a block statement after ';' moved to a line of its own")
+
+
+def test_leading_zeros_python_refuses_are_taken_off() -> None:
+    """At 1.5B: ``datetime(2026, 12, 06)``, a SyntaxError, the same call four more times."""
+    code = "from datetime import date\nprint((date(2026, 12, 06) - date(1990, 05, 17)).days)"
+    _, (call,) = recover_calls(json.dumps({"name": "python", "arguments": {"code": code}}), ["python"])
+    assert call.arguments["code"] == ("from datetime import date\n"
+                                      "print((date(2026, 12, 6) - date(1990, 5, 17)).days)")
+    assert call.meta[REPAIRED] == "leading zeros taken off whole numbers (06 is 6)"
+    for fine in ["x = '06'", "x = 0x06", "x = 0", "x = 1.05", "x = 0o7", "# 06\nx = 1"]:
+        assert leading_zeros_repaired(fine) is None, fine
+    assert leading_zeros_repaired("x = 007 + 00") == "x = 7 + 00"  # 00 is a valid 0
 
 
 def test_a_regex_word_boundary_that_json_read_as_a_backspace_is_written_back() -> None:

@@ -190,6 +190,10 @@ def recover_calls(text: str, offered: Iterable[str],
             if repaired is not None:
                 code = repaired
                 why.append("line breaks inside a string literal written as \\n")
+            repaired = leading_zeros_repaired(code)
+            if repaired is not None:
+                code = repaired
+                why.append("leading zeros taken off whole numbers (06 is 6)")
             kinds: set[str] = set()
             repaired = blocks_on_one_line_repaired(code, kinds=kinds)
             if repaired is not None:
@@ -203,6 +207,47 @@ def recover_calls(text: str, offered: Iterable[str],
         calls.append(ToolCall(new_call_id(), w.name, arguments or {},
                               None if arguments is not None else w.written, meta))
     return around, calls
+
+
+_LEADING_ZEROS = "leading zeros in decimal integer literals"
+
+
+def leading_zeros_repaired(code: str, limit: int = 20) -> str | None:
+    """``code`` with the leading zeros Python refuses taken off its whole numbers
+    (``datetime(2026, 12, 06)`` → ``6``), each where the compiler points; None when there is
+    none. Why: at 1.5B, a date written so failed with this SyntaxError, and the model wrote
+    the same call four more times. ``06`` means 6 to anyone who writes a date (Python 2's
+    octal reading ended with it). Only compiled, never run; the repair is what is approved."""
+    if len(code) > 100_000 or _LEADING_ZEROS not in _compile_error(code):
+        return None
+    lines = code.split("\n")
+    for _ in range(limit):
+        try:
+            compile("\n".join(lines), "<call>", "exec", dont_inherit=True)
+            break
+        except SyntaxError as exc:
+            at, col = (exc.lineno or 0) - 1, (exc.offset or 0) - 1
+            if _LEADING_ZEROS not in str(exc.msg) or not 0 <= at < len(lines):
+                break
+            line = lines[at]
+            zeros = re.match(r"0+(?=\d)", line[col:]) if 0 <= col < len(line) else None
+            if zeros is None or (col and (line[col - 1].isalnum() or line[col - 1] in "._")):
+                break
+            lines[at] = line[:col] + line[col + zeros.end():]
+        except (ValueError, OverflowError, RecursionError, MemoryError):
+            return None
+    repaired = "\n".join(lines)
+    return repaired if repaired != code else None
+
+
+def _compile_error(code: str) -> str:
+    try:
+        compile(code, "<call>", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return str(exc.msg)
+    except (ValueError, OverflowError, RecursionError, MemoryError):
+        return ""
+    return ""
 
 
 _UNTERMINATED = re.compile(r"unterminated (?:f-)?string literal")
