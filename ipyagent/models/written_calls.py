@@ -22,7 +22,7 @@ import json
 import re
 import tokenize
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..context.items import ToolCall, new_call_id
 from .lenient_json import LenientJSONError, loads, parse_prefix
@@ -209,6 +209,27 @@ def recover_calls(text: str, offered: Iterable[str],
     return around, calls
 
 
+def _repaired_where_it_fails(code: str, fix: Callable[[list[str], SyntaxError], bool],
+                             limit: int = 20) -> str | None:
+    """``code`` after ``fix`` mended its lines where each ``SyntaxError`` points, until it
+    compiles, ``fix`` says it cannot help (False) or ``limit`` tries; None when nothing
+    changed. Only compiled, never run."""
+    if len(code) > 100_000:
+        return None
+    lines = code.split("\n")
+    for _ in range(limit):
+        try:
+            compile("\n".join(lines), "<call>", "exec", dont_inherit=True)
+            break
+        except SyntaxError as exc:
+            if not fix(lines, exc):
+                break
+        except (ValueError, OverflowError, RecursionError, MemoryError):
+            return None
+    repaired = "\n".join(lines)
+    return repaired if repaired != code else None
+
+
 _LEADING_ZEROS = "leading zeros in decimal integer literals"
 
 
@@ -217,37 +238,20 @@ def leading_zeros_repaired(code: str, limit: int = 20) -> str | None:
     (``datetime(2026, 12, 06)`` → ``6``), each where the compiler points; None when there is
     none. Why: at 1.5B, a date written so failed with this SyntaxError, and the model wrote
     the same call four more times. ``06`` means 6 to anyone who writes a date (Python 2's
-    octal reading ended with it). Only compiled, never run; the repair is what is approved."""
-    if len(code) > 100_000 or _LEADING_ZEROS not in _compile_error(code):
-        return None
-    lines = code.split("\n")
-    for _ in range(limit):
-        try:
-            compile("\n".join(lines), "<call>", "exec", dont_inherit=True)
-            break
-        except SyntaxError as exc:
-            at, col = (exc.lineno or 0) - 1, (exc.offset or 0) - 1
-            if _LEADING_ZEROS not in str(exc.msg) or not 0 <= at < len(lines):
-                break
-            line = lines[at]
-            zeros = re.match(r"0+(?=\d)", line[col:]) if 0 <= col < len(line) else None
-            if zeros is None or (col and (line[col - 1].isalnum() or line[col - 1] in "._")):
-                break
-            lines[at] = line[:col] + line[col + zeros.end():]
-        except (ValueError, OverflowError, RecursionError, MemoryError):
-            return None
-    repaired = "\n".join(lines)
-    return repaired if repaired != code else None
+    octal reading ended with it). The repair is what the person approves."""
 
+    def fix(lines: list[str], exc: SyntaxError) -> bool:
+        at, col = (exc.lineno or 0) - 1, (exc.offset or 0) - 1
+        if _LEADING_ZEROS not in str(exc.msg) or not 0 <= at < len(lines):
+            return False
+        line = lines[at]
+        zeros = re.match(r"0+(?=\d)", line[col:]) if 0 <= col < len(line) else None
+        if zeros is None or (col and (line[col - 1].isalnum() or line[col - 1] in "._")):
+            return False
+        lines[at] = line[:col] + line[col + zeros.end():]
+        return True
 
-def _compile_error(code: str) -> str:
-    try:
-        compile(code, "<call>", "exec", dont_inherit=True)
-    except SyntaxError as exc:
-        return str(exc.msg)
-    except (ValueError, OverflowError, RecursionError, MemoryError):
-        return ""
-    return ""
+    return _repaired_where_it_fails(code, fix, limit)
 
 
 _UNTERMINATED = re.compile(r"unterminated (?:f-)?string literal")
@@ -261,24 +265,17 @@ def line_breaks_in_strings_repaired(code: str, limit: int = 20) -> str | None:
     reads as a real line break in the string: ``SyntaxError: unterminated string literal``
     (measured at 1.5B, editing an .ini file, in two runs of two). Such a break is never
     valid Python, so the repair is safe even when another error remains (the model then
-    reads that one). Only compiled, never run; the repaired code is what the person approves.
+    reads that one). The repaired code is what the person approves.
     """
-    if len(code) > 100_000:
-        return None
-    lines = code.split("\n")
-    for _ in range(limit):
-        try:
-            compile("\n".join(lines), "<call>", "exec", dont_inherit=True)
-            break
-        except SyntaxError as exc:
-            at = (exc.lineno or 0) - 1
-            if not _UNTERMINATED.search(str(exc.msg)) or not 0 <= at < len(lines) - 1:
-                break
-            lines[at:at + 2] = [lines[at] + "\\n" + lines[at + 1]]
-        except (ValueError, OverflowError, RecursionError, MemoryError):
-            return None
-    repaired = "\n".join(lines)
-    return repaired if repaired != code else None
+
+    def fix(lines: list[str], exc: SyntaxError) -> bool:
+        at = (exc.lineno or 0) - 1
+        if not _UNTERMINATED.search(str(exc.msg)) or not 0 <= at < len(lines) - 1:
+            return False
+        lines[at:at + 2] = [lines[at] + "\\n" + lines[at + 1]]
+        return True
+
+    return _repaired_where_it_fails(code, fix, limit)
 
 
 _BLOCKS = frozenset({"with", "for", "if", "while", "try", "def", "class", "async"})
