@@ -46,9 +46,3 @@ def test_what_is_not_even_lenient_json_raises(text: str) -> None:
 def test_parse_prefix_says_where_the_value_ends() -> None:
     value, end = parse_prefix('say {"a": [1, {"b": 2}]} then more', 4)
     assert value == {"a": [1, {"b": 2}]} and end == 24
-
-
-def test_an_escaped_single_quote_inside_a_double_quoted_string_is_pythons() -> None:
-    # Python's \' in code inside a JSON "…" string (invalid JSON): kept, so 'it\'s' still parses.
-    assert loads('{"code": "print(\'it\\\'s\')"}') == {"code": "print('it\\'s')"}
-    assert loads("{'code': 'it\\'s'}") == {"code": "it's"}  # a single-quoted one's own quote

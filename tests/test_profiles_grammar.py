@@ -278,5 +278,5 @@ def test_strings_may_hold_a_backslash_before_any_printable_character() -> None:
     from ipyagent.models.lenient_json import loads
 
     char = _rules(call_grammar([PYTHON]))["char"]
-    assert '"\\\\" ( ["\\\\/bfnrt] | "u" hex hex hex hex | [^"\\\\/bfnrtu\\x00-\\x1F\\x7F] )' in char
+    assert '"\\\\" ( ["\\\\/bfnrt] | "u" hex hex hex hex | [^"\'\\\\/bfnrtu\\x00-\\x1F\\x7F] )' in char
     assert loads('{"code": "re.findall(r\'\\w+\\.\\d\', t)"}') == {"code": "re.findall(r'\\w+\\.\\d', t)"}

@@ -189,10 +189,9 @@ class _Reader:
                     out.append(chr(int(text[j + 2:j + 6], 16)))
                     j += 6
                     continue
-                if nxt in _ESCAPES and (nxt != "'" or quote == "'"):
+                if nxt in _ESCAPES:
                     out.append(_ESCAPES[nxt])
-                else:  # an escape JSON does not know (a regex's \d, Python's \' inside
-                    # "…"): kept as written
+                else:  # an escape JSON does not know (a regex's \d): kept as written
                     out.append(c + nxt)
                 j += 2
                 continue

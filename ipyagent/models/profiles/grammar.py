@@ -36,6 +36,8 @@ MAX_DEPTH = 8  # schema nesting followed; deeper parts accept any JSON value
 # And a backslash before any other printable character (``\w``, ``\d``, ``\.``), kept as
 # written by ``lenient_json``: strict JSON's escapes only left the 1.5B no way to write a
 # regex's ``\w`` with one backslash, and it wrote ``re.findall(r'', …)`` (a fresh5 task).
+# Not before ``'``: allowed, the 0.5B wrote ``open('poem.txt', \'r\')`` (lenient_json reads
+# ``\'`` as ``'``, as it must for a single-quoted string; it broke Python's ``'it\'s'``).
 
 _BASE = r'''
 ws ::= [ \t\n]{0,20}
@@ -43,7 +45,7 @@ value ::= object | array | string | number | "true" | "false" | "null"
 object ::= "{" ws ( string ws ":" ws value ( ws "," ws string ws ":" ws value )* )? ws "}"
 array ::= "[" ws ( value ( ws "," ws value )* )? ws "]"
 string ::= "\"" char* "\""
-char ::= [^"\\\x7F\x00-\x08\x0B\x0C\x0E-\x1F] | "\\" ( ["\\/bfnrt] | "u" hex hex hex hex | [^"\\/bfnrtu\x00-\x1F\x7F] )
+char ::= [^"\\\x7F\x00-\x08\x0B\x0C\x0E-\x1F] | "\\" ( ["\\/bfnrt] | "u" hex hex hex hex | [^"'\\/bfnrtu\x00-\x1F\x7F] )
 hex ::= [0-9a-fA-F]
 integer ::= "-"? ( "0" | [1-9] [0-9]{0,15} )
 number ::= integer ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
