@@ -557,3 +557,24 @@ def test_the_last_change_of_a_file_is_the_one_judged_and_only_line_by_line() -> 
     assert wrong_line_changed(both, [_edited("x = 2\n", "x = 1\n", "other.py")]) is None
     odd = wrong_line_changed("Change port from 80 to 81.", [_edited("b\n", "a\n", "x\n\u202ey.ini")])
     assert odd is not None and "\n" not in odd.said + odd.ask and "\u202e" not in odd.said + odd.ask
+
+
+def test_an_edit_that_lost_lines_of_the_file_is_found() -> None:
+    """Seen at 1.5B in a terminal, as a new user: asked to change the threshold and leave every
+    other line, the model wrote settings.ini as its one new line (four lines of the user's
+    lost) and answered that the file changed."""
+    before = "[model]\nthreshold = 0.5\n\n[data]\npath = d.csv\n"
+    found = wrong_line_changed(EDIT, [_edited("threshold = 0.75\n", before)])
+    assert found is not None and found.rule == "file_edit"
+    assert found.said == "a call removed 3 lines of settings.ini the task did not ask to remove"
+    assert ("removed these lines of settings.ini: '[model]', '[data]', 'path = d.csv'. Write the "
+            "file again") in found.ask
+    # "… leave the rest as it is" with no "from": still an edit of one thing.
+    task = "Set alpha to 2 in cfg.ini and leave the rest as it is."
+    lost = wrong_line_changed(task, [_edited("alpha = 2\n", "[m]\nalpha = 1\nbeta = 3\n", "cfg.ini")])
+    assert lost is not None and "'[m]', 'beta = 3'" in lost.ask
+    assert wrong_line_changed(task, [_edited("[m]\nalpha = 2\nbeta = 3\n", "[m]\nalpha = 1\nbeta = 3\n",
+                                             "cfg.ini")]) is None
+    # A task that asks to remove, or says nothing of the rest: not judged.
+    assert wrong_line_changed("Remove the beta line from cfg.ini.",
+                              [_edited("[m]\n", "[m]\nbeta = 3\n", "cfg.ini")]) is None

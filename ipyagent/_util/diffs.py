@@ -8,6 +8,7 @@ line by line what changed, so ``line_edits`` says nothing of it rather than some
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -57,11 +58,14 @@ def line_edits(diff: str) -> list[LineEdit] | None:
     in_hunk = False
 
     def flush() -> None:
-        for (_, a), (n, b) in zip(removed, added):
+        pairs = _paired(removed, added)
+        taken = {i for i, _ in pairs}
+        placed = {j for _, j in pairs}
+        for i, j in pairs:
+            (_, a), (n, b) = removed[i], added[j]
             edits.append(LineEdit("ending" if a == b else "replaced", n, a, b))
-        pairs = min(len(removed), len(added))
-        edits.extend(LineEdit("removed", n, old=a) for n, a in removed[pairs:])
-        edits.extend(LineEdit("added", n, new=b) for n, b in added[pairs:])
+        edits.extend(LineEdit("removed", n, old=a) for i, (n, a) in enumerate(removed) if i not in taken)
+        edits.extend(LineEdit("added", n, new=b) for j, (n, b) in enumerate(added) if j not in placed)
         removed.clear()
         added.clear()
 
@@ -88,3 +92,22 @@ def line_edits(diff: str) -> list[LineEdit] | None:
         # "\ No newline at end of file": nothing to say
     flush()
     return edits if in_hunk else None
+
+
+def _paired(removed: list[tuple[int, str]], added: list[tuple[int, str]]) -> list[tuple[int, int]]:
+    """(removed, added) index pairs of the lines an edit replaced: by position when the runs
+    are as long, else each line of the shorter run, in order, with the most alike line of the
+    longer one after the last paired (``alpha = 1`` → ``alpha = 2`` when ``[m]`` and
+    ``beta = 3`` went)."""
+    if len(removed) == len(added) or not removed or not added or len(removed) + len(added) > 100:
+        return [(k, k) for k in range(min(len(removed), len(added)))]
+    short, long_ = (added, removed) if len(added) < len(removed) else (removed, added)
+    pairs: list[tuple[int, int]] = []
+    start = 0
+    for j, (_, text) in enumerate(short):
+        last = len(long_) - (len(short) - j)  # leave one for each later line of the short run
+        i = max(range(start, last + 1),
+                key=lambda k: (difflib.SequenceMatcher(None, long_[k][1], text).ratio(), -k))
+        pairs.append((i, j) if short is added else (j, i))
+        start = i + 1
+    return pairs

@@ -377,6 +377,8 @@ _CHANGE_FROM = re.compile(r"\bchange\s+(?:the\s+)?[`'\"]?([\w.-]{1,40})[`'\"]?\s
 _REPLACE = re.compile(r"\breplace\s+(?:every\s+|all\s+|each\s+)?(?:the\s+)?[`'\"]([^`'\"\n]{1,40})[`'\"]"
                       r"\s+(?:with|by)\s+[`'\"]([^`'\"\n]{0,40})[`'\"]", re.I)
 MAX_EDITED_LINES = 3  # an edit of one thing; a conversion of the whole file is not judged
+_LEAVE_THE_REST = re.compile(r"\bleave\s+(?:every|all|each|the)\s+(?:other\s+lines?|other\s+entries|"
+                             r"rest)\b", re.I)
 
 
 def _unescaped(text: str) -> str:
@@ -398,6 +400,8 @@ def wrong_line_changed(task: str, results: Sequence[Item]) -> Finding | None:
     elif changed:
         keys = [changed.group(1), changed.group(2)]
         what = f"change {changed.group(1)} from {changed.group(2)} to {changed.group(3)}"
+    elif _LEAVE_THE_REST.search(task):
+        keys, what = [], "change one thing and leave the rest as it is"
     else:
         return None
     keys = [_unescaped(k).casefold() for k in keys]
@@ -412,8 +416,22 @@ def wrong_line_changed(task: str, results: Sequence[Item]) -> Finding | None:
                 path == n or path.endswith("/" + n) for n in named)):
             continue
         edits = line_edits(str(change.get("diff") or ""))
+        # Lines taken out and not put back (seen at 1.5B in a terminal: settings.ini rewritten
+        # as its one new line, four lines of the user's lost): never part of such an edit.
+        lost = [e.old for e in edits or [] if e.kind == "removed" and e.old.strip()
+                and not any(k in e.old.casefold() for k in keys)]
+        if lost:
+            shown = ", ".join(repr(line if len(line) <= 40 else line[:39] + "…") for line in lost[:4])
+            more = f" and {len(lost) - 4} more" if len(lost) > 4 else ""
+            where = visible_name(path)
+            return Finding(
+                "file_edit", f"a call removed {len(lost)} line{'s' if len(lost) != 1 else ''} of "
+                f"{where} the task did not ask to remove",
+                f"The task asks to {what}, but your code removed these lines of {where}: "
+                f"{shown}{more}. Write the file again with every line it had, making only the "
+                "change asked, print it, and then answer.")
         gone = [e.old for e in edits or [] if e.kind in ("replaced", "removed")]
-        if not gone or len(gone) > MAX_EDITED_LINES or any(
+        if not keys or not gone or len(gone) > MAX_EDITED_LINES or any(
                 k in line.casefold() for line in gone for k in keys):
             continue
         line = repr(gone[0] if len(gone[0]) <= 60 else gone[0][:59] + "…")

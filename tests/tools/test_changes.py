@@ -48,6 +48,15 @@ def test_a_file_name_cannot_write_diff_lines() -> None:
     assert diff.count("\n") == 5  # ---, +++, @@, -a, +b
 
 
+def test_a_replaced_line_is_paired_with_the_most_alike_removed_one() -> None:
+    # [m] and beta went, alpha changed: not "line 1 was '[m]', now 'alpha = 2'".
+    assert changed_lines(_diff(b"[m]\nalpha = 1\nbeta = 3\n", b"alpha = 2\n", "c") or "") == (
+        ["line 1 was 'alpha = 1', now 'alpha = 2'", "removed: '[m]' (it was line 1)",
+         "removed: 'beta = 3' (it was line 3)"], 0)
+    assert changed_lines(_diff(b"a\nb\n", b"a\nB\nc\n", "c") or "") == (
+        ["line 2 was 'b', now 'B'", "line 3 added: 'c'"], 0)
+
+
 def test_new_deleted_binary_and_pending_files() -> None:
     note = model_note([
         Change("new.csv", "/x", "new", lines=6, status="applied"),
