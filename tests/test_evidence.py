@@ -575,6 +575,8 @@ def test_an_edit_that_lost_lines_of_the_file_is_found() -> None:
     assert lost is not None and "'[m]', 'beta = 3'" in lost.ask
     assert wrong_line_changed(task, [_edited("[m]\nalpha = 2\nbeta = 3\n", "[m]\nalpha = 1\nbeta = 3\n",
                                              "cfg.ini")]) is None
-    # A task that asks to remove, or says nothing of the rest: not judged.
+    # A task that asks for lines to go, or says nothing of the rest: not judged.
+    assert wrong_line_changed("Delete the beta line of cfg.ini and leave the rest as it is.",
+                              [_edited("[m]\n", "[m]\nbeta = 3\n", "cfg.ini")]) is None
     assert wrong_line_changed("Remove the beta line from cfg.ini.",
                               [_edited("[m]\n", "[m]\nbeta = 3\n", "cfg.ini")]) is None

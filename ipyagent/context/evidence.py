@@ -377,6 +377,9 @@ _CHANGE_FROM = re.compile(r"\bchange\s+(?:the\s+)?[`'\"]?([\w.-]{1,40})[`'\"]?\s
 _REPLACE = re.compile(r"\breplace\s+(?:every\s+|all\s+|each\s+)?(?:the\s+)?[`'\"]([^`'\"\n]{1,40})[`'\"]"
                       r"\s+(?:with|by)\s+[`'\"]([^`'\"\n]{0,40})[`'\"]", re.I)
 MAX_EDITED_LINES = 3  # an edit of one thing; a conversion of the whole file is not judged
+# A task that asks for lines to go: removed lines are its work.
+_REMOVES = re.compile(r"\b(?:remove|removing|delete|deleting|drop|strip|clear|truncate|empty|"
+                      r"dedupe|de-?duplicate|filter|keep only|shorten|merge|join|sort)\b", re.I)
 _LEAVE_THE_REST = re.compile(r"\bleave\s+(?:every|all|each|the)\s+(?:other\s+lines?|other\s+entries|"
                              r"rest)\b", re.I)
 
@@ -419,7 +422,7 @@ def wrong_line_changed(task: str, results: Sequence[Item]) -> Finding | None:
         # Lines taken out and not put back (seen at 1.5B in a terminal: settings.ini rewritten
         # as its one new line, four lines of the user's lost): never part of such an edit.
         lost = [e.old for e in edits or [] if e.kind == "removed" and e.old.strip()
-                and not any(k in e.old.casefold() for k in keys)]
+                and not any(k in e.old.casefold() for k in keys)] if not _REMOVES.search(task) else []
         if lost:
             shown = ", ".join(repr(line if len(line) <= 40 else line[:39] + "…") for line in lost[:4])
             more = f" and {len(lost) - 4} more" if len(lost) > 4 else ""
