@@ -1,6 +1,6 @@
 """Small tool tasks against a real local server: ipyagent beside smolagents, same model.
 
-Seven sets of six tasks a notebook user asks a small local model, each with a checker that
+Eight sets of six tasks a notebook user asks a small local model, each with a checker that
 reads the answer (and the file it wrote): ``bench`` (compute 2**100, a physics formula, primes,
 a CSV mean, a semicolon-delimited CSV, write a file then read it back), ``unseen`` (nested
 JSON, a TSV, dates, a config edit, units, missing cells: written before issue 33's work; issue
@@ -13,8 +13,9 @@ sensor mean, appending a line, a BMI: the same, on 2026-12-06) and ``fresh4`` (a
 circle's area from its diameter, the longest word, items out of stock, writing even numbers, the
 largest rise: the same, a session later) and ``fresh5`` (the top month, the most common word, a
 word replaced in a file, days between dates, a cart's item count, distinct emails: the same, on
-2026-12-06 again, a session later). ipyagent runs with its defaults (python in
-the sandboxed sibling kernel, approval auto); smolagents' ``ToolCallingAgent`` (its python tool)
+2026-12-06 again, a session later) and ``fresh6`` (a weekday, vowels, the smallest city, writing
+the people over 30, a percentage rise, names sorted in their file: the same, a session later).
+ipyagent runs with its defaults (python in the sandboxed sibling kernel, approval auto); smolagents' ``ToolCallingAgent`` (its python tool)
 and ``CodeAgent`` run the same tasks against the same server and model, side by side in this
 process, when smolagents is installed. Per task and runner: solved or not, steps, prompt tokens
 the server evaluated (what its prompt cache did not hold; only with ``--gguf``, read from the
@@ -286,8 +287,41 @@ FRESH5 = [
          lambda a, _: _only_number(a, "4"),
          {"emails.txt": "ana@x.org\nBen@Y.com\nana@x.org\nANA@X.ORG\ncy@z.net\nben@y.com\ndee@x.org\n"}),
 ]
+# Written and committed on 2026-12-06 (a session after fresh5's), before their first run.
+FRESH6 = [
+    Task("weekday", "Use Python to find the day of the week of 14 March 2027 and reply with its "
+         "name.",
+         lambda a, _: "sunday" in a.lower()
+         and not any(d in a.lower() for d in ("monday", "saturday", "friday")), {}),
+    Task("vowels", "sentence.txt holds one sentence. Use Python to count its vowels (a, e, i, o, u, "
+         "in either case) and reply with the number.",
+         lambda a, _: _only_number(a, "16"),
+         {"sentence.txt": "Every agent reads the notebook Before it Acts.\n"}),
+    Task("smallest-city", "cities.json is a list of objects with a name and a population. Use "
+         "Python to find the city with the smallest population and reply with its name.",
+         lambda a, _: "tromso" in a.lower()
+         and not any(c in a.lower() for c in ("oslo", "bergen", "stavanger")),
+         {"cities.json": '[{"name": "Oslo", "population": 709000}, {"name": "Bergen", '
+                         '"population": 291000}, {"name": "Tromso", "population": 77000}, '
+                         '{"name": "Stavanger", "population": 148000}]\n'}),
+    Task("adults-file", "people.csv has columns name and age. Use Python to write the names of the "
+         "people older than 30 to adults.txt, one per line in the order of the file, and reply "
+         "with how many there are.",
+         lambda a, d: _lines(d / "adults.txt") == ["ana", "cleo", "eve"]
+         and _only_number(a, "3", ("30",)),
+         {"people.csv": "name,age\nana,34\nben,29\ncleo,31\ndan,30\neve,45\n"}),
+    Task("percent-rise", "A price went from 84 to 105. Use Python to compute the percentage "
+         "increase and reply with 1 decimal.",
+         lambda a, _: re.search(r"(?<![\d.])25\.00?\b", a) is not None, {}),
+    Task("sort-names", "names.txt has one name per line. Use Python to sort the names "
+         "alphabetically, write them back to names.txt, and reply with the first name after "
+         "sorting.",
+         lambda a, d: _lines(d / "names.txt") == ["adam", "bella", "liam", "mia", "zoe"]
+         and "adam" in a.lower() and not any(n in a.lower() for n in ("mia", "zoe")),
+         {"names.txt": "mia\nzoe\nadam\nliam\nbella\n"}),
+]
 SETS = {"bench": TASKS, "unseen": UNSEEN, "fresh": FRESH, "fresh2": FRESH2, "fresh3": FRESH3,
-        "fresh4": FRESH4, "fresh5": FRESH5}
+        "fresh4": FRESH4, "fresh5": FRESH5, "fresh6": FRESH6}
 
 
 def _only_number(answer: str, number: str, allowed: tuple[str, ...] = ()) -> bool:
