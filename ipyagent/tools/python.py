@@ -17,9 +17,9 @@ from ..context.items import NO_OUTPUT, SHOWN, ToolCall, ToolResult
 from ..errors import KernelError
 from ..kernel.base import confinement, for_the_model
 from ..kernel.outputs import strip_ansi
-from ..kernel.staging import read_head
 from .base import Tool
 from .changes import settle_changes
+from .table_notes import header_note, separator_note
 
 if TYPE_CHECKING:
     from ..kernel.base import Kernel
@@ -75,7 +75,8 @@ def python_tool(agent: PythonHost) -> Tool:
             error=execution.status != "ok", outputs=list(execution.outputs),
             execution_count=execution.execution_count, meta=meta)
         note = (error_note(execution.outputs, _names_here(agent, execution.outputs))
-                or separator_note(str(call.arguments["code"]), execution.outputs, _folder(agent)))
+                or separator_note(str(call.arguments["code"]), execution.outputs, _folder(agent))
+                or header_note(str(call.arguments["code"]), execution.outputs, _folder(agent)))
         if execution.status == "error" and _raised(execution.outputs):
             # Which part of a long line failed: IPython's traceback shows the whole line
             # (Python's own carets are not in it), and a small model writes one-liners.
@@ -312,51 +313,6 @@ def _power_example(out: dict[str, Any]) -> str:
     if "^" not in code or len(code) > 120 or not _ARITHMETIC.match(code):
         return " (as in 2 ** 10)"
     return ", as in: " + code.replace("^", "**")
-
-
-# A table read with the default separator: ``pd.read_csv('sales.csv')``, ``csv.DictReader(
-# open('sales.csv'))`` with no ``sep=`` / ``delimiter=`` in the call.
-_TABLE_READ = re.compile(r"""(?:read_csv|DictReader)\(\s*(?:open\(\s*)?['"]([A-Za-z_][\w.-]{0,99})['"]""")
-_OTHER_SEPARATORS = {";": "';'", "\t": "'\\t'", "|": "'|'"}
-
-
-def separator_note(code: str, outputs: list[dict[str, Any]], folder: Path | None) -> str:
-    """ipyagent's note for a ``KeyError`` after a table was read with the default ``,`` from a
-    workspace file whose first line has no comma but another separator, or "" (seen at 0.5B:
-    ``pd.read_csv('sales.csv')`` of a ``;`` file, ``KeyError: 'amount'``, the same call four
-    more times; the 1.5B answered 0 from such a read)."""
-    if folder is None or not any(o.get("ename") == "KeyError" for o in outputs):
-        return ""
-    for found in _TABLE_READ.finditer(code):
-        call = code[found.start():found.start() + 300].split(")\n", 1)[0]
-        if re.search(r"\b(?:sep|delimiter|delim_whitespace)\s*=", call):
-            continue
-        name = found.group(1)
-        lines = _first_lines(folder / name)
-        if not lines or "," in lines[0]:
-            continue
-        first = lines[0]
-        # The same count on the next line too: a table, not a sentence with one ';' in it.
-        seps = [sep for sep in _OTHER_SEPARATORS if first.count(sep)
-                and all(line.count(sep) == first.count(sep) for line in lines[1:2])]
-        if len(seps) != 1 or len(lines) < 2:
-            continue
-        sep = _OTHER_SEPARATORS[seps[0]]
-        how = (f"pd.read_csv({name!r}, sep={sep})" if "read_csv" in found.group(0)
-               else f"csv.DictReader(open({name!r}), delimiter={sep})")
-        shown = first if len(first) <= 60 else first[:59] + "…"
-        return (f"{name}'s first line is {shown!r}: its columns are separated by {sep}, not by "
-                f"commas, so the read gave one column. Read it with {how}, and run the call again.")
-    return ""
-
-
-def _first_lines(path: Path, limit: int = 4096) -> list[str]:
-    """The first two lines of a regular file of the workspace (never through a symlink)."""
-    head = read_head(path, limit)
-    if head is None:
-        return []
-    text = head.decode("utf-8", "replace").lstrip("\ufeff")
-    return [line.rstrip("\r") for line in text.split("\n")[:2] if line.strip()]
 
 
 def _folder(agent: PythonHost) -> Path | None:

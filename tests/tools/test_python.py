@@ -308,6 +308,42 @@ def test_a_table_read_with_the_wrong_separator_gets_the_read_that_fits(tmp_path:
             assert "separated by" not in run(here, code).meta.get("note", ""), code
 
 
+def test_a_header_read_as_a_number_is_told_it_is_the_header(tmp_path: Path) -> None:
+    """Seen at 1.5B: ``int(line.split(',')[1])`` over people.csv's lines failed on the header
+    (``'age\\n'``) and the same call came four more times."""
+    from ipyagent.tools.table_notes import header_note
+
+    (tmp_path / "people.csv").write_text("name,age\nana,34\nben,29\n")
+    (tmp_path / "link.csv").symlink_to(tmp_path / "people.csv")
+    (tmp_path / "words.txt").write_text("pear\nfig\n")
+    loop = ("with open('people.csv') as f, open('adults.txt', 'w') as out:\n"
+            "    for line in f:\n        if int(line.split(',')[1]) > 30: out.write(line)")
+    with Agent(file_tools=False, cwd=str(tmp_path)) as here:
+        result = run(here, loop)
+        assert result.error and result.meta["error_note"].startswith(
+            "'age' is a column name, not a value: people.csv's first line is 'name,age', its "
+            "header. Skip that line (next(f) once before looping over the open file f) or read "
+            "the rows by column name with csv.DictReader(open('people.csv')), and run the call "
+            "again.")
+        fixed = run(here, loop.replace("    for line", "    next(f)\n    for line"))
+        assert not fixed.error and (tmp_path / "adults.txt").read_text() == "ana,34\n"
+        # Not the header (a word in the data), a symlink, a file not named: nothing said.
+        for code in ["int('pear'); open('words.txt')",
+                     "[int(l.split(',')[1]) for l in open('link.csv')]",
+                     "int('age')"]:
+            assert "column name" not in run(here, code).meta.get("note", ""), code
+    # What the sandboxed code raises cannot put words in the note: only the file's own.
+    forged = [{"ename": "ValueError", "evalue": "could not convert string to float: 'ignore all'"}]
+    assert header_note("open('people.csv')", forged, tmp_path) == ""
+    semicolons = tmp_path / "sales.csv"
+    semicolons.write_text("region;amount\nnorth;1250\n")
+    amount = [{"ename": "ValueError", "evalue": "could not convert string to float: 'amount'"}]
+    assert "csv.DictReader(open('sales.csv'), delimiter=';')" in header_note(
+        "float(open('sales.csv').read().split(';')[1])", amount, tmp_path)
+    assert "pd.read_csv('sales.csv', sep=';')" in header_note(
+        "pd.read_csv('sales.csv', header=None, sep=';')[1].astype(float)", amount, tmp_path)
+
+
 def test_a_tool_called_as_a_python_function_gets_what_does_its_work(agent: Agent) -> None:
     """Seen at 0.5B: ``print(len(read_file('orders.csv')))``, then the same call twice more."""
     assert run(agent, "print(len(read_file('orders.csv')))").meta["note"] == (

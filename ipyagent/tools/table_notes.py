@@ -1,0 +1,116 @@
+"""ipyagent's notes on an error that came from how a workspace table was read: the file's first
+lines say what the code missed (its separator, its header). Only a plain name's first two lines
+are read, never through a symlink; only the file's own words about itself are quoted."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+from ..kernel.staging import read_head
+
+__all__ = ["separator_note", "header_note"]
+
+
+# A table read with the default separator: ``pd.read_csv('sales.csv')``, ``csv.DictReader(
+# open('sales.csv'))`` with no ``sep=`` / ``delimiter=`` in the call.
+_TABLE_READ = re.compile(r"""(?:read_csv|DictReader)\(\s*(?:open\(\s*)?['"]([A-Za-z_][\w.-]{0,99})['"]""")
+_OTHER_SEPARATORS = {";": "';'", "\t": "'\\t'", "|": "'|'"}
+
+
+def separator_note(code: str, outputs: list[dict[str, Any]], folder: Path | None) -> str:
+    """ipyagent's note for a ``KeyError`` after a table was read with the default ``,`` from a
+    workspace file whose first line has no comma but another separator, or "" (seen at 0.5B:
+    ``pd.read_csv('sales.csv')`` of a ``;`` file, ``KeyError: 'amount'``, the same call four
+    more times; the 1.5B answered 0 from such a read)."""
+    if folder is None or not any(o.get("ename") == "KeyError" for o in outputs):
+        return ""
+    for found in _TABLE_READ.finditer(code):
+        call = code[found.start():found.start() + 300].split(")\n", 1)[0]
+        if re.search(r"\b(?:sep|delimiter|delim_whitespace)\s*=", call):
+            continue
+        name = found.group(1)
+        lines = _first_lines(folder / name)
+        if not lines or "," in lines[0]:
+            continue
+        first = lines[0]
+        # The same count on the next line too: a table, not a sentence with one ';' in it.
+        seps = [sep for sep in _OTHER_SEPARATORS if first.count(sep)
+                and all(line.count(sep) == first.count(sep) for line in lines[1:2])]
+        if len(seps) != 1 or len(lines) < 2:
+            continue
+        sep = _OTHER_SEPARATORS[seps[0]]
+        how = (f"pd.read_csv({name!r}, sep={sep})" if "read_csv" in found.group(0)
+               else f"csv.DictReader(open({name!r}), delimiter={sep})")
+        shown = first if len(first) <= 60 else first[:59] + "…"
+        return (f"{name}'s first line is {shown!r}: its columns are separated by {sep}, not by "
+                f"commas, so the read gave one column. Read it with {how}, and run the call again.")
+    return ""
+
+
+# A value Python could not read as a number (``int('age\\n')``, ``float('price')``), as the
+# message quotes it, and a file the code names in a string.
+_NOT_A_NUMBER = re.compile(r"^(?:invalid literal for int\(\) with base \d+|could not convert "
+                           r"string to float): ('.{0,200}'|\".{0,200}\")$")
+_NAMED_FILE = re.compile(r"""['"]([A-Za-z_][\w.-]{0,99}\.[A-Za-z0-9]{1,10})['"]""")
+_FIELDS = re.compile(r"[,;\t|]")
+
+
+def header_note(code: str, outputs: list[dict[str, Any]], folder: Path | None) -> str:
+    """ipyagent's note for a ``ValueError`` from reading a table's header as a number: the
+    value is a column name on the first line of a file the code names, above a number on the
+    second, or "" (seen at 1.5B: ``int(line.split(',')[1])`` over people.csv's lines failed on
+    ``'age\\n'``, and the same call came four more times)."""
+    if folder is None:
+        return ""
+    for out in outputs:
+        found = (_NOT_A_NUMBER.match(str(out.get("evalue", "")))
+                 if out.get("ename") == "ValueError" else None)
+        if found is None:
+            continue
+        try:
+            value = ast.literal_eval(found.group(1))
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            continue
+        word = str(value).strip().strip("'\"").strip()
+        for name in dict.fromkeys(_NAMED_FILE.findall(code)) if word else ():
+            lines = _first_lines(folder / name)
+            if len(lines) < 2:
+                continue
+            header, row = (_fields(line) for line in lines)
+            at = header.index(word) if word in header else -1
+            if at < 0 or at >= len(row) or not _number(row[at]) or _number(word):
+                continue
+            first = lines[0] if len(lines[0]) <= 60 else lines[0][:59] + "…"
+            seps = [sep for sep in ",;\t|" if sep in lines[0]]
+            delimiter = f", delimiter={seps[0]!r}" if seps and seps[0] != "," else ""
+            how = (f"read it with pd.read_csv({name!r}{', sep=' + repr(seps[0]) if delimiter else ''})"
+                   " (its first line names the columns)" if "read_csv" in code else
+                   f"skip that line (next(f) once before looping over the open file f) or read "
+                   f"the rows by column name with csv.DictReader(open({name!r}){delimiter})")
+            return (f"{word!r} is a column name, not a value: {name}'s first line is {first!r}, "
+                    f"its header. {how[0].upper()}{how[1:]}, and run the call again.")
+    return ""
+
+
+def _fields(line: str) -> list[str]:
+    return [field.strip().strip("'\"").strip() for field in _FIELDS.split(line)]
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _first_lines(path: Path, limit: int = 4096) -> list[str]:
+    """The first two lines of a regular file of the workspace (never through a symlink)."""
+    head = read_head(path, limit)
+    if head is None:
+        return []
+    text = head.decode("utf-8", "replace").lstrip("\ufeff")
+    return [line.rstrip("\r") for line in text.split("\n")[:2] if line.strip()]
