@@ -149,3 +149,29 @@ def test_a_finish_reason_nested_deep_does_not_stop_the_run_s_saves(tmp_path, mon
         agent.run("go")
         agent.close()
     assert "the answer" in read(auto).items[-1].text()
+
+
+def test_a_python_call_the_server_parsed_gets_the_repairs_a_written_one_gets(tmp_path) -> None:
+    r"""A small model behind native tool calling writes a regex's ``\b`` with one backslash
+    (JSON reads a backspace) and a date's ``06`` too: the call is mended as a written one is,
+    said in a notice, and what runs (and goes back to the server) is the mended code."""
+    from ipyagent.models.written_calls import REPAIRED
+    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
+
+    raw = ('{"code": "import re, datetime\\nprint(len(re.findall(r\'\\b\\w+\\b\', \'a bc d\')))\\n'
+           'print(datetime.date(2026, 12, 06).day)"}')
+    heard: list = []
+    with ScriptedServer([reply_tool_calls([("python", raw)]), reply_text("3 words; day 6")]) as srv, \
+            Agent(model="m", base_url=srv.base_url, approval="auto", file_tools=False,
+                  tool_mode="native", cwd=str(tmp_path)) as agent:
+        agent.run("Count the words with a regex.", on_event=heard.append)
+        call, result = [i for i in agent.context if isinstance(i, (ToolCall, ToolResult))]
+        sent_back = next(m for m in srv.requests[-1].body["messages"]
+                         if m.get("tool_calls"))["tool_calls"][0]["function"]["arguments"]
+    assert call.arguments["code"] == ("import re, datetime\nprint(len(re.findall(r'\\b\\w+\\b', "
+                                      "'a bc d')))\nprint(datetime.date(2026, 12, 6).day)")
+    assert call.meta[REPAIRED] == ("\\b and \\f that JSON read as control characters written "
+                                   "back; leading zeros taken off whole numbers (06 is 6)")
+    assert result.output.split() == ["3", "6"] and not result.error
+    assert "\\\\b\\\\w+\\\\b" in sent_back and "12, 6)" in sent_back
+    assert any(isinstance(e, Notice) and "leading zeros" in e.message for e in heard)

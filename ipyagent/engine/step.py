@@ -54,7 +54,14 @@ from ..models.tool_mode import (
     switch_notice,
     text_start_notice,
 )
-from ..models.written_calls import PROBLEM, REPAIRED, flat_answer, how_to_call, recover_calls
+from ..models.written_calls import (
+    PROBLEM,
+    REPAIRED,
+    flat_answer,
+    how_to_call,
+    recover_calls,
+    repaired_code,
+)
 from ..tools.base import Executor, Toolbox
 from ..tools.python import ERROR_NOTE, last_assigned
 from ..trust.redaction import LiveRedactor, redact_result, redaction_notice
@@ -457,6 +464,8 @@ def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
     """Bill and calibrate, append the turn's items; True when the reply was cut at the limit."""
     agent, step = run.agent, run.step
     written, native_calls = turn.text, bool(turn.tool_calls)
+    if native_calls:
+        _repair_native_calls(run, turn.tool_calls)
     if not turn.tool_calls and turn.text:
         offered = _offered_names(run)
         _recover_written_calls(run, turn, offered)
@@ -564,13 +573,32 @@ def _recover_written_calls(run: StepRun, turn: Turn, offered: list[str]) -> None
             turn.text = flat_answer(turn.text, FINAL_ANSWER) or turn.text
         return
     turn.text, turn.tool_calls = around, calls
+    _tell_repairs(run, calls)
+    if run.wire == "native" and run.agent.tool_mode == "auto":
+        run.switch_to_text("the model wrote its tool call as text instead of using native "
+                           "tool calling", resend=False)
+
+
+def _repair_native_calls(run: StepRun, calls: list[ToolCall]) -> None:
+    """A python call the server parsed gets the repairs a written one gets
+    (``written_calls.repaired_code``): a small model behind native tool calling writes the
+    same ``\\b`` and ``06``."""
+    for call in calls:
+        code = (call.arguments.get("code")
+                if call.name == "python" and isinstance(call.arguments, dict) else None)
+        if isinstance(code, str):
+            code, why = repaired_code(code)
+            if why:
+                call.arguments = {**call.arguments, "code": code}
+                call.meta[REPAIRED] = why
+    _tell_repairs(run, calls)
+
+
+def _tell_repairs(run: StepRun, calls: list[ToolCall]) -> None:
     for call in calls:
         if call.meta.get(REPAIRED):
             run.emit(Notice(f"In the {call.name} call the model wrote, {call.meta[REPAIRED]} "
                             "(so it compiles; the code shown is what runs).", "info"))
-    if run.wire == "native" and run.agent.tool_mode == "auto":
-        run.switch_to_text("the model wrote its tool call as text instead of using native "
-                           "tool calling", resend=False)
 
 
 def _run_shown_code(run: StepRun, turn: Turn, offered: list[str]) -> None:

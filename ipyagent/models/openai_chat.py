@@ -25,6 +25,7 @@ from ..context.items import Item, Message, Reasoning, Summary, ToolCall, ToolRes
 from ..errors import ModelResponseError, RequestRejected
 from .base import ModelEvent, ModelRequest, ReasoningDelta, ToolCallDelta, Turn
 from .http import ProviderError, StreamingHTTPModel
+from .lenient_json import loads as lenient_loads
 from .profiles import server as _server
 from .profiles.detect import ServerFacts
 from .retry import _add_note
@@ -197,16 +198,18 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     """``(arguments, raw)``: parsed JSON object, or ``({}, text)`` when it is not one.
 
     Empty or blank text means no arguments; a JSON string holding an object (arguments
-    encoded twice, as some servers do) is decoded once more.
+    encoded twice, as some servers do) is decoded once more. Read leniently
+    (``lenient_json``): a server passes on what a small model wrote, such as a regex's ``\\w``
+    with one backslash, which strict JSON refuses; nothing in that reading runs code.
     """
     stripped = text.strip()
     if not stripped:
         return {}, None
     try:
-        value = json.loads(stripped)
+        value = lenient_loads(stripped)
         if isinstance(value, str):
-            value = json.loads(value)
-    except ValueError:
+            value = lenient_loads(value)
+    except (ValueError, RecursionError):
         return {}, text
     return (value, None) if isinstance(value, dict) else ({}, text)
 
@@ -376,8 +379,11 @@ class ChatTurnAssembler:
         if not (isinstance(function, dict) and function.get("name") and slot.name
                 and function.get("arguments")):
             return False
-        so_far = "".join(slot.arguments)
-        return bool(so_far.strip()) and parse_arguments(so_far)[1] is None
+        try:  # strictly: a lenient reading would call a prefix complete
+            value = json.loads("".join(slot.arguments))
+            return isinstance(json.loads(value) if isinstance(value, str) else value, dict)
+        except ValueError:
+            return False
 
     def _call_delta(self, index: int, wire: dict[str, Any]) -> ToolCallDelta | None:
         slot = self._calls.setdefault(index, _CallSlot())

@@ -180,33 +180,40 @@ def recover_calls(text: str, offered: Iterable[str],
         if arguments is None:
             meta[PROBLEM] = w.problem or "unreadable arguments"
         elif w.name == "python" and isinstance(arguments.get("code"), str):
-            code, why = arguments["code"], []
-            if "\b" in code or "\f" in code:
-                # JSON reads a regex's \b as a backspace (and \f as a form feed): never
-                # meant as such in code, and a raw one breaks r'\b\w+\b'.
-                code = code.replace("\b", "\\b").replace("\f", "\\f")
-                why.append("\\b and \\f that JSON read as control characters written back")
-            repaired = line_breaks_in_strings_repaired(code)
-            if repaired is not None:
-                code = repaired
-                why.append("line breaks inside a string literal written as \\n")
-            repaired = leading_zeros_repaired(code)
-            if repaired is not None:
-                code = repaired
-                why.append("leading zeros taken off whole numbers (06 is 6)")
-            kinds: set[str] = set()
-            repaired = blocks_on_one_line_repaired(code, kinds=kinds)
-            if repaired is not None:
-                code = repaired
-                after = " or ".join(w for k, w in ((";", "';'"), (":", "another block's ':'"))
-                                    if k in kinds)
-                why.append(f"a block statement after {after} moved to a line of its own")
+            code, why = repaired_code(arguments["code"])
             if why:
                 arguments = {**arguments, "code": code}
-                meta[REPAIRED] = "; ".join(why)
+                meta[REPAIRED] = why
         calls.append(ToolCall(new_call_id(), w.name, arguments or {},
                               None if arguments is not None else w.written, meta))
     return around, calls
+
+
+def repaired_code(code: str) -> tuple[str, str]:
+    """A python call's ``code`` after the repairs below, and what they did ("" for none).
+    Each mends only what cannot be meant (a control character no code means, a SyntaxError),
+    so it applies to every python call, written as text or called natively."""
+    why = []
+    if "\b" in code or "\f" in code:
+        # JSON reads a regex's \b as a backspace (and \f as a form feed): never meant as
+        # such in code, and a raw one breaks r'\b\w+\b'.
+        code = code.replace("\b", "\\b").replace("\f", "\\f")
+        why.append("\\b and \\f that JSON read as control characters written back")
+    repaired = line_breaks_in_strings_repaired(code)
+    if repaired is not None:
+        code = repaired
+        why.append("line breaks inside a string literal written as \\n")
+    repaired = leading_zeros_repaired(code)
+    if repaired is not None:
+        code = repaired
+        why.append("leading zeros taken off whole numbers (06 is 6)")
+    kinds: set[str] = set()
+    repaired = blocks_on_one_line_repaired(code, kinds=kinds)
+    if repaired is not None:
+        code = repaired
+        after = " or ".join(w for k, w in ((";", "';'"), (":", "another block's ':'")) if k in kinds)
+        why.append(f"a block statement after {after} moved to a line of its own")
+    return code, "; ".join(why)
 
 
 def _repaired_where_it_fails(code: str, fix: Callable[[list[str], SyntaxError], bool],
