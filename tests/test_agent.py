@@ -217,6 +217,28 @@ def test_the_silent_call_made_again_after_a_check_is_not_run():
     assert_valid(agent)
 
 
+def test_a_silent_loop_made_again_is_told_to_print_what_its_condition_tests():
+    """Measured at 1.5B: a loop whose test held for no line (``'34\\n'.isdigit()``) wrote
+    nothing, and the same call came again: what the test sees is what to print."""
+
+    @tool
+    def python(code: str) -> None:
+        """Runs nothing, prints nothing."""
+
+    loop = ("with open('people.csv') as f:\n    for line in f:\n"
+            "        if line.split(',')[1].isdigit(): print(line)")
+    model = ScriptedModel([calls(("python", {"code": loop})), text("2"),
+                           calls(("python", {"code": loop})), text("0")])
+    agent = Agent(client=model, tools=[python], python_tool=False, file_tools=False,
+                  skills_enabled=False, verify_answers=True)
+    agent.run("go")
+    again = [i for i in agent.context if isinstance(i, ToolResult)][-1]
+    assert again.output.endswith(
+        "Print what you need to see: if the loop's condition held for nothing, print what it "
+        "tests for each item, as in print(repr(line.split(',')[1])) inside the loop.")
+    assert_valid(agent)
+
+
 def test_the_same_failing_call_runs_again_without_answer_checks():
     agent, _ = make([calls(("flaky", {"x": 1}))] * 2 + [text("it failed")], verify_answers=False)
     agent.run("go")

@@ -270,6 +270,40 @@ def test_a_staged_run_that_wrote_nothing() -> None:
     assert findings(wrote, "Done.", staged=True) == []
 
 
+def test_a_file_the_task_asked_for_left_empty() -> None:
+    """Seen at 1.5B (fresh6's adults-file): ``'34\\n'.isdigit()`` held for no line, the loop
+    wrote an empty adults.txt, and the answer named two people."""
+    task = ("people.csv has columns name and age. Use Python to write the names of the people "
+            "older than 30 to adults.txt, one per line, and reply with how many there are.")
+    code = ToolCall("c1", "python", {"code": "..."})
+    empty = result("(no output)", changes=[{"path": "adults.txt", "kind": "new", "size": 0}])
+    items = [Message("user", task), code, empty]
+    found = findings(items, "There are 2 people older than 30: ben and cleo.", staged=True)
+    assert found[0].rule == "file_empty" and "adults.txt" in found[0].ask
+    # The last write counts: empty, then written.
+    full = result("(no output)", changes=[{"path": "adults.txt", "kind": "modified", "size": 14}])
+    assert "file_empty" not in [f.rule for f in findings([*items, code, full], "3", staged=True)]
+    # Written, then emptied by a later call: still empty.
+    assert "file_empty" in [f.rule for f in findings([Message("user", task), code, full, code, empty],
+                                                    "3", staged=True)]
+    # write_file's own record counts the same way.
+    by_tool = ToolResult("c2", "wrote adults.txt", meta={"file": {"path": "adults.txt", "text": ""}})
+    assert "file_empty" in [f.rule for f in findings([Message("user", task),
+                                                      ToolCall("c2", "write_file", {}), by_tool], "3")]
+    # A failed call explains it: only the error is said.
+    failed = result("ValueError: invalid literal", error=True,
+                    changes=[{"path": "adults.txt", "kind": "new", "size": 0}])
+    assert [f.rule for f in findings([Message("user", task), code, failed], "2", staged=True)] == [
+        "error_ignored"]
+    # A task that asks for an empty file, or names no file to write: nothing said.
+    clear = Message("user", "Use Python to clear log.txt so that it is empty.")
+    cleared = result("", changes=[{"path": "log.txt", "kind": "modified", "size": 0}])
+    assert findings([clear, code, cleared], "Done.", staged=True) == []
+    other = Message("user", "Use Python to count the people older than 30 in people.csv.")
+    scratch = result("3", changes=[{"path": "tmp.txt", "kind": "new", "size": 0}])
+    assert findings([other, code, scratch], "3", staged=True) == []
+
+
 # -- measured at 1.5B (bench/local_models.py): a reported failure, and no call at all ------
 MODULE = ("ModuleNotFoundError                       Traceback (most recent call last)\n"
           "----> 1 import sympy\n\nModuleNotFoundError: No module named 'sympy'")

@@ -42,7 +42,7 @@ class Finding:
     """One thing the evidence says against the answer."""
 
     rule: str  # empty_answer | error_ignored | last_call_failed | no_call | empty | zero | nan |
-    #            unsupported_number | file_unchanged | file_edit | units | decimals | receipt |
+    #            unsupported_number | file_unchanged | file_empty | file_edit | units | decimals | receipt |
     #            form | order
     said: str  # for the person: "the last output was a traceback"
     ask: str  # for the model: what to look at again
@@ -359,15 +359,39 @@ def files_to_write(task: str) -> list[str]:
 def unchanged_files(task: str, written: Iterable[str]) -> Finding | None:
     """The task asked to write or change a file that no call of the run wrote."""
     paths = [p.replace("\\", "/") for p in written]
-    missing = [name for name in files_to_write(task)
-               if not any(p == name or p.endswith("/" + name) or name.endswith("/" + p)
-                          for p in paths)]
+    missing = [name for name in files_to_write(task) if not _named(name, paths)]
     if not missing:
         return None
     shown = ", ".join(missing)
     return Finding("file_unchanged", f"{shown} was not written",
                    f"The task asks to write or change {shown}, but no tool call of this task "
                    "wrote it. Write it with a tool (and check it), or tell the user why not.")
+
+
+def _named(name: str, paths: Iterable[str]) -> bool:
+    return any(p == name or p.endswith("/" + name) or name.endswith("/" + p) for p in paths)
+
+
+# A task that asks for a file to be emptied: an empty one is its work.
+_EMPTIES = re.compile(r"\b(?:empty|clear|truncate|blank)\b", re.I)
+
+
+def empty_files(task: str, last_sizes: dict[str, int]) -> Finding | None:
+    """The task asked to write a file and its last write left it empty (``last_sizes``:
+    each written path's size after its last change). Seen at 1.5B: a loop whose condition
+    (``'34\\n'.isdigit()``) held for no line wrote an empty adults.txt, and the answer named
+    two people."""
+    if _EMPTIES.search(task):
+        return None
+    empty = [name for name in files_to_write(task)
+             if _named(name, [p for p, size in last_sizes.items() if size == 0])]
+    if not empty:
+        return None
+    shown = ", ".join(empty)
+    return Finding("file_empty", f"{shown} was left empty",
+                   f"The task asks to write {shown}, but after your last call it is empty: "
+                   "your code wrote nothing to it. Check why (print what it would write), "
+                   "run it again, and answer from what the file holds.")
 
 
 # "change threshold from 0.5 to 0.75", "replace 'colour' with 'color'": what may change.
@@ -721,7 +745,8 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
     if staged or any(isinstance(r.meta.get("file"), dict) for r in results):
         found.append(unchanged_files(task, written))
     found.append(wrong_line_changed(task, results))
-    if found[0] is None:
+    if found[0] is None:  # a failed call explains an empty file, a receipt, a value
+        found.append(empty_files(task, _last_sizes(results)))
         found.append(receipt_answer(task, answer, last))
         found.append(suspicious_value(answer, last, outputs[:-1], task))
         found.append(unsupported_numbers(answer, outputs, inputs))
@@ -734,6 +759,19 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
                   if f is not None and f.rule not in said]
         kept = single[:1]
     return kept
+
+
+def _last_sizes(results: Sequence[Item]) -> dict[str, int]:
+    """Each path the run wrote, and its size after the last call that wrote it."""
+    sizes: dict[str, int] = {}
+    for r in results:
+        for c in r.meta.get("changes") or []:
+            if isinstance(c, dict) and isinstance(c.get("size"), int) and c.get("kind") != "deleted":
+                sizes[str(c.get("path"))] = c["size"]
+        file = r.meta.get("file")
+        if isinstance(file, dict) and isinstance(file.get("text"), str):
+            sizes[str(file.get("path"))] = len(file["text"])
+    return sizes
 
 
 def _code(call: ToolCall) -> str:

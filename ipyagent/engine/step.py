@@ -63,7 +63,7 @@ from ..models.written_calls import (
     repaired_code,
 )
 from ..tools.base import Executor, Toolbox
-from ..tools.python import ERROR_NOTE, last_assigned
+from ..tools.python import ERROR_NOTE, last_assigned, tested_in_loop
 from ..trust.redaction import LiveRedactor, redact_result, redaction_notice
 from ..trust.secrets import key_envs, secret_values
 from .compaction import fit_window
@@ -742,8 +742,11 @@ def _not_run_again(agent: AgentView, call: ToolCall) -> ToolResult | None:
                 or (made.name, made.arguments) != (call.name, call.arguments)):
             return None
         if silent:
-            name = last_assigned(str(call.arguments.get("code", ""))) if call.name == "python" else None
-            how = f", as in print({name})" if name else ""
+            code = str(call.arguments.get("code", "")) if call.name == "python" else ""
+            name, tested = last_assigned(code), tested_in_loop(code)
+            how = (f", as in print({name})" if name else
+                   f": if the loop's condition held for nothing, print what it tests for each "
+                   f"item, as in print(repr({tested})) inside the loop" if tested else "")
             text = ("Not run: this is the call made just before, word for word; it printed "
                     f"nothing and would print nothing again. Print what you need to see{how}.")
         else:

@@ -250,6 +250,34 @@ def last_assigned(code: str) -> str | None:
     return names[-1] if names else None
 
 
+def tested_in_loop(code: str, limit: int = 80) -> str | None:
+    """What the first ``if`` inside a ``for`` loop of ``code`` tests, as code to print
+    (``line.split(',')[1]`` of ``if line.split(',')[1].isdigit() and …``), or None.
+
+    Why: at 1.5B a loop whose test held for no line (``'34\\n'.isdigit()``) wrote an empty
+    file, and the model ran the same silent call again: what the test sees is what to print.
+    Only the code's own expression is quoted, never anything it printed."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    for loop in ast.walk(tree):
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            continue
+        test = next((n.test for n in ast.walk(loop) if isinstance(n, ast.If)), None)
+        while isinstance(test, (ast.BoolOp, ast.UnaryOp)):
+            test = test.values[0] if isinstance(test, ast.BoolOp) else test.operand
+        if isinstance(test, ast.Compare):
+            test = test.left
+        elif isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute):
+            test = test.func.value  # x.isdigit(): x
+        if test is None or isinstance(test, (ast.Name, ast.Constant)):
+            return None
+        shown = ast.unparse(test)
+        return shown if len(shown) <= limit else None
+    return None
+
+
 ERROR_NOTE = "error_note"  # ToolResult.meta: ipyagent's note on a failed call's error
 _NOT_RAISED = ("SyntaxError", "IndentationError", "TabError")  # found compiling: no frame ran
 PART_CHARS = 120  # of the failing part quoted in the note

@@ -344,6 +344,22 @@ def test_a_header_read_as_a_number_is_told_it_is_the_header(tmp_path: Path) -> N
         "pd.read_csv('sales.csv', header=None, sep=';')[1].astype(float)", amount, tmp_path)
 
 
+@pytest.mark.parametrize("code, tested", [
+    ("for line in f:\n    if line.split(',')[1].isdigit() and int(line) > 3: out.write(line)",
+     "line.split(',')[1]"),
+    ("for r in rows:\n    if int(r['age']) > 30: n += 1", "int(r['age'])"),
+    ("for w in words:\n    if not w.lower() in seen: seen.add(w)", "w.lower()"),
+    ("for x in xs:\n    if x: print(x)", None),  # a bare name: nothing more to print
+    ("if a.b > 1: pass", None),  # no loop
+    ("for x in xs:\n    if x['" + "k" * 100 + "'] > 1: pass", None),  # too long to quote
+    ("for x in (", None),  # does not parse
+])
+def test_what_a_loops_condition_tests(code: str, tested: str | None) -> None:
+    from ipyagent.tools.python import tested_in_loop
+
+    assert tested_in_loop(code) == tested
+
+
 def test_a_tool_called_as_a_python_function_gets_what_does_its_work(agent: Agent) -> None:
     """Seen at 0.5B: ``print(len(read_file('orders.csv')))``, then the same call twice more."""
     assert run(agent, "print(len(read_file('orders.csv')))").meta["note"] == (
