@@ -155,6 +155,11 @@ def test_ask_mode_records_hook_allow_list_always_edit_and_deny(tmp_path: Any) ->
     assert "<img src=x onerror=alert(1)>" in table and "\x1b" not in table
     html = agent.audit()._repr_html_()
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+    # Seen by a new user: "Audit — Audit: …", right-aligned cells, empty columns shown.
+    assert html.startswith("<div><b>Audit</b>: 7 calls, 5 ran, 2 denied<table>")
+    assert ">edited</th>" in html and "text-align:left" in html  # one call was edited
+    filled = {c for r in rows for c, v in zip(("edited", "sha256"), (r.edited, r.sha256)) if v}
+    assert all((f">{c}</th>" in html) == (c in filled) for c in ("edited", "sha256"))
     assert repr(agent.audit()) == "<Audit: 7 calls, 5 ran, 2 denied>"
     assert list(rows[0]) == [1, "call_0_a", "a", "approve", "hook", rows[0].at, False, ""]
 

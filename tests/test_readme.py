@@ -42,21 +42,25 @@ def test_the_readme_names_no_path_outside_the_repository() -> None:
 @pytest.mark.slow
 def test_the_notebook_tour_runs_as_written_approved(tmp_path: Path) -> None:
     cells = python_blocks(README)
-    assert cells[0].strip() == "%load_ext ipyagent" and len(cells) == 3
+    assert cells[0].strip() == "%load_ext ipyagent" and len(cells) == 5
     nb = run_cells(cells, tmp_path, approval="auto")
     shown = [text(c) for c in nb.cells]
     assert "ipyagent: model demo" in shown[0]
     assert BIG in shown[1] and "✓ done" in shown[1]
     assert "a card per tool call" not in shown[1]  # the comment stayed a comment
+    # Each line magic that shows something is the last line of its cell (a new user pasted
+    # the tour as one cell, and the context table, not the last line, never showed).
+    assert shown[2].startswith("Context — 8 items") and "tool result" in shown[2], shown[2]
     assert (tmp_path / "powers.ipynb").exists()
-    assert "ReplayReport reproduced: 2 python calls" in shown[1], shown[1]
-    assert shown[2].startswith("Message(assistant: '[demo model] I evaluated"), shown[2]
+    assert "ReplayReport reproduced: 2 python calls" in shown[3], shown[3]
+    assert shown[4].startswith("Message(assistant: '[demo model] I evaluated"), shown[4]
 
 
 @pytest.mark.slow
 def test_the_notebook_tour_runs_headless_as_written(tmp_path: Path) -> None:
     nb = run_cells(python_blocks(README), tmp_path)  # raises if a cell fails
     assert "nobody could approve this call" in text(nb.cells[1])
+    assert len(nb.cells) == 5
 
 
 def _tour() -> list[list[str]]:

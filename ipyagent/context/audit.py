@@ -197,10 +197,18 @@ class Audit:
         p.text(visible("\n".join(lines)))  # tool names and reasons come from outside
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th>{c}</th>" for c in COLUMNS)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in self._cells(r))
-                       + "</tr>" for r in self.rows)
-        return (f"<div><b>Audit</b> — {html.escape(repr(self)[1:-1])}"
+        rows = [self._cells(r) for r in self.rows]
+        # Columns no row fills (edited, sha256 in most runs) are left out of the view.
+        kept = [i for i, name in enumerate(COLUMNS) if name in ("step", "tool", "decision")
+                or any(row[i] for row in rows)]
+        left = 'style="text-align:left"'  # Jupyter right-aligns table cells
+        nowrap = 'style="text-align:left;white-space:nowrap"'  # a time on one line
+        head = "".join(f"<th {left}>{COLUMNS[i]}</th>" for i in kept)
+        body = "".join("<tr>" + "".join(
+            f"<td {nowrap if COLUMNS[i] in ('at', 'call id') else left}>{html.escape(row[i])}</td>"
+            for i in kept) + "</tr>" for row in rows)
+        summary = html.escape(repr(self)[1:-1].removeprefix("Audit: "))
+        return (f"<div><b>Audit</b>: {summary}"
                 f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
 
     def markdown(self) -> str:

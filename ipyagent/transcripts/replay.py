@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping
 
 from .._util.normalise import NORMALISATIONS, normalise
+from ..context.events import Notice
 from ..context.evidence import CHECK_KEY
 from ..context.items import Message, Summary, ToolCall, ToolResult, unfold
 from ..context.spill import outputs_of
@@ -368,6 +369,14 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
                 report.notes.append(f"not re-copied: {why}")
 
     agent.tools.add(_gated_python(agent.tools["python"], decisions, results, report, recopy))
+    if on_event is not None:
+        # Said first: a new user saw the replay's cards ask again with nothing to say why.
+        runs = sum(c.name == "python" for c in calls)
+        how = {"auto": "each runs without asking", "deny": "none runs (approval deny)"}.get(
+            approval, "each asks for approval as in a live run")
+        on_event(Notice(f"Replaying {os.path.basename(report.source)}: its {runs} python "
+                        f"call{'s' * (runs != 1)} run again in a fresh sibling kernel ({how}); "
+                        "the report compares what they print with the recording.", "info"))
     try:
         position = 0
         for number, rt in enumerate(turns, 1):
@@ -396,7 +405,7 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
         report.notes.append(f"{n} call{'s' if n != 1 else ''} not approved, so not run: {why}")
     if scratch is not None:
         report.notes.append(f"ran in a fresh empty directory ({scratch}, removed afterwards); "
-                            "replay with cwd=DIR (`--cwd DIR`) where the run's files are")
+                            "to replay where the run's files are, give cwd=DIR (--cwd DIR after the path)")
     report.context = agent.context
     report.duration = time.perf_counter() - started
     return report

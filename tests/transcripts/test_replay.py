@@ -39,8 +39,14 @@ def test_replay_of_a_deterministic_run_is_reproduced(tmp_path):
     assert [i.to_dict()["type"] for i in report.context] == [i["type"] for i in before]
     # A small window passed along never makes the replay compact (a summary request would
     # take the next recorded turn): the recorded turns are replayed as they were.
-    small = replay(path, cwd=str(tmp_path), approval="auto", context_window=300)
+    heard: list = []
+    small = replay(path, cwd=str(tmp_path), approval="auto", context_window=300,
+                   on_event=heard.append)
     assert small.reproduced and (small.steps, small.compared) == (3, 2), small.notes
+    # What is replayed is said first (a new user saw the replay's cards ask with no word why).
+    assert heard[0].message == ("Replaying demo.ipynb: its 2 python calls run again in a fresh "
+                                "sibling kernel (each runs without asking); the report compares "
+                                "what they print with the recording.")
 
 
 def test_replay_follows_recorded_decisions_and_normalises(tmp_path):
