@@ -569,6 +569,9 @@ def test_the_line_quoted_from_a_file_is_cut_and_escaped() -> None:
     ("In temps.csv, change the temperatures from Fahrenheit to Celsius.",
      "day,t\nmon,50\ntue,68\nwed,86\nthu,104\n", "day,t\nmon,10\ntue,20\nwed,30\nthu,40\n"),
     ("In data.tsv, replace '\\t' with ',' everywhere.", "a\tb\nc\td\n", "a,b\nc,d\n"),
+    # A small table converted whole: the task's words are not the file's.
+    ("In temps.csv, change the temperatures from Fahrenheit to Celsius.",
+     "day,t\nmon,50\ntue,68\n", "day,t\nmon,10\ntue,20\n"),
 ])
 def test_a_right_edit_is_not_found_wrong(task: str, before: str, after: str) -> None:
     path = next(iter(re.findall(r"\w+\.\w+", task)), "settings.ini")
@@ -587,9 +590,11 @@ def test_the_last_change_of_a_file_is_the_one_judged_and_only_line_by_line() -> 
     assert wrong_line_changed(task, [_edited(far.replace("colour", "color"), far, "doc.md")]) is None
     # Another file the task names is not the one judged; a name with a newline stays one line.
     both = "Replace 'foo' with 'bar' in main.py and update test_main.py."
-    assert wrong_line_changed(both, [_edited("x = 2\n", "x = 1\n", "main.py")]) is not None
-    assert wrong_line_changed(both, [_edited("x = 2\n", "x = 1\n", "other.py")]) is None
-    odd = wrong_line_changed("Change port from 80 to 81.", [_edited("b\n", "a\n", "x\n\u202ey.ini")])
+    foo = "foo = 0\nx = 1\n"
+    assert wrong_line_changed(both, [_edited("foo = 0\nx = 2\n", foo, "main.py")]) is not None
+    assert wrong_line_changed(both, [_edited("foo = 0\nx = 2\n", foo, "other.py")]) is None
+    odd = wrong_line_changed("Change port from 80 to 81.",
+                             [_edited("port = 80\nb\n", "port = 80\na\n", "x\n\u202ey.ini")])
     assert odd is not None and "\n" not in odd.said + odd.ask and "\u202e" not in odd.said + odd.ask
 
 

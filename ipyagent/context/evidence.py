@@ -458,8 +458,12 @@ def wrong_line_changed(task: str, results: Sequence[Item]) -> Finding | None:
                 f"{shown}{more}. Write the file again with every line it had, making only the "
                 "change asked, print it, and then answer.")
         gone = [e.old for e in edits or [] if e.kind in ("replaced", "removed")]
+        # The thing asked is nowhere in the diff: the task names it in words the file does
+        # not use ("the temperatures from Fahrenheit to Celsius" of a two-row table).
+        shown = str(change.get("diff") or "").casefold()
         if not keys or not gone or len(gone) > MAX_EDITED_LINES or any(
-                k in line.casefold() for line in gone for k in keys):
+                k in line.casefold() for line in gone for k in keys) or not any(
+                k in shown for k in keys):
             continue
         line = repr(gone[0] if len(gone[0]) <= 60 else gone[0][:59] + "…")
         where = visible_name(path)
