@@ -707,6 +707,11 @@ def wrong_order(task: str, answer: str) -> Finding | None:
     shown = ", ".join(items)
     shown = shown if len(shown) <= 80 else shown[:79] + "…"
     how = "sorted(…, reverse=True)" if down else "sorted(…)"
+    # The answer's own items to sort, where they are words and few: at 1.5B, told only to
+    # sort, the model sorted every item of the file and lost the filter it had applied.
+    example = f"print(sorted({items!r}{', reverse=True' if down else ''}))"
+    if order.endswith("alphabetical") and len(example) <= 160:
+        how = example
     return Finding("order", f"the task asks for {order} order; the answer's list is not in it",
                    f"The task asks for the list in {order} order, and your answer lists {shown}, "
                    f"which is not in that order. Sort it with the python tool ({how}) and print "
