@@ -215,9 +215,12 @@ def error_note(outputs: list[dict[str, Any]], files: Sequence[str] = ()) -> str:
                         f"Python: read the file in your code first, for example "
                         f"{how.format(v=name, f=named[0])}, use {name} where your code wrote "
                         f"{named[0]}, and run the call again.")
+            # "Keep the rest": at 1.5B the note's example alone became the next call
+            # (``users = json.load(…); print(len(users))``), and the filter was lost.
             return (f"nothing your code ran so far defined {found.group(1)!r}; the workspace "
-                    f"has a file {named[0]}: read it in your code first, for example "
-                    f"{how.format(v=found.group(1), f=named[0])}, and run the call again.")
+                    f"has a file {named[0]}: start your code with "
+                    f"{how.format(v=found.group(1), f=named[0])}, keep the rest of your code "
+                    "as it was, and run the call again.")
     for out in outputs:
         if out.get("output_type") != "error":
             continue
