@@ -355,6 +355,21 @@ def test_an_empty_answer_is_asked_for_again() -> None:
         assert [f.rule for f in findings(items, nothing)] == ["empty_answer"], nothing
     for something in ["0", "N/A: the file is empty", "none of them", "hello"]:
         assert empty_answer(something) is None, something
+    # Right after a failed call: fix it first (seen at 1.5B on cart-items: an empty reply after
+    # "name 'json' is not defined", told to answer from the results, answered a made-up 10).
+    failed = [Message("user", "Use Python to sum the quantities in cart.json."),
+              ToolCall("c1", "python", {"code": "..."}),
+              result("NameError: name 'json' is not defined", error=True)]
+    [found] = findings(failed, "", said=frozenset({"error_ignored"}))
+    assert found.rule == "empty_after_error" and found.rule in ASKS_FOR_A_CALL
+    assert found.said == "the answer was empty, after an error (NameError)"
+    assert found.ask == ("You have not answered yet, and your last tool call failed with an error "
+                         "(NameError). Fix the call (ipyagent's note after its error says how) and "
+                         "run it again; then answer. The task was: Use Python to sum the "
+                         "quantities in cart.json.")
+    # Said already, or no call can run (approval deny): the plain ask.
+    [plain] = findings(failed, "", said=frozenset({"empty_after_error"}))
+    assert plain.rule == "empty_answer" and plain.ask.startswith("You have not answered yet. The task")
 
 
 # -- the decimal places the task asked for ---------------------------------------------------

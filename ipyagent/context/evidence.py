@@ -33,7 +33,7 @@ CHECK_KEY = "check"  # meta key of the message that carries the check to the mod
 # anything). It can still say the call failed in the answer after that call's result.
 ASKS_FOR_A_CALL = ("no_call", "units", "zero", "nan", "empty", "unsupported_number",
                    "error_ignored", "last_call_failed", "decimals", "receipt", "form", "order",
-                   "file_edit")
+                   "file_edit", "file_empty", "empty_after_error")
 CONTINUE_KEY = "continue"  # meta key of ipyagent's "go on" after a reply cut at the limit
 
 
@@ -41,9 +41,9 @@ CONTINUE_KEY = "continue"  # meta key of ipyagent's "go on" after a reply cut at
 class Finding:
     """One thing the evidence says against the answer."""
 
-    rule: str  # empty_answer | error_ignored | last_call_failed | no_call | empty | zero | nan |
-    #            unsupported_number | file_unchanged | file_empty | file_edit | units | decimals | receipt |
-    #            form | order
+    rule: str  # empty_answer | empty_after_error | error_ignored | last_call_failed | no_call |
+    #            empty | zero | nan | unsupported_number | file_unchanged | file_empty |
+    #            file_edit | units | decimals | receipt | form | order
     said: str  # for the person: "the last output was a traceback"
     ask: str  # for the model: what to look at again
 
@@ -69,16 +69,27 @@ def _ran(item: Item) -> bool:
 _NOTHING = ("", "null", "none", "nil", "undefined", "nan")
 
 
-def empty_answer(answer: str, task: str = "") -> Finding | None:
+def empty_answer(answer: str, task: str = "", last: ToolResult | None = None) -> Finding | None:
     """The final reply says nothing: the person would get an empty answer (seen at 1.5B
     right after a result that held the answer). The ask repeats the task: told only that
     its reply was empty, the 1.5B model answered "The answer was empty". A reply with no
     word or number in it, or only a null ("NULL", ">", "None": seen at 0.5B when held to
-    words), says nothing either."""
+    words), says nothing either. After a failed call (``last``) the ask is to fix it: at
+    1.5B, an empty reply right after "name 'json' is not defined", told only to answer from
+    the results above, answered a number no call had computed."""
     if re.sub(r"[\W_]+", "", answer).lower() not in _NOTHING:
         return None
     asked = " ".join(task.split())
     asked = asked if len(asked) <= 300 else asked[:299] + "…"
+    if last is not None and (last.error or _TRACEBACK.search(last.output)):
+        what = _what_failed(last)
+        return Finding("empty_after_error", f"the answer was empty, after {what}",
+                       f"You have not answered yet, and your last tool call failed with {what}. "
+                       "Fix the call (ipyagent's note after its error says how) and run it again; "
+                       f"then answer. The task was: {asked}" if asked else
+                       f"You have not answered yet, and your last tool call failed with {what}. "
+                       "Fix the call (ipyagent's note after its error says how) and run it "
+                       "again; then answer.")
     return Finding("empty_answer", "the answer was empty",
                    (f"You have not answered yet. The task was: {asked} " if asked else
                     "You have not answered yet. ") +
@@ -93,6 +104,12 @@ _TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^\w*(?:Error|Excep
 _ERROR_NAME = re.compile(r"\b([A-Z]\w*(?:Error|Exception))\b")
 
 
+def _what_failed(last: ToolResult) -> str:
+    """"an error (KeyError)", or "an error" when the output names none."""
+    name = [n for n in _ERROR_NAME.findall(last.output) if n not in ("Error", "Exception")]
+    return f"an error ({name[-1]})" if name else "an error"
+
+
 def error_ignored(answer: str, last: ToolResult) -> Finding | None:
     """The last call failed (an error, a traceback) and the answer does not say so."""
     if not (last.error or _TRACEBACK.search(last.output)):
@@ -100,7 +117,7 @@ def error_ignored(answer: str, last: ToolResult) -> Finding | None:
     name = [n for n in _ERROR_NAME.findall(last.output) if n not in ("Error", "Exception")]
     if _ACKNOWLEDGED.search(answer) or (name and name[-1] in answer):
         return None  # it told the user the call failed: that can be the answer
-    what = f"an error ({name[-1]})" if name else "an error"
+    what = _what_failed(last)
     return Finding("error_ignored", f"the last output was {what}",
                    f"Your last tool call failed with {what}, and your answer does not say so: "
                    "the answer cannot rest on that call. Read the error, fix the call and run it "
@@ -112,8 +129,7 @@ def last_call_failed(answer: str, last: ToolResult) -> Finding | None:
     (a small model gives up on the first ModuleNotFoundError or wrong name it meets)."""
     if not (last.error or _TRACEBACK.search(last.output)):
         return None
-    name = [n for n in _ERROR_NAME.findall(last.output) if n not in ("Error", "Exception")]
-    what = f"an error ({name[-1]})" if name else "an error"
+    what = _what_failed(last)
     return Finding("last_call_failed", f"the last call ended in {what}",
                    f"Your last tool call failed with {what}. If another way can work (a module "
                    "that is installed, the standard library, a corrected name, path or "
@@ -730,7 +746,10 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
     ``said``: rules already told this run, left out (so one behind them can be found)."""
     task, items_now = run_items(items)
     results = [i for i in items_now if _ran(i)]
-    said_nothing = empty_answer(answer, task)
+    said_nothing = empty_answer(answer, task, next(
+        (r for r in reversed(results) if isinstance(r, ToolResult)), None))
+    if said_nothing and said_nothing.rule in said:  # said, or no call can run: the plain ask
+        said_nothing = empty_answer(answer, task)
     if said_nothing and said_nothing.rule not in said:
         return [said_nothing]
     if not results:
