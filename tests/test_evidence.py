@@ -9,6 +9,7 @@ import pytest
 from ipyagent.context.evidence import (
     ASKS_FOR_A_CALL,
     CHECK_KEY,
+    case_not_ignored,
     empty_answer,
     error_ignored,
     files_to_write,
@@ -638,3 +639,23 @@ def test_an_edit_that_lost_lines_of_the_file_is_found() -> None:
                               [_edited("[m]\n", "[m]\nbeta = 3\n", "cfg.ini")]) is None
     assert wrong_line_changed("Remove the beta line from cfg.ini.",
                               [_edited("[m]\n", "[m]\nbeta = 3\n", "cfg.ini")]) is None
+
+
+def test_a_task_that_asks_to_ignore_case_and_code_that_never_does() -> None:
+    """Seen at 1.5B (fresh5's distinct-emails): "ignoring case", ``set(re.findall(…))``
+    counted Ben@Y.com and ben@y.com apart, 6 for 4."""
+    task = ("emails.txt has one email address per line, some repeated with different "
+            "capitalisation. Use Python to count the distinct addresses, ignoring case.")
+    code = "import re\nprint(len(set(re.findall(r'[\\w.]+@[\\w.]+', open('emails.txt').read()))))"
+    found = case_not_ignored(task, code)
+    assert found is not None and found.rule == "case" and found.rule in ASKS_FOR_A_CALL
+    items = [Message("user", task), ToolCall("c1", "python", {"code": code}), result("6")]
+    assert [f.rule for f in findings(items, "6")] == ["case"]
+    for folded in ["len({l.strip().lower() for l in open('emails.txt')})",
+                   "s.casefold()", "re.findall(r'x', t, re.I)", "re.compile('(?i)x')",
+                   "sum(c in 'aeiouAEIOU' for c in s)", "re.findall('[a-zA-Z]+', t)",
+                   "map(str.lower, lines)"]:
+        assert case_not_ignored(task, folded) is None, folded
+    for words in ["Count the vowels (a, e, i, o, u) in either case.", "Count the distinct words."]:
+        assert case_not_ignored(words, code) is None, words
+    assert case_not_ignored("Match the names case-insensitively.", "a == b") is not None

@@ -33,7 +33,7 @@ CHECK_KEY = "check"  # meta key of the message that carries the check to the mod
 # anything). It can still say the call failed in the answer after that call's result.
 ASKS_FOR_A_CALL = ("no_call", "units", "zero", "nan", "empty", "unsupported_number",
                    "error_ignored", "last_call_failed", "decimals", "receipt", "form", "order",
-                   "file_edit", "file_empty", "empty_after_error")
+                   "file_edit", "file_empty", "empty_after_error", "case")
 CONTINUE_KEY = "continue"  # meta key of ipyagent's "go on" after a reply cut at the limit
 
 
@@ -43,7 +43,7 @@ class Finding:
 
     rule: str  # empty_answer | empty_after_error | error_ignored | last_call_failed | no_call |
     #            empty | zero | nan | unsupported_number | file_unchanged | file_empty |
-    #            file_edit | units | decimals | receipt | form | order
+    #            file_edit | units | decimals | receipt | form | order | case
     said: str  # for the person: "the last output was a traceback"
     ask: str  # for the model: what to look at again
 
@@ -734,6 +734,28 @@ def wrong_order(task: str, answer: str) -> Finding | None:
                    "it, then answer with what it prints.")
 
 
+# -- an instruction the code never carried out -----------------------------------------------
+# Not "in either case": as often "anyway" as a word on letters.
+_IGNORE_CASE = re.compile(r"\b(?:ignor(?:e|es|ing)\s+(?:the\s+)?(?:letter\s+)?case|case[- ]insensitive(?:ly)?|"
+                          r"regardless\s+of\s+(?:the\s+)?(?:letter\s+)?case)\b", re.I)
+_FOLDS_CASE = re.compile(r"\.(?:lower|upper|casefold|title|capitalize)\s*\(|\bre\.I(?:GNORECASE)?\b|"
+                         r"\(\?i\)|\bstr\.(?:lower|upper|casefold)\b|[a-z]-[a-z]\s*[A-Z]-[A-Z]|"
+                         r"[A-Z]-[A-Z]\s*[a-z]-[a-z]|case\s*=\s*False", re.I)
+
+
+def case_not_ignored(task: str, code: str) -> Finding | None:
+    """The task asks to ignore case and none of the code that ran folds it (``.lower()``,
+    ``.casefold()``, ``re.I``, …). Seen at 1.5B: asked to count the distinct emails "ignoring
+    case", ``set(re.findall(…))`` counted ``Ben@Y.com`` and ``ben@y.com`` apart, 6 for 4."""
+    if not _IGNORE_CASE.search(task) or _FOLDS_CASE.search(code) or any(
+            word.upper() in code for word in set(re.findall(r"[a-z]{2,}", code))):
+        return None  # folded, or both cases written out ('aeiouAEIOU')
+    return Finding("case", "the task asks to ignore case; no code that ran does",
+                   "The task asks to ignore case, but none of your code does (it compares the "
+                   "text as written, so 'Ana' and 'ana' count apart). Lower-case the text first "
+                   "(.lower()), run the call again, and answer from what it prints.")
+
+
 # -- all of them -----------------------------------------------------------------------------
 def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
              can_run: bool = False, said: frozenset[str] = frozenset()) -> list[Finding]:
@@ -777,6 +799,8 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
         found.append(empty_files(task, _last_sizes(results)))
         found.append(receipt_answer(task, answer, last))
         found.append(suspicious_value(answer, last, outputs[:-1], task))
+        found.append(case_not_ignored(task, " ".join(_code(c) for c in items_now
+                                                      if isinstance(c, ToolCall))))
         found.append(unsupported_numbers(answer, outputs, inputs))
     kept = [f for f in found if f is not None and f.rule not in said]
     if not kept:
