@@ -81,7 +81,7 @@ def python_tool(agent: PythonHost) -> Tool:
             # Which part of a long line failed: IPython's traceback shows the whole line
             # (Python's own carets are not in it), and a small model writes one-liners.
             place = failing_part(str(call.arguments["code"]), await kernel.error_span_async())
-            note = "; ".join(filter(None, [note, place]))
+            note = "; ".join(filter(None, [note.rstrip("."), place])) if place else note
         if note:
             result.meta["note"] = note
             if result.error:
@@ -127,6 +127,16 @@ _ERROR_NOTES = (
     ("TypeError", re.compile(r"^unsupported operand type\(s\) for \^(=)?: "),
      "in Python ^ is a bitwise XOR, not a power: write a power with **{example}, and run the "
      "call again.", ""),
+    # Seen at 1.5B: ``max(readings, key=…)['name']`` (max of a dict is a key), four more times.
+    ("TypeError", re.compile(r"^(string) indices must be integers"),
+     "the value your code indexed with a name (as in x['name']) is a str, not a dict: "
+     "max(d, …), min(d, …), sorted(d) and for k in d give a dict's keys, so use the key as it "
+     "is (or d[key] for its value), and run the call again.", ""),
+    # Seen at 1.5B: ``timedelta(seconds=7384).strftime('%H:%M:%S')``, then 7384.0 as H:MM:SS.
+    ("AttributeError", re.compile(r"^'datetime\.timedelta' object has no attribute '(strftime)'"),
+     "a timedelta has no strftime: split its seconds with divmod, as in h, rest = "
+     "divmod(int(td.total_seconds()), 3600); m, s = divmod(rest, 60); "
+     "print(f'{{h}}:{{m:02}}:{{s:02}}'), and run the call again.", ""),
     # Seen at 0.5B: ``print(mean_score:.2f)``, "invalid decimal literal", four times.
     ("SyntaxError", re.compile(r"\(\s*([A-Za-z_][\w.]*(?:\[[^\]\n]{0,40}\])?)\s*:\s*[<>^=]?[+-]?,?\.\d+[fe%]?\s*\)"),
      "a format such as :.2f goes inside an f-string's braces: write print(f\"{{value:.2f}}\"), "

@@ -172,8 +172,8 @@ def test_the_part_of_a_long_line_that_raised_is_named(agent: Agent) -> None:
             "print(name)")
     result = run(agent, code)
     assert result.error and "TypeError" in result.output
-    assert result.meta["note"] == ("the error was raised by this part: max(readings, key=lambda k: "
-                                   "sum(readings[k]) / len(readings[k]))['name']")
+    assert result.meta["note"].endswith("; the error was raised by this part: max(readings, "
+                                        "key=lambda k: sum(readings[k]) / len(readings[k]))['name']")
     # A library call: the line of the model's own code that called into it.
     result = run(agent, "import pandas as pd\ndf = pd.DataFrame({'stock': [1], 'price': [2.0]}); "
                         "top = df.sort_values(by='total_value').iloc[0]")
@@ -203,8 +203,12 @@ def test_the_same_failing_call_written_again_is_told_which_part_raised(tmp_path:
     assert again.meta["skipped"] == SAME_FAILURE
     assert again.output == ("Not run: this is the call that failed just before, word for word; it "
                             "would fail the same way (TypeError: string indices must be integers, "
-                            "not 'str'); the error was raised by this part: max(readings, key=lambda "
-                            "k: sum(readings[k]) / len(readings[k]))['name']. Write the call differently.")
+                            "not 'str'); the value your code indexed with a name (as in x['name']) "
+                            "is a str, not a dict: max(d, …), min(d, …), sorted(d) and for k in d "
+                            "give a dict's keys, so use the key as it is (or d[key] for its value), "
+                            "and run the call again; the error was raised by this part: "
+                            "max(readings, key=lambda k: sum(readings[k]) / len(readings[k]))['name']. "
+                            "Write the call differently.")
 
 
 def test_the_same_failing_read_written_again_is_told_the_read_that_fits(tmp_path: Path) -> None:
@@ -320,11 +324,11 @@ def test_a_header_read_as_a_number_is_told_it_is_the_header(tmp_path: Path) -> N
             "    for line in f:\n        if int(line.split(',')[1]) > 30: out.write(line)")
     with Agent(file_tools=False, cwd=str(tmp_path)) as here:
         result = run(here, loop)
-        assert result.error and result.meta["error_note"].startswith(
+        assert result.error and result.meta["error_note"] == (
             "'age' is a column name, not a value: people.csv's first line is 'name,age', its "
             "header. Skip that line (next(f) once before looping over the open file f) or read "
             "the rows by column name with csv.DictReader(open('people.csv')), and run the call "
-            "again.")
+            "again; the error was raised by this part of line 3: int(line.split(',')[1])")
         fixed = run(here, loop.replace("    for line", "    next(f)\n    for line"))
         assert not fixed.error and (tmp_path / "adults.txt").read_text() == "ana,34\n"
         # Not the header (a word in the data), a symlink, a file not named: nothing said.
@@ -358,6 +362,23 @@ def test_what_a_loops_condition_tests(code: str, tested: str | None) -> None:
     from ipyagent.tools.python import tested_in_loop
 
     assert tested_in_loop(code) == tested
+
+
+def test_a_dicts_key_indexed_by_name_and_a_timedelta_formatted_get_notes(agent: Agent) -> None:
+    """Seen at 1.5B: ``max(readings, key=…)['name']`` (max of a dict is a key) written four
+    more times; ``timedelta(seconds=7384).strftime('%H:%M:%S')``, then 7384.0 as H:MM:SS."""
+    indexed = run(agent, "readings = {'s1': [1, 2], 's2': [5]}\n"
+                         "print(max(readings, key=lambda k: sum(readings[k]))['name'])")
+    assert indexed.meta["note"].startswith(
+        "the value your code indexed with a name (as in x['name']) is a str, not a dict: "
+        "max(d, …), min(d, …), sorted(d) and for k in d give a dict's keys")
+    clock = run(agent, "from datetime import timedelta\nprint(timedelta(seconds=7384).strftime('%H:%M:%S'))")
+    note = clock.meta["note"]
+    assert note.startswith("a timedelta has no strftime: split its seconds with divmod")
+    example = note.split("as in ", 1)[1].rsplit(", and run", 1)[0]
+    shown = run(agent, "td = timedelta(seconds=7384)\n" + example.replace("; ", "\n"))
+    assert shown.output.strip() == "2:03:04"  # the note's own example runs as written
+    assert "note" not in run(agent, "print('abc'[0])").meta
 
 
 def test_a_tool_called_as_a_python_function_gets_what_does_its_work(agent: Agent) -> None:
