@@ -1,6 +1,6 @@
 """Small tool tasks against a real local server: ipyagent beside smolagents, same model.
 
-Eight sets of six tasks a notebook user asks a small local model, each with a checker that
+Nine sets of six tasks a notebook user asks a small local model, each with a checker that
 reads the answer (and the file it wrote): ``bench`` (compute 2**100, a physics formula, primes,
 a CSV mean, a semicolon-delimited CSV, write a file then read it back), ``unseen`` (nested
 JSON, a TSV, dates, a config edit, units, missing cells: written before issue 33's work; issue
@@ -14,10 +14,13 @@ circle's area from its diameter, the longest word, items out of stock, writing e
 largest rise: the same, a session later) and ``fresh5`` (the top month, the most common word, a
 word replaced in a file, days between dates, a cart's item count, distinct emails: the same, on
 2026-12-06 again, a session later) and ``fresh6`` (a weekday, vowels, the smallest city, writing
-the people over 30, a percentage rise, names sorted in their file: the same, a session later).
-ipyagent runs with its defaults (python in the sandboxed sibling kernel, approval auto); smolagents' ``ToolCallingAgent`` (its python tool)
-and ``CodeAgent`` run the same tasks against the same server and model, side by side in this
-process, when smolagents is installed. Per task and runner: solved or not, steps, prompt tokens
+the people over 30, a percentage rise, names sorted in their file: the same, a session later)
+and ``fresh7`` (a hex colour, palindromes, the top player, the paid total, numbered lines, a
+film's end: written in fresh6's session once fresh6 had run and this session's checks were
+written, before their first run).
+ipyagent runs with its defaults (python in the sandboxed sibling kernel, approval auto);
+smolagents' ``ToolCallingAgent`` (its python tool) and ``CodeAgent`` run the same tasks against
+the same server and model, side by side in this process, when smolagents is installed. Per task and runner: solved or not, steps, prompt tokens
 the server evaluated (what its prompt cache did not hold; only with ``--gguf``, read from the
 server's log) and seconds.
 
@@ -320,8 +323,38 @@ FRESH6 = [
          and "adam" in a.lower() and not any(n in a.lower() for n in ("mia", "zoe")),
          {"names.txt": "mia\nzoe\nadam\nliam\nbella\n"}),
 ]
+# Written and committed on 2026-12-06, the same session as fresh6, before their first run
+# (and before any of this session's fixes were measured on them).
+FRESH7 = [
+    Task("hex-colour", "Use Python to convert the hex colour #1E90FF to RGB and reply with its "
+         "three values.",
+         lambda a, _: {"30", "144", "255"} <= set(re.findall(r"\d+", a))
+         and set(re.findall(r"\d+", a)) <= {"30", "144", "255", "1", "90"}, {}),
+    Task("palindromes", "words.txt has one word per line. Use Python to count the words that read "
+         "the same backwards, ignoring case, and reply with the number.",
+         lambda a, _: _only_number(a, "4"),
+         {"words.txt": "level\nRacecar\napple\nnoon\nbanana\nCivic\n"}),
+    Task("top-player", "scores.json maps player names to lists of scores. Use Python to find the "
+         "player with the highest total score and reply with the name.",
+         lambda a, _: "bob" in a.lower() and not any(n in a.lower() for n in ("ann", "cat")),
+         {"scores.json": '{"ann": [3, 9, 4], "bob": [10, 2, 9], "cat": [5, 5, 6]}\n'}),
+    Task("paid-total", "orders.csv has columns id, status and amount. Use Python to compute the "
+         "total amount of the orders whose status is paid and reply with it, 2 decimals.",
+         lambda a, _: _has_number(a, 28.0) and "44" not in a,
+         {"orders.csv": "id,status,amount\n1,paid,19.99\n2,refunded,5.00\n3,paid,7.50\n"
+                        "4,pending,12.00\n5,paid,0.51\n"}),
+    Task("number-lines", "Use Python to write the lines of poem.txt to numbered.txt, each as "
+         "'<number>: <line>' starting at 1, and reply with the number of lines written.",
+         lambda a, d: _lines(d / "numbered.txt") == ["1: roses are red", "2: violets are blue",
+                                                     "3: sugar is sweet"]
+         and _only_number(a, "3", ("1",)),
+         {"poem.txt": "roses are red\nviolets are blue\nsugar is sweet\n"}),
+    Task("film-end", "A film starts at 19:45 and lasts 2 hours 35 minutes. Use Python to find the "
+         "time it ends and reply in the form HH:MM.",
+         lambda a, _: "22:20" in a, {}),
+]
 SETS = {"bench": TASKS, "unseen": UNSEEN, "fresh": FRESH, "fresh2": FRESH2, "fresh3": FRESH3,
-        "fresh4": FRESH4, "fresh5": FRESH5, "fresh6": FRESH6}
+        "fresh4": FRESH4, "fresh5": FRESH5, "fresh6": FRESH6, "fresh7": FRESH7}
 
 
 def _only_number(answer: str, number: str, allowed: tuple[str, ...] = ()) -> bool:
