@@ -13,11 +13,12 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["ONE_HUNK", "LineEdit", "folded", "is_abridged", "line_edits", "lines_of"]
+__all__ = ["HUNK", "ONE_HUNK", "LineEdit", "folded", "is_abridged", "line_edits", "lines_of"]
 
 ONE_HUNK = "(the changed middle, not matched line by line)"  # after such a hunk's header
 _FOLD = re.compile(r"^\.\.\. \d+ more diff lines \.\.\.$", re.M)
-_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+# A hunk's header: old start, (",count"), new start, (",count").
+HUNK = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
 
 
 def folded(count: int) -> str:
@@ -71,12 +72,12 @@ def line_edits(diff: str) -> list[LineEdit] | None:
 
     for raw in lines_of(diff):
         line = raw.rstrip("\r\n")
-        hunk = _HUNK.match(line)
+        hunk = HUNK.match(line)
         if hunk:
             flush()
             in_hunk = True
             # A hunk of an empty side starts at 0 ("@@ -0,0 +1,3 @@").
-            old_no, new_no = max(int(hunk[1]), 1), max(int(hunk[2]), 1)
+            old_no, new_no = max(int(hunk[1]), 1), max(int(hunk[3]), 1)
         elif not in_hunk:
             continue  # the ---/+++ header
         elif line.startswith("-"):

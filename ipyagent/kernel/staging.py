@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from .._util.diffs import ONE_HUNK, folded, lines_of
+from .._util.diffs import HUNK, ONE_HUNK, folded, lines_of
 
 __all__ = ["Change", "ChangeSet", "Stage", "canonical", "code_risk", "probe_overlay", "STAGE_EXEC",
            "APPLY_MODES", "UndoReport", "read_head"]
@@ -414,7 +414,6 @@ def read_head(path: str | os.PathLike[str], limit: int) -> bytes | None:
 
 _DIFF_MATCH = 1000  # changed lines difflib matches; past that, one hunk (its matcher is ~cubic)
 _DIFF_SECONDS = 2.0  # of diffing per scan; later changes of that scan are listed without one
-_HUNK = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
 
 
 def _diff(before: bytes | None, after: bytes | None, rel: str) -> str | None:
@@ -445,7 +444,7 @@ def _diff(before: bytes | None, after: bytes | None, rel: str) -> str | None:
         body = [f"--- a/{name}\n", f"+++ b/{name}\n", f"@@ -1,{len(a)} +1,{len(b)} @@ {ONE_HUNK}\n"]
         body += [" " + line for line in keep_a] + ["-" + line for line in old[head:len(old) - tail]]
         body += ["+" + line for line in new[head:len(new) - tail]] + [" " + line for line in keep_b]
-    lines = [_HUNK.sub(lambda m: (f"@@ -{int(m[1]) + start}{m[2] or ''} "
+    lines = [HUNK.sub(lambda m: (f"@@ -{int(m[1]) + start}{m[2] or ''} "
                                   f"+{int(m[3]) + start}{m[4] or ''} @@"), line)
              if line.startswith("@@") else line for line in body]
     if len(lines) > _DIFF_LINES:
