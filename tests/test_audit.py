@@ -282,3 +282,20 @@ def test_every_decision_a_person_makes_is_a_row_with_what_moved(tmp_path: Any) -
     loaded = read(tmp_path / "run.ipynb")
     assert [(r.decision, r.sha256) for r in Audit.of(loaded.items) if r.person] == \
         [(r.decision, r.sha256) for r in audit if r.person]
+
+
+def test_the_notebook_table_shows_hidden_characters_as_escapes() -> None:
+    """Found by a review: the HTML view escaped only HTML, so a model-chosen call id kept its
+    U+202E (the text view showed it as an escape)."""
+    from ipyagent import Agent
+    from tests.helpers.scripted_model import ScriptedModel, calls, text
+
+    ran: list[str] = []
+    model = ScriptedModel([calls(("a", {"x": 1})), text("done")])
+    agent = Agent(client=model, tools=[recording_tool("a", ran)], python_tool=False,
+                  file_tools=False, approval="auto")
+    model.replies[0].tool_calls[0].id = "call\u202eevil"
+    agent.run("go")
+    html = agent.audit()._repr_html_()
+    assert "\u202e" not in html and "⟨U+202E⟩" in html
+    agent.close()

@@ -365,9 +365,15 @@ def test_an_empty_answer_is_asked_for_again() -> None:
     assert found.rule == "empty_after_error" and found.rule in ASKS_FOR_A_CALL
     assert found.said == "the answer was empty, after an error (NameError)"
     assert found.ask == ("You have not answered yet, and your last tool call failed with an error "
-                         "(NameError). Fix the call (ipyagent's note after its error says how) and "
-                         "run it again; then answer. The task was: Use Python to sum the "
-                         "quantities in cart.json.")
+                         "(NameError). Fix the call and run it again; then answer. The task was: "
+                         "Use Python to sum the quantities in cart.json.")
+    noted = result("NameError: name 'json' is not defined", error=True, note="import it")
+    assert "Fix the call (ipyagent's note after its error says how) and run it again" in findings(
+        [*failed[:2], noted], "", said=frozenset({"error_ignored"}))[0].ask
+    # After a call the person denied: no asking for another call.
+    denied = [*failed, ToolCall("c2", "python", {"code": "!pip install x"}),
+              result("The user denied this tool call.", error=True, denied=True)]
+    assert [f.rule for f in findings(denied, "", said=frozenset({"error_ignored"}))] == ["empty_answer"]
     # Said already, or no call can run (approval deny): the plain ask.
     [plain] = findings(failed, "", said=frozenset({"empty_after_error"}))
     assert plain.rule == "empty_answer" and plain.ask.startswith("You have not answered yet. The task")
@@ -516,7 +522,7 @@ def test_a_list_out_of_the_order_asked_is_found() -> None:
     assert "your answer lists tape, glue, ink, which is not in that order" in found.ask
     # The answer's own items to sort (told only to sort, the 1.5B sorted the whole file and
     # lost its filter); a list too long to quote is told the general way.
-    assert "(print(sorted(['tape', 'glue', 'ink'])))" in found.ask
+    assert "(print(sorted(['tape', 'glue', 'ink'], key=str.casefold)))" in found.ask
     many = ", ".join(f"item number {n}" for n in range(20, 0, -1))
     assert "(sorted(…))" in wrong_order(ZERO, many).ask  # type: ignore[union-attr]
     for fine in ["glue, ink, tape", "Glue, ink, Tape.", "glue", "There are none."]:
@@ -659,3 +665,26 @@ def test_a_task_that_asks_to_ignore_case_and_code_that_never_does() -> None:
     for words in ["Count the vowels (a, e, i, o, u) in either case.", "Count the distinct words."]:
         assert case_not_ignored(words, code) is None, words
     assert case_not_ignored("Match the names case-insensitively.", "a == b") is not None
+
+
+def test_what_a_review_found_in_the_new_rules() -> None:
+    """Found by an attack review: false positives of file_empty and case, a file name that
+    held the task's word, and a slow scan of long code."""
+    task = "Write the lines of app.log that contain ERROR to errors.txt and reply with how many."
+    empty = {"errors.txt": 0}
+    from ipyagent.context.evidence import empty_files
+
+    assert empty_files(task, empty, "There are no ERROR lines; errors.txt is empty.") is None
+    assert empty_files(task, empty, "0") is None
+    assert empty_files(task, empty, "3 lines.") is not None
+    assert empty_files("Create a file named __init__.py in pkg.", {"pkg/__init__.py": 0}) is None
+    ignore = "Count the lines of server.log with 'timeout', ignoring case."
+    for folded in ["grep -ic timeout server.log", "SELECT count(*) FROM t WHERE msg LIKE '%timeout%'",
+                   "re.findall('timeout', text, flags=2)"]:
+        assert case_not_ignored(ignore, folded) is None, folded
+    assert case_not_ignored(ignore, "# end-to-end\nprint(text.count('timeout'))") is not None
+    big = "x = 'abc'\n" * 50_000 + "print(len(set(words)))"  # one pass over the words, not one per word
+    assert case_not_ignored(ignore, big) is not None
+    # The file's name holds the task's word: still a conversion of the whole table.
+    assert wrong_line_changed("In temperatures.csv, change the temperatures from Fahrenheit to Celsius.",
+                              [_edited("day,t\nmon,10\n", "day,t\nmon,50\n", "temperatures.csv")]) is None

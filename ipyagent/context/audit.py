@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .._util.text import one_line
+from .._util.text import one_line, visible
 from .decisions import DECIDED, Decision, person_decided
 from .items import Item, ToolCall, ToolResult, skip_reason, unfold
 
@@ -205,7 +205,8 @@ class Audit:
         nowrap = 'style="text-align:left;white-space:nowrap"'  # a time on one line
         head = "".join(f"<th {left}>{COLUMNS[i]}</th>" for i in kept)
         body = "".join("<tr>" + "".join(
-            f"<td {nowrap if COLUMNS[i] in ('at', 'call id') else left}>{html.escape(row[i])}</td>"
+            f"<td {nowrap if COLUMNS[i] in ('at', 'call id') else left}>"
+            f"{html.escape(visible(one_line(row[i])))}</td>"
             for i in kept) + "</tr>" for row in rows)
         summary = html.escape(repr(self)[1:-1].removeprefix("Audit: "))
         return (f"<div><b>Audit</b>: {summary}"

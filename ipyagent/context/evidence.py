@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._util.diffs import line_edits
+from .._util.diffs import line_edits, lines_of
 from .._util.text import visible_name
 from .items import NO_OUTPUT, Item, Message, ToolCall, ToolResult
 
@@ -83,13 +83,11 @@ def empty_answer(answer: str, task: str = "", last: ToolResult | None = None) ->
     asked = asked if len(asked) <= 300 else asked[:299] + "…"
     if last is not None and (last.error or _TRACEBACK.search(last.output)):
         what = _what_failed(last)
+        how = " (ipyagent's note after its error says how)" if last.meta.get("note") else ""
         return Finding("empty_after_error", f"the answer was empty, after {what}",
                        f"You have not answered yet, and your last tool call failed with {what}. "
-                       "Fix the call (ipyagent's note after its error says how) and run it again; "
-                       f"then answer. The task was: {asked}" if asked else
-                       f"You have not answered yet, and your last tool call failed with {what}. "
-                       "Fix the call (ipyagent's note after its error says how) and run it "
-                       "again; then answer.")
+                       f"Fix the call{how} and run it again; then answer."
+                       + (f" The task was: {asked}" if asked else ""))
     return Finding("empty_answer", "the answer was empty",
                    (f"You have not answered yet. The task was: {asked} " if asked else
                     "You have not answered yet. ") +
@@ -392,15 +390,20 @@ def _named(name: str, paths: Iterable[str]) -> bool:
 _EMPTIES = re.compile(r"\b(?:empty|clear|truncate|blank)\b", re.I)
 
 
-def empty_files(task: str, last_sizes: dict[str, int]) -> Finding | None:
+# An answer that says nothing matched: an empty file is then the right one.
+_NONE_FOUND = re.compile(r"\b(?:no|none|nothing|zero|0|empty)\b", re.I)
+_EMPTY_BY_DESIGN = ("__init__.py", ".gitkeep", ".keep", "py.typed")
+
+
+def empty_files(task: str, last_sizes: dict[str, int], answer: str = "") -> Finding | None:
     """The task asked to write a file and its last write left it empty (``last_sizes``:
     each written path's size after its last change). Seen at 1.5B: a loop whose condition
     (``'34\\n'.isdigit()``) held for no line wrote an empty adults.txt, and the answer named
     two people."""
-    if _EMPTIES.search(task):
-        return None
-    empty = [name for name in files_to_write(task)
-             if _named(name, [p for p, size in last_sizes.items() if size == 0])]
+    if _EMPTIES.search(task) or _NONE_FOUND.search(answer):
+        return None  # asked for, or what the answer says: nothing matched
+    empty = [name for name in files_to_write(task) if not name.endswith(_EMPTY_BY_DESIGN)
+             and _named(name, [p for p, size in last_sizes.items() if size == 0])]
     if not empty:
         return None
     shown = ", ".join(empty)
@@ -474,9 +477,10 @@ def wrong_line_changed(task: str, results: Sequence[Item]) -> Finding | None:
                 f"{shown}{more}. Write the file again with every line it had, making only the "
                 "change asked, print it, and then answer.")
         gone = [e.old for e in edits or [] if e.kind in ("replaced", "removed")]
-        # The thing asked is nowhere in the diff: the task names it in words the file does
-        # not use ("the temperatures from Fahrenheit to Celsius" of a two-row table).
-        shown = str(change.get("diff") or "").casefold()
+        # The thing asked is nowhere in the diff's lines (its headers name the file): the task
+        # names it in words the file does not use ("the temperatures from Fahrenheit to Celsius" of a two-row table).
+        shown = "\n".join(line[1:] for line in lines_of(str(change.get("diff") or ""))
+                          if line[:1] in " -+" and not line.startswith(("---", "+++"))).casefold()
         if not keys or not gone or len(gone) > MAX_EDITED_LINES or any(
                 k in line.casefold() for line in gone for k in keys) or not any(
                 k in shown for k in keys):
@@ -725,7 +729,7 @@ def wrong_order(task: str, answer: str) -> Finding | None:
     how = "sorted(…, reverse=True)" if down else "sorted(…)"
     # The answer's own items to sort, where they are words and few: at 1.5B, told only to
     # sort, the model sorted every item of the file and lost the filter it had applied.
-    example = f"print(sorted({items!r}{', reverse=True' if down else ''}))"
+    example = f"print(sorted({items!r}, key=str.casefold{', reverse=True' if down else ''}))"
     if order.endswith("alphabetical") and len(example) <= 160:
         how = example
     return Finding("order", f"the task asks for {order} order; the answer's list is not in it",
@@ -738,18 +742,22 @@ def wrong_order(task: str, answer: str) -> Finding | None:
 # Not "in either case": as often "anyway" as a word on letters.
 _IGNORE_CASE = re.compile(r"\b(?:ignor(?:e|es|ing)\s+(?:the\s+)?(?:letter\s+)?case|case[- ]insensitive(?:ly)?|"
                           r"regardless\s+of\s+(?:the\s+)?(?:letter\s+)?case)\b", re.I)
-_FOLDS_CASE = re.compile(r"\.(?:lower|upper|casefold|title|capitalize)\s*\(|\bre\.I(?:GNORECASE)?\b|"
-                         r"\(\?i\)|\bstr\.(?:lower|upper|casefold)\b|[a-z]-[a-z]\s*[A-Z]-[A-Z]|"
-                         r"[A-Z]-[A-Z]\s*[a-z]-[a-z]|case\s*=\s*False", re.I)
+# Folding as code writes it: Python's, a regex's, grep's -i, SQL's LIKE and NOCASE.
+_FOLDS_CASE = re.compile(r"\.(?:lower|upper|casefold|title|capitalize)\s*\(|\bre\.(?:I|IGNORECASE)\b|"
+                         r"\(\?i\)|\bstr\.(?:lower|upper|casefold)\b|[a-z]-[a-z][A-Z]-[A-Z]|"
+                         r"[A-Z]-[A-Z][a-z]-[a-z]|\bcase\s*=\s*False|\bflags\s*=\s*2\b|"
+                         r"(?<![\w-])-[A-Za-z]*i[A-Za-z]*\b|\b(?:LIKE|ILIKE|NOCASE|LOWER|UPPER)\b")
 
 
 def case_not_ignored(task: str, code: str) -> Finding | None:
     """The task asks to ignore case and none of the code that ran folds it (``.lower()``,
     ``.casefold()``, ``re.I``, …). Seen at 1.5B: asked to count the distinct emails "ignoring
     case", ``set(re.findall(…))`` counted ``Ben@Y.com`` and ``ben@y.com`` apart, 6 for 4."""
-    if not _IGNORE_CASE.search(task) or _FOLDS_CASE.search(code) or any(
-            word.upper() in code for word in set(re.findall(r"[a-z]{2,}", code))):
-        return None  # folded, or both cases written out ('aeiouAEIOU')
+    if not _IGNORE_CASE.search(task) or _FOLDS_CASE.search(code):
+        return None
+    capitals = set(re.findall(r"[A-Z]{2,}", code))
+    if any(word.upper() in capitals for word in re.findall(r"[a-z]{2,}", code)):
+        return None  # both cases written out ('aeiouAEIOU')
     return Finding("case", "the task asks to ignore case; no code that ran does",
                    "The task asks to ignore case, but none of your code does (it compares the "
                    "text as written, so 'Ana' and 'ana' count apart). Lower-case the text first "
@@ -768,8 +776,9 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
     ``said``: rules already told this run, left out (so one behind them can be found)."""
     task, items_now = run_items(items)
     results = [i for i in items_now if _ran(i)]
-    said_nothing = empty_answer(answer, task, next(
-        (r for r in reversed(results) if isinstance(r, ToolResult)), None))
+    latest = next((r for r in reversed(items_now) if isinstance(r, ToolResult)), None)
+    said_nothing = empty_answer(answer, task, latest if latest is not None and _ran(latest)
+                                and not person_denied(items_now) else None)
     if said_nothing and said_nothing.rule in said:  # said, or no call can run: the plain ask
         said_nothing = empty_answer(answer, task)
     if said_nothing and said_nothing.rule not in said:
@@ -796,7 +805,7 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
         found.append(unchanged_files(task, written))
     found.append(wrong_line_changed(task, results))
     if found[0] is None:  # a failed call explains an empty file, a receipt, a value
-        found.append(empty_files(task, _last_sizes(results)))
+        found.append(empty_files(task, _last_sizes(results), answer))
         found.append(receipt_answer(task, answer, last))
         found.append(suspicious_value(answer, last, outputs[:-1], task))
         found.append(case_not_ignored(task, " ".join(_code(c) for c in items_now

@@ -582,7 +582,10 @@ def _recover_written_calls(run: StepRun, turn: Turn, offered: list[str]) -> None
 def _repair_native_calls(run: StepRun, calls: list[ToolCall]) -> None:
     """A python call the server parsed gets the repairs a written one gets
     (``written_calls.repaired_code``): a small model behind native tool calling writes the
-    same ``\\b`` and ``06``."""
+    same ``\\b`` and ``06``. Not in a replay: the recorded code is what ran, and what its
+    cell shows."""
+    if getattr(run.agent.client, "replays", False):
+        return
     for call in calls:
         code = (call.arguments.get("code")
                 if call.name == "python" and isinstance(call.arguments, dict) else None)

@@ -31,8 +31,10 @@ class LenientJSONError(ValueError):
         self.pos = pos
 
 
-def loads(text: str) -> Any:
-    """The value ``text`` holds (strict JSON first, then the lenient reading)."""
+def loads(text: str, *, close_strings: bool = True) -> Any:
+    """The value ``text`` holds (strict JSON first, then the lenient reading).
+    ``close_strings``: close a string left open before the closing brackets (a written call;
+    never where a server's cut could look so: the native arguments of a reply cut short)."""
     try:
         return json.loads(text)
     except ValueError:
@@ -40,7 +42,7 @@ def loads(text: str) -> Any:
     try:
         return _whole(text)
     except LenientJSONError as exc:
-        repaired = _close_last_string(text, exc)
+        repaired = _close_last_string(text, exc) if close_strings else None
         if repaired is None:
             raise
         return _whole(repaired)

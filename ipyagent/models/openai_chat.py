@@ -206,9 +206,9 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     if not stripped:
         return {}, None
     try:
-        value = lenient_loads(stripped)
+        value = lenient_loads(stripped, close_strings=False)
         if isinstance(value, str):
-            value = lenient_loads(value)
+            value = lenient_loads(value, close_strings=False)
     except (ValueError, RecursionError):
         return {}, text
     return (value, None) if isinstance(value, dict) else ({}, text)

@@ -76,6 +76,7 @@ def _kept_meta(call: ToolCall) -> dict[str, Any]:
 class ReplayModel:
     """Yields recorded turns in order, whatever the request; ``requests`` counts them."""
 
+    replays = True  # the loop repairs no recorded call: its code is what ran
     def __init__(self, turns: Iterable[Turn | RecordedTurn], name: str = "replay") -> None:
         self.turns = [t.turn if isinstance(t, RecordedTurn) else t for t in turns]
         self.name = name

@@ -128,7 +128,7 @@ _ERROR_NOTES = (
      "in Python ^ is a bitwise XOR, not a power: write a power with **{example}, and run the "
      "call again.", ""),
     # Seen at 1.5B: ``max(readings, key=…)['name']`` (max of a dict is a key), four more times.
-    ("TypeError", re.compile(r"^(string) indices must be integers"),
+    ("TypeError", re.compile(r"^(string) indices must be integers(?:$|, not 'str')"),
      "the value your code indexed with a name (as in x['name']) is a str, not a dict: "
      "max(d, …), min(d, …), sorted(d) and for k in d give a dict's keys, so use the key as it "
      "is (or d[key] for its value), and run the call again.", ""),
@@ -195,7 +195,7 @@ _TOOLS_IN_PYTHON = {
     "final_answer": "print the value in your code, run the call again, and give your answer "
                     "after its result.",
 }
-_PLAIN_FILE = re.compile(r"^[A-Za-z_]\w{0,99}\.[A-Za-z0-9]{1,10}$")
+_PLAIN_FILE = re.compile(r"^[A-Za-z_]\w{0,99}\.[A-Za-z0-9]{1,10}\Z")
 
 
 def error_note(outputs: list[dict[str, Any]], files: Sequence[str] = ()) -> str:
@@ -284,9 +284,14 @@ def tested_in_loop(code: str, limit: int = 80) -> str | None:
             test = test.left
         elif isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute):
             test = test.func.value  # x.isdigit(): x
-        if test is None or isinstance(test, (ast.Name, ast.Constant)):
+        if test is None or isinstance(test, (ast.Name, ast.Constant)) or (
+                test.end_lineno != test.lineno
+                or (test.end_col_offset or 0) - test.col_offset > 4 * limit):
             return None
-        shown = ast.unparse(test)
+        try:
+            shown = ast.unparse(test)
+        except (RecursionError, ValueError, MemoryError):  # a deep a+a+…: nothing to quote
+            return None
         return shown if len(shown) <= limit else None
     return None
 

@@ -75,7 +75,8 @@ def header_note(code: str, outputs: list[dict[str, Any]], folder: Path | None) -
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             continue
         word = str(value).strip().strip("'\"").strip()
-        for name in dict.fromkeys(_NAMED_FILE.findall(code)) if word else ():
+        # A column's name is short; a long one is not quoted (it could read as a sentence).
+        for name in dict.fromkeys(_NAMED_FILE.findall(code)) if 0 < len(word) <= 40 else ():
             lines = _first_lines(folder / name)
             if len(lines) < 2:
                 continue

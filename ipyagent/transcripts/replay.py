@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping
 
 from .._util.normalise import NORMALISATIONS, normalise
+from .._util.text import visible_name
 from ..context.events import Notice
 from ..context.evidence import CHECK_KEY
 from ..context.items import Message, Summary, ToolCall, ToolResult, unfold
@@ -374,7 +375,8 @@ async def areplay(source: str | os.PathLike[str] | Transcript, *, cwd: str | Non
         runs = sum(c.name == "python" for c in calls)
         how = {"auto": "each runs without asking", "deny": "none runs (approval deny)"}.get(
             approval, "each asks for approval as in a live run")
-        on_event(Notice(f"Replaying {os.path.basename(report.source)}: its {runs} python "
+        name = visible_name(os.path.basename(report.source))
+        on_event(Notice(f"Replaying {name}: its {runs} python "
                         f"call{'s' * (runs != 1)} run again in a fresh sibling kernel ({how}); "
                         "the report compares what they print with the recording.", "info"))
     try:

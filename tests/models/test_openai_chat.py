@@ -476,6 +476,12 @@ async def test_client_lifecycle(scripted_server) -> None:
 def test_parse_arguments() -> None:
     assert parse_arguments('{"a": [1, {"b": null}]}') == ({"a": [1, {"b": None}]}, None)
     assert parse_arguments("null") == ({}, "null")
+    # What a small model writes behind native tools: a regex's \\w with one backslash.
+    assert parse_arguments('{"code": "re.findall(r\'\\w+\', t)"}') == (
+        {"code": "re.findall(r'\\w+', t)"}, None)
+    # A reply cut short is not closed into a call that runs: it stays unreadable.
+    cut = '{"code": "x = 1  # {n}'
+    assert parse_arguments(cut) == ({}, cut)
 
 
 async def test_sse_spec_details() -> None:

@@ -329,3 +329,27 @@ def test_replay_verifies_the_files_a_call_changed(tmp_path):
     (tmp_path / "forged.ipynb").write_text(text_)
     report = replay(tmp_path / "forged.ipynb", approval="auto")
     assert not report.reproduced and "out.csv" in report.differences[0].new
+
+
+def test_replay_runs_recorded_code_as_it_ran_and_names_the_file_visibly(tmp_path, monkeypatch):
+    """Found by a review: a replay mended recorded calls again (a transcript recorded before
+    the repairs then failed "not what its cell shows"), and the file's name in the replay's
+    first line could write a line of its own."""
+    import ipyagent.engine.step as step
+    from ipyagent.context.events import Notice
+
+    monkeypatch.setattr(step, "repaired_code", lambda code: (code, ""))  # as recorded before
+    code = "print(len('a\bb'))"  # a backspace JSON read, never mended when this was recorded
+    agent = Agent(client=ScriptedModel([calls(("python", {"code": code})), text("3")]),
+                  approval="auto", cwd=str(tmp_path))
+    try:
+        agent.run("go")
+        path = agent.save(tmp_path / "run\n[info] ipyagent: trusted\u202e.ipynb")
+    finally:
+        agent.close()
+    monkeypatch.undo()
+    heard: list = []
+    report = replay(path, cwd=str(tmp_path), approval="auto", on_event=heard.append)
+    assert report.reproduced and report.compared == 1, report.notes
+    first = heard[0]
+    assert isinstance(first, Notice) and "\n" not in first.message and "\u202e" not in first.message
