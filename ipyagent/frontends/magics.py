@@ -28,7 +28,7 @@ from .._util.mainthread import LoopDispatcher
 from .._util.text import visible
 from ..errors import IpyagentError
 from . import branching
-from .cellrun import CellRunner, Command, error_line
+from .cellrun import OVERRIDES, CellRunner, Command, error_line
 from .transformer import await_agent_magics, protect_question_marks
 
 if TYPE_CHECKING:
@@ -87,6 +87,7 @@ class AgentMagics(Magics):
         self.loaded_in = getattr(shell, "execution_count", None)
         self.awaits = can_await(shell)
         self.approver: Any = None
+        self.stepping: dict[str, Any] = {}  # the one-run options of the run being stepped
         from .aware import ErrorWatch
 
         self.errors = ErrorWatch()  # the last cell that raised, for %agent fix
@@ -231,7 +232,20 @@ class AgentMagics(Magics):
 
     # -- parsing ---------------------------------------------------------------------
     def parse(self, line: str, cell: str | None) -> Command:
-        """Options first, then the task or a subcommand; ``UsageError`` on mistakes."""
+        """Options first, then the task or a subcommand; ``UsageError`` on mistakes. A bare
+        ``%agent step`` goes on with the one-run options of the ``--step TASK`` that began
+        its run (a new user gave ``--approve auto`` there and was asked at the next step)."""
+        cmd = self._parse(line, cell)
+        if cmd.action == "step" and cmd.task is None:
+            for opt, value in self.stepping.items():
+                if getattr(cmd.options, opt, None) is None:
+                    setattr(cmd.options, opt, value)
+        elif cmd.action in ("step", "run"):
+            self.stepping = {opt: getattr(cmd.options, opt) for opt in OVERRIDES
+                             if cmd.action == "step" and getattr(cmd.options, opt, None) is not None}
+        return cmd
+
+    def _parse(self, line: str, cell: str | None) -> Command:
         # Here, not in an input transformer: the cell that runs %load_ext was read before
         # any transformer of ours existed, and its %agent lines must read the same.
         line = _COMMENT.sub("", line)

@@ -253,6 +253,19 @@ def test_step_through_uses_the_edited_context(loaded: Any) -> None:
     assert not result.success and "nothing to continue" in err
 
 
+def test_the_stepped_run_keeps_the_one_run_options_of_its_first_step(loaded: Any) -> None:
+    """Seen by a new user: ``%agent --new --step --approve auto TASK``, then ``%agent step``
+    asked for approval: the options of the step that began the run go on with it."""
+    m = magics._MAGICS
+    first = m.parse("--new --step --approve auto --max-steps 4 Use Python to compute 2**10", None)
+    assert first.action == "step" and first.options.approve == "auto"
+    later = m.parse("step", None)
+    assert (later.action, later.options.approve, later.options.max_steps) == ("step", "auto", 4)
+    assert m.parse("--approve ask step", None).options.approve == "ask"  # said again: that one
+    assert m.parse("Use Python to compute 3**3", None).action == "run"  # a new run ends it
+    assert m.parse("step", None).options.approve is None
+
+
 def test_question_mark_tasks_are_tasks_not_help(loaded: Any) -> None:
     out, _, _ = run(loaded, "%agent what is 2**10?")
     assert "1024" in out
