@@ -94,6 +94,11 @@ def test_an_empty_output_counts_only_when_nothing_was_printed() -> None:
     assert suspicious_value("Done.", wrote, [], count) is None
     assert suspicious_value("It has 4 lines.", wrote, ["3"], count) is None  # printed before
     assert suspicious_value("4 lines.", wrote, [], "Append a line to status.txt.") is None
+    # The files-changed note shows the file's lines: a count that is that one was seen (at
+    # 1.5B, "3 lines written" of a 3-line file was checked, and the answer lost its 3).
+    counted = result("(no output)", changes=[{"path": "status.txt", "lines": 3}])
+    assert suspicious_value("3 lines written", counted, [], count) is None
+    assert suspicious_value("The file now has 4 lines.", counted, [], count) is not None
     # what the python tool says when nothing was printed is no output either
     assert suspicious_value("It is 27.0.", result("(no output)"), []).rule == "empty"  # type: ignore[union-attr]
     assert suspicious_value("It is 27.0.", result("(no output)"), ["(no output)"]).rule == "empty"  # type: ignore[union-attr]
@@ -659,9 +664,12 @@ def test_a_task_that_asks_to_ignore_case_and_code_that_never_does() -> None:
     assert [f.rule for f in findings(items, "6")] == ["case"]
     for folded in ["len({l.strip().lower() for l in open('emails.txt')})",
                    "s.casefold()", "re.findall(r'x', t, re.I)", "re.compile('(?i)x')",
-                   "sum(c in 'aeiouAEIOU' for c in s)", "re.findall('[a-zA-Z]+', t)",
-                   "map(str.lower, lines)"]:
+                   "sum(c in 'aeiouAEIOU' for c in s)", "map(str.lower, lines)"]:
         assert case_not_ignored(task, folded) is None, folded
+    # A regex class of both cases matches both and compares nothing (seen at 1.5B, the
+    # emails counted apart by set(re.findall(r'…[A-Za-z0-9._%+-]+@…[A-Z|a-z]{2,}', …))).
+    regex = "set(re.findall(r'\\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\\.[A-Z|a-z]{2,}\\b', t))"
+    assert case_not_ignored(task, regex) is not None
     for words in ["Count the vowels (a, e, i, o, u) in either case.", "Count the distinct words."]:
         assert case_not_ignored(words, code) is None, words
     assert case_not_ignored("Match the names case-insensitively.", "a == b") is not None

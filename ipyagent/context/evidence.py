@@ -209,7 +209,13 @@ def suspicious_value(answer: str, last: ToolResult, outputs_before: Sequence[str
     text = "" if text in _NO_OUTPUT else text
     wrote = bool(last.meta.get("changes") or last.meta.get("file"))
     if not text:
-        counted = bool(_ASKS_A_NUMBER.search(task)) and bool(numbers_in(answer))
+        # A count the files-changed note shows (a file's lines now) is seen, not guessed: at
+        # 1.5B "3 lines written" for a file of 3 lines was checked, and the answer lost its 3.
+        shown = {c["lines"] for c in last.meta.get("changes") or []
+                 if isinstance(c, dict) and isinstance(c.get("lines"), int)}
+        claimed = numbers_in(answer)
+        counted = bool(_ASKS_A_NUMBER.search(task)) and bool(claimed) and not all(
+            n.value in shown for n in claimed)
         if (wrote and not counted) or any(o.strip() not in ("", *_NO_OUTPUT) for o in outputs_before) \
                 or not answer.strip():
             return None
@@ -744,8 +750,8 @@ _IGNORE_CASE = re.compile(r"\b(?:ignor(?:e|es|ing)\s+(?:the\s+)?(?:letter\s+)?ca
                           r"regardless\s+of\s+(?:the\s+)?(?:letter\s+)?case)\b", re.I)
 # Folding as code writes it: Python's, a regex's, grep's -i, SQL's LIKE and NOCASE.
 _FOLDS_CASE = re.compile(r"\.(?:lower|upper|casefold|title|capitalize)\s*\(|\bre\.(?:I|IGNORECASE)\b|"
-                         r"\(\?i\)|\bstr\.(?:lower|upper|casefold)\b|[a-z]-[a-z][A-Z]-[A-Z]|"
-                         r"[A-Z]-[A-Z][a-z]-[a-z]|\bcase\s*=\s*False|\bflags\s*=\s*2\b|"
+                         r"\(\?i\)|\bstr\.(?:lower|upper|casefold)\b|"
+                         r"\bcase\s*=\s*False|\bflags\s*=\s*2\b|"
                          r"(?<![\w-])-[A-Za-z]*i[A-Za-z]*\b|\b(?:LIKE|ILIKE|NOCASE|LOWER|UPPER)\b")
 
 
@@ -755,9 +761,11 @@ def case_not_ignored(task: str, code: str) -> Finding | None:
     case", ``set(re.findall(…))`` counted ``Ben@Y.com`` and ``ben@y.com`` apart, 6 for 4."""
     if not _IGNORE_CASE.search(task) or _FOLDS_CASE.search(code):
         return None
-    capitals = set(re.findall(r"[A-Z]{2,}", code))
+    # Both cases written out ('aeiouAEIOU') count letters either way; a regex's [A-Za-z]
+    # matches both but compares nothing (at 1.5B: distinct emails by such a regex, 6 for 4).
+    capitals = set(re.findall(r"(?<![A-Z]-)[A-Z]{2,}", code))
     if any(word.upper() in capitals for word in re.findall(r"[a-z]{2,}", code)):
-        return None  # both cases written out ('aeiouAEIOU')
+        return None
     return Finding("case", "the task asks to ignore case; no code that ran does",
                    "The task asks to ignore case, but none of your code does (it compares the "
                    "text as written, so 'Ana' and 'ana' count apart). Lower-case the text first "
