@@ -297,6 +297,12 @@ class AgentMagics(Magics):
             if " ".join(args[1:]).endswith(".ipynb"):  # a path with spaces, not a task
                 raise UsageError(f"%agent {words[0]} takes one path; quote a path with spaces: "
                                  f"%agent {words[0]} \"{' '.join(args[1:])}\"")
+        if (len(words) > 1 and words[0] in _ALONE and words[1].split("=")[0]
+                in self.agent.parser._option_string_actions):
+            # "%agent step --approve auto" would run the task "step --approve auto": the
+            # options go first.
+            raise UsageError(f"%agent {words[0]}: options go before the subcommand, as in "
+                             f"%agent {' '.join(words[1:])} {words[0]}")
         task = rest.strip()
         if not task:
             if opts.step:

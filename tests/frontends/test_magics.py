@@ -264,6 +264,12 @@ def test_the_stepped_run_keeps_the_one_run_options_of_its_first_step(loaded: Any
     assert m.parse("--approve ask step", None).options.approve == "ask"  # said again: that one
     assert m.parse("Use Python to compute 3**3", None).action == "run"  # a new run ends it
     assert m.parse("step", None).options.approve is None
+    # Options after the word would have made it a task ("step --approve ask"): said instead.
+    with pytest.raises(UsageError, match=r"options go before the subcommand, as in %agent "
+                                         r"--approve ask step"):
+        m.parse("step --approve ask", None)
+    assert m.parse("step through the data, please", None).task == "step through the data, please"
+    assert m.parse("changes --all", None).args == ("--all",)
 
 
 def test_question_mark_tasks_are_tasks_not_help(loaded: Any) -> None:
