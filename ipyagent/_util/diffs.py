@@ -13,12 +13,26 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["HUNK", "ONE_HUNK", "LineEdit", "folded", "is_abridged", "line_edits", "lines_of"]
+__all__ = ["HUNK", "ONE_HUNK", "LineEdit", "folded", "hunk_text", "is_abridged", "line_edits",
+           "lines_of"]
 
 ONE_HUNK = "(the changed middle, not matched line by line)"  # after such a hunk's header
 _FOLD = re.compile(r"^\.\.\. \d+ more diff lines \.\.\.$", re.M)
 # A hunk's header: old start, (",count"), new start, (",count").
 HUNK = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
+
+
+def hunk_text(diff: str) -> list[str]:
+    """The lines a unified diff shows of the file (context, removed, added: without their
+    marks), not its ---/+++ and @@ headers (which name the file)."""
+    out, in_hunk = [], False
+    for raw in lines_of(diff):
+        line = raw.rstrip("\r\n")
+        if HUNK.match(line):
+            in_hunk = True
+        elif in_hunk and line[:1] in " -+":
+            out.append(line[1:])
+    return out
 
 
 def folded(count: int) -> str:

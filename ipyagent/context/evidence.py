@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._util.diffs import line_edits, lines_of
+from .._util.diffs import hunk_text, line_edits
 from .._util.text import visible_name
 from .items import NO_OUTPUT, Item, Message, ToolCall, ToolResult
 
@@ -102,18 +102,24 @@ _TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^\w*(?:Error|Excep
 _ERROR_NAME = re.compile(r"\b([A-Z]\w*(?:Error|Exception))\b")
 
 
+def _error_name(last: ToolResult) -> str | None:
+    """The last error name the output shows ("KeyError"), or None."""
+    names = [n for n in _ERROR_NAME.findall(last.output) if n not in ("Error", "Exception")]
+    return names[-1] if names else None
+
+
 def _what_failed(last: ToolResult) -> str:
     """"an error (KeyError)", or "an error" when the output names none."""
-    name = [n for n in _ERROR_NAME.findall(last.output) if n not in ("Error", "Exception")]
-    return f"an error ({name[-1]})" if name else "an error"
+    name = _error_name(last)
+    return f"an error ({name})" if name else "an error"
 
 
 def error_ignored(answer: str, last: ToolResult) -> Finding | None:
     """The last call failed (an error, a traceback) and the answer does not say so."""
     if not (last.error or _TRACEBACK.search(last.output)):
         return None
-    name = [n for n in _ERROR_NAME.findall(last.output) if n not in ("Error", "Exception")]
-    if _ACKNOWLEDGED.search(answer) or (name and name[-1] in answer):
+    name = _error_name(last)
+    if _ACKNOWLEDGED.search(answer) or (name and name in answer):
         return None  # it told the user the call failed: that can be the answer
     what = _what_failed(last)
     return Finding("error_ignored", f"the last output was {what}",
@@ -485,8 +491,7 @@ def wrong_line_changed(task: str, results: Sequence[Item]) -> Finding | None:
         gone = [e.old for e in edits or [] if e.kind in ("replaced", "removed")]
         # The thing asked is nowhere in the diff's lines (its headers name the file): the task
         # names it in words the file does not use ("the temperatures from Fahrenheit to Celsius" of a two-row table).
-        shown = "\n".join(line[1:] for line in lines_of(str(change.get("diff") or ""))
-                          if line[:1] in " -+" and not line.startswith(("---", "+++"))).casefold()
+        shown = "\n".join(hunk_text(str(change.get("diff") or ""))).casefold()
         if not keys or not gone or len(gone) > MAX_EDITED_LINES or any(
                 k in line.casefold() for line in gone for k in keys) or not any(
                 k in shown for k in keys):

@@ -199,6 +199,8 @@ def repaired_code(code: str) -> tuple[str, str]:
         # such in code, and a raw one breaks r'\b\w+\b'.
         code = code.replace("\b", "\\b").replace("\f", "\\f")
         why.append("\\b and \\f that JSON read as control characters written back")
+    if _compiles(code):  # the usual call: each repair below mends only a SyntaxError
+        return code, "; ".join(why)
     repaired = line_breaks_in_strings_repaired(code)
     if repaired is not None:
         code = repaired
@@ -214,6 +216,17 @@ def repaired_code(code: str) -> tuple[str, str]:
         after = " or ".join(w for k, w in ((";", "';'"), (":", "another block's ':'")) if k in kinds)
         why.append(f"a block statement after {after} moved to a line of its own")
     return code, "; ".join(why)
+
+
+def _compiles(code: str) -> bool:
+    """True when ``code`` compiles, or is too long for any repair to look at."""
+    if len(code) > 100_000:
+        return True
+    try:
+        compile(code, "<call>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError):
+        return False
+    return True
 
 
 def _repaired_where_it_fails(code: str, fix: Callable[[list[str], SyntaxError], bool],

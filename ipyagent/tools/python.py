@@ -62,8 +62,9 @@ def python_tool(agent: PythonHost) -> Tool:
         on_stream = (lambda name, text: emit(ToolOutput(call, name, text))) if emit else None
         kernel = agent.kernel
         kernel.timeout = agent.tool_timeout or None  # read per call: %config applies at once; 0: no limit
+        code = str(call.arguments["code"])
         try:
-            execution = await kernel.execute_async(str(call.arguments["code"]), on_stream=on_stream)
+            execution = await kernel.execute_async(code, on_stream=on_stream)
         except KernelError as exc:  # e.g. a remote server that went away: no URL for the model
             raise KernelError(for_the_model(kernel, str(exc))) from None
         # Where it ran, recorded with it: a transcript shows whether the code was sandboxed.
@@ -75,12 +76,12 @@ def python_tool(agent: PythonHost) -> Tool:
             error=execution.status != "ok", outputs=list(execution.outputs),
             execution_count=execution.execution_count, meta=meta)
         note = (error_note(execution.outputs, _names_here(agent, execution.outputs))
-                or separator_note(str(call.arguments["code"]), execution.outputs, _folder(agent))
-                or header_note(str(call.arguments["code"]), execution.outputs, _folder(agent)))
+                or separator_note(code, execution.outputs, _folder(agent))
+                or header_note(code, execution.outputs, _folder(agent)))
         if execution.status == "error" and _raised(execution.outputs):
             # Which part of a long line failed: IPython's traceback shows the whole line
             # (Python's own carets are not in it), and a small model writes one-liners.
-            place = failing_part(str(call.arguments["code"]), await kernel.error_span_async())
+            place = failing_part(code, await kernel.error_span_async())
             note = "; ".join(filter(None, [note.rstrip("."), place])) if place else note
         if note:
             result.meta["note"] = note
@@ -89,7 +90,7 @@ def python_tool(agent: PythonHost) -> Tool:
         await settle_changes(agent, result)  # the staged workspace: what reaches your folder
         silent = (not execution.text and not execution.outputs and not result.error
                   and not result.meta.get("changes"))
-        name = last_assigned(str(call.arguments["code"])) if silent else None
+        name = last_assigned(code) if silent else None
         if name:
             # What the last line set, as the kernel shows it (Jupyter would show the value
             # of a last expression; a small model often ends on an assignment and then

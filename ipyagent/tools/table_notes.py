@@ -44,7 +44,7 @@ def separator_note(code: str, outputs: list[dict[str, Any]], folder: Path | None
         sep = _OTHER_SEPARATORS[seps[0]]
         how = (f"pd.read_csv({name!r}, sep={sep})" if "read_csv" in found.group(0)
                else f"csv.DictReader(open({name!r}), delimiter={sep})")
-        shown = first if len(first) <= 60 else first[:59] + "…"
+        shown = _cut(first)
         return (f"{name}'s first line is {shown!r}: its columns are separated by {sep}, not by "
                 f"commas, so the read gave one column. Read it with {how}, and run the call again.")
     return ""
@@ -84,7 +84,7 @@ def header_note(code: str, outputs: list[dict[str, Any]], folder: Path | None) -
             at = header.index(word) if word in header else -1
             if at < 0 or at >= len(row) or not _number(row[at]) or _number(word):
                 continue
-            first = lines[0] if len(lines[0]) <= 60 else lines[0][:59] + "…"
+            first = _cut(lines[0])
             seps = [sep for sep in ",;\t|" if sep in lines[0]]
             delimiter = f", delimiter={seps[0]!r}" if seps and seps[0] != "," else ""
             how = (f"read it with pd.read_csv({name!r}{', sep=' + repr(seps[0]) if delimiter else ''})"
@@ -94,6 +94,11 @@ def header_note(code: str, outputs: list[dict[str, Any]], folder: Path | None) -
             return (f"{word!r} is a column name, not a value: {name}'s first line is {first!r}, "
                     f"its header. {how[0].upper()}{how[1:]}, and run the call again.")
     return ""
+
+
+def _cut(line: str, limit: int = 60) -> str:
+    """A file's line as a note quotes it (then as a repr)."""
+    return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
 def _fields(line: str) -> list[str]:
