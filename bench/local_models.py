@@ -1,6 +1,6 @@
 """Small tool tasks against a real local server: ipyagent beside smolagents, same model.
 
-Nine sets of six tasks a notebook user asks a small local model, each with a checker that
+Eleven sets of six tasks a notebook user asks a small local model, each with a checker that
 reads the answer (and the file it wrote): ``bench`` (compute 2**100, a physics formula, primes,
 a CSV mean, a semicolon-delimited CSV, write a file then read it back), ``unseen`` (nested
 JSON, a TSV, dates, a config edit, units, missing cells: written before issue 33's work; issue
@@ -17,7 +17,10 @@ word replaced in a file, days between dates, a cart's item count, distinct email
 the people over 30, a percentage rise, names sorted in their file: the same, a session later)
 and ``fresh7`` (a hex colour, palindromes, the top player, the paid total, numbered lines, a
 film's end: written in fresh6's session once fresh6 had run and this session's checks were
-written, before their first run).
+written, before their first run) and ``fresh8`` (Mondays in a month, emails at a domain,
+squares written to a file, the coldest city, the first error's line, a marathon in km) and
+``fresh9`` (initials, the average word length, rows over a limit, a JSON file's keys, blank
+lines removed, a time in seconds): both written a session later, before either's first run.
 ipyagent runs with its defaults (python in the sandboxed sibling kernel, approval auto);
 smolagents' ``ToolCallingAgent`` (its python tool) and ``CodeAgent`` run the same tasks against
 the same server and model, side by side in this process, when smolagents is installed. Per task and runner: solved or not, steps, prompt tokens
@@ -353,8 +356,64 @@ FRESH7 = [
          "time it ends and reply in the form HH:MM.",
          lambda a, _: "22:20" in a, {}),
 ]
+# Written and committed on 2026-12-06 (a session after fresh7), before their first run and
+# before any of that session's fixes.
+FRESH8 = [
+    Task("mondays", "Use Python to count the Mondays in March 2026 and reply with the number.",
+         lambda a, _: _only_number(a, "5", ("2026", "3")), {}),
+    Task("email-domain", "users.json is a list of users with name and email. Use Python to count "
+         "the users whose email is at example.com and reply with the number.",
+         lambda a, _: _only_number(a, "3"),
+         {"users.json": '[{"name": "ann", "email": "ann@example.com"}, '
+                        '{"name": "bob", "email": "bob@example.org"}, '
+                        '{"name": "cat", "email": "cat@example.com"}, '
+                        '{"name": "dan", "email": "dan@test.com"}, '
+                        '{"name": "eve", "email": "eve@example.com"}]\n'}),
+    Task("squares-file", "numbers.txt has one integer per line. Use Python to write their squares "
+         "to squares.txt, one per line in the same order, and reply with the sum of the squares.",
+         lambda a, d: _lines(d / "squares.txt") == ["9", "4", "25"] and _only_number(a, "38"),
+         {"numbers.txt": "3\n-2\n5\n"}),
+    Task("coldest-city", "temps.csv has columns city and temp, several rows per city. Use Python "
+         "to find the city with the lowest average temperature and reply with its name.",
+         lambda a, _: "oslo" in a.lower() and not any(c in a.lower() for c in ("berlin", "rome")),
+         {"temps.csv": "city,temp\nOslo,2\nRome,12\nBerlin,1\nOslo,4\nRome,14\nBerlin,9\n"}),
+    Task("first-error", "Use Python to find the first line of log.txt that contains ERROR and "
+         "reply with its line number, counting from 1.",
+         lambda a, _: _only_number(a, "4", ("1",)),
+         {"log.txt": "INFO start\nINFO load\nWARN slow\nERROR disk full\nINFO retry\n"
+                     "ERROR network\n"}),
+    Task("marathon-km", "Use Python to convert 26.2 miles to kilometres and reply with the value "
+         "rounded to 1 decimal.",
+         lambda a, _: _has_number(a, 42.2, 1) and "42.16" not in a, {}),
+]
+# Written and committed with fresh8, before either set's first run.
+FRESH9 = [
+    Task("initials", "Use Python to build the initials of 'ada king lovelace' in capitals and "
+         "reply with them.",
+         lambda a, _: "AKL" in a.replace(".", "").replace(" ", ""), {}),
+    Task("word-length", "sentence.txt holds one sentence. Use Python to compute the average "
+         "length of its words and reply with it, 2 decimals.",
+         lambda a, _: _has_number(a, 4.2), {"sentence.txt": "the quick brown fox jumps\n"}),
+    Task("units-over", "sales.csv has columns region and units. Use Python to count the rows "
+         "where units is more than 10 and reply with the number.",
+         lambda a, _: _only_number(a, "3", ("10",)),
+         {"sales.csv": "region,units\nnorth,5\nsouth,12\neast,10\nwest,30\nnorth,11\n"}),
+    Task("json-keys", "Use Python to list the top-level keys of config.json in alphabetical "
+         "order and reply with them.",
+         lambda a, _: bool(re.search(r"alpha.*mid.*zeta", a, re.S)) and "beta" not in a,
+         {"config.json": '{"zeta": 1, "alpha": {"beta": 2}, "mid": [1, 2]}\n'}),
+    Task("blank-lines", "Use Python to remove the blank lines from notes.txt, rewriting the file, "
+         "and reply with the number of lines left.",
+         lambda a, d: _lines(d / "notes.txt") == ["buy milk", "call mum", "pay rent"]
+         and _only_number(a, "3"),
+         {"notes.txt": "buy milk\n\ncall mum\n\n\npay rent\n"}),
+    Task("to-seconds", "Use Python to convert 3 hours 25 minutes 10 seconds to seconds and reply "
+         "with the number.",
+         lambda a, _: "12310" in a.replace(",", ""), {}),
+]
 SETS = {"bench": TASKS, "unseen": UNSEEN, "fresh": FRESH, "fresh2": FRESH2, "fresh3": FRESH3,
-        "fresh4": FRESH4, "fresh5": FRESH5, "fresh6": FRESH6, "fresh7": FRESH7}
+        "fresh4": FRESH4, "fresh5": FRESH5, "fresh6": FRESH6, "fresh7": FRESH7, "fresh8": FRESH8,
+        "fresh9": FRESH9}
 
 
 def _only_number(answer: str, number: str, allowed: tuple[str, ...] = ()) -> bool:
