@@ -239,6 +239,43 @@ def test_a_silent_loop_made_again_is_told_to_print_what_its_condition_tests():
     assert_valid(agent)
 
 
+
+def test_a_call_whose_output_the_check_questioned_made_again_is_told_what_to_print():
+    """Measured at 1.5B: counting the Mondays of March over the first days of three months
+    printed 0; told a zero often means a slip, it wrote the same call again and answered 0."""
+    printed: list[str] = []
+
+    @tool
+    def python(code: str) -> str:
+        """Prints the count."""
+        printed.append(code)
+        return "0" if "monts" in code else "5"
+
+    count = ("monts_in_march = [datetime.date(2026, i, 1) for i in range(1, 4)]\n"
+             "print(sum(1 for d in monts_in_march if d.weekday() == 0))")
+    model = ScriptedModel([calls(("python", {"code": count})), text("0"),
+                           calls(("python", {"code": count})),
+                           calls(("python", {"code": "print(5)"})), text("5")])
+    agent = Agent(client=model, tools=[python], python_tool=False, file_tools=False,
+                  skills_enabled=False, verify_answers=True)
+    assert agent.run("Use Python to count the Mondays in March 2026.").text == "5"
+    first, again, fixed = [i for i in agent.context if isinstance(i, ToolResult)]
+    assert again.meta["skipped"] == "the same checked call again" and again.error
+    assert again.output == (
+        "Not run: this is the call made just before, word for word; it printed '0' and would "
+        "print the same again. Print the values it computes from, as in print(monts_in_march), "
+        "look at them, and then write the call that fixes the code.")
+    assert len(printed) == 2 and "skipped" not in fixed.meta
+    assert_valid(agent)
+    # Without a check between them (the model's own second look), the call runs again.
+    printed.clear()
+    model = ScriptedModel([calls(("python", {"code": count})), calls(("python", {"code": count})),
+                           text("The count is 0 both times.")])
+    agent = Agent(client=model, tools=[python], python_tool=False, file_tools=False,
+                  skills_enabled=False, verify_answers=True)
+    agent.run("Use Python to count the Mondays in March 2026.")
+    assert len(printed) == 2
+
 def test_the_same_failing_call_runs_again_without_answer_checks():
     agent, _ = make([calls(("flaky", {"x": 1}))] * 2 + [text("it failed")], verify_answers=False)
     agent.run("go")

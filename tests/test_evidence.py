@@ -142,6 +142,25 @@ def test_a_number_no_output_shows_is_found() -> None:
     assert unsupported_numbers("Like this:\n```python\nx = 12345\n```\nIt is 7.", ["7"], []) is None
 
 
+
+def test_a_small_number_no_output_shows_is_found_when_the_task_asks_for_a_number() -> None:
+    """Seen at 1.5B: asked for the line number of the first ERROR, it printed the line
+    ("ERROR disk full") and answered "the 5th line"."""
+    task = ("Use Python to find the first line of log.txt that contains ERROR and reply with "
+            "its line number, counting from 1.")
+    code = "with open('log.txt') as f: print(next(l for l in f if 'ERROR' in l))"
+    found = unsupported_numbers("It is the 5th line.", ["ERROR disk full"], [task, code], task)
+    assert found is not None and found.said == "5 in the answer appeared in no tool output"
+    # Printed, or given by the task ("counting from 1"): backed.
+    assert unsupported_numbers("It is line 4.", ["4"], [task, code], task) is None
+    assert unsupported_numbers("Counting from 1, line 4.", ["4"], [task, code], task) is None
+    # A task that asks for no number keeps small numbers trivial.
+    assert unsupported_numbers("It is the 5th line.", ["ERROR disk full"], ["find it"],
+                               "Use Python to find the first ERROR line of log.txt.") is None
+    for asks in ("reply with the number", "reply with its line number", "how many rows",
+                 "answer with the count"):
+        assert unsupported_numbers("7", ["x"], [], f"Use Python; {asks}.") is not None
+
 # -- files the task asked to write --------------------------------------------------------------
 @pytest.mark.parametrize("task, files", [
     ("Use Python to write the text 'hello from the agent' to a file named note.txt, then read "

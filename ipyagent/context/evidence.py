@@ -201,8 +201,9 @@ _NO_OUTPUT = (NO_OUTPUT, "(no output; exit code 0)")
 
 
 # A task that asks for a count or an amount back: "reply with the number of lines", "how many".
-_ASKS_A_NUMBER = re.compile(r"\b(?:reply|answer|respond)\s+with\s+(?:the\s+)?(?:number|count|"
-                            r"total|sum|amount)\b|\bhow\s+many\b", re.I)
+_ASKS_A_NUMBER = re.compile(r"\b(?:reply|answer|respond)\s+with\s+(?:the\s+|its\s+|their\s+)?"
+                            r"(?:line\s+|row\s+|page\s+)?(?:number|count|total|sum|amount)\b"
+                            r"|\bhow\s+many\b", re.I)
 
 
 def suspicious_value(answer: str, last: ToolResult, outputs_before: Sequence[str],
@@ -326,14 +327,18 @@ def _backs(claim: _Number, seen: _Number) -> bool:
     return False
 
 
-def unsupported_numbers(answer: str, outputs: Iterable[str], inputs: Iterable[str]) -> Finding | None:
+def unsupported_numbers(answer: str, outputs: Iterable[str], inputs: Iterable[str],
+                        task: str = "") -> Finding | None:
     """Numbers in the answer that appear in no tool output (nor in the task, the code, or
-    anything else the run was given: ``inputs``), rounding and notation aside."""
+    anything else the run was given: ``inputs``), rounding and notation aside. A small whole
+    number counts too when the task asks for a number back (at 1.5B: asked for the line
+    number of the first ERROR, it printed the line and answered "the 5th line")."""
     seen = [n for text in outputs for n in numbers_in(text)]
     given = [n for text in inputs for n in numbers_in(text)]
+    asked = bool(_ASKS_A_NUMBER.search(task))
     missing: list[str] = []
     for claim in numbers_in(_FENCED.sub("", answer)):
-        if _trivial(claim) or claim.text in missing:
+        if (_trivial(claim) and not asked) or claim.text in missing:
             continue
         if any(_backs(claim, n) for n in seen) or any(abs(claim.value - n.value) <= n.ulp * 1e-9
                                                       or _backs(claim, n) for n in given):
@@ -823,7 +828,7 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
         found.append(suspicious_value(answer, last, outputs[:-1], task))
         found.append(case_not_ignored(task, " ".join(_code(c) for c in items_now
                                                       if isinstance(c, ToolCall))))
-        found.append(unsupported_numbers(answer, outputs, inputs))
+        found.append(unsupported_numbers(answer, outputs, inputs, task))
     kept = [f for f in found if f is not None and f.rule not in said]
     if not kept:
         code = " ".join(_code(c) for c in items_now if isinstance(c, ToolCall))

@@ -63,7 +63,8 @@ from ..models.written_calls import (
     repaired_code,
 )
 from ..tools.base import Executor, Toolbox
-from ..tools.python import ERROR_NOTE, last_assigned, tested_in_loop
+from ..tools.line_values import VALUES
+from ..tools.python import ERROR_NOTE, iterated, last_assigned, tested_in_loop
 from ..trust.redaction import LiveRedactor, redact_result, redaction_notice
 from ..trust.secrets import key_envs, secret_values
 from .compaction import fit_window
@@ -707,7 +708,8 @@ async def run_one(run: StepRun, call: ToolCall) -> ToolResult:
 
 SAME_FAILURE = "the same failing call again"  # meta["skipped"] of a call not run so
 SAME_SILENCE = "the same silent call again"  # … and of a call that printed nothing before
-NOT_RUN_AGAIN = (SAME_FAILURE, SAME_SILENCE)
+SAME_CHECKED = "the same checked call again"  # … and of one whose output the check questioned
+NOT_RUN_AGAIN = (SAME_FAILURE, SAME_SILENCE, SAME_CHECKED)
 
 
 def _not_run_again(agent: AgentView, call: ToolCall) -> ToolResult | None:
@@ -723,10 +725,12 @@ def _not_run_again(agent: AgentView, call: ToolCall) -> ToolResult | None:
     items = list(agent.context)
     at = next((i for i, item in reversed(list(enumerate(items)))
                if isinstance(item, ToolCall) and item.id == call.id), len(items))
+    checked = False  # ipyagent's check of the answer lies between the two calls
     for before in range(at - 1, -1, -1):
         item = items[before]
         if isinstance(item, Reasoning) or (isinstance(item, Message) and (
                 item.role == "assistant" or CHECK_KEY in item.meta or CONTINUE_KEY in item.meta)):
+            checked = checked or (isinstance(item, Message) and CHECK_KEY in item.meta)
             continue  # a new task from the person is a new run: its calls start afresh
         again = isinstance(item, ToolResult) and item.meta.get("skipped") in NOT_RUN_AGAIN
         if not isinstance(item, ToolResult) or (not again and any(
@@ -741,9 +745,24 @@ def _not_run_again(agent: AgentView, call: ToolCall) -> ToolResult | None:
                 "skipped": item.meta["skipped"], "repeat_of": item.meta.get("repeat_of", made.id)})
         silent = (not item.error and item.output.strip() in ("", NO_OUTPUT)
                   and not item.meta.get("changes") and not item.meta.get("file"))
-        if ((not item.error and not silent) or again or made is None or not verify_on(agent)
-                or (made.name, made.arguments) != (call.name, call.arguments)):
+        # Output the check questioned (a zero, a number no output shows), the same code again:
+        # seen at 1.5B, a count of Mondays over the months' first days printed 0 twice.
+        doubted = (not item.error and not silent and checked and call.name == "python"
+                   and not item.meta.get("changes") and not item.meta.get("file"))
+        if ((not item.error and not silent and not doubted) or again or made is None
+                or not verify_on(agent) or (made.name, made.arguments) != (call.name, call.arguments)):
             return None
+        if doubted:
+            code = str(call.arguments.get("code", ""))
+            over = iterated(code)
+            how = (f", as in print({over})" if over else
+                   ", each on a line of its own with its name")
+            gave = _short_output(item.output)
+            text = ("Not run: this is the call made just before, word for word; it printed "
+                    f"{gave} and would print the same again. Print the values it computes "
+                    f"from{how}, look at them, and then write the call that fixes the code.")
+            return ToolResult(call.id, text, error=True, name=call.name, meta={
+                "skipped": SAME_CHECKED, "repeat_of": made.id})
         if silent:
             code = str(call.arguments.get("code", "")) if call.name == "python" else ""
             name, tested = last_assigned(code), tested_in_loop(code)
@@ -759,13 +778,23 @@ def _not_run_again(agent: AgentView, call: ToolCall) -> ToolResult | None:
             # times after "string indices must be integers" alone, at 0.5B the same
             # separator-less read of a ';' file four more times.
             place = str(item.meta.get(ERROR_NOTE) or "").rstrip(". ")
+            values = str(item.meta.get(VALUES) or "")  # the values its failing line read
             text = ("Not run: this is the call that failed just before, word for word; it "
                     f"would fail the same way{f' ({said})' if said else ''}"
                     f"{f'; {place}' if place else ''}. Write the "
-                    "call differently.")
+                    f"call differently.{chr(10) + values if values else ''}")
         return ToolResult(call.id, text, error=True, name=call.name, meta={
             "skipped": SAME_SILENCE if silent else SAME_FAILURE, "repeat_of": made.id})
     return None
+
+
+def _short_output(output: str, limit: int = 60) -> str:
+    """A call's output quoted on one line: ``'0'``, or its first line and how many more."""
+    lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
+    first = (lines or [""])[0]
+    first = first if len(first) <= limit else first[:limit - 1] + "…"
+    more = f" (and {len(lines) - 1} more lines)" if len(lines) > 1 else ""
+    return f"{first!r}{more}"
 
 
 def _error_line(output: str) -> str:

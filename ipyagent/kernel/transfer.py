@@ -149,6 +149,9 @@ async def pull_payload(evaluate: Evaluate, name: str, limit: int) -> bytes:
     return data
 
 
+_PLAIN_MODULES = ('builtins', 'datetime', 'decimal', 'fractions')
+
+
 class Transfers:
     """``push``/``pull`` (and their async and payload forms) for a kernel class: one
     implementation for the local sibling and the remote kernel, over their ``_run``."""
@@ -186,14 +189,22 @@ class Transfers:
         """The kernel's ``name`` encoded as data there, not yet decoded here (untrusted bytes)."""
         return await _eventloop.run_async(pull_payload(self._evaluate, name, self.max_transfer_bytes))
 
-    async def short_repr_async(self, name: str, limit: int = 200) -> str | None:
+    async def short_repr_async(self, name: str, limit: int = 200, plain: bool = False) -> str | None:
         """``reprlib.repr`` of the kernel's variable ``name``, made there (bounded however
         large the value); None when there is no such name or it cannot be shown. Untrusted
-        text: the object's own ``__repr__`` wrote it."""
+        text: the object's own ``__repr__`` wrote it.
+
+        ``plain``: only a value of Python's own types (and ``datetime``, ``decimal``,
+        ``fractions``, a numpy scalar): a table's or an array's repr, cut short, is no value."""
         if not name.isidentifier():
             return None
+        shown = f"__import__('reprlib').repr({name})"
+        if plain:
+            shown = (f"(lambda v: __import__('reprlib').repr(v) if type(v).__module__ in "
+                     f"{_PLAIN_MODULES!r} or (type(v).__module__ == 'numpy' and "
+                     f"getattr(v, 'ndim', 1) == 0) else None)({name})")
         try:
-            text = _plain_text(await self._evaluate(f"__import__('reprlib').repr({name})", "a short repr"))
+            text = _plain_text(await self._evaluate(shown, "a short repr"))
             value = ast.literal_eval(text) if isinstance(text, str) and len(text) <= 4 * limit else None
         except Exception:  # the sandboxed code shapes the kernel's answer: any of it may be off
             return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import builtins
 import importlib.util
 import io
 import os
@@ -19,6 +20,7 @@ from ..kernel.base import confinement, for_the_model
 from ..kernel.outputs import strip_ansi
 from .base import Tool
 from .changes import settle_changes
+from .line_values import VALUES, values_on_line
 from .table_notes import header_note, separator_note
 
 if TYPE_CHECKING:
@@ -78,11 +80,19 @@ def python_tool(agent: PythonHost) -> Tool:
         note = (error_note(execution.outputs, _names_here(agent, execution.outputs))
                 or separator_note(code, execution.outputs, _folder(agent))
                 or header_note(code, execution.outputs, _folder(agent)))
+        if not note and execution.status == "error":
+            note = await _shadow_note(kernel, code, execution.outputs)
         if execution.status == "error" and _raised(execution.outputs):
             # Which part of a long line failed: IPython's traceback shows the whole line
             # (Python's own carets are not in it), and a small model writes one-liners.
-            place = failing_part(code, await kernel.error_span_async())
+            span = await kernel.error_span_async()
+            place = failing_part(code, span)
             note = "; ".join(filter(None, [note.rstrip("."), place])) if place else note
+            values = (await values_on_line(kernel, code, span[0])
+                      if span and not _transformed(re.split(r"\r\n|\r|\n", code)) else "")
+            if values:  # the sandboxed code's values: with its output, not in ipyagent's note
+                result.output = f"{result.output.rstrip()}\n{values}"
+                result.meta[VALUES] = values
         if note:
             result.meta["note"] = note
             if result.error:
@@ -264,6 +274,31 @@ def last_assigned(code: str) -> str | None:
     return names[-1] if names else None
 
 
+def iterated(code: str, limit: int = 80) -> str | None:
+    """What the code's last loop or comprehension goes over (``monts_in_march`` of
+    ``sum(1 for d in monts_in_march if …)``), as code to print; ``range(…)``s and literals
+    aside, None when there is none.
+
+    Why: at 1.5B a count of Mondays summed over the first days of three months, printed 0,
+    and was written again unchanged after the check: what it counts over is what to look at."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    overs = [node.iter for node in ast.walk(tree)
+             if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension))]
+    for over in sorted(overs, key=lambda o: (o.lineno, o.col_offset), reverse=True):
+        if isinstance(over, (ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict)) or (
+                isinstance(over, ast.Call) and isinstance(over.func, ast.Name)
+                and over.func.id == "range") or over.end_lineno != over.lineno:
+            continue
+        try:
+            shown = ast.unparse(over)
+        except (RecursionError, ValueError, MemoryError):
+            return None
+        return shown if len(shown) <= limit else None
+    return None
+
 def tested_in_loop(code: str, limit: int = 80) -> str | None:
     """What the first ``if`` inside a ``for`` loop of ``code`` tests, as code to print
     (``line.split(',')[1]`` of ``if line.split(',')[1].isdigit() and …``), or None.
@@ -296,6 +331,67 @@ def tested_in_loop(code: str, limit: int = 80) -> str | None:
         return shown if len(shown) <= limit else None
     return None
 
+
+
+# Python's own functions and types by name (``sum``, ``max``, ``list``): what a value of the
+# same name hides in the kernel.
+_BUILTINS = frozenset(n for n in dir(builtins) if n.islower() and not n.startswith("_")
+                      and callable(getattr(builtins, n)))
+_NOT_CALLABLE = re.compile(r"^'([A-Za-z_]\w{0,39})' object is not callable")
+
+
+def shadowed(code: str) -> tuple[list[str], list[str]]:
+    """``(Python's own functions the code calls by name, those of them it also assigns)``,
+    each in the order met; both empty when the code does not parse."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return [], []
+    called: list[str] = []
+    assigned: list[str] = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in _BUILTINS and node.func.id not in called):
+            called.append(node.func.id)
+        elif (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+              and node.id in _BUILTINS and node.id not in assigned):
+            assigned.append(node.id)
+    return called, [n for n in assigned if n in called]
+
+
+async def _shadow_note(kernel: Kernel, code: str, outputs: list[dict[str, Any]]) -> str:
+    """ipyagent's note when a name of Python's own (``sum``) was set to a value and then
+    called: "'int' object is not callable". "" otherwise.
+
+    Why: seen at 1.5B, ``sum = sum(map(int, …))`` inside a loop failed on its second line
+    with "'int' object is not callable", and the same call was written four more times. The
+    value stays in the kernel, so even a right call fails until it is deleted. Which name:
+    one the code both assigns and calls, or else one it calls that the kernel holds as
+    something else than Python's own (the kernel's short repr decides; nothing of it is
+    quoted). The type named is the error message's."""
+    error = next((o for o in outputs if o.get("ename") == "TypeError"), None)
+    found = _NOT_CALLABLE.match(str(error.get("evalue", ""))) if error else None
+    if found is None:
+        return ""
+    called, assigned = shadowed(code)
+    name = assigned[0] if assigned else None
+    for candidate in [] if name else called[:8]:
+        shown = await kernel.short_repr_async(candidate)
+        if shown is not None and not shown.startswith(("<built-in ", "<class ")):
+            name = candidate
+            break
+    if name is None:
+        return ""
+    kind = found.group(1)
+    article = "an" if kind[0] in "aeiouAEIOU" else "a"
+    return (f"{name} is Python's own {name}(), and a value your code set ({article} {kind}) now "
+            f"has its name in the kernel, so calling {name}(…) calls that {kind}: start your "
+            f"code with del {name}, keep your value in a name of its own (as in "
+            f"{_OWN_NAME.get(name, name + '_value')}), and run the call again.")
+
+
+_OWN_NAME = {"sum": "total", "max": "largest", "min": "smallest", "len": "count",
+             "list": "items", "str": "text", "dict": "table", "input": "answer", "round": "rounded"}
 
 ERROR_NOTE = "error_note"  # ToolResult.meta: ipyagent's note on a failed call's error
 _NOT_RAISED = ("SyntaxError", "IndentationError", "TabError")  # found compiling: no frame ran
