@@ -37,6 +37,7 @@ from ..context.items import ToolCall, ToolResult, code_of
 from ..context.spill import outputs_of
 from ..kernel.outputs import model_text
 from ..models.base import ReasoningDelta, TextDelta
+from .fences import FenceReader, Piece
 from .held_reply import HeldReply
 
 __all__ = ["TerminalDisplay", "traceback_colours"]
@@ -63,6 +64,8 @@ class TerminalDisplay:
         self._live: dict[str, _Live] = {}  # what running calls printed, by call id
         self._reply_shown = False  # model text was written since the step (or a discard) began
         self._held = HeldReply()  # a call the model writes as text is not printed as JSON
+        self._fences = FenceReader()  # a reply's code blocks shown as code (on a terminal)
+        self._fence_lang = "python"
 
     @property
     def out(self) -> IO[str]:
@@ -100,8 +103,39 @@ class TerminalDisplay:
             return "\n".join(f"{_RED}  {mark} {ln}{_RESET}" for ln in shown)
         return "\n".join(f"{_RED}  {mark}{_RESET} {ln}" for ln in coloured)
 
+    def _reply(self, text: str) -> None:
+        """The model's reply text. On a terminal its fenced code is shown as code: indented,
+        highlighted, without the fence lines; elsewhere (a pipe, a log) the Markdown as
+        written, which is what one would copy."""
+        if not self.colour:
+            self._write(text)
+            return
+        for piece in self._fences.feed(text):
+            self._reply_piece(piece)
+
+    def _reply_ended(self) -> None:
+        for piece in self._fences.flush():
+            self._reply_piece(piece)
+        self._fence_lang = "python"
+
+    def _reply_piece(self, piece: Piece) -> None:
+        if piece.kind == "prose":
+            self._write(piece.text)
+        elif piece.kind == "open":
+            self._fence_lang = _fence_lang(piece.text)
+            if not self._at_line_start:
+                self._write("\n")
+        elif piece.kind == "code":
+            line = visible(piece.text)
+            try:
+                shown = _highlight([line], self.scheme, self._fence_lang)[0]
+            except Exception:  # a language pygments cannot lex: plain
+                shown = line
+            self._write(f"    {shown}\n", raw=True)
+
     def end_line(self) -> None:
         """End a line left open (a reply cut short): what comes next starts at column 0."""
+        self._reply_ended()
         if not self._at_line_start:
             self._write("\n")
 
@@ -153,16 +187,18 @@ class TerminalDisplay:
     def __call__(self, event: Any) -> None:
         if isinstance(event, ReplyRead):  # what was held back (a written call) as it was read
             shown = self._held.read(event.text)
-            self._write(shown)
+            self._reply(shown)
             self._reply_shown = self._reply_shown or bool(shown)
             return
         if isinstance(event, (Discarded, StepStarted)):
             self._held.reset()  # void, or a new reply: nothing held is shown
         elif not isinstance(event, (TextDelta, ReasoningDelta)) and self._held.holding:
-            self._write(self._held.release())  # it was not read as a call: plain text
+            self._reply(self._held.release())  # it was not read as a call: plain text
+        if not isinstance(event, (TextDelta, ReasoningDelta)):
+            self._reply_ended()
         if isinstance(event, TextDelta):
             shown = self._held.feed(event.text)
-            self._write(shown)
+            self._reply(shown)
             self._reply_shown = self._reply_shown or bool(shown)
         elif isinstance(event, ReasoningDelta):
             if self.show_reasoning:
@@ -246,6 +282,12 @@ class TerminalDisplay:
 
 
 _LIVE = "  ┆ "  # the prefix of what a call prints while it runs
+
+
+def _fence_lang(lang: str) -> str:
+    """The lexer for a fence's language: Python's for none, "py" or "python3"."""
+    lang = lang.lower()
+    return "python" if lang in ("", "py", "python", "python3", "ipython", "ipython3") else lang
 
 
 def _has_image(result: ToolResult) -> bool:

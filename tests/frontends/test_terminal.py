@@ -321,3 +321,21 @@ def test_held_and_read_text_reaches_the_terminal_made_visible() -> None:
     assert harmless(shown), repr(shown)
     assert "5␛[2J<script>alert(1)</script>⟨U+202E⟩evil" in shown
     assert "{not a call␛]0;title␇ ⟨U+2066⟩x}" in shown
+
+
+def test_on_a_terminal_a_replys_code_block_shows_as_code_without_its_fences() -> None:
+    """A new user's try: the demo's answer showed three backticks and a language raw."""
+    reply = ("Here is how:\n```python\nx = 1\nprint(x)\n```\nand in shell:\n```bash\necho hi\n"
+             "```\n```nosuchlang\nplain\x1b[2J\n```\nDone.")
+    out = io.StringIO()
+    model = ScriptedModel([text(reply)])
+    with Agent(client=model, python_tool=False, file_tools=False) as agent:
+        agent.run("go", on_event=TerminalDisplay(out, colour=True))
+    shown = out.getvalue()
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", shown)
+    assert "```" not in plain
+    lines = plain.splitlines()
+    assert lines[:7] == ["Here is how:", "    x = 1", "    print(x)", "and in shell:",
+                         "    echo hi", "    plain␛[2J", "Done."]
+    assert "\x1b[2J" not in shown  # the code's own controls are made visible first
+    assert shown.count("\x1b[") > 4  # and the known languages highlighted
