@@ -242,6 +242,19 @@ def test_the_iss_run_measured_in_issue_33_is_checked() -> None:
                                             "2192 m/s^2.")] == ["units"]
 
 
+
+def test_a_count_the_files_changed_note_showed_is_seen_by_the_asked_number_rule() -> None:
+    """At 1.5B the silent write of numbered.txt, then "3 lines written": right, and the note
+    ("now 3 lines") said so; the asked-number rule must not ask for it again."""
+    task = ("Use Python to write the lines of poem.txt to numbered.txt and reply with the "
+            "number of lines written.")
+    wrote = result("(no output)", changes=[{"path": "numbered.txt", "lines": 3}],
+                   note="files changed: numbered.txt (new, now 3 lines)")
+    items = [Message("user", task), ToolCall("c1", "python", {"code": "open('numbered.txt', 'w')"}),
+             wrote]
+    assert findings(items, "3 lines written.") == []
+    assert "unsupported_number" in [f.rule for f in findings(items, "5 lines written.")]
+
 # -- over a run ---------------------------------------------------------------------------------
 def run(*items: object) -> list:
     return [Message("user", "an earlier task"), ToolCall("c0", "python", {"code": "print(99)"}),

@@ -828,7 +828,10 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
         found.append(suspicious_value(answer, last, outputs[:-1], task))
         found.append(case_not_ignored(task, " ".join(_code(c) for c in items_now
                                                       if isinstance(c, ToolCall))))
-        found.append(unsupported_numbers(answer, outputs, inputs, task))
+        # ipyagent's notes count as seen: "now 3 lines" of the files-changed note is a fact
+        # the run showed (at 1.5B a silent write, then "3 lines written", was right).
+        notes = [str(r.meta.get("note") or "") for r in results if isinstance(r, ToolResult)]
+        found.append(unsupported_numbers(answer, [*outputs, *notes], inputs, task))
     kept = [f for f in found if f is not None and f.rule not in said]
     if not kept:
         code = " ".join(_code(c) for c in items_now if isinstance(c, ToolCall))
