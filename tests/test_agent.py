@@ -143,7 +143,7 @@ def test_the_failing_call_made_again_after_a_check_is_not_run():
     word. With answer checks in force it is not run; the model is told why, once more."""
     replies = [calls(("flaky", {"x": 1})), text("7"), calls(("flaky", {"x": 1})),
                calls(("flaky", {"x": 2})), text("it failed")]
-    agent, model = make(replies, verify_answers=True, circuit_breaker=5)
+    agent, model = make(replies, verify_answers=True, repeat_temperature=0, circuit_breaker=5)
     assert agent.run("go").stop_reason == "done"
     results = [i for i in agent.context if isinstance(i, ToolResult)]
     first, again, other = results
@@ -189,7 +189,7 @@ def test_the_call_not_run_written_yet_again_is_not_run_either():
     same result each time ends the run."""
     replies = [calls(("flaky", {"x": 1})), text("7"), *[calls(("flaky", {"x": 1}))] * 2,
                text("it failed")]
-    agent, _ = make(replies, verify_answers=True, circuit_breaker=3)
+    agent, _ = make(replies, verify_answers=True, repeat_temperature=0, circuit_breaker=3)
     assert agent.run("go").text == "it failed"
     first, *again = [i for i in agent.context if isinstance(i, ToolResult)]
     assert "flaky broke on 1" in first.output and len(again) == 2
@@ -197,7 +197,7 @@ def test_the_call_not_run_written_yet_again_is_not_run_either():
                for r in again)
     assert_valid(agent)
     looping, _ = make([calls(("flaky", {"x": 1})), text("7"), *[calls(("flaky", {"x": 1}))] * 5,
-                       text("never")], verify_answers=True, circuit_breaker=3, max_steps=10)
+                       text("never")], verify_answers=True, repeat_temperature=0, circuit_breaker=3, max_steps=10)
     assert looping.run("go").stop_reason == "circuit_breaker"
 
 
@@ -207,7 +207,7 @@ def test_the_silent_call_made_again_after_a_check_is_not_run():
     model = ScriptedModel([calls(("quiet", {"x": 1})), text("27.0"), calls(("quiet", {"x": 1})),
                            calls(("quiet", {"x": 2})), text("22.2")])
     agent = Agent(client=model, tools=[quiet], python_tool=False, file_tools=False,
-                  skills_enabled=False, verify_answers=True)
+                  skills_enabled=False, verify_answers=True, repeat_temperature=0)
     assert agent.run("go").stop_reason == "done"
     first, again, other = [i for i in agent.context if isinstance(i, ToolResult)]
     assert first.output == "(no output)" and not first.error
@@ -230,7 +230,7 @@ def test_a_silent_loop_made_again_is_told_to_print_what_its_condition_tests():
     model = ScriptedModel([calls(("python", {"code": loop})), text("2"),
                            calls(("python", {"code": loop})), text("0")])
     agent = Agent(client=model, tools=[python], python_tool=False, file_tools=False,
-                  skills_enabled=False, verify_answers=True)
+                  skills_enabled=False, verify_answers=True, repeat_temperature=0)
     agent.run("go")
     again = [i for i in agent.context if isinstance(i, ToolResult)][-1]
     assert again.output.endswith(
@@ -257,7 +257,7 @@ def test_a_call_whose_output_the_check_questioned_made_again_is_told_what_to_pri
                            calls(("python", {"code": count})),
                            calls(("python", {"code": "print(5)"})), text("5")])
     agent = Agent(client=model, tools=[python], python_tool=False, file_tools=False,
-                  skills_enabled=False, verify_answers=True)
+                  skills_enabled=False, verify_answers=True, repeat_temperature=0)
     assert agent.run("Use Python to count the Mondays in March 2026.").text == "5"
     first, again, fixed = [i for i in agent.context if isinstance(i, ToolResult)]
     assert again.meta["skipped"] == "the same checked call again" and again.error
@@ -272,7 +272,7 @@ def test_a_call_whose_output_the_check_questioned_made_again_is_told_what_to_pri
     model = ScriptedModel([calls(("python", {"code": count})), calls(("python", {"code": count})),
                            text("The count is 0 both times.")])
     agent = Agent(client=model, tools=[python], python_tool=False, file_tools=False,
-                  skills_enabled=False, verify_answers=True)
+                  skills_enabled=False, verify_answers=True, repeat_temperature=0)
     agent.run("Use Python to count the Mondays in March 2026.")
     assert len(printed) == 2
 
@@ -595,3 +595,49 @@ def test_the_time_a_person_takes_to_answer_is_not_the_models() -> None:
     line = result.footer()
     assert (f"(model {result.model_time:.1f}s · tools {result.tool_time:.1f}s · waiting for you "
             f"{result.wait_time:.1f}s)") in line, line
+
+
+def test_the_same_call_not_to_be_run_is_asked_once_more_at_a_temperature(tmp_path) -> None:
+    """Measured at 1.5B (greedy): told its call was not run and why, the model wrote it three
+    and four more times, until the circuit breaker. The reply is set aside and asked once
+    more at ``repeat_temperature`` with a fixed seed; what comes back is kept."""
+    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
+
+    bad = "data = {'Rome': 13}\ncity = 'Oslo'\nprint(data[city])"
+    good = "print('Oslo')"
+    script = [reply_tool_calls([("python", {"code": bad})]), reply_text("Rome"),
+              reply_tool_calls([("python", {"code": bad})]),      # set aside
+              reply_tool_calls([("python", {"code": good})]), reply_text("Oslo")]
+    events: list = []
+    with ScriptedServer(script) as srv, Agent(model="m", base_url=srv.base_url, approval="auto",
+                                              file_tools=False, verify_answers=True, temperature=0,
+                                              cwd=str(tmp_path)) as agent:
+        result = agent.run("Use Python to find the coldest city.", on_event=events.append)
+        bodies = [r.body for r in srv.requests]
+        results = [i for i in agent.context if isinstance(i, ToolResult)]
+    assert result.text == "Oslo"
+    assert [b.get("temperature") for b in bodies] == [0, 0, 0, 0.7, 0]
+    assert [b.get("seed") for b in bodies] == [None, None, None, 33, None]
+    assert bodies[3]["messages"] == bodies[2]["messages"]  # the same prompt: all of it cached
+    assert len(results) == 2 and not results[1].error and results[1].output.strip() == "Oslo"
+    lines = [e.line for e in events if type(e).__name__ == "Discarded"]
+    assert lines == ["discarded: the model wrote again a python call ipyagent would not run; "
+                     "asked once more at temperature 0.7; asking again"]
+    # Asked once a step: the same call again after the re-ask is kept, and not run.
+    script = [reply_tool_calls([("python", {"code": bad})]), reply_text("Rome"),
+              *[reply_tool_calls([("python", {"code": bad})])] * 2, reply_text("It fails.")]
+    with ScriptedServer(script) as srv, Agent(model="m", base_url=srv.base_url, approval="auto",
+                                              file_tools=False, verify_answers=True,
+                                              cwd=str(tmp_path)) as agent:
+        agent.run("Use Python to find the coldest city.")
+        results = [i for i in agent.context if isinstance(i, ToolResult)]
+    assert [r.meta.get("skipped") for r in results] == [None, "the same failing call again"]
+    # Off where answers are not checked, and with repeat_temperature 0.
+    for settings in ({"verify_answers": False}, {"verify_answers": True, "repeat_temperature": 0}):
+        script = [reply_tool_calls([("python", {"code": bad})]), reply_text("Rome"),
+                  reply_tool_calls([("python", {"code": bad})]), reply_text("It fails.")]
+        with ScriptedServer(script) as srv, Agent(model="m", base_url=srv.base_url,
+                                                  approval="auto", file_tools=False,
+                                                  cwd=str(tmp_path), **settings) as agent:
+            agent.run("Use Python to find the coldest city.")
+            assert all("seed" not in r.body for r in srv.requests), settings

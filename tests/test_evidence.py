@@ -255,6 +255,28 @@ def test_a_count_the_files_changed_note_showed_is_seen_by_the_asked_number_rule(
     assert findings(items, "3 lines written.") == []
     assert "unsupported_number" in [f.rule for f in findings(items, "5 lines written.")]
 
+
+def test_a_previews_line_numbers_are_not_given_numbers() -> None:
+    """At 1.5B: asked for the first ERROR's line number, it printed the line and answered
+    "the 5th line"; the preview's ``5| INFO retry`` made the 5 look given."""
+    from ipyagent.context import evidence
+    from ipyagent.engine.previews import META_KEY
+
+    assert evidence._PREVIEW == META_KEY
+    task = ("Use Python to find the first line of log.txt that contains ERROR and reply with "
+            "its line number, counting from 1.")
+    preview = Message("user", "<<<file log.txt\n1| INFO start\n2| INFO load\n3| WARN slow\n"
+                              "4| ERROR disk full\n5| INFO retry\nfile>>>", meta={META_KEY: {}})
+    code = "with open('log.txt') as f: print(next(l for l in f if 'ERROR' in l))"
+    items = [preview, Message("user", task), ToolCall("c1", "python", {"code": code}),
+             result("ERROR disk full")]
+    assert [f.rule for f in findings(items, "It is the 5th line.")] == ["unsupported_number"]
+    # The data's own numbers stay given: a value the preview shows may be quoted.
+    data = Message("user", "<<<file t.csv\n1| a,b\n2| 17,4\nfile>>>", meta={META_KEY: {}})
+    items = [data, Message("user", "Use Python to reply with the number in row 1, column a."),
+             ToolCall("c1", "python", {"code": "print(open('t.csv').read())"}), result("a,b")]
+    assert findings(items, "17") == []
+
 # -- over a run ---------------------------------------------------------------------------------
 def run(*items: object) -> list:
     return [Message("user", "an earlier task"), ToolCall("c0", "python", {"code": "print(99)"}),

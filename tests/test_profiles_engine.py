@@ -257,7 +257,8 @@ def test_a_reply_that_repeats_the_last_call_is_asked_again_for_the_answer() -> N
             assert sum(1 for i in agent.context if type(i).__name__ == "ToolResult") == 1
     # The check off: the repeat runs (the circuit breaker's note tells the model).
     for settings, first_result in [({"verify_answers": False}, "5"),
-                                   ({"verify_answers": True, "tools": [_fails]}, None)]:
+                                   ({"verify_answers": True, "tools": [_fails],
+                                     "repeat_temperature": 0}, None)]:
         server.forget()
         with ScriptedServer([_probe_answer(), reply_text(call.replace("add", settings.get(
                 "tools", [add])[0].__name__)), reply_text(call.replace("add", settings.get(

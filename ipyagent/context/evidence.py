@@ -812,7 +812,7 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
     earlier = [i.full_output if isinstance(i, ToolResult) else ""
                for i in items[:len(items) - len(items_now)]]
     inputs = [task, *[_code(c) for c in items_now if isinstance(c, ToolCall)],
-              *[i.content for i in items if isinstance(i, Message) and i.role != "assistant"],
+              *[_ungutter(i) for i in items if isinstance(i, Message) and i.role != "assistant"],
               *earlier]
     found: list[Finding | None] = [error_ignored(answer, last) or last_call_failed(answer, last)]
     written = [str(c.get("path")) for r in results for c in (r.meta.get("changes") or [])
@@ -841,6 +841,17 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
                   if f is not None and f.rule not in said]
         kept = single[:1]
     return kept
+
+
+_GUTTER = re.compile(r"^ *\d+\| ", re.M)
+_PREVIEW = "preview"  # Message.meta key of a file preview (engine.previews.META_KEY)
+
+
+def _ungutter(message: Message) -> str:
+    """A message's text; a file preview's without its line numbers (``5| INFO retry``):
+    they are ipyagent's numbering, not the data (at 1.5B "the 5th line", from no output,
+    was taken as given by the preview's ``5|``)."""
+    return _GUTTER.sub("", message.content) if _PREVIEW in message.meta else message.content
 
 
 def _last_sizes(results: Sequence[Item]) -> dict[str, int]:

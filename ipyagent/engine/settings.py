@@ -245,6 +245,13 @@ class AgentSettings(LoggingConfigurable):
         "endpoints (loopback, private network) and model ids naming a size up to 8B, off "
         "for others; True/False: always/never."
     )).tag(config=True)
+    repeat_temperature = Float(0.7, min=0.0, max=2.0, help=(
+        "Where answers are checked (verify_answers in force): when the model writes again, "
+        "word for word, a call ipyagent would not run (it failed, printed nothing, or its "
+        "output was questioned by the check), the reply is set aside and asked once more at "
+        "this temperature, with a fixed seed (so a run repeats on the same server). Greedy "
+        "small models otherwise write the same call until the circuit breaker. 0: never."
+    )).tag(config=True)
     tool_output_limit = Int(20000, help=(
         "Characters of one tool result the model sees (head and tail kept); the notebook "
         "keeps the full output."

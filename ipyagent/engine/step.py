@@ -35,7 +35,7 @@ from ..context.events import (
     live_emitter,
 )
 from ..context.evidence import ASKS_FOR_A_CALL, CHECK_KEY, CONTINUE_KEY
-from ..context.items import NO_OUTPUT, Message, Reasoning, Summary, ToolCall, ToolResult
+from ..context.items import NO_OUTPUT, Message, Reasoning, Summary, ToolCall, ToolResult, new_call_id
 from ..errors import ConfigError, ModelConnectionError, ModelError
 from ..kernel.copies import MAX_COPIES_PER_CALL, copy_missing
 from ..models.base import ClientNotice, Discarded, ModelRequest, Retrying, Turn, TurnComplete
@@ -163,6 +163,7 @@ class StepRun:
         self.profile = ProfileChoice()  # the model profile (``request`` finds it)
         self.reply_must = ""  # what the grammar demands of the reply, beyond ``_reply_must``
         self.discarded: list[str] = []  # replies asked again in this step (``_repeats_last_call``)
+        self.resample = False  # asked again at ``repeat_temperature`` (``_repeats_not_run``)
 
     def emit(self, event: Event) -> None:
         """Tell every listener."""
@@ -313,6 +314,14 @@ async def request(run: StepRun) -> tuple[Turn, int]:
             run.emit(Discarded("the tools did not reach the model"))  # displays strike it
             run.switch_to_text(dropped + "; the reply above is discarded", resend=True)
             continue
+        again = _repeats_not_run(run, turn)
+        if again:
+            _bill(run, Usage.from_server(turn.usage))
+            run.discarded.append(turn.text)
+            run.resample = True
+            run.emit(Discarded(f"the model wrote again a {again} call ipyagent would not run; "
+                               f"asked once more at temperature {agent.repeat_temperature:g}"))
+            continue
         repeat = _repeats_last_call(run, turn)
         if repeat:
             _bill(run, Usage.from_server(turn.usage))
@@ -322,6 +331,33 @@ async def request(run: StepRun) -> tuple[Turn, int]:
                                "has; asked for its answer instead"))
             continue
         return turn, estimated_raw
+
+
+RESAMPLE_SEED = 33  # fixed, so a re-asked run repeats on the same server
+
+
+def _repeats_not_run(run: StepRun, turn: Turn) -> str | None:
+    """The tool's name when the reply's first call is one ``_not_run_again`` would not run
+    (word for word the call before, which failed, printed nothing, or printed what the
+    check questioned), the first time in this step; None otherwise.
+
+    Measured at 1.5B (greedy): told its call was not run and why, with the values its
+    failing line read, the model wrote the same call three and four more times, until the
+    circuit breaker (squares-file, coldest-city, sensor-mean, json-category). The reply is
+    set aside and asked once more at ``repeat_temperature`` (fixed seed); what comes back
+    is kept, the same call included (then not run, as before)."""
+    agent = run.agent
+    if run.resample or agent.repeat_temperature <= 0 or not verify_on(agent):
+        return None
+    calls = turn.tool_calls or (recover_calls(turn.text, _offered_names(run),
+                                              run.profile.profile.syntax.shape)[1]
+                                if run.wire == "text" else [])
+    if not calls:
+        return None
+    first = calls[0]
+    if _not_run_again(agent, ToolCall(new_call_id(), first.name, dict(first.arguments))) is None:
+        return None
+    return first.name
 
 
 def _repeats_last_call(run: StepRun, turn: Turn) -> str | None:
@@ -364,10 +400,13 @@ def _build(run: StepRun, say: bool = False) -> ModelRequest:
         tools, system, left_out = agent.text_mode_offer(tools, system)
         if say:
             run.say_text_mode_leaves_out(left_out)
+    temperature, seed = agent.temperature, None
+    if run.resample:  # the same call again was set aside: asked once more, sampling
+        temperature, seed = max(temperature or 0.0, agent.repeat_temperature), RESAMPLE_SEED
     return ModelRequest(
         system=system, items=list(agent.context),
-        tools=[t.spec() for t in tools],
-        temperature=agent.temperature, max_tokens=agent.request_max_tokens,
+        tools=[t.spec() for t in tools], seed=seed,
+        temperature=temperature, max_tokens=agent.request_max_tokens,
         tool_choice=agent.tool_choice, prompt_cache=agent.prompt_cache,
         cache_key=agent.prompt_cache_key if agent.prompt_cache else None)
 

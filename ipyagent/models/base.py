@@ -83,6 +83,9 @@ class ModelRequest:
     # A stable key per conversation, for servers that route by it to the machine holding
     # the cached prefix (OpenAI's ``prompt_cache_key``); None: none sent.
     cache_key: str | None = None
+    # A sampling seed, for servers that take one (OpenAI-compatible ``seed``): a re-ask at a
+    # temperature repeats on the same server. None: none sent.
+    seed: int | None = None
 
 
 def asks_summary(request: ModelRequest) -> bool:

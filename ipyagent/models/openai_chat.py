@@ -539,6 +539,8 @@ class OpenAIChatModel(StreamingHTTPModel):
             body["tool_choice"] = _tool_choice(request.tool_choice)
         if request.temperature is not None:
             body["temperature"] = request.temperature
+        if request.seed is not None:
+            body["seed"] = request.seed
         if request.grammar:  # llama.cpp's servers (llama-cpp-python, llama-server) read it
             body["grammar"] = request.grammar
         if request.stop:

@@ -195,7 +195,7 @@ def test_the_same_failing_call_written_again_is_told_which_part_raised(tmp_path:
     script = [reply_tool_calls([("python", {"code": code})]), reply_text("s1"),
               reply_tool_calls([("python", {"code": code})]), reply_text("It failed.")]
     with ScriptedServer(script) as srv, Agent(model="m", base_url=srv.base_url, approval="auto",
-                                              file_tools=False, verify_answers=True,
+                                              file_tools=False, verify_answers=True, repeat_temperature=0,
                                               cwd=str(tmp_path)) as agent:
         assert agent.run("Use Python to find the sensor with the highest mean.").stop_reason == "done"
         first, again = [i for i in agent.context if isinstance(i, ToolResult)]
@@ -220,7 +220,7 @@ def test_the_same_failing_call_written_again_is_told_the_values_its_line_read(tm
     script = [reply_tool_calls([("python", {"code": code})]), reply_text("Rome"),
               reply_tool_calls([("python", {"code": code})]), reply_text("Oslo")]
     with ScriptedServer(script) as srv, Agent(model="m", base_url=srv.base_url, approval="auto",
-                                              file_tools=False, verify_answers=True,
+                                              file_tools=False, verify_answers=True, repeat_temperature=0,
                                               cwd=str(tmp_path)) as agent:
         agent.run("Use Python to find the coldest city.")
         first, again = [i for i in agent.context if isinstance(i, ToolResult)]
@@ -238,7 +238,7 @@ def test_the_same_failing_read_written_again_is_told_the_read_that_fits(tmp_path
     script = [reply_tool_calls([("python", {"code": code})]), reply_text("1590"),
               reply_tool_calls([("python", {"code": code})]), reply_text("It failed.")]
     with ScriptedServer(script) as srv, Agent(model="m", base_url=srv.base_url, approval="auto",
-                                              file_tools=False, verify_answers=True,
+                                              file_tools=False, verify_answers=True, repeat_temperature=0,
                                               cwd=str(tmp_path)) as agent:
         agent.run("Use Python to total the amount column of sales.csv.")
         first, again = [i for i in agent.context if isinstance(i, ToolResult)]
