@@ -263,8 +263,9 @@ def test_a_call_whose_output_the_check_questioned_made_again_is_told_what_to_pri
     assert again.meta["skipped"] == "the same checked call again" and again.error
     assert again.output == (
         "Not run: this is the call made just before, word for word; it printed '0' and would "
-        "print the same again. Print the values it computes from, as in print(monts_in_march), "
-        "look at them, and then write the call that fixes the code.")
+        "print the same again. If that is right, answer with it; if not, print the values it "
+        "computes from, as in print(monts_in_march), look at them, and write the call that "
+        "fixes the code.")
     assert len(printed) == 2 and "skipped" not in fixed.meta
     assert_valid(agent)
     # Without a check between them (the model's own second look), the call runs again.
@@ -275,6 +276,18 @@ def test_a_call_whose_output_the_check_questioned_made_again_is_told_what_to_pri
                   skills_enabled=False, verify_answers=True, repeat_temperature=0)
     agent.run("Use Python to count the Mondays in March 2026.")
     assert len(printed) == 2
+    # Code that may print something else a second time (found by a review: a poll, a
+    # readline, a random draw) runs again; so does a call after a check on something else.
+    for code, answer in [("print(queue.pop())", "0"), ("print(f.readline())", "0"),
+                         ("n += 1\nprint(n)", "0"), ("print(sorted(['b', 'A']))", "b, A")]:
+        printed.clear()
+        model = ScriptedModel([calls(("python", {"code": code})), text(answer),
+                               calls(("python", {"code": code})), text("done")])
+        agent = Agent(client=model, tools=[python], python_tool=False, file_tools=False,
+                      skills_enabled=False, verify_answers=True, repeat_temperature=0)
+        agent.run("Use Python to sort the names alphabetically, ignoring case, and reply "
+                  "with them" if "sorted" in code else "Use Python: how many jobs are pending?")
+        assert len(printed) == 2, code
 
 def test_the_same_failing_call_runs_again_without_answer_checks():
     agent, _ = make([calls(("flaky", {"x": 1}))] * 2 + [text("it failed")], verify_answers=False)

@@ -277,6 +277,32 @@ def test_a_previews_line_numbers_are_not_given_numbers() -> None:
              ToolCall("c1", "python", {"code": "print(open('t.csv').read())"}), result("a,b")]
     assert findings(items, "17") == []
 
+
+@pytest.mark.parametrize("answer, outputs", [
+    ("0", ["Empty DataFrame\nColumns: [a]\nIndex: []"]),   # an empty result's count
+    ("0", ["[]"]),
+    ("There are 3:\n1. a.py\n2. b.py\n3. c.py", ["3"]),  # a list's numbering
+    ("5 Mondays: March 2, 9, 16, 23 and 30", ["5", "16", "23", "30"]),  # the count backed
+])
+def test_right_answers_to_an_asked_count_are_not_questioned(answer: str, outputs: list[str]) -> None:
+    """Found by a review of the asked-number rule."""
+    task = "Use Python: how many are there? Reply with the number."
+    assert unsupported_numbers(answer, outputs, [task], task) is None
+
+
+def test_the_error_named_is_the_kernels_not_the_values_line() -> None:
+    """Found by a review: the values line came last, and a value named like an error
+    ('PermissionError') became the error the check named."""
+    from ipyagent.context.items import VALUES
+
+    values = "values when line 2 failed: kind = 'PermissionError'"
+    failed = ToolResult("c1", "Traceback (most recent call last)\nTypeError: can only concatenate "
+                        f"str (not \"int\") to str\n{values}", error=True, meta={VALUES: values})
+    items = [Message("user", "Use Python to add one."),
+             ToolCall("c1", "python", {"code": "kind = 'PermissionError'\nprint(kind + 1)"}), failed]
+    found = findings(items, "It is 2.")
+    assert found and "TypeError" in found[0].said and "PermissionError" not in found[0].said
+
 # -- over a run ---------------------------------------------------------------------------------
 def run(*items: object) -> list:
     return [Message("user", "an earlier task"), ToolCall("c0", "python", {"code": "print(99)"}),

@@ -17,7 +17,7 @@ from typing import Any
 
 from .._util.diffs import hunk_text, line_edits
 from .._util.text import visible_name
-from .items import NO_OUTPUT, Item, Message, ToolCall, ToolResult
+from .items import NO_OUTPUT, Item, Message, ToolCall, ToolResult, kernel_output
 
 __all__ = ["Finding", "findings", "run_items", "empty_answer", "error_ignored", "last_call_failed", "no_call_ran",
            "suspicious_value",
@@ -104,7 +104,7 @@ _ERROR_NAME = re.compile(r"\b([A-Z]\w*(?:Error|Exception))\b")
 
 def _error_name(last: ToolResult) -> str | None:
     """The last error name the output shows ("KeyError"), or None."""
-    names = [n for n in _ERROR_NAME.findall(last.output) if n not in ("Error", "Exception")]
+    names = [n for n in _ERROR_NAME.findall(kernel_output(last)) if n not in ("Error", "Exception")]
     return names[-1] if names else None
 
 
@@ -327,21 +327,36 @@ def _backs(claim: _Number, seen: _Number) -> bool:
     return False
 
 
+_LIST_MARKER = re.compile(r"^[ \t]*\d{1,3}[.)][ \t]", re.M)  # "1. a.py": a list's numbering
+_EMPTY_RESULT = re.compile(r"^(?:\[\]|\{\}|set\(\)|\(\)|''|\"\"|Empty (?:DataFrame|Series)\b.*)$",
+                           re.S)  # what an empty result prints: 0 is its count
+
+
 def unsupported_numbers(answer: str, outputs: Iterable[str], inputs: Iterable[str],
                         task: str = "") -> Finding | None:
     """Numbers in the answer that appear in no tool output (nor in the task, the code, or
     anything else the run was given: ``inputs``), rounding and notation aside. A small whole
     number counts too when the task asks for a number back (at 1.5B: asked for the line
     number of the first ERROR, it printed the line and answered "the 5th line")."""
+    outputs = list(outputs)
     seen = [n for text in outputs for n in numbers_in(text)]
     given = [n for text in inputs for n in numbers_in(text)]
-    asked = bool(_ASKS_A_NUMBER.search(task))
+    claims = numbers_in(_LIST_MARKER.sub("", _FENCED.sub("", answer)))
+
+    def backed(claim: _Number) -> bool:
+        return any(_backs(claim, n) for n in seen) or any(
+            abs(claim.value - n.value) <= n.ulp * 1e-9 or _backs(claim, n) for n in given)
+
+    # Small numbers count when a number is asked back and none of the answer's is backed:
+    # with the count printed, "5 Mondays: March 2, 9, …" lists days, not guesses.
+    asked = bool(_ASKS_A_NUMBER.search(task)) and not any(backed(c) for c in claims)
+    nothing = any(_EMPTY_RESULT.match(o.strip()) for o in outputs)  # 0 is what an empty result says
     missing: list[str] = []
-    for claim in numbers_in(_FENCED.sub("", answer)):
-        if (_trivial(claim) and not asked) or claim.text in missing:
+    for claim in claims:
+        if (_trivial(claim) and not asked) or claim.text in missing or (
+                nothing and claim.value == 0):
             continue
-        if any(_backs(claim, n) for n in seen) or any(abs(claim.value - n.value) <= n.ulp * 1e-9
-                                                      or _backs(claim, n) for n in given):
+        if backed(claim):
             continue
         missing.append(claim.text)
     if not missing:
@@ -828,10 +843,11 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
         found.append(suspicious_value(answer, last, outputs[:-1], task))
         found.append(case_not_ignored(task, " ".join(_code(c) for c in items_now
                                                       if isinstance(c, ToolCall))))
-        # ipyagent's notes count as seen: "now 3 lines" of the files-changed note is a fact
-        # the run showed (at 1.5B a silent write, then "3 lines written", was right).
-        notes = [str(r.meta.get("note") or "") for r in results if isinstance(r, ToolResult)]
-        found.append(unsupported_numbers(answer, [*outputs, *notes], inputs, task))
+        # The lines each written file has now count as seen: the files-changed note showed
+        # them (at 1.5B a silent write, then "3 lines written", was right).
+        counted = [str(c["lines"]) for r in results for c in (r.meta.get("changes") or [])
+                   if isinstance(c, dict) and isinstance(c.get("lines"), int)]
+        found.append(unsupported_numbers(answer, [*outputs, *counted], inputs, task))
     kept = [f for f in found if f is not None and f.rule not in said]
     if not kept:
         code = " ".join(_code(c) for c in items_now if isinstance(c, ToolCall))

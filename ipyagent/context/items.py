@@ -27,6 +27,8 @@ __all__ = [
     "skip_reason",
     "NO_OUTPUT",
     "SHOWN",
+    "VALUES",
+    "kernel_output",
     "Message",
     "ToolCall",
     "ToolResult",
@@ -246,6 +248,18 @@ NO_OUTPUT = "(no output)"  # a result's text when its call printed nothing
 # ToolResult.meta: the name whose value ipyagent showed in the text of a call that printed
 # nothing ("(no output; x = 3)"): not the kernel's output, so a re-run is not compared on it.
 SHOWN = "shown"
+# ToolResult.meta: the line ipyagent added after a failed call's output, the values its
+# failing line read ("values when line 5 failed: city = 'Oslo'"; ``tools.line_values``).
+VALUES = "line_values"
+
+
+def kernel_output(result: ToolResult) -> str:
+    """A result's text without the values line ipyagent added after it: what the code's
+    own error says (the last error name, the last line) is read from this."""
+    values = result.meta.get(VALUES)
+    if isinstance(values, str) and values and result.output.endswith("\n" + values):
+        return result.output[:-len(values) - 1]
+    return result.output
 
 
 def skip_reason(meta: dict[str, Any]) -> str:

@@ -35,7 +35,17 @@ from ..context.events import (
     live_emitter,
 )
 from ..context.evidence import ASKS_FOR_A_CALL, CHECK_KEY, CONTINUE_KEY
-from ..context.items import NO_OUTPUT, Message, Reasoning, Summary, ToolCall, ToolResult, new_call_id
+from ..context.items import (
+    NO_OUTPUT,
+    VALUES,
+    Message,
+    Reasoning,
+    Summary,
+    ToolCall,
+    ToolResult,
+    kernel_output,
+    new_call_id,
+)
 from ..errors import ConfigError, ModelConnectionError, ModelError
 from ..kernel.copies import MAX_COPIES_PER_CALL, copy_missing
 from ..models.base import ClientNotice, Discarded, ModelRequest, Retrying, Turn, TurnComplete
@@ -63,8 +73,7 @@ from ..models.written_calls import (
     repaired_code,
 )
 from ..tools.base import Executor, Toolbox
-from ..tools.line_values import VALUES
-from ..tools.python import ERROR_NOTE, iterated, last_assigned, tested_in_loop
+from ..tools.python import ERROR_NOTE, iterated, last_assigned, stateful, tested_in_loop
 from ..trust.redaction import LiveRedactor, redact_result, redaction_notice
 from ..trust.secrets import key_envs, secret_values
 from .compaction import fit_window
@@ -423,9 +432,10 @@ def _on_wire(run: StepRun, req: ModelRequest) -> ModelRequest:
 def _reply_must(agent: AgentView) -> str:
     """What the grammar demands of the reply to ipyagent's answer check, if that is what the
     model is answering: a call where the check asks to run something (``ASKS_FOR_A_CALL``)
-    or after its failing call was not run again, words after an empty reply."""
+    or after its failing or silent call was not run again (not after a questioned one: its
+    value may be right), words after an empty reply."""
     last = agent.context[-1] if len(agent.context) else None
-    if isinstance(last, ToolResult) and last.meta.get("skipped") in NOT_RUN_AGAIN:
+    if isinstance(last, ToolResult) and last.meta.get("skipped") in (SAME_FAILURE, SAME_SILENCE):
         # Told that its failing call was not run, in words the 1.5B restated the note ("The
         # error points at … call again") instead of changing the call.
         return "call"
@@ -748,6 +758,7 @@ async def run_one(run: StepRun, call: ToolCall) -> ToolResult:
 SAME_FAILURE = "the same failing call again"  # meta["skipped"] of a call not run so
 SAME_SILENCE = "the same silent call again"  # … and of a call that printed nothing before
 SAME_CHECKED = "the same checked call again"  # … and of one whose output the check questioned
+_ON_THE_OUTPUT = frozenset({"zero", "nan", "empty", "unsupported_number"})  # checks of what it printed
 NOT_RUN_AGAIN = (SAME_FAILURE, SAME_SILENCE, SAME_CHECKED)
 
 
@@ -764,12 +775,13 @@ def _not_run_again(agent: AgentView, call: ToolCall) -> ToolResult | None:
     items = list(agent.context)
     at = next((i for i, item in reversed(list(enumerate(items)))
                if isinstance(item, ToolCall) and item.id == call.id), len(items))
-    checked = False  # ipyagent's check of the answer lies between the two calls
+    doubts: set[str] = set()  # the rules of ipyagent's checks between the two calls
     for before in range(at - 1, -1, -1):
         item = items[before]
         if isinstance(item, Reasoning) or (isinstance(item, Message) and (
                 item.role == "assistant" or CHECK_KEY in item.meta or CONTINUE_KEY in item.meta)):
-            checked = checked or (isinstance(item, Message) and CHECK_KEY in item.meta)
+            if isinstance(item, Message) and isinstance(item.meta.get(CHECK_KEY), dict):
+                doubts.update(map(str, item.meta[CHECK_KEY].get("rules") or []))
             continue  # a new task from the person is a new run: its calls start afresh
         again = isinstance(item, ToolResult) and item.meta.get("skipped") in NOT_RUN_AGAIN
         if not isinstance(item, ToolResult) or (not again and any(
@@ -786,20 +798,23 @@ def _not_run_again(agent: AgentView, call: ToolCall) -> ToolResult | None:
                   and not item.meta.get("changes") and not item.meta.get("file"))
         # Output the check questioned (a zero, a number no output shows), the same code again:
         # seen at 1.5B, a count of Mondays over the months' first days printed 0 twice.
-        doubted = (not item.error and not silent and checked and call.name == "python"
+        # Only a check on the output itself, and code that would print the same again.
+        code = str(call.arguments.get("code", "")) if call.name == "python" else ""
+        doubted = (not item.error and not silent and bool(doubts & _ON_THE_OUTPUT)
+                   and bool(code) and not stateful(code)
                    and not item.meta.get("changes") and not item.meta.get("file"))
         if ((not item.error and not silent and not doubted) or again or made is None
                 or not verify_on(agent) or (made.name, made.arguments) != (call.name, call.arguments)):
             return None
         if doubted:
-            code = str(call.arguments.get("code", ""))
             over = iterated(code)
             how = (f", as in print({over})" if over else
                    ", each on a line of its own with its name")
             gave = _short_output(item.output)
             text = ("Not run: this is the call made just before, word for word; it printed "
-                    f"{gave} and would print the same again. Print the values it computes "
-                    f"from{how}, look at them, and then write the call that fixes the code.")
+                    f"{gave} and would print the same again. If that is right, answer with "
+                    f"it; if not, print the values it computes from{how}, look at them, and "
+                    "write the call that fixes the code.")
             return ToolResult(call.id, text, error=True, name=call.name, meta={
                 "skipped": SAME_CHECKED, "repeat_of": made.id})
         if silent:
@@ -811,7 +826,7 @@ def _not_run_again(agent: AgentView, call: ToolCall) -> ToolResult | None:
             text = ("Not run: this is the call made just before, word for word; it printed "
                     f"nothing and would print nothing again. Print what you need to see{how}.")
         else:
-            said = _error_line(item.output)
+            said = _error_line(kernel_output(item))
             # ipyagent's note on the error (the part of a long line that raised, the read
             # that fits a ';' file) said again: at 1.5B a one-liner was written four more
             # times after "string indices must be integers" alone, at 0.5B the same

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 __all__ = ["FenceReader", "Piece"]
 
+_LINE = re.compile(r"[^\n]*\n|[^\n]+")
 _OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*([^`\s]*)[^`\n]*$")
 _LANG = re.compile(r"^[A-Za-z0-9_+#.-]{1,20}$")
 
@@ -46,7 +47,9 @@ class FenceReader:
         pieces: list[Piece] = []
         text = self._pending + text
         self._pending = ""
-        for line in text.splitlines(keepends=True):
+        # Lines end at "\n" only: str.splitlines also breaks at \r, \v, \f, \x1c-\x1e,
+        # \x85, U+2028/9, and a piece ending in one of them is no line's end here.
+        for line in _LINE.findall(text):
             if not line.endswith("\n"):
                 self._partial(line, pieces)
                 break
@@ -56,7 +59,7 @@ class FenceReader:
     def flush(self) -> list[Piece]:
         """The reply ended: whatever is held, and the block (if open) closed."""
         pieces: list[Piece] = []
-        if self._pending:
+        if self._pending and not (self._fence and self._closes(self._pending)):
             pieces.append(Piece("code" if self._fence else "prose", self._pending))
         if self._fence:
             pieces.append(Piece("close"))
@@ -64,11 +67,9 @@ class FenceReader:
         return pieces
 
     def _whole(self, line: str, pieces: list[Piece]) -> None:
-        body = line.rstrip("\r\n")
+        body = line[:-1]
         if self._fence:
-            stripped = body.strip()
-            if (len(body) - len(body.lstrip(" ")) <= 3 and stripped
-                    and set(stripped) == {self._fence[0]} and len(stripped) >= len(self._fence)):
+            if self._closes(body):
                 self._fence = ""
                 pieces.append(Piece("close"))
             else:
@@ -82,6 +83,13 @@ class FenceReader:
         else:
             pieces.append(Piece("prose", line))
         self._mid_line = False
+
+    def _closes(self, body: str) -> bool:
+        """Whether ``body`` (a line without its newline) closes the open block: at most three
+        spaces, then the fence's character, at least as many, then only spaces."""
+        bare = body.lstrip(" ").rstrip(" ")
+        return (len(body) - len(body.lstrip(" ")) <= 3 and bool(bare)
+                and set(bare) == {self._fence[0]} and len(bare) >= len(self._fence))
 
     def _partial(self, line: str, pieces: list[Piece]) -> None:
         if self._fence or (not self._mid_line and _may_open(line)):

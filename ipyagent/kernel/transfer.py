@@ -189,13 +189,15 @@ class Transfers:
         """The kernel's ``name`` encoded as data there, not yet decoded here (untrusted bytes)."""
         return await _eventloop.run_async(pull_payload(self._evaluate, name, self.max_transfer_bytes))
 
-    async def short_repr_async(self, name: str, limit: int = 200, plain: bool = False) -> str | None:
+    async def short_repr_async(self, name: str, limit: int = 200, plain: bool = False,
+                               timeout: float | None = None) -> str | None:
         """``reprlib.repr`` of the kernel's variable ``name``, made there (bounded however
         large the value); None when there is no such name or it cannot be shown. Untrusted
         text: the object's own ``__repr__`` wrote it.
 
         ``plain``: only a value of Python's own types (and ``datetime``, ``decimal``,
-        ``fractions``, a numpy scalar): a table's or an array's repr, cut short, is no value."""
+        ``fractions``, a numpy scalar): a table's or an array's repr, cut short, is no value.
+        ``timeout``: seconds for this evaluation (default: the kernel's ``timeout``)."""
         if not name.isidentifier():
             return None
         shown = f"__import__('reprlib').repr({name})"
@@ -204,7 +206,7 @@ class Transfers:
                      f"{_PLAIN_MODULES!r} or (type(v).__module__ == 'numpy' and "
                      f"getattr(v, 'ndim', 1) == 0) else None)({name})")
         try:
-            text = _plain_text(await self._evaluate(shown, "a short repr"))
+            text = _plain_text(await self._evaluate(shown, "a short repr", timeout))
             value = ast.literal_eval(text) if isinstance(text, str) and len(text) <= 4 * limit else None
         except Exception:  # the sandboxed code shapes the kernel's answer: any of it may be off
             return None
@@ -227,9 +229,11 @@ class Transfers:
         line, end_line, col, end_col = spans[0]
         return line, end_line, col, end_col
 
-    async def _evaluate(self, expr: str, what: str) -> dict[str, Any]:
-        """One silent ``user_expressions`` evaluation (``Evaluate``)."""
-        execution, reply = await self._run("", self.timeout, silent=True, user_expressions={"x": expr})
+    async def _evaluate(self, expr: str, what: str, timeout: float | None = None) -> dict[str, Any]:
+        """One silent ``user_expressions`` evaluation (``Evaluate``); ``timeout`` seconds, or
+        the kernel's ``timeout``."""
+        execution, reply = await self._run("", self.timeout if timeout is None else timeout,
+                                           silent=True, user_expressions={"x": expr})
         expressions = reply.get("user_expressions")
         result = expressions.get("x") if isinstance(expressions, dict) else None
         if execution.status != "ok" or not isinstance(result, dict):

@@ -15,18 +15,19 @@ sandboxed code's: it goes with the call's output, never into ipyagent's note.
 from __future__ import annotations
 
 import ast
+import time
 from typing import TYPE_CHECKING
+
+from ..context.items import VALUES
 
 if TYPE_CHECKING:
     from ..kernel.base import Kernel
 
 __all__ = ["names_on_line", "values_on_line", "VALUES"]
 
-VALUES = "line_values"  # ToolResult.meta: the line of values added to a failed call's output
 MAX_NAMES = 3
 VALUE_CHARS = 80
-# Reprs that say nothing about the data (a module, a function) are not shown.
-_NOT_DATA = ("<module ", "<function ", "<built-in ", "<class ", "<bound method ", "<method ")
+NAME_CHARS = 40
 
 
 def names_on_line(code: str, line: int, limit: int = MAX_NAMES) -> list[str]:
@@ -56,15 +57,31 @@ def names_on_line(code: str, line: int, limit: int = MAX_NAMES) -> list[str]:
     return names[:limit]
 
 
-async def values_on_line(kernel: Kernel, code: str, line: int) -> str:
+async def values_on_line(kernel: Kernel, code: str, line: int, deadline: float) -> str:
     """``values when line 5 failed: city = 'Oslo'``, or "" when no name shows (or the line
-    number is off the code)."""
+    number is off the code). ``deadline``: ``time.monotonic()`` by which the kernel's
+    answers must be in (a value's own ``__repr__`` can take forever)."""
     if not 1 <= line <= code.count("\n") + 1:
         return ""
     shown = []
     for name in names_on_line(code, line):
-        value = await kernel.short_repr_async(name, VALUE_CHARS, plain=True)
-        if value is None or "\n" in value or "\r" in value or value.startswith(_NOT_DATA):
-            continue  # a module or a function: not a value to read
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        if len(name) > NAME_CHARS:
+            continue
+        value = await kernel.short_repr_async(name, VALUE_CHARS, plain=True, timeout=left)
+        if not _readable(value):
+            continue
         shown.append(f"{name} = {value}")
     return f"values when line {line} failed: {'; '.join(shown)}" if shown else ""
+
+
+def _readable(value: str | None) -> bool:
+    """A value worth a line: printable (no control, bidi or line separator: the kernel's
+    ``__import__`` or ``type`` may be the sandboxed code's own), not ``<…>`` (a module, a
+    function, an iterator: an address says nothing), and not a string ``reprlib`` cut short
+    (what is left of a key read from a file would get past the secret scanner)."""
+    if value is None or not value.isprintable() or value.startswith("<"):
+        return False
+    return not (value[:1] in "'\"" and "..." in value)

