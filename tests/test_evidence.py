@@ -303,6 +303,21 @@ def test_the_error_named_is_the_kernels_not_the_values_line() -> None:
     found = findings(items, "It is 2.")
     assert found and "TypeError" in found[0].said and "PermissionError" not in found[0].said
 
+
+def test_an_answer_that_repeats_the_not_run_message_is_asked_again() -> None:
+    """At 1.5B: told its questioned call was not run, the model answered with that message."""
+    text = ("Not run: this is the call made just before, word for word; it printed '0' and "
+            "would print the same again. If that is right, answer with it; …")
+    items = [Message("user", "Use Python to count the Mondays in March 2026."),
+             ToolCall("c1", "python", {"code": "print(0)"}), result("0"),
+             Message("assistant", "0"),
+             ToolCall("c2", "python", {"code": "print(0)"}),
+             ToolResult("c2", text, error=True, meta={"skipped": "the same checked call again",
+                                                     "repeat_of": "c1"})]
+    found = findings(items, text)
+    assert [f.rule for f in found] == ["echoed_note"]
+    assert "echoed_note" not in [f.rule for f in findings(items, "Not run: 5.")]
+
 # -- over a run ---------------------------------------------------------------------------------
 def run(*items: object) -> list:
     return [Message("user", "an earlier task"), ToolCall("c0", "python", {"code": "print(99)"}),

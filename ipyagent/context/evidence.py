@@ -19,7 +19,7 @@ from .._util.diffs import hunk_text, line_edits
 from .._util.text import visible_name
 from .items import NO_OUTPUT, Item, Message, ToolCall, ToolResult, kernel_output
 
-__all__ = ["Finding", "findings", "run_items", "empty_answer", "error_ignored", "last_call_failed", "no_call_ran",
+__all__ = ["Finding", "findings", "run_items", "empty_answer", "echoed_note", "error_ignored", "last_call_failed", "no_call_ran",
            "suspicious_value",
            "unsupported_numbers", "unchanged_files", "single_look", "own_constants", "numbers_in",
            "places_asked", "wrong_places", "form_asked", "wrong_form", "order_asked", "listed_items",
@@ -92,6 +92,21 @@ def empty_answer(answer: str, task: str = "", last: ToolResult | None = None) ->
                    (f"You have not answered yet. The task was: {asked} " if asked else
                     "You have not answered yet. ") +
                    "Reply with the answer, from the tool results above.")
+
+
+def echoed_note(answer: str, items_now: Sequence[Item]) -> Finding | None:
+    """The answer repeats ipyagent's words on a call it did not run (at 1.5B, told its
+    questioned call was not run, the model answered with that message, word for word)."""
+    said = " ".join(answer.split())
+    for item in items_now:
+        if isinstance(item, ToolResult) and item.meta.get("skipped") and item.meta.get("repeat_of"):
+            head = " ".join(item.output.split())[:60]
+            if len(head) >= 20 and head in said:
+                return Finding("echoed_note", "the answer repeated ipyagent's note on a call not run",
+                               "Your answer repeats ipyagent's message about a call it did not "
+                               "run; that message is not an answer. Answer the task in your own "
+                               "words from the tool outputs above, or write a different call.")
+    return None
 
 
 # -- the last output: an error the answer ignores, or a value that looks wrong --------------
@@ -816,6 +831,9 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
         said_nothing = empty_answer(answer, task)
     if said_nothing and said_nothing.rule not in said:
         return [said_nothing]
+    echoed = echoed_note(answer, items_now)
+    if echoed and echoed.rule not in said:
+        return [echoed]
     if not results:
         # A call the person denied: no asking the model to run one.
         asked = no_call_ran(task, answer) if can_run and not person_denied(items_now) else None
