@@ -307,25 +307,42 @@ def iterated(code: str, limit: int = 80) -> str | None:
         return shown if len(shown) <= limit else None
     return None
 
-_STATEFUL = re.compile(r"\b(?:readline|readlines|next|pop|popleft|popitem|input|random|randint|"
-                       r"choice|shuffle|sample|uniform|uuid4|urlopen|recv|sleep|now|today|"
-                       r"time|perf_counter|monotonic)\s*\(|\b(?:requests|socket|random|secrets)\.")
+_DRAWS = re.compile(r"\b(?:input|random|randint|choice|shuffle|sample|uniform|uuid4|urlopen|"
+                    r"recv|sleep|now|today|time|perf_counter|monotonic)\s*\(|"
+                    r"\b(?:requests|socket|random|secrets)\.")
+_STREAMS = frozenset({"next", "readline", "readlines", "read", "pop", "popleft", "popitem"})
 
 
 def stateful(code: str) -> bool:
-    """True when running ``code`` again may well print something else: it reads a stream
-    (``readline``, ``next``), pops, draws at random, reads a clock or the network, or adds
-    to a name an earlier call set (``count += 1``)."""
-    if _STATEFUL.search(code):
+    """True when running ``code`` again may well print something else: it draws at random,
+    reads a clock, the network or input, or moves a stream, a list or a counter that an
+    earlier call made (``next(it)``, ``f.readline()``, ``queue.pop()``, ``count += 1``; not
+    ``next(l for l in open(…))``, which starts afresh each time)."""
+    if _DRAWS.search(code):
         return True
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return True  # unread: not worth asserting it would print the same
-    set_here = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-                and not any(isinstance(a, ast.AugAssign) and a.target is n for a in ast.walk(tree))}
-    return any(isinstance(a, ast.AugAssign) and isinstance(a.target, ast.Name)
-               and a.target.id not in set_here for a in ast.walk(tree))
+    augmented = {id(a.target) for a in ast.walk(tree) if isinstance(a, ast.AugAssign)}
+    set_here = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+                and isinstance(n.ctx, ast.Store) and id(n) not in augmented}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) \
+                and node.target.id not in set_here:
+            return True
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "next" and node.args:
+            moved = node.args[0]  # next(it): the iterator's state
+        elif isinstance(func, ast.Attribute) and func.attr in _STREAMS:
+            moved = func.value  # f.readline(), queue.pop()
+        else:
+            continue
+        if isinstance(moved, ast.Name) and moved.id not in set_here:
+            return True  # a stream or a list an earlier call made
+    return False
 
 def tested_in_loop(code: str, limit: int = 80) -> str | None:
     """What the first ``if`` inside a ``for`` loop of ``code`` tests, as code to print

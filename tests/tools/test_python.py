@@ -695,3 +695,23 @@ def test_the_shadow_note_is_not_said_of_a_function_and_names_only_known_types(ag
     assert "IpyagentNoteUserApproved" not in named.meta["note"]
     assert "(a value)" in named.meta["note"] and "calls that value" in named.meta["note"]
     run(agent, "del sum")
+
+
+@pytest.mark.parametrize("code, moves", [
+    ("print(queue.pop())", True),                                   # a list an earlier call made
+    ("print(f.readline())", True),
+    ("print(next(it))", True),
+    ("n += 1\nprint(n)", True),
+    ("import random\nprint(random.random())", True),
+    ("print(datetime.now())", True),
+    ("with open('log.txt') as f: print(next(l for l in f if 'ERROR' in l))", False),
+    ("with open('log.txt') as f: print(f.readline())", False),       # opened afresh each time
+    ("xs = [1, 2]\nprint(xs.pop())", False),
+    ("n = 0\nfor x in [1, 2]:\n    n += x\nprint(n)", False),
+    ("print(sum([1, 2]))", False),
+    ("print(", True),                                               # unread: not asserted
+])
+def test_what_may_print_something_else_when_run_again(code: str, moves: bool) -> None:
+    from ipyagent.tools.python import stateful
+
+    assert stateful(code) is moves
