@@ -184,21 +184,30 @@ def test_the_part_of_a_long_line_that_raised_is_named(agent: Agent) -> None:
     assert "note" not in run(agent, "raise ValueError('a long message that says a great deal here')").meta
 
 
+def failed_twice(code: str, answer: str, task: str, where: Path) -> tuple[ToolResult, ToolResult]:
+    """A real agent on a scripted server: ``code`` fails, the model answers ``answer``, is
+    checked, and writes ``code`` again word for word: (the first result, the not-run one)."""
+    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
+
+    script = [reply_tool_calls([("python", {"code": code})]), reply_text(answer),
+              reply_tool_calls([("python", {"code": code})]), reply_text("It failed.")]
+    with ScriptedServer(script) as srv, Agent(model="m", base_url=srv.base_url, approval="auto",
+                                              file_tools=False, verify_answers=True,
+                                              repeat_temperature=0, cwd=str(where)) as agent:
+        agent.run(task)
+        first, again = [i for i in agent.context if isinstance(i, ToolResult)]
+    return first, again
+
+
 def test_the_same_failing_call_written_again_is_told_which_part_raised(tmp_path: Path) -> None:
     """Seen at 1.5B: the one-liner that failed in ``max(…)['name']`` written four times more,
     each told only "string indices must be integers": the part is said again."""
     from ipyagent.engine.step import SAME_FAILURE
-    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
 
     code = ("import json; readings = {'s1': [10, 50], 's2': [30]}; "
             "name = max(readings, key=lambda k: sum(readings[k]) / len(readings[k]))['name']; print(name)")
-    script = [reply_tool_calls([("python", {"code": code})]), reply_text("s1"),
-              reply_tool_calls([("python", {"code": code})]), reply_text("It failed.")]
-    with ScriptedServer(script) as srv, Agent(model="m", base_url=srv.base_url, approval="auto",
-                                              file_tools=False, verify_answers=True, repeat_temperature=0,
-                                              cwd=str(tmp_path)) as agent:
-        assert agent.run("Use Python to find the sensor with the highest mean.").stop_reason == "done"
-        first, again = [i for i in agent.context if isinstance(i, ToolResult)]
+    first, again = failed_twice(code, "s1", "Use Python to find the sensor with the highest mean.",
+                                tmp_path)
     assert first.meta["error_note"] in again.output
     assert again.meta["skipped"] == SAME_FAILURE
     assert again.output == ("Not run: this is the call that failed just before, word for word; it "
@@ -214,34 +223,20 @@ def test_the_same_failing_call_written_again_is_told_which_part_raised(tmp_path:
 
 def test_the_same_failing_call_written_again_is_told_the_values_its_line_read(tmp_path: Path) -> None:
     """Seen at 1.5B: ``data.loc[city, 'city']`` (KeyError: 'Oslo') written four more times."""
-    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
-
     code = "data = {'Rome': 13}\ncity = min(['Oslo', 'Rome'])\nprint(data[city])"
-    script = [reply_tool_calls([("python", {"code": code})]), reply_text("Rome"),
-              reply_tool_calls([("python", {"code": code})]), reply_text("Oslo")]
-    with ScriptedServer(script) as srv, Agent(model="m", base_url=srv.base_url, approval="auto",
-                                              file_tools=False, verify_answers=True, repeat_temperature=0,
-                                              cwd=str(tmp_path)) as agent:
-        agent.run("Use Python to find the coldest city.")
-        first, again = [i for i in agent.context if isinstance(i, ToolResult)]
+    first, again = failed_twice(code, "Rome", "Use Python to find the coldest city.", tmp_path)
     values = "values when line 3 failed: data = {'Rome': 13}; city = 'Oslo'"
     assert first.output.endswith("\n" + values)
     assert again.output.endswith("Write the call differently.\n" + values)
 
+
 def test_the_same_failing_read_written_again_is_told_the_read_that_fits(tmp_path: Path) -> None:
     """Seen at 0.5B: told the read that fits a ';' file, it wrote the same read four more
     times; each not-run says the note again."""
-    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
-
     (tmp_path / "sales.csv").write_text("region;amount\nnorth;1250\nsouth;340\n")
     code = "import pandas as pd\nsales = pd.read_csv('sales.csv')\nprint(sales['amount'].sum())"
-    script = [reply_tool_calls([("python", {"code": code})]), reply_text("1590"),
-              reply_tool_calls([("python", {"code": code})]), reply_text("It failed.")]
-    with ScriptedServer(script) as srv, Agent(model="m", base_url=srv.base_url, approval="auto",
-                                              file_tools=False, verify_answers=True, repeat_temperature=0,
-                                              cwd=str(tmp_path)) as agent:
-        agent.run("Use Python to total the amount column of sales.csv.")
-        first, again = [i for i in agent.context if isinstance(i, ToolResult)]
+    first, again = failed_twice(code, "1590", "Use Python to total the amount column of sales.csv.",
+                                tmp_path)
     assert first.meta["error_note"].startswith("sales.csv's first line is 'region;amount'")
     assert again.output == ("Not run: this is the call that failed just before, word for word; it "
                             f"would fail the same way (KeyError: 'amount'); {first.meta['error_note'][:-1]}. "
