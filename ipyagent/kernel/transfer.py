@@ -212,14 +212,14 @@ class Transfers:
             return None
         return value if isinstance(value, str) and len(value) <= limit else None
 
-    async def error_span_async(self) -> tuple[int, int, int, int] | None:
+    async def error_span_async(self, timeout: float | None = None) -> tuple[int, int, int, int] | None:
         """Where the last cell's error was raised: ``(line, end_line, col, end_col)`` of the
         failing expression in that cell (lines from 1, columns UTF-8 byte offsets, as
         Python's own traceback carets use them), from the deepest frame of the cell's own
         code; None when it cannot be told. Numbers only cross: the caller quotes its own
         copy of the code, so nothing the sandboxed code set reaches the model as text."""
         try:
-            text = _plain_text(await self._evaluate(_ERROR_SPAN, "the error's place"))
+            text = _plain_text(await self._evaluate(_ERROR_SPAN, "the error's place", timeout))
             spans = ast.literal_eval(text) if isinstance(text, str) and len(text) <= 200 else None
         except Exception:  # the sandboxed code shapes the kernel's answer: any of it may be off
             return None

@@ -89,7 +89,8 @@ def python_tool(agent: PythonHost) -> Tool:
         if execution.status == "error" and _raised(execution.outputs):
             # Which part of a long line failed: IPython's traceback shows the whole line
             # (Python's own carets are not in it), and a small model writes one-liners.
-            span = await kernel.error_span_async()
+            # Its own second at least: the code may have replaced traceback.extract_tb.
+            span = await kernel.error_span_async(timeout=max(1.0, deadline - time.monotonic()))
             place = failing_part(code, span)
             note = "; ".join(filter(None, [note.rstrip("."), place])) if place else note
             values = (await values_on_line(kernel, code, span[0], deadline)
