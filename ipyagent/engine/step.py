@@ -787,7 +787,8 @@ def _not_run_again(agent: AgentView, call: ToolCall) -> ToolResult | None:
         if not isinstance(item, ToolResult) or (not again and any(
                 item.meta.get(k) for k in ("denied", "skipped", "interrupted", "unreadable"))):
             return None
-        made = next((c for c in items[:before] if isinstance(c, ToolCall)
+        # The latest call of that id: a client that reuses ids (a scripted model) made others.
+        made = next((c for c in reversed(items[:before]) if isinstance(c, ToolCall)
                      and c.id == item.call_id), None)
         if again and made is not None and (made.name, made.arguments) == (call.name, call.arguments):
             # The call not run, written yet again (seen at 1.5B: then it ran, failed the same
