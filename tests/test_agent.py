@@ -654,3 +654,15 @@ def test_the_same_call_not_to_be_run_is_asked_once_more_at_a_temperature(tmp_pat
                                                   cwd=str(tmp_path), **settings) as agent:
             agent.run("Use Python to find the coldest city.")
             assert all("seed" not in r.body for r in srv.requests), settings
+
+
+def test_a_repeat_is_told_by_the_latest_call_of_its_id():
+    """Found by a review: the call repeated was looked up by id from the start of the
+    context, so a client that reuses ids (this scripted model: ``call_0_flaky`` each turn)
+    hid a repeat behind an older call of the same id."""
+    replies = [calls(("flaky", {"x": 1})), calls(("flaky", {"x": 2})), calls(("flaky", {"x": 2})),
+               text("it failed")]
+    agent, _ = make(replies, verify_answers=True, repeat_temperature=0, circuit_breaker=5)
+    agent.run("go")
+    results = [i for i in agent.context if isinstance(i, ToolResult)]
+    assert results[-1].meta.get("skipped") == "the same failing call again"
