@@ -18,6 +18,7 @@ import ast
 import time
 from typing import TYPE_CHECKING
 
+from .._util.pyast import comprehension_names, parsed
 from ..context.items import VALUES
 
 if TYPE_CHECKING:
@@ -34,18 +35,15 @@ def names_on_line(code: str, line: int, limit: int = MAX_NAMES) -> list[str]:
     """The names line ``line`` of ``code`` reads that the code assigned earlier at its top
     level, in the order the line reads them; [] when the line is inside a function, class
     or lambda, or the code does not parse."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parsed(code)
+    if tree is None:
         return []
-    scoped: set[str] = set()  # names a comprehension binds: not the kernel's
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             end = node.end_lineno or node.lineno
             if node.lineno <= line <= end:
                 return []
-        elif isinstance(node, ast.comprehension):
-            scoped |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+    scoped = comprehension_names(tree)  # not the kernel's
     assigned = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
                 and isinstance(n.ctx, ast.Store) and n.lineno <= line}
     read = sorted((n.col_offset, n.id) for n in ast.walk(tree) if isinstance(n, ast.Name)

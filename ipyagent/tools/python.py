@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._util.pyast import comprehension_names, parsed
 from ..context.events import ToolOutput, live_emitter
 from ..context.items import NO_OUTPUT, SHOWN, VALUES, ToolCall, ToolResult
 from ..errors import KernelError
@@ -265,10 +266,10 @@ def error_note(outputs: list[dict[str, Any]], files: Sequence[str] = ()) -> str:
 def last_assigned(code: str) -> str | None:
     """The name the code's last statement assigns (``x = …``, ``x += …``, ``x: int = …``);
     None when it ends otherwise or does not parse."""
-    try:
-        last = ast.parse(code).body[-1:]
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parsed(code)
+    if tree is None:
         return None
+    last = tree.body[-1:]
     if not last:
         return None
     node = last[0]
@@ -286,15 +287,12 @@ def iterated(code: str, limit: int = 80) -> str | None:
 
     Why: at 1.5B a count of Mondays summed over the first days of three months, printed 0,
     and was written again unchanged after the check: what it counts over is what to look at."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parsed(code)
+    if tree is None:
         return None
     overs = [node.iter for node in ast.walk(tree)
              if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension))]
-    # A comprehension's own names are not the kernel's (``row`` of ``for cell in row``).
-    scoped = {n.id for c in ast.walk(tree) if isinstance(c, ast.comprehension)
-              for n in ast.walk(c.target) if isinstance(n, ast.Name)}
+    scoped = comprehension_names(tree)  # ``row`` of ``for cell in row``: not the kernel's
     for over in sorted(overs, key=lambda o: (o.lineno, o.col_offset), reverse=True):
         # A stored value only: printing open(…), a generator or enumerate(…) shows an object.
         if not isinstance(over, (ast.Name, ast.Attribute, ast.Subscript)) or (
@@ -321,9 +319,8 @@ def stateful(code: str) -> bool:
     ``next(l for l in open(…))``, which starts afresh each time)."""
     if _DRAWS.search(code):
         return True
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parsed(code)
+    if tree is None:
         return True  # unread: not worth asserting it would print the same
     augmented = {id(a.target) for a in ast.walk(tree) if isinstance(a, ast.AugAssign)}
     set_here = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
@@ -352,9 +349,8 @@ def tested_in_loop(code: str, limit: int = 80) -> str | None:
     Why: at 1.5B a loop whose test held for no line (``'34\\n'.isdigit()``) wrote an empty
     file, and the model ran the same silent call again: what the test sees is what to print.
     Only the code's own expression is quoted, never anything it printed."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parsed(code)
+    if tree is None:
         return None
     for loop in ast.walk(tree):
         if not isinstance(loop, (ast.For, ast.AsyncFor)):
@@ -389,9 +385,8 @@ _NOT_CALLABLE = re.compile(r"^'([A-Za-z_]\w{0,39})' object is not callable")
 def shadowed(code: str) -> tuple[list[str], list[str]]:
     """``(Python's own functions the code calls by name, those of them it also assigns)``,
     each in the order met; both empty when the code does not parse."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parsed(code)
+    if tree is None:
         return [], []
     called: list[str] = []
     assigned: list[str] = []
