@@ -1,6 +1,6 @@
 """Small tool tasks against a real local server: ipyagent beside smolagents, same model.
 
-Eleven sets of six tasks a notebook user asks a small local model, each with a checker that
+Thirteen sets of six tasks a notebook user asks a small local model, each with a checker that
 reads the answer (and the file it wrote): ``bench`` (compute 2**100, a physics formula, primes,
 a CSV mean, a semicolon-delimited CSV, write a file then read it back), ``unseen`` (nested
 JSON, a TSV, dates, a config edit, units, missing cells: written before issue 33's work; issue
@@ -20,7 +20,10 @@ film's end: written in fresh6's session once fresh6 had run and this session's c
 written, before their first run) and ``fresh8`` (Mondays in a month, emails at a domain,
 squares written to a file, the coldest city, the first error's line, a marathon in km) and
 ``fresh9`` (initials, the average word length, rows over a limit, a JSON file's keys, blank
-lines removed, a time in seconds): both written a session later, before either's first run.
+lines removed, a time in seconds): both written a session later, before either's first run;
+``fresh10`` (leap years, a letter count, an average age, a CSV's shape, lines reversed, hours
+worked) and ``fresh11`` (a Fibonacci number, a gcd, the cheapest product over a price, rows
+written by country, capitalised words, minutes between two times): the same, a session later.
 ipyagent runs with its defaults (python in the sandboxed sibling kernel, approval auto);
 smolagents' ``ToolCallingAgent`` (its python tool) and ``CodeAgent`` run the same tasks against
 the same server and model, side by side in this process, when smolagents is installed. Per task and runner: solved or not, steps, prompt tokens
@@ -411,9 +414,65 @@ FRESH9 = [
          "with the number.",
          lambda a, _: "12310" in a.replace(",", ""), {}),
 ]
+# Written and committed on 2026-12-06 (a session after fresh8 and fresh9), before either
+# set's first run and before any of that session's fixes.
+FRESH10 = [
+    Task("leap-years", "Use Python to count the leap years from 1900 to 2000, both included, and "
+         "reply with the number.",
+         lambda a, _: _only_number(a, "25", ("1900", "2000")), {}),
+    Task("letter-count", "Use Python to count how many times the letter s appears in "
+         "'mississippi' and reply with the number.",
+         lambda a, _: _only_number(a, "4"), {}),
+    Task("average-age", "people.json is a list of people, each with a name and an age. Use Python "
+         "to compute their average age and reply with it, 1 decimal.",
+         lambda a, _: _has_number(a, 32.0, 1) and not re.search(r"32\.[1-9]", a),
+         {"people.json": '[{"name": "ann", "age": 31}, {"name": "bob", "age": 25}, '
+                         '{"name": "cat", "age": 40}]\n'}),
+    Task("csv-shape", "Use Python to find how many rows (not counting the header) and how many "
+         "columns data.csv has, and reply with both numbers.",
+         lambda a, _: bool(re.search(r"\b4\b\D{0,25}rows|rows\D{0,25}\b4\b", a, re.I))
+         and bool(re.search(r"\b3\b\D{0,25}columns|columns\D{0,25}\b3\b", a, re.I)),
+         {"data.csv": "id,name,score\n1,a,5\n2,b,6\n3,c,7\n4,d,8\n"}),
+    Task("reverse-lines", "Use Python to write the lines of list.txt in reverse order to "
+         "reversed.txt and reply with the number of lines written.",
+         lambda a, d: _lines(d / "reversed.txt") == ["four", "three", "two", "one"]
+         and _only_number(a, "4"),
+         {"list.txt": "one\ntwo\nthree\nfour\n"}),
+    Task("timesheet", "timesheet.csv has columns day, start and end, times as HH:MM. Use Python "
+         "to compute the total hours worked and reply with it, 1 decimal.",
+         lambda a, _: _has_number(a, 24.0, 1) and not re.search(r"24\.[1-9]", a),
+         {"timesheet.csv": "day,start,end\nmon,09:00,17:30\ntue,08:45,16:15\nwed,10:00,18:00\n"}),
+]
+# Written and committed with fresh10, before either set's first run.
+FRESH11 = [
+    Task("fibonacci", "Use Python to compute the 20th Fibonacci number, counting F(1) = F(2) = 1, "
+         "and reply with it.",
+         lambda a, _: _only_number(a, "6765", ("20", "1", "2")), {}),
+    Task("gcd", "Use Python to find the greatest common divisor of 462 and 1071 and reply with it.",
+         lambda a, _: _only_number(a, "21", ("462", "1071")), {}),
+    Task("cheapest-over", "products.csv has columns name and price. Use Python to find the "
+         "cheapest product that costs more than 10 and reply with its name.",
+         lambda a, _: "book" in a.lower()
+         and not any(n in a.lower() for n in ("pen", "lamp", "mug", "desk")),
+         {"products.csv": "name,price\npen,1.50\nlamp,24.00\nmug,7.25\ndesk,120.00\n"
+                          "book,12.99\n"}),
+    Task("fr-rows", "customers.csv has columns name and country. Use Python to write the rows "
+         "whose country is FR, with the header, to fr.csv and reply with the number of rows "
+         "written, not counting the header.",
+         lambda a, d: _lines(d / "fr.csv") == ["name,country", "ann,FR", "cat,FR"]
+         and _only_number(a, "2"),
+         {"customers.csv": "name,country\nann,FR\nbob,DE\ncat,FR\ndan,ES\n"}),
+    Task("capital-words", "Use Python to count the words in title.txt that start with a capital "
+         "letter and reply with the number.",
+         lambda a, _: _only_number(a, "6"),
+         {"title.txt": "The Old Man and the Sea by Ernest Hemingway\n"}),
+    Task("minutes-between", "Use Python to compute how many minutes there are from 08:50 to "
+         "13:05 on the same day and reply with the number.",
+         lambda a, _: _only_number(a, "255", ("08", "50", "13", "05", "8", "5")), {}),
+]
 SETS = {"bench": TASKS, "unseen": UNSEEN, "fresh": FRESH, "fresh2": FRESH2, "fresh3": FRESH3,
         "fresh4": FRESH4, "fresh5": FRESH5, "fresh6": FRESH6, "fresh7": FRESH7, "fresh8": FRESH8,
-        "fresh9": FRESH9}
+        "fresh9": FRESH9, "fresh10": FRESH10, "fresh11": FRESH11}
 
 
 def _only_number(answer: str, number: str, allowed: tuple[str, ...] = ()) -> bool:
