@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from .._util.nesting import MAX_NESTING, bounded, deeper
+from .._util.pyast import iterated, last_assigned, stateful, tested_in_loop
 from .._util.text import head_tail
 from ..context.audit import decision_record
 from ..context.decisions import Decision, utc_now
@@ -73,7 +74,7 @@ from ..models.written_calls import (
     repaired_code,
 )
 from ..tools.base import Executor, Toolbox
-from ..tools.python import ERROR_NOTE, iterated, last_assigned, stateful, tested_in_loop
+from ..tools.python import ERROR_NOTE
 from ..trust.redaction import LiveRedactor, redact_result, redaction_notice
 from ..trust.secrets import key_envs, secret_values
 from .compaction import fit_window

@@ -380,7 +380,7 @@ def test_a_header_read_as_a_number_is_told_it_is_the_header(tmp_path: Path) -> N
     ("for l in f:\n    if (" + "+".join(["a"] * 600) + ").isdigit(): print(l)", None),  # too deep
 ])
 def test_what_a_loops_condition_tests(code: str, tested: str | None) -> None:
-    from ipyagent.tools.python import tested_in_loop
+    from ipyagent._util.pyast import tested_in_loop
 
     assert tested_in_loop(code) == tested
 
@@ -627,7 +627,7 @@ def test_a_failed_call_shows_the_values_its_failing_line_read(agent: Agent) -> N
     ("for x in y(", None),
 ])
 def test_what_the_code_counts_over(code: str, over: str | None) -> None:
-    from ipyagent.tools.python import iterated
+    from ipyagent._util.pyast import iterated
 
     assert iterated(code) == over
 
@@ -707,6 +707,6 @@ def test_the_shadow_note_is_not_said_of_a_function_and_names_only_known_types(ag
     ("print(", True),                                               # unread: not asserted
 ])
 def test_what_may_print_something_else_when_run_again(code: str, moves: bool) -> None:
-    from ipyagent.tools.python import stateful
+    from ipyagent._util.pyast import stateful
 
     assert stateful(code) is moves
