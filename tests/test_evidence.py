@@ -497,6 +497,12 @@ def test_the_places_a_task_asks_for(task: str, places: int | None) -> None:
     ("What is the speed in M/S?", None),  # a unit, not a shape
     ("Reply as HH:MM or as H:MM:SS.", None),  # two shapes: none asked for sure
     ("What is 2 + 2?", None),
+    # The data's shape, not the answer's (seen at 1.5B: a total of hours asked again as HH:MM).
+    ("timesheet.csv has columns day, start and end, times as HH:MM. Use Python to compute the "
+     "total hours worked and reply with it, 1 decimal.", None),
+    ("The log's times are written as HH:MM. Use Python to count the late entries.", None),
+    ("events.csv has a date column formatted as YYYY-MM-DD. Count the events in March.", None),
+    ("The log's times are written as HH:MM; reply with the latest as HH:MM.", "HH:MM"),
 ])
 def test_the_form_a_task_asks_for(task: str, form: str | None) -> None:
     assert form_asked(task) == form

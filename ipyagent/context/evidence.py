@@ -637,6 +637,9 @@ def wrong_places(task: str, answer: str) -> Finding | None:
 _FORM = re.compile(r"\b(?:in the (?:form|format)|formatted as|in|as)\s+[`'\"]?"
                    r"((?:[HMSYD]{1,4})(?:[:\-/.](?:[HMSYD]{1,4})){1,3})(?![\w:\-/]|\.\w)")
 _FIELD = re.compile(r"[HMSYD]+")
+_SENTENCE = re.compile(r"(?<=[.?!;])\s+")
+_ASKS = re.compile(r"\b(?:reply|answer|respond|give|return|report|print|show|tell|say|express|"
+                   r"convert|output)", re.I)
 
 
 def form_asked(task: str) -> str | None:
@@ -644,7 +647,12 @@ def form_asked(task: str) -> str | None:
     two different ones."""
     # A time (its fields joined by ':') or a date (a year, a month and a day): "M/S" in
     # "speed in M/S" is a unit, "HDD/SSD" a pair of words.
-    asked = {f for f in _FORM.findall(task) if _is_time(f) or _is_date(f)}
+    if places_asked(task) is not None:
+        return None  # "reply with it, 1 decimal": a number, whatever shape its data has
+    # Only where the task says how to answer: "times as HH:MM" describing a file's columns
+    # is the data's shape (seen at 1.5B: a total of hours "10.5" was asked again as HH:MM).
+    asked = {f for sentence in _SENTENCE.split(task) if _ASKS.search(sentence)
+             for f in _FORM.findall(sentence) if _is_time(f) or _is_date(f)}
     return asked.pop() if len(asked) == 1 else None
 
 
