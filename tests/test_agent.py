@@ -249,7 +249,7 @@ def test_a_call_whose_output_the_check_questioned_made_again_is_told_what_to_pri
     def python(code: str) -> str:
         """Prints the count."""
         printed.append(code)
-        return "0" if "monts" in code else "5"
+        return "0" if "monts" in code or "year" in code else "5"
 
     count = ("monts_in_march = [datetime.date(2026, i, 1) for i in range(1, 4)]\n"
              "print(sum(1 for d in monts_in_march if d.weekday() == 0))")
@@ -264,10 +264,26 @@ def test_a_call_whose_output_the_check_questioned_made_again_is_told_what_to_pri
     assert again.output == (
         "Not run: this is the call made just before, word for word; it printed '0' and would "
         "print the same again. If that is right, answer with it; if not, print the values it "
-        "computes from, as in print(monts_in_march), look at them, and write the call that "
-        "fixes the code.")
+        "computes from: if a condition held for nothing, see what it tests for the first "
+        "items, as in print([(d, d.weekday()) for d in monts_in_march][:5]), look at them, "
+        "and write the call that fixes the code.")
     assert len(printed) == 2 and "skipped" not in fixed.meta
     assert_valid(agent)
+    # Seen at 1.5B: leap years counted by each year's ISO week; 0 twice. With no filter on
+    # the item, what the loop goes over is what to print.
+    for code, shown in [
+            ("print(sum(1 for year in range(1900, 2001) if datetime.date(year, 2, 28)"
+             ".isocalendar()[1] == 2))",
+             "as in print([(year, datetime.date(year, 2, 28).isocalendar()[1]) for year in "
+             "range(1900, 2001)][:5])"),
+            ("print(sum(d.weekday() for d in monts_in_march))", "as in print(monts_in_march)")]:
+        model = ScriptedModel([calls(("python", {"code": code})), text("0"),
+                               calls(("python", {"code": code})), text("0")])
+        agent = Agent(client=model, tools=[python], python_tool=False, file_tools=False,
+                      skills_enabled=False, verify_answers=True, repeat_temperature=0)
+        agent.run("Use Python to count the leap years from 1900 to 2000.")
+        again = [i for i in agent.context if isinstance(i, ToolResult)][-1]
+        assert again.meta["skipped"] == "the same checked call again" and shown in again.output
     # Without a check between them (the model's own second look), the call runs again.
     printed.clear()
     model = ScriptedModel([calls(("python", {"code": count})), calls(("python", {"code": count})),

@@ -8,7 +8,7 @@ import builtins
 import re
 
 __all__ = ["parsed", "comprehension_names", "last_assigned", "iterated", "stateful",
-           "tested_in_loop", "shadowed"]
+           "tested_in_loop", "filter_probe", "shadowed"]
 
 
 def parsed(code: str) -> ast.Module | None:
@@ -118,23 +118,83 @@ def tested_in_loop(code: str, limit: int = 80) -> str | None:
     for loop in ast.walk(tree):
         if not isinstance(loop, (ast.For, ast.AsyncFor)):
             continue
-        test = next((n.test for n in ast.walk(loop) if isinstance(n, ast.If)), None)
-        while isinstance(test, (ast.BoolOp, ast.UnaryOp)):
-            test = test.values[0] if isinstance(test, ast.BoolOp) else test.operand
-        if isinstance(test, ast.Compare):
-            test = test.left
-        elif isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute):
-            test = test.func.value  # x.isdigit(): x
-        if test is None or isinstance(test, (ast.Name, ast.Constant)) or (
-                test.end_lineno != test.lineno
-                or (test.end_col_offset or 0) - test.col_offset > 4 * limit):
+        test = _subject(next((n.test for n in ast.walk(loop) if isinstance(n, ast.If)), None))
+        if test is None or isinstance(test, ast.Name) or not _one_line(test, 4 * limit):
             return None
-        try:
-            shown = ast.unparse(test)
-        except (RecursionError, ValueError, MemoryError):  # a deep a+a+…: nothing to quote
+        shown = _unparsed(test)
+        return shown if shown is not None and len(shown) <= limit else None
+    return None
+
+
+def filter_probe(code: str, limit: int = 160) -> str | None:
+    """Code that prints what the last filter of ``code`` tests, item by item, for the first
+    five items: ``print([(year, datetime.date(year, 2, 28).isocalendar()[1]) for year in
+    range(1900, 2001)][:5])`` for ``sum(1 for year in range(1900, 2001) if
+    datetime.date(year, 2, 28).isocalendar()[1] == 2)``; None when no loop or comprehension
+    of it tests its own item, or the probe would not be one short line.
+
+    Why: at 1.5B a count of leap years that tested each year's ISO week printed 0 and was
+    written again unchanged after the check: a filter that held for nothing is read by
+    looking at what it tested. Only the code's own expressions are quoted."""
+    tree = parsed(code)
+    if tree is None:
+        return None
+    found: list[tuple[ast.expr, ast.expr, ast.expr, ast.AST]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.comprehension) and node.ifs:
+            found.append((node.iter, node.target, node.ifs[0], node))
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            test = next((n.test for n in ast.walk(node) if isinstance(n, ast.If)), None)
+            if test is not None:
+                found.append((node.iter, node.target, test, node))
+    scoped = comprehension_names(tree)
+    for over, target, test, loop in sorted(found, key=lambda f: (f[0].lineno, f[0].col_offset),
+                                           reverse=True):
+        own = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        subject = _subject(test)
+        read = {n.id for n in ast.walk(subject)
+                if isinstance(n, ast.Name)} if subject is not None else set()
+        # Names the loop's body sets (``parts = line.split()``) are not there in the probe,
+        # nor an outer comprehension's item in what this one goes over.
+        set_inside = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)
+                      and isinstance(n.ctx, ast.Store)} - own
+        if (subject is None or not own & read or read & set_inside
+                or any(isinstance(n, ast.Name) and n.id in scoped - own for n in ast.walk(over))
+                or not _one_line(subject, 2 * limit) or not _one_line(over, 2 * limit)):
+            continue
+        item, seen, source = _unparsed(target), _unparsed(subject), _unparsed(over)
+        if item is None or seen is None or source is None:
             return None
+        shown = (f"print([{item} for {item} in {source}][:5])" if seen == item else
+                 f"print([({item}, {seen}) for {item} in {source}][:5])")
         return shown if len(shown) <= limit else None
     return None
+
+
+def _subject(test: ast.expr | None) -> ast.expr | None:
+    """What a condition looks at: ``x`` of ``x.isdigit()``, ``d.weekday()`` of
+    ``d.weekday() == 0 and …``; None for a constant or no condition."""
+    while isinstance(test, (ast.BoolOp, ast.UnaryOp)):
+        test = test.values[0] if isinstance(test, ast.BoolOp) else test.operand
+    if isinstance(test, ast.Compare):
+        test = test.left
+    elif isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute):
+        test = test.func.value  # x.isdigit(): x
+    return None if test is None or isinstance(test, ast.Constant) else test
+
+
+def _one_line(node: ast.expr, limit: int) -> bool:
+    """True when ``node`` sits on one line of the code, in at most ``limit`` characters."""
+    return (node.end_lineno == node.lineno
+            and (node.end_col_offset or 0) - node.col_offset <= limit)
+
+
+def _unparsed(node: ast.AST) -> str | None:
+    """``ast.unparse(node)``; None for a tree too deep to (a long a+a+…)."""
+    try:
+        return ast.unparse(node)
+    except (RecursionError, ValueError, MemoryError):
+        return None
 
 
 # Python's own functions and types by name (``sum``, ``max``, ``list``): what a value of the

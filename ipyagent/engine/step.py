@@ -15,7 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from .._util.nesting import MAX_NESTING, bounded, deeper
-from .._util.pyast import iterated, last_assigned, stateful, tested_in_loop
+from .._util.pyast import filter_probe, iterated, last_assigned, stateful, tested_in_loop
 from .._util.text import head_tail
 from ..context.audit import decision_record
 from ..context.decisions import Decision, utc_now
@@ -810,7 +810,11 @@ def _not_run_again(agent: AgentView, call: ToolCall) -> ToolResult | None:
             return None
         if doubted:
             over = iterated(code)
-            how = (f", as in print({over})" if over else
+            # A zero or nothing from a filter: what it tested, item by item (seen at 1.5B: a
+            # count of leap years that tested each year's ISO week, 0 answered twice).
+            probe = filter_probe(code) if doubts & {"zero", "empty"} else None
+            how = (f": if a condition held for nothing, see what it tests for the first items, "
+                   f"as in {probe}" if probe else f", as in print({over})" if over else
                    ", each on a line of its own with its name")
             gave = _short_output(item.output)
             text = ("Not run: this is the call made just before, word for word; it printed "

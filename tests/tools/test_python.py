@@ -632,6 +632,29 @@ def test_what_the_code_counts_over(code: str, over: str | None) -> None:
     assert iterated(code) == over
 
 
+@pytest.mark.parametrize("code, probe", [
+    ("print(sum(1 for y in range(1900, 2001) if date(y, 2, 28).isocalendar()[1] == 2))",
+     "print([(y, date(y, 2, 28).isocalendar()[1]) for y in range(1900, 2001)][:5])"),
+    ("n = 0\nfor line in open('a.txt'):\n    if line.split(',')[1].isdigit():\n        n += 1",
+     "print([(line, line.split(',')[1]) for line in open('a.txt')][:5])"),
+    ("print(len([x for x in data if x > 5]))", "print([x for x in data][:5])"),
+    ("print(sum(1 for a, b in pairs if a > b))", "print([((a, b), a) for (a, b) in pairs][:5])"),
+    # What the probe could not reproduce: a name the loop's body sets, an outer item.
+    ("for line in f:\n    parts = line.split(',')\n    if parts[1] == 'x':\n        n += 1", None),
+    ("print([c for row in rows for c in row if c > 0])", None),
+    ("print(sum(1 for x in xs if limit > 2))", None),   # the test does not look at the item
+    ("print(sum(1 for x in xs))", None),                 # no filter
+    ("print(sum(1 for x in xs if (x +\n 1) > 2))", None),    # not on one line
+    ("for x in y(", None),
+    ("print(sum(1 for x in xs if x == '" + "a" * 200 + "'))", "print([x for x in xs][:5])"),
+    ("print(sum(1 for x in xs if f(x, '" + "a" * 200 + "')))", None),  # too long to offer
+])
+def test_what_a_filter_tests_is_offered_as_code_to_print(code: str, probe: str | None) -> None:
+    from ipyagent._util.pyast import filter_probe
+
+    assert filter_probe(code) == probe
+
+
 
 def test_the_values_line_takes_only_readable_plain_values(agent: Agent) -> None:
     """Found by a review: the kernel's ``__import__`` or ``type`` are the sandboxed code's, so
