@@ -26,6 +26,7 @@ from ipyagent.context.evidence import (
     run_items,
     single_look,
     suspicious_value,
+    typed_files,
     unchanged_files,
     unsupported_numbers,
     wrong_form,
@@ -216,6 +217,39 @@ def test_an_answer_that_is_the_writes_receipt_is_found() -> None:
     call = ToolCall("c1", "write_file", {"path": "note.txt", "content": "hello from the agent"})
     items = [Message("user", WRITE_READ), call, wrote]
     assert [f.rule for f in findings(items, "created note.txt (20 bytes, 1 line)")] == ["receipt"]
+
+
+REVERSE = ("Use Python to write the lines of list.txt in reverse order to reversed.txt and "
+           "reply with the number of lines written.")
+
+
+def test_a_file_typed_in_where_the_task_asks_for_python_is_found() -> None:
+    """Seen at 1.5B: the preview's line numbers written reversed ("4 3 2 1") with write_file,
+    and "7 lines written" answered from the receipt's 7 bytes."""
+    def wrote(text: str, name: str = "write_file", error: bool = False) -> ToolResult:
+        return ToolResult("c1", f"created reversed.txt ({len(text)} bytes)", error=error,
+                          name=name, meta={"file": {"path": "reversed.txt", "text": text}})
+
+    call = ToolCall("c1", "write_file", {"path": "reversed.txt", "content": "4\n3\n2\n1"})
+    items = [Message("user", REVERSE), call, wrote("4\n3\n2\n1")]
+    found = findings(items, "7 lines written", can_run=True)
+    assert [f.rule for f in found] == ["typed_file"] and "typed_file" in ASKS_FOR_A_CALL
+    assert "what reversed.txt holds is text you typed yourself" in found[0].ask
+    assert typed_files(REVERSE, [wrote("four\nthree")], can_run=True) is not None
+    # Not when: code ran, no code can run, the task does not ask for Python, the text is the
+    # task's own, the write failed, or the tool only read.
+    ran = [result("4"), wrote("4\n3")]
+    assert typed_files(REVERSE, ran, can_run=True) is None
+    assert typed_files(REVERSE, [wrote("4\n3")], can_run=False) is None
+    assert typed_files("Write the lines of list.txt reversed to reversed.txt.", [wrote("4\n3")],
+                       can_run=True) is None
+    assert typed_files(WRITE_READ, [wrote("hello from the agent\n")], can_run=True) is None
+    assert typed_files(REVERSE, [wrote("4", error=True)], can_run=True) is None
+    assert typed_files(REVERSE, [wrote("4", name="read_file")], can_run=True) is None
+    # Only when nothing else is amiss: a number no output shows is that check's.
+    items = [Message("user", REVERSE), call, wrote("4\n3")]
+    assert [f.rule for f in findings(items, "12 lines written", can_run=True)] == [
+        "unsupported_number"]
 
 
 ISS_CODE = ("G = 6.674e-11\nM = 5.972e24\nR = 6371 + 408  # km\ng = G * M / R**2\n"

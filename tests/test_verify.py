@@ -100,6 +100,22 @@ def test_the_same_finding_is_never_said_twice_nor_a_kindred_one() -> None:
     assert agent.run(TASK).text == "The total is 1234." and len(model.requests) == 4
 
 
+def test_a_new_error_after_an_error_check_is_said_once_more() -> None:
+    """Seen at 1.5B: told of a ValueError, the model wrote another call, which failed with a
+    NameError, and answered with its code's own "No product found", unchecked."""
+    other = calls(("column_total", {"path": "sales.csv", "column": "amt"}))  # a KeyError
+    agent, model = make([WRONG, text("The total is 1234."), other, text("No total found."),
+                         RIGHT, text("The total is 3,695.")])
+    result = agent.run(TASK)
+    assert result.text == "The total is 3,695." and len(model.requests) == 6
+    checks = [i for i in agent.context if isinstance(i, Message) and CHECK_KEY in i.meta]
+    assert [c.meta[CHECK_KEY]["rules"] for c in checks] == [["error_ignored"], ["error_ignored"]]
+    assert "(KeyError)" in checks[1].content
+    # Still two at most: a third finding is not asked about.
+    agent, model = make([WRONG, text("1234."), other, text("It is 77."), RIGHT, text("5000.")])
+    assert agent.run(TASK).text == "5000." and len(model.requests) == 6
+
+
 def test_off_when_the_setting_is_off_and_nothing_to_say_when_it_agrees() -> None:
     agent, model = make([WRONG, text("The total is 1234.")], verify_answers=False)
     assert agent.run(TASK).text == "The total is 1234." and len(model.requests) == 2

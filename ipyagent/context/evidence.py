@@ -24,7 +24,7 @@ __all__ = ["Finding", "findings", "run_items", "empty_answer", "echoed_note", "e
            "unsupported_numbers", "unchanged_files", "single_look", "own_constants", "numbers_in",
            "places_asked", "wrong_places", "form_asked", "wrong_form", "order_asked", "listed_items",
            "wrong_order", "receipt_answer",
-           "files_to_write", "wrong_line_changed", "asks_to_run_code", "code_ran_cleanly", "person_denied", "CHECK_KEY", "CONTINUE_KEY", "ASKS_FOR_A_CALL"]
+           "files_to_write", "typed_files", "error_name", "wrong_line_changed", "asks_to_run_code", "code_ran_cleanly", "person_denied", "CHECK_KEY", "CONTINUE_KEY", "ASKS_FOR_A_CALL"]
 
 CHECK_KEY = "check"  # meta key of the message that carries the check to the model
 # The rules whose ask is to run something again: where calls go under a grammar, the reply
@@ -33,7 +33,7 @@ CHECK_KEY = "check"  # meta key of the message that carries the check to the mod
 # anything). It can still say the call failed in the answer after that call's result.
 ASKS_FOR_A_CALL = ("no_call", "units", "zero", "nan", "empty", "unsupported_number",
                    "error_ignored", "last_call_failed", "decimals", "receipt", "form", "order",
-                   "file_edit", "file_empty", "empty_after_error", "case")
+                   "file_edit", "file_empty", "empty_after_error", "case", "typed_file")
 CONTINUE_KEY = "continue"  # meta key of ipyagent's "go on" after a reply cut at the limit
 
 
@@ -43,7 +43,7 @@ class Finding:
 
     rule: str  # empty_answer | empty_after_error | error_ignored | last_call_failed | no_call |
     #            empty | zero | nan | unsupported_number | file_unchanged | file_empty |
-    #            file_edit | units | decimals | receipt | form | order | case
+    #            file_edit | units | decimals | receipt | form | order | case | typed_file
     said: str  # for the person: "the last output was a traceback"
     ask: str  # for the model: what to look at again
 
@@ -117,7 +117,7 @@ _TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^\w*(?:Error|Excep
 _ERROR_NAME = re.compile(r"\b([A-Z]\w*(?:Error|Exception))\b")
 
 
-def _error_name(last: ToolResult) -> str | None:
+def error_name(last: ToolResult) -> str | None:
     """The last error name the output shows ("KeyError"), or None."""
     names = [n for n in _ERROR_NAME.findall(kernel_output(last)) if n not in ("Error", "Exception")]
     return names[-1] if names else None
@@ -125,7 +125,7 @@ def _error_name(last: ToolResult) -> str | None:
 
 def _what_failed(last: ToolResult) -> str:
     """"an error (KeyError)", or "an error" when the output names none."""
-    name = _error_name(last)
+    name = error_name(last)
     return f"an error ({name})" if name else "an error"
 
 
@@ -133,7 +133,7 @@ def error_ignored(answer: str, last: ToolResult) -> Finding | None:
     """The last call failed (an error, a traceback) and the answer does not say so."""
     if not (last.error or _TRACEBACK.search(last.output)):
         return None
-    name = _error_name(last)
+    name = error_name(last)
     if _ACKNOWLEDGED.search(answer) or (name and name in answer):
         return None  # it told the user the call failed: that can be the answer
     what = _what_failed(last)
@@ -201,6 +201,28 @@ def no_call_ran(task: str, answer: str) -> Finding | None:
                    "The task asks you to use Python, and you answered without running any: "
                    "the answer is a guess. Call the python tool with code that computes it, "
                    "then answer from its output.")
+
+
+def typed_files(task: str, results: Sequence[Item], can_run: bool) -> Finding | None:
+    """The task asks for Python, no code ran, and write_file wrote content the model typed
+    itself, not given by the task (seen at 1.5B: asked to write list.txt's lines reversed "using Python", it wrote
+    "4 3 2 1", the preview's line numbers, with write_file, and answered from its receipt)."""
+    if not can_run or not asks_to_run_code(task) or any(
+            isinstance(r, ToolResult) and r.name in ("python", "shell") for r in results):
+        return None
+    # Text the task gives ("write 'hello from the agent' to note.txt") is not typed in.
+    typed = [str(r.meta["file"].get("path")) for r in results if isinstance(r, ToolResult)
+             and r.name == "write_file" and not r.error and isinstance(r.meta.get("file"), dict)
+             and not all(line.strip() in task for line in
+                         str(r.meta["file"].get("text", "")).splitlines())]
+    if not typed:
+        return None
+    shown = ", ".join(dict.fromkeys(typed[:3]))
+    return Finding("typed_file", f"the task asks for Python; {shown} was typed in, not computed",
+                   f"The task asks you to use Python, and no code ran: what {shown} holds is "
+                   "text you typed yourself. Write it with the python tool, computed from the "
+                   "files it comes from (read them in that code), print what it wrote, and "
+                   "then answer.")
 
 
 # Not an empty list or dict: "[]" is as often the answer ("no keys match") as a slip.
@@ -877,7 +899,8 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
     kept = [f for f in found if f is not None and f.rule not in said]
     if not kept:
         code = " ".join(_code(c) for c in items_now if isinstance(c, ToolCall))
-        single = [f for f in (single_look(answer, len(results), own_constants(code, [task])),
+        single = [f for f in (typed_files(task, results, can_run),
+                              single_look(answer, len(results), own_constants(code, [task])),
                               wrong_places(task, answer), wrong_form(task, answer),
                               wrong_order(task, answer))
                   if f is not None and f.rule not in said]

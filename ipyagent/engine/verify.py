@@ -25,6 +25,7 @@ from ..context.evidence import (
     Finding,
     asks_to_run_code,
     code_ran_cleanly,
+    error_name,
     findings,
     person_denied,
     run_items,
@@ -39,7 +40,8 @@ __all__ = ["MAX_CHECKS", "verify_on", "small_model", "look_again", "check_messag
 
 MAX_CHECKS = 2  # verification turns per run, each on something not said before in it
 # Rules that read the same evidence (the last call's error): one of them said is both said.
-_SAME_EVIDENCE = ({"error_ignored", "last_call_failed"},)
+_ERROR_RULES = frozenset({"error_ignored", "last_call_failed"})  # both read the last error
+_SAME_EVIDENCE = (_ERROR_RULES,)
 CHECK_LEAD = "Note from ipyagent (an automatic check of your answer, not a message from the user):"
 # A size in the model id: "qwen2.5-coder-1.5b", "llama3.2:3b", "smollm2-135m", "phi-3-mini-3.8B".
 _SIZE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.I)
@@ -90,6 +92,8 @@ def look_again(agent: AgentView, answer: str, *, room: bool) -> str | None:
         return None  # a model that gives the same answer again stands by it
     said = {rule for check in checks for rule in _rules(check)}
     said |= {rule for group in _SAME_EVIDENCE if said & group for rule in group}
+    if _a_new_error(this_run, checks):
+        said -= _ERROR_RULES
     staged = getattr(agent.kernel_if_started, "stage", None) is not None
     can_run = any(t.name in ("python", "shell") for t in agent.offered_tools())
     if agent.approval == "deny":  # no call can run: a check that asks for one would end the run
@@ -124,6 +128,21 @@ def shown_code_call(agent: AgentView, text: str, offered: list[str]) -> tuple[st
     around, code = shown
     return around, ToolCall(new_call_id(), "python", {"code": code},
                             meta={FROM_TEXT: True, FROM_BLOCK: True})
+
+
+def _a_new_error(this_run: list[Item], checks: list[Message]) -> bool:
+    """The last call failed with another error than the one the last error check was about
+    (seen at 1.5B: told of a ValueError, it wrote another call, which failed with a
+    NameError, and answered with its code's own "No product found" unchecked)."""
+    about = [c for c in checks if set(_rules(c)) & _ERROR_RULES]
+    if not about:
+        return False
+    at = this_run.index(about[-1])
+    then = next((i for i in reversed(this_run[:at]) if isinstance(i, ToolResult)), None)
+    now = next((i for i in reversed(this_run[at:]) if isinstance(i, ToolResult)
+                and not i.meta.get("skipped") and not i.meta.get("denied")), None)
+    return (then is not None and now is not None and now.error
+            and error_name(now) is not None and error_name(now) != error_name(then))
 
 
 def _rules(check: Message) -> list[str]:
