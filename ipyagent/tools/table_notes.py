@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .._util.pyast import parsed
 from ..kernel.staging import read_head
 
 __all__ = ["separator_note", "header_note"]
@@ -89,11 +90,39 @@ def header_note(code: str, outputs: list[dict[str, Any]], folder: Path | None) -
             delimiter = f", delimiter={seps[0]!r}" if seps and seps[0] != "," else ""
             how = (f"read it with pd.read_csv({name!r}{', sep=' + repr(seps[0]) if delimiter else ''})"
                    " (its first line names the columns)" if "read_csv" in code else
-                   f"skip that line (next(f) once before looping over the open file f) or read "
-                   f"the rows by column name with csv.DictReader(open({name!r}){delimiter})")
+                   f"skip that line ({_skip(code, name)}) or read the rows by column name with "
+                   f"csv.DictReader(open({name!r}){delimiter})")
             return (f"{word!r} is a column name, not a value: {name}'s first line is {first!r}, "
                     f"its header. {how[0].upper()}{how[1:]}, and run the call again.")
     return ""
+
+
+_LINES_OF = frozenset({"readlines", "splitlines", "split"})  # f.readlines(), text.split('\n')
+
+
+def _skip(code: str, name: str) -> str:
+    """How to skip a file's first line, in the code's own names: ``lines[1:] where your code
+    loops over lines`` for a list of its lines, ``next(f) once, before for line in f`` for an
+    open file; a list of all but the first line of ``name`` when the code shows neither (seen at 1.5B: told "next(f) once
+    before looping over the open file f" of code that held ``lines = file.readlines()``, it
+    wrote ``next(f)``, and met "name 'f' is not defined")."""
+    tree = parsed(code)
+    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.comprehension))
+             and isinstance(n.target, ast.Name) and isinstance(n.iter, ast.Name)] if tree else []
+    listed = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(
+        n.value, ast.Call) and isinstance(n.value.func, ast.Attribute)
+        and n.value.func.attr in _LINES_OF for t in n.targets if isinstance(t, ast.Name)
+    } if tree else set()
+    opened = {item.optional_vars.id for n in ast.walk(tree) if isinstance(n, ast.With)
+              for item in n.items if isinstance(item.optional_vars, ast.Name)} if tree else set()
+    for loop in loops:
+        assert isinstance(loop.iter, ast.Name) and isinstance(loop.target, ast.Name)
+        over, item = loop.iter.id, loop.target.id
+        if over in listed and len(over) <= 40:
+            return f"{over}[1:] where your code loops over {over}: its first item is the header"
+        if over in opened and len(over) <= 40 and len(item) <= 40:
+            return f"next({over}) once, on a line before for {item} in {over}"
+    return f"as in lines = open({name!r}).readlines()[1:], then loop over lines"
 
 
 def _cut(line: str, limit: int = 60) -> str:
