@@ -8,7 +8,7 @@ import builtins
 import re
 
 __all__ = ["parsed", "comprehension_names", "last_assigned", "iterated", "stateful",
-           "tested_in_loop", "filter_probe", "shadowed"]
+           "tested_in_loop", "filter_probe", "shadowed", "set_from_none"]
 
 
 def parsed(code: str) -> ast.Module | None:
@@ -169,6 +169,44 @@ def filter_probe(code: str, limit: int = 160) -> str | None:
                  f"print([({item}, {seen}) for {item} in {source}][:5])")
         return shown if len(shown) <= limit else None
     return None
+
+
+# Methods that change their object or write a file, and return None (``to_csv`` with a path:
+# without one it returns the text).
+_IN_PLACE = frozenset({"sort", "append", "extend", "insert", "update", "reverse", "clear",
+                       "remove", "shuffle", "close"})
+_WRITES = frozenset({"to_csv", "to_json", "to_excel", "to_parquet", "to_pickle", "to_html",
+                     "to_markdown", "to_string", "savefig"})
+
+
+def set_from_none(code: str) -> list[tuple[str, str]]:
+    """``(name, method)`` for each name the code sets to what a method that returns None gave
+    (``rows = df[…].to_csv('fr.csv')``, ``names = names.sort()``, ``df = df.drop(…,
+    inplace=True)``) and reads again later, in the order set; [] when it does not parse."""
+    tree = parsed(code)
+    if tree is None:
+        return []
+    found: list[tuple[str, str]] = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Attribute)):
+            continue
+        call, method = node.value, node.value.func.attr
+        in_place = any(k.arg == "inplace" and isinstance(k.value, ast.Constant)
+                       and k.value.value is True for k in call.keywords)
+        written = method in _WRITES and (bool(call.args) or any(
+            k.arg in ("path_or_buf", "path", "excel_writer", "buf", "fname", "fp")
+            for k in call.keywords))
+        if not (method in _IN_PLACE or written or in_place):
+            continue
+        name = node.targets[0].id
+        read_after = any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+                         and (n.lineno, n.col_offset) > (node.lineno, node.col_offset)
+                         for n in ast.walk(tree))
+        if read_after and len(name) <= 40:
+            found.append((name, method))
+    return found
 
 
 def _subject(test: ast.expr | None) -> ast.expr | None:

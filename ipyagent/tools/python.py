@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._util.pyast import last_assigned, shadowed
+from .._util.pyast import last_assigned, set_from_none, shadowed
 from ..context.events import ToolOutput, live_emitter
 from ..context.items import NO_OUTPUT, SHOWN, VALUES, ToolCall, ToolResult
 from ..errors import KernelError
@@ -80,7 +80,8 @@ def python_tool(agent: PythonHost) -> Tool:
             execution_count=execution.execution_count, meta=meta)
         note = (error_note(execution.outputs, _names_here(agent, execution.outputs))
                 or separator_note(code, execution.outputs, _folder(agent))
-                or header_note(code, execution.outputs, _folder(agent)))
+                or header_note(code, execution.outputs, _folder(agent))
+                or none_note(code, execution.outputs))
         # What ipyagent asks the kernel after a failed call shares one deadline: a value's
         # own __repr__ (the sandboxed code's) could otherwise hold each question to the limit.
         deadline = time.monotonic() + min(AFTER_CALL_SECONDS, agent.tool_timeout or AFTER_CALL_SECONDS)
@@ -260,6 +261,28 @@ def error_note(outputs: list[dict[str, Any]], files: Sequence[str] = ()) -> str:
                     return note.format(name=repr(found.group(1)) if found else unnamed,
                                        example=_power_example(out) if ename == "TypeError" else "")
     return ""
+
+
+_NONE_ERROR = re.compile(r"'NoneType'")  # has no len(), is not subscriptable, has no attribute …
+
+
+def none_note(code: str, outputs: list[dict[str, Any]]) -> str:
+    """ipyagent's note when a value is None because the code set its name to what a method
+    that works in place returned (``rows = df[…].to_csv('fr.csv')``, ``names = names.sort()``,
+    ``inplace=True``), or "" (seen at 1.5B: ``len(fr_customers)`` after such a ``to_csv``,
+    "object of type 'NoneType' has no len()", and the same call four more times)."""
+    if not any(o.get("ename") in ("TypeError", "AttributeError")
+               and _NONE_ERROR.search(str(o.get("evalue", ""))) for o in outputs):
+        return ""
+    found = set_from_none(code)
+    if not found:
+        return ""
+    name, method = found[-1]
+    does = "writes" if method.startswith("to_") or method == "savefig" else "works in place"
+    return (f"{name} is None: your code set it to what .{method}(…) returned, and "
+            f"{method}(…) {does} and returns None. Keep the value in {name} first, call "
+            f".{method}(…) on a line of its own (without assigning what it returns), and run "
+            "the call again.")
 
 
 _NOT_CALLABLE = re.compile(r"^'([A-Za-z_]\w{0,39})' object is not callable")

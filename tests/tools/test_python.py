@@ -414,6 +414,26 @@ def test_a_dicts_key_indexed_by_name_and_a_timedelta_formatted_get_notes(agent: 
     assert "dict" not in run(agent, "t = 'abcd'\nprint(t[len(t) / 2])").meta.get("note", "")  # a float index
 
 
+def test_a_name_set_to_what_a_method_in_place_returned_gets_a_note(agent: Agent) -> None:
+    """Seen at 1.5B: ``fr = df[…].to_csv('fr.csv', index=False)`` then ``print(len(fr))``,
+    "object of type 'NoneType' has no len()", and the same call four more times."""
+    code = ("import pandas as pd\ndf = pd.DataFrame({'country': ['FR', 'DE', 'FR']})\n"
+            "fr = df[df['country'] == 'FR'].to_csv('fr_test.csv', index=False)\nprint(len(fr))")
+    note = run(agent, code).meta["note"]
+    assert note.startswith("fr is None: your code set it to what .to_csv(…) returned, and "
+                           "to_csv(…) writes and returns None."), note
+    fixed = code.replace("fr = df[df['country'] == 'FR'].to_csv(",
+                         "fr = df[df['country'] == 'FR']\nfr.to_csv(")
+    assert run(agent, fixed).output.strip() == "2"  # the fix the note says
+    assert run(agent, "names = ['b', 'a']\nnames = names.sort()\nprint(names[0])").meta[
+        "note"].startswith("names is None: your code set it to what .sort(…) returned, and "
+                           "sort(…) works in place and returns None.")
+    # A None from elsewhere, or text from to_csv() without a path: no such note.
+    for other in ["x = None\nprint(len(x))", "import pandas as pd\n"
+                  "t = pd.DataFrame({'a': [1]}).to_csv()\nprint(len(t) + None)"]:
+        assert "is None: your code set it" not in run(agent, other).meta.get("note", ""), other
+
+
 def test_a_tool_called_as_a_python_function_gets_what_does_its_work(agent: Agent) -> None:
     """Seen at 0.5B: ``print(len(read_file('orders.csv')))``, then the same call twice more."""
     assert run(agent, "print(len(read_file('orders.csv')))").meta["note"] == (
