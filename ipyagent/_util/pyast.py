@@ -148,8 +148,19 @@ def filter_probe(code: str, limit: int = 160) -> str | None:
             if test is not None:
                 found.append((node.iter, node.target, test, node))
     scoped = comprehension_names(tree)
+    # ``with open('t.txt') as f``: f is closed when a probe runs; open('t.txt') is not.
+    opened = {item.optional_vars.id: item.context_expr for n in ast.walk(tree)
+              if isinstance(n, (ast.With, ast.AsyncWith)) for item in n.items
+              if isinstance(item.optional_vars, ast.Name)}
     for over, target, test, loop in sorted(found, key=lambda f: (f[0].lineno, f[0].col_offset),
                                            reverse=True):
+        if isinstance(over, ast.Name) and over.id in opened:
+            again = opened[over.id]
+            if not (isinstance(again, ast.Call) and isinstance(again.func, ast.Name)
+                    and again.func.id == "open" and not again.keywords
+                    and all(isinstance(a, ast.Constant) for a in again.args)):
+                continue
+            over = again
         own = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
         subject = _subject(test)
         read = {n.id for n in ast.walk(subject)

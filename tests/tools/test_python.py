@@ -677,6 +677,13 @@ def test_what_the_code_counts_over(code: str, over: str | None) -> None:
     ("print(sum(1 for x in xs))", None),                 # no filter
     ("print(sum(1 for x in xs if (x +\n 1) > 2))", None),    # not on one line
     ("for x in y(", None),
+    # A file the with block closed is opened again in the probe (at 1.5B: capital words
+    # counted as lines starting with 'A', 0 twice).
+    ("with open('t.txt', 'r') as file: print(sum(1 for line in file if "
+     "line.strip().startswith('A')))",
+     "print([(line, line.strip()) for line in open('t.txt', 'r')][:5])"),
+    ("with open(name) as f:\n    print(sum(1 for l in f if l.isupper()))", None),
+    ("with lock as f:\n    print(sum(1 for l in f if l.isupper()))", None),
     ("print(sum(1 for x in xs if x == '" + "a" * 200 + "'))", "print([x for x in xs][:5])"),
     ("print(sum(1 for x in xs if f(x, '" + "a" * 200 + "')))", None),  # too long to offer
 ])
