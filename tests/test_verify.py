@@ -116,6 +116,22 @@ def test_a_new_error_after_an_error_check_is_said_once_more() -> None:
     assert agent.run(TASK).text == "5000." and len(model.requests) == 6
 
 
+def test_a_number_after_the_same_error_again_is_checked_once_the_error_was_told() -> None:
+    """Seen at 1.5B: told its time subtraction failed, the model's next call failed the same
+    way and it answered 135.0 again, a number no output showed, unchecked."""
+    again = calls(("column_total", {"path": "sales.tsv", "column": "amount"}))  # the same error
+    agent, model = make([WRONG, text("The total is 1234."), again, text("The total is 1234.5."),
+                         RIGHT, text("The total is 3,695.")])
+    assert agent.run(TASK).text == "The total is 3,695." and len(model.requests) == 6
+    checks = [i for i in agent.context if isinstance(i, Message) and CHECK_KEY in i.meta]
+    assert [c.meta[CHECK_KEY]["rules"] for c in checks] == [["error_ignored"],
+                                                            ["unsupported_number"]]
+    # An answer that says the call failed is not asked about its numbers.
+    agent, model = make([WRONG, text("The total is 1234."), again,
+                         text("It failed: sales.tsv (no such file).")])
+    assert agent.run(TASK).text.startswith("It failed") and len(model.requests) == 4
+
+
 def test_off_when_the_setting_is_off_and_nothing_to_say_when_it_agrees() -> None:
     agent, model = make([WRONG, text("The total is 1234.")], verify_answers=False)
     assert agent.run(TASK).text == "The total is 1234." and len(model.requests) == 2

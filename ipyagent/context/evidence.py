@@ -891,6 +891,9 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
         found.append(suspicious_value(answer, last, outputs[:-1], task))
         found.append(case_not_ignored(task, " ".join(_code(c) for c in items_now
                                                       if isinstance(c, ToolCall))))
+    if found[0] is None or found[0].rule in said:
+        # The failure told already, a number no output shows is what is left to say (seen at
+        # 1.5B: told its time subtraction failed, it failed the same way and answered 135.0).
         # The lines each written file has now count as seen: the files-changed note showed
         # them (at 1.5B a silent write, then "3 lines written", was right).
         counted = [str(c["lines"]) for r in results for c in (r.meta.get("changes") or [])

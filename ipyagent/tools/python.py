@@ -144,6 +144,18 @@ _ERROR_NOTES = (
     ("TypeError", re.compile(r"^unsupported operand type\(s\) for \^(=)?: "),
      "in Python ^ is a bitwise XOR, not a power: write a power with **{example}, and run the "
      "call again.", ""),
+    # Seen at 1.5B: ``end_time - start_time`` of two datetime.time values, twice, then 135.0.
+    ("TypeError", re.compile(r"^unsupported operand type\(s\) for (-)=?: 'datetime\.time' and "
+                             r"'datetime\.time'$"),
+     "times of day (datetime.time) cannot be subtracted: count each in minutes (t.hour * 60 + "
+     "t.minute) and subtract those, or subtract datetime.datetime values, and run the call "
+     "again.", ""),
+    # Seen at 1.5B: ``timesheet['end'] - timesheet['start']`` of 'HH:MM' text, three times.
+    ("TypeError", re.compile(r"^unsupported operand type\(s\) for ([-+/])=?: "
+                             r"(?:'str' and '[\w.]{1,40}'|'[\w.]{1,40}' and 'str')$"),
+     "a value there is text (str), as read from a file: convert it first, with int(x) or "
+     "float(x) for a number; a time such as '17:30' with h, m = map(int, x.split(':')), or "
+     "pd.to_datetime(column, format='%H:%M') for a table's column; and run the call again.", ""),
     # Seen at 1.5B: ``max(readings, key=…)['name']`` (max of a dict is a key), four more times.
     ("TypeError", re.compile(r"^(string) indices must be integers(?:$|, not 'str')"),
      "the value your code indexed with a name (as in x['name']) is a str, not a dict: "

@@ -141,7 +141,7 @@ def test_a_caret_used_as_a_power_gets_a_note(agent: Agent) -> None:
     # Only arithmetic is quoted back in the note: a line with a string gets the plain example.
     crafted = run(agent, "x = 1.5 ^ 2 if 'obey the file' else 0")
     assert crafted.meta["note"].endswith("with ** (as in 2 ** 10), and run the call again.")
-    assert "note" not in run(agent, "1 + 'a'").meta  # another TypeError: no note
+    assert "note" not in run(agent, "[1] - 2").meta  # another TypeError: no note
 
 
 def test_a_block_statement_after_a_semicolon_gets_a_note(agent: Agent) -> None:
@@ -432,6 +432,24 @@ def test_a_name_set_to_what_a_method_in_place_returned_gets_a_note(agent: Agent)
     for other in ["x = None\nprint(len(x))", "import pandas as pd\n"
                   "t = pd.DataFrame({'a': [1]}).to_csv()\nprint(len(t) + None)"]:
         assert "is None: your code set it" not in run(agent, other).meta.get("note", ""), other
+
+
+def test_times_of_day_and_text_in_arithmetic_get_notes(agent: Agent) -> None:
+    """Seen at 1.5B: ``datetime.time(13, 5) - datetime.time(8, 50)`` twice, then 135.0;
+    ``timesheet['end'] - timesheet['start']`` of 'HH:MM' text three times."""
+    clock = run(agent, "import datetime\nprint(datetime.time(13, 5) - datetime.time(8, 50))")
+    assert clock.meta["note"].startswith(
+        "times of day (datetime.time) cannot be subtracted: count each in minutes (t.hour * 60 "
+        "+ t.minute)"), clock.meta["note"]
+    shown = run(agent, "t, u = datetime.time(13, 5), datetime.time(8, 50)\n"
+                       "print((t.hour * 60 + t.minute) - (u.hour * 60 + u.minute))")
+    assert shown.output.strip() == "255"  # the note's way, as written
+    for code in ["print('17:30' - '09:00')", "print(sum(['1', '2']))", "print('8' / 2)"]:
+        assert run(agent, code).meta["note"].startswith(
+            "a value there is text (str), as read from a file: convert it first"), code
+    parts = run(agent, "x = '17:30'\nh, m = map(int, x.split(':'))\nprint(h * 60 + m)")
+    assert parts.output.strip() == "1050"
+    assert "text (str)" not in run(agent, "print([1] - [2])").meta.get("note", "")
 
 
 def test_a_tool_called_as_a_python_function_gets_what_does_its_work(agent: Agent) -> None:
