@@ -220,9 +220,9 @@ def typed_files(task: str, results: Sequence[Item], can_run: bool) -> Finding | 
     shown = ", ".join(dict.fromkeys(typed[:3]))
     return Finding("typed_file", f"the task asks for Python; {shown} was typed in, not computed",
                    f"The task asks you to use Python, and no code ran: what {shown} holds is "
-                   "text you typed yourself. Write it with the python tool, computed from the "
-                   "files it comes from (read them in that code), print what it wrote, and "
-                   "then answer.")
+                   "text you typed yourself. Run python code that reads the files it comes "
+                   f"from, computes what {shown} should hold and writes {shown} itself; print "
+                   "what it wrote, and then answer.")
 
 
 # Not an empty list or dict: "[]" is as often the answer ("no keys match") as a slip.
