@@ -156,9 +156,12 @@ def filter_probe(code: str, limit: int = 160) -> str | None:
                                            reverse=True):
         if isinstance(over, ast.Name) and over.id in opened:
             again = opened[over.id]
+            # Read mode only: a probe that opened the file for writing would empty it.
             if not (isinstance(again, ast.Call) and isinstance(again.func, ast.Name)
                     and again.func.id == "open" and not again.keywords
-                    and all(isinstance(a, ast.Constant) for a in again.args)):
+                    and all(isinstance(a, ast.Constant) for a in again.args)
+                    and len(again.args) <= 2 and set(str(getattr(again.args[1], "value", "r"))
+                                                     if len(again.args) == 2 else "r") <= set("rbt")):
                 continue
             over = again
         own = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}

@@ -702,6 +702,10 @@ def test_what_the_code_counts_over(code: str, over: str | None) -> None:
      "print([(line, line.strip()) for line in open('t.txt', 'r')][:5])"),
     ("with open(name) as f:\n    print(sum(1 for l in f if l.isupper()))", None),
     ("with lock as f:\n    print(sum(1 for l in f if l.isupper()))", None),
+    ("with open('t.txt', 'r+') as f:\n    print(sum(1 for l in f if l.isupper()))", None),
+    ("with open('t.txt', 'w') as f:\n    print(sum(1 for l in f if l.isupper()))", None),
+    ("with open('t.txt', 'rb') as f:\n    print(sum(1 for l in f if l.isupper()))",
+     "print([l for l in open('t.txt', 'rb')][:5])"),
     ("print(sum(1 for x in xs if x == '" + "a" * 200 + "'))", "print([x for x in xs][:5])"),
     ("print(sum(1 for x in xs if f(x, '" + "a" * 200 + "')))", None),  # too long to offer
 ])
