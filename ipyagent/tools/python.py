@@ -156,6 +156,11 @@ _ERROR_NOTES = (
      "a value there is text (str), as read from a file: convert it first, with int(x) or "
      "float(x) for a number; a time such as '17:30' with h, m = map(int, x.split(':')), or "
      "pd.to_datetime(column, format='%H:%M') for a table's column; and run the call again.", ""),
+    # Seen at 1.5B: ``timesheet['start'].dt.time()`` of a column of 'HH:MM' text, twice.
+    ("AttributeError", re.compile(r"^Can only use (\.dt) accessor with datetimelike values"),
+     "the column holds text, not dates or times: convert it first, as in "
+     "pd.to_datetime(df['start'], format='%H:%M') for times such as '09:00' (a date "
+     "'2024-03-15' needs no format), and run the call again.", ""),
     # Seen at 1.5B: ``max(readings, key=…)['name']`` (max of a dict is a key), four more times.
     ("TypeError", re.compile(r"^(string) indices must be integers(?:$|, not 'str')"),
      "the value your code indexed with a name (as in x['name']) is a str, not a dict: "

@@ -447,6 +447,12 @@ def test_times_of_day_and_text_in_arithmetic_get_notes(agent: Agent) -> None:
     for code in ["print('17:30' - '09:00')", "print(sum(['1', '2']))", "print('8' / 2)"]:
         assert run(agent, code).meta["note"].startswith(
             "a value there is text (str), as read from a file: convert it first"), code
+    dt = run(agent, "import pandas as pd\ndf = pd.DataFrame({'start': ['09:00', '10:30']})\n"
+                    "print(df['start'].dt.hour)")
+    assert dt.meta["note"].startswith("the column holds text, not dates or times: convert it "
+                                      "first, as in pd.to_datetime(df['start'], format='%H:%M')")
+    assert run(agent, "print(pd.to_datetime(df['start'], format='%H:%M').dt.hour.sum())"
+               ).output.strip() == "19"
     parts = run(agent, "x = '17:30'\nh, m = map(int, x.split(':'))\nprint(h * 60 + m)")
     assert parts.output.strip() == "1050"
     assert "text (str)" not in run(agent, "print([1] - [2])").meta.get("note", "")
