@@ -265,8 +265,8 @@ def test_a_call_whose_output_the_check_questioned_made_again_is_told_what_to_pri
         "Not run: this is the call made just before, word for word; it printed '0' and would "
         "print the same again. If that is right, answer with it; if not, print the values it "
         "computes from: if a condition held for nothing, see what it tests for the first "
-        "items, as in print([(d, d.weekday()) for d in monts_in_march][:5]), look at them, "
-        "and write the call that fixes the code.")
+        "items, as in print([(d, d.weekday()) for _, d in zip(range(5), monts_in_march)]), "
+        "look at them, and write the call that fixes the code.")
     assert len(printed) == 2 and "skipped" not in fixed.meta
     assert_valid(agent)
     # Seen at 1.5B: leap years counted by each year's ISO week; 0 twice. With no filter on
@@ -274,8 +274,8 @@ def test_a_call_whose_output_the_check_questioned_made_again_is_told_what_to_pri
     for code, shown in [
             ("print(sum(1 for year in range(1900, 2001) if datetime.date(year, 2, 28)"
              ".isocalendar()[1] == 2))",
-             "as in print([(year, datetime.date(year, 2, 28).isocalendar()[1]) for year in "
-             "range(1900, 2001)][:5])"),
+             "as in print([(year, datetime.date(year, 2, 28).isocalendar()[1]) for _, year in "
+             "zip(range(5), range(1900, 2001))])"),
             ("print(sum(d.weekday() for d in monts_in_march))", "as in print(monts_in_march)")]:
         model = ScriptedModel([calls(("python", {"code": code})), text("0"),
                                calls(("python", {"code": code})), text("0")])

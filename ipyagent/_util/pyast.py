@@ -128,61 +128,88 @@ def tested_in_loop(code: str, limit: int = 80) -> str | None:
 
 def filter_probe(code: str, limit: int = 160) -> str | None:
     """Code that prints what the last filter of ``code`` tests, item by item, for the first
-    five items: ``print([(year, datetime.date(year, 2, 28).isocalendar()[1]) for year in
-    range(1900, 2001)][:5])`` for ``sum(1 for year in range(1900, 2001) if
+    five items: ``print([(year, datetime.date(year, 2, 28).isocalendar()[1]) for _, year in
+    zip(range(5), range(1900, 2001))])`` for ``sum(1 for year in range(1900, 2001) if
     datetime.date(year, 2, 28).isocalendar()[1] == 2)``; None when no loop or comprehension
-    of it tests its own item, or the probe would not be one short line.
+    at the top level of it tests its own item, what it goes over may be used up (an iterator
+    the code made, a file it opened for writing), or the probe would not be one short line.
 
     Why: at 1.5B a count of leap years that tested each year's ISO week printed 0 and was
     written again unchanged after the check: a filter that held for nothing is read by
-    looking at what it tested. Only the code's own expressions are quoted."""
+    looking at what it tested. Only the code's own expressions are quoted; ``zip(range(5),
+    …)`` takes five items and no more (of ``itertools.count()`` too)."""
     tree = parsed(code)
     if tree is None:
         return None
+    # A function's or a class's own loops are not the cell's: their names are not there.
+    inner = {id(n) for d in ast.walk(tree) if isinstance(
+        d, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))
+        for n in ast.walk(d) if n is not d}
     found: list[tuple[ast.expr, ast.expr, ast.expr, ast.AST]] = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.comprehension) and node.ifs:
+        if id(node) in inner:
+            continue
+        if isinstance(node, ast.comprehension) and node.ifs and not node.is_async:
             found.append((node.iter, node.target, node.ifs[0], node))
-        elif isinstance(node, (ast.For, ast.AsyncFor)):
+        elif isinstance(node, ast.For):
             test = next((n.test for n in ast.walk(node) if isinstance(n, ast.If)), None)
             if test is not None:
                 found.append((node.iter, node.target, test, node))
     scoped = comprehension_names(tree)
-    # ``with open('t.txt') as f``: f is closed when a probe runs; open('t.txt') is not.
-    opened = {item.optional_vars.id: item.context_expr for n in ast.walk(tree)
-              if isinstance(n, (ast.With, ast.AsyncWith)) for item in n.items
-              if isinstance(item.optional_vars, ast.Name)}
+    # What a name was set to: ``with open('t.txt') as f`` or ``f = open('t.txt')`` is read
+    # again from open('t.txt'); an iterator the code made (a generator, a csv.reader, a
+    # call's result) may be used up by then, and is not offered.
+    made: dict[str, ast.expr] = {}
+    entered: set[str] = set()  # with … as f: exited by the time a probe runs
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.With, ast.AsyncWith)):
+            made.update((item.optional_vars.id, item.context_expr) for item in n.items
+                        if isinstance(item.optional_vars, ast.Name))
+            entered.update(item.optional_vars.id for item in n.items
+                           if isinstance(item.optional_vars, ast.Name))
+        elif isinstance(n, ast.Assign):
+            made.update((t.id, n.value) for t in n.targets if isinstance(t, ast.Name))
     for over, target, test, loop in sorted(found, key=lambda f: (f[0].lineno, f[0].col_offset),
                                            reverse=True):
-        if isinstance(over, ast.Name) and over.id in opened:
-            again = opened[over.id]
-            # Read mode only: a probe that opened the file for writing would empty it.
-            if not (isinstance(again, ast.Call) and isinstance(again.func, ast.Name)
-                    and again.func.id == "open" and not again.keywords
-                    and all(isinstance(a, ast.Constant) for a in again.args)
-                    and len(again.args) <= 2 and set(str(getattr(again.args[1], "value", "r"))
-                                                     if len(again.args) == 2 else "r") <= set("rbt")):
+        if isinstance(over, ast.Name) and over.id in made:
+            again = made[over.id]
+            if _read_open(again):
+                over = again
+            elif over.id in entered or isinstance(
+                    again, (ast.Call, ast.GeneratorExp, ast.Await, ast.Yield)):
                 continue
-            over = again
         own = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
         subject = _subject(test)
         read = {n.id for n in ast.walk(subject)
                 if isinstance(n, ast.Name)} if subject is not None else set()
         # Names the loop's body sets (``parts = line.split()``) are not there in the probe,
-        # nor an outer comprehension's item in what this one goes over.
+        # nor an outer comprehension's item in what this one goes over; ``x := …`` in the
+        # test would rebind the probe's own item.
         set_inside = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)
                       and isinstance(n.ctx, ast.Store)} - own
         if (subject is None or not own & read or read & set_inside
+                or any(isinstance(n, ast.NamedExpr) for n in ast.walk(subject))
                 or any(isinstance(n, ast.Name) and n.id in scoped - own for n in ast.walk(over))
                 or not _one_line(subject, 2 * limit) or not _one_line(over, 2 * limit)):
             continue
         item, seen, source = _unparsed(target), _unparsed(subject), _unparsed(over)
         if item is None or seen is None or source is None:
             return None
-        shown = (f"print([{item} for {item} in {source}][:5])" if seen == item else
-                 f"print([({item}, {seen}) for {item} in {source}][:5])")
+        count = "_n" if "_" in own else "_"
+        shown = (f"print([{item} for {count}, {item} in zip(range(5), {source})])" if seen == item
+                 else f"print([({item}, {seen}) for {count}, {item} in zip(range(5), {source})])")
         return shown if len(shown) <= limit else None
     return None
+
+
+def _read_open(node: ast.expr) -> bool:
+    """``open('t.txt')`` or ``open('t.txt', 'r')``: a file opened for reading, by constant
+    arguments (a probe that opened one for writing would empty it)."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "open" and not node.keywords and 1 <= len(node.args) <= 2
+            and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args)
+            and set(str(getattr(node.args[-1], "value", "")) if len(node.args) == 2 else "r")
+            <= set("rbt"))
 
 
 # Methods that change their object or write a file, and return None (``to_csv`` with a path:
@@ -191,16 +218,42 @@ _IN_PLACE = frozenset({"sort", "append", "extend", "insert", "update", "reverse"
                        "remove", "shuffle", "close"})
 _WRITES = frozenset({"to_csv", "to_json", "to_excel", "to_parquet", "to_pickle", "to_html",
                      "to_markdown", "to_string", "savefig"})
+# How a NoneType error shows the value was used: as x.attr, x[…], len(x), for … in x.
+_USED_AS = (("has no attribute", "attribute"), ("not subscriptable", "item"),
+            ("has no len", "len"), ("not iterable", "iterated"))
 
 
-def set_from_none(code: str) -> list[tuple[str, str]]:
+def set_from_none(code: str, error: str = "") -> list[tuple[str, str]]:
     """``(name, method)`` for each name the code sets to what a method that returns None gave
     (``rows = df[…].to_csv('fr.csv')``, ``names = names.sort()``, ``df = df.drop(…,
-    inplace=True)``) and reads again later, in the order set; [] when it does not parse."""
+    inplace=True)``) and uses later the way ``error`` (a NoneType error's message) says a
+    None was used (``len(rows)`` for "has no len()"), in the order set; [] when the code
+    does not parse."""
     tree = parsed(code)
     if tree is None:
         return []
-    found: list[tuple[str, str]] = []
+    how = next((use for said, use in _USED_AS if said in error), None)
+    attribute = re.search(r"has no attribute '(\w{1,60})'", error)
+    used: dict[str, list[tuple[int, int]]] = {}  # each name's uses of that kind, where
+    for n in ast.walk(tree):
+        name = None
+        if how == "attribute" and isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
+            name = n.value.id if attribute is None or n.attr == attribute.group(1) else None
+        elif how == "item" and isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name):
+            name = n.value.id
+        elif how == "len" and isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
+                and n.func.id == "len" and n.args and isinstance(n.args[0], ast.Name):
+            name = n.args[0].id
+        elif how == "iterated" and isinstance(n, (ast.For, ast.comprehension)) \
+                and isinstance(n.iter, ast.Name):
+            name = n.iter.id
+        elif how is None and isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            name = n.id
+        if name is not None:
+            where = n.iter if isinstance(n, (ast.For, ast.comprehension)) else n
+            assert isinstance(where, (ast.expr, ast.stmt))
+            used.setdefault(name, []).append((where.lineno, where.col_offset))
+    found: list[tuple[int, int, str, str]] = []
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)
@@ -215,12 +268,9 @@ def set_from_none(code: str) -> list[tuple[str, str]]:
         if not (method in _IN_PLACE or written or in_place):
             continue
         name = node.targets[0].id
-        read_after = any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-                         and (n.lineno, n.col_offset) > (node.lineno, node.col_offset)
-                         for n in ast.walk(tree))
-        if read_after and len(name) <= 40:
-            found.append((name, method))
-    return found
+        if len(name) <= 40 and any(at > (node.lineno, node.col_offset) for at in used.get(name, ())):
+            found.append((node.lineno, node.col_offset, name, method))
+    return [(name, method) for _, _, name, method in sorted(found)]
 
 
 def _subject(test: ast.expr | None) -> ast.expr | None:

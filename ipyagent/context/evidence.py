@@ -217,7 +217,9 @@ def typed_files(task: str, results: Sequence[Item], can_run: bool) -> Finding | 
                          str(r.meta["file"].get("text", "")).splitlines())]
     if not typed:
         return None
-    shown = ", ".join(dict.fromkeys(typed[:3]))
+    # The model's own path, but shown on one line and short: it is quoted three times.
+    names = [visible_name(p) for p in typed[:3]]
+    shown = ", ".join(dict.fromkeys(n if len(n) <= 60 else n[:59] + "…" for n in names))
     return Finding("typed_file", f"the task asks for Python; {shown} was typed in, not computed",
                    f"The task asks you to use Python, and no code ran: what {shown} holds is "
                    "text you typed yourself. Run python code that reads the files it comes "
@@ -656,12 +658,14 @@ def wrong_places(task: str, answer: str) -> Finding | None:
 
 # "in the form H:MM:SS", "as YYYY-MM-DD", "formatted as HH:MM": a shape of date and time
 # fields; each field stands for digits, the separators for themselves.
-_FORM = re.compile(r"\b(?:in the (?:form|format)|formatted as|in|as)\s+[`'\"]?"
+_FORM = re.compile(r"\b(in the (?:form|format)|formatted as|in|as)\s+[`'\"]?"
                    r"((?:[HMSYD]{1,4})(?:[:\-/.](?:[HMSYD]{1,4})){1,3})(?![\w:\-/]|\.\w)")
 _FIELD = re.compile(r"[HMSYD]+")
 _SENTENCE = re.compile(r"(?<=[.?!;])\s+")
-_ASKS = re.compile(r"\b(?:reply|answer|respond|give|return|report|print|show|tell|say|express|"
-                   r"convert|output)", re.I)
+# "as HH:MM", "in HH:MM" or "formatted as HH:MM" is the answer's shape only in a sentence that
+# asks for something ("times as HH:MM" describes a file's columns); "in the form" always is.
+_ASKS = re.compile(r"\b(?:reply|replies|answer|respond|give|return|print|tell|say|express|"
+                   r"convert|write|compute|calculate|find|what|when|which)\b|\?", re.I)
 
 
 def form_asked(task: str) -> str | None:
@@ -673,8 +677,9 @@ def form_asked(task: str) -> str | None:
         return None  # "reply with it, 1 decimal": a number, whatever shape its data has
     # Only where the task says how to answer: "times as HH:MM" describing a file's columns
     # is the data's shape (seen at 1.5B: a total of hours "10.5" was asked again as HH:MM).
-    asked = {f for sentence in _SENTENCE.split(task) if _ASKS.search(sentence)
-             for f in _FORM.findall(sentence) if _is_time(f) or _is_date(f)}
+    asked = {m.group(2) for sentence in _SENTENCE.split(task) for m in _FORM.finditer(sentence)
+             if (_is_time(m.group(2)) or _is_date(m.group(2)))
+             and (m.group(1).startswith("in the") or _ASKS.search(sentence))}
     return asked.pop() if len(asked) == 1 else None
 
 
@@ -891,9 +896,10 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
         found.append(suspicious_value(answer, last, outputs[:-1], task))
         found.append(case_not_ignored(task, " ".join(_code(c) for c in items_now
                                                       if isinstance(c, ToolCall))))
-    if found[0] is None or found[0].rule in said:
-        # The failure told already, a number no output shows is what is left to say (seen at
-        # 1.5B: told its time subtraction failed, it failed the same way and answered 135.0).
+    if found[0] is None or (found[0].rule == "error_ignored" and found[0].rule in said):
+        # The failure told already and the answer ignoring it still, a number no output shows
+        # is what is left to say (seen at 1.5B: told its time subtraction failed, it failed
+        # the same way and answered 135.0). An answer that says it failed is not asked.
         # The lines each written file has now count as seen: the files-changed note showed
         # them (at 1.5B a silent write, then "3 lines written", was right).
         counted = [str(c["lines"]) for r in results for c in (r.meta.get("changes") or [])

@@ -152,7 +152,8 @@ _ERROR_NOTES = (
      "again.", ""),
     # Seen at 1.5B: ``timesheet['end'] - timesheet['start']`` of 'HH:MM' text, three times.
     ("TypeError", re.compile(r"^unsupported operand type\(s\) for ([-+/])=?: "
-                             r"(?:'str' and '[\w.]{1,40}'|'[\w.]{1,40}' and 'str')$"),
+                             r"(?:'str' and '(?!NoneType')[\w.]{1,40}'|"
+                             r"'(?!NoneType')[\w.]{1,40}' and 'str')$"),
      "a value there is text (str), as read from a file: convert it first, with int(x) or "
      "float(x) for a number; a time such as '17:30' with h, m = map(int, x.split(':')), or "
      "pd.to_datetime(column, format='%H:%M') for a table's column; and run the call again.", ""),
@@ -288,10 +289,12 @@ def none_note(code: str, outputs: list[dict[str, Any]]) -> str:
     that works in place returned (``rows = df[…].to_csv('fr.csv')``, ``names = names.sort()``,
     ``inplace=True``), or "" (seen at 1.5B: ``len(fr_customers)`` after such a ``to_csv``,
     "object of type 'NoneType' has no len()", and the same call four more times)."""
-    if not any(o.get("ename") in ("TypeError", "AttributeError")
-               and _NONE_ERROR.search(str(o.get("evalue", ""))) for o in outputs):
+    error = next((str(o.get("evalue", "")) for o in outputs
+                  if o.get("ename") in ("TypeError", "AttributeError")
+                  and _NONE_ERROR.search(str(o.get("evalue", "")))), None)
+    if error is None:
         return ""
-    found = set_from_none(code)
+    found = set_from_none(code, error[:300])
     if not found:
         return ""
     name, method = found[-1]

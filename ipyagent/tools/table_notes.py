@@ -97,32 +97,44 @@ def header_note(code: str, outputs: list[dict[str, Any]], folder: Path | None) -
     return ""
 
 
-_LINES_OF = frozenset({"readlines", "splitlines", "split"})  # f.readlines(), text.split('\n')
-
-
 def _skip(code: str, name: str) -> str:
     """How to skip a file's first line, in the code's own names: ``lines[1:] where your code
     loops over lines`` for a list of its lines, ``next(f) once, before for line in f`` for an
-    open file; a list of all but the first line of ``name`` when the code shows neither (seen at 1.5B: told "next(f) once
-    before looping over the open file f" of code that held ``lines = file.readlines()``, it
-    wrote ``next(f)``, and met "name 'f' is not defined")."""
+    open file; a list of all but the first line of ``name`` when the code shows neither (seen
+    at 1.5B: told "next(f) once before looping over the open file f" of code that held
+    ``lines = file.readlines()``, it wrote ``next(f)``, and met "name 'f' is not defined")."""
     tree = parsed(code)
-    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.comprehension))
-             and isinstance(n.target, ast.Name) and isinstance(n.iter, ast.Name)] if tree else []
-    listed = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(
-        n.value, ast.Call) and isinstance(n.value.func, ast.Attribute)
-        and n.value.func.attr in _LINES_OF for t in n.targets if isinstance(t, ast.Name)
-    } if tree else set()
+    if tree is None:
+        return f"as in lines = open({name!r}).readlines()[1:], then loop over lines"
+    in_loops = {id(n) for loop in ast.walk(tree) if isinstance(loop, (ast.For, ast.While))
+                for n in ast.walk(loop) if n is not loop}
+    # A file's lines: x.readlines(), or x.read().split(…) / .splitlines(), set outside a loop
+    # (``fields = line.split(',')`` inside one is a row's fields, not the file's lines).
+    listed = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and id(n) not in in_loops
+              and _lines_of_a_file(n.value) for t in n.targets if isinstance(t, ast.Name)}
     opened = {item.optional_vars.id for n in ast.walk(tree) if isinstance(n, ast.With)
-              for item in n.items if isinstance(item.optional_vars, ast.Name)} if tree else set()
-    for loop in loops:
-        assert isinstance(loop.iter, ast.Name) and isinstance(loop.target, ast.Name)
+              for item in n.items if isinstance(item.optional_vars, ast.Name)}
+    for loop in ast.walk(tree):
+        if not (isinstance(loop, (ast.For, ast.comprehension)) and isinstance(loop.target, ast.Name)
+                and isinstance(loop.iter, ast.Name)):
+            continue
         over, item = loop.iter.id, loop.target.id
         if over in listed and len(over) <= 40:
             return f"{over}[1:] where your code loops over {over}: its first item is the header"
         if over in opened and len(over) <= 40 and len(item) <= 40:
             return f"next({over}) once, on a line before for {item} in {over}"
     return f"as in lines = open({name!r}).readlines()[1:], then loop over lines"
+
+
+def _lines_of_a_file(value: ast.expr) -> bool:
+    """``f.readlines()``, ``f.read().split('\\n')``, ``f.read().splitlines()``."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
+        return False
+    if value.func.attr == "readlines":
+        return True
+    inner = value.func.value
+    return (value.func.attr in ("split", "splitlines") and isinstance(inner, ast.Call)
+            and isinstance(inner.func, ast.Attribute) and inner.func.attr == "read")
 
 
 def _cut(line: str, limit: int = 60) -> str:
