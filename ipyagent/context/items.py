@@ -22,6 +22,8 @@ from .spill import OutputsField, ReplacedField, outputs_of, raw_replaced, replac
 __all__ = [
     "CODE_ARGUMENTS",
     "NOTE_LEAD",
+    "CHANGES_NOTE",
+    "told_model",
     "code_of",
     "note_line",
     "skip_reason",
@@ -251,6 +253,25 @@ SHOWN = "shown"
 # ToolResult.meta: the line ipyagent added after a failed call's output, the values its
 # failing line read ("values when line 5 failed: city = 'Oslo'"; ``tools.line_values``).
 VALUES = "line_values"
+
+
+# ToolResult.meta: the part of ``meta["note"]`` that says which files reached the folder (the
+# card's changes panel shows those files; ``told_model`` leaves it out).
+CHANGES_NOTE = "changes_note"
+
+
+def told_model(result: ToolResult) -> tuple[str, str]:
+    """What ipyagent added for the model to this result, beyond the call's own output, as
+    lines to show the person: ``(its note, the values line)``, each "" when there is none
+    (the files-changed part of the note aside: the card's changes panel shows it).
+    Why: a card showed the kernel's outputs only, so what the model was told about its error
+    ("'price' is a column name, not a value: …") was in ``%agent context`` alone."""
+    note = str(result.meta.get("note") or "")
+    changes = str(result.meta.get(CHANGES_NOTE) or "")
+    if changes and note.endswith(changes):
+        note = note[:-len(changes)].rstrip("; ")
+    values = result.meta.get(VALUES)
+    return one_line(note, 2000), one_line(values, 400) if isinstance(values, str) else ""
 
 
 def kernel_output(result: ToolResult) -> str:

@@ -41,7 +41,7 @@ from ..context.events import (
     ToolOutput,
     compaction_line,
 )
-from ..context.items import ToolCall, ToolResult, code_of, note_line, skip_reason
+from ..context.items import ToolCall, ToolResult, code_of, note_line, skip_reason, told_model
 from ..context.spill import outputs_of
 from ..engine.approval import Decision
 from ..kernel.outputs import collapse_carriage_returns, strip_ansi
@@ -663,6 +663,14 @@ class NotebookDisplay:
                 card.live = None  # the real outputs hold all of it
             card.printed = ("".join(h for h, _ in printed),
                             "".join(p if p.endswith("\n") else p + "\n" for _, p in printed))
+            note, values = told_model(result)
+            told = [visible(line) for line in (
+                f"ipyagent's note to the model: {note}" if note else "", values) if line]
+            if told:  # what the model was told about it, beside what it printed
+                card.printed = (card.printed[0] + "".join(
+                    f"<div class='ipyagent-told' style='color:{_MUTED};font-size:90%;"
+                    f"padding:2px 4px'>ⓘ {html.escape(line)}</div>" for line in told),
+                    card.printed[1] + "".join(f"ⓘ {line}\n" for line in told))
             took = time.monotonic() - card.started
             edited = "✎ edited · " if result.meta.get("edited") else ""
             mark = "✗ error" if result.error else "✓ done"

@@ -33,7 +33,7 @@ from ..context.events import (
     ToolOutput,
     compaction_line,
 )
-from ..context.items import ToolCall, ToolResult, code_of
+from ..context.items import ToolCall, ToolResult, code_of, told_model
 from ..context.spill import outputs_of
 from ..kernel.outputs import model_text
 from ..models.base import ReasoningDelta, TextDelta
@@ -260,6 +260,10 @@ class TerminalDisplay:
                 rest = live.finish(self, event.result)
                 self._raw_line(self._marked(mark, rest)
                                or f"  {mark} {'failed' if event.result.error else 'done'}")
+            note, _ = told_model(event.result)  # (the values line is in the output shown)
+            if note:  # what the model was told about it, dim
+                shown = f"  ⓘ ipyagent's note to the model: {visible(note)}"
+                self._raw_line(f"{_DIM}{shown}{_RESET}" if self.colour else shown)
             if _has_image(event.result):  # "[image/png …]" alone reads as if it were shown
                 note = "  (a terminal cannot show images: a saved transcript keeps them)"
                 self._raw_line(f"{_DIM}{note}{_RESET}" if self.colour else note)

@@ -15,7 +15,7 @@ from typing import Any
 
 from .._util.diffs import LineEdit, line_edits
 from .._util.text import visible_name
-from ..context.items import ToolResult
+from ..context.items import CHANGES_NOTE, ToolResult
 from ..kernel.staging import Change, Stage, canonical
 
 __all__ = ["ChangeRequest", "settle_changes", "never_applied", "model_note"]
@@ -179,7 +179,10 @@ async def settle_changes(host: Any, result: ToolResult) -> None:
     result.meta["changes"] = [c.as_dict() for c in shown]
     # ipyagent's words, not the code's output: a note of its own (``ToolResult.for_model``),
     # which nothing the code prints can pass for.
-    result.meta["note"] = "; ".join(filter(None, [result.meta.get("note"), model_note(shown)]))
+    said = model_note(shown)
+    result.meta["note"] = "; ".join(filter(None, [result.meta.get("note"), said]))
+    if said:
+        result.meta[CHANGES_NOTE] = said
 
 
 def _subject(changes: Sequence[Change]) -> str:

@@ -34,6 +34,7 @@ from ..context.items import (
     code_of,
     item_from_dict,
     skip_reason,
+    told_model,
     unfold,
 )
 from ..context.spill import outputs_of, raw_replaced
@@ -226,6 +227,10 @@ def _call_cells(call: ToolCall, result: ToolResult | None) -> Iterable[dict[str,
         # The agent carried on after the error; so must Run All (nbclient and Jupyter honour this tag).
         cell["metadata"]["tags"] = ["raises-exception"]
     yield cell
+    told = [line for line in told_model(result) if line]
+    if told:  # what the model read after the outputs: ipyagent's words, kept with the run
+        yield _md(f"*ipyagent told the model, after this cell's outputs* ({inline_code(call.id)}):"
+                  f"\n\n{_fence(chr(10).join(told))}", kind="note", call_id=call.id)
 
 
 def _not_run_reason(result: ToolResult | None) -> str:

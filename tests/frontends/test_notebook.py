@@ -401,3 +401,27 @@ def test_an_answer_read_from_a_written_call_is_drawn_as_inert_text(published: li
     answers = [o["data"] for o in published if "text/markdown" in o["data"]]
     assert answers[-1]["text/plain"] == hostile
     assert bundle_problems(answers[-1]) == [] and live(published) == []
+
+
+def test_the_card_shows_what_ipyagent_told_the_model_inert(
+        published: list[dict[str, Any]], tmp_path: Any) -> None:
+    """What ipyagent adds for the model after a call's outputs (its note on the error, the
+    values the failing line read) was in `%agent context` only; the card shows it now, as
+    inert text, whatever a file the note quotes holds (markup, a bidi override)."""
+    header = "name,<img src=x onerror=alert(1)>\u202e"
+    (tmp_path / "people.csv").write_text(f"{header}\nana,34\n")
+    code = ("rows = open('people.csv').readlines()\n"
+            "print(sum(int(line.split(',')[1]) for line in rows))")
+    agent = Agent(client=ScriptedModel([calls(("python", {"code": code})), text("ok")]),
+                  approval="auto", cwd=str(tmp_path), autosave="", file_tools=False)
+    try:
+        run(agent, "sum the ages")
+    finally:
+        agent.close()
+    cards = [o["data"] for o in published if "ipyagent-told" in o["data"].get("text/html", "")]
+    assert cards, [o["data"].get("text/plain", "")[:200] for o in published]
+    page, plain = cards[-1]["text/html"], cards[-1]["text/plain"]
+    assert "ⓘ ipyagent&#x27;s note to the model: &#x27;&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "is a column name, not a value" in plain and "\u202e" not in plain + page
+    assert "values when line 2 failed: rows = " in plain
+    assert live(published) == []

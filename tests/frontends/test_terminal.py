@@ -339,3 +339,26 @@ def test_on_a_terminal_a_replys_code_block_shows_as_code_without_its_fences() ->
                          "    echo hi", "    plain␛[2J", "Done."]
     assert "\x1b[2J" not in shown  # the code's own controls are made visible first
     assert shown.count("\x1b[") > 4  # and the known languages highlighted
+
+
+def test_what_ipyagent_told_the_model_is_shown_under_the_result() -> None:
+    """The note the model got after a call's output (not the files-changed part, which the
+    changes lines show; not the values line, which is in the output shown) is a line of its
+    own, its hidden characters made visible."""
+    from ipyagent.context.items import CHANGES_NOTE, VALUES, ToolCall, ToolResult
+
+    def shown(meta: dict[str, Any]) -> str:
+        out = io.StringIO()
+        call = ToolCall("c1", "python", {"code": "x"})
+        output = "NameError: x\nvalues when line 1 failed: y = 2"
+        TerminalDisplay(out, colour=False)(ToolCallFinished(call, ToolResult(
+            "c1", output, error=True, name="python", meta=meta)))
+        return out.getvalue()
+
+    said = shown({"note": "define x first\u202e", VALUES: "values when line 1 failed: y = 2"})
+    assert said.endswith("  ⓘ ipyagent's note to the model: define x first⟨U+202E⟩\n"), said
+    assert said.count("values when line 1 failed") == 1
+    changes = "applied to the user's folder: a.txt (now 1 line)"
+    assert "ⓘ" not in shown({"note": changes, CHANGES_NOTE: changes})
+    assert shown({"note": f"define x; {changes}", CHANGES_NOTE: changes}).endswith(
+        "ⓘ ipyagent's note to the model: define x\n")

@@ -59,7 +59,10 @@ def test_saved_notebook_is_valid_and_shows_everything(rich):
     assert nb.metadata.kernelspec.name == "python3"
     kinds = [c.metadata["ipyagent"].get("kind", "code") for c in nb.cells]
     assert kinds == ["header", "user", "assistant", "code", "code", "tool", "tool", "note",
-                     "code", "assistant", "audit"]
+                     "code", "note", "assistant", "audit"]
+    # What ipyagent told the model about the edited call, after that cell (not only in
+    # `%agent context`): the run's notebook shows every word the model read.
+    assert "the user edited this call before it ran" in nb.cells[9].source
     assert nb.cells[1].source == "#### User\n\ndraw it"
     assert nb.cells[-2].source.startswith("#### Assistant\n\nAll done")
     assert nb.cells[-1].source.startswith("#### Audit") and nb.cells[-1].id == "ipyagent-audit"
