@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from traitlets import TraitError
 
-from ipyagent import Agent, Decision, Message, ToolCall, ToolResult, tool
+from ipyagent import Agent, Decision, Message, Tool, ToolCall, ToolResult, tool
 from ipyagent.context.events import RunFinished, StepFinished
 from ipyagent.errors import ApprovalError, ConfigError, ModelConnectionError
 from tests.helpers.scripted_model import ScriptedModel, calls, text
@@ -217,6 +217,17 @@ def test_the_silent_call_made_again_after_a_check_is_not_run():
     assert_valid(agent)
 
 
+def made_again(python: Tool, code: str, answer: str, task: str) -> tuple[Agent, ToolResult]:
+    """The same python call made twice, the answer between them checked: the agent and the
+    second call's result (not run, saying what to print)."""
+    model = ScriptedModel([calls(("python", {"code": code})), text(answer),
+                           calls(("python", {"code": code})), text("0")])
+    agent = Agent(client=model, tools=[python], python_tool=False, file_tools=False,
+                  skills_enabled=False, verify_answers=True, repeat_temperature=0)
+    agent.run(task)
+    return agent, [i for i in agent.context if isinstance(i, ToolResult)][-1]
+
+
 def test_a_silent_loop_made_again_is_told_to_print_what_its_condition_tests():
     """Measured at 1.5B: a loop whose test held for no line (``'34\\n'.isdigit()``) wrote
     nothing, and the same call came again: what the test sees is what to print."""
@@ -227,12 +238,7 @@ def test_a_silent_loop_made_again_is_told_to_print_what_its_condition_tests():
 
     loop = ("with open('people.csv') as f:\n    for line in f:\n"
             "        if line.split(',')[1].isdigit(): print(line)")
-    model = ScriptedModel([calls(("python", {"code": loop})), text("2"),
-                           calls(("python", {"code": loop})), text("0")])
-    agent = Agent(client=model, tools=[python], python_tool=False, file_tools=False,
-                  skills_enabled=False, verify_answers=True, repeat_temperature=0)
-    agent.run("go")
-    again = [i for i in agent.context if isinstance(i, ToolResult)][-1]
+    agent, again = made_again(python, loop, "2", "go")
     assert again.output.endswith(
         "Print what you need to see: if the loop's condition held for nothing, print what it "
         "tests for each item, as in print(repr(line.split(',')[1])) inside the loop.")
@@ -277,12 +283,8 @@ def test_a_call_whose_output_the_check_questioned_made_again_is_told_what_to_pri
              "as in print([(year, datetime.date(year, 2, 28).isocalendar()[1]) for _, year in "
              "zip(range(5), range(1900, 2001))])"),
             ("print(sum(d.weekday() for d in monts_in_march))", "as in print(monts_in_march)")]:
-        model = ScriptedModel([calls(("python", {"code": code})), text("0"),
-                               calls(("python", {"code": code})), text("0")])
-        agent = Agent(client=model, tools=[python], python_tool=False, file_tools=False,
-                      skills_enabled=False, verify_answers=True, repeat_temperature=0)
-        agent.run("Use Python to count the leap years from 1900 to 2000.")
-        again = [i for i in agent.context if isinstance(i, ToolResult)][-1]
+        _, again = made_again(python, code, "0",
+                              "Use Python to count the leap years from 1900 to 2000.")
         assert again.meta["skipped"] == "the same checked call again" and shown in again.output
     # Without a check between them (the model's own second look), the call runs again.
     printed.clear()
