@@ -663,14 +663,16 @@ class NotebookDisplay:
                 card.live = None  # the real outputs hold all of it
             card.printed = ("".join(h for h, _ in printed),
                             "".join(p if p.endswith("\n") else p + "\n" for _, p in printed))
-            note, values = told_model(result)
+            # What the model read after the outputs, in its order: the values line (the end
+            # of the result's text), then ipyagent's note.
+            values, note = told_model(result)[::-1]
             told = [visible(line) for line in (
-                f"ipyagent's note to the model: {note}" if note else "", values) if line]
-            if told:  # what the model was told about it, beside what it printed
+                values, f"ipyagent's note to the model: {note}" if note else "") if line]
+            if told:
                 card.printed = (card.printed[0] + "".join(
                     f"<div class='ipyagent-told' style='color:{_MUTED};font-size:90%;"
-                    f"padding:2px 4px'>ⓘ {html.escape(line)}</div>" for line in told),
-                    card.printed[1] + "".join(f"ⓘ {line}\n" for line in told))
+                    f"padding:2px 4px 2px 1.6em;text-indent:-1.2em'>ℹ {html.escape(line)}</div>"
+                    for line in told), card.printed[1] + "".join(f"ℹ {line}\n" for line in told))
             took = time.monotonic() - card.started
             edited = "✎ edited · " if result.meta.get("edited") else ""
             mark = "✗ error" if result.error else "✓ done"

@@ -227,10 +227,11 @@ def _call_cells(call: ToolCall, result: ToolResult | None) -> Iterable[dict[str,
         # The agent carried on after the error; so must Run All (nbclient and Jupyter honour this tag).
         cell["metadata"]["tags"] = ["raises-exception"]
     yield cell
-    told = [line for line in told_model(result) if line]
-    if told:  # what the model read after the outputs: ipyagent's words, kept with the run
+    note, values = told_model(result)
+    if note or values:  # what the model read after the outputs, in its order, kept with the run
+        told = [f"{_fence(line)}" for line in (values, note) if line]
         yield _md(f"*ipyagent told the model, after this cell's outputs* ({inline_code(call.id)}):"
-                  f"\n\n{_fence(chr(10).join(told))}", kind="note", call_id=call.id)
+                  "\n\n" + "\n\n".join(told), kind="note", call_id=call.id)
 
 
 def _not_run_reason(result: ToolResult | None) -> str:

@@ -421,7 +421,9 @@ def test_the_card_shows_what_ipyagent_told_the_model_inert(
     cards = [o["data"] for o in published if "ipyagent-told" in o["data"].get("text/html", "")]
     assert cards, [o["data"].get("text/plain", "")[:200] for o in published]
     page, plain = cards[-1]["text/html"], cards[-1]["text/plain"]
-    assert "ⓘ ipyagent&#x27;s note to the model: &#x27;&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "ℹ ipyagent&#x27;s note to the model: &#x27;&lt;img src=x onerror=alert(1)&gt;" in page
     assert "is a column name, not a value" in plain and "\u202e" not in plain + page
     assert "values when line 2 failed: rows = " in plain
+    # In the order the model read them: its result's text ends with the values, then the note.
+    assert plain.index("ℹ values when line 2") < plain.index("ℹ ipyagent's note to the model")
     assert live(published) == []

@@ -356,9 +356,9 @@ def test_what_ipyagent_told_the_model_is_shown_under_the_result() -> None:
         return out.getvalue()
 
     said = shown({"note": "define x first\u202e", VALUES: "values when line 1 failed: y = 2"})
-    assert said.endswith("  ⓘ ipyagent's note to the model: define x first⟨U+202E⟩\n"), said
+    assert said.endswith("  ℹ ipyagent's note to the model: define x first⟨U+202E⟩\n"), said
     assert said.count("values when line 1 failed") == 1
     changes = "applied to the user's folder: a.txt (now 1 line)"
-    assert "ⓘ" not in shown({"note": changes, CHANGES_NOTE: changes})
+    assert "ℹ" not in shown({"note": changes, CHANGES_NOTE: changes})
     assert shown({"note": f"define x; {changes}", CHANGES_NOTE: changes}).endswith(
-        "ⓘ ipyagent's note to the model: define x\n")
+        "ℹ ipyagent's note to the model: define x\n")
