@@ -8,7 +8,8 @@ import builtins
 import re
 
 __all__ = ["parsed", "comprehension_names", "last_assigned", "iterated", "stateful",
-           "tested_in_loop", "filter_probe", "shadowed", "set_from_none"]
+           "tested_in_loop", "filter_probe", "shadowed", "set_from_none",
+           "subtracted"]
 
 
 def parsed(code: str) -> ast.Module | None:
@@ -271,6 +272,17 @@ def set_from_none(code: str, error: str = "") -> list[tuple[str, str]]:
         if len(name) <= 40 and any(at > (node.lineno, node.col_offset) for at in used.get(name, ())):
             found.append((node.lineno, node.col_offset, name, method))
     return [(name, method) for _, _, name, method in sorted(found)]
+
+
+def subtracted(code: str) -> tuple[str, str] | None:
+    """``(a, b)`` of the code's last ``a - b`` between two names (``end_time - start_time``),
+    each at most 40 characters; None when there is none or the code does not parse."""
+    tree = parsed(code)
+    pairs = [(n.left.id, n.right.id) for n in ast.walk(tree) if isinstance(n, ast.BinOp)
+             and isinstance(n.op, ast.Sub) and isinstance(n.left, ast.Name)
+             and isinstance(n.right, ast.Name) and len(n.left.id) <= 40
+             and len(n.right.id) <= 40] if tree is not None else []
+    return pairs[-1] if pairs else None
 
 
 def _subject(test: ast.expr | None) -> ast.expr | None:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._util.pyast import last_assigned, set_from_none, shadowed
+from .._util.pyast import last_assigned, set_from_none, shadowed, subtracted
 from ..context.events import ToolOutput, live_emitter
 from ..context.items import NO_OUTPUT, SHOWN, VALUES, ToolCall, ToolResult
 from ..errors import KernelError
@@ -81,7 +81,7 @@ def python_tool(agent: PythonHost) -> Tool:
         note = (error_note(execution.outputs, _names_here(agent, execution.outputs))
                 or separator_note(code, execution.outputs, _folder(agent))
                 or header_note(code, execution.outputs, _folder(agent))
-                or none_note(code, execution.outputs))
+                or none_note(code, execution.outputs) or clock_note(code, execution.outputs))
         # What ipyagent asks the kernel after a failed call shares one deadline: a value's
         # own __repr__ (the sandboxed code's) could otherwise hold each question to the limit.
         deadline = time.monotonic() + min(AFTER_CALL_SECONDS, agent.tool_timeout or AFTER_CALL_SECONDS)
@@ -144,12 +144,6 @@ _ERROR_NOTES = (
     ("TypeError", re.compile(r"^unsupported operand type\(s\) for \^(=)?: "),
      "in Python ^ is a bitwise XOR, not a power: write a power with **{example}, and run the "
      "call again.", ""),
-    # Seen at 1.5B: ``end_time - start_time`` of two datetime.time values, twice, then 135.0.
-    ("TypeError", re.compile(r"^unsupported operand type\(s\) for (-)=?: 'datetime\.time' and "
-                             r"'datetime\.time'$"),
-     "times of day (datetime.time) cannot be subtracted: count each in minutes (t.hour * 60 + "
-     "t.minute) and subtract those, or subtract datetime.datetime values, and run the call "
-     "again.", ""),
     # Seen at 1.5B: ``timesheet['end'] - timesheet['start']`` of 'HH:MM' text, three times.
     ("TypeError", re.compile(r"^unsupported operand type\(s\) for ([-+/])=?: "
                              r"(?:'str' and '(?!NoneType')[\w.]{1,40}'|"
@@ -279,6 +273,25 @@ def error_note(outputs: list[dict[str, Any]], files: Sequence[str] = ()) -> str:
                     return note.format(name=repr(found.group(1)) if found else unnamed,
                                        example=_power_example(out) if ename == "TypeError" else "")
     return ""
+
+
+_CLOCK_ERROR = re.compile(r"^unsupported operand type\(s\) for -=?: 'datetime\.(time|datetime|date)' "
+                          r"and 'datetime\.(time|datetime|date)'$")
+
+
+def clock_note(code: str, outputs: list[dict[str, Any]]) -> str:
+    """ipyagent's note when a time of day (``datetime.time``) was subtracted, or taken from a
+    date, with the subtraction in minutes written in the code's own names, or "" (seen at
+    1.5B: ``end_time - start_time`` of two ``datetime.time`` twice, then told "or subtract
+    datetime.datetime values", a datetime minus a time)."""
+    found = next((m for o in outputs if o.get("ename") == "TypeError"
+                  and (m := _CLOCK_ERROR.match(str(o.get("evalue", ""))))), None)
+    if found is None or "time" not in found.groups():
+        return ""
+    a, b = subtracted(code) or ("end", "start")
+    return ("a time of day (datetime.time) cannot be subtracted, nor be taken from a date: "
+            f"count both in minutes and subtract those, as in print(({a}.hour * 60 + "
+            f"{a}.minute) - ({b}.hour * 60 + {b}.minute)), and run the call again.")
 
 
 _NONE_ERROR = re.compile(r"'NoneType'")  # has no len(), is not subscriptable, has no attribute …

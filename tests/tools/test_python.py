@@ -463,13 +463,20 @@ def test_a_name_set_to_what_a_method_in_place_returned_gets_a_note(agent: Agent)
 def test_times_of_day_and_text_in_arithmetic_get_notes(agent: Agent) -> None:
     """Seen at 1.5B: ``datetime.time(13, 5) - datetime.time(8, 50)`` twice, then 135.0;
     ``timesheet['end'] - timesheet['start']`` of 'HH:MM' text three times."""
-    clock = run(agent, "import datetime\nprint(datetime.time(13, 5) - datetime.time(8, 50))")
-    assert clock.meta["note"].startswith(
-        "times of day (datetime.time) cannot be subtracted: count each in minutes (t.hour * 60 "
-        "+ t.minute)"), clock.meta["note"]
-    shown = run(agent, "t, u = datetime.time(13, 5), datetime.time(8, 50)\n"
-                       "print((t.hour * 60 + t.minute) - (u.hour * 60 + u.minute))")
-    assert shown.output.strip() == "255"  # the note's way, as written
+    clock = run(agent, "import datetime\nstart_time = datetime.time(8, 50)\n"
+                       "end_time = datetime.time(13, 5)\nprint(end_time - start_time)")
+    note = clock.meta["note"]
+    assert note.startswith(
+        "a time of day (datetime.time) cannot be subtracted, nor be taken from a date: count "
+        "both in minutes and subtract those, as in print((end_time.hour * 60 + "
+        "end_time.minute) - (start_time.hour * 60 + start_time.minute))"), note
+    shown = run(agent, note.split("as in ", 1)[1].split(", and run", 1)[0])
+    assert shown.output.strip() == "255"  # the note's own code, in the model's names, runs
+    # Told "or subtract datetime.datetime values", the 1.5B took a time from a datetime.
+    mixed = run(agent, "print(datetime.datetime(2023, 1, 1, 13, 5) - datetime.time(8, 50))")
+    assert mixed.meta["note"].startswith("a time of day (datetime.time) cannot be subtracted")
+    assert "a time of day" not in run(agent, "print(datetime.date(2024, 1, 1) - 3)").meta.get(
+        "note", "")
     for code in ["print('17:30' - '09:00')", "print(sum(['1', '2']))", "print('8' / 2)"]:
         assert run(agent, code).meta["note"].startswith(
             "a value there is text (str), as read from a file: convert it first"), code
