@@ -663,6 +663,22 @@ def test_the_same_call_not_to_be_run_is_asked_once_more_at_a_temperature(tmp_pat
         agent.run("Use Python to find the coldest city.")
         results = [i for i in agent.context if isinstance(i, ToolResult)]
     assert [r.meta.get("skipped") for r in results] == [None, "the same failing call again"]
+    # A later step's re-ask sees the failing call once: the copies not run are folded out of
+    # its prompt (each was one more example of that call), and it is sampled with another
+    # seed (the folded prompt is the first re-ask's again). The context keeps every copy.
+    script = [reply_tool_calls([("python", {"code": bad})]), reply_text("Rome"),
+              *[reply_tool_calls([("python", {"code": bad})])] * 3,
+              reply_tool_calls([("python", {"code": good})]), reply_text("Oslo")]
+    with ScriptedServer(script) as srv, Agent(model="m", base_url=srv.base_url, approval="auto",
+                                              file_tools=False, verify_answers=True,
+                                              temperature=0, cwd=str(tmp_path)) as agent:
+        assert agent.run("Use Python to find the coldest city.").text == "Oslo"
+        bodies = [r.body for r in srv.requests]
+        results = [i for i in agent.context if isinstance(i, ToolResult)]
+    assert [b.get("seed") for b in bodies] == [None, None, None, 33, None, 34, None]
+    tools_seen = [sum(m["role"] == "tool" for m in b["messages"]) for b in bodies]
+    assert tools_seen == [0, 1, 1, 1, 2, 1, 3], tools_seen
+    assert [r.meta.get("skipped") for r in results] == [None, "the same failing call again", None]
     # Off where answers are not checked, and with repeat_temperature 0.
     for settings in ({"verify_answers": False}, {"verify_answers": True, "repeat_temperature": 0}):
         script = [reply_tool_calls([("python", {"code": bad})]), reply_text("Rome"),

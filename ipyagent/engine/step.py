@@ -39,6 +39,7 @@ from ..context.evidence import ASKS_FOR_A_CALL, CHECK_KEY, CONTINUE_KEY
 from ..context.items import (
     NO_OUTPUT,
     VALUES,
+    Item,
     Message,
     Reasoning,
     Summary,
@@ -410,15 +411,42 @@ def _build(run: StepRun, say: bool = False) -> ModelRequest:
         tools, system, left_out = agent.text_mode_offer(tools, system)
         if say:
             run.say_text_mode_leaves_out(left_out)
-    temperature, seed = agent.temperature, None
+    temperature, seed, items = agent.temperature, None, list(agent.context)
     if run.resample:  # the same call again was set aside: asked once more, sampling
-        temperature, seed = max(temperature or 0.0, agent.repeat_temperature), RESAMPLE_SEED
+        items, folded = _without_repeats(items)
+        # Another seed each time: with the repeats folded away, the prompt of a later
+        # re-ask is the first one's again.
+        temperature = max(temperature or 0.0, agent.repeat_temperature)
+        seed = RESAMPLE_SEED + folded
     return ModelRequest(
-        system=system, items=list(agent.context),
+        system=system, items=items,
         tools=[t.spec() for t in tools], seed=seed,
         temperature=temperature, max_tokens=agent.request_max_tokens,
         tool_choice=agent.tool_choice, prompt_cache=agent.prompt_cache,
         cache_key=agent.prompt_cache_key if agent.prompt_cache else None)
+
+
+def _without_repeats(items: list[Item]) -> tuple[list[Item], int]:
+    """``items`` without the calls ipyagent did not run as repeats (and their results), and
+    how many there were.
+
+    Why: at 1.5B, re-asked after writing a failing call again, the model wrote it a third,
+    fourth and fifth time (fr-rows, coldest-city): each not-run copy in the prompt is one
+    more example of that call. The re-ask sees the failing call once, with its error and
+    notes; the context keeps every copy (the card and the transcript show them)."""
+    kept: list[Item] = []
+    folded = 0
+    for item in items:
+        if isinstance(item, ToolResult) and item.meta.get("skipped") in NOT_RUN_AGAIN:
+            # Its call is the latest of that id (a client may reuse ids: not by id alone).
+            at = next((n for n in range(len(kept) - 1, -1, -1) if isinstance(kept[n], ToolCall)
+                       and kept[n].id == item.call_id), None)  # type: ignore[union-attr]
+            if at is not None:
+                del kept[at]
+            folded += 1
+            continue
+        kept.append(item)
+    return kept, folded
 
 
 def _on_wire(run: StepRun, req: ModelRequest) -> ModelRequest:
