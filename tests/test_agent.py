@@ -679,6 +679,27 @@ def test_the_same_call_not_to_be_run_is_asked_once_more_at_a_temperature(tmp_pat
     tools_seen = [sum(m["role"] == "tool" for m in b["messages"]) for b in bodies]
     assert tools_seen == [0, 1, 1, 1, 2, 1, 3], tools_seen
     assert [r.meta.get("skipped") for r in results] == [None, "the same failing call again", None]
+    # Found by a review: a copy whose reply also had text is folded with it (no half turn
+    # ends the prompt), and an earlier task's copies stay (its prompt is what the server holds).
+    script = [reply_tool_calls([("python", {"code": bad})]), reply_text("Rome"),
+              reply_tool_calls([("python", {"code": bad})]),
+              reply_tool_calls([("python", {"code": bad})], text="Let me retry that.\n\n"),
+              reply_tool_calls([("python", {"code": bad})]),
+              reply_tool_calls([("python", {"code": good})]), reply_text("Oslo"),
+              reply_tool_calls([("python", {"code": bad})]), reply_text("Rome"),
+              reply_tool_calls([("python", {"code": bad})]),
+              reply_tool_calls([("python", {"code": good})]), reply_text("Oslo")]
+    with ScriptedServer(script) as srv, Agent(model="m", base_url=srv.base_url, approval="auto",
+                                              file_tools=False, verify_answers=True,
+                                              temperature=0, cwd=str(tmp_path)) as agent:
+        assert agent.run("Use Python to find the coldest city.").text == "Oslo"
+        assert agent.run("And again, please.").text == "Oslo"
+        bodies = [r.body for r in srv.requests]
+    folded = bodies[5]["messages"]
+    assert folded[-1]["role"] != "assistant" and not any(
+        "Let me retry" in str(m.get("content")) for m in folded)
+    assert [b.get("seed") for b in bodies][9:] == [None, 33, None]  # the new task's first re-ask
+    assert bodies[10]["messages"] == bodies[9]["messages"]  # all of it in the server's cache
     # Off where answers are not checked, and with repeat_temperature 0.
     for settings in ({"verify_answers": False}, {"verify_answers": True, "repeat_temperature": 0}):
         script = [reply_tool_calls([("python", {"code": bad})]), reply_text("Rome"),

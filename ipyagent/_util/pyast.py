@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+from collections.abc import Sequence
 
 __all__ = ["parsed", "comprehension_names", "last_assigned", "iterated", "stateful",
            "tested_in_loop", "filter_probe", "shadowed", "set_from_none",
@@ -274,15 +275,20 @@ def set_from_none(code: str, error: str = "") -> list[tuple[str, str]]:
     return [(name, method) for _, _, name, method in sorted(found)]
 
 
-def subtracted(code: str) -> tuple[str, str] | None:
-    """``(a, b)`` of the code's last ``a - b`` between two names (``end_time - start_time``),
-    each at most 40 characters; None when there is none or the code does not parse."""
+def subtracted(code: str, lines: Sequence[int] = ()) -> tuple[str, str] | None:
+    """``(a, b)`` of an ``a - b`` between two names (``end_time - start_time``), each at most
+    40 characters: the last on the last of ``lines`` that has one (the lines a traceback
+    pointed at), else the last in the code; None when there is none or it does not parse."""
     tree = parsed(code)
-    pairs = [(n.left.id, n.right.id) for n in ast.walk(tree) if isinstance(n, ast.BinOp)
-             and isinstance(n.op, ast.Sub) and isinstance(n.left, ast.Name)
-             and isinstance(n.right, ast.Name) and len(n.left.id) <= 40
-             and len(n.right.id) <= 40] if tree is not None else []
-    return pairs[-1] if pairs else None
+    pairs = sorted((n.lineno, n.col_offset, n.left.id, n.right.id) for n in ast.walk(tree)
+                   if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub)
+                   and isinstance(n.left, ast.Name) and isinstance(n.right, ast.Name)
+                   and len(n.left.id) <= 40 and len(n.right.id) <= 40) if tree is not None else []
+    for line in reversed(lines):
+        on_it = [(a, b) for at, _, a, b in pairs if at == line]
+        if on_it:
+            return on_it[-1]
+    return (pairs[-1][2], pairs[-1][3]) if pairs else None
 
 
 def _subject(test: ast.expr | None) -> ast.expr | None:

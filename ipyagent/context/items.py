@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Literal, Type, TypeVar, Union
 
-from .._util.text import one_line
+from .._util.text import one_line, visible
 from ..trust.untrusted import fence, inline_code, markdown_literal, markdown_text
 from .spill import OutputsField, ReplacedField, outputs_of, raw_replaced, replaced_of
 
@@ -268,10 +268,13 @@ def told_model(result: ToolResult) -> tuple[str, str]:
     ("'price' is a column name, not a value: …") was in ``%agent context`` alone."""
     note = str(result.meta.get("note") or "")
     changes = str(result.meta.get(CHANGES_NOTE) or "")
-    if changes and note.endswith(changes):
-        note = note[:-len(changes)].rstrip("; ")
+    if changes:  # wherever it sits among the note's parts
+        note = "; ".join(part for part in note.replace(changes, "\0").split("; ")
+                         if part.strip() and part != "\0").replace("\0", "")
     values = result.meta.get(VALUES)
-    return one_line(note, 2000), one_line(values, 400) if isinstance(values, str) else ""
+    # Hidden characters made visible here, once, for every place that shows them.
+    return (visible(one_line(note, 2000)),
+            visible(one_line(values, 400)) if isinstance(values, str) else "")
 
 
 def kernel_output(result: ToolResult) -> str:

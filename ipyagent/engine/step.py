@@ -35,7 +35,7 @@ from ..context.events import (
     Usage,
     live_emitter,
 )
-from ..context.evidence import ASKS_FOR_A_CALL, CHECK_KEY, CONTINUE_KEY
+from ..context.evidence import ASKS_FOR_A_CALL, CHECK_KEY, CONTINUE_KEY, run_items
 from ..context.items import (
     NO_OUTPUT,
     VALUES,
@@ -427,26 +427,41 @@ def _build(run: StepRun, say: bool = False) -> ModelRequest:
 
 
 def _without_repeats(items: list[Item]) -> tuple[list[Item], int]:
-    """``items`` without the calls ipyagent did not run as repeats (and their results), and
+    """``items`` without this run's calls ipyagent did not run as repeats (each with its
+    result, and with the reply's text and reasoning when it was that turn's only call), and
     how many there were.
 
     Why: at 1.5B, re-asked after writing a failing call again, the model wrote it a third,
     fourth and fifth time (fr-rows, coldest-city): each not-run copy in the prompt is one
     more example of that call. The re-ask sees the failing call once, with its error and
-    notes; the context keeps every copy (the card and the transcript show them)."""
-    kept: list[Item] = []
+    notes; the context keeps every copy (the card and the transcript show them). An earlier
+    task's copies stay: its prompt is what the server holds."""
+    _, this_run = run_items(items)
+    kept: list[Item] = items[:len(items) - len(this_run)]
     folded = 0
-    for item in items:
-        if isinstance(item, ToolResult) and item.meta.get("skipped") in NOT_RUN_AGAIN:
-            # Its call is the latest of that id (a client may reuse ids: not by id alone).
-            at = next((n for n in range(len(kept) - 1, -1, -1) if isinstance(kept[n], ToolCall)
-                       and kept[n].id == item.call_id), None)  # type: ignore[union-attr]
-            if at is not None:
-                del kept[at]
-            folded += 1
+    for item in this_run:
+        if not (isinstance(item, ToolResult) and item.meta.get("skipped") in NOT_RUN_AGAIN):
+            kept.append(item)
             continue
-        kept.append(item)
+        # Its call is the latest of that id (a client may reuse ids: not by id alone).
+        at = next((n for n in range(len(kept) - 1, -1, -1) if isinstance(kept[n], ToolCall)
+                   and kept[n].id == item.call_id), None)  # type: ignore[union-attr]
+        if at is not None:
+            # The turn it came in: back to the last result or user message. Its text and
+            # reasoning go too when it was the turn's only call (no half turn is left).
+            start = at
+            while start > 0 and not _turn_ends(kept[start - 1]):
+                start -= 1
+            alone = not any(isinstance(i, ToolCall) for i in kept[start:at] + kept[at + 1:])
+            del kept[start if alone else at:at + 1]
+        folded += 1
     return kept, folded
+
+
+def _turn_ends(item: Item) -> bool:
+    """``item`` is not part of a model's turn: a result, or a message to the model."""
+    return isinstance(item, (ToolResult, Summary)) or (
+        isinstance(item, Message) and item.role == "user")
 
 
 def _on_wire(run: StepRun, req: ModelRequest) -> ModelRequest:

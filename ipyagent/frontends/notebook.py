@@ -18,7 +18,7 @@ import json
 import re
 import threading
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from .._util.mainthread import Dispatcher, LoopDispatcher
 from .._util.text import one_line, visible
@@ -59,14 +59,17 @@ _COLORS = {"ok": "var(--jp-success-color1, #1a7f37)", "warn": "var(--jp-warn-col
 
 def card_markdown(call: ToolCall, status: str, arguments: dict[str, Any] | None = None,
                   preview: str | None = None, badge: tuple[str, str] | None = None,
-                  output: str = "") -> str:
-    """A tool call as Markdown: a header line with its status, the code, what it printed."""
+                  output: str = "", told: Sequence[str] = ()) -> str:
+    """A tool call as Markdown: a header line with its status, the code, what it printed,
+    and (``told``) what ipyagent told the model about it, quoted after the output's fence,
+    where nothing the call printed can stand."""
     lang, code = ("diff", preview) if preview else _code_of(call, arguments)
     mark = f" · {markdown_text(one_line(badge[0]))}" if badge else ""
     code = shown_code(code, lang)  # what runs, with nothing hidden: bidi overrides reorder a page
     printed = f"\n\n{fence(strip_ansi(output))}" if output else ""
+    said = "".join(f"\n\n> ℹ {markdown_text(line)}" for line in told)
     return (f"**{markdown_literal(call.name)}** <small>· {markdown_literal(call.id)} · "
-            f"{markdown_text(one_line(status))}{mark}</small>\n\n{fence(code, lang)}{printed}")
+            f"{markdown_text(one_line(status))}{mark}</small>\n\n{fence(code, lang)}{printed}{said}")
 
 
 def card_html(call: ToolCall, status: str, arguments: dict[str, Any] | None = None,
@@ -422,6 +425,7 @@ class _Card:
         self.preview = display.preview(call)
         self.state = "● waiting for approval" if display.asks(call) else "▶ running…"
         self.printed: tuple[str, str] = ("", "")  # (HTML, plain text) of its text outputs
+        self.told: list[str] = []  # what ipyagent told the model about it (told_model)
         self.approved = ""  # " · approved by you" when the approval panel gave way to the card
         bundle = self.bundle(self.state)
         if handle is None:
@@ -435,9 +439,13 @@ class _Card:
 
     def bundle(self, status: str) -> dict[str, str]:
         html_part, plain = self.printed
-        md = card_markdown(self.call, status, self.arguments, self.preview, self.badge, plain)
+        md = card_markdown(self.call, status, self.arguments, self.preview, self.badge, plain,
+                           self.told)
+        told = "".join(f"<div class='ipyagent-told' style='color:{_MUTED};font-size:90%;"
+                       f"padding:2px 4px 2px 1.6em;text-indent:-1.2em'>ℹ {html.escape(line)}</div>"
+                       for line in self.told)
         return {"text/html": card_html(self.call, status, self.arguments, self.preview,
-                                       self.badge, html_part),
+                                       self.badge, html_part + told),
                 "text/markdown": md, "text/plain": md}
 
     def status(self, status: str, final: bool = False) -> None:
@@ -665,14 +673,9 @@ class NotebookDisplay:
                             "".join(p if p.endswith("\n") else p + "\n" for _, p in printed))
             # What the model read after the outputs, in its order: the values line (the end
             # of the result's text), then ipyagent's note.
-            values, note = told_model(result)[::-1]
-            told = [visible(line) for line in (
+            note, values = told_model(result)
+            card.told = [line for line in (
                 values, f"ipyagent's note to the model: {note}" if note else "") if line]
-            if told:
-                card.printed = (card.printed[0] + "".join(
-                    f"<div class='ipyagent-told' style='color:{_MUTED};font-size:90%;"
-                    f"padding:2px 4px 2px 1.6em;text-indent:-1.2em'>ℹ {html.escape(line)}</div>"
-                    for line in told), card.printed[1] + "".join(f"ℹ {line}\n" for line in told))
             took = time.monotonic() - card.started
             edited = "✎ edited · " if result.meta.get("edited") else ""
             mark = "✗ error" if result.error else "✓ done"

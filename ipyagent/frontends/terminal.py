@@ -262,7 +262,7 @@ class TerminalDisplay:
                                or f"  {mark} {'failed' if event.result.error else 'done'}")
             note, _ = told_model(event.result)  # (the values line is in the output shown)
             if note:  # what the model was told about it, dim
-                shown = f"  ℹ ipyagent's note to the model: {visible(note)}"
+                shown = f"  ℹ ipyagent's note to the model: {note}"
                 self._raw_line(f"{_DIM}{shown}{_RESET}" if self.colour else shown)
             if _has_image(event.result):  # "[image/png …]" alone reads as if it were shown
                 note = "  (a terminal cannot show images: a saved transcript keeps them)"

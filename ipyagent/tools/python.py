@@ -281,17 +281,27 @@ _CLOCK_ERROR = re.compile(r"^unsupported operand type\(s\) for -=?: 'datetime\.(
 
 def clock_note(code: str, outputs: list[dict[str, Any]]) -> str:
     """ipyagent's note when a time of day (``datetime.time``) was subtracted, or taken from a
-    date, with the subtraction in minutes written in the code's own names, or "" (seen at
-    1.5B: ``end_time - start_time`` of two ``datetime.time`` twice, then told "or subtract
-    datetime.datetime values", a datetime minus a time)."""
-    found = next((m for o in outputs if o.get("ename") == "TypeError"
-                  and (m := _CLOCK_ERROR.match(str(o.get("evalue", ""))))), None)
-    if found is None or "time" not in found.groups():
+    date, with the subtraction in minutes written in the code's own names (those of the
+    subtraction on the line the traceback points at), or "" (seen at 1.5B: ``end_time -
+    start_time`` of two ``datetime.time`` twice, then told "or subtract datetime.datetime
+    values", a datetime minus a time)."""
+    error = next((o for o in outputs if o.get("ename") == "TypeError"
+                  and _CLOCK_ERROR.match(str(o.get("evalue", "")))), None)
+    found = _CLOCK_ERROR.match(str(error.get("evalue", ""))) if error else None
+    if error is None or found is None or "time" not in found.groups():
         return ""
-    a, b = subtracted(code) or ("end", "start")
-    return ("a time of day (datetime.time) cannot be subtracted, nor be taken from a date: "
+    if "date" in found.groups():  # a date has no hour: it needs a time of day first
+        return ("a date and a time of day (datetime.time) cannot be subtracted: make both "
+                "datetimes first, as in datetime.datetime.combine(day, t), and run the call "
+                "again.")
+    traceback = strip_ansi("\n".join(map(str, error.get("traceback") or [])))
+    pointed = [int(n) for n in re.findall(r"^-+> ?(\d{1,6}) ", traceback, re.M)]
+    pair = subtracted(code, pointed)
+    a, b = pair or ("end", "start")
+    which = "" if pair else " for two times end and start"
+    return ("a time of day (datetime.time) cannot be subtracted, nor be taken from a datetime: "
             f"count both in minutes and subtract those, as in print(({a}.hour * 60 + "
-            f"{a}.minute) - ({b}.hour * 60 + {b}.minute)), and run the call again.")
+            f"{a}.minute) - ({b}.hour * 60 + {b}.minute)){which}, and run the call again.")
 
 
 _NONE_ERROR = re.compile(r"'NoneType'")  # has no len(), is not subscriptable, has no attribute …

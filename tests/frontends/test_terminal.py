@@ -362,3 +362,6 @@ def test_what_ipyagent_told_the_model_is_shown_under_the_result() -> None:
     assert "ℹ" not in shown({"note": changes, CHANGES_NOTE: changes})
     assert shown({"note": f"define x; {changes}", CHANGES_NOTE: changes}).endswith(
         "ℹ ipyagent's note to the model: define x\n")
+    # Wherever the files-changed part sits among the note's parts (found by a review).
+    assert shown({"note": f"{changes}; the user sees 40 lines", CHANGES_NOTE: changes}).endswith(
+        "ℹ ipyagent's note to the model: the user sees 40 lines\n")

@@ -467,8 +467,8 @@ def test_times_of_day_and_text_in_arithmetic_get_notes(agent: Agent) -> None:
                        "end_time = datetime.time(13, 5)\nprint(end_time - start_time)")
     note = clock.meta["note"]
     assert note.startswith(
-        "a time of day (datetime.time) cannot be subtracted, nor be taken from a date: count "
-        "both in minutes and subtract those, as in print((end_time.hour * 60 + "
+        "a time of day (datetime.time) cannot be subtracted, nor be taken from a datetime: "
+        "count both in minutes and subtract those, as in print((end_time.hour * 60 + "
         "end_time.minute) - (start_time.hour * 60 + start_time.minute))"), note
     shown = run(agent, note.split("as in ", 1)[1].split(", and run", 1)[0])
     assert shown.output.strip() == "255"  # the note's own code, in the model's names, runs
@@ -477,6 +477,14 @@ def test_times_of_day_and_text_in_arithmetic_get_notes(agent: Agent) -> None:
     assert mixed.meta["note"].startswith("a time of day (datetime.time) cannot be subtracted")
     assert "a time of day" not in run(agent, "print(datetime.date(2024, 1, 1) - 3)").meta.get(
         "note", "")
+    # The subtraction on the failing line, not another (found by a review); a date minus a
+    # time is told to combine them (a date has no hour).
+    other = run(agent, "total, used = 10, 3\nleft = total - used\n"
+                       "print(end_time - start_time)")
+    assert "(end_time.hour * 60" in other.meta["note"], other.meta["note"]
+    day = run(agent, "day = datetime.date(2024, 1, 1)\nprint(day - start_time)")
+    assert day.meta["note"].startswith("a date and a time of day (datetime.time) cannot be "
+                                       "subtracted: make both datetimes first")
     for code in ["print('17:30' - '09:00')", "print(sum(['1', '2']))", "print('8' / 2)"]:
         assert run(agent, code).meta["note"].startswith(
             "a value there is text (str), as read from a file: convert it first"), code

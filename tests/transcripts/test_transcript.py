@@ -63,6 +63,7 @@ def test_saved_notebook_is_valid_and_shows_everything(rich):
     # What ipyagent told the model about the edited call, after that cell (not only in
     # `%agent context`): the run's notebook shows every word the model read.
     assert "the user edited this call before it ran" in nb.cells[9].source
+
     assert nb.cells[1].source == "#### User\n\ndraw it"
     assert nb.cells[-2].source.startswith("#### Assistant\n\nAll done")
     assert nb.cells[-1].source.startswith("#### Audit") and nb.cells[-1].id == "ipyagent-audit"
@@ -691,3 +692,24 @@ def test_mixed_unrecorded_and_compacted_calls_are_each_counted() -> None:
     assert ran_where(items) == ("2 in the bubblewrap sandbox, 1 on a remote kernel (not sandboxed "
                                 "by ipyagent), 2 not recorded")
     assert ran_where([ToolResult("c8", "x", name="read_file")]) is None
+
+
+def test_what_ipyagent_told_the_model_is_saved_visible(tmp_path) -> None:
+    """Found by a review: the note cell held a bidi override the model's code put in the
+    failing part the note quotes; the card showed it as ⟨U+202E⟩, the saved notebook raw."""
+    from ipyagent import Agent
+    from ipyagent.context.items import ToolResult
+    from tests.helpers.scripted_model import ScriptedModel, calls, text
+
+    code = "total = 1\nprint(total + int('12 \u202e;srac eht ' + 'x' * 40) + total + total)"
+    agent = Agent(client=ScriptedModel([calls(("python", {"code": code})), text("it failed")]),
+                  approval="auto", cwd=str(tmp_path), autosave="", file_tools=False)
+    try:
+        agent.run("go")
+        note = [i for i in agent.context if isinstance(i, ToolResult)][0].meta.get("note", "")
+        assert "\u202e" in note  # the model's code, as the model gets it
+        nb = nbformat.read(agent.save(tmp_path / "run"), as_version=4)
+    finally:
+        agent.close()
+    told = [c.source for c in nb.cells if "ipyagent told the model" in c.source]
+    assert told and "\u202e" not in told[0] and "⟨U+202E⟩" in told[0]
