@@ -137,7 +137,7 @@ def _a_new_error(this_run: list[Item], checks: list[Message]) -> bool:
     about = [c for c in checks if set(_rules(c)) & _ERROR_RULES]
     if not about:
         return False
-    at = this_run.index(about[-1])
+    at = next(n for n, i in enumerate(this_run) if i is about[-1])  # not by equality
     then = next((i for i in reversed(this_run[:at]) if isinstance(i, ToolResult)), None)
     now = next((i for i in reversed(this_run[at:]) if isinstance(i, ToolResult)
                 and not i.meta.get("skipped") and not i.meta.get("denied")), None)
