@@ -205,8 +205,9 @@ def no_call_ran(task: str, answer: str) -> Finding | None:
 
 def typed_files(task: str, results: Sequence[Item], can_run: bool) -> Finding | None:
     """The task asks for Python, no code ran, and write_file wrote content the model typed
-    itself, not given by the task (seen at 1.5B: asked to write list.txt's lines reversed "using Python", it wrote
-    "4 3 2 1", the preview's line numbers, with write_file, and answered from its receipt)."""
+    itself, not given by the task (seen at 1.5B: asked to write list.txt's lines reversed
+    "using Python", it wrote "4 3 2 1", the preview's line numbers, with write_file, and
+    answered from its receipt)."""
     if not can_run or not asks_to_run_code(task) or any(
             isinstance(r, ToolResult) and r.name in ("python", "shell") for r in results):
         return None
