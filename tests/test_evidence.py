@@ -10,6 +10,7 @@ from ipyagent.context.evidence import (
     ASKS_FOR_A_CALL,
     CHECK_KEY,
     case_not_ignored,
+    code_for_result,
     empty_answer,
     error_ignored,
     files_to_write,
@@ -256,6 +257,29 @@ def test_a_file_typed_in_where_the_task_asks_for_python_is_found() -> None:
     items = [Message("user", REVERSE), call, wrote("4\n3")]
     assert [f.rule for f in findings(items, "12 lines written", can_run=True)] == [
         "unsupported_number"]
+
+
+FIB = ("def fibonacci(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n"
+       "    return a\n\nprint(fibonacci(20))")
+
+
+def test_an_answer_that_shows_the_code_that_ran_instead_of_its_result_is_found() -> None:
+    """Seen at 1.5B: 6765 printed, and the answer was the code again, "This will output the
+    20th Fibonacci number"."""
+    task = "Use Python to compute the 20th Fibonacci number and reply with it."
+    items = [Message("user", task), ToolCall("c1", "python", {"code": FIB}), result("6765\n")]
+    echoed = f"Here is an iterative solution:\n\n```python\n{FIB}\n```\n\nThis will output it."
+    found = findings(items, echoed)
+    assert [f.rule for f in found] == ["code_answer"]
+    assert "It printed '6765': answer the task with what it printed." in found[0].ask
+    # Not when: the value is said too, the code differs, the task asks for code to read,
+    # the call failed, or printed nothing.
+    assert code_for_result(task, f"It is 6765:\n```python\n{FIB}\n```", result("6765"), FIB) is None
+    assert code_for_result(task, "```python\nprint(1)\n```", result("6765"), FIB) is None
+    assert code_for_result("Write a Python function for Fibonacci numbers.", echoed,
+                           result("6765"), FIB) is None
+    assert code_for_result(task, echoed, result("boom", error=True), FIB) is None
+    assert code_for_result(task, echoed, result("(no output)"), FIB) is None
 
 
 ISS_CODE = ("G = 6.674e-11\nM = 5.972e24\nR = 6371 + 408  # km\ng = G * M / R**2\n"

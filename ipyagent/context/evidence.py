@@ -43,7 +43,8 @@ class Finding:
 
     rule: str  # empty_answer | empty_after_error | error_ignored | last_call_failed | no_call |
     #            empty | zero | nan | unsupported_number | file_unchanged | file_empty |
-    #            file_edit | units | decimals | receipt | form | order | case | typed_file
+    #            file_edit | units | decimals | receipt | form | order | case | typed_file |
+    #            code_answer
     said: str  # for the person: "the last output was a traceback"
     ask: str  # for the model: what to look at again
 
@@ -592,6 +593,29 @@ def receipt_answer(task: str, answer: str, last: ToolResult) -> Finding | None:
                    "with what it asks for.")
 
 
+_BLOCK = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n(.*?)^[ \t]*\1", re.S | re.M)
+
+
+def code_for_result(task: str, answer: str, last: ToolResult, code: str) -> Finding | None:
+    """The task asks for Python's result and the answer shows the code of the call that just
+    ran cleanly (``code``) instead of what it printed (seen at 1.5B: the 20th Fibonacci
+    number computed, 6765 printed, and the answer was the code again with "This will output
+    the 20th Fibonacci number")."""
+    printed = last.output.strip()
+    if (last.error or last.name != "python" or not code.strip() or not asks_to_run_code(task)
+            or not printed or printed.startswith(NO_OUTPUT[:-1])):
+        return None
+    shown = [m.group(2) for m in _BLOCK.finditer(answer)]
+    if not any(" ".join(block.split()) == " ".join(code.split()) for block in shown):
+        return None
+    prose = _FENCED.sub("", answer)
+    if any(line.strip() in prose for line in printed.splitlines()[-3:] if line.strip()):
+        return None  # what it printed is said too
+    return Finding("code_answer", "the answer shows the code that ran, not what it printed",
+                   f"Your answer shows the code you ran instead of its result. It printed "
+                   f"{_short(printed)}: answer the task with what it printed.")
+
+
 # -- one computation of a physical quantity, from constants the model brought ----------------
 _UNIT = re.compile(r"\d\s*(?:(?:m/s\^?2|m/s²|m/s|km/h|km|cm|mm|kg|g|N|J|W|kW|Pa|K|°C|Hz|eV|m|s)"
                    r"(?![\w/])|(?i:seconds?|meters?|metres?|kilometers?|newtons?|joules?)\b)")
@@ -894,6 +918,9 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
     if found[0] is None:  # a failed call explains an empty file, a receipt, a value
         found.append(empty_files(task, _last_sizes(results), answer))
         found.append(receipt_answer(task, answer, last))
+        ran = next((c for c in reversed(items_now) if isinstance(c, ToolCall)
+                    and c.id == last.call_id), None)
+        found.append(code_for_result(task, answer, last, _code(ran) if ran else ""))
         found.append(suspicious_value(answer, last, outputs[:-1], task))
         found.append(case_not_ignored(task, " ".join(_code(c) for c in items_now
                                                       if isinstance(c, ToolCall))))
