@@ -245,7 +245,7 @@ def error_note(outputs: list[dict[str, Any]], files: Sequence[str] = ()) -> str:
         if found and named:
             extension = "." + named[0].rsplit(".", 1)[1].lower()
             how = _read_as(extension)
-            code = strip_ansi("\n".join(map(str, out.get("traceback") or [])))
+            code = _traceback_text(out)
             if re.search(rf"(?<![\w'\"./]){re.escape(named[0])}(?![\w'\"])", code):
                 # ``app.log.split(…)``: the file's name written as code. Read into a name of
                 # its own (seen at 0.5B: the stem's name then met "str has no attribute log").
@@ -266,7 +266,7 @@ def error_note(outputs: list[dict[str, Any]], files: Sequence[str] = ()) -> str:
         for ename, pattern, note, unnamed in _ERROR_NOTES:
             if out.get("ename") == ename:
                 code_line = ename == "SyntaxError"  # what it says is in the code it shows
-                text = (strip_ansi("\n".join(map(str, out.get("traceback") or [])))
+                text = (_traceback_text(out)
                         if code_line else str(out.get("evalue", "")))
                 found = pattern.search(text) if code_line else pattern.match(text)
                 if found or unnamed:
@@ -285,17 +285,15 @@ def clock_note(code: str, outputs: list[dict[str, Any]]) -> str:
     subtraction on the line the traceback points at), or "" (seen at 1.5B: ``end_time -
     start_time`` of two ``datetime.time`` twice, then told "or subtract datetime.datetime
     values", a datetime minus a time)."""
-    error = next((o for o in outputs if o.get("ename") == "TypeError"
-                  and _CLOCK_ERROR.match(str(o.get("evalue", "")))), None)
-    found = _CLOCK_ERROR.match(str(error.get("evalue", ""))) if error else None
-    if error is None or found is None or "time" not in found.groups():
+    error, found = next(((o, m) for o in outputs if o.get("ename") == "TypeError"
+                         and (m := _CLOCK_ERROR.match(str(o.get("evalue", ""))))), ({}, None))
+    if found is None or "time" not in found.groups():
         return ""
     if "date" in found.groups():  # a date has no hour: it needs a time of day first
         return ("a date and a time of day (datetime.time) cannot be subtracted: make both "
                 "datetimes first, as in datetime.datetime.combine(day, t), and run the call "
                 "again.")
-    traceback = strip_ansi("\n".join(map(str, error.get("traceback") or [])))
-    pointed = [int(n) for n in re.findall(r"^-+> ?(\d{1,6}) ", traceback, re.M)]
+    pointed = [int(m.group(1)) for m in _ARROW.finditer(_traceback_text(error))]
     pair = subtracted(code, pointed)
     a, b = pair or ("end", "start")
     which = "" if pair else " for two times end and start"
@@ -429,15 +427,20 @@ def _transformed(lines: list[str]) -> bool:
         for line in lines)
 
 
-_ARROW = re.compile(r"^-+> ?\d+ (.{1,200})$", re.M)
+_ARROW = re.compile(r"^-+> ?(\d{1,6}) (.{1,200})$", re.M)  # IPython's "----> 3 code"
 _ARITHMETIC = re.compile(r"^[\w .+\-*/%()=,\[\]^]+$")
+
+
+def _traceback_text(out: dict[str, Any]) -> str:
+    """An error output's traceback as plain text."""
+    return strip_ansi("\n".join(map(str, out.get("traceback") or [])))
 
 
 def _power_example(out: dict[str, Any]) -> str:
     """``, as in: 1000 * (1 + 0.05)**10``: the failing line with ** for ^ (the 0.5B copied
     the note's own example, ``** (1.05 ** 10)``, as its code)."""
-    line = _ARROW.search(strip_ansi("\n".join(map(str, out.get("traceback") or []))))
-    code = line.group(1).strip() if line else ""
+    line = _ARROW.search(_traceback_text(out))
+    code = line.group(2).strip() if line else ""
     # Only arithmetic is quoted back in ipyagent's note: no strings, no comments.
     if "^" not in code or len(code) > 120 or not _ARITHMETIC.match(code):
         return " (as in 2 ** 10)"
