@@ -1,6 +1,6 @@
 """Small tool tasks against a real local server: ipyagent beside smolagents, same model.
 
-Thirteen sets of six tasks a notebook user asks a small local model, each with a checker that
+Fifteen sets of six tasks a notebook user asks a small local model, each with a checker that
 reads the answer (and the file it wrote): ``bench`` (compute 2**100, a physics formula, primes,
 a CSV mean, a semicolon-delimited CSV, write a file then read it back), ``unseen`` (nested
 JSON, a TSV, dates, a config edit, units, missing cells: written before issue 33's work; issue
@@ -23,7 +23,10 @@ squares written to a file, the coldest city, the first error's line, a marathon 
 lines removed, a time in seconds): both written a session later, before either's first run;
 ``fresh10`` (leap years, a letter count, an average age, a CSV's shape, lines reversed, hours
 worked) and ``fresh11`` (a Fibonacci number, a gcd, the cheapest product over a price, rows
-written by country, capitalised words, minutes between two times): the same, a session later.
+written by country, capitalised words, minutes between two times): the same, a session later;
+``fresh12`` (an odd sum, the hottest day, long words, an order total, a file in upper case, km/h
+to m/s) and ``fresh13`` (a digit sum, a category's quantity, distinct lines, an age, numbers
+sorted into a file, a region's share): the same, on 2026-12-07.
 ipyagent runs with its defaults (python in the sandboxed sibling kernel, approval auto);
 smolagents' ``ToolCallingAgent`` (its python tool) and ``CodeAgent`` run the same tasks against
 the same server and model, side by side in this process, when smolagents is installed. Per task and runner: solved or not, steps, prompt tokens
@@ -470,9 +473,70 @@ FRESH11 = [
          "13:05 on the same day and reply with the number.",
          lambda a, _: _only_number(a, "255", ("08", "50", "13", "05", "8", "5")), {}),
 ]
+# Written and committed on 2026-12-07 (a session after fresh10 and fresh11), before either
+# set's first run and before any of that session's changes to ipyagent's checks or notes.
+FRESH12 = [
+    Task("odd-sum", "Use Python to compute the sum of the odd numbers from 1 to 99, both "
+         "included, and reply with the number.",
+         lambda a, _: _only_number(a, "2500", ("1", "99")), {}),
+    Task("hottest-day", "weather.csv has columns date and temp. Use Python to find the date with "
+         "the highest temperature and reply with that date.",
+         lambda a, _: "2026-07-02" in a
+         and not any(d in a for d in ("2026-07-01", "2026-07-03", "2026-07-04")),
+         {"weather.csv": "date,temp\n2026-07-01,28.5\n2026-07-02,31.2\n2026-07-03,29.9\n"
+                         "2026-07-04,30.8\n"}),
+    Task("long-words", "words.txt has one word per line. Use Python to count how many of the words "
+         "have more than 5 letters and reply with the number.",
+         lambda a, _: _only_number(a, "3", ("5",)),
+         {"words.txt": "apple\nbanana\ncherry\nfig\ngrapefruit\nkiwi\nmango\n"}),
+    Task("order-total", "orders.json is a list of orders, each with an id, a qty and a price. Use "
+         "Python to compute the total value of all orders (qty times price) and reply with it, 2 "
+         "decimals.",
+         lambda a, _: _has_number(a, 18.0, 2) and not re.search(r"18\.(?!00)\d", a),
+         {"orders.json": '[{"id": 1, "qty": 2, "price": 3.50}, {"id": 2, "qty": 1, "price": '
+                         '10.00}, {"id": 3, "qty": 4, "price": 0.25}]\n'}),
+    Task("upper-file", "Use Python to write the text of note.txt in upper case to upper.txt and "
+         "reply with the number of lines written.",
+         lambda a, d: _lines(d / "upper.txt") == ["HELLO WORLD", "SEE YOU SOON"]
+         and _only_number(a, "2"),
+         {"note.txt": "hello world\nsee you soon\n"}),
+    Task("kmh-to-ms", "Use Python to convert 90 km/h to metres per second and reply with the "
+         "number.",
+         lambda a, _: _only_number(a, "25", ("90",)) or _only_number(a, "25.0", ("90",)), {}),
+]
+# Written and committed with fresh12, before either set's first run.
+FRESH13 = [
+    Task("digit-sum", "Use Python to compute the sum of the digits of 2**50 and reply with the "
+         "number.",
+         lambda a, _: _only_number(a, "76", ("2", "50")), {}),
+    Task("fruit-qty", "inventory.csv has columns item, category and qty. Use Python to compute "
+         "the total qty of the items whose category is fruit and reply with the number.",
+         lambda a, _: _only_number(a, "16"),
+         {"inventory.csv": "item,category,qty\napple,fruit,5\ncarrot,veg,3\npear,fruit,7\n"
+                           "leek,veg,2\nplum,fruit,4\n"}),
+    Task("distinct-lines", "Use Python to count how many distinct lines log.txt has and reply "
+         "with the number.",
+         lambda a, _: _only_number(a, "4"),
+         {"log.txt": "start\nload\nstart\nsave\nload\nexit\n"}),
+    Task("age-years", "Someone was born on 1990-05-17. Use Python to compute their age in whole "
+         "years on 2026-12-07 and reply with the number.",
+         lambda a, _: _only_number(a, "36", ("1990", "05", "17", "2026", "12", "07", "5", "7")),
+         {}),
+    Task("sort-numbers", "numbers.txt has one number per line. Use Python to write them sorted "
+         "from smallest to largest to sorted.txt and reply with the largest number.",
+         lambda a, d: _lines(d / "sorted.txt") == ["3", "7", "19", "25", "42"]
+         and _only_number(a, "42"),
+         {"numbers.txt": "42\n7\n19\n3\n25\n"}),
+    Task("north-share", "sales.csv has columns region and amount. Use Python to compute what "
+         "percentage of the total amount comes from the north region and reply with it, 1 "
+         "decimal.",
+         lambda a, _: _has_number(a, 30.0, 1) and not re.search(r"30\.[1-9]", a),
+         {"sales.csv": "region,amount\nnorth,300\nsouth,500\neast,200\n"}),
+]
 SETS = {"bench": TASKS, "unseen": UNSEEN, "fresh": FRESH, "fresh2": FRESH2, "fresh3": FRESH3,
         "fresh4": FRESH4, "fresh5": FRESH5, "fresh6": FRESH6, "fresh7": FRESH7, "fresh8": FRESH8,
-        "fresh9": FRESH9, "fresh10": FRESH10, "fresh11": FRESH11}
+        "fresh9": FRESH9, "fresh10": FRESH10, "fresh11": FRESH11, "fresh12": FRESH12,
+        "fresh13": FRESH13}
 
 
 def _only_number(answer: str, number: str, allowed: tuple[str, ...] = ()) -> bool:
