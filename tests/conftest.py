@@ -57,6 +57,33 @@ def no_orphan_kernels():
     assert not alive, f"orphaned kernel processes: {alive}"
 
 
+def _untracked() -> set[str] | None:
+    """The checkout's files git does not know and does not ignore (None outside a checkout)."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                             cwd=root, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return {line[3:] for line in out.stdout.splitlines() if line.startswith("??")}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_files_left_in_the_checkout():
+    """A test writes in its own temporary folder, never in the checkout (a kernel whose
+    working folder is the checkout once left ``fr_test.csv`` there, and it was committed)."""
+    before = _untracked()
+    yield
+    after = _untracked()
+    if before is not None and after is not None:
+        assert not after - before, f"tests left files in the checkout: {sorted(after - before)}"
+
+
 @pytest.fixture
 def scripted_server():
     """A real OpenAI-compatible server on 127.0.0.1 replaying scripted replies."""

@@ -92,13 +92,23 @@ class ReplayReport:
         return not self.differences
 
     def __repr__(self) -> str:
-        head = "reproduced" if self.reproduced else "NOT reproduced"
+        head = ("NOT reproduced" if not self.reproduced
+                else "reproduced" if self.compared else "nothing re-run")
         where = ""
         if self.differences:
             first = self.differences[0]
             where = f", first at step {first.step} ({first.call_id})"
         return (f"<ReplayReport {head}: {_count(self.compared, 'python call')} in "
-                f"{_count(self.steps, 'step')}, {len(self.differences)} differ{where}>")
+                f"{_count(self.steps, 'step')}, {len(self.differences)} differ{where}"
+                f"{self._not_run_then()}>")
+
+    def _not_run_then(self) -> str:
+        """The calls the recording itself did not run (a run whose every call was denied
+        would otherwise read as reproduced, with nothing checked)."""
+        if not self.not_run:
+            return ""
+        return (f"; {_count(self.not_run, 'call')} not run when recorded "
+                "(denied, skipped or interrupted), so not checked")
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         """Terminal IPython shows the differences, as the notebook's table does."""
@@ -113,13 +123,15 @@ class ReplayReport:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        color = "#1a7f37" if self.reproduced else "#b35900"
-        verdict = "reproduced" if self.reproduced else "not reproduced"
+        color = ("#b35900" if not self.reproduced else "#1a7f37" if self.compared
+                 else "#666")
+        verdict = ("not reproduced" if not self.reproduced
+                   else "reproduced" if self.compared else "nothing re-run")
         parts = [f"<div class='ipyagent-replay'><div><b style='color:{color}'>Replay: "
                  f"{verdict}</b> — {html.escape(self.source)}: "
                  f"{_count(self.compared, 'python call')} re-run in "
                  f"{_count(self.steps, 'step')}, {len(self.differences)} differ "
-                 f"({self.duration:.1f}s)</div>"]
+                 f"({self.duration:.1f}s){html.escape(self._not_run_then())}</div>"]
         if self.differences:
             parts.append("<table><thead><tr><th>step</th><th>call</th><th>code</th>"
                          "<th>recorded output</th><th>new output</th></tr></thead><tbody>")

@@ -19,8 +19,8 @@ PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 16).decode()
 
 
 @pytest.fixture(scope="module")
-def agent() -> Iterator[Agent]:
-    with Agent(file_tools=False) as a:
+def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agent]:
+    with Agent(file_tools=False, cwd=str(tmp_path_factory.mktemp("python-tool"))) as a:
         yield a
 
 

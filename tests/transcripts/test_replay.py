@@ -102,6 +102,20 @@ def test_replay_reports_the_step_whose_output_changed(tmp_path):
     assert repr(one) == "<ReplayReport reproduced: 1 python call in 1 step, 0 differ>"
 
 
+def test_a_recording_whose_calls_were_all_denied_does_not_read_as_reproduced(tmp_path):
+    """A new user replayed a run whose only call was denied and read "reproduced … 0 differ":
+    nothing was checked, and the report says so."""
+    with Agent(model="demo", approval="deny", cwd=str(tmp_path)) as agent:
+        agent.run("Use Python to compute 2**100")
+        path = agent.save(tmp_path / "denied.ipynb")
+    report = replay(path, cwd=str(tmp_path), approval="auto")
+    assert (report.compared, report.not_run) == (0, 1)
+    assert repr(report) == ("<ReplayReport nothing re-run: 0 python calls in 1 step, 0 differ; "
+                            "1 call not run when recorded (denied, skipped or interrupted), "
+                            "so not checked>")
+    assert "nothing re-run" in report._repr_html_() and "not checked" in report._repr_html_()
+
+
 def test_replay_counts_an_error_that_appears(tmp_path):
     (tmp_path / "data.txt").write_text("1")
     model = ScriptedModel([calls(("python", {"code": "import os; os.remove('data.txt'); print('ok')"})),
