@@ -205,6 +205,7 @@ def _call_cells(call: ToolCall, result: ToolResult | None) -> Iterable[dict[str,
             cell = _code(cell_source(call, *written))
             cell["metadata"]["ipyagent"] = {"call_id": call.id, "kind": "file"}
             yield cell
+        yield from _told(call, result)
         return
     why = _not_run_reason(result)
     if why:
@@ -213,6 +214,7 @@ def _call_cells(call: ToolCall, result: ToolResult | None) -> Iterable[dict[str,
         if result is not None and result.output and meta.get("status") in NOT_RERUN:
             text += f"\n\nRecorded output:\n\n{_fence(_clip(result.output))}"
         yield _md(text, kind="tool", call_id=call.id)
+        yield from _told(call, result)
         return
     original = call.meta.get("original_arguments")
     if meta.get("edited") or original is not None:
@@ -227,10 +229,18 @@ def _call_cells(call: ToolCall, result: ToolResult | None) -> Iterable[dict[str,
         # The agent carried on after the error; so must Run All (nbclient and Jupyter honour this tag).
         cell["metadata"]["tags"] = ["raises-exception"]
     yield cell
+    yield from _told(call, result)
+
+
+def _told(call: ToolCall, result: ToolResult | None) -> Iterable[dict[str, Any]]:
+    """What ipyagent told the model after the call's outputs (values, then its note), in the
+    model's order, kept with the run: for every call, run or not, python or not."""
+    if result is None:
+        return
     note, values = told_model(result)
-    if note or values:  # what the model read after the outputs, in its order, kept with the run
+    if note or values:
         told = [f"{_fence(line)}" for line in (values, note) if line]
-        yield _md(f"*ipyagent told the model, after this cell's outputs* ({inline_code(call.id)}):"
+        yield _md(f"*ipyagent told the model, after this call's outputs* ({inline_code(call.id)}):"
                   "\n\n" + "\n\n".join(told), kind="note", call_id=call.id)
 
 

@@ -713,3 +713,26 @@ def test_what_ipyagent_told_the_model_is_saved_visible(tmp_path) -> None:
         agent.close()
     told = [c.source for c in nb.cells if "ipyagent told the model" in c.source]
     assert told and "\u202e" not in told[0] and "⟨U+202E⟩" in told[0]
+
+
+def test_what_ipyagent_told_the_model_is_saved_for_every_kind_of_call() -> None:
+    """A timed-out python call and a file tool's result had notes the model read that the saved
+    notebook left out (only a python cell that ran kept its note cell)."""
+    from ipyagent.context.buffer import Context
+    from ipyagent.context.items import ToolCall, ToolResult
+
+    ctx = Context([
+        ToolCall("t1", "python", {"code": "while True: pass"}),
+        ToolResult("t1", "timed out", name="python",
+                   meta={"status": "timeout", "note": "the loop never ends: NOTE-ONE"}),
+        ToolCall("r1", "read_file", {"path": "a.csv"}),
+        ToolResult("r1", "a;b\n1;2", name="read_file", meta={"note": "separator ';': NOTE-TWO"}),
+        ToolCall("p1", "python", {"code": "print(1)"}),
+        ToolResult("p1", "1", name="python", execution_count=1, meta={"status": "ok"}),
+    ], system="sys")
+    cells = ctx.to_notebook().cells
+    told = [c for c in cells if "ipyagent told the model" in c.source]
+    assert [c.metadata["ipyagent"]["call_id"] for c in told] == ["t1", "r1"]  # p1 had none
+    assert "NOTE-ONE" in told[0].source and "NOTE-TWO" in told[1].source
+    order = [c.metadata["ipyagent"].get("call_id") for c in cells]
+    assert order.index("t1") < order.index("r1")  # each note under its own call
