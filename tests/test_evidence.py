@@ -323,10 +323,8 @@ def test_a_count_the_files_changed_note_showed_is_seen_by_the_asked_number_rule(
 def test_a_previews_line_numbers_are_not_given_numbers() -> None:
     """At 1.5B: asked for the first ERROR's line number, it printed the line and answered
     "the 5th line"; the preview's ``5| INFO retry`` made the 5 look given."""
-    from ipyagent.context import evidence
     from ipyagent.engine.previews import META_KEY
 
-    assert evidence._PREVIEW == META_KEY
     task = ("Use Python to find the first line of log.txt that contains ERROR and reply with "
             "its line number, counting from 1.")
     preview = Message("user", "<<<file log.txt\n1| INFO start\n2| INFO load\n3| WARN slow\n"

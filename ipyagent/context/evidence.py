@@ -17,7 +17,7 @@ from typing import Any
 
 from .._util.diffs import hunk_text, line_edits
 from .._util.text import visible_name
-from .items import NO_OUTPUT, Item, Message, ToolCall, ToolResult, kernel_output
+from .items import NO_OUTPUT, PREVIEW_KEY, Item, Message, ToolCall, ToolResult, kernel_output
 
 __all__ = ["Finding", "findings", "run_items", "empty_answer", "echoed_note", "error_ignored", "last_call_failed", "no_call_ran",
            "suspicious_value",
@@ -946,14 +946,13 @@ def findings(items: Sequence[Item], answer: str, *, staged: bool = False,
 
 
 _GUTTER = re.compile(r"^ *\d+\| ", re.M)
-_PREVIEW = "preview"  # Message.meta key of a file preview (engine.previews.META_KEY)
 
 
 def _ungutter(message: Message) -> str:
     """A message's text; a file preview's without its line numbers (``5| INFO retry``):
     they are ipyagent's numbering, not the data (at 1.5B "the 5th line", from no output,
     was taken as given by the preview's ``5|``)."""
-    return _GUTTER.sub("", message.content) if _PREVIEW in message.meta else message.content
+    return _GUTTER.sub("", message.content) if PREVIEW_KEY in message.meta else message.content
 
 
 def _last_sizes(results: Sequence[Item]) -> dict[str, int]:

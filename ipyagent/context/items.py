@@ -23,6 +23,7 @@ __all__ = [
     "CODE_ARGUMENTS",
     "NOTE_LEAD",
     "CHANGES_NOTE",
+    "PREVIEW_KEY",
     "told_model",
     "code_of",
     "note_line",
@@ -253,6 +254,11 @@ SHOWN = "shown"
 # ToolResult.meta: the line ipyagent added after a failed call's output, the values its
 # failing line read ("values when line 5 failed: city = 'Oslo'"; ``tools.line_values``).
 VALUES = "line_values"
+
+
+# Message.meta: a file preview put in the context before the first request (engine.previews);
+# its value describes the files. Here, below the engine, so the checks and the export know it.
+PREVIEW_KEY = "preview"
 
 
 # ToolResult.meta: the part of ``meta["note"]`` that says which files reached the folder (the

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from ..context.events import Event, FilesPreviewed, Notice
-from ..context.items import Message
+from ..context.items import PREVIEW_KEY, Message
 from ..instructions.file_preview import FilePreview, block, preview_files
 from ..models.retry import safe_url
 from ..trust.secrets import key_envs, secret_values
@@ -45,7 +45,7 @@ class PreviewAgent(AgentView, Protocol):
 
 __all__ = ["META_KEY", "PreviewRequest", "is_loopback", "preview_for_task", "where_sent"]
 
-META_KEY = "preview"
+META_KEY = PREVIEW_KEY
 INJECTED = "the injected model client (Agent(client=...))"
 
 

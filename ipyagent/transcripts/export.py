@@ -25,6 +25,7 @@ from .._util.text import one_line
 from .._version import __version__
 from ..context.evidence import CHECK_KEY
 from ..context.items import (
+    PREVIEW_KEY,
     Item,
     Message,
     Reasoning,
@@ -148,7 +149,7 @@ def _cells(items: list[Item], compacted: bool = False) -> Iterable[dict[str, Any
     results = _results_by_call(items)
     call_ids = {i.id for i in items if isinstance(i, ToolCall)}
     for item in items:
-        if isinstance(item, Message) and item.role == "user" and "preview" in item.meta:
+        if isinstance(item, Message) and item.role == "user" and PREVIEW_KEY in item.meta:
             # File content (engine.previews): its lines shown as they are, in a fence.
             head, _, rest = item.content.partition("\n")
             yield _md(f"#### File preview\n\n{markdown_text(head)}\n\n{_fence(rest)}", kind=item.role)
