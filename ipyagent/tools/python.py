@@ -80,7 +80,7 @@ def python_tool(agent: PythonHost) -> Tool:
             execution_count=execution.execution_count, meta=meta)
         note = (error_note(execution.outputs, _names_here(agent, execution.outputs))
                 or separator_note(code, execution.outputs, _folder(agent))
-                or header_note(code, execution.outputs, _folder(agent))
+                or header_note(code, execution.outputs, _folder(agent), _failed_at(execution.outputs))
                 or none_note(code, execution.outputs) or clock_note(code, execution.outputs))
         # What ipyagent asks the kernel after a failed call shares one deadline: a value's
         # own __repr__ (the sandboxed code's) could otherwise hold each question to the limit.
@@ -429,6 +429,16 @@ def _transformed(lines: list[str]) -> bool:
 
 _ARROW = re.compile(r"^-+> ?(\d{1,6}) (.{1,200})$", re.M)  # IPython's "----> 3 code"
 _ARITHMETIC = re.compile(r"^[\w .+\-*/%()=,\[\]^]+$")
+
+
+_CELL_FRAME = re.compile(r"^Cell In ?\[\d{1,9}\], line (\d{1,6})", re.M)  # "Cell In[1], line 10"
+
+
+def _failed_at(outputs: list[dict[str, Any]]) -> list[int]:
+    """The code's lines an error's traceback points at, innermost first (the cell's frames
+    only: a library's line numbers are not the code's)."""
+    return [int(m.group(1)) for out in outputs if out.get("output_type") == "error"
+            for m in _CELL_FRAME.finditer(_traceback_text(out))][::-1]
 
 
 def _traceback_text(out: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,11 +60,13 @@ _NAMED_FILE = re.compile(r"""['"]([A-Za-z_][\w.-]{0,99}\.[A-Za-z0-9]{1,10})['"]"
 _FIELDS = re.compile(r"[,;\t|]")
 
 
-def header_note(code: str, outputs: list[dict[str, Any]], folder: Path | None) -> str:
+def header_note(code: str, outputs: list[dict[str, Any]], folder: Path | None,
+                failed_at: Sequence[int] = ()) -> str:
     """ipyagent's note for a ``ValueError`` from reading a table's header as a number: the
     value is a column name on the first line of a file the code names, above a number on the
     second, or "" (seen at 1.5B: ``int(line.split(',')[1])`` over people.csv's lines failed on
-    ``'age\\n'``, and the same call came four more times)."""
+    ``'age\\n'``, and the same call came four more times). ``failed_at``: the code's lines
+    the traceback points at (the loop there is the one to change)."""
     if folder is None:
         return ""
     for out in outputs:
@@ -88,10 +91,12 @@ def header_note(code: str, outputs: list[dict[str, Any]], folder: Path | None) -
             first = _cut(lines[0])
             seps = [sep for sep in ",;\t|" if sep in lines[0]]
             delimiter = f", delimiter={seps[0]!r}" if seps and seps[0] != "," else ""
+            by_name = f"read the rows by column name with csv.DictReader(open({name!r}){delimiter})"
+            rewritten = _rewritten(code, failed_at)
             how = (f"read it with pd.read_csv({name!r}{', sep=' + repr(seps[0]) if delimiter else ''})"
                    " (its first line names the columns)" if "read_csv" in code else
-                   f"skip that line ({_skip(code, name)}) or read the rows by column name with "
-                   f"csv.DictReader(open({name!r}){delimiter})")
+                   f"skip that line: write line {rewritten[0]} as {rewritten[1]}, or {by_name}"
+                   if rewritten else f"skip that line ({_skip(code, name)}) or {by_name}")
             return (f"{word!r} is a column name, not a value: {name}'s first line is {first!r}, "
                     f"its header. {how[0].upper()}{how[1:]}, and run the call again.")
     return ""
@@ -106,12 +111,7 @@ def _skip(code: str, name: str) -> str:
     tree = parsed(code)
     if tree is None:
         return f"as in lines = open({name!r}).readlines()[1:], then loop over lines"
-    in_loops = {id(n) for loop in ast.walk(tree) if isinstance(loop, (ast.For, ast.While))
-                for n in ast.walk(loop) if n is not loop}
-    # A file's lines: x.readlines(), or x.read().split(…) / .splitlines(), set outside a loop
-    # (``fields = line.split(',')`` inside one is a row's fields, not the file's lines).
-    listed = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and id(n) not in in_loops
-              and _lines_of_a_file(n.value) for t in n.targets if isinstance(t, ast.Name)}
+    listed = _listed(tree)
     opened = {item.optional_vars.id for n in ast.walk(tree) if isinstance(n, ast.With)
               for item in n.items if isinstance(item.optional_vars, ast.Name)}
     for loop in ast.walk(tree):
@@ -124,6 +124,44 @@ def _skip(code: str, name: str) -> str:
         if over in opened and len(over) <= 40 and len(item) <= 40:
             return f"next({over}) once, on a line before for {item} in {over}"
     return f"as in lines = open({name!r}).readlines()[1:], then loop over lines"
+
+
+def _rewritten(code: str, failed_at: Sequence[int], limit: int = 200) -> tuple[int, str] | None:
+    """``(line number, that line looping over lines[1:])`` when a line the traceback points at
+    loops over a list of a file's lines by its name (seen at 1.5B: told "lines[1:] where your
+    code loops over lines" of code whose first loop already read ``lines[1:]`` and whose
+    failing line 10, ``next((… for line in lines if float(…) == top), None)``, did not, it
+    wrote the same call three more times); None otherwise, or for a line over ``limit``."""
+    tree = parsed(code)
+    if tree is None or not failed_at:
+        return None
+    listed = _listed(tree)
+    source = code.splitlines()
+    for number in dict.fromkeys(failed_at):
+        if not 0 < number <= len(source) or len(source[number - 1]) > limit:
+            continue
+        spans = sorted({(loop.iter.col_offset, loop.iter.end_col_offset or 0)
+                        for loop in ast.walk(tree)
+                        if isinstance(loop, (ast.For, ast.comprehension))
+                        and isinstance(loop.iter, ast.Name) and loop.iter.id in listed
+                        and loop.iter.lineno == number == loop.iter.end_lineno}, reverse=True)
+        if not spans:
+            continue
+        line = source[number - 1].encode()  # ast's offsets count UTF-8 bytes
+        for start, end in spans:
+            line = line[:end] + b"[1:]" + line[end:]
+        return number, line.decode(errors="replace").strip()
+    return None
+
+
+def _listed(tree: ast.AST) -> set[str]:
+    """The names set, outside a loop, to a file's lines: ``x.readlines()``, or
+    ``x.read().split(…)`` / ``.splitlines()`` (``fields = line.split(',')`` inside a loop is
+    a row's fields, not the file's lines)."""
+    in_loops = {id(n) for loop in ast.walk(tree) if isinstance(loop, (ast.For, ast.While))
+                for n in ast.walk(loop) if n is not loop}
+    return {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and id(n) not in in_loops
+            and _lines_of_a_file(n.value) for t in n.targets if isinstance(t, ast.Name)}
 
 
 def _lines_of_a_file(value: ast.expr) -> bool:

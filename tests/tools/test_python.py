@@ -351,9 +351,20 @@ def test_a_header_read_as_a_number_is_told_it_is_the_header(tmp_path: Path) -> N
         listed = ("with open('people.csv') as file:\n    lines = file.readlines()\n"
                   "print([int(l.split(',')[1]) for l in lines])")
         note = run(here, listed).meta["error_note"]
-        assert "Skip that line (lines[1:] where your code loops over lines: its first item is " \
-            "the header)" in note, note
+        assert "Skip that line: write line 3 as print([int(l.split(',')[1]) for l in " \
+            "lines[1:]]), or read the rows by column name" in note, note
         assert not run(here, listed.replace("in lines]", "in lines[1:]]")).error
+        # The loop to change is the failing line's, not the first one (seen at 1.5B: the
+        # first loop already read lines[1:], the failing line 5 did not; told "lines[1:]
+        # where your code loops over lines", it wrote the same call three more times).
+        second = ("with open('people.csv') as file:\n    lines = file.readlines()\n"
+                  "ages = [int(l.split(',')[1]) for l in lines[1:]]\ntop = max(ages)\n"
+                  "print(next(l.split(',')[0] for l in lines if int(l.split(',')[1]) == top))")
+        note = run(here, second).meta["error_note"]
+        told = note.split("write line 5 as ", 1)[1].split(", or read the rows", 1)[0]
+        assert told == ("print(next(l.split(',')[0] for l in lines[1:] if "
+                        "int(l.split(',')[1]) == top))"), note
+        assert run(here, second.replace(second.splitlines()[4], told)).output.strip() == "ana"
         # A row's fields split inside the loop are not the file's lines (found by a review).
         fields = ("total = 0\nfor line in open('people.csv').readlines():\n"
                   "    fields = line.strip().split(',')\n    total += int(fields[1])")
@@ -381,6 +392,25 @@ def test_a_header_read_as_a_number_is_told_it_is_the_header(tmp_path: Path) -> N
         "float(open('sales.csv').read().split(';')[1])", amount, tmp_path)
     assert "pd.read_csv('sales.csv', sep=';')" in header_note(
         "pd.read_csv('sales.csv', header=None, sep=';')[1].astype(float)", amount, tmp_path)
+
+
+@pytest.mark.parametrize("code, failed_at, told", [
+    ("rows = f.readlines()\nx = [a for a in rows if a] + [b for b in rows]", [2],
+     (2, "x = [a for a in rows[1:] if a] + [b for b in rows[1:]]")),
+    ("rows = f.readlines()\ns = 'é' + str([a for a in rows])", [2],  # offsets count bytes
+     (2, "s = 'é' + str([a for a in rows[1:]])")),
+    ("rows = f.readlines()\nfor r in rows:\n    int(r)", [3, 2], (2, "for r in rows[1:]:")),
+    ("rows = f.readlines()\nx = [a for a in rows[1:]]", [2], None),   # already skipped
+    ("rows = [1, 2]\nx = [a for a in rows]", [2], None),              # not a file's lines
+    ("rows = f.readlines()\nx = [a for a in rows]", [9], None),       # not a line of it
+    ("rows = f.readlines()\nx = [a for a in rows]" + " " * 300, [2], None),  # too long
+    ("rows = f.readlines(", [1], None),                                # does not parse
+])
+def test_the_failing_line_told_with_the_header_skipped(code: str, failed_at: list[int],
+                                                       told: tuple[int, str] | None) -> None:
+    from ipyagent.tools.table_notes import _rewritten
+
+    assert _rewritten(code, failed_at) == told
 
 
 @pytest.mark.parametrize("code, tested", [
