@@ -140,15 +140,14 @@ def _rewritten(code: str, failed_at: Sequence[int], limit: int = 200) -> tuple[i
     for number in dict.fromkeys(failed_at):
         if not 0 < number <= len(source) or len(source[number - 1]) > limit:
             continue
-        spans = sorted({(loop.iter.col_offset, loop.iter.end_col_offset or 0)
-                        for loop in ast.walk(tree)
+        ends = sorted({loop.iter.end_col_offset or 0 for loop in ast.walk(tree)
                         if isinstance(loop, (ast.For, ast.comprehension))
                         and isinstance(loop.iter, ast.Name) and loop.iter.id in listed
-                        and loop.iter.lineno == number == loop.iter.end_lineno}, reverse=True)
-        if not spans:
+                       and loop.iter.lineno == number == loop.iter.end_lineno}, reverse=True)
+        if not ends:
             continue
         line = source[number - 1].encode()  # ast's offsets count UTF-8 bytes
-        for start, end in spans:
+        for end in ends:
             line = line[:end] + b"[1:]" + line[end:]
         return number, line.decode(errors="replace").strip()
     return None
