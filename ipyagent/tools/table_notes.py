@@ -141,8 +141,8 @@ def _rewritten(code: str, failed_at: Sequence[int], limit: int = 200) -> tuple[i
         if not 0 < number <= len(source) or len(source[number - 1]) > limit:
             continue
         ends = sorted({loop.iter.end_col_offset or 0 for loop in ast.walk(tree)
-                        if isinstance(loop, (ast.For, ast.comprehension))
-                        and isinstance(loop.iter, ast.Name) and loop.iter.id in listed
+                      if isinstance(loop, (ast.For, ast.comprehension))
+                      and isinstance(loop.iter, ast.Name) and loop.iter.id in listed
                        and loop.iter.lineno == number == loop.iter.end_lineno}, reverse=True)
         if not ends:
             continue
