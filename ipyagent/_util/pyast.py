@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 __all__ = ["parsed", "comprehension_names", "last_assigned", "iterated", "stateful",
            "tested_in_loop", "filter_probe", "shadowed", "set_from_none",
-           "subtracted"]
+           "subtracted", "split_joined"]
 
 
 def parsed(code: str) -> ast.Module | None:
@@ -339,3 +339,42 @@ def shadowed(code: str) -> tuple[list[str], list[str]]:
               and node.id in _BUILTINS and node.id not in assigned):
             assigned.append(node.id)
     return called, [n for n in assigned if n in called]
+
+
+_NAME_AT = re.compile(r"[A-Za-z_]\w*")
+
+
+def split_joined(code: str, tries: int = 6) -> tuple[int, str] | None:
+    """``(the first line that held two statements, the code with a line break before each
+    statement that followed another on its line)`` when that is all that kept the code from
+    parsing; None otherwise (it parses, fails otherwise, or is over 5,000 characters).
+
+    Seen at 1.5B: ``with open('note.txt') as f: text = f.read().upper() with open('upper.txt',
+    'w') as f: f.write(text)`` on one line, "invalid syntax", then an answer that the code
+    "has a syntax error"; Python points at the second statement's first name."""
+    if len(code) > 5000:
+        return None
+    current, first = code, 0
+    for _ in range(tries):
+        try:
+            ast.parse(current)
+            return (first, current) if first else None
+        except SyntaxError as exc:
+            if exc.msg != "invalid syntax" or not exc.lineno or not exc.offset:
+                return None
+            number, at = exc.lineno, exc.offset - 1
+        except (ValueError, RecursionError, MemoryError):
+            return None
+        lines = current.split("\n")
+        if number > len(lines):
+            return None
+        line = lines[number - 1]
+        before = line[:at].rstrip()
+        # The second statement's first name, after a space that ends something complete.
+        if (not _NAME_AT.match(line, at) or at == 0 or not line[at - 1].isspace()
+                or not before.strip() or not re.search(r"[\w)\]}'\";]$", before)):
+            return None
+        indent = line[:len(line) - len(line.lstrip())]
+        lines[number - 1] = before.rstrip(";").rstrip() + "\n" + indent + line[at:]
+        current, first = "\n".join(lines), first or number
+    return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import io
+import json
 import os
 import re
 import time
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._util.pyast import last_assigned, set_from_none, shadowed, subtracted
+from .._util.pyast import last_assigned, set_from_none, shadowed, split_joined, subtracted
 from ..context.events import ToolOutput, live_emitter
 from ..context.items import NO_OUTPUT, SHOWN, VALUES, ToolCall, ToolResult
 from ..errors import KernelError
@@ -78,7 +79,8 @@ def python_tool(agent: PythonHost) -> Tool:
             call_id=call.id, name=call.name, output=execution.text or NO_OUTPUT,
             error=execution.status != "ok", outputs=list(execution.outputs),
             execution_count=execution.execution_count, meta=meta)
-        note = (error_note(execution.outputs, _names_here(agent, execution.outputs))
+        note = (joined_note(code, execution.outputs)
+                or error_note(execution.outputs, _names_here(agent, execution.outputs))
                 or separator_note(code, execution.outputs, _folder(agent))
                 or header_note(code, execution.outputs, _folder(agent), _failed_at(execution.outputs))
                 or none_note(code, execution.outputs) or clock_note(code, execution.outputs))
@@ -273,6 +275,23 @@ def error_note(outputs: list[dict[str, Any]], files: Sequence[str] = ()) -> str:
                     return note.format(name=repr(found.group(1)) if found else unnamed,
                                        example=_power_example(out) if ename == "TypeError" else "")
     return ""
+
+
+def joined_note(code: str, outputs: list[dict[str, Any]], limit: int = 600) -> str:
+    """ipyagent's note when a SyntaxError came only from two statements on one line with no
+    line break between them: the code with the breaks, when it is short (``split_joined``)."""
+    if not any(o.get("ename") == "SyntaxError" for o in outputs):
+        return ""
+    found = None if _transformed(re.split(r"\r\n|\r|\n", code)) else split_joined(code)
+    if found is None:
+        return ""
+    number, fixed = found
+    # As the call's JSON string: a note is one line, and \n is what the model writes there.
+    example = (f", as in the code {json.dumps(fixed, ensure_ascii=False)}"
+               if len(fixed) <= limit else "")
+    return (f"line {number} holds two statements with no line break between them, and Python "
+            "needs each on a line of its own: run the code again with a line break (\\n in the "
+            f"JSON of your call) before each statement{example}.")
 
 
 _CLOCK_ERROR = re.compile(r"^unsupported operand type\(s\) for -=?: 'datetime\.(time|datetime|date)' "

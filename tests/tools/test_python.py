@@ -884,3 +884,39 @@ def test_what_may_print_something_else_when_run_again(code: str, moves: bool) ->
     from ipyagent._util.pyast import stateful
 
     assert stateful(code) is moves
+
+
+@pytest.mark.parametrize("code, found", [
+    ("with open('a') as f: t = f.read() with open('b', 'w') as g: g.write(t)",
+     (1, "with open('a') as f: t = f.read()\nwith open('b', 'w') as g: g.write(t)")),
+    ("for x in [1, 2]: t = x print(t)", (1, "for x in [1, 2]: t = x\nprint(t)")),
+    ("import json data = json.load(f) print(data)",
+     (1, "import json\ndata = json.load(f)\nprint(data)")),
+    ("def f():\n    a = 1 return a", (2, "def f():\n    a = 1\n    return a")),
+    ("x = 1; print(x)", None),              # parses: nothing to say
+    ("x = (1 print(2)", None),              # another error: no split makes it parse
+    ("x = 1 +", None),
+    ("x = [1, 2 y]", None),                 # inside brackets: "Perhaps you forgot a comma?"
+    ("x = 1 " + "y = 2 " * 10, None),       # more than the tries
+    ("print(1) " * 2000, None),             # too long to try
+])
+def test_two_statements_on_one_line_are_split(code: str, found: tuple[int, str] | None) -> None:
+    from ipyagent._util.pyast import split_joined
+
+    assert split_joined(code) == found
+
+
+def test_two_statements_joined_on_a_line_get_the_code_with_the_break(agent: Agent) -> None:
+    """Seen at 1.5B: ``with … as f: content = f.read().upper() with … as f: f.write(content)``
+    on one line, "invalid syntax", then an answer that "the code has a syntax error"."""
+    import json
+
+    code = "t = 'hello'.upper() print(t)"
+    result = run(agent, code)
+    note = result.meta["note"]
+    assert result.error and note.startswith("line 1 holds two statements with no line break")
+    example = json.loads(note.split("as in the code ", 1)[1].rstrip("."))
+    assert example == "t = 'hello'.upper()\nprint(t)"
+    assert run(agent, example).output.strip() == "HELLO"  # the note's code runs as written
+    # A magic or a shell line: IPython changes the cell first; nothing is said.
+    assert "two statements" not in run(agent, "%time x = 1 print(x)").meta.get("note", "")
