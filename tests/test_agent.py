@@ -86,11 +86,55 @@ def test_bad_arguments_become_error_results():
 
 
 def test_max_steps():
-    agent, model = make([calls(("add", {"a": 1, "b": 1}))] * 10, max_steps=3)
+    agent, model = make([calls(("add", {"a": 1, "b": 1}))] * 10, max_steps=3,
+                        answer_at_limit=False)
     result = agent.run("loop forever")
     assert result.stop_reason == "max_steps"
     assert len(model.requests) == 3
     assert_valid(agent)
+
+
+def test_at_max_steps_the_model_is_asked_for_its_answer_once():
+    """Measured at 1.5B (hottest-day, order-total): the call at the last step printed the
+    answer, and the run ended with none. One request more, for words; its calls never run."""
+    from ipyagent.context.evidence import LIMIT_KEY, run_items
+
+    ran: list[int] = []
+
+    @tool
+    def count(n: int) -> int:
+        """Counts."""
+        ran.append(n)
+        return n
+
+    model = ScriptedModel([calls(("count", {"n": 1})), calls(("count", {"n": 2})),
+                           text("The count reached 2.")])
+    heard: list = []
+    with Agent(client=model, tools=[count], python_tool=False, file_tools=False,
+               skills_enabled=False, max_steps=2) as agent:
+        result = agent.run("count", on_event=heard.append)
+        assert (result.stop_reason, result.text, len(result.steps)) == (
+            "max_steps", "The count reached 2.", 3)
+        asked = model.requests[2].items[-1]
+        assert isinstance(asked, Message) and asked.meta[LIMIT_KEY] is True
+        assert "(Agent.max_steps = 2), so no more tool calls can run" in asked.content
+        assert run_items(list(agent.context))[0] == "count"  # ipyagent's words, not a task
+        assert "the model answered from what its calls returned" in result.steps[-1].error
+        assert any("asked the model for its answer" in getattr(e, "message", "") for e in heard)
+    # A call in that reply is answered "not run", and the run still ends max_steps.
+    model = ScriptedModel([calls(("count", {"n": 1})), calls(("count", {"n": 3}))])
+    with Agent(client=model, tools=[count], python_tool=False, file_tools=False,
+               skills_enabled=False, max_steps=1) as agent:
+        result = agent.run("count")
+        assert result.stop_reason == "max_steps" and ran == [1, 2, 1]  # 3 never ran
+        last = agent.context[-1]
+        assert isinstance(last, ToolResult) and last.meta["skipped"].startswith("the step limit")
+        assert_valid(agent)
+    # A run that ends on an answer, or one step asked with step(), asks nothing more.
+    model = ScriptedModel([calls(("count", {"n": 5})), text("5")])
+    with Agent(client=model, tools=[count], python_tool=False, file_tools=False,
+               skills_enabled=False, max_steps=1) as agent:
+        assert agent.step("count").tool_calls and len(model.requests) == 1
 
 
 def test_circuit_breaker_after_exactly_n_failures():

@@ -128,7 +128,7 @@ def test_200_steps_in_a_4096_window(fail_summary):
     events = []
     with server:
         agent = Agent(model="m", base_url=server.base_url, python_tool=False, tools=[work],
-                      context_window=WINDOW, request_max_tokens=256, max_steps=200,
+                      context_window=WINDOW, request_max_tokens=256, max_steps=200, answer_at_limit=False,
                       max_retries=0)
         agent.context.counter = TokenCounter(use_tokenizer=False)
         agent.context._recount()
@@ -358,7 +358,8 @@ def test_300_steps_stay_in_a_2048_window_at_a_flat_cost():
     steps = 300
     model = ScriptedModel([reply] * (steps * 3))
     agent = Agent(client=model, python_tool=False, file_tools=False, tools=[work],
-                  context_window=2048, max_steps=steps)
+                  context_window=2048, max_steps=steps,
+                  answer_at_limit=False)
     agent.context.counter = TokenCounter(use_tokenizer=False)
     agent.context._recount()
     events: list = []

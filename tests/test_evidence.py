@@ -237,10 +237,15 @@ def test_a_file_typed_in_where_the_task_asks_for_python_is_found() -> None:
     assert [f.rule for f in found] == ["typed_file"] and "typed_file" in ASKS_FOR_A_CALL
     assert "what reversed.txt holds is text you typed yourself" in found[0].ask
     assert typed_files(REVERSE, [wrote("four\nthree")], can_run=True) is not None
-    # Not when: code ran, no code can run, the task does not ask for Python, the text is the
-    # task's own, the write failed, or the tool only read.
-    ran = [result("4"), wrote("4\n3")]
+    # Not when: the code printed it, no code can run, the task does not ask for Python, the
+    # text is the task's own, the write failed, or the tool only read.
+    ran = [result("4\n3"), wrote("4\n3")]  # what the code printed, written out
     assert typed_files(REVERSE, ran, can_run=True) is None
+    # Code ran, but what was written is in none of its output (seen at 1.5B: asked for the
+    # numbers sorted into sorted.txt, it printed the largest and typed "1 42 7 19 3 25").
+    typed = typed_files(REVERSE, [result("42"), wrote("1\n42\n7\n19\n3\n25")], can_run=True)
+    assert typed is not None and "and no output of your code shows it" in typed.ask
+    assert typed_files(REVERSE, [result("4", error=True), wrote("4")], can_run=True) is not None
     assert typed_files(REVERSE, [wrote("4\n3")], can_run=False) is None
     assert typed_files("Write the lines of list.txt reversed to reversed.txt.", [wrote("4\n3")],
                        can_run=True) is None

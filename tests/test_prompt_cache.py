@@ -106,7 +106,7 @@ def run_pages(api: str, monkeypatch: pytest.MonkeyPatch, steps: int = 30,
 
         agent = Agent(model="m", api=api, base_url=server.base_url, api_key_env="IPYAGENT_TEST_KEY",
                       tools=[page], python_tool=False, file_tools=False, context_window=WINDOW,
-                      request_max_tokens=256, max_steps=steps, circuit_breaker=0, max_retries=0,
+                      request_max_tokens=256, max_steps=steps, answer_at_limit=False, circuit_breaker=0, max_retries=0,
                       **settings)
         agent.context.counter = TokenCounter(use_tokenizer=False)
         result = agent.run("read the pages", on_event=listen)
@@ -511,7 +511,7 @@ def test_every_request_starts_with_the_previous_one_until_a_compaction(
 
         agent = Agent(model="m", base_url=server.base_url, api_key_env="IPYAGENT_TEST_KEY",
                       tools=[short], python_tool=False, file_tools=False, context_window=WINDOW,
-                      request_max_tokens=256, max_steps=24, circuit_breaker=0, max_retries=0,
+                      request_max_tokens=256, max_steps=24, answer_at_limit=False, circuit_breaker=0, max_retries=0,
                       tool_mode=tool_mode, output_lines=5)  # a note on every result, too
         agent.context.counter = TokenCounter(use_tokenizer=False)
         result = agent.run("read the items", on_event=listen)
@@ -560,7 +560,7 @@ def test_a_summary_asked_in_the_conversation_falls_back_when_the_reply_has_no_te
     with ScriptedServer(fallback=reply) as server:
         agent = Agent(model="m", base_url=server.base_url, api_key_env="IPYAGENT_TEST_KEY",
                       tools=[short], python_tool=False, file_tools=False, context_window=WINDOW,
-                      request_max_tokens=256, max_steps=40, circuit_breaker=0, max_retries=0)
+                      request_max_tokens=256, max_steps=40, answer_at_limit=False, circuit_breaker=0, max_retries=0)
         agent.context.counter = TokenCounter(use_tokenizer=False)
         agent.run("read the items")
         agent.close()

@@ -24,7 +24,7 @@ __all__ = ["Finding", "findings", "run_items", "empty_answer", "echoed_note", "e
            "unsupported_numbers", "unchanged_files", "single_look", "own_constants", "numbers_in",
            "places_asked", "wrong_places", "form_asked", "wrong_form", "order_asked", "listed_items",
            "wrong_order", "receipt_answer",
-           "files_to_write", "typed_files", "error_name", "wrong_line_changed", "asks_to_run_code", "code_ran_cleanly", "person_denied", "CHECK_KEY", "CONTINUE_KEY", "ASKS_FOR_A_CALL"]
+           "files_to_write", "typed_files", "error_name", "wrong_line_changed", "asks_to_run_code", "code_ran_cleanly", "person_denied", "CHECK_KEY", "CONTINUE_KEY", "LIMIT_KEY", "ASKS_FOR_A_CALL"]
 
 CHECK_KEY = "check"  # meta key of the message that carries the check to the model
 # The rules whose ask is to run something again: where calls go under a grammar, the reply
@@ -35,6 +35,7 @@ ASKS_FOR_A_CALL = ("no_call", "units", "zero", "nan", "empty", "unsupported_numb
                    "error_ignored", "last_call_failed", "decimals", "receipt", "form", "order",
                    "file_edit", "file_empty", "empty_after_error", "case", "typed_file")
 CONTINUE_KEY = "continue"  # meta key of ipyagent's "go on" after a reply cut at the limit
+LIMIT_KEY = "limit"  # meta key of ipyagent's "answer now" once max_steps is reached
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def run_items(items: Sequence[Item]) -> tuple[str, list[Item]]:
     for i in range(len(items) - 1, -1, -1):
         item = items[i]
         if isinstance(item, Message) and item.role == "user" and not (
-                CHECK_KEY in item.meta or CONTINUE_KEY in item.meta):
+                CHECK_KEY in item.meta or CONTINUE_KEY in item.meta or LIMIT_KEY in item.meta):
             return item.content, list(items[i + 1:])
     return "", list(items)
 
@@ -205,25 +206,31 @@ def no_call_ran(task: str, answer: str) -> Finding | None:
 
 
 def typed_files(task: str, results: Sequence[Item], can_run: bool) -> Finding | None:
-    """The task asks for Python, no code ran, and write_file wrote content the model typed
-    itself, not given by the task (seen at 1.5B: asked to write list.txt's lines reversed
-    "using Python", it wrote "4 3 2 1", the preview's line numbers, with write_file, and
-    answered from its receipt)."""
-    if not can_run or not asks_to_run_code(task) or any(
-            isinstance(r, ToolResult) and r.name in ("python", "shell") for r in results):
+    """The task asks for Python, and write_file wrote content the model typed itself: given
+    neither by the task nor by any output of the code that ran (seen at 1.5B: asked to write
+    list.txt's lines reversed "using Python", it wrote "4 3 2 1", the preview's line numbers,
+    with write_file, and answered from its receipt; asked for numbers.txt sorted into
+    sorted.txt, its code printed only the largest, and write_file wrote "1 42 7 19 3 25")."""
+    if not can_run or not asks_to_run_code(task):
         return None
-    # Text the task gives ("write 'hello from the agent' to note.txt") is not typed in.
+    outputs = [r.output for r in results
+               if isinstance(r, ToolResult) and r.name in ("python", "shell") and not r.error]
+    ran = any(isinstance(r, ToolResult) and r.name in ("python", "shell") for r in results)
+    # Text the task gives ("write 'hello from the agent' to note.txt") is not typed in, nor
+    # text the code printed (its lines written out as they were shown).
+    given = "\n".join([task, *outputs])
     typed = [str(r.meta["file"].get("path")) for r in results if isinstance(r, ToolResult)
              and r.name == "write_file" and not r.error and isinstance(r.meta.get("file"), dict)
-             and not all(line.strip() in task for line in
+             and not all(line.strip() in given for line in
                          str(r.meta["file"].get("text", "")).splitlines())]
     if not typed:
         return None
     # The model's own path, but shown on one line and short: it is quoted three times.
     names = [visible_name(p) for p in typed[:3]]
     shown = ", ".join(dict.fromkeys(n if len(n) <= 60 else n[:59] + "…" for n in names))
+    why = ("no output of your code shows it" if ran else "no code ran")
     return Finding("typed_file", f"the task asks for Python; {shown} was typed in, not computed",
-                   f"The task asks you to use Python, and no code ran: what {shown} holds is "
+                   f"The task asks you to use Python, and {why}: what {shown} holds is "
                    "text you typed yourself. Run python code that reads the files it comes "
                    f"from, computes what {shown} should hold and writes {shown} itself; print "
                    "what it wrote, and then answer.")

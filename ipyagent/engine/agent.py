@@ -49,7 +49,7 @@ from .compaction import bind_settings
 from .previews import preview_for_task
 from .resources import Resources
 from .settings import DEFAULT_SYSTEM_PROMPT, AgentSettings
-from .step import CircuitBreaker, emit, run_step
+from .step import CircuitBreaker, emit, limit_message, run_step
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -498,6 +498,16 @@ class Agent(AgentSettings):
             usage.add(step.usage)
             if step.stop_reason:
                 break
+        if step.stop_reason == "max_steps" and self._answers_at_limit():
+            # Measured at 1.5B: the call at the last step printed the answer (2026-07-02;
+            # "total_value = 18.0") and the run ended with none; smolagents asks likewise.
+            self._emit(listeners, Notice(
+                f"max_steps={self.max_steps} reached after tool calls: asked the model for its "
+                "answer from what they returned (Agent.answer_at_limit)", "info"))
+            self.context.append(limit_message(self.max_steps))
+            step = await self._astep(listeners, steps_so_far=len(steps), answer_only=True)
+            steps.append(step)
+            usage.add(step.usage)
         result = RunResult(
             stop_reason=step.stop_reason or "done", text=_final_text(steps), steps=steps,
             usage=usage, duration=time.perf_counter() - started, error=step.error)
@@ -545,11 +555,18 @@ class Agent(AgentSettings):
     def _emit(self, listeners: list[Listener], event: Event) -> None:
         emit(listeners, event, self.log)
 
-    async def _astep(self, listeners: list[Listener], steps_so_far: int) -> Step:
+    def _answers_at_limit(self) -> bool:
+        """``answer_at_limit`` applies: the run's last items are results the model has not
+        read (not a reply cut at the output limit, nor a step that failed)."""
+        last = self.context[-1] if len(self.context) else None
+        return self.answer_at_limit and isinstance(last, ToolResult)
+
+    async def _astep(self, listeners: list[Listener], steps_so_far: int,
+                     answer_only: bool = False) -> Step:
         """One iteration (``ipyagent.engine.step`` runs it). Never raises for model/tool failures."""
         self._step_counter += 1
         step = await run_step(self, self._step_counter, listeners, steps_so_far=steps_so_far,
-                              breaker=self._breaker)
+                              breaker=self._breaker, answer_only=answer_only)
         self.ran_here.record_step(step.tool_calls, step.results)
         return step
 

@@ -91,6 +91,11 @@ class AgentSettings(LoggingConfigurable):
         return proposal["value"]
 
     max_steps = Int(20, help="Stop after this many iterations (stop reason 'max_steps').").tag(config=True)
+    answer_at_limit = Bool(True, help=(
+        "When max_steps is reached right after tool calls, ask the model once more for its "
+        "answer from what they returned (no call it makes then runs; the stop reason stays "
+        "'max_steps'). One request more than max_steps; False: stop at once, with no answer."
+    )).tag(config=True)
     circuit_breaker = Int(3, help=(
         "Stop when the same tool fails this many times in a row (stop reason 'circuit_breaker')."
     )).tag(config=True)

@@ -35,7 +35,7 @@ from ..context.events import (
     Usage,
     live_emitter,
 )
-from ..context.evidence import ASKS_FOR_A_CALL, CHECK_KEY, CONTINUE_KEY, run_items
+from ..context.evidence import ASKS_FOR_A_CALL, CHECK_KEY, CONTINUE_KEY, LIMIT_KEY, run_items
 from ..context.items import (
     NO_OUTPUT,
     VALUES,
@@ -175,6 +175,7 @@ class StepRun:
         self.reply_must = ""  # what the grammar demands of the reply, beyond ``_reply_must``
         self.discarded: list[str] = []  # replies asked again in this step (``_repeats_last_call``)
         self.resample = False  # asked again at ``repeat_temperature`` (``_repeats_not_run``)
+        self.answer_only = False  # max_steps is reached: the reply's calls are not run
 
     def emit(self, event: Event) -> None:
         """Tell every listener."""
@@ -216,9 +217,12 @@ class StepRun:
 
 
 async def run_step(agent: AgentView, index: int, listeners: list[Listener], *, steps_so_far: int,
-                   breaker: CircuitBreaker) -> Step:
-    """One iteration. Never raises for model/tool failures: they end up in the Step."""
+                   breaker: CircuitBreaker, answer_only: bool = False) -> Step:
+    """One iteration. Never raises for model/tool failures: they end up in the Step.
+    ``answer_only``: the step after max_steps was reached (``answer_at_limit``)."""
     run = StepRun(agent, index, listeners)
+    if answer_only:
+        run.answer_only, run.reply_must = True, "final"  # under a grammar: words, no call
     run.emit(StepStarted(index))
     try:
         run.check_budget()
@@ -229,6 +233,8 @@ async def run_step(agent: AgentView, index: int, listeners: list[Listener], *, s
         finally:
             run.step.model_time += time.perf_counter() - asked
         cut = record(run, turn, estimated_raw)
+        if run.answer_only:
+            _not_run_at_limit(run)
         await run_calls(run, breaker)
         decide_stop(run, turn, cut, steps_so_far)
     except Stop as stop:
@@ -358,7 +364,7 @@ def _repeats_not_run(run: StepRun, turn: Turn) -> str | None:
     set aside and asked once more at ``repeat_temperature`` (fixed seed); what comes back
     is kept, the same call included (then not run, as before)."""
     agent = run.agent
-    if run.resample or agent.repeat_temperature <= 0 or not verify_on(agent):
+    if run.resample or run.answer_only or agent.repeat_temperature <= 0 or not verify_on(agent):
         return None
     calls = turn.tool_calls or (recover_calls(turn.text, _offered_names(run),
                                               run.profile.profile.syntax.shape)[1]
@@ -701,7 +707,7 @@ def _tell_repairs(run: StepRun, calls: list[ToolCall]) -> None:
 def _run_shown_code(run: StepRun, turn: Turn, offered: list[str]) -> None:
     """A reply that shows the Python the task asks to run, instead of calling the tool: its
     block becomes the turn's call (``engine/verify.shown_code_call``)."""
-    shown = shown_code_call(run.agent, turn.text, offered)
+    shown = None if run.answer_only else shown_code_call(run.agent, turn.text, offered)
     if shown is None:
         return
     turn.text, call = shown
@@ -823,7 +829,8 @@ def _not_run_again(agent: AgentView, call: ToolCall) -> ToolResult | None:
     for before in range(at - 1, -1, -1):
         item = items[before]
         if isinstance(item, Reasoning) or (isinstance(item, Message) and (
-                item.role == "assistant" or CHECK_KEY in item.meta or CONTINUE_KEY in item.meta)):
+                item.role == "assistant" or CHECK_KEY in item.meta or CONTINUE_KEY in item.meta
+                or LIMIT_KEY in item.meta)):
             if isinstance(item, Message) and isinstance(item.meta.get(CHECK_KEY), dict):
                 doubts.update(map(str, item.meta[CHECK_KEY].get("rules") or []))
             continue  # a new task from the person is a new run: its calls start afresh
@@ -985,6 +992,37 @@ async def execute(run: StepRun, call: ToolCall, decision: Decision) -> ToolResul
                 "the call: do not repeat it in your answer, quote only the lines that matter")
         result.meta["note"] = "; ".join(filter(None, [result.meta.get("note"), note]))
     return result
+
+
+# -- the answer at the limit ------------------------------------------------------------------
+LIMIT_SKIP = "the step limit (Agent.max_steps) was reached"  # meta["skipped"] of such a call
+
+
+def limit_message(max_steps: int) -> Message:
+    """ipyagent's word to the model once ``max_steps`` is reached after its calls (marked
+    ``LIMIT_KEY``: not a task of the person's)."""
+    return Message("user", (
+        f"Note from ipyagent (not a message from the user): the step limit is reached "
+        f"(Agent.max_steps = {max_steps}), so no more tool calls can run in this run. Answer "
+        "the task now from what your calls returned; if it is not done, say what is missing."),
+        meta={LIMIT_KEY: True})
+
+
+def _not_run_at_limit(run: StepRun) -> None:
+    """The reply to ``limit_message``: its calls get a result each, not run, and the run
+    ends ``max_steps``, with the reply's words as its answer."""
+    agent, step = run.agent, run.step
+    for call in step.tool_calls:
+        result = ToolResult(call.id, f"Not run: {LIMIT_SKIP}.", error=True, name=call.name,
+                            meta={"skipped": LIMIT_SKIP})
+        agent.context.append(result)
+        step.results.append(result)
+        run.emit(ToolCallFinished(call, result))
+    raise Stop("max_steps", f"reached max_steps={agent.max_steps}"
+               + ("; the model answered from what its calls returned" if step.text.strip()
+                  and not step.tool_calls else "")
+               + "; the context is valid: run again with no task (%agent step) to go on, or "
+                 "raise Agent.max_steps")
 
 
 # -- decide stop ---------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping
 
 from .._util.text import one_line
 from .._version import __version__
-from ..context.evidence import CHECK_KEY
+from ..context.evidence import CHECK_KEY, LIMIT_KEY
 from ..context.items import (
     PREVIEW_KEY,
     Item,
@@ -153,6 +153,10 @@ def _cells(items: list[Item], compacted: bool = False) -> Iterable[dict[str, Any
             # File content (engine.previews): its lines shown as they are, in a fence.
             head, _, rest = item.content.partition("\n")
             yield _md(f"#### File preview\n\n{markdown_text(head)}\n\n{_fence(rest)}", kind=item.role)
+        elif isinstance(item, Message) and LIMIT_KEY in item.meta:
+            # max_steps was reached after calls: ipyagent asked for the answer (answer_at_limit).
+            yield _md(f"#### ipyagent: the step limit\n\n{markdown_text(item.content)}",
+                      kind="check")
         elif isinstance(item, Message) and CHECK_KEY in item.meta:
             # ipyagent's answer check (engine/verify): ours, not the person's words.
             yield _md(f"#### ipyagent checked the answer\n\n{markdown_text(item.content)}",

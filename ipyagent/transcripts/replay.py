@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping
 from .._util.normalise import NORMALISATIONS, normalise
 from .._util.text import visible_name
 from ..context.events import Notice
-from ..context.evidence import CHECK_KEY
+from ..context.evidence import CHECK_KEY, CONTINUE_KEY, LIMIT_KEY
 from ..context.items import Message, Summary, ToolCall, ToolResult, unfold
 from ..context.spill import outputs_of
 from ..engine.approval import ApprovalPolicy, Approver, Decision, Mode
@@ -436,9 +436,10 @@ def _feed(agent: Agent, between: list[Any], report: ReplayReport) -> None:
     """Put what came between two turns (user and system messages) into the replay context."""
     for item in between:
         if isinstance(item, Message) and item.role != "assistant":
-            # An answer check keeps its mark: it is ipyagent's, not a task (context.evidence).
-            check = {CHECK_KEY: item.meta[CHECK_KEY]} if CHECK_KEY in item.meta else {}
-            agent.context.append(Message(item.role, item.content, meta=check))
+            # An answer check, a "go on" and the step limit's "answer now" keep their marks:
+            # they are ipyagent's, not a task (context.evidence.run_items).
+            marks = {k: item.meta[k] for k in (CHECK_KEY, CONTINUE_KEY, LIMIT_KEY) if k in item.meta}
+            agent.context.append(Message(item.role, item.content, meta=marks))
     if not agent.pending():
         # The recording was edited (e.g. a user message deleted): the loop needs something to answer.
         agent.context.add_user("(replay: the recorded conversation continues here)")
