@@ -130,6 +130,26 @@ def test_at_max_steps_the_model_is_asked_for_its_answer_once():
         last = agent.context[-1]
         assert isinstance(last, ToolResult) and last.meta["skipped"].startswith("the step limit")
         assert_valid(agent)
+    # The card hears the call asked, then its result (found by a review: no card was made).
+    from ipyagent.context.events import ToolCallFinished, ToolCallRequested
+
+    model = ScriptedModel([calls(("count", {"n": 1})), calls(("count", {"n": 4}))])
+    heard = []
+    with Agent(client=model, tools=[count], python_tool=False, file_tools=False,
+               skills_enabled=False, max_steps=1, tool_choice="required") as agent:
+        agent.run("count", on_event=heard.append)
+        kinds = [type(e).__name__ for e in heard if isinstance(e, (ToolCallRequested, ToolCallFinished))]
+        assert kinds == ["ToolCallRequested", "ToolCallFinished"] * 2
+        # A call demanded of every reply ('required') is not demanded of this one.
+        assert [r.tool_choice for r in model.requests] == ["required", "none"]
+    # That request failing leaves the run at max_steps, without ipyagent's word as its end.
+    model = ScriptedModel([calls(("count", {"n": 1})), ModelConnectionError("gone")])
+    with Agent(client=model, tools=[count], python_tool=False, file_tools=False,
+               skills_enabled=False, max_steps=1, max_retries=0) as agent:
+        result = agent.run("count")
+        assert result.stop_reason == "max_steps" and "asking for the answer failed" in result.error
+        assert isinstance(agent.context[-1], ToolResult)
+        assert_valid(agent)
     # A run that ends on an answer, or one step asked with step(), asks nothing more.
     model = ScriptedModel([calls(("count", {"n": 5})), text("5")])
     with Agent(client=model, tools=[count], python_tool=False, file_tools=False,

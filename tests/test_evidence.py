@@ -245,7 +245,13 @@ def test_a_file_typed_in_where_the_task_asks_for_python_is_found() -> None:
     # numbers sorted into sorted.txt, it printed the largest and typed "1 42 7 19 3 25").
     typed = typed_files(REVERSE, [result("42"), wrote("1\n42\n7\n19\n3\n25")], can_run=True)
     assert typed is not None and "and no output of your code shows it" in typed.ask
-    assert typed_files(REVERSE, [result("4", error=True), wrote("4")], can_run=True) is not None
+    # A call that printed the lines and then failed printed them still; one line, or prose
+    # that quotes what the code printed, is the model's to write (found by a review).
+    assert typed_files(REVERSE, [result("4\n3\nTraceback", error=True), wrote("4\n3")],
+                       can_run=True) is None
+    assert typed_files(REVERSE, [result("4.2"), wrote("4")], can_run=True) is None
+    report = "# Report\n\nThe mean of the scores in scores.csv is 4.2, over 12 rows."
+    assert typed_files(REVERSE, [result("4.2"), wrote(report)], can_run=True) is None
     assert typed_files(REVERSE, [wrote("4\n3")], can_run=False) is None
     assert typed_files("Write the lines of list.txt reversed to reversed.txt.", [wrote("4\n3")],
                        can_run=True) is None

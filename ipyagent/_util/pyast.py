@@ -342,12 +342,20 @@ def shadowed(code: str) -> tuple[list[str], list[str]]:
 
 
 _NAME_AT = re.compile(r"[A-Za-z_]\w*")
+# A line that opens a block and holds its body after the colon: ``for x in xs: a b``.
+_HEADER = re.compile(r"\s*(?:async\s+)?(?:for|while|if|elif|else|with|def|try|except|finally)\b")
+_BLOCK_STARTS = ("for", "while", "if", "with", "def", "class", "try", "async", "import", "from")
 
 
 def split_joined(code: str, tries: int = 6) -> tuple[int, str] | None:
-    """``(the first line that held two statements, the code with a line break before each
-    statement that followed another on its line)`` when that is all that kept the code from
-    parsing; None otherwise (it parses, fails otherwise, or is over 5,000 characters).
+    """``(the first line that held two statements, the code with each statement that followed
+    another on its line set apart)`` when that is all that kept the code from compiling; None
+    otherwise (it compiles, fails otherwise, is over 5,000 characters, or a part set apart
+    would be a bare name or value: ``total = price quantity`` is a missing operator).
+
+    Set apart: on a line of its own at the line's indent, or, in a block's body written after
+    its colon (``for i in r: print(i) total += i``), after ``; `` so that it stays in the body;
+    a block statement that follows (``… with open(b) as g: …``) always on a line of its own.
 
     Seen at 1.5B: ``with open('note.txt') as f: text = f.read().upper() with open('upper.txt',
     'w') as f: f.write(text)`` on one line, "invalid syntax", then an answer that the code
@@ -355,26 +363,46 @@ def split_joined(code: str, tries: int = 6) -> tuple[int, str] | None:
     if len(code) > 5000:
         return None
     current, first = code, 0
+    parts: list[tuple[int, int]] = []
     for _ in range(tries):
         try:
-            ast.parse(current)
-            return (first, current) if first else None
+            tree = ast.parse(current)
+            compile(tree, "<cell>", "exec", dont_inherit=True)  # 'return' outside a function too
         except SyntaxError as exc:
             if exc.msg != "invalid syntax" or not exc.lineno or not exc.offset:
                 return None
             number, at = exc.lineno, exc.offset - 1
-        except (ValueError, RecursionError, MemoryError):
+        except (ValueError, RecursionError, MemoryError, TypeError):
             return None
+        else:
+            return (first, current) if first and not _bare(tree, parts) else None
         lines = current.split("\n")
         if number > len(lines):
             return None
         line = lines[number - 1]
         before = line[:at].rstrip()
         # The second statement's first name, after a space that ends something complete.
-        if (not _NAME_AT.match(line, at) or at == 0 or not line[at - 1].isspace()
-                or not before.strip() or not re.search(r"[\w)\]}'\";]$", before)):
+        name = _NAME_AT.match(line, at)
+        if (name is None or at == 0 or not line[at - 1].isspace() or not before.strip()
+                or not re.search(r"[\w)\]}'\";]$", before)):
             return None
-        indent = line[:len(line) - len(line.lstrip())]
-        lines[number - 1] = before.rstrip(";").rstrip() + "\n" + indent + line[at:]
+        before = before.rstrip(";").rstrip()
+        if _HEADER.match(line) and ":" in before and name.group() not in _BLOCK_STARTS:
+            lines[number - 1] = f"{before}; {line[at:]}"
+            parts.append((number, len(before) + 2))
+        else:
+            indent = line[:len(line) - len(line.lstrip())]
+            lines[number - 1:number] = [before, indent + line[at:]]
+            parts.append((number + 1, len(indent)))
         current, first = "\n".join(lines), first or number
     return None
+
+
+def _bare(tree: ast.AST, parts: list[tuple[int, int]]) -> bool:
+    """A statement set apart (at ``parts``' line and column) is a bare name or value: the
+    code more likely lacks an operator than a line break."""
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Expr) and (node.lineno, node.col_offset) in parts
+                and isinstance(node.value, (ast.Name, ast.Constant, ast.Attribute, ast.Subscript))):
+            return True
+    return False

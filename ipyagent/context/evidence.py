@@ -213,14 +213,16 @@ def typed_files(task: str, results: Sequence[Item], can_run: bool) -> Finding | 
     sorted.txt, its code printed only the largest, and write_file wrote "1 42 7 19 3 25")."""
     if not can_run or not asks_to_run_code(task):
         return None
-    outputs = [r.output for r in results
-               if isinstance(r, ToolResult) and r.name in ("python", "shell") and not r.error]
-    ran = any(isinstance(r, ToolResult) and r.name in ("python", "shell") for r in results)
+    outputs = [r.full_output for r in results
+               if isinstance(r, ToolResult) and r.name in ("python", "shell")]
     # Text the task gives ("write 'hello from the agent' to note.txt") is not typed in, nor
-    # text the code printed (its lines written out as they were shown).
+    # text the code printed (its lines written out as they were shown). Once code ran, only
+    # data is held against it (a line of a few words or a number each): a report in
+    # sentences that quotes what the code printed is the model's to write.
     given = "\n".join([task, *outputs])
     typed = [str(r.meta["file"].get("path")) for r in results if isinstance(r, ToolResult)
              and r.name == "write_file" and not r.error and isinstance(r.meta.get("file"), dict)
+             and (not outputs or _data_lines(str(r.meta["file"].get("text", ""))))
              and not all(line.strip() in given for line in
                          str(r.meta["file"].get("text", "")).splitlines())]
     if not typed:
@@ -228,12 +230,18 @@ def typed_files(task: str, results: Sequence[Item], can_run: bool) -> Finding | 
     # The model's own path, but shown on one line and short: it is quoted three times.
     names = [visible_name(p) for p in typed[:3]]
     shown = ", ".join(dict.fromkeys(n if len(n) <= 60 else n[:59] + "…" for n in names))
-    why = ("no output of your code shows it" if ran else "no code ran")
+    why = ("no output of your code shows it" if outputs else "no code ran")
     return Finding("typed_file", f"the task asks for Python; {shown} was typed in, not computed",
                    f"The task asks you to use Python, and {why}: what {shown} holds is "
                    "text you typed yourself. Run python code that reads the files it comes "
                    f"from, computes what {shown} should hold and writes {shown} itself; print "
                    "what it wrote, and then answer.")
+
+
+def _data_lines(text: str) -> bool:
+    """Two lines or more, each a value or a few words (not prose): what code computes."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return len(lines) >= 2 and all(len(line) <= 40 and len(line.split()) <= 3 for line in lines)
 
 
 # Not an empty list or dict: "[]" is as often the answer ("no keys match") as a slip.

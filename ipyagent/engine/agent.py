@@ -498,19 +498,27 @@ class Agent(AgentSettings):
             usage.add(step.usage)
             if step.stop_reason:
                 break
-        if step.stop_reason == "max_steps" and self._answers_at_limit():
+        stop, why = step.stop_reason or "done", step.error
+        if stop == "max_steps" and self._answers_at_limit():
             # Measured at 1.5B: the call at the last step printed the answer (2026-07-02;
             # "total_value = 18.0") and the run ended with none; smolagents asks likewise.
             self._emit(listeners, Notice(
                 f"max_steps={self.max_steps} reached after tool calls: asked the model for its "
                 "answer from what they returned (Agent.answer_at_limit)", "info"))
-            self.context.append(limit_message(self.max_steps))
+            asked = limit_message(self.max_steps)
+            self.context.append(asked)
             step = await self._astep(listeners, steps_so_far=len(steps), answer_only=True)
             steps.append(step)
             usage.add(step.usage)
+            if step.stop_reason == "max_steps":
+                why = step.error
+            else:  # the request failed (an error, the budget): the run ended at the limit
+                if len(self.context) and self.context[-1] is asked:
+                    del self.context[-1]  # not left for a later run to read as its last word
+                why = f"{why}; asking for the answer failed: {step.error or step.stop_reason}"
         result = RunResult(
-            stop_reason=step.stop_reason or "done", text=_final_text(steps), steps=steps,
-            usage=usage, duration=time.perf_counter() - started, error=step.error)
+            stop_reason=stop, text=_final_text(steps), steps=steps,
+            usage=usage, duration=time.perf_counter() - started, error=why)
         self._price(result)
         said = await write_outcome(self, task, first, result)
         self._say(listeners, [*said, *(Notice(n, "warning") for n in self.memories.take_notices())],

@@ -428,7 +428,9 @@ def _build(run: StepRun, say: bool = False) -> ModelRequest:
         system=system, items=items,
         tools=[t.spec() for t in tools], seed=seed,
         temperature=temperature, max_tokens=agent.request_max_tokens,
-        tool_choice=agent.tool_choice, prompt_cache=agent.prompt_cache,
+        # At the limit a call can only be refused: none is demanded ('required', a tool's name).
+        tool_choice=("none" if run.answer_only and agent.tool_choice not in (None, "auto", "none")
+                     else agent.tool_choice), prompt_cache=agent.prompt_cache,
         cache_key=agent.prompt_cache_key if agent.prompt_cache else None)
 
 
@@ -674,7 +676,7 @@ def _recover_written_calls(run: StepRun, turn: Turn, offered: list[str]) -> None
         return
     turn.text, turn.tool_calls = around, calls
     _tell_repairs(run, calls)
-    if run.wire == "native" and run.agent.tool_mode == "auto":
+    if run.wire == "native" and run.agent.tool_mode == "auto" and not run.answer_only:
         run.switch_to_text("the model wrote its tool call as text instead of using native "
                            "tool calling", resend=False)
 
@@ -1013,16 +1015,18 @@ def _not_run_at_limit(run: StepRun) -> None:
     ends ``max_steps``, with the reply's words as its answer."""
     agent, step = run.agent, run.step
     for call in step.tool_calls:
+        run.emit(ToolCallRequested(call))  # the card shows the call, then why it did not run
         result = ToolResult(call.id, f"Not run: {LIMIT_SKIP}.", error=True, name=call.name,
                             meta={"skipped": LIMIT_SKIP})
         agent.context.append(result)
         step.results.append(result)
         run.emit(ToolCallFinished(call, result))
-    raise Stop("max_steps", f"reached max_steps={agent.max_steps}"
-               + ("; the model answered from what its calls returned" if step.text.strip()
-                  and not step.tool_calls else "")
-               + "; the context is valid: run again with no task (%agent step) to go on, or "
-                 "raise Agent.max_steps")
+    if step.text.strip() and not step.tool_calls:
+        raise Stop("max_steps", f"reached max_steps={agent.max_steps}; the model answered from "
+                                "what its calls returned; to go on, give a task, or raise "
+                                "Agent.max_steps")
+    raise Stop("max_steps", f"reached max_steps={agent.max_steps}; the context is valid: run "
+                            "again with no task (%agent step) to go on, or raise Agent.max_steps")
 
 
 # -- decide stop ---------------------------------------------------------------------------

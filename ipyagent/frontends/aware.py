@@ -138,7 +138,7 @@ def last_picture(agent: Agent) -> str | None:
 
 def prepare_run(magics: Any, agent: Agent, cmd: Any) -> None:
     """Before a run: copy ``--with`` names, add ``--cells``, tell the model the namespace."""
-    from ..context.evidence import CHECK_KEY
+    from ..context.evidence import CHECK_KEY, CONTINUE_KEY, LIMIT_KEY
     from ..context.items import Message
     from ..kernel.namespace import picture
 
@@ -150,9 +150,11 @@ def prepare_run(magics: Any, agent: Agent, cmd: Any) -> None:
             cmd.task = f"{cmd.task}\n\n{above}"
     # A new task, or `%agent step` after the user added a message: the picture goes just
     # before that message (the task stays the last thing the model reads).
-    # Not after ipyagent's answer check (engine/verify): that message is ours, not the user's.
+    # Not after ipyagent's answer check (engine/verify), its "go on" after a cut reply, or its
+    # word at the step limit: those messages are ours, not the user's.
     ends_with_user = bool(agent.context) and isinstance(agent.context[-1], Message) \
-        and agent.context[-1].role == "user" and CHECK_KEY not in agent.context[-1].meta
+        and agent.context[-1].role == "user" and not any(
+            key in agent.context[-1].meta for key in (CHECK_KEY, CONTINUE_KEY, LIMIT_KEY))
     if agent.share_namespace != "off" and (cmd.task is not None or ends_with_user):
         pic = picture(user_variables(shell), agent.share_namespace)
         if pic and pic.text != last_picture(agent):  # else the model already has this one

@@ -41,6 +41,7 @@ import json
 import re
 from typing import Any, AsyncIterator
 
+from ..context.evidence import LIMIT_KEY
 from ..context.items import Message, ToolCall, ToolResult
 from ..context.tokens import TokenCounter
 from ..trust.untrusted import fence
@@ -122,6 +123,8 @@ class DemoModel:
         if request.system == OUTCOME_PROMPT:  # the memory note: the facts it was given
             facts = str(getattr(items[-1], "content", "")).split("\n\n")[0] if items else ""
             return f"{LABEL} {facts}", []
+        if items and isinstance(items[-1], Message) and LIMIT_KEY in items[-1].meta:
+            return _at_the_limit(items), []  # max_steps reached: an answer, not a call
         start = max((i for i, it in enumerate(items)
                      if isinstance(it, Message) and it.role == "user"), default=-1)
         if start < 0:
@@ -407,6 +410,15 @@ def _called(results: list[ToolResult], name: str) -> bool:
 
 def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:] if text else text
+
+
+def _at_the_limit(items: list[Any]) -> str:
+    """The demo's answer once max_steps is reached: what its last call returned."""
+    last = next((it for it in reversed(items) if isinstance(it, ToolResult)), None)
+    said = " ".join(str(last.output).split())[:200] if last is not None else ""
+    got = f" The last call returned: {said}" if said else ""
+    return (f"{LABEL} I reached the step limit before I could finish.{got} Allow more "
+            f"steps, or run again to go on.\n\n{DEMO_NOTE}")
 
 
 # Never called on a guess: the workspace tools change files, remember keeps a note; offer_result puts a question

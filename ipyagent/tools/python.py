@@ -82,7 +82,8 @@ def python_tool(agent: PythonHost) -> Tool:
         note = (joined_note(code, execution.outputs)
                 or error_note(execution.outputs, _names_here(agent, execution.outputs))
                 or separator_note(code, execution.outputs, _folder(agent))
-                or header_note(code, execution.outputs, _folder(agent), _failed_at(execution.outputs))
+                or header_note(code, execution.outputs, _folder(agent),
+                               _failed_at(execution.outputs, execution.execution_count))
                 or none_note(code, execution.outputs) or clock_note(code, execution.outputs))
         # What ipyagent asks the kernel after a failed call shares one deadline: a value's
         # own __repr__ (the sandboxed code's) could otherwise hold each question to the limit.
@@ -450,14 +451,17 @@ _ARROW = re.compile(r"^-+> ?(\d{1,6}) (.{1,200})$", re.M)  # IPython's "----> 3 
 _ARITHMETIC = re.compile(r"^[\w .+\-*/%()=,\[\]^]+$")
 
 
-_CELL_FRAME = re.compile(r"^Cell In ?\[\d{1,9}\], line (\d{1,6})", re.M)  # "Cell In[1], line 10"
+_CELL_FRAME = re.compile(r"^Cell In ?\[(\d{1,9})\], line (\d{1,6})", re.M)  # "Cell In[1], line 10"
 
 
-def _failed_at(outputs: list[dict[str, Any]]) -> list[int]:
-    """The code's lines an error's traceback points at, innermost first (the cell's frames
-    only: a library's line numbers are not the code's)."""
-    return [int(m.group(1)) for out in outputs if out.get("output_type") == "error"
-            for m in _CELL_FRAME.finditer(_traceback_text(out))][::-1]
+def _failed_at(outputs: list[dict[str, Any]], count: int | None) -> list[int]:
+    """The code's lines an error's traceback points at, innermost first: this cell's frames
+    only (``count``: its execution count). A library's line numbers are not the code's, nor
+    a function's from an earlier call (found by a review: a function defined in the first
+    call put its line 2 among the second call's)."""
+    return [int(m.group(2)) for out in outputs if out.get("output_type") == "error"
+            for m in _CELL_FRAME.finditer(_traceback_text(out))
+            if count is not None and int(m.group(1)) == count][::-1]
 
 
 def _traceback_text(out: dict[str, Any]) -> str:

@@ -127,29 +127,38 @@ def _skip(code: str, name: str) -> str:
 
 
 def _rewritten(code: str, failed_at: Sequence[int], limit: int = 200) -> tuple[int, str] | None:
-    """``(line number, that line looping over lines[1:])`` when a line the traceback points at
-    loops over a list of a file's lines by its name (seen at 1.5B: told "lines[1:] where your
-    code loops over lines" of code whose first loop already read ``lines[1:]`` and whose
-    failing line 10, ``next((… for line in lines if float(…) == top), None)``, did not, it
-    wrote the same call three more times); None otherwise, or for a line over ``limit``."""
+    """``(line number, that line looping over lines[1:])`` for the loop over a list of a
+    file's lines (by its name) on the line the traceback points at, or whose body holds it;
+    None otherwise, or for a line over ``limit`` characters.
+
+    Seen at 1.5B: told "lines[1:] where your code loops over lines" of code whose first loop
+    already read ``lines[1:]`` and whose failing line 10, ``next((… for line in lines if
+    float(…) == top), None)``, did not, it wrote the same call three more times."""
     tree = parsed(code)
     if tree is None or not failed_at:
         return None
     listed = _listed(tree)
-    source = code.splitlines()
+    loops = [loop for loop in ast.walk(tree) if isinstance(loop, (ast.For, ast.comprehension))
+             and isinstance(loop.iter, ast.Name) and loop.iter.id in listed
+             and loop.iter.lineno == loop.iter.end_lineno]
+    source = re.split(r"\r\n|\r|\n", code)  # Python's own line ends, no others
     for number in dict.fromkeys(failed_at):
-        if not 0 < number <= len(source) or len(source[number - 1]) > limit:
+        here = [loop.iter for loop in loops if loop.iter.lineno == number]
+        if not here:  # the failing line is in a for loop's body: the loop's own line
+            around = [loop for loop in loops if isinstance(loop, ast.For)
+                      and loop.lineno < number <= (loop.end_lineno or 0)]
+            if around:
+                inner = max(around, key=lambda loop: loop.lineno)
+                here = [loop.iter for loop in loops if loop.iter.lineno == inner.iter.lineno]
+        if not here or not 0 < here[0].lineno <= len(source):
             continue
-        ends = sorted({loop.iter.end_col_offset or 0 for loop in ast.walk(tree)
-                      if isinstance(loop, (ast.For, ast.comprehension))
-                      and isinstance(loop.iter, ast.Name) and loop.iter.id in listed
-                       and loop.iter.lineno == number == loop.iter.end_lineno}, reverse=True)
-        if not ends:
+        at = here[0].lineno
+        if len(source[at - 1]) > limit:
             continue
-        line = source[number - 1].encode()  # ast's offsets count UTF-8 bytes
-        for end in ends:
+        line = source[at - 1].encode()  # ast's offsets count UTF-8 bytes
+        for end in sorted({name.end_col_offset or 0 for name in here}, reverse=True):
             line = line[:end] + b"[1:]" + line[end:]
-        return number, line.decode(errors="replace").strip()
+        return at, line.decode(errors="replace").strip()
     return None
 
 

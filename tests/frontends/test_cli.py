@@ -131,7 +131,9 @@ def test_quiet_run_that_is_not_done_says_why_on_stderr(tmp_path):
                cwd=tmp_path)
     assert proc.returncode == 1
     assert "max_steps" not in proc.stdout  # stdout stays the answer only
-    assert proc.stderr.startswith("ipyagent: max_steps · 1 step") and proc.stderr.count("\n") == 1
+    # The step after the limit asks for the answer (Agent.answer_at_limit): the demo's says so.
+    assert "I reached the step limit before I could finish" in proc.stdout
+    assert proc.stderr.startswith("ipyagent: max_steps · 2 steps") and proc.stderr.count("\n") == 1
     denied = run("run", "compute 2**100", "--quiet", cwd=tmp_path)  # nobody to ask: denied
     assert denied.returncode == 1 and "ipyagent: denied" in denied.stderr
 

@@ -394,12 +394,30 @@ def test_a_header_read_as_a_number_is_told_it_is_the_header(tmp_path: Path) -> N
         "pd.read_csv('sales.csv', header=None, sep=';')[1].astype(float)", amount, tmp_path)
 
 
+def test_only_this_cells_frames_say_where_it_failed() -> None:
+    """Found by a review: a function defined by an earlier call put its own line 2 among the
+    lines of the call that failed."""
+    from ipyagent.tools.python import _failed_at
+
+    traceback = ["Cell In[7], line 3", "----> 3 print(ages(lines))", "Cell In[5], line 2, in ages",
+                 "----> 2 return [int(l) for l in lines]", "Cell In[5], line 2, in <listcomp>"]
+    error = {"output_type": "error", "ename": "ValueError", "traceback": traceback}
+    assert _failed_at([error], 7) == [3] and _failed_at([error], None) == []
+
+
 @pytest.mark.parametrize("code, failed_at, told", [
     ("rows = f.readlines()\nx = [a for a in rows if a] + [b for b in rows]", [2],
      (2, "x = [a for a in rows[1:] if a] + [b for b in rows[1:]]")),
     ("rows = f.readlines()\ns = 'é' + str([a for a in rows])", [2],  # offsets count bytes
      (2, "s = 'é' + str([a for a in rows[1:]])")),
-    ("rows = f.readlines()\nfor r in rows:\n    int(r)", [3, 2], (2, "for r in rows[1:]:")),
+    # The failing line in a for loop's body: the loop's own line (the traceback names only
+    # the body's line).
+    ("rows = f.readlines()\nfor r in rows:\n    int(r)", [3], (2, "for r in rows[1:]:")),
+    ("rows = f.readlines()\nfor r in rows:\n    for c in r:\n        int(c)", [4],
+     (2, "for r in rows[1:]:")),
+    # Python's own line ends only: a U+2028 in a comment is not one (found by a review).
+    ("rows = f.readlines()  # a\u2028b\nx = [a for a in rows]", [2],
+     (2, "x = [a for a in rows[1:]]")),
     ("rows = f.readlines()\nx = [a for a in rows[1:]]", [2], None),   # already skipped
     ("rows = [1, 2]\nx = [a for a in rows]", [2], None),              # not a file's lines
     ("rows = f.readlines()\nx = [a for a in rows]", [9], None),       # not a line of it
@@ -889,7 +907,16 @@ def test_what_may_print_something_else_when_run_again(code: str, moves: bool) ->
 @pytest.mark.parametrize("code, found", [
     ("with open('a') as f: t = f.read() with open('b', 'w') as g: g.write(t)",
      (1, "with open('a') as f: t = f.read()\nwith open('b', 'w') as g: g.write(t)")),
-    ("for x in [1, 2]: t = x print(t)", (1, "for x in [1, 2]: t = x\nprint(t)")),
+    # In a block's body written after its colon, the second statement stays in the body
+    # (found by a review: set on a line of its own, ``i += 1`` left the while loop).
+    ("for x in [1, 2]: t = x print(t)", (1, "for x in [1, 2]: t = x; print(t)")),
+    ("i = 0\nwhile i < 3: print(i) i += 1", (2, "i = 0\nwhile i < 3: print(i); i += 1")),
+    ("def f(x): y = x * 2 return y", (1, "def f(x): y = x * 2; return y")),
+    # A bare name or value set apart is more likely a missing operator: nothing said.
+    ("total = price quantity", None),
+    ("return a b", None),
+    ("del a b", None),
+    ("x = 1_000 y", None),
     ("import json data = json.load(f) print(data)",
      (1, "import json\ndata = json.load(f)\nprint(data)")),
     ("def f():\n    a = 1 return a", (2, "def f():\n    a = 1\n    return a")),
