@@ -75,7 +75,7 @@ from ..models.written_calls import (
     repaired_code,
 )
 from ..tools.base import Executor, Toolbox
-from ..tools.python import ERROR_NOTE
+from ..tools.python import ERROR_NOTE, NOTE_FIX
 from ..trust.redaction import LiveRedactor, redact_result, redaction_notice
 from ..trust.secrets import key_envs, secret_values
 from .compaction import fit_window
@@ -371,9 +371,9 @@ def _repeats_not_run(run: StepRun, turn: Turn) -> str | None:
                                 if run.wire == "text" else [])
     if not calls:
         return None
-    first = calls[0]
-    if _not_run_again(agent, ToolCall(new_call_id(), first.name, dict(first.arguments))) is None:
-        return None
+    first = ToolCall(new_call_id(), calls[0].name, dict(calls[0].arguments))
+    if _not_run_again(agent, first) is None or _fix_for(agent, first) is not None:
+        return None  # runs, or runs with the change its note gave (``_fix_for``)
     return first.name
 
 
@@ -598,12 +598,19 @@ def record(run: StepRun, turn: Turn, estimated_raw: int) -> bool:
     if turn.text or not turn.tool_calls:
         agent.context.append(Message("assistant", turn.text,
                                      meta={"cut": cut.as_meta()} if cut else {}))
+    fix = _fix_for(agent, turn.tool_calls[0]) if turn.tool_calls and not run.answer_only else None
+    if fix is not None:
+        call = turn.tool_calls[0]
+        call.arguments, call.meta[NOTE_FIXED] = {**call.arguments, "code": fix["code"]}, fix["what"]
+        run.emit(Notice("The model wrote its failing python call again, word for word: ipyagent "
+                        f"runs it with the change its note gave ({fix['what']}); the code shown "
+                        "is what runs.", "info"))
     for call in turn.tool_calls:
         agent.context.append(_bounded_call(call))
     made = [item for item in list(agent.context)[first:] if not isinstance(item, Reasoning)]
     if (run.wire == "text" and not native_calls and cut is None and made and written.strip()
-            and (turn.tool_calls or turn.text != written)
-            and not any(REPAIRED in c.meta for c in turn.tool_calls)):  # it goes back as it ran
+            and (turn.tool_calls or turn.text != written)  # it goes back as it ran:
+            and not any(REPAIRED in c.meta or NOTE_FIXED in c.meta for c in turn.tool_calls)):
         # Calls or an answer read from the reply: the next request writes it back as it was.
         content = made[0].content if isinstance(made[0], Message) else ""
         made[0].meta[AS_WRITTEN] = as_written(
@@ -790,6 +797,10 @@ async def run_one(run: StepRun, call: ToolCall) -> ToolResult:
     if not decision.approved:
         return _denied(call, decision, step.index)
     result = await execute(run, call, decision)
+    if call.meta.get(NOTE_FIXED):  # said to the model: the call it wrote is not what ran
+        said = (f"this was your failing call again, word for word, so ipyagent ran it with the "
+                f"change its note gave ({call.meta[NOTE_FIXED]}): the call above is what ran")
+        result.meta["note"] = "; ".join(filter(None, [result.meta.get("note"), said]))
     for _ in range(MAX_COPIES_PER_CALL):  # a NameError for the user's variable: offer a copy
         asked = time.perf_counter()
         copied_now = call.name == "python" and await copy_missing(agent, call, result, run.emit)
@@ -805,6 +816,32 @@ async def run_one(run: StepRun, call: ToolCall) -> ToolResult:
         result = await execute(run, call, decision)  # again, now that the value is there
         result.meta["copies"] = copied + result.meta.get("copies", [])
     return result
+
+
+NOTE_FIXED = "note_fixed"  # ToolCall.meta: the change ipyagent's note gave, applied (what)
+
+
+def _fix_for(agent: AgentView, call: ToolCall) -> dict[str, str] | None:
+    """The change ipyagent's note on a failed python call gave (``tools.python.NOTE_FIX``:
+    the code so changed, and what changed) when ``call`` is that call again, word for word,
+    which would not be run (``_not_run_again``); None otherwise.
+
+    Measured at 1.5B (hottest-day): told "write line 10 as … for line in lines[1:] …", with
+    the line written out, the model wrote the same failing call four more times; not run
+    each time, and asked again at another temperature, until the circuit breaker. The change
+    is the note's own, made to the model's own code; the call still asks for approval."""
+    if call.name != "python":
+        return None
+    again = _not_run_again(agent, call)
+    if again is None or again.meta.get("skipped") != SAME_FAILURE:
+        return None
+    failed = next((i for i in reversed(list(agent.context)) if isinstance(i, ToolResult)
+                   and i.call_id == again.meta.get("repeat_of")), None)
+    fix = failed.meta.get(NOTE_FIX) if failed is not None else None
+    if not (isinstance(fix, dict) and isinstance(fix.get("code"), str)
+            and isinstance(fix.get("what"), str) and fix["code"] != call.arguments.get("code")):
+        return None
+    return {"code": fix["code"], "what": fix["what"]}
 
 
 SAME_FAILURE = "the same failing call again"  # meta["skipped"] of a call not run so

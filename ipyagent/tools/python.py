@@ -23,7 +23,7 @@ from ..kernel.outputs import strip_ansi
 from .base import Tool
 from .changes import settle_changes
 from .line_values import values_on_line
-from .table_notes import header_note, separator_note
+from .table_notes import header_fix, header_note, separator_note
 
 if TYPE_CHECKING:
     from ..kernel.base import Kernel
@@ -79,12 +79,7 @@ def python_tool(agent: PythonHost) -> Tool:
             call_id=call.id, name=call.name, output=execution.text or NO_OUTPUT,
             error=execution.status != "ok", outputs=list(execution.outputs),
             execution_count=execution.execution_count, meta=meta)
-        note = (joined_note(code, execution.outputs)
-                or error_note(execution.outputs, _names_here(agent, execution.outputs))
-                or separator_note(code, execution.outputs, _folder(agent))
-                or header_note(code, execution.outputs, _folder(agent),
-                               _failed_at(execution.outputs, execution.execution_count))
-                or none_note(code, execution.outputs) or clock_note(code, execution.outputs))
+        note, fix = _note_and_fix(agent, code, execution.outputs, execution.execution_count)
         # What ipyagent asks the kernel after a failed call shares one deadline: a value's
         # own __repr__ (the sandboxed code's) could otherwise hold each question to the limit.
         deadline = time.monotonic() + min(AFTER_CALL_SECONDS, agent.tool_timeout or AFTER_CALL_SECONDS)
@@ -106,6 +101,8 @@ def python_tool(agent: PythonHost) -> Tool:
             result.meta["note"] = note
             if result.error:
                 result.meta[ERROR_NOTE] = note  # said again if the same call is written again
+                if fix is not None:  # applied if the same call is written again (engine.step)
+                    result.meta[NOTE_FIX] = {"code": fix[0], "what": fix[1]}
         await settle_changes(agent, result)  # the staged workspace: what reaches your folder
         silent = (not execution.text and not execution.outputs and not result.error
                   and not result.meta.get("changes"))
@@ -278,6 +275,42 @@ def error_note(outputs: list[dict[str, Any]], files: Sequence[str] = ()) -> str:
     return ""
 
 
+def _note_and_fix(agent: PythonHost, code: str, outputs: list[dict[str, Any]],
+                  count: int | None) -> tuple[str, tuple[str, str] | None]:
+    """ipyagent's note on a call's outputs, and, where the note says a change that is the
+    code's own text changed mechanically, ``(the code so changed, what changed)``: the
+    statements on a line set apart, a missing import of a usual module, a header skipped on
+    the failing line. Applied only if the model writes the same failing call again."""
+    joined = joined_note(code, outputs)
+    if joined:
+        found = split_joined(code)
+        return joined, (found[1], f"the statements on line {found[0]} set apart") if found else None
+    note = error_note(outputs, _names_here(agent, outputs))
+    if note:
+        return note, import_fix(code, outputs)
+    folder = _folder(agent)
+    note = separator_note(code, outputs, folder)
+    if note:
+        return note, None
+    failed_at = _failed_at(outputs, count)
+    note = header_note(code, outputs, folder, failed_at)
+    if note:
+        return note, header_fix(code, failed_at)
+    return none_note(code, outputs) or clock_note(code, outputs), None
+
+
+def import_fix(code: str, outputs: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """``(code with its import first, what changed)`` for a NameError of a usual module's
+    name (``_IMPORTS``, only those: the name comes from the sandbox's error)."""
+    for out in outputs:
+        found = (_ERROR_NOTES[1][1].match(str(out.get("evalue", "")))
+                 if out.get("ename") == "NameError" else None)
+        if found and found.group(1) in _IMPORTS:
+            line = _IMPORTS[found.group(1)]
+            return f"{line}\n{code}", f"{line} added as the first line"
+    return None
+
+
 def joined_note(code: str, outputs: list[dict[str, Any]], limit: int = 600) -> str:
     """ipyagent's note when a SyntaxError came only from two statements on one line with no
     line break between them: the code with the breaks, when it is short (``split_joined``)."""
@@ -398,6 +431,9 @@ _OWN_NAME = {"sum": "total", "max": "largest", "min": "smallest", "len": "count"
              "list": "items", "str": "text", "dict": "table", "input": "answer", "round": "rounded"}
 
 ERROR_NOTE = "error_note"  # ToolResult.meta: ipyagent's note on a failed call's error
+# ToolResult.meta: the code as ipyagent's note says to change it, and what changed
+# (``_note_and_fix``), for the same failing call written again.
+NOTE_FIX = "note_fix"
 _NOT_RAISED = ("SyntaxError", "IndentationError", "TabError")  # found compiling: no frame ran
 PART_CHARS = 120  # of the failing part quoted in the note
 

@@ -13,7 +13,7 @@ from typing import Any
 from .._util.pyast import parsed
 from ..kernel.staging import read_head
 
-__all__ = ["separator_note", "header_note"]
+__all__ = ["separator_note", "header_note", "header_fix"]
 
 
 # A table read with the default separator: ``pd.read_csv('sales.csv')``, ``csv.DictReader(
@@ -95,7 +95,7 @@ def header_note(code: str, outputs: list[dict[str, Any]], folder: Path | None,
             rewritten = _rewritten(code, failed_at)
             how = (f"read it with pd.read_csv({name!r}{', sep=' + repr(seps[0]) if delimiter else ''})"
                    " (its first line names the columns)" if "read_csv" in code else
-                   f"skip that line: write line {rewritten[0]} as {rewritten[1]}, or {by_name}"
+                   f"skip that line: write line {rewritten[0]} as {rewritten[1].strip()}, or {by_name}"
                    if rewritten else f"skip that line ({_skip(code, name)}) or {by_name}")
             return (f"{word!r} is a column name, not a value: {name}'s first line is {first!r}, "
                     f"its header. {how[0].upper()}{how[1:]}, and run the call again.")
@@ -158,8 +158,20 @@ def _rewritten(code: str, failed_at: Sequence[int], limit: int = 200) -> tuple[i
         line = source[at - 1].encode()  # ast's offsets count UTF-8 bytes
         for end in sorted({name.end_col_offset or 0 for name in here}, reverse=True):
             line = line[:end] + b"[1:]" + line[end:]
-        return at, line.decode(errors="replace").strip()
+        return at, line.decode(errors="replace")
     return None
+
+
+def header_fix(code: str, failed_at: Sequence[int]) -> tuple[str, str] | None:
+    """``(code with the failing line's loop over lines[1:], what changed)``, as the header
+    note says it (not for a pandas read: that note says another way)."""
+    rewritten = None if "read_csv" in code else _rewritten(code, failed_at)
+    if rewritten is None:
+        return None
+    number, line = rewritten
+    lines = re.split(r"(\r\n|\r|\n)", code)  # the line ends kept, at the odd places
+    lines[2 * (number - 1)] = line
+    return "".join(lines), f"line {number} loops over its list from [1:], past the header"
 
 
 def _listed(tree: ast.AST) -> set[str]:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import pytest
 
 from ipyagent import Agent
@@ -150,7 +151,12 @@ def test_a_block_statement_after_a_semicolon_gets_a_note(agent: Agent) -> None:
             "print(f.read())")
     result = run(agent, code)
     assert result.error and "SyntaxError" in result.output
-    assert result.meta["note"].startswith("a 'with' statement cannot follow ';' on one line")
+    # The code with the break is given (before, only that a 'with' cannot follow ';').
+    assert result.meta["note"].startswith("line 1 holds two statements with no line break")
+    assert "f.write('a')\\nwith open('x.txt') as f" in result.meta["note"]
+    # Where no break alone makes it compile, the ';' note says so in words.
+    assert run(agent, "x = 1; with open('x.txt') as f: print(f.read()) +").meta[
+        "note"].startswith("a 'with' statement cannot follow ';' on one line")
     assert "note" not in run(agent, "x = 1; y = (").meta  # another SyntaxError: no note
     # Seen at 0.5B: ``print(mean_score:.2f)``, "invalid decimal literal", four times.
     assert run(agent, "mean_score = 2 / 3\nprint(mean_score:.2f)").meta["note"] == (
@@ -428,7 +434,8 @@ def test_the_failing_line_told_with_the_header_skipped(code: str, failed_at: lis
                                                        told: tuple[int, str] | None) -> None:
     from ipyagent.tools.table_notes import _rewritten
 
-    assert _rewritten(code, failed_at) == told
+    found = _rewritten(code, failed_at)
+    assert (found and (found[0], found[1].strip())) == (told or None)
 
 
 @pytest.mark.parametrize("code, tested", [
@@ -947,3 +954,41 @@ def test_two_statements_joined_on_a_line_get_the_code_with_the_break(agent: Agen
     assert run(agent, example).output.strip() == "HELLO"  # the note's code runs as written
     # A magic or a shell line: IPython changes the cell first; nothing is said.
     assert "two statements" not in run(agent, "%time x = 1 print(x)").meta.get("note", "")
+
+
+@pytest.mark.parametrize("code, changed, prints", [
+    # hottest-day at 1.5B: the header skipped in the first loop, not in the failing one.
+    ("lines = open('weather.csv').readlines()\ntemps = [float(l.split(',')[1]) for l in lines[1:]]\n"
+     "top = max(temps)\nprint(next(l.split(',')[0] for l in lines if float(l.split(',')[1]) == top))",
+     "line 4 loops over its list from [1:], past the header", "2026-07-02"),
+    ("t = 'hello'.upper() print(t)", "the statements on line 1 set apart", "HELLO"),
+    ("print(json.dumps({'a': 1}))", "import json added as the first line", '{"a": 1}'),
+])
+def test_the_same_failing_call_written_again_runs_with_the_change_the_note_gave(
+        tmp_path: Path, code: str, changed: str, prints: str) -> None:
+    """Measured at 1.5B (hottest-day): told the failing line written with lines[1:], the
+    model wrote the same call four more times, each not run, until the circuit breaker."""
+    from ipyagent.engine.step import NOTE_FIXED
+    from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
+
+    (tmp_path / "weather.csv").write_text("date,temp\n2026-07-01,28.5\n2026-07-02,31.2\n")
+    script = [reply_tool_calls([("python", {"code": code})]), reply_text("2026-07-01"),
+              reply_tool_calls([("python", {"code": code})]), reply_text(prints)]
+    heard: list = []
+    with ScriptedServer(script) as srv, Agent(model="m", base_url=srv.base_url, approval="auto",
+                                              file_tools=False, verify_answers=True,
+                                              cwd=str(tmp_path)) as agent:
+        result = agent.run("Use Python to find it.", on_event=heard.append)
+        first, fixed = [i for i in agent.context if isinstance(i, ToolResult)]
+        calls_made = [i for i in agent.context if isinstance(i, ToolCall)]
+        nb = nbformat.reads(nbformat.writes(agent.context.to_notebook()), as_version=4)
+    assert first.error and not fixed.error and fixed.output.strip() == prints, fixed.output
+    assert calls_made[1].meta[NOTE_FIXED] == changed
+    assert calls_made[1].arguments["code"] == first.meta["note_fix"]["code"] != code
+    assert "so ipyagent ran it with the change its note gave" in fixed.meta["note"]
+    assert any(changed in getattr(e, "message", "") for e in heard)
+    assert result.stop_reason == "done" and result.text == prints
+    # The transcript's cell is the code that ran (Run All runs it), then what the model was told.
+    cells = [c for c in nb.cells if c.cell_type == "code"]
+    assert cells[-1].source == calls_made[1].arguments["code"]
+    assert len(srv.requests) == 4  # no re-ask at another temperature: the call ran
