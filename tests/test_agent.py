@@ -118,6 +118,7 @@ def test_at_max_steps_the_model_is_asked_for_its_answer_once():
         asked = model.requests[2].items[-1]
         assert isinstance(asked, Message) and asked.meta[LIMIT_KEY] is True
         assert "(Agent.max_steps = 2), so no more tool calls can run" in asked.content
+        assert asked.content.endswith("The task was: count")  # its form, far above by now
         assert run_items(list(agent.context))[0] == "count"  # ipyagent's words, not a task
         assert "the model answered from what its calls returned" in result.steps[-1].error
         assert any("asked the model for its answer" in getattr(e, "message", "") for e in heard)

@@ -29,6 +29,7 @@ from ..context.events import (
     StepFinished,
     Usage,
 )
+from ..context.evidence import run_items
 from ..context.items import Message, ToolCall, ToolResult
 from ..context.steps import count_steps
 from ..errors import ApprovalError, ConfigError
@@ -505,7 +506,7 @@ class Agent(AgentSettings):
             self._emit(listeners, Notice(
                 f"max_steps={self.max_steps} reached after tool calls: asked the model for its "
                 "answer from what they returned (Agent.answer_at_limit)", "info"))
-            asked = limit_message(self.max_steps)
+            asked = limit_message(self.max_steps, run_items(list(self.context))[0])
             self.context.append(asked)
             step = await self._astep(listeners, steps_so_far=len(steps), answer_only=True)
             steps.append(step)

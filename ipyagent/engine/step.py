@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .._util.nesting import MAX_NESTING, bounded, deeper
 from .._util.pyast import filter_probe, iterated, last_assigned, stateful, tested_in_loop
-from .._util.text import head_tail
+from .._util.text import head_tail, one_line
 from ..context.audit import decision_record
 from ..context.decisions import Decision, utc_now
 from ..context.events import (
@@ -1037,14 +1037,16 @@ async def execute(run: StepRun, call: ToolCall, decision: Decision) -> ToolResul
 LIMIT_SKIP = "the step limit (Agent.max_steps) was reached"  # meta["skipped"] of such a call
 
 
-def limit_message(max_steps: int) -> Message:
+def limit_message(max_steps: int, task: str = "") -> Message:
     """ipyagent's word to the model once ``max_steps`` is reached after its calls (marked
-    ``LIMIT_KEY``: not a task of the person's)."""
+    ``LIMIT_KEY``: not a task of the person's), with the task again (at 1.5B, asked to
+    answer "2 decimals", it answered 18.0 at the limit: the task was far above)."""
+    again = f" The task was: {one_line(task, 600)}" if task.strip() else ""
     return Message("user", (
         f"Note from ipyagent (not a message from the user): the step limit is reached "
         f"(Agent.max_steps = {max_steps}), so no more tool calls can run in this run. Answer "
-        "the task now from what your calls returned; if it is not done, say what is missing."),
-        meta={LIMIT_KEY: True})
+        "the task now from what your calls returned, in the form it asks for; if it is not "
+        f"done, say what is missing.{again}"), meta={LIMIT_KEY: True})
 
 
 def _not_run_at_limit(run: StepRun) -> None:

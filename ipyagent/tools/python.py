@@ -285,9 +285,10 @@ def _note_and_fix(agent: PythonHost, code: str, outputs: list[dict[str, Any]],
     if joined:
         found = split_joined(code)
         return joined, (found[1], f"the statements on line {found[0]} set apart") if found else None
-    note = error_note(outputs, _names_here(agent, outputs))
+    files = _names_here(agent, outputs)
+    note = error_note(outputs, files)
     if note:
-        return note, import_fix(code, outputs)
+        return note, import_fix(code, outputs, files)
     folder = _folder(agent)
     note = separator_note(code, outputs, folder)
     if note:
@@ -299,14 +300,24 @@ def _note_and_fix(agent: PythonHost, code: str, outputs: list[dict[str, Any]],
     return none_note(code, outputs) or clock_note(code, outputs), None
 
 
-def import_fix(code: str, outputs: list[dict[str, Any]]) -> tuple[str, str] | None:
-    """``(code with its import first, what changed)`` for a NameError of a usual module's
-    name (``_IMPORTS``, only those: the name comes from the sandbox's error)."""
+def import_fix(code: str, outputs: list[dict[str, Any]],
+               files: Sequence[str] = ()) -> tuple[str, str] | None:
+    """``(code with a first line that defines the missing name, what changed)``, as
+    ``error_note`` says it: a usual module's import (``_IMPORTS``), or the read of the
+    workspace file whose stem the name is (``users`` for users.json), where the code does
+    not write the file's name as code. Only those: the name comes from the sandbox's error."""
     for out in outputs:
         found = (_ERROR_NOTES[1][1].match(str(out.get("evalue", "")))
                  if out.get("ename") == "NameError" else None)
-        if found and found.group(1) in _IMPORTS:
-            line = _IMPORTS[found.group(1)]
+        if not found:
+            continue
+        line = _IMPORTS.get(found.group(1))
+        named = [f for f in files if _PLAIN_FILE.match(f) and f.rsplit(".", 1)[0] == found.group(1)]
+        if line is None and named and not re.search(
+                rf"(?<![\w'\"./]){re.escape(named[0])}(?![\w'\"])", _traceback_text(out)):
+            line = _read_as("." + named[0].rsplit(".", 1)[1].lower()).format(
+                v=found.group(1), f=named[0])
+        if line is not None:
             return f"{line}\n{code}", f"{line} added as the first line"
     return None
 

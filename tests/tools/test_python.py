@@ -963,6 +963,9 @@ def test_two_statements_joined_on_a_line_get_the_code_with_the_break(agent: Agen
      "line 4 loops over its list from [1:], past the header", "2026-07-02"),
     ("t = 'hello'.upper() print(t)", "the statements on line 1 set apart", "HELLO"),
     ("print(json.dumps({'a': 1}))", "import json added as the first line", '{"a": 1}'),
+    # order-total at 1.5B: the file's stem used as a name, the same call again.
+    ("print(sum(o['qty'] * o['price'] for o in orders))",
+     "import json; orders = json.load(open('orders.json')) added as the first line", "7.5"),
 ])
 def test_the_same_failing_call_written_again_runs_with_the_change_the_note_gave(
         tmp_path: Path, code: str, changed: str, prints: str) -> None:
@@ -972,6 +975,7 @@ def test_the_same_failing_call_written_again_runs_with_the_change_the_note_gave(
     from tests.helpers.scripted_server import ScriptedServer, reply_text, reply_tool_calls
 
     (tmp_path / "weather.csv").write_text("date,temp\n2026-07-01,28.5\n2026-07-02,31.2\n")
+    (tmp_path / "orders.json").write_text('[{"qty": 2, "price": 3.0}, {"qty": 1, "price": 1.5}]')
     script = [reply_tool_calls([("python", {"code": code})]), reply_text("2026-07-01"),
               reply_tool_calls([("python", {"code": code})]), reply_text(prints)]
     heard: list = []
