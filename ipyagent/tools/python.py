@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._util.pyast import last_assigned, set_from_none, shadowed, split_joined, subtracted
+from .._util.pyast import last_assigned, parsed, set_from_none, shadowed, split_joined, subtracted
 from ..context.events import ToolOutput, live_emitter
 from ..context.items import NO_OUTPUT, SHOWN, VALUES, ToolCall, ToolResult
 from ..errors import KernelError
@@ -297,7 +297,10 @@ def _note_and_fix(agent: PythonHost, code: str, outputs: list[dict[str, Any]],
     note = header_note(code, outputs, folder, failed_at)
     if note:
         return note, header_fix(code, failed_at)
-    return none_note(code, outputs) or clock_note(code, outputs), None
+    note = none_note(code, outputs)
+    if note:
+        return note, none_fix(code, outputs)
+    return clock_note(code, outputs), None
 
 
 def import_fix(code: str, outputs: list[dict[str, Any]],
@@ -388,6 +391,40 @@ def none_note(code: str, outputs: list[dict[str, Any]]) -> str:
             f"{method}(…) {does} and returns None. Keep the value in {name} first, call "
             f".{method}(…) on a line of its own (without assigning what it returns), and run "
             "the call again.")
+
+
+def none_fix(code: str, outputs: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """``(code with the name kept first and the method called on a line of its own, what
+    changed)``, as ``none_note`` says it: ``fr = df[…].to_csv(p)`` becomes ``fr = df[…]`` and
+    ``fr.to_csv(p)``; ``names = names.sort()`` becomes ``names.sort()``. Only a statement on
+    one line of its own."""
+    error = next((str(o.get("evalue", "")) for o in outputs
+                  if o.get("ename") in ("TypeError", "AttributeError")
+                  and _NONE_ERROR.search(str(o.get("evalue", "")))), None)
+    found = set_from_none(code, error[:300]) if error is not None else []
+    tree = parsed(code) if found else None
+    if tree is None:
+        return None
+    name, method = found[-1]
+    lines = re.split(r"(\r\n|\r|\n)", code)  # the line ends kept, at the odd places
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id == name
+                and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute)
+                and node.value.func.attr == method and node.lineno == node.end_lineno):
+            continue
+        line = lines[2 * (node.lineno - 1)].encode()  # ast's offsets count UTF-8 bytes
+        if line[:node.col_offset].strip() or line[node.end_col_offset or 0:].strip():
+            return None  # another statement shares its line
+        receiver = line[node.value.func.value.col_offset:node.value.func.value.end_col_offset or 0]
+        rest = line[node.value.func.value.end_col_offset or 0:node.end_col_offset or 0]
+        indent, own = line[:node.col_offset], name.encode()
+        new = (indent + own + rest if receiver == own
+               else indent + own + b" = " + receiver + b"\n" + indent + own + rest)
+        lines[2 * (node.lineno - 1)] = new.decode(errors="replace")
+        return ("".join(lines), f"line {node.lineno}: {name} keeps the value, and "
+                                f".{method}(…) is called on a line of its own")
+    return None
 
 
 _NOT_CALLABLE = re.compile(r"^'([A-Za-z_]\w{0,39})' object is not callable")

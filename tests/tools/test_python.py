@@ -966,6 +966,10 @@ def test_two_statements_joined_on_a_line_get_the_code_with_the_break(agent: Agen
     # order-total at 1.5B: the file's stem used as a name, the same call again.
     ("print(sum(o['qty'] * o['price'] for o in orders))",
      "import json; orders = json.load(open('orders.json')) added as the first line", "7.5"),
+    # fr-rows at 1.5B: what to_csv returned kept, then len() of it, four more times.
+    ("import csv\nrows = list(csv.reader(open('orders.json')))\n"
+     "names = ['b', 'a']\nnames = names.sort()\nprint(names[0])",
+     "line 4: names keeps the value, and .sort(…) is called on a line of its own", "a"),
 ])
 def test_the_same_failing_call_written_again_runs_with_the_change_the_note_gave(
         tmp_path: Path, code: str, changed: str, prints: str) -> None:
@@ -996,3 +1000,19 @@ def test_the_same_failing_call_written_again_runs_with_the_change_the_note_gave(
     cells = [c for c in nb.cells if c.cell_type == "code"]
     assert cells[-1].source == calls_made[1].arguments["code"]
     assert len(srv.requests) == 4  # no re-ask at another temperature: the call ran
+
+
+@pytest.mark.parametrize("code, fixed", [
+    ("fr = df[df['c'] == 'FR'].to_csv('fr.csv', index=False)\nprint(len(fr))",
+     "fr = df[df['c'] == 'FR']\nfr.to_csv('fr.csv', index=False)\nprint(len(fr))"),
+    ("if x:\n    d = d.drop(columns=['a'], inplace=True)\n    print(len(d))",
+     "if x:\n    d.drop(columns=['a'], inplace=True)\n    print(len(d))"),
+    ("fr = df.to_csv('fr.csv'); print(len(fr))", None),   # another statement on its line
+    ("fr = (df\n      .to_csv('fr.csv'))\nprint(len(fr))", None),  # over two lines
+])
+def test_the_none_notes_change_in_the_codes_own_names(code: str, fixed: str | None) -> None:
+    from ipyagent.tools.python import none_fix
+
+    error = [{"ename": "TypeError", "evalue": "object of type 'NoneType' has no len()"}]
+    found = none_fix(code, error)
+    assert (found[0] if found else None) == fixed
