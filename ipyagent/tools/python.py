@@ -372,14 +372,19 @@ def clock_note(code: str, outputs: list[dict[str, Any]]) -> str:
 _NONE_ERROR = re.compile(r"'NoneType'")  # has no len(), is not subscriptable, has no attribute …
 
 
+def _none_error(outputs: list[dict[str, Any]]) -> str | None:
+    """The message of an error about a None used as a value, or None."""
+    return next((str(o.get("evalue", "")) for o in outputs
+                 if o.get("ename") in ("TypeError", "AttributeError")
+                 and _NONE_ERROR.search(str(o.get("evalue", "")))), None)
+
+
 def none_note(code: str, outputs: list[dict[str, Any]]) -> str:
     """ipyagent's note when a value is None because the code set its name to what a method
     that works in place returned (``rows = df[…].to_csv('fr.csv')``, ``names = names.sort()``,
     ``inplace=True``), or "" (seen at 1.5B: ``len(fr_customers)`` after such a ``to_csv``,
     "object of type 'NoneType' has no len()", and the same call four more times)."""
-    error = next((str(o.get("evalue", "")) for o in outputs
-                  if o.get("ename") in ("TypeError", "AttributeError")
-                  and _NONE_ERROR.search(str(o.get("evalue", "")))), None)
+    error = _none_error(outputs)
     if error is None:
         return ""
     found = set_from_none(code, error[:300])
@@ -398,9 +403,7 @@ def none_fix(code: str, outputs: list[dict[str, Any]]) -> tuple[str, str] | None
     changed)``, as ``none_note`` says it: ``fr = df[…].to_csv(p)`` becomes ``fr = df[…]`` and
     ``fr.to_csv(p)``; ``names = names.sort()`` becomes ``names.sort()``. Only a statement on
     one line of its own."""
-    error = next((str(o.get("evalue", "")) for o in outputs
-                  if o.get("ename") in ("TypeError", "AttributeError")
-                  and _NONE_ERROR.search(str(o.get("evalue", "")))), None)
+    error = _none_error(outputs)
     found = set_from_none(code, error[:300]) if error is not None else []
     tree = parsed(code) if found else None
     if tree is None:
