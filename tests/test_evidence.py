@@ -186,7 +186,13 @@ def test_an_unwritten_file_is_found() -> None:
     task = "Save the cleaned table as clean.csv"
     found = unchanged_files(task, ["raw.csv"])
     assert found is not None and found.said == "clean.csv was not written"
+    assert "Write it with a tool (and check it)" in found.ask
     assert unchanged_files(task, ["data/clean.csv"]) is None
+    # Asked for Python, it is asked for code (at 1.5B, told "with a tool", it typed the
+    # numbers into sorted.txt with write_file, unsorted).
+    python = unchanged_files("Use Python to write the numbers sorted to sorted.txt.", [])
+    assert python is not None and "Write it with python code that computes what it should " \
+        "hold, and print what it wrote" in python.ask
 
 
 WRITE_READ = ("Use Python to write the text 'hello from the agent' to a file named note.txt, "

@@ -465,9 +465,13 @@ def unchanged_files(task: str, written: Iterable[str]) -> Finding | None:
     if not missing:
         return None
     shown = ", ".join(missing)
+    # Asked for Python, a small model told "with a tool" typed the file in with write_file
+    # (at 1.5B: "1 42 7 19 3 25" for numbers sorted into sorted.txt).
+    how = ("with python code that computes what it should hold, and print what it wrote"
+           if asks_to_run_code(task) else "with a tool (and check it)")
     return Finding("file_unchanged", f"{shown} was not written",
                    f"The task asks to write or change {shown}, but no tool call of this task "
-                   "wrote it. Write it with a tool (and check it), or tell the user why not.")
+                   f"wrote it. Write it {how}, or tell the user why not.")
 
 
 def _named(name: str, paths: Iterable[str]) -> bool:
