@@ -499,7 +499,8 @@ def test_an_autosaved_run_that_compacts_spills_its_summary_and_the_file_keeps_ev
     with ScriptedServer(fallback=reply) as srv:
         agent = Agent(model="m", base_url=srv.base_url, tools=[big_plot], python_tool=False,
                       file_tools=False, context_window=2048, request_max_tokens=256,
-                      compact_target=0.8, max_steps=10, max_retries=0, autosave=str(path))
+                      compact_target=0.8, max_steps=10, max_retries=0, autosave=str(path),
+                      answer_at_limit=False)
         agent.context.counter = TokenCounter(use_tokenizer=False)
         agent.run("plot ten times")
         agent.close()

@@ -412,11 +412,17 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:] if text else text
 
 
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): ")
+
+
 def _at_the_limit(items: list[Any]) -> str:
     """The demo's answer once max_steps is reached: what its last call returned."""
     last = next((it for it in reversed(items) if isinstance(it, ToolResult)), None)
-    said = " ".join(str(last.output).split())[:200] if last is not None else ""
-    got = f" The last call returned: {said}" if said else ""
+    lines = str(last.output).splitlines() if last is not None else []
+    error = next((line for line in reversed(lines) if _ERROR_LINE.match(line)), None)
+    said = " ".join((error or (lines[0] if lines else "")).split())[:200]
+    got = ("" if not said else f" The last call failed: {said}." if error
+           else f" The last call printed: {said}")
     return (f"{LABEL} I reached the step limit before I could finish.{got} Allow more "
             f"steps, or run again to go on.\n\n{DEMO_NOTE}")
 

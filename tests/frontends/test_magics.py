@@ -233,7 +233,10 @@ def test_options_override_for_one_run_only(loaded: Any) -> None:
     assert agent.approval == "auto"
     run(loaded, "%agent --new --max-steps 1 Use Python to compute 2**100")
     assert agent.max_steps == 20
-    assert [i.label for i in agent.context][0] == "user" and len(agent.context) == 4
+    # The task, the step and its call's result, then ipyagent's word at the limit and the
+    # answer to it (Agent.answer_at_limit).
+    assert [i.label for i in agent.context][0] == "user" and len(agent.context) == 6
+    assert "the step limit is reached (Agent.max_steps = 1)" in agent.context[4].content
 
 
 def test_step_through_uses_the_edited_context(loaded: Any) -> None:

@@ -215,11 +215,11 @@ def test_persona_option_and_config_files_take_effect(tmp_path):
     (profile / "ipython_config.py").write_text(
         "c = get_config()\nc.InteractiveShellApp.extensions = ['ipyagent']\n"
         "c.Agent.max_steps = 1\nc.Agent.approval = 'auto'\n")
-    one = piped(tmp_path, ["compute 2**10"])
-    assert "── max_steps · 1 step" in one.stdout, one.stdout + one.stderr
+    one = piped(tmp_path, ["compute 2**10"])  # max_steps=1, then the answer at the limit
+    assert "reached max_steps=1;" in one.stdout, one.stdout + one.stderr
     (tmp_path / "mine.py").write_text("c.Agent.max_steps = 2\n")  # --config FILE: over IPython's
     two = piped(tmp_path, ["compute 2**10"], "--config", "mine.py")
-    assert "── max_steps · 2 steps" in two.stdout, two.stdout + two.stderr
+    assert "reached max_steps=2;" in two.stdout, two.stdout + two.stderr
     three = piped(tmp_path, ["compute 2**10"], "--config", "mine.py", "--max-steps", "5")
     assert "── done · 3 steps" in three.stdout  # the option: over both files
     # A persona: the reviewer is offered no python, so the demo model calls none.
@@ -232,7 +232,7 @@ def test_persona_option_and_config_files_take_effect(tmp_path):
     # ipyagent run reads the same files.
     run = subprocess.run(_cmd("run", "compute 2**10"), capture_output=True, text=True,
                          timeout=120, cwd=tmp_path, env=_env(tmp_path), stdin=subprocess.DEVNULL)
-    assert "── max_steps · 1 step" in run.stdout and run.returncode == 1
+    assert "── max_steps · 2 steps" in run.stdout and run.returncode == 1
 
 
 @pytest.mark.parametrize("command", ["repl", "run"])
