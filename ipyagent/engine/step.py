@@ -75,7 +75,7 @@ from ..models.written_calls import (
     repaired_code,
 )
 from ..tools.base import Executor, Toolbox
-from ..tools.python import ERROR_NOTE, NOTE_FIX
+from ..tools.python import ERROR_NOTE, note_fix
 from ..trust.redaction import LiveRedactor, redact_result, redaction_notice
 from ..trust.secrets import key_envs, secret_values
 from .compaction import fit_window
@@ -822,7 +822,7 @@ NOTE_FIXED = "note_fixed"  # ToolCall.meta: the change ipyagent's note gave, app
 
 
 def _fix_for(agent: AgentView, call: ToolCall) -> dict[str, str] | None:
-    """The change ipyagent's note on a failed python call gave (``tools.python.NOTE_FIX``:
+    """The change ipyagent's note on a failed python call gave (``tools.python.note_fix``:
     the code so changed, and what changed) when ``call`` is that call again, word for word,
     which would not be run (``_not_run_again``); None otherwise.
 
@@ -837,11 +837,11 @@ def _fix_for(agent: AgentView, call: ToolCall) -> dict[str, str] | None:
         return None
     failed = next((i for i in reversed(list(agent.context)) if isinstance(i, ToolResult)
                    and i.call_id == again.meta.get("repeat_of")), None)
-    fix = failed.meta.get(NOTE_FIX) if failed is not None else None
-    if not (isinstance(fix, dict) and isinstance(fix.get("code"), str)
-            and isinstance(fix.get("what"), str) and fix["code"] != call.arguments.get("code")):
+    code = call.arguments.get("code")
+    fix = note_fix(agent, code, failed) if failed is not None and isinstance(code, str) else None
+    if fix is None or fix[0] == code:
         return None
-    return {"code": fix["code"], "what": fix["what"]}
+    return {"code": fix[0], "what": fix[1]}
 
 
 SAME_FAILURE = "the same failing call again"  # meta["skipped"] of a call not run so

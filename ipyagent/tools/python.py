@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._util.pyast import last_assigned, parsed, set_from_none, shadowed, split_joined, subtracted
 from ..context.events import ToolOutput, live_emitter
 from ..context.items import NO_OUTPUT, SHOWN, VALUES, ToolCall, ToolResult
+from ..context.spill import outputs_of
 from ..errors import KernelError
 from ..kernel.base import confinement, for_the_model
 from ..kernel.outputs import strip_ansi
@@ -79,7 +80,7 @@ def python_tool(agent: PythonHost) -> Tool:
             call_id=call.id, name=call.name, output=execution.text or NO_OUTPUT,
             error=execution.status != "ok", outputs=list(execution.outputs),
             execution_count=execution.execution_count, meta=meta)
-        note, fix = _note_and_fix(agent, code, execution.outputs, execution.execution_count)
+        note, _ = _note_and_fix(agent, code, execution.outputs, execution.execution_count)
         # What ipyagent asks the kernel after a failed call shares one deadline: a value's
         # own __repr__ (the sandboxed code's) could otherwise hold each question to the limit.
         deadline = time.monotonic() + min(AFTER_CALL_SECONDS, agent.tool_timeout or AFTER_CALL_SECONDS)
@@ -101,8 +102,6 @@ def python_tool(agent: PythonHost) -> Tool:
             result.meta["note"] = note
             if result.error:
                 result.meta[ERROR_NOTE] = note  # said again if the same call is written again
-                if fix is not None:  # applied if the same call is written again (engine.step)
-                    result.meta[NOTE_FIX] = {"code": fix[0], "what": fix[1]}
         await settle_changes(agent, result)  # the staged workspace: what reaches your folder
         silent = (not execution.text and not execution.outputs and not result.error
                   and not result.meta.get("changes"))
@@ -275,7 +274,26 @@ def error_note(outputs: list[dict[str, Any]], files: Sequence[str] = ()) -> str:
     return ""
 
 
-def _note_and_fix(agent: PythonHost, code: str, outputs: list[dict[str, Any]],
+class Workspace(Protocol):
+    """Where the code's files are: what the notes read (a local workspace only)."""
+
+    @property
+    def workspace(self) -> str: ...
+
+    @property
+    def workspace_path(self) -> Path: ...
+
+
+def note_fix(agent: Workspace, code: str, result: ToolResult) -> tuple[str, str] | None:
+    """``(the code as ipyagent's note on its failed ``result`` says to change it, what
+    changed)``, or None: read again from the code and the result's outputs each time it is
+    asked (never kept in the result, where a transcript someone sent could set it)."""
+    if not result.error:
+        return None
+    return _note_and_fix(agent, code, list(outputs_of(result)), result.execution_count)[1]
+
+
+def _note_and_fix(agent: Workspace, code: str, outputs: list[dict[str, Any]],
                   count: int | None) -> tuple[str, tuple[str, str] | None]:
     """ipyagent's note on a call's outputs, and, where the note says a change that is the
     code's own text changed mechanically, ``(the code so changed, what changed)``: the
@@ -482,9 +500,6 @@ _OWN_NAME = {"sum": "total", "max": "largest", "min": "smallest", "len": "count"
              "list": "items", "str": "text", "dict": "table", "input": "answer", "round": "rounded"}
 
 ERROR_NOTE = "error_note"  # ToolResult.meta: ipyagent's note on a failed call's error
-# ToolResult.meta: the code as ipyagent's note says to change it, and what changed
-# (``_note_and_fix``), for the same failing call written again.
-NOTE_FIX = "note_fix"
 _NOT_RAISED = ("SyntaxError", "IndentationError", "TabError")  # found compiling: no frame ran
 PART_CHARS = 120  # of the failing part quoted in the note
 
@@ -567,12 +582,12 @@ def _power_example(out: dict[str, Any]) -> str:
     return ", as in: " + code.replace("^", "**")
 
 
-def _folder(agent: PythonHost) -> Path | None:
+def _folder(agent: Workspace) -> Path | None:
     """The local workspace folder, or None (a remote one is not ours to read)."""
     return None if agent.workspace == "remote" else agent.workspace_path
 
 
-def _names_here(agent: PythonHost, outputs: list[dict[str, Any]], limit: int = 500) -> list[str]:
+def _names_here(agent: Workspace, outputs: list[dict[str, Any]], limit: int = 500) -> list[str]:
     """The names in the workspace folder (not below it), only after a NameError, and only
     for a local workspace; [] when it cannot be listed."""
     if agent.workspace == "remote" or not any(o.get("ename") == "NameError" for o in outputs):
