@@ -231,33 +231,30 @@ def error_note(outputs: list[dict[str, Any]], files: Sequence[str] = ()) -> str:
     the names in the workspace folder, for a NameError whose name is one's stem (at 0.5B,
     ``StringIO(scores.csv)`` failed three times on the note alone)."""
     for out in outputs:
-        found = (_ERROR_NOTES[1][1].match(str(out.get("evalue", "")))
-                 if out.get("ename") == "NameError" else None)
-        if found and found.group(1) in _IMPORTS:
-            return (f"{found.group(1)!r} is a module your code did not import: start the code "
-                    f"with {_IMPORTS[found.group(1)]}, and run the call again.")
-        if found and found.group(1) in _TOOLS_IN_PYTHON:
-            return (f"{found.group(1)} is one of your tools, not a Python function: "
-                    f"{_TOOLS_IN_PYTHON[found.group(1)]}")
-        named = [f for f in files if found and _PLAIN_FILE.match(f)
-                 and f.rsplit(".", 1)[0] == found.group(1)]
-        if found and named:
-            extension = "." + named[0].rsplit(".", 1)[1].lower()
+        found = _missing_name(out, files)
+        if found and found[0] in _IMPORTS:
+            return (f"{found[0]!r} is a module your code did not import: start the code "
+                    f"with {_IMPORTS[found[0]]}, and run the call again.")
+        if found and found[0] in _TOOLS_IN_PYTHON:
+            return (f"{found[0]} is one of your tools, not a Python function: "
+                    f"{_TOOLS_IN_PYTHON[found[0]]}")
+        if found and found[1]:
+            missing, named = found[0], found[1]
+            extension = "." + named.rsplit(".", 1)[1].lower()
             how = _read_as(extension)
-            code = _traceback_text(out)
-            if re.search(rf"(?<![\w'\"./]){re.escape(named[0])}(?![\w'\"])", code):
+            if found[2]:
                 # ``app.log.split(…)``: the file's name written as code. Read into a name of
                 # its own (seen at 0.5B: the stem's name then met "str has no attribute log").
                 name = _READ_INTO.get(extension, "text")
-                return (f"{named[0]} is the name of a file in the workspace, not a name in "
+                return (f"{named} is the name of a file in the workspace, not a name in "
                         f"Python: read the file in your code first, for example "
-                        f"{how.format(v=name, f=named[0])}, use {name} where your code wrote "
-                        f"{named[0]}, and run the call again.")
+                        f"{how.format(v=name, f=named)}, use {name} where your code wrote "
+                        f"{named}, and run the call again.")
             # "Keep the rest": at 1.5B the note's example alone became the next call
             # (``users = json.load(…); print(len(users))``), and the filter was lost.
-            return (f"nothing your code ran so far defined {found.group(1)!r}; the workspace "
-                    f"has a file {named[0]}: start your code with "
-                    f"{how.format(v=found.group(1), f=named[0])}, keep the rest of your code "
+            return (f"nothing your code ran so far defined {missing!r}; the workspace "
+                    f"has a file {named}: start your code with "
+                    f"{how.format(v=missing, f=named)}, keep the rest of your code "
                     "as it was, and run the call again.")
     for out in outputs:
         if out.get("output_type") != "error":
@@ -267,9 +264,9 @@ def error_note(outputs: list[dict[str, Any]], files: Sequence[str] = ()) -> str:
                 code_line = ename == "SyntaxError"  # what it says is in the code it shows
                 text = (_traceback_text(out)
                         if code_line else str(out.get("evalue", "")))
-                found = pattern.search(text) if code_line else pattern.match(text)
-                if found or unnamed:
-                    return note.format(name=repr(found.group(1)) if found else unnamed,
+                matched = pattern.search(text) if code_line else pattern.match(text)
+                if matched or unnamed:
+                    return note.format(name=repr(matched.group(1)) if matched else unnamed,
                                        example=_power_example(out) if ename == "TypeError" else "")
     return ""
 
@@ -328,19 +325,30 @@ def import_fix(code: str, outputs: list[dict[str, Any]],
     workspace file whose stem the name is (``users`` for users.json), where the code does
     not write the file's name as code. Only those: the name comes from the sandbox's error."""
     for out in outputs:
-        found = (_ERROR_NOTES[1][1].match(str(out.get("evalue", "")))
-                 if out.get("ename") == "NameError" else None)
+        found = _missing_name(out, files)
         if not found:
             continue
-        line = _IMPORTS.get(found.group(1))
-        named = [f for f in files if _PLAIN_FILE.match(f) and f.rsplit(".", 1)[0] == found.group(1)]
-        if line is None and named and not re.search(
-                rf"(?<![\w'\"./]){re.escape(named[0])}(?![\w'\"])", _traceback_text(out)):
-            line = _read_as("." + named[0].rsplit(".", 1)[1].lower()).format(
-                v=found.group(1), f=named[0])
+        missing, named, as_code = found
+        line = _IMPORTS.get(missing)
+        if line is None and named and not as_code:
+            line = _read_as("." + named.rsplit(".", 1)[1].lower()).format(v=missing, f=named)
         if line is not None:
             return f"{line}\n{code}", f"{line} added as the first line"
     return None
+
+
+def _missing_name(out: dict[str, Any], files: Sequence[str]) -> tuple[str, str, bool] | None:
+    """For a NameError output: ``(the name, the workspace file whose stem it is or "",
+    whether the traceback writes that file's name as code)``; None for another output."""
+    found = (_ERROR_NOTES[1][1].match(str(out.get("evalue", "")))
+             if out.get("ename") == "NameError" else None)
+    if not found:
+        return None
+    named = next((f for f in files if _PLAIN_FILE.match(f)
+                  and f.rsplit(".", 1)[0] == found.group(1)), "")
+    as_code = bool(named) and bool(re.search(
+        rf"(?<![\w'\"./]){re.escape(named)}(?![\w'\"])", _traceback_text(out)))
+    return found.group(1), named, as_code
 
 
 def joined_note(code: str, outputs: list[dict[str, Any]], limit: int = 600) -> str:
